@@ -1,0 +1,350 @@
+// Package casetable reads and numbers table.dat, and hands out its cases one at a
+// time to meta-jobs under the farm's shared lock.
+//
+// A table is a text file with one case per line. Blank lines and lines whose
+// first non-blank character is '#' are not cases. CRLF line endings are
+// tolerated. A numbered table has "ID command" on every case line, with ID a
+// positive integer unique in the table; an unnumbered table is numbered
+// 1, 2, 3, ... in line order by Number.
+package casetable
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Case is one line of a table: an independent computation.
+type Case struct {
+	ID      int64  // the case ID, stable across resubmits
+	Command string // the line without its ID field
+}
+
+// LineError is a problem with one line of a table file. Its message names the
+// file and line so that users can find and fix it.
+type LineError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %s", filepath.Base(e.File), e.Line, e.Msg)
+}
+
+// ErrEmptyTable is returned for a table that has no case lines.
+var ErrEmptyTable = errors.New("table has no cases")
+
+// Info describes a validated table.
+type Info struct {
+	Cases    int   // number of case lines
+	MaxID    int64 // largest case ID
+	Numbered bool  // the table already carried IDs before Prepare ran
+}
+
+// isCase reports whether a (CR-trimmed) line holds a case.
+func isCase(line []byte) bool {
+	t := bytes.TrimLeft(line, " \t")
+	return len(t) > 0 && t[0] != '#' && len(bytes.TrimSpace(t)) > 0
+}
+
+// splitID splits a numbered case line into its ID and command. ok is false
+// when the first field is not made of digits.
+func splitID(line []byte) (id int64, cmd string, digits bool, err error) {
+	t := bytes.TrimLeft(line, " \t")
+	end := bytes.IndexAny(t, " \t")
+	field := t
+	if end >= 0 {
+		field = t[:end]
+	}
+	digits = len(field) > 0
+	for _, c := range field {
+		if c < '0' || c > '9' {
+			digits = false
+			break
+		}
+	}
+	if !digits {
+		return 0, "", false, fmt.Errorf("malformed case ID %q: a numbered table needs \"ID command\" on every case line, with ID a positive integer", truncate(field))
+	}
+	id, perr := strconv.ParseInt(string(field), 10, 64)
+	if perr != nil || id < 1 {
+		return 0, "", true, fmt.Errorf("malformed case ID %q: IDs must be positive integers", truncate(field))
+	}
+	if end < 0 || len(bytes.TrimSpace(t[end:])) == 0 {
+		return 0, "", true, fmt.Errorf("case %d has an ID but no command", id)
+	}
+	return id, string(bytes.TrimSpace(t[end:])), true, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
+
+// trimEOL removes a trailing "\n" and "\r".
+func trimEOL(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r"))
+}
+
+// eachLine calls fn for every line of r with its 1-based number.
+func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A very long line: collect it whole.
+			buf := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				buf = append(buf, line...)
+			}
+			line = buf
+		}
+		if len(line) > 0 {
+			if ferr := fn(n, trimEOL(line)); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// idSet records which IDs were seen, and where, to report duplicates.
+type idSet struct {
+	line map[int64]int
+	bits []uint64
+}
+
+func (s *idSet) add(id int64, n int) (prev int, dup bool) {
+	// Dense IDs (the usual 1..N) live in a bitset; the first line of a
+	// duplicate is then found by a second pass, which only errors pay for.
+	if id < 1<<31 {
+		w := int(id >> 6)
+		if w >= len(s.bits) {
+			nb := make([]uint64, max(w+1, 2*len(s.bits)))
+			copy(nb, s.bits)
+			s.bits = nb
+		}
+		if s.bits[w]&(1<<(id&63)) != 0 {
+			return 0, true
+		}
+		s.bits[w] |= 1 << (id & 63)
+		return 0, false
+	}
+	if s.line == nil {
+		s.line = map[int64]int{}
+	}
+	if p, ok := s.line[id]; ok {
+		return p, true
+	}
+	s.line[id] = n
+	return 0, false
+}
+
+// firstLineOf finds the first line of path that carries case id.
+func firstLineOf(path string, id int64) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	found := 0
+	errStop := errors.New("stop")
+	eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		if got, _, _, err := splitID(line); err == nil && got == id {
+			found = n
+			return errStop
+		}
+		return nil
+	})
+	return found
+}
+
+// Validate checks a table without changing it. A table whose first case line
+// starts with a number is treated as numbered, and every case line must then
+// carry a unique positive ID.
+func Validate(path string) (Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	var info Info
+	var ids idSet
+	first := true
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		info.Cases++
+		if first {
+			first = false
+			_, _, digits, _ := splitID(line)
+			info.Numbered = digits
+		}
+		if !info.Numbered {
+			return nil
+		}
+		id, _, _, err := splitID(line)
+		if err != nil {
+			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line, or remove all IDs to let farm number the table"}
+		}
+		if prev, dup := ids.add(id, n); dup {
+			if prev == 0 {
+				prev = firstLineOf(path, id)
+			}
+			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, prev)}
+		}
+		info.MaxID = max(info.MaxID, id)
+		return nil
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	if info.Cases == 0 {
+		return info, fmt.Errorf("%s: %w; put one command per line", filepath.Base(path), ErrEmptyTable)
+	}
+	if !info.Numbered {
+		info.MaxID = int64(info.Cases)
+	}
+	return info, nil
+}
+
+// Prepare validates the table at path and, if it carries no IDs, numbers it in
+// place: the numbered table is written to a temporary file and renamed over
+// the original, which is first kept as path+".orig".
+func Prepare(path string) (Info, error) {
+	info, err := Validate(path)
+	if err != nil || info.Numbered {
+		return info, err
+	}
+	if err := Number(path, path+".orig"); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// Number rewrites the unnumbered table at path as "ID command" lines,
+// keeping comment and blank lines, and leaves a copy of the original at
+// backup (unless backup is "").
+func Number(path, backup string) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, st.Mode().Perm(), func(w *bufio.Writer) error {
+		id := int64(0)
+		var num []byte
+		return eachLine(in, func(n int, line []byte) error {
+			if isCase(line) {
+				id++
+				num = strconv.AppendInt(num[:0], id, 10)
+				w.Write(num)
+				w.WriteByte(' ')
+				w.Write(bytes.TrimSpace(line))
+			} else {
+				w.Write(line)
+			}
+			return w.WriteByte('\n')
+		})
+	}, backup)
+}
+
+// WriteAtomic writes a file through fill into a temporary file beside path and
+// renames it over path, so readers see the old or the new file, never a
+// half-written one. If backup is not "", the old file is first hard-linked
+// (or, failing that, copied) to backup.
+func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, backup string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	if err := fill(w); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if backup != "" {
+		os.Remove(backup)
+		if err := os.Link(path, backup); err != nil {
+			if err := copyFile(path, backup); err != nil {
+				return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
+			}
+		}
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// ReadCases calls fn for every case of a numbered table, in file order.
+func ReadCases(path string, fn func(c Case) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		id, cmd, _, err := splitID(line)
+		if err != nil {
+			return &LineError{File: path, Line: n, Msg: err.Error()}
+		}
+		return fn(Case{ID: id, Command: cmd})
+	})
+}

@@ -1,0 +1,82 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// JobState is a job's state in the batch system, with Slurm's names.
+type JobState string
+
+// Job states. Gone is a job the batch system no longer knows (Slurm forgets
+// finished jobs after MinJobAge): it is not pending or running.
+const (
+	Pending   JobState = "PENDING"
+	Running   JobState = "RUNNING"
+	Completed JobState = "COMPLETED"
+	Failed    JobState = "FAILED"
+	Cancelled JobState = "CANCELLED"
+	Timeout   JobState = "TIMEOUT"
+	Gone      JobState = "GONE"
+)
+
+// Active reports whether a job in state s may still run cases.
+func (s JobState) Active() bool { return s == Pending || s == Running }
+
+// JobInfo is what a backend knows of one job.
+type JobInfo struct {
+	ID    string
+	State JobState
+	Start time.Time // zero until it starts
+	End   time.Time // expected end while running; actual end once ended; may be zero
+}
+
+// SubmitRequest describes jobs to submit.
+type SubmitRequest struct {
+	Dir       string        // farm directory: the jobs' working directory
+	Script    string        // job script to run
+	Name      string        // job name, ties the jobs to their farm
+	Count     int           // how many jobs
+	Array     bool          // one case per job (SIMPLE mode): an array where possible
+	Env       []string      // KEY=value added to the submitting environment
+	Args      []string      // extra batch-system arguments (sbatch options)
+	After     []string      // start only once these jobs have ended, in any state
+	TimeLimit time.Duration // the script's run-time; the local backend enforces it
+	Output    func(id string) string
+}
+
+// Self is what a running job knows of itself.
+type Self struct {
+	ID  string
+	End time.Time // when the job will be stopped; zero if unknown
+}
+
+// Backend is a batch system that runs a farm's jobs.
+//
+// Every method is safe to call from any process on a host that shares the
+// farm directory; no state is kept in the Backend value between calls.
+type Backend interface {
+	// Name is the backend's name, as given to --backend.
+	Name() string
+
+	// Submit submits req.Count jobs and returns their IDs, in order. On
+	// error it still returns the IDs of the jobs that were submitted
+	// before the error, so that none is lost track of.
+	Submit(ctx context.Context, req SubmitRequest) ([]string, error)
+
+	// Jobs reports the state of each job in ids. Every ID gets an entry; a
+	// job the batch system no longer knows is reported Gone. Its cost is one
+	// batch-system query, whatever the number of jobs.
+	Jobs(ctx context.Context, ids []string) (map[string]JobInfo, error)
+
+	// Cancel cancels the jobs in ids that are still active (only the
+	// pending ones if pendingOnly) and returns the IDs it cancelled.
+	Cancel(ctx context.Context, ids []string, pendingOnly bool) ([]string, error)
+
+	// Self is called inside a running job: its own ID and end time.
+	Self(ctx context.Context) (Self, error)
+}
+
+// ErrNoBackend means a backend is not available here.
+var ErrNoBackend = errors.New("backend not available")

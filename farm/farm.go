@@ -1,0 +1,135 @@
+// Package farm implements the life of a farm: its directory, submitting and
+// resubmitting meta-jobs through a backend, the meta-job loop itself, and the
+// reports users read.
+package farm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/templates"
+)
+
+// Names of the files and directories of a farm.
+const (
+	JobScript      = "job_script.sh"
+	SingleCase     = "single_case.sh"
+	ResubmitScript = "resubmit_script.sh"
+	FinalScript    = "final.sh"
+	ConfigFile     = "config"
+	Table          = "table.dat"
+	RetryTable     = "table.dat_"
+	LogFile        = "farm.log"
+	StatusDir      = "STATUSES"
+	OutputDir      = "OUTPUT"
+	MiscDir        = "MISC"
+)
+
+// UserError is an error caused by the user's input or the farm's state; its
+// message says what to do. The CLI prints it as one line.
+type UserError struct{ Msg string }
+
+func (e *UserError) Error() string { return e.Msg }
+
+// Userf makes a UserError.
+func Userf(format string, args ...any) error { return &UserError{Msg: fmt.Sprintf(format, args...)} }
+
+// IsUserError reports whether err is (or wraps) a UserError.
+func IsUserError(err error) bool {
+	var u *UserError
+	return errors.As(err, &u)
+}
+
+// Farm is an open farm directory.
+type Farm struct {
+	Dir    string
+	Config Config
+	Host   string
+	Out    io.Writer // messages for the user
+}
+
+// Open opens the farm in dir, checking that it is one.
+func Open(dir string, out io.Writer) (*Farm, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{JobScript, SingleCase} {
+		if _, err := os.Stat(filepath.Join(abs, name)); err != nil {
+			return nil, Userf("Non-farm directory %s (no %s): cd into a farm directory, or make one with 'farm init DIR'", abs, name)
+		}
+	}
+	cfg, err := LoadConfig(filepath.Join(abs, ConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	host = strings.ReplaceAll(host, " ", "_")
+	if out == nil {
+		out = io.Discard
+	}
+	return &Farm{Dir: abs, Config: cfg, Host: host, Out: out}, nil
+}
+
+// Path joins parts to the farm directory.
+func (f *Farm) Path(parts ...string) string {
+	return filepath.Join(append([]string{f.Dir}, parts...)...)
+}
+
+// ensureDirs makes the farm's working directories.
+func (f *Farm) ensureDirs() error {
+	for _, d := range []string{StatusDir, OutputDir, MiscDir} {
+		if err := os.MkdirAll(f.Path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Store returns the farm's claim store; Close it when done.
+func (f *Farm) Store() (*casetable.Store, error) {
+	if err := os.MkdirAll(f.Path(MiscDir), 0o755); err != nil {
+		return nil, err
+	}
+	return casetable.NewStore(f.Dir, f.Path(MiscDir), f.Host)
+}
+
+// Log appends a timestamped line to farm.log. Only commands run by the user
+// and the auto-resubmit job write it, one at a time.
+func (f *Farm) Log(format string, args ...any) {
+	line := time.Now().Format("2006-01-02 15:04:05") + " " + fmt.Sprintf(format, args...) + "\n"
+	fh, err := os.OpenFile(f.Path(LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	fh.WriteString(line)
+	fh.Close()
+}
+
+// Init makes a new farm directory with the templates. It refuses an existing
+// directory that is not empty, so nothing is overwritten.
+func Init(dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return Userf("%s exists and is not empty; give 'farm init' a new directory name (nothing was changed)", dir)
+	} else if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, t := range templates.All() {
+		if err := os.WriteFile(filepath.Join(dir, t.Name), t.Data, t.Mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package farm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+)
+
+// listRow is one job in farm list --json.
+type listRow struct {
+	ID      string `json:"id"`
+	Run     int    `json:"run"`
+	Kind    string `json:"kind"`
+	Backend string `json:"backend"`
+	State   string `json:"state"`
+	Start   string `json:"start,omitempty"`
+	End     string `json:"end,omitempty"`
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format("2006-01-02 15:04:05")
+}
+
+// List prints every job of the farm with its state.
+func (f *Farm) List(ctx context.Context, backends Backends, w io.Writer, asJSON bool) error {
+	recs, err := f.Jobs()
+	if err != nil {
+		return err
+	}
+	infos, err := f.jobInfos(ctx, backends, recs)
+	if err != nil {
+		return err
+	}
+	rows := make([]listRow, 0, len(recs))
+	for _, r := range recs {
+		in := infos[r.ID]
+		rows = append(rows, listRow{ID: r.ID, Run: r.Run, Kind: r.Kind, Backend: r.Backend, State: string(in.State), Start: fmtTime(in.Start), End: fmtTime(in.End)})
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "No jobs: the farm has not been submitted.")
+		return nil
+	}
+	t := newTable(w, "Job", "Run", "Kind", "Backend", "State", "Start", "End")
+	for _, r := range rows {
+		t.Append([]string{r.ID, strconv.Itoa(r.Run), r.Kind, r.Backend, r.State, r.Start, r.End})
+	}
+	t.Render()
+	return nil
+}
+
+func newTable(w io.Writer, header ...string) *tablewriter.Table {
+	t := tablewriter.NewWriter(w)
+	t.SetHeader(header)
+	t.SetBorder(false)
+	t.SetAutoFormatHeaders(false)
+	t.SetAutoWrapText(false)
+	t.SetAlignment(tablewriter.ALIGN_LEFT)
+	t.SetHeaderAlignment(tablewriter.ALIGN_LEFT)
+	return t
+}
+
+// Cancel cancels the farm's active jobs (only pending ones if pendingOnly)
+// and says which.
+func (f *Farm) Cancel(ctx context.Context, backends Backends, pendingOnly bool) error {
+	active, infos, err := f.activeJobs(ctx, backends)
+	if err != nil {
+		return err
+	}
+	byBackend := map[string][]string{}
+	for _, r := range active {
+		if pendingOnly && infos[r.ID].State != Pending {
+			continue
+		}
+		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
+	}
+	var all []string
+	names := make([]string, 0, len(byBackend))
+	for n := range byBackend {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b, err := backends(ctx, name, f.Dir)
+		if err != nil {
+			return err
+		}
+		done, err := b.Cancel(ctx, byBackend[name], pendingOnly)
+		all = append(all, done...)
+		if err != nil {
+			return err
+		}
+	}
+	verb := "kill"
+	if pendingOnly {
+		verb = "prune"
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(f.Out, "Nothing to cancel: no job of the farm is "+map[bool]string{true: "pending.", false: "pending or running."}[pendingOnly])
+		return nil
+	}
+	f.Log("%s: cancelled %d job(s): %s", verb, len(all), strings.Join(all, " "))
+	fmt.Fprintf(f.Out, "Cancelled %d job(s): %s\n", len(all), strings.Join(all, " "))
+	return nil
+}

@@ -1,0 +1,249 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/casetable"
+)
+
+// Backends finds a backend by name for the farm in dir; name "" picks the
+// default (Slurm when a controller answers, else local).
+type Backends func(ctx context.Context, name, dir string) (Backend, error)
+
+// SubmitOptions are the arguments of farm submit and farm resubmit.
+type SubmitOptions struct {
+	N       int      // -1 (SIMPLE mode: one job per case) or the number of meta-jobs
+	Auto    bool     // add the auto-resubmit job
+	Args    []string // extra sbatch arguments
+	Backend string   // "", "local" or "slurm"
+}
+
+// ParseN checks the first argument of submit/resubmit.
+func ParseN(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || (n < 1 && n != -1) {
+		return 0, Userf("Wrong first argument: %s (should be a positive integer or -1) ; exiting", s)
+	}
+	return n, nil
+}
+
+// activeJobs returns the farm's jobs that are pending or running.
+func (f *Farm) activeJobs(ctx context.Context, backends Backends) ([]JobRecord, map[string]JobInfo, error) {
+	recs, err := f.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	infos, err := f.jobInfos(ctx, backends, recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var active []JobRecord
+	for _, r := range recs {
+		if infos[r.ID].State.Active() {
+			active = append(active, r)
+		}
+	}
+	return active, infos, nil
+}
+
+// jobInfos asks each backend once for the states of its jobs.
+func (f *Farm) jobInfos(ctx context.Context, backends Backends, recs []JobRecord) (map[string]JobInfo, error) {
+	byBackend := map[string][]string{}
+	for _, r := range recs {
+		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
+	}
+	out := map[string]JobInfo{}
+	for name, ids := range byBackend {
+		b, err := backends(ctx, name, f.Dir)
+		if err != nil {
+			return nil, err
+		}
+		infos, err := b.Jobs(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id, in := range infos {
+			out[id] = in
+		}
+	}
+	return out, nil
+}
+
+// Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
+// are still active).
+func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions) error {
+	store, err := f.Store()
+	if err != nil {
+		return err
+	}
+	state, err := store.Read(ctx)
+	store.Close()
+	if err != nil && !errors.Is(err, casetable.ErrNoState) {
+		return err
+	}
+	if state.Run > 0 {
+		active, _, err := f.activeJobs(ctx, backends)
+		if err != nil {
+			return err
+		}
+		if len(active) == 0 {
+			return Userf("this farm was already submitted (run %d): use 'farm resubmit N' to run what is left, or 'farm clean --yes' to start over", state.Run)
+		}
+		if (opt.N == -1) != state.Simple {
+			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
+		}
+		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
+		return f.launch(ctx, backends, opt, state.Run, state.Table, 0)
+	}
+	info, err := casetable.Prepare(f.Path(Table))
+	if err != nil {
+		return tableErr(err)
+	}
+	if !info.Numbered {
+		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+	}
+	return f.launch(ctx, backends, opt, 1, Table, info.Cases)
+}
+
+func modeName(simple bool) string {
+	if simple {
+		return "SIMPLE (-1)"
+	}
+	return "META"
+}
+
+// tableErr turns table problems into user errors.
+func tableErr(err error) error {
+	var le *casetable.LineError
+	if errors.As(err, &le) || errors.Is(err, casetable.ErrEmptyTable) {
+		return &UserError{Msg: err.Error()}
+	}
+	if os.IsNotExist(err) {
+		return Userf("%s is missing: put one case (command line) per line in %s", Table, Table)
+	}
+	return err
+}
+
+// launch submits the jobs of run over table. cases is the number of cases
+// in table for a new run, 0 when adding jobs to an active run.
+func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, run int, table string, cases int) error {
+	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
+	}
+	for _, a := range opt.Args {
+		if a == "-t" || a == "--time" || strings.HasPrefix(a, "--time=") || (strings.HasPrefix(a, "-t") && !strings.HasPrefix(a, "--")) {
+			return Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
+		}
+	}
+	simple := opt.N == -1
+	count := opt.N
+	if simple {
+		count = cases
+		if cases == 0 { // adding to an active SIMPLE run: one job per unclaimed case is unknown; add one
+			count = 1
+		}
+	}
+	extra := 0
+	if opt.Auto || f.hasFinal() {
+		extra = 1
+	}
+	if cap := f.Config.NJobsMax; cap > 0 {
+		active, _, err := f.activeJobs(ctx, backends)
+		if err != nil {
+			return err
+		}
+		room := cap - len(active) - extra
+		if count > room {
+			return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", cap, ConfigFile, len(active), max(room, 0), extra)
+		}
+	}
+	be, err := backends(ctx, opt.Backend, f.Dir)
+	if err != nil {
+		return err
+	}
+	if err := f.ensureDirs(); err != nil {
+		return err
+	}
+	if cases > 0 {
+		store, err := f.Store()
+		if err != nil {
+			return err
+		}
+		err = store.Update(ctx, func(st *casetable.State) error {
+			st.Run, st.Table, st.Simple, st.Offset, st.Claimed = run, table, simple, 0, 0
+			return nil
+		})
+		store.Close()
+		if err != nil {
+			return err
+		}
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	req := SubmitRequest{
+		Dir:       f.Dir,
+		Script:    f.Path(JobScript),
+		Name:      "farm-" + filepath.Base(f.Dir),
+		Count:     count,
+		Array:     simple,
+		Args:      opt.Args,
+		TimeLimit: limit,
+		Env: []string{
+			EnvDir + "=" + f.Dir,
+			EnvRun + "=" + strconv.Itoa(run),
+			EnvSimple + "=" + boolEnv(simple),
+			EnvBackend + "=" + be.Name(),
+			EnvBin + "=" + bin,
+		},
+		Output: func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+	}
+	ids, err := be.Submit(ctx, req)
+	kind := KindMeta
+	if simple {
+		kind = KindSimple
+	}
+	var recs []JobRecord
+	for _, id := range ids {
+		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: kind, ID: id})
+	}
+	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
+		err = rerr
+	}
+	f.Log("submit: run %d, %d %s job(s) on the %s backend: %s", run, len(ids), kind, be.Name(), strings.Join(ids, " "))
+	if err != nil {
+		if len(ids) > 0 {
+			fmt.Fprintf(f.Out, "Submitted %d of %d jobs before the error: %s\n", len(ids), count, strings.Join(ids, " "))
+		}
+		return err
+	}
+	what := "meta-jobs"
+	if simple {
+		what = "jobs (SIMPLE mode, one case each)"
+	}
+	fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
+	return nil
+}
+
+func boolEnv(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (f *Farm) hasFinal() bool {
+	_, err := os.Stat(f.Path(FinalScript))
+	return err == nil
+}

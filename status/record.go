@@ -1,0 +1,107 @@
+// Package status writes, reads and aggregates the per-meta-job status files
+// STATUSES/status.$JOBID.
+//
+// Each meta-job appends only to its own file, so no two hosts ever append to
+// one file. A file is a header line followed by one line per event:
+//
+//	# farm-status v1 job=JOBID run=RUN host=HOST
+//	S ID START HOST                  case ID started at START (Unix seconds)
+//	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
+//	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
+//	Q TIME MESSAGE                   the meta-job exited by itself
+//
+// A case with an S line and no E or I line in the same file was cut short
+// when its meta-job died, unless that meta-job is still running it.
+package status
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Writer appends records to one meta-job's status file.
+type Writer struct {
+	f    *os.File
+	host string
+	buf  []byte
+}
+
+// Create opens (appending) the status file at path for job jobID of run run.
+func Create(path, jobID string, run int, host string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{f: f, host: host}
+	st, err := f.Stat()
+	if err == nil && st.Size() == 0 {
+		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s\n", jobID, run, host)
+		if _, err := f.Write(w.buf); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	return strconv.AppendFloat(b, float64(t.UnixMilli())/1e3, 'f', 3, 64)
+}
+
+// Start records that case id started at t.
+func (w *Writer) Start(id int64, t time.Time) error {
+	b := append(w.buf[:0], 'S', ' ')
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, ' ')
+	b = appendTime(b, t)
+	b = append(b, ' ')
+	b = append(b, w.host...)
+	b = append(b, '\n')
+	w.buf = b
+	_, err := w.f.Write(b)
+	return err
+}
+
+// End records that case id, started at start, ended with status after d.
+func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) error {
+	return w.end('E', id, status, start, d)
+}
+
+// Interrupted records that case id was cut short by signal sig.
+func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
+	return w.end('I', id, sig, start, d)
+}
+
+func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Duration) error {
+	b := append(w.buf[:0], kind, ' ')
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, ' ')
+	b = appendTime(b, start)
+	b = append(b, ' ')
+	b = strconv.AppendFloat(b, d.Seconds(), 'f', 3, 64)
+	b = append(b, ' ')
+	b = append(b, w.host...)
+	b = append(b, '\n')
+	w.buf = b
+	_, err := w.f.Write(b)
+	return err
+}
+
+// Quit records that the meta-job exits by itself, with why.
+func (w *Writer) Quit(why string) error {
+	b := append(w.buf[:0], 'Q', ' ')
+	b = appendTime(b, time.Now())
+	b = append(b, ' ')
+	b = append(b, why...)
+	b = append(b, '\n')
+	w.buf = b
+	_, err := w.f.Write(b)
+	return err
+}
+
+// Close closes the file.
+func (w *Writer) Close() error { return w.f.Close() }
