@@ -118,21 +118,31 @@ func (s *Store) read() (State, error) {
 	return st, nil
 }
 
+// stateSize is the fixed size of the state file. Every write rewrites it
+// whole in one write(2) at offset 0, in place: a rename over the old file
+// would make ext4 flush it (auto_da_alloc), costing ~0.4 ms a claim, and a
+// single write of a few hundred bytes cannot be torn by a killed process.
+const stateSize = 256
+
 func (s *Store) write(st *State) error {
 	s.buf = st.marshal(s.buf[:0])
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if len(s.buf) > stateSize {
+		return fmt.Errorf("state record too long (%d bytes)", len(s.buf))
+	}
+	line := len(s.buf) - 1
+	for len(s.buf) < stateSize {
+		s.buf = append(s.buf, ' ')
+	}
+	s.buf[line], s.buf[stateSize-1] = ' ', '\n'
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(s.buf); err != nil {
+	if _, err := f.WriteAt(s.buf, 0); err != nil {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, s.path)
+	return f.Close()
 }
 
 // Read returns the current state, taking the lock.

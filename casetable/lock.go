@@ -102,8 +102,10 @@ func (l *Lock) Lock(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		// Busy, or the holder released between our link and our read of
+		// its PID: both mean try again.
 		var te interface{ Temporary() bool }
-		if !errors.As(err, &te) || !te.Temporary() {
+		if !os.IsNotExist(err) && (!errors.As(err, &te) || !te.Temporary()) {
 			return fmt.Errorf("taking the host lock %s: %w", l.hostL, err)
 		}
 		if err := wait.sleep(ctx); err != nil {

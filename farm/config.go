@@ -15,11 +15,12 @@ type Config struct {
 	NFailedMax int           // N_failed_max: fast-failure protection, cases
 	DtFailed   time.Duration // dt_failed: a failure shorter than this is "very short"
 	NJobsMax   int           // NJOBS_MAX: cap on the farm's queued+running jobs; 0 = none
+	RunDirs    bool          // RUN_DIRS: make RUN$ID for every case before it runs
 }
 
 // DefaultConfig is META's defaults.
 func DefaultConfig() Config {
-	return Config{NFailedMax: 5, DtFailed: 5 * time.Second}
+	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true}
 }
 
 // LoadConfig reads a config file; a missing file gives the defaults.
@@ -61,8 +62,10 @@ func LoadConfig(path string) (Config, error) {
 			cfg.DtFailed = time.Duration(num * float64(time.Second))
 		case "NJOBS_MAX":
 			cfg.NJobsMax = int(num)
+		case "RUN_DIRS":
+			cfg.RunDirs = num != 0
 		default:
-			return cfg, bad("unknown setting %q (known: N_failed_max, dt_failed, NJOBS_MAX)", k)
+			return cfg, bad("unknown setting %q (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", k)
 		}
 	}
 	return cfg, sc.Err()

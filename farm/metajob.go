@@ -46,7 +46,7 @@ const (
 type Metajob struct {
 	Farm    *Farm
 	Backend Backend
-	Out     io.Writer // the job's output (OUTPUT/slurm-$JOBID.out)
+	Out     io.Writer // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
 	// Now and EndTime are for tests; zero values use the clock and the backend.
 	bash string
@@ -97,15 +97,25 @@ func (m *Metajob) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
-	var running atomic.Int64 // PID of the running case, for forwarding
 	go func() {
 		for s := range sigs {
-			stopSig.Store(int32(s.(syscall.Signal)))
-			if pid := running.Load(); pid > 0 {
-				syscall.Kill(int(pid), s.(syscall.Signal))
+			// A signal sent to the whole job already reached the case;
+			// one sent to us alone is passed on to our process group (the
+			// case and its worker) the first time.
+			if stopSig.Swap(int32(s.(syscall.Signal))) == 0 {
+				syscall.Kill(0, s.(syscall.Signal))
 			}
 		}
 	}()
+	out, ok := m.Out.(*os.File)
+	if !ok {
+		return errors.New("meta-job output must be a file")
+	}
+	runner, err := newCaseRunner(f.Dir, m.bash, m.env, out)
+	if err != nil {
+		return err
+	}
+	defer runner.close()
 
 	fmt.Fprintf(m.Out, "farm: meta-job %s (run %d) on %s starting at %s\n", self.ID, run, f.Host, time.Now().Format(time.RFC3339))
 	quit := func(msg string) {
@@ -130,7 +140,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		if err := sw.Start(c.ID, start); err != nil {
 			return err
 		}
-		code, sig, err := m.runCase(c, &running)
+		code, sig, err := m.runCase(runner, c)
 		d := time.Since(start)
 		if err != nil {
 			return fmt.Errorf("case %d: %w", c.ID, err)
@@ -157,31 +167,17 @@ func (m *Metajob) Run(ctx context.Context) error {
 	}
 }
 
-// runCase runs single_case.sh for c and returns its STATUS (128+n when a
-// signal n killed it).
-func (m *Metajob) runCase(c casetable.Case, running *atomic.Int64) (code, sig int, err error) {
-	cmd := &exec.Cmd{
-		Path:   m.bash,
-		Args:   []string{"bash", SingleCase},
-		Dir:    m.Farm.Dir,
-		Env:    append(m.env[:len(m.env):len(m.env)], "ID="+strconv.FormatInt(c.ID, 10), "COMM="+c.Command),
-		Stdout: m.Out,
-		Stderr: m.Out,
+// runCase makes the case's directory and runs single_case.sh for c.
+func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err error) {
+	id := strconv.FormatInt(c.ID, 10)
+	if m.Farm.Config.RunDirs {
+		// Made here, not in single_case.sh: a mkdir process per case would
+		// cost more than the rest of the case's overhead together.
+		if err := os.Mkdir(m.Farm.Path("RUN"+id), 0o755); err != nil && !os.IsExist(err) {
+			return 0, 0, err
+		}
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, err
-	}
-	running.Store(int64(cmd.Process.Pid))
-	werr := cmd.Wait()
-	running.Store(0)
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return 128 + int(ws.Signal()), int(ws.Signal()), nil
-	}
-	if werr != nil && cmd.ProcessState.ExitCode() < 0 {
-		return 0, 0, werr
-	}
-	return cmd.ProcessState.ExitCode(), 0, nil
+	return r.run(id, c.Command)
 }
 
 // fastFailure detects a meta-job whose first max cases all failed quickly:
