@@ -1,0 +1,147 @@
+package farm
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseSlurmTime(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"30":         30 * time.Minute,
+		"30:15":      30*time.Minute + 15*time.Second,
+		"0:03":       3 * time.Second,
+		"2:00:00":    2 * time.Hour,
+		"1-0":        24 * time.Hour,
+		"0-00:10":    10 * time.Minute,
+		"1-02:03:04": 26*time.Hour + 3*time.Minute + 4*time.Second,
+		"UNLIMITED":  0,
+	} {
+		got, err := ParseSlurmTime(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSlurmTime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "1:2:3:4", "-5", "1-2:3:4:5", "1h"} {
+		if _, err := ParseSlurmTime(bad); err == nil {
+			t.Errorf("ParseSlurmTime(%q) accepted", bad)
+		}
+	}
+}
+
+func TestScriptTimeLimit(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		script string
+		want   time.Duration
+		ok     bool
+	}{
+		{"#!/bin/bash\n#SBATCH -t 0-00:10\n", 10 * time.Minute, true},
+		{"#SBATCH --mem=4G --time=1:00:00\n", time.Hour, true},
+		{"#SBATCH --time 5\n", 5 * time.Minute, true},
+		{"#SBATCH -t5\n", 5 * time.Minute, true},
+		{"# SBATCH -t 5\n#SBATCH --mem=1G\necho -t 5\n", 0, false},
+	} {
+		p := filepath.Join(dir, "js")
+		os.WriteFile(p, []byte(tc.script), 0o644)
+		got, ok, err := ScriptTimeLimit(p)
+		if err != nil || ok != tc.ok || got != tc.want {
+			t.Errorf("%q: %v %v %v; want %v %v", tc.script, got, ok, err, tc.want, tc.ok)
+		}
+	}
+	p := filepath.Join(dir, "js")
+	os.WriteFile(p, []byte("\n#SBATCH -t ten\n"), 0o644)
+	if _, _, err := ScriptTimeLimit(p); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
+		t.Errorf("bad time: %v", err)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config")
+	os.WriteFile(p, []byte("# c\nN_failed_max = 3 # inline\ndt_failed=0.5\nNJOBS_MAX=\"10\"\nRUN_DIRS=0\n"), 0o644)
+	got, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{NFailedMax: 3, DtFailed: 500 * time.Millisecond, NJobsMax: 10, RunDirs: false}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if got, err := LoadConfig(filepath.Join(dir, "missing")); err != nil || got != DefaultConfig() {
+		t.Errorf("missing config: %+v %v", got, err)
+	}
+	for content, msg := range map[string]string{
+		"N_failed_max=5\nbogus\n": `config:2: expected KEY=value, got "bogus"`,
+		"dt_failed=-1\n":          `config:1: dt_failed must be a number >= 0`,
+		"WHOLE=1\n":               `config:1: unknown setting "WHOLE"`,
+	} {
+		os.WriteFile(p, []byte(content), 0o644)
+		if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), msg) || !IsUserError(err) {
+			t.Errorf("%q: err %v, want %q", content, err, msg)
+		}
+	}
+}
+
+func TestFastFailure(t *testing.T) {
+	short, long := time.Second, 10*time.Second
+	for _, tc := range []struct {
+		name  string
+		codes []int
+		durs  []time.Duration
+		stop  int // index of the case after which it stops; -1 never
+	}{
+		{"all fail fast", []int{1, 2, 1, 1, 1}, []time.Duration{short, short, short, short, short}, 4},
+		{"fast successes never count", []int{0, 0, 0, 0, 0, 0}, []time.Duration{short, short, short, short, short, short}, -1},
+		{"one slow failure", []int{1, 1, 1, 1, 1, 1}, []time.Duration{short, long, short, short, short, short}, -1},
+		{"one success among the first", []int{1, 1, 0, 1, 1, 1, 1, 1}, []time.Duration{short, short, short, short, short, short, short, short}, -1},
+		{"failures after the first five", []int{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, make([]time.Duration, 10), -1},
+	} {
+		f := fastFailure{max: 5, short: 5 * time.Second}
+		stopped := -1
+		for i := range tc.codes {
+			if f.add(tc.codes[i], tc.durs[i]) {
+				stopped = i
+				break
+			}
+		}
+		if stopped != tc.stop {
+			t.Errorf("%s: stopped after case %d, want %d", tc.name, stopped, tc.stop)
+		}
+	}
+	off := fastFailure{max: 0, short: time.Second}
+	for i := 0; i < 10; i++ {
+		if off.add(1, 0) {
+			t.Error("N_failed_max=0 must turn the protection off")
+		}
+	}
+}
+
+func TestOpenRefusesNonFarm(t *testing.T) {
+	_, err := Open(t.TempDir(), nil)
+	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "Non-farm directory") {
+		t.Errorf("Open(empty dir) = %v", err)
+	}
+}
+
+func TestInitRefusesNonEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644)
+	if err := Init(dir); err == nil || !IsUserError(err) {
+		t.Fatalf("Init(non-empty) = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("Init wrote into a non-empty dir: %v", entries)
+	}
+	fresh := filepath.Join(dir, "new")
+	if err := Init(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(fresh, nil); err != nil {
+		t.Errorf("a new farm does not open: %v", err)
+	}
+}

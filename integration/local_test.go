@@ -1,0 +1,345 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// Local jobs share the host's job slots across farms; the tests run
+	// several small farms at once.
+	os.Setenv("FARM_LOCAL_SLOTS", "8")
+	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	code := m.Run()
+	if farmBin != "" {
+		os.RemoveAll(filepath.Dir(farmBin))
+	}
+	os.Exit(code)
+}
+
+func TestLocalTenThousandCasesRunExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const n = 10000
+	dir := newFarm(t, repeat("true", n), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	out := mustFarm(t, dir, "wait", "--timeout", "5m")
+	if !strings.Contains(out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
+		t.Errorf("wait said %q", out)
+	}
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 || rec.endStatus[id] != 0 {
+			t.Fatalf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.starts[id], rec.ends[id], rec.endStatus[id])
+		}
+	}
+	if len(rec.starts) != n {
+		t.Errorf("%d distinct cases started, want %d", len(rec.starts), n)
+	}
+	st := statusJSON(t, dir)
+	if len(st) != n {
+		t.Errorf("Status lists %d cases, want %d", len(st), n)
+	}
+	jobs := map[string]int{}
+	for _, r := range st {
+		if r.State != "succeeded" || r.Status != 0 {
+			t.Fatalf("case %d: %+v", r.ID, r)
+		}
+		jobs[r.Job]++
+	}
+	if len(jobs) != 2 {
+		t.Errorf("cases ran in jobs %v, want both meta-jobs", jobs)
+	}
+}
+
+func TestLocalFailedCaseStatusAndWaitExit(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true", "exit 3", "echo hello"}, "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
+	if r.code != 1 {
+		t.Errorf("wait exit %d, want 1 when a case failed (out %q)", r.code, r.out)
+	}
+	st := statusJSON(t, dir)
+	if got := st[2]; got.State != "failed" || got.Status != 3 {
+		t.Errorf("case 2 = %+v, want failed with STATUS 3", got)
+	}
+	for _, id := range []int64{1, 3} {
+		if st[id].State != "succeeded" {
+			t.Errorf("case %d = %+v", id, st[id])
+		}
+	}
+	// -f lists the failure last.
+	out := mustFarm(t, dir, "Status", "-f")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "failed") || !strings.HasPrefix(strings.TrimSpace(last), "2 ") {
+		t.Errorf("Status -f last line %q, want case 2 failed\n%s", last, out)
+	}
+}
+
+// jobPGID returns the process group of a running local job's script.
+func jobPGID(t *testing.T, dir, id string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), `"PGID":`)
+	if i < 0 {
+		t.Fatalf("no PGID in %s", b)
+	}
+	var pgid int
+	fmt.Sscanf(string(b[i+7:]), "%d", &pgid)
+	return pgid
+}
+
+func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
+	t.Parallel()
+	table := repeat("sleep 0.05", 80)
+	table[9] = "touch ../long-case-started; sleep 60" // case 10
+	dir := newFarm(t, table, "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	waitFor(t, 30*time.Second, "case 10 to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "long-case-started"))
+		return err == nil
+	})
+	// Which meta-job runs case 10?
+	var victim string
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), "\nS 10 ") {
+			victim = strings.TrimPrefix(filepath.Base(f), "status.")
+		}
+	}
+	if victim == "" {
+		t.Fatal("no status file shows case 10 started")
+	}
+	pgid := jobPGID(t, dir, victim)
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 -%d: %v", pgid, err)
+	}
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
+	rec := readRecords(t, dir)
+	st := statusJSON(t, dir)
+	if got := st[10]; got.State != "interrupted" || got.Job != victim {
+		t.Errorf("case 10 = %+v, want interrupted in job %s", got, victim)
+	}
+	for id := int64(1); id <= 80; id++ {
+		if id == 10 {
+			if rec.starts[id] != 1 || rec.ends[id] != 0 {
+				t.Errorf("case 10: %d starts %d ends", rec.starts[id], rec.ends[id])
+			}
+			continue
+		}
+		if rec.starts[id] != 1 || rec.ends[id] != 1 || st[id].State != "succeeded" {
+			t.Errorf("case %d: %d starts, %d ends, %+v; want exactly one successful run", id, rec.starts[id], rec.ends[id], st[id])
+		}
+	}
+	list := mustFarm(t, dir, "list")
+	if !strings.Contains(list, "FAILED") || !strings.Contains(list, "COMPLETED") {
+		t.Errorf("list should show the killed job FAILED and the other COMPLETED:\n%s", list)
+	}
+}
+
+func mustFarmCode(t *testing.T, dir string, code int, args ...string) result {
+	t.Helper()
+	r := farmIn(t, dir, nil, args...)
+	if r.code != code {
+		t.Fatalf("farm %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, code, r.out, r.err)
+	}
+	return r
+}
+
+func TestLocalTimeLimitInterruptsCase(t *testing.T) {
+	t.Parallel()
+	// "0:03" is 0 minutes 3 seconds in Slurm's format.
+	dir := newFarm(t, []string{"true", "sleep 60", "true"}, "0:03")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	start := time.Now()
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the 3 s limit took %s to act", d)
+	}
+	st := statusJSON(t, dir)
+	if st[1].State != "succeeded" || st[2].State != "interrupted" {
+		t.Errorf("statuses %+v", st)
+	}
+	if _, ok := st[3]; ok {
+		t.Errorf("case 3 ran after the time limit: %+v", st[3])
+	}
+	if list := mustFarm(t, dir, "list"); !strings.Contains(list, "TIMEOUT") {
+		t.Errorf("list does not show TIMEOUT:\n%s", list)
+	}
+}
+
+func TestLocalEnvironmentReachesCases(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
+	r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "local")
+	if r.code != 0 {
+		t.Fatal(r.err)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	for id := 1; id <= 6; id++ {
+		b, err := os.ReadFile(filepath.Join(dir, "RUN"+strconv.Itoa(id), "out.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 3 || f[0] != "1" || f[1] != strconv.Itoa(id) || f[2] == "" {
+			t.Errorf("case %d saw %q, want VAR=1, its ID and a METAJOB_ID", id, b)
+		}
+	}
+}
+
+func TestLocalSimpleModeOneCasePerJob(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 5), "0-00:10")
+	out := mustFarm(t, dir, "submit", "-1", "--backend", "local")
+	if !strings.Contains(out, "Submitted 5 jobs") {
+		t.Errorf("submit said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	if len(files) != 5 {
+		t.Fatalf("%d status files, want 5", len(files))
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if n := strings.Count(string(b), "\nE "); n != 1 {
+			t.Errorf("%s has %d cases, want 1", f, n)
+		}
+		if !strings.Contains(string(b), "Exiting after processing one case (-1 option)") {
+			t.Errorf("%s lacks the SIMPLE-mode exit message:\n%s", f, b)
+		}
+	}
+}
+
+func TestLocalFastFailureStopsMetajob(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("exit 1", 20), "0-00:10")
+	cfg := filepath.Join(dir, "config")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "N_failed_max=5", "N_failed_max=3", 1)), 0o644)
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	rec := readRecords(t, dir)
+	if len(rec.ends) != 3 {
+		t.Errorf("%d cases ran, want 3 before fast-failure protection", len(rec.ends))
+	}
+	out, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	b, _ = os.ReadFile(out[0])
+	if !strings.Contains(string(b), "Too many failed (very short) cases - exiting") {
+		t.Errorf("output lacks the fast-failure message:\n%s", b)
+	}
+
+	// Short cases that succeed never trigger it.
+	dir = newFarm(t, repeat("true", 20), "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+}
+
+func TestUserErrors(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	dir := newFarm(t, []string{"true"}, "0-00:10")
+	noTime := newFarm(t, []string{"true"}, "0-00:10")
+	js := filepath.Join(noTime, "job_script.sh")
+	b, _ := os.ReadFile(js)
+	os.WriteFile(js, []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10\n", "", 1)), 0o755)
+	dup := newFarm(t, []string{"1 true", "2 true", "2 false"}, "0-00:10")
+	badCfg := newFarm(t, []string{"true"}, "0-00:10")
+	os.WriteFile(filepath.Join(badCfg, "config"), []byte("N_failed_max=5\nNJOBS=3\n"), 0o644)
+
+	for _, tc := range []struct {
+		name string
+		dir  string
+		args []string
+		code int
+		msg  string
+	}{
+		{"wrong N", dir, []string{"submit", "0"}, 64, "Wrong first argument: 0 (should be a positive integer or -1) ; exiting"},
+		{"wrong N text", dir, []string{"submit", "many"}, 64, "Wrong first argument: many"},
+		{"no N", dir, []string{"submit"}, 64, "give the number of meta-jobs"},
+		{"bad backend", dir, []string{"submit", "2", "--backend", "pbs"}, 64, `unknown backend "pbs"`},
+		{"time on command line", dir, []string{"submit", "2", "--backend", "local", "-t", "10"}, 1, "cannot be given on the command line"},
+		{"no run-time", noTime, []string{"submit", "2", "--backend", "local"}, 1, "Job runtime sbatch argument (-t or --time) is missing in job_script.sh"},
+		{"duplicate ID", dup, []string{"submit", "2", "--backend", "local"}, 1, "table.dat:3: duplicate case ID 2 (first used on line 2)"},
+		{"bad config", badCfg, []string{"submit", "2", "--backend", "local"}, 1, `config:2: unknown setting "NJOBS"`},
+		{"outside a farm", tmp, []string{"Status"}, 1, "Non-farm directory"},
+		{"init existing", tmp, []string{"init", dir}, 1, "exists and is not empty"},
+		{"unknown command", tmp, []string{"frobnicate"}, 64, `unknown command "frobnicate"`},
+		{"unknown flag", dir, []string{"wait", "--forever"}, 64, "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := farmIn(t, tc.dir, nil, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", r.code, tc.code, r.err)
+			}
+			lines := strings.Split(strings.TrimSpace(r.err), "\n")
+			if !strings.Contains(r.err, tc.msg) || strings.Contains(r.err, "goroutine") {
+				t.Errorf("stderr %q, want it to contain %q", r.err, tc.msg)
+			}
+			if tc.name != "unknown flag" && len(lines) != 1 {
+				t.Errorf("stderr has %d lines, want one:\n%s", len(lines), r.err)
+			}
+		})
+	}
+	// Nothing was submitted or rewritten by the refused commands.
+	if got, _ := os.ReadFile(filepath.Join(dup, "table.dat")); string(got) != "1 true\n2 true\n2 false\n" {
+		t.Errorf("refused table changed: %q", got)
+	}
+	for _, d := range []string{noTime, dup, badCfg} {
+		if _, err := os.Stat(filepath.Join(d, "MISC", "jobs")); !os.IsNotExist(err) {
+			t.Errorf("%s: jobs recorded after a refused submit", d)
+		}
+	}
+}
+
+func TestInitMakesTemplates(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "f")
+	mustFarm(t, filepath.Dir(dir), "init", dir)
+	for _, name := range []string{"job_script.sh", "single_case.sh", "resubmit_script.sh", "config", "table.dat"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "job_script.sh"))
+	for _, want := range []string{"#SBATCH -t ", "#SBATCH --mem=", "#SBATCH -A ", "metajob"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("job_script.sh lacks %q", want)
+		}
+	}
+	// The example farm runs as it is.
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	out := mustFarm(t, dir, "wait", "--timeout", "1m")
+	if !strings.Contains(out, "3 cases: 3 succeeded") {
+		t.Errorf("example farm: %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "RUN3", "answer.txt")); strings.TrimSpace(string(b)) != "Case three: 42" {
+		t.Errorf("RUN3/answer.txt = %q", b)
+	}
+}
+
+// BenchmarkThroughput runs 2 meta-jobs over 2,000 trivial cases through the
+// default single_case.sh on the local backend and reports cases per second,
+// from the first case's start to the last case's end.
+func BenchmarkThroughput(b *testing.B) {
+	const n = 2000
+	for i := 0; i < b.N; i++ {
+		dir := newFarm(b, repeat("true", n), "0-00:10")
+		mustFarm(b, dir, "submit", "2", "--backend", "local")
+		mustFarm(b, dir, "wait", "--timeout", "5m")
+		rec := readRecords(b, dir)
+		if len(rec.ends) != n {
+			b.Fatalf("%d cases ended, want %d", len(rec.ends), n)
+		}
+		b.ReportMetric(float64(n)/(rec.last-rec.first), "cases/s")
+	}
+}
