@@ -177,14 +177,16 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // Claim hands out the next unclaimed case of run, or ok=false when the run
 // has none left (or a newer run has started). before, if not nil, is called
 // first under the same lock: the meta-job uses it to update the farm-wide
-// counters and may return ErrStop to claim nothing.
+// counters, and returns ErrStop to claim nothing (its changes are kept).
 func (s *Store) Claim(ctx context.Context, run int, before func(*State) error) (c Case, ok bool, err error) {
 	err = s.Update(ctx, func(st *State) error {
 		if st.Run == 0 {
 			return ErrNoState
 		}
 		if before != nil {
-			if err := before(st); err != nil {
+			if err := before(st); err == ErrStop {
+				return nil // keep before's changes, claim nothing
+			} else if err != nil {
 				return err
 			}
 		}
@@ -201,9 +203,6 @@ func (s *Store) Claim(ctx context.Context, run int, before func(*State) error) (
 		st.Claimed++
 		return nil
 	})
-	if errors.Is(err, ErrStop) {
-		err = nil
-	}
 	return c, ok, err
 }
 

@@ -123,18 +123,29 @@ func (m *Metajob) Run(ctx context.Context) error {
 		sw.Quit(msg)
 	}
 	ff := fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
+	rt := &runtimeGuard{backendEnd: self.End}
+	if end := endTime(self.End); !end.IsZero() {
+		fmt.Fprintf(m.Out, "farm: this job ends at %s\n", end.Format(time.RFC3339))
+	}
 	for {
 		if stopSig.Load() != 0 {
 			quit(MsgStopped)
 			return nil
 		}
-		c, ok, err := store.Claim(ctx, run, nil)
+		c, ok, err := store.Claim(ctx, run, rt.before)
 		if err != nil {
 			return fmt.Errorf("claiming a case: %w", err)
+		}
+		if rt.stop {
+			quit(MsgNoRuntime)
+			return nil
 		}
 		if !ok {
 			quit(MsgNoCases)
 			return nil
+		}
+		if rt.recompute {
+			rt.update(ctx, store, f.Path(StatusDir), m.Out)
 		}
 		start := time.Now()
 		if err := sw.Start(c.ID, start); err != nil {
@@ -156,6 +167,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		if err := sw.End(c.ID, code, start, d); err != nil {
 			return err
 		}
+		rt.finished++
 		if ff.add(code, d) {
 			quit(MsgFastFailure)
 			return ErrFastFailure
@@ -199,4 +211,61 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 		f.fails++
 	}
 	return f.seen == f.max && f.fails == f.max
+}
+
+// runtimeGuard is the runtime-aware exit: every case's duration is in the
+// farm-wide record (the status files) and counted in the claim state; once 8
+// cases have finished farm-wide, dt_cutoff is the upper 12.5% quantile of the
+// durations, recomputed at 16, 32, 64, ... cases. Before each claim, a
+// meta-job whose remaining wall time is below dt_cutoff exits instead of
+// starting a case it would likely not finish.
+type runtimeGuard struct {
+	backendEnd time.Time
+	finished   int64 // cases this meta-job finished since its last claim
+	recompute  bool
+	stop       bool
+}
+
+// FirstCutoffAt is the number of finished cases at which dt_cutoff is first
+// computed; it is recomputed each time that count doubles.
+const FirstCutoffAt = 8
+
+// before runs under the farm lock, before each claim.
+func (g *runtimeGuard) before(st *casetable.State) error {
+	st.Done += g.finished
+	g.finished = 0
+	if st.Next == 0 {
+		st.Next = FirstCutoffAt
+	}
+	g.recompute = false
+	if st.Done >= st.Next {
+		g.recompute = true // this meta-job recomputes; the others need not
+		for st.Done >= st.Next {
+			st.Next *= 2
+		}
+	}
+	if end := endTime(g.backendEnd); !end.IsZero() {
+		left := time.Until(end)
+		if left <= 0 || left.Seconds() < st.Cutoff {
+			g.stop = true
+			return casetable.ErrStop
+		}
+	}
+	return nil
+}
+
+// update recomputes dt_cutoff from every recorded duration and stores it.
+func (g *runtimeGuard) update(ctx context.Context, store *casetable.Store, statusDir string, out io.Writer) {
+	d, err := status.Durations(statusDir)
+	if err != nil || len(d) == 0 {
+		return
+	}
+	n := len(d)
+	cutoff := status.UpperQuantile(d, 0.125)
+	if err := store.Update(ctx, func(st *casetable.State) error {
+		st.Cutoff = cutoff
+		return nil
+	}); err == nil {
+		fmt.Fprintf(out, "farm: dt_cutoff = %.3fs (upper 12.5%% quantile of %d case durations)\n", cutoff, n)
+	}
 }

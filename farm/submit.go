@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ type SubmitOptions struct {
 	Auto    bool     // add the auto-resubmit job
 	Args    []string // extra sbatch arguments
 	Backend string   // "", "local" or "slurm"
+	Self    string   // the auto-resubmit job calling, ignored as an active job
 }
 
 // ParseN checks the first argument of submit/resubmit.
@@ -33,8 +35,9 @@ func ParseN(s string) (int, error) {
 	return n, nil
 }
 
-// activeJobs returns the farm's jobs that are pending or running.
-func (f *Farm) activeJobs(ctx context.Context, backends Backends) ([]JobRecord, map[string]JobInfo, error) {
+// activeJobs returns the farm's jobs that are pending or running, but for
+// the jobs in exclude.
+func (f *Farm) activeJobs(ctx context.Context, backends Backends, exclude ...string) ([]JobRecord, map[string]JobInfo, error) {
 	recs, err := f.Jobs()
 	if err != nil {
 		return nil, nil, err
@@ -45,7 +48,7 @@ func (f *Farm) activeJobs(ctx context.Context, backends Backends) ([]JobRecord, 
 	}
 	var active []JobRecord
 	for _, r := range recs {
-		if infos[r.ID].State.Active() {
+		if infos[r.ID].State.Active() && !slices.Contains(exclude, r.ID) {
 			active = append(active, r)
 		}
 	}
@@ -158,7 +161,7 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 		extra = 1
 	}
 	if cap := f.Config.NJobsMax; cap > 0 {
-		active, _, err := f.activeJobs(ctx, backends)
+		active, _, err := f.activeJobs(ctx, backends, opt.Self)
 		if err != nil {
 			return err
 		}
@@ -195,7 +198,7 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	req := SubmitRequest{
 		Dir:       f.Dir,
 		Script:    f.Path(JobScript),
-		Name:      "farm-" + filepath.Base(f.Dir),
+		Name:      jobName(f, "meta"),
 		Count:     count,
 		Array:     simple,
 		Args:      opt.Args,
@@ -221,18 +224,35 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
 		err = rerr
 	}
-	f.Log("submit: run %d, %d %s job(s) on the %s backend: %s", run, len(ids), kind, be.Name(), strings.Join(ids, " "))
+	verb := "submit"
+	if run > 1 {
+		verb = "resubmit"
+	}
+	f.Log("%s: run %d, %d %s job(s) on the %s backend: %s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "))
+	if err == nil {
+		what := "meta-jobs"
+		if simple {
+			what = "jobs (SIMPLE mode, one case each)"
+		}
+		fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
+	}
+	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
+		var autoID string
+		autoID, err = f.submitAuto(ctx, be, req, opt, run, ids)
+		if err == nil {
+			what := "-auto"
+			if !opt.Auto {
+				what = FinalScript
+			}
+			fmt.Fprintf(f.Out, "Submitted the %s job %s: it runs once these jobs end.\n", what, autoID)
+		}
+	}
 	if err != nil {
 		if len(ids) > 0 {
 			fmt.Fprintf(f.Out, "Submitted %d of %d jobs before the error: %s\n", len(ids), count, strings.Join(ids, " "))
 		}
 		return err
 	}
-	what := "meta-jobs"
-	if simple {
-		what = "jobs (SIMPLE mode, one case each)"
-	}
-	fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
 	return nil
 }
 
@@ -246,4 +266,45 @@ func boolEnv(b bool) string {
 func (f *Farm) hasFinal() bool {
 	_, err := os.Stat(f.Path(FinalScript))
 	return err == nil
+}
+
+// jobName names a farm's jobs after its directory, so they can be told apart
+// in squeue.
+func jobName(f *Farm, kind string) string {
+	return "farm-" + filepath.Base(f.Dir) + "-" + kind
+}
+
+// submitAuto adds the one extra job (resubmit_script.sh) that runs after the
+// run's jobs end: it resubmits what is left (-auto) and submits final.sh
+// once every case succeeded.
+func (f *Farm) submitAuto(ctx context.Context, be Backend, base SubmitRequest, opt SubmitOptions, run int, after []string) (string, error) {
+	limit, ok, err := ScriptTimeLimit(f.Path(ResubmitScript))
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
+	}
+	req := base
+	req.Script = f.Path(ResubmitScript)
+	req.Name = jobName(f, "auto")
+	req.Count = 1
+	req.Array = false
+	req.Args = nil // the meta-jobs' sbatch arguments are for cases, not for this small job
+	req.After = after
+	req.TimeLimit = limit
+	req.Env = append(append([]string(nil), base.Env...), autoEnv(opt)...)
+	ids, err := be.Submit(ctx, req)
+	var recs []JobRecord
+	for _, id := range ids {
+		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: KindAuto, ID: id})
+	}
+	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("submitting the -auto/final.sh job: %w", err)
+	}
+	f.Log("submit: run %d, auto job %s after %d job(s) (auto=%t, final.sh=%t)", run, ids[0], len(after), opt.Auto, f.hasFinal())
+	return ids[0], nil
 }

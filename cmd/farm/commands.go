@@ -18,12 +18,14 @@ func commands() []*cli.Command {
 	return []*cli.Command{
 		initCmd(),
 		submitCmd(),
+		resubmitCmd(),
 		waitCmd(),
 		statusCmd(),
 		listCmd(),
 		killCmd(false),
 		killCmd(true),
 		metajobCmd(),
+		autojobCmd(),
 		localJobCmd(),
 	}
 }
@@ -117,7 +119,10 @@ func submitCmd() *cli.Command {
 			"case until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
 			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t).\n" +
 			"Without --backend, Slurm is used when a controller answers, else this machine.\n" +
-			"The environment of the shell reaches every case.\n\nEXAMPLES:\n" +
+			"The environment of the shell reaches every case.\n" +
+			"-auto adds one small job (resubmit_script.sh) that runs after the farm's jobs end and\n" +
+			"resubmits what is left, again with -auto, until every case ran; with final.sh in the\n" +
+			"farm, that job submits final.sh once every case succeeded.\n\nEXAMPLES:\n" +
 			"   farm submit 4\n   farm submit -1 --mem=8G\n   VAR=1 farm submit 2 --backend local",
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
@@ -125,15 +130,70 @@ func submitCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if opt.Auto {
-				return usagef("-auto is not available yet")
-			}
 			f, err := openFarm(c)
 			if err != nil {
 				return err
 			}
 			notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
 			return f.Submit(c.Context, backends(notice), opt)
+		},
+	}
+}
+
+func resubmitCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "resubmit",
+		Usage:     "run again the cases that failed, were interrupted or never ran",
+		ArgsUsage: "N [-auto] [--backend local|slurm] [sbatch arguments...]",
+		Description: "Refused while any job of the farm is pending or running. Writes the cases still to do\n" +
+			"(farm-wide, over every run) to table.dat_ with their original IDs and submits N jobs over\n" +
+			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n\nEXAMPLES:\n" +
+			"   farm resubmit 4\n   farm resubmit -1 -auto",
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			opt, err := parseSubmitArgs(c.Args().Slice())
+			if err != nil {
+				return err
+			}
+			f, err := openFarm(c)
+			if err != nil {
+				return err
+			}
+			notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
+			err = f.Resubmit(c.Context, backends(notice), opt)
+			if errors.Is(err, farm.ErrNothingLeft) {
+				fmt.Fprintln(c.App.Writer, err.Error())
+				return nil
+			}
+			return err
+		},
+	}
+}
+
+func autojobCmd() *cli.Command {
+	return &cli.Command{
+		Name:   "autojob",
+		Usage:  "decide what follows a run (resubmit_script.sh calls this inside a job)",
+		Hidden: true,
+		Action: func(c *cli.Context) error {
+			dir := os.Getenv(farm.EnvDir)
+			if dir == "" {
+				dir = c.String("farm")
+			}
+			f, err := farm.Open(dir, c.App.Writer)
+			if err != nil {
+				return err
+			}
+			reg := backends(nil)
+			b, err := reg(c.Context, os.Getenv(farm.EnvBackend), f.Dir)
+			if err != nil {
+				return err
+			}
+			self, err := b.Self(c.Context)
+			if err != nil {
+				return err
+			}
+			return f.Autojob(c.Context, reg, self.ID)
 		},
 	}
 }

@@ -1,0 +1,185 @@
+package farm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/status"
+)
+
+// Messages of resubmit and the auto-resubmit job, as META users know them.
+const (
+	MsgJobsActive  = "Jobs are still running/queued; cannot resubmit"
+	MsgNothingLeft = "No failed/unfinished jobs; nothing to resubmit"
+	MsgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
+)
+
+// Environment of the auto-resubmit job.
+const (
+	EnvAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
+	EnvAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
+	EnvAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
+)
+
+// ErrNothingLeft is returned by Resubmit when every case succeeded.
+var ErrNothingLeft = errors.New(MsgNothingLeft)
+
+// Resubmit starts a new run over the cases that failed, were interrupted or
+// never ran, farm-wide over every earlier run: it writes them with their
+// original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
+// any job of the farm (other than opt.Self) is pending or running.
+func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOptions) error {
+	store, err := f.Store()
+	if err != nil {
+		return err
+	}
+	state, err := store.Read(ctx)
+	store.Close()
+	if errors.Is(err, casetable.ErrNoState) {
+		return Userf("this farm was never submitted: use 'farm submit N' first")
+	}
+	if err != nil {
+		return err
+	}
+	active, _, err := f.activeJobs(ctx, backends, opt.Self)
+	if err != nil {
+		return err
+	}
+	if len(active) > 0 {
+		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", MsgJobsActive, len(active))
+	}
+	if opt.Backend == "" {
+		// Stay on the backend the farm ran on.
+		if recs, _ := f.Jobs(); len(recs) > 0 {
+			opt.Backend = recs[len(recs)-1].Backend
+		}
+	}
+	sum, err := f.Summary(ctx, backends)
+	if err != nil {
+		return err
+	}
+	n, err := casetable.Rebuild(f.Path(Table), f.Path(RetryTable), func(id int64) bool {
+		return sum.Get(id).State != status.Succeeded
+	})
+	if err != nil {
+		return tableErr(err)
+	}
+	if n == 0 {
+		os.Remove(f.Path(RetryTable))
+		return ErrNothingLeft
+	}
+	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
+	return f.launch(ctx, backends, opt, state.Run+1, RetryTable, n)
+}
+
+// autoEnv is the environment the extra job gets.
+func autoEnv(opt SubmitOptions) []string {
+	args, _ := json.Marshal(opt.Args)
+	return []string{
+		EnvAuto + "=" + boolEnv(opt.Auto),
+		EnvAutoN + "=" + strconv.Itoa(opt.N),
+		EnvAutoArgs + "=" + string(args),
+	}
+}
+
+// Autojob is the body of the extra job that -auto and final.sh add: it runs
+// once the run's meta-jobs have ended and decides what comes next. Every
+// decision goes to farm.log.
+func (f *Farm) Autojob(ctx context.Context, backends Backends, self string) error {
+	run, _ := strconv.Atoi(os.Getenv(EnvRun))
+	opt := SubmitOptions{Auto: os.Getenv(EnvAuto) == "1", Backend: os.Getenv(EnvBackend), Self: self}
+	opt.N, _ = strconv.Atoi(os.Getenv(EnvAutoN))
+	if opt.N == 0 {
+		opt.N = 1
+	}
+	if a := os.Getenv(EnvAutoArgs); a != "" {
+		if err := json.Unmarshal([]byte(a), &opt.Args); err != nil {
+			return fmt.Errorf("%s: %v", EnvAutoArgs, err)
+		}
+	}
+	say := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		f.Log("autojob (run %d): %s", run, msg)
+		fmt.Fprintln(f.Out, msg)
+	}
+	sum, err := f.Summary(ctx, backends)
+	if err != nil {
+		return err
+	}
+	p, err := f.Progress(sum)
+	if err != nil {
+		return err
+	}
+	if p.Done() {
+		if !f.hasFinal() {
+			say("All %d cases succeeded; nothing left to do.", p.Total)
+			return nil
+		}
+		ids, err := f.submitFinal(ctx, backends, opt.Backend, run)
+		if err != nil {
+			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, FinalScript, err)
+			return err
+		}
+		say("All %d cases succeeded; submitted %s as job %s.", p.Total, FinalScript, strings.Join(ids, " "))
+		return nil
+	}
+	if !opt.Auto {
+		say("Not every case succeeded (%d failed, %d interrupted, %d never ran); %s not submitted.", p.Failed, p.Interrupted, p.NeverRan, FinalScript)
+		return nil
+	}
+	if p.Interrupted+p.NeverRan == 0 {
+		say("%s (%d failed).", MsgOnlyFailed, p.Failed)
+		return nil
+	}
+	if c := sum.RunCounts[run]; c == nil || c.Succeeded == 0 {
+		say("No case succeeded in run %d; cannot auto-resubmit; exiting (%d failed, %d interrupted, %d never ran).", run, p.Failed, p.Interrupted, p.NeverRan)
+		return nil
+	}
+	say("%d case(s) left (%d failed, %d interrupted, %d never ran); resubmitting with N=%d.", p.Failed+p.Interrupted+p.NeverRan, p.Failed, p.Interrupted, p.NeverRan, opt.N)
+	if err := f.Resubmit(ctx, backends, opt); err != nil {
+		say("Resubmission failed: %v", err)
+		return err
+	}
+	return nil
+}
+
+// submitFinal submits final.sh once.
+func (f *Farm) submitFinal(ctx context.Context, backends Backends, backend string, run int) ([]string, error) {
+	recs, err := f.Jobs()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Kind == KindFinal {
+			return nil, fmt.Errorf("%s was already submitted as job %s", FinalScript, r.ID)
+		}
+	}
+	be, err := backends(ctx, backend, f.Dir)
+	if err != nil {
+		return nil, err
+	}
+	limit, _, err := ScriptTimeLimit(f.Path(FinalScript))
+	if err != nil {
+		return nil, err
+	}
+	bin, _ := os.Executable()
+	ids, err := be.Submit(ctx, SubmitRequest{
+		Dir: f.Dir, Script: f.Path(FinalScript), Name: jobName(f, "final"), Count: 1, TimeLimit: limit,
+		Env:    []string{EnvDir + "=" + f.Dir, EnvRun + "=" + strconv.Itoa(run), EnvBackend + "=" + be.Name(), EnvBin + "=" + bin},
+		Output: func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+	})
+	var recsNew []JobRecord
+	for _, id := range ids {
+		recsNew = append(recsNew, JobRecord{Run: run, Backend: be.Name(), Kind: KindFinal, ID: id})
+	}
+	if rerr := f.recordJobs(ctx, recsNew); rerr != nil && err == nil {
+		err = rerr
+	}
+	return ids, err
+}

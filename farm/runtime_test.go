@@ -1,0 +1,185 @@
+package farm
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/status"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestUpperQuantile(t *testing.T) {
+	d := []float64{5, 1, 8, 2, 7, 3, 6, 4} // 8 values: 12.5% = one value above
+	if got := status.UpperQuantile(d, 0.125); got != 7 {
+		t.Errorf("quantile of 1..8 = %v, want 7 (only 8 lies above)", got)
+	}
+	var hundred []float64
+	for i := 100; i >= 1; i-- {
+		hundred = append(hundred, float64(i))
+	}
+	if got := status.UpperQuantile(hundred, 0.125); got != 88 {
+		t.Errorf("quantile of 1..100 = %v, want 88 (12 values above)", got)
+	}
+	if got := status.UpperQuantile([]float64{3}, 0.125); got != 3 {
+		t.Errorf("single value: %v", got)
+	}
+	if got := status.UpperQuantile(nil, 0.125); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+func TestCutoffScheduleIsPowersOfTwo(t *testing.T) {
+	st := &casetable.State{Run: 1, Table: "t"}
+	var at []int64
+	g := &runtimeGuard{}
+	for done := int64(1); done <= 300; done++ {
+		g.finished = 1
+		g.before(st)
+		if g.recompute {
+			at = append(at, st.Done)
+		}
+	}
+	if diff := cmp.Diff([]int64{8, 16, 32, 64, 128, 256}, at); diff != "" {
+		t.Errorf("recomputed at (-want +got):\n%s", diff)
+	}
+	// Several cases reported at once still recompute once per crossing.
+	st = &casetable.State{Run: 1, Table: "t"}
+	g = &runtimeGuard{finished: 40}
+	g.before(st)
+	if !g.recompute || st.Next != 64 {
+		t.Errorf("after 40 at once: recompute=%v next=%d, want true, 64", g.recompute, st.Next)
+	}
+}
+
+func TestRuntimeGuardStopsWhenTimeIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		left   time.Duration
+		cutoff float64
+		stop   bool
+	}{
+		{30 * time.Second, 20, false},
+		{10 * time.Second, 20, true},
+		{10 * time.Second, 0, false}, // no cutoff known yet
+		{-time.Second, 0, true},      // past the end
+	} {
+		g := &runtimeGuard{backendEnd: time.Now().Add(tc.left)}
+		st := &casetable.State{Run: 1, Table: "t", Cutoff: tc.cutoff, Next: 8}
+		err := g.before(st)
+		if g.stop != tc.stop || (err == casetable.ErrStop) != tc.stop {
+			t.Errorf("left %s cutoff %v: stop=%v err=%v, want stop=%v", tc.left, tc.cutoff, g.stop, err, tc.stop)
+		}
+	}
+	// No end known at all: never stops.
+	g := &runtimeGuard{}
+	if g.before(&casetable.State{Cutoff: 1e9}); g.stop {
+		t.Error("stopped without an end time")
+	}
+}
+
+func TestEndTimeSources(t *testing.T) {
+	dir := t.TempDir()
+	jf, mf := filepath.Join(dir, "job"), filepath.Join(dir, "machine")
+	os.Mkdir(jf, 0o755)
+	os.Mkdir(mf, 0o755)
+	put := func(d, name string, v int64) {
+		os.WriteFile(filepath.Join(d, name), []byte(strconv.FormatInt(v, 10)+"\n"), 0o644)
+	}
+	now := time.Now().Unix()
+	backend := time.Unix(now+3600, 0)
+
+	t.Setenv("JOBFEATURES", "")
+	t.Setenv("MACHINEFEATURES", "")
+	if got := endTime(backend); !got.Equal(backend) {
+		t.Errorf("backend only: %v", got)
+	}
+	if got := endTime(time.Time{}); !got.IsZero() {
+		t.Errorf("nothing: %v", got)
+	}
+	t.Setenv("JOBFEATURES", jf)
+	put(jf, "jobstart_secs", now-100)
+	put(jf, "wall_limit_secs", 1000)
+	if got := endTime(time.Time{}); got.Unix() != now+900 {
+		t.Errorf("job features: %v, want start+limit", got.Unix()-now)
+	}
+	if got := endTime(backend); !got.Equal(backend) {
+		t.Errorf("the backend comes first: %v", got.Unix()-now)
+	}
+	put(jf, "shutdowntime_job", now+10)
+	if got := endTime(backend); got.Unix() != now+10 {
+		t.Errorf("shutdowntime_job caps: %v", got.Unix()-now)
+	}
+	t.Setenv("MACHINEFEATURES", mf)
+	put(mf, "shutdowntime", now+5)
+	if got := endTime(backend); got.Unix() != now+5 {
+		t.Errorf("machine shutdowntime caps: %v", got.Unix()-now)
+	}
+}
+
+// TestRetryTableFromEveryMix builds table.dat_ from status records that mix
+// every state over two runs and checks that exactly the cases still to do
+// are kept, with their original IDs and commands.
+func TestRetryTableFromEveryMix(t *testing.T) {
+	dir := t.TempDir()
+	if err := Init(filepath.Join(dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(filepath.Join(dir, "f"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ensureDirs()
+	table := "# header\n11 echo a\n12 echo b\n13 echo c\n14 echo d\n15 echo e\n16 echo f\n17 echo g\n18 echo h\n19 echo i\n"
+	os.WriteFile(f.Path(Table), []byte(table), 0o644)
+	t0 := time.Unix(1_700_000_000, 0)
+	rec := func(job string, run int, fn func(w *status.Writer)) {
+		w, err := status.Create(f.Path(StatusDir, "status."+job), job, run, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(w)
+		w.Close()
+	}
+	rec("1", 1, func(w *status.Writer) {
+		w.Start(11, t0)
+		w.End(11, 0, t0, time.Second) // succeeded
+		w.Start(12, t0)
+		w.End(12, 2, t0, time.Second) // failed
+		w.Start(13, t0)
+		w.Interrupted(13, 15, t0, time.Second) // interrupted by a signal
+		w.Start(14, t0)
+		w.End(14, 1, t0, time.Second) // failed, then succeeds in run 2
+		w.Start(15, t0)
+		w.End(15, 0, t0, time.Second) // succeeded, then fails in run 2: stays done
+		w.Start(16, t0)               // cut off: its job died
+	})
+	rec("2", 2, func(w *status.Writer) {
+		w.Start(14, t0.Add(time.Hour))
+		w.End(14, 0, t0.Add(time.Hour), time.Second)
+		w.Start(15, t0.Add(time.Hour))
+		w.End(15, 3, t0.Add(time.Hour), time.Second)
+		w.Start(17, t0.Add(time.Hour))
+		w.End(17, 0, t0.Add(time.Hour), time.Second)
+	})
+	// 18 and 19 never ran.
+	sum, err := status.Load(f.Path(StatusDir), status.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := casetable.Rebuild(f.Path(Table), f.Path(RetryTable), func(id int64) bool { return sum.Get(id).State != status.Succeeded })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Path(RetryTable))
+	want := "12 echo b\n13 echo c\n16 echo f\n18 echo h\n19 echo i\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" || n != 5 {
+		t.Errorf("table.dat_ (%d cases) (-want +got):\n%s", n, diff)
+	}
+	p, _ := f.Progress(sum)
+	if diff := cmp.Diff(Progress{Total: 9, Counts: status.Counts{Succeeded: 4, Failed: 1, Interrupted: 2}, NeverRan: 2}, p); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+}

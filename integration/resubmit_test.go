@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
+	t.Parallel()
+	var table []string
+	failing := map[int64]bool{}
+	for i := 1; i <= 30; i++ {
+		if i%6 == 0 { // 6, 12, 18, 24, 30 fail until ../fixed exists
+			table = append(table, "test -f ../fixed")
+			failing[int64(i)] = true
+		} else {
+			table = append(table, "true")
+		}
+	}
+	dir := newFarm(t, table, "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+
+	os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644)
+	out := mustFarm(t, dir, "resubmit", "2") // stays on the local backend
+	if !strings.Contains(out, "Resubmitting the 5 case(s)") || !strings.Contains(out, "run 2 on the local backend") {
+		t.Errorf("resubmit said %q", out)
+	}
+	retry, _ := os.ReadFile(filepath.Join(dir, "table.dat_"))
+	want := "6 test -f ../fixed\n12 test -f ../fixed\n18 test -f ../fixed\n24 test -f ../fixed\n30 test -f ../fixed\n"
+	if string(retry) != want {
+		t.Errorf("table.dat_ = %q, want %q", retry, want)
+	}
+	// Refused while the run's jobs may still be active.
+	if r := farmIn(t, dir, nil, "resubmit", "2"); r.code == 0 && !strings.Contains(r.out, "nothing to resubmit") {
+		// The run may already have ended on a fast machine; then nothing is left.
+		t.Errorf("second resubmit while run 2 active: exit %d, %q %q", r.code, r.out, r.err)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= 30; id++ {
+		wantRuns := 1
+		if failing[id] {
+			wantRuns = 2
+		}
+		if rec.starts[id] != wantRuns {
+			t.Errorf("case %d ran %d times, want %d", id, rec.starts[id], wantRuns)
+		}
+	}
+	for id, r := range statusJSON(t, dir) {
+		if r.State != "succeeded" {
+			t.Errorf("case %d: %+v", id, r)
+		}
+	}
+	r := farmIn(t, dir, nil, "resubmit", "2")
+	if r.code != 0 || strings.TrimSpace(r.out) != "No failed/unfinished jobs; nothing to resubmit" {
+		t.Errorf("resubmit of a finished farm: exit %d, %q", r.code, r.out)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+	if !strings.Contains(string(log), "resubmit: run 2") {
+		t.Errorf("farm.log lacks the resubmit:\n%s", log)
+	}
+}
+
+func TestLocalResubmitRefusedWhileJobsRun(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"sleep 30", "true"}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	r := farmIn(t, dir, nil, "resubmit", "1")
+	if r.code != 1 || !strings.Contains(r.err, "Jobs are still running/queued; cannot resubmit") {
+		t.Errorf("resubmit while running: exit %d, %q", r.code, r.err)
+	}
+	mustFarm(t, dir, "kill")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+}
+
+func writeFinal(t *testing.T, dir string) {
+	t.Helper()
+	script := "#!/bin/bash\n#SBATCH -t 1\necho \"final ran $FARM_RUN\" >> final.out\n"
+	if err := os.WriteFile(filepath.Join(dir, "final.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLocalAutoCompletesTooBigFarmThenRunsFinalOnce(t *testing.T) {
+	t.Parallel()
+	// 40 half-second cases, 2 meta-jobs, a 5-second limit: about half a
+	// farm per wave.
+	dir := newFarm(t, repeat("sleep 0.5", 40), "0:05")
+	writeFinal(t, dir)
+	out := mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
+	if !strings.Contains(out, "Submitted the -auto job") {
+		t.Errorf("submit said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "3m")
+	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+	if n := strings.Count(string(log), "resubmitting with N=2"); n < 1 {
+		t.Errorf("no auto-resubmission in farm.log:\n%s", log)
+	}
+	if !strings.Contains(string(log), "submitted final.sh as job") {
+		t.Errorf("farm.log does not show final.sh submitted:\n%s", log)
+	}
+	final, _ := os.ReadFile(filepath.Join(dir, "final.out"))
+	if strings.Count(string(final), "final ran") != 1 {
+		t.Errorf("final.sh ran %d times: %q", strings.Count(string(final), "final ran"), final)
+	}
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= 40; id++ {
+		if rec.ends[id] != 1 || rec.endStatus[id] != 0 {
+			t.Errorf("case %d: %d ends, status %d", id, rec.ends[id], rec.endStatus[id])
+		}
+	}
+	list := mustFarm(t, dir, "list")
+	if strings.Count(list, " final ") != 1 {
+		t.Errorf("list shows %d final jobs:\n%s", strings.Count(list, " final "), list)
+	}
+}
+
+func TestLocalAutoStopsWhenOnlyFailedCasesAreLeft(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true", "exit 5", "true", "true"}, "0-00:10")
+	writeFinal(t, dir)
+	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+	if !strings.Contains(string(log), "Only failed cases left; cannot auto-resubmit; exiting") {
+		t.Errorf("farm.log:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "final.out")); !os.IsNotExist(err) {
+		t.Errorf("final.sh ran although a case failed")
+	}
+	if strings.Contains(string(log), "resubmit: run 2") {
+		t.Errorf("auto resubmitted a farm with only failed cases:\n%s", log)
+	}
+}
+
+func TestLocalFinalWithoutAutoRunsOnlyWhenAllSucceeded(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 5), "0-00:10")
+	writeFinal(t, dir)
+	out := mustFarm(t, dir, "submit", "2", "--backend", "local")
+	if !strings.Contains(out, "Submitted the final.sh job") {
+		t.Errorf("submit said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	if b, _ := os.ReadFile(filepath.Join(dir, "final.out")); strings.TrimSpace(string(b)) != "final ran 1" {
+		t.Errorf("final.out = %q", b)
+	}
+}
+
+func TestLocalRuntimeAwareExitAvoidsInterruptedCases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a minute")
+	}
+	t.Parallel()
+	// 8 meta-jobs with a 1-minute limit, 20-second cases: after the first
+	// wave dt_cutoff is ~20 s, so no meta-job starts a third case at ~40 s.
+	dir := newFarm(t, repeat("sleep 20", 24), "1")
+	mustFarm(t, dir, "submit", "8", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
+	st := statusJSON(t, dir)
+	for id, r := range st {
+		if r.State != "succeeded" {
+			t.Errorf("case %d: %+v", id, r)
+		}
+	}
+	if len(st) != 16 {
+		t.Errorf("%d cases ran, want 16 (two waves of 8)", len(st))
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	early := 0
+	for _, o := range outs {
+		b, _ := os.ReadFile(o)
+		if strings.Contains(string(b), "Not enough runtime left; exiting.") {
+			early++
+		}
+	}
+	if early != 8 {
+		t.Errorf("%d meta-jobs exited early, want 8", early)
+	}
+}
+
+func TestLocalJobFeaturesShutdownStopsClaiming(t *testing.T) {
+	t.Parallel()
+	jf := t.TempDir()
+	dir := newFarm(t, repeat("sleep 1", 40), "0-00:10")
+	deadline := time.Now().Add(10 * time.Second)
+	os.WriteFile(filepath.Join(jf, "shutdowntime_job"), []byte(strconv.FormatInt(deadline.Unix(), 10)+"\n"), 0o644)
+	r := farmIn(t, dir, []string{"JOBFEATURES=" + jf}, "submit", "1", "--backend", "local")
+	if r.code != 0 {
+		t.Fatal(r.err)
+	}
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	rec := readRecords(t, dir)
+	if rec.last > float64(deadline.Unix())+0.5 {
+		t.Errorf("a case ran until %.1f, after the shutdown time %d", rec.last, deadline.Unix())
+	}
+	for id, r := range statusJSON(t, dir) {
+		if r.State != "succeeded" {
+			t.Errorf("case %d: %+v", id, r)
+		}
+	}
+	if n := len(rec.ends); n < 5 || n > 10 {
+		t.Errorf("%d cases ran before the 10 s shutdown, want 5..10", n)
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	b, _ := os.ReadFile(outs[0])
+	if !strings.Contains(string(b), "Not enough runtime left; exiting.") {
+		t.Errorf("output:\n%s", b)
+	}
+}

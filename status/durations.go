@@ -1,0 +1,62 @@
+package status
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Durations returns the duration in seconds of every ended case (E records)
+// in every status file of dir: the farm-wide record of case run times.
+func Durations(dir string) ([]float64, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "status.*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	var fields [8][]byte
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		r := bufio.NewReaderSize(f, 256<<10)
+		for {
+			line, err := r.ReadSlice('\n')
+			if len(line) > 2 && line[0] == 'E' && line[len(line)-1] == '\n' {
+				fl := splitFields(line, fields[:0])
+				if len(fl) >= 5 {
+					if d, perr := strconv.ParseFloat(string(fl[4]), 64); perr == nil {
+						out = append(out, d)
+					}
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				for err == bufio.ErrBufferFull {
+					_, err = r.ReadSlice('\n')
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	return out, nil
+}
+
+// UpperQuantile returns the value below which a fraction 1-upper of d lies
+// (nearest rank): UpperQuantile(d, 0.125) is exceeded by at most 12.5% of d.
+// It sorts d. It returns 0 for an empty d.
+func UpperQuantile(d []float64, upper float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	sort.Float64s(d)
+	q := 1 - upper
+	rank := int(q*float64(len(d))+0.999999999) - 1 // ceil(q*n) - 1
+	rank = max(0, min(rank, len(d)-1))
+	return d[rank]
+}
