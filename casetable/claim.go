@@ -20,6 +20,9 @@ type State struct {
 	Table  string // the run's table, relative to the farm directory
 	Simple bool   // SIMPLE mode: one case per job
 	Offset int64  // byte offset of the next unread line of Table
+	Cases  int64  // cases in Table
+	MaxID  int64  // largest case ID of the farm's table.dat
+	Total  int64  // cases in the farm's table.dat
 
 	Claimed int64   // cases claimed in this run
 	Done    int64   // cases finished farm-wide, over all runs
@@ -31,8 +34,8 @@ type State struct {
 var ErrNoState = errors.New("the farm has not been submitted yet")
 
 func (s *State) marshal(b []byte) []byte {
-	b = fmt.Appendf(b, "run=%d table=%s simple=%t offset=%d claimed=%d done=%d cutoff=%s next=%d\n",
-		s.Run, s.Table, s.Simple, s.Offset, s.Claimed, s.Done,
+	b = fmt.Appendf(b, "run=%d table=%s simple=%t offset=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d\n",
+		s.Run, s.Table, s.Simple, s.Offset, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
 		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
 	return b
 }
@@ -53,6 +56,12 @@ func (s *State) unmarshal(b []byte) error {
 			s.Simple, err = strconv.ParseBool(v)
 		case "offset":
 			s.Offset, err = strconv.ParseInt(v, 10, 64)
+		case "cases":
+			s.Cases, err = strconv.ParseInt(v, 10, 64)
+		case "total":
+			s.Total, err = strconv.ParseInt(v, 10, 64)
+		case "maxid":
+			s.MaxID, err = strconv.ParseInt(v, 10, 64)
 		case "claimed":
 			s.Claimed, err = strconv.ParseInt(v, 10, 64)
 		case "done":

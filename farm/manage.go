@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/status"
 	"github.com/olekukonko/tablewriter"
 )
 
@@ -22,6 +23,8 @@ type listRow struct {
 	State   string `json:"state"`
 	Start   string `json:"start,omitempty"`
 	End     string `json:"end,omitempty"`
+	Cases   int64  `json:"cases"`   // cases it ended
+	Running int64  `json:"running"` // cases it is running now
 }
 
 func fmtTime(t time.Time) string {
@@ -31,21 +34,37 @@ func fmtTime(t time.Time) string {
 	return t.Format("2006-01-02 15:04:05")
 }
 
-// List prints every job of the farm with its state.
+// List prints every job of the farm with its state and the cases it ran.
 func (f *Farm) List(ctx context.Context, backends Backends, w io.Writer, asJSON bool) error {
-	recs, err := f.Jobs()
+	sum, recs, infos, err := f.load(ctx, backends, time.Time{})
 	if err != nil {
 		return err
 	}
-	infos, err := f.jobInfos(ctx, backends, recs)
-	if err != nil {
-		return err
+	return writeList(w, listRows(recs, infos, sum), asJSON)
+}
+
+// listRows joins the job records with their states and status files. A
+// SIMPLE-mode job array counts the cases of all its tasks.
+func listRows(recs []JobRecord, infos map[string]JobInfo, sum *status.Summary) []listRow {
+	ended, open := map[string]int64{}, map[string]int64{}
+	for _, j := range sum.Jobs {
+		id := j.ID
+		if i := strings.IndexByte(id, '_'); i > 0 {
+			id = id[:i] // array task -> its array
+		}
+		ended[id] += j.Ended
+		open[id] += j.Open
 	}
 	rows := make([]listRow, 0, len(recs))
 	for _, r := range recs {
 		in := infos[r.ID]
-		rows = append(rows, listRow{ID: r.ID, Run: r.Run, Kind: r.Kind, Backend: r.Backend, State: string(in.State), Start: fmtTime(in.Start), End: fmtTime(in.End)})
+		rows = append(rows, listRow{ID: r.ID, Run: r.Run, Kind: r.Kind, Backend: r.Backend, State: string(in.State),
+			Start: fmtTime(in.Start), End: fmtTime(in.End), Cases: ended[r.ID], Running: open[r.ID]})
 	}
+	return rows
+}
+
+func writeList(w io.Writer, rows []listRow, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(rows)
 	}
@@ -53,22 +72,38 @@ func (f *Farm) List(ctx context.Context, backends Backends, w io.Writer, asJSON 
 		fmt.Fprintln(w, "No jobs: the farm has not been submitted.")
 		return nil
 	}
-	t := newTable(w, "Job", "Run", "Kind", "Backend", "State", "Start", "End")
+	t := newTable(w, "JOB", "RUN", "KIND", "BACKEND", "STATE", "START", "END", "CASES", "RUNNING")
 	for _, r := range rows {
-		t.Append([]string{r.ID, strconv.Itoa(r.Run), r.Kind, r.Backend, r.State, r.Start, r.End})
+		t.Append([]string{r.ID, strconv.Itoa(r.Run), r.Kind, r.Backend, r.State, dash(r.Start), dash(r.End),
+			strconv.FormatInt(r.Cases, 10), strconv.FormatInt(r.Running, 10)})
 	}
 	t.Render()
 	return nil
 }
 
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newTable makes a plain table in the style of squeue and kubectl: no
+// borders, columns left-aligned two spaces apart.
 func newTable(w io.Writer, header ...string) *tablewriter.Table {
 	t := tablewriter.NewWriter(w)
 	t.SetHeader(header)
-	t.SetBorder(false)
 	t.SetAutoFormatHeaders(false)
 	t.SetAutoWrapText(false)
 	t.SetAlignment(tablewriter.ALIGN_LEFT)
 	t.SetHeaderAlignment(tablewriter.ALIGN_LEFT)
+	t.SetBorder(false)
+	t.SetHeaderLine(false)
+	t.SetColumnSeparator("")
+	t.SetCenterSeparator("")
+	t.SetRowSeparator("")
+	t.SetTablePadding("  ")
+	t.SetNoWhiteSpace(true)
 	return t
 }
 

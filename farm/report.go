@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,17 +17,46 @@ import (
 // Summary loads every status record of the farm, asking the backends once
 // which meta-jobs still run (their open cases are running, not interrupted).
 func (f *Farm) Summary(ctx context.Context, backends Backends) (*status.Summary, error) {
+	sum, _, _, err := f.load(ctx, backends, time.Time{})
+	return sum, err
+}
+
+// load reads the job records, asks the backends for their states (one call
+// per backend) and loads the status records, counting cases ended since
+// since.
+func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*status.Summary, []JobRecord, map[string]JobInfo, error) {
 	recs, err := f.Jobs()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	infos, err := f.jobInfos(ctx, backends, recs)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return status.Load(f.Path(StatusDir), status.Options{
-		Live: func(id string) bool { return infos[id].State.Active() },
+	var maxID int64
+	if st, err := f.readState(ctx); err == nil {
+		maxID = st.MaxID
+	}
+	sum, err := status.Load(f.Path(StatusDir), status.Options{
+		Live:  func(id string) bool { return infos[id].State.Active() },
+		MaxID: maxID,
+		Since: since,
 	})
+	return sum, recs, infos, err
+}
+
+// readState reads the claim state (zero State if never submitted).
+func (f *Farm) readState(ctx context.Context) (casetable.State, error) {
+	store, err := f.Store()
+	if err != nil {
+		return casetable.State{}, err
+	}
+	defer store.Close()
+	st, err := store.Read(ctx)
+	if errors.Is(err, casetable.ErrNoState) {
+		return st, nil
+	}
+	return st, err
 }
 
 // Progress is the farm-wide count of the cases of table.dat by state.
@@ -99,60 +129,159 @@ func (f *Farm) Wait(ctx context.Context, backends Backends, timeout time.Duratio
 // StatusOptions are the flags of farm Status.
 type StatusOptions struct {
 	FailedLast bool // -f: non-zero statuses last
-	FailedOnly bool // --failed: only non-zero statuses
+	FailedOnly bool // --failed: only cases that did not succeed
 	JSON       bool
 }
 
-// statusRow is one case in farm Status --json.
-type statusRow struct {
-	ID      int64   `json:"id"`
-	State   string  `json:"state"`
-	Status  int     `json:"status"`
-	Seconds float64 `json:"seconds"`
-	Job     string  `json:"job"`
-	Host    string  `json:"host"`
-	Run     int     `json:"run"`
-}
-
-// WriteStatus prints one row per case that has a record.
+// WriteStatus prints one row per case that has a record, in ID order (with
+// -f, the cases that did not succeed after the others). It streams: ten
+// million cases print in constant memory beyond the summary itself.
 func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
-	bad := func(c status.Case) bool { return c.State != status.Succeeded && c.State != status.Running }
-	var rows []status.Case
-	pass := func(second bool) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	notOK := func(c status.Case) bool { return c.State != status.Succeeded && c.State != status.Running }
+	pass := func(fn func(status.Case) error) error {
+		if opt.FailedOnly {
+			return sum.Each(func(c status.Case) error {
+				if notOK(c) {
+					return fn(c)
+				}
+				return nil
+			})
+		}
+		if !opt.FailedLast {
+			return sum.Each(fn)
+		}
+		if err := sum.Each(func(c status.Case) error {
+			if !notOK(c) {
+				return fn(c)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 		return sum.Each(func(c status.Case) error {
-			switch {
-			case opt.FailedOnly && !bad(c):
-			case opt.FailedLast && bad(c) != second:
-			default:
-				rows = append(rows, c)
+			if notOK(c) {
+				return fn(c)
 			}
 			return nil
 		})
 	}
-	if err := pass(false); err != nil {
-		return err
-	}
-	if opt.FailedLast && !opt.FailedOnly {
-		if err := pass(true); err != nil {
+	if opt.JSON {
+		quoted := map[string][]byte{}
+		q := func(s string) []byte {
+			b, ok := quoted[s]
+			if !ok {
+				b, _ = json.Marshal(s)
+				quoted[s] = b
+			}
+			return b
+		}
+		first := true
+		bw.WriteByte('[')
+		var b []byte
+		err := pass(func(c status.Case) error {
+			b = b[:0]
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, `{"id":`...)
+			b = strconv.AppendInt(b, c.ID, 10)
+			b = append(b, `,"state":"`...)
+			b = append(b, c.State.String()...)
+			b = append(b, `","status":`...)
+			b = strconv.AppendInt(b, int64(c.Status), 10)
+			b = append(b, `,"seconds":`...)
+			b = strconv.AppendFloat(b, c.Seconds, 'f', -1, 64)
+			b = append(b, `,"job":`...)
+			b = append(b, q(c.Job)...)
+			b = append(b, `,"host":`...)
+			b = append(b, q(c.Host)...)
+			b = append(b, `,"run":`...)
+			b = strconv.AppendInt(b, int64(c.Run), 10)
+			b = append(b, '}')
+			_, err := bw.Write(b)
+			return err
+		})
+		if err != nil {
 			return err
 		}
+		bw.WriteString("]\n")
+		return bw.Flush()
 	}
-	if opt.JSON {
-		out := make([]statusRow, 0, len(rows))
-		for _, c := range rows {
-			out = append(out, statusRow{ID: c.ID, State: c.State.String(), Status: c.Status, Seconds: c.Seconds, Job: c.Job, Host: c.Host, Run: c.Run})
-		}
-		enc := json.NewEncoder(w)
-		return enc.Encode(out)
+	// Column widths come from a first, cheap pass.
+	head := []string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST"}
+	wd := make([]int, len(head))
+	for i, h := range head {
+		wd[i] = len(h)
 	}
-	t := newTable(w, "ID", "State", "Status", "Seconds", "Job", "Host")
-	for _, c := range rows {
-		st := strconv.Itoa(c.Status)
+	var num []byte
+	rows := 0
+	var scratch [6][]byte
+	row := func(c status.Case) [][]byte {
+		r := &scratch
+		r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
+		r[1] = append(r[1][:0], c.State.String()...)
 		if c.State == status.Running {
-			st = "-"
+			r[2] = append(r[2][:0], '-')
+		} else {
+			r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
 		}
-		t.Append([]string{strconv.FormatInt(c.ID, 10), c.State.String(), st, fmt.Sprintf("%.3f", c.Seconds), c.Job, c.Host})
+		r[3] = strconv.AppendFloat(r[3][:0], c.Seconds, 'f', 3, 64)
+		r[4] = append(r[4][:0], c.Job...)
+		r[5] = append(r[5][:0], c.Host...)
+		return r[:]
 	}
-	t.Render()
-	return nil
+	if err := sum.Each(func(c status.Case) error {
+		if opt.FailedOnly && !notOK(c) {
+			return nil
+		}
+		rows++
+		num = strconv.AppendInt(num[:0], c.ID, 10)
+		wd[0] = max(wd[0], len(num))
+		wd[1] = max(wd[1], len(c.State.String()))
+		num = strconv.AppendInt(num[:0], int64(c.Status), 10)
+		wd[2] = max(wd[2], len(num))
+		num = strconv.AppendFloat(num[:0], c.Seconds, 'f', 3, 64)
+		wd[3] = max(wd[3], len(num))
+		wd[4] = max(wd[4], len(c.Job))
+		wd[5] = max(wd[5], len(c.Host))
+		return nil
+	}); err != nil {
+		return err
+	}
+	if rows == 0 {
+		if opt.FailedOnly {
+			fmt.Fprintln(bw, "No failed or interrupted case.")
+		} else {
+			fmt.Fprintln(bw, "No case has a record yet.")
+		}
+		return bw.Flush()
+	}
+	cells := make([][]byte, len(head))
+	for i, h := range head {
+		cells[i] = []byte(h)
+	}
+	writeRow(bw, wd, cells)
+	if err := pass(func(c status.Case) error {
+		writeRow(bw, wd, row(c))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// writeRow writes cells left-aligned in columns of widths wd, two spaces
+// apart, as the other tables of farm do.
+func writeRow(w *bufio.Writer, wd []int, cells [][]byte) {
+	for i, c := range cells {
+		w.Write(c)
+		if i < len(cells)-1 {
+			for n := len(c); n < wd[i]+2; n++ {
+				w.WriteByte(' ')
+			}
+		}
+	}
+	w.WriteByte('\n')
 }

@@ -75,7 +75,7 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 		return ErrNothingLeft
 	}
 	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
-	return f.launch(ctx, backends, opt, state.Run+1, RetryTable, n)
+	return f.launch(ctx, backends, opt, state.Run+1, RetryTable, n, 0)
 }
 
 // autoEnv is the environment the extra job gets.

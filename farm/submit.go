@@ -102,7 +102,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
 		}
 		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
-		return f.launch(ctx, backends, opt, state.Run, state.Table, 0)
+		return f.launch(ctx, backends, opt, state.Run, state.Table, 0, 0)
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
@@ -111,7 +111,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
 	}
-	return f.launch(ctx, backends, opt, 1, Table, info.Cases)
+	return f.launch(ctx, backends, opt, 1, Table, info.Cases, info.MaxID)
 }
 
 func modeName(simple bool) string {
@@ -134,8 +134,9 @@ func tableErr(err error) error {
 }
 
 // launch submits the jobs of run over table. cases is the number of cases
-// in table for a new run, 0 when adding jobs to an active run.
-func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, run int, table string, cases int) error {
+// in table for a new run, 0 when adding jobs to an active run; maxID is the
+// largest ID of table.dat (0: unchanged).
+func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, run int, table string, cases int, maxID int64) error {
 	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
 	if err != nil {
 		return err
@@ -183,7 +184,10 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 			return err
 		}
 		err = store.Update(ctx, func(st *casetable.State) error {
-			st.Run, st.Table, st.Simple, st.Offset, st.Claimed = run, table, simple, 0, 0
+			st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
+			if maxID > 0 { // a first run: table.dat itself
+				st.MaxID, st.Total = maxID, int64(cases)
+			}
 			return nil
 		})
 		store.Close()

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // State is what is known of one case, farm-wide.
@@ -29,15 +30,14 @@ var stateNames = [...]string{"never ran", "running", "interrupted", "failed", "s
 
 func (s State) String() string { return stateNames[s] }
 
-// Case is the farm-wide outcome of one case: its latest decisive attempt. A
-// success in any run wins; then a running attempt; then the latest failure
-// or interruption.
+// Case is the farm-wide outcome of one case: its decisive attempt. A success
+// in any run wins; then a running attempt; then the failure or interruption
+// of the latest run.
 type Case struct {
 	ID      int64
 	State   State
 	Status  int     // STATUS for failed/succeeded; the signal for interrupted
-	Start   int64   // Unix seconds of the attempt's start
-	Seconds float64 // duration of the attempt (so far, for running)
+	Seconds float64 // duration of the attempt (0 while running)
 	Job     string  // meta-job ID
 	Host    string
 	Run     int
@@ -45,27 +45,35 @@ type Case struct {
 
 // Job describes one status file.
 type Job struct {
-	ID   string
-	Run  int
-	Host string
-	Quit string // the meta-job's own exit message, if it exited by itself
+	ID    string
+	Run   int
+	Host  string
+	Quit  string // the meta-job's own exit message, if it exited by itself
+	Ended int64  // cases it ended (E and I records)
+	Open  int64  // cases it started and has not ended
 }
 
 // Summary holds every case's outcome, compactly: parallel slices indexed by
-// case ID (which are dense in practice), with a map for outliers. At about 17
-// bytes a case, ten million cases take some 170 MB.
+// case ID (which are dense in practice), with a map for outliers. At 13 bytes
+// a case, ten million cases take some 130 MB.
 type Summary struct {
 	Jobs []Job
 
 	state  []State
 	status []int32
-	start  []uint32
 	secs   []float32
 	job    []uint32 // index into Jobs, +1 (0 = none)
 	far    map[int64]Case
 
 	// RunCounts counts attempt outcomes per run (index: run number).
 	RunCounts map[int]*Counts
+
+	// Recent counts the cases that ended at or after Options.Since.
+	Recent int64
+	// First and Last are the earliest start and latest end recorded (Unix seconds).
+	First, Last float64
+
+	since float64
 }
 
 // Counts tallies cases by state.
@@ -94,6 +102,8 @@ type Options struct {
 	Live func(jobID string) bool
 	// MaxID is the largest case ID expected (sizes the tables up front).
 	MaxID int64
+	// Since, if set, is the start of the window Summary.Recent counts.
+	Since time.Time
 }
 
 const denseLimit = 1 << 31
@@ -101,6 +111,9 @@ const denseLimit = 1 << 31
 // Load reads every STATUSES/status.* file in dir.
 func Load(dir string, opt Options) (*Summary, error) {
 	s := &Summary{RunCounts: map[int]*Counts{}}
+	if !opt.Since.IsZero() {
+		s.since = float64(opt.Since.UnixMilli()) / 1e3
+	}
 	if opt.MaxID > 0 && opt.MaxID < denseLimit {
 		s.grow(opt.MaxID)
 	}
@@ -130,7 +143,6 @@ func (s *Summary) grow(id int64) {
 	}
 	s.state = append(s.state, make([]State, n-len(s.state))...)
 	s.status = append(s.status, make([]int32, n-len(s.status))...)
-	s.start = append(s.start, make([]uint32, n-len(s.start))...)
 	s.secs = append(s.secs, make([]float32, n-len(s.secs))...)
 	s.job = append(s.job, make([]uint32, n-len(s.job))...)
 }
@@ -182,6 +194,9 @@ func (s *Summary) loadFile(name string, live func(string) bool) error {
 		a := attempt{id: id, state: Interrupted, start: start}
 		if isLive {
 			a.state = Running
+			j.Open++
+		} else {
+			j.Ended++
 		}
 		s.merge(a, ji)
 	}
@@ -269,6 +284,9 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 			return err
 		}
 		open[id] = start
+		if s.First == 0 || start < s.First {
+			s.First = start
+		}
 	case 'E', 'I':
 		if len(f) < 5 {
 			return fmt.Errorf("short %c record", f[0][0])
@@ -280,6 +298,13 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 			return fmt.Errorf("bad %c record", f[0][0])
 		}
 		delete(open, id)
+		job.Ended++
+		if end := start + secs; end > s.Last {
+			s.Last = end
+		}
+		if s.since > 0 && start+secs >= s.since {
+			s.Recent++
+		}
 		a := attempt{id: id, status: int(st), start: start, secs: secs}
 		switch {
 		case f[0][0] == 'I':
@@ -296,14 +321,15 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 	return nil
 }
 
-// wins reports whether attempt a replaces the recorded outcome (state old,
-// started at oldStart).
-func wins(a attempt, old State, oldStart uint32) bool {
+// wins reports whether attempt a, of run run, replaces the recorded outcome
+// (state old, from run oldRun). Runs are ordered in time, and a case is
+// claimed at most once per run.
+func wins(a attempt, run int, old State, oldRun int) bool {
 	switch {
 	case old == NeverRan:
 		return true
 	case a.state == Succeeded:
-		return old != Succeeded || uint32(a.start) >= oldStart
+		return old != Succeeded || run >= oldRun
 	case old == Succeeded:
 		return false
 	case a.state == Running:
@@ -311,7 +337,7 @@ func wins(a attempt, old State, oldStart uint32) bool {
 	case old == Running:
 		return false
 	default:
-		return uint32(a.start) >= oldStart
+		return run >= oldRun
 	}
 }
 
@@ -328,17 +354,20 @@ func (s *Summary) merge(a attempt, ji int) {
 			s.far = map[int64]Case{}
 		}
 		old := s.far[a.id]
-		if wins(a, old.State, uint32(old.Start)) {
+		if wins(a, run, old.State, old.Run) {
 			s.far[a.id] = s.caseOf(a, ji)
 		}
 		return
 	}
 	s.grow(a.id)
 	i := a.id
-	if wins(a, s.state[i], s.start[i]) {
+	oldRun := 0
+	if ji := s.job[i]; ji > 0 {
+		oldRun = s.Jobs[ji-1].Run
+	}
+	if wins(a, run, s.state[i], oldRun) {
 		s.state[i] = a.state
 		s.status[i] = int32(a.status)
-		s.start[i] = uint32(a.start)
 		s.secs[i] = float32(a.secs)
 		s.job[i] = uint32(ji + 1)
 	}
@@ -346,7 +375,7 @@ func (s *Summary) merge(a attempt, ji int) {
 
 func (s *Summary) caseOf(a attempt, ji int) Case {
 	j := s.Jobs[ji]
-	return Case{ID: a.id, State: a.state, Status: a.status, Start: int64(a.start), Seconds: a.secs, Job: j.ID, Host: j.Host, Run: j.Run}
+	return Case{ID: a.id, State: a.state, Status: a.status, Seconds: a.secs, Job: j.ID, Host: j.Host, Run: j.Run}
 }
 
 // Get returns the outcome of case id (State NeverRan if it has no record).
@@ -361,7 +390,7 @@ func (s *Summary) Get(id int64) Case {
 }
 
 func (s *Summary) at(i int64) Case {
-	c := Case{ID: i, State: s.state[i], Status: int(s.status[i]), Start: int64(s.start[i]), Seconds: math.Round(float64(s.secs[i])*1000) / 1000}
+	c := Case{ID: i, State: s.state[i], Status: int(s.status[i]), Seconds: math.Round(float64(s.secs[i])*1000) / 1000}
 	if ji := s.job[i]; ji > 0 {
 		j := s.Jobs[ji-1]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
@@ -408,21 +437,4 @@ func (s *Summary) Totals() Counts {
 		c.Add(v.State)
 	}
 	return c
-}
-
-// Durations returns the durations of every ended case of every attempt
-// recorded as the outcome, for the runtime-aware exit.
-func (s *Summary) Durations() []float64 {
-	var d []float64
-	for i, st := range s.state {
-		if st == Succeeded || st == Failed {
-			d = append(d, float64(s.secs[i]))
-		}
-	}
-	for _, v := range s.far {
-		if v.State == Succeeded || v.State == Failed {
-			d = append(d, v.Seconds)
-		}
-	}
-	return d
 }

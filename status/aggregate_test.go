@@ -61,12 +61,12 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 	var got []Case
 	sum.Each(func(c Case) error { got = append(got, c); return nil })
 	want := []Case{
-		{ID: 1, State: Succeeded, Status: 0, Start: at(0).Unix(), Seconds: 1, Job: "10", Host: "node10", Run: 1},
-		{ID: 2, State: Succeeded, Status: 0, Start: at(100).Unix(), Seconds: 1, Job: "20", Host: "node20", Run: 2},
-		{ID: 3, State: Failed, Status: 4, Start: at(101).Unix(), Seconds: 1, Job: "20", Host: "node20", Run: 2},
-		{ID: 4, State: Succeeded, Status: 0, Start: at(5).Unix(), Seconds: 1, Job: "11", Host: "node11", Run: 1},
-		{ID: 5, State: Running, Start: at(6).Unix(), Job: "11", Host: "node11", Run: 1},
-		{ID: 6, State: Interrupted, Status: 15, Start: at(0).Unix(), Seconds: 5, Job: "11", Host: "node11", Run: 1},
+		{ID: 1, State: Succeeded, Status: 0, Seconds: 1, Job: "10", Host: "node10", Run: 1},
+		{ID: 2, State: Succeeded, Status: 0, Seconds: 1, Job: "20", Host: "node20", Run: 2},
+		{ID: 3, State: Failed, Status: 4, Seconds: 1, Job: "20", Host: "node20", Run: 2},
+		{ID: 4, State: Succeeded, Status: 0, Seconds: 1, Job: "11", Host: "node11", Run: 1},
+		{ID: 5, State: Running, Job: "11", Host: "node11", Run: 1},
+		{ID: 6, State: Interrupted, Status: 15, Seconds: 5, Job: "11", Host: "node11", Run: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)

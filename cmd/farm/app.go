@@ -96,9 +96,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: "A farm is a directory with table.dat (one case per line), job_script.sh, single_case.sh,\n" +
 			"resubmit_script.sh and config. Make one with 'farm init DIR', edit it, then run\n" +
 			"'farm submit N' inside it.\n\n" + helpExitCodes,
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: false,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
 		// Never let the library call os.Exit: Run maps errors to codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 		Flags: []cli.Flag{

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -22,6 +22,9 @@ func commands() []*cli.Command {
 		waitCmd(),
 		statusCmd(),
 		listCmd(),
+		queryCmd(),
+		cleanCmd(),
+		completionCmd(),
 		killCmd(false),
 		killCmd(true),
 		metajobCmd(),
@@ -256,10 +259,66 @@ func statusCmd() *cli.Command {
 	}
 }
 
+func queryCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "query",
+		Usage: "short summary: jobs queued/running/finished, cases by state, throughput and ETA",
+		Description: "Cases are counted for the current run and farm-wide. The throughput is measured over\n" +
+			"the last 10 minutes; the ETA is for the current run's remaining cases at that rate.\n" +
+			"--watch redraws a progress bar every --interval until no job of the farm is active\n" +
+			"(or Ctrl-C), with one scheduler query per refresh.\n\nEXAMPLES:\n" +
+			"   farm query\n   farm query --watch --interval 30s\n   farm query --json | jq .farm_cases",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON object"},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw a progress bar until the farm's jobs end"},
+			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --watch"},
+		},
+		Action: func(c *cli.Context) error {
+			f, err := openFarm(c)
+			if err != nil {
+				return err
+			}
+			if c.Bool("watch") {
+				if c.Duration("interval") < 100*time.Millisecond {
+					return usagef("--interval must be at least 100ms")
+				}
+				return f.Watch(c.Context, backends(nil), c.App.Writer, c.Duration("interval"), isTerminal(c.App.Writer))
+			}
+			q, err := f.Query(c.Context, backends(nil), time.Now())
+			if err != nil {
+				return err
+			}
+			return farm.WriteQuery(c.App.Writer, q, c.Bool("json"))
+		},
+	}
+}
+
+func cleanCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "clean",
+		Usage: "delete everything in the farm directory but the scripts, config and table.dat",
+		Description: "Lists what it would delete — results (RUN*), STATUSES, OUTPUT, MISC, farm.log,\n" +
+			"table.dat_, table.dat.orig, ... — and deletes it only with --yes. Keeps job_script.sh,\n" +
+			"single_case.sh, resubmit_script.sh, final.sh, config and table.dat. Refused while jobs\n" +
+			"of the farm are pending or running.\n\nEXAMPLES:\n   farm clean\n   farm clean --yes",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "yes", Usage: "really delete"}},
+		Action: func(c *cli.Context) error {
+			f, err := openFarm(c)
+			if err != nil {
+				return err
+			}
+			return f.Clean(c.Context, backends(nil), c.Bool("yes"))
+		},
+	}
+}
+
 func listCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "every job of the farm with its state",
+		Description: "One row per job of every run: backend job ID, run, kind (meta, simple, auto, final),\n" +
+			"state, start and end, and the cases it ended and is running.\n\nEXAMPLES:\n" +
+			"   farm list\n   farm list --json | jq -r '.[] | select(.state==\"RUNNING\") | .id'",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 		Action: func(c *cli.Context) error {
 			f, err := openFarm(c)
@@ -273,12 +332,16 @@ func listCmd() *cli.Command {
 
 func killCmd(prune bool) *cli.Command {
 	name, usage := "kill", "cancel every running and pending job of the farm"
+	desc := "Cases running in cancelled meta-jobs are recorded as interrupted; 'farm resubmit N' runs\n" +
+		"them again.\n\nEXAMPLE:\n   farm kill && farm resubmit 4"
 	if prune {
 		name, usage = "prune", "cancel the farm's pending jobs only; running ones finish"
+		desc = "Running meta-jobs go on claiming cases until none is left.\n\nEXAMPLE:\n   farm prune"
 	}
 	return &cli.Command{
-		Name:  name,
-		Usage: usage,
+		Name:        name,
+		Usage:       usage,
+		Description: desc,
 		Action: func(c *cli.Context) error {
 			f, err := openFarm(c)
 			if err != nil {
@@ -331,7 +394,12 @@ func localJobCmd() *cli.Command {
 	}
 }
 
-// lookPath is exec.LookPath, kept for tests.
-var lookPath = exec.LookPath
-
-var _ = time.Second
+// isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,200 @@
+package farm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// RateWindow is how far back farm query looks to measure throughput.
+const RateWindow = 10 * time.Minute
+
+// Query is the short summary of a farm that farm query prints.
+type Query struct {
+	Run  int       `json:"run"`
+	Jobs JobCounts `json:"jobs"`
+	// RunCases are the cases of the current run (its table: table.dat, or
+	// table.dat_ after a resubmit).
+	RunCases CaseCounts `json:"run_cases"`
+	// FarmCases are all cases of table.dat, by their farm-wide state.
+	FarmCases CaseCounts `json:"farm_cases"`
+	// PerMinute is the recent throughput: cases ended per minute over the
+	// last RateWindow (or since the farm started, if later).
+	PerMinute float64 `json:"cases_per_minute"`
+	// ETASeconds estimates when the current run's cases will all have
+	// ended, at that throughput; -1 when unknown (nothing active, no rate).
+	ETASeconds float64 `json:"eta_seconds"`
+}
+
+// JobCounts counts the farm's jobs (all runs) by state.
+type JobCounts struct {
+	Queued   int `json:"queued"`
+	Running  int `json:"running"`
+	Finished int `json:"finished"`
+}
+
+// CaseCounts counts cases by state. Left are cases not yet started
+// (in the current run) or never run (farm-wide).
+type CaseCounts struct {
+	Total       int64 `json:"total"`
+	Succeeded   int64 `json:"succeeded"`
+	Failed      int64 `json:"failed"`
+	Interrupted int64 `json:"interrupted"`
+	Running     int64 `json:"running"`
+	Left        int64 `json:"left"`
+}
+
+// Processed is the number of cases that ended (succeeded or failed).
+func (c CaseCounts) Processed() int64 { return c.Succeeded + c.Failed }
+
+// Active reports whether any job of the farm is queued or running.
+func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
+
+// Query computes the summary: one scheduler query per backend, one read of
+// the status files.
+func (f *Farm) Query(ctx context.Context, backends Backends, now time.Time) (Query, error) {
+	var q Query
+	st, err := f.readState(ctx)
+	if err != nil {
+		return q, err
+	}
+	sum, recs, infos, err := f.load(ctx, backends, now.Add(-RateWindow))
+	if err != nil {
+		return q, err
+	}
+	q.Run = st.Run
+	for _, r := range recs {
+		switch infos[r.ID].State {
+		case Pending:
+			q.Jobs.Queued++
+		case Running:
+			q.Jobs.Running++
+		default:
+			q.Jobs.Finished++
+		}
+	}
+	if rc := sum.RunCounts[st.Run]; rc != nil {
+		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, Running: rc.Running}
+	}
+	q.RunCases.Total = st.Cases
+	q.RunCases.Left = max(0, st.Cases-st.Claimed)
+	tot := sum.Totals()
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Running: tot.Running}
+	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Running)
+
+	window := RateWindow
+	if sum.First > 0 {
+		if since := now.Sub(time.UnixMilli(int64(sum.First * 1e3))); since < window {
+			window = since
+		}
+	}
+	if window > time.Second && sum.Recent > 0 {
+		q.PerMinute = float64(sum.Recent) / window.Minutes()
+	}
+	q.ETASeconds = -1
+	if q.Active() && q.PerMinute > 0 {
+		left := q.RunCases.Left + q.RunCases.Running
+		q.ETASeconds = math.Round(float64(left) / q.PerMinute * 60)
+	}
+	return q, nil
+}
+
+// WriteQuery prints q for people, or as JSON.
+func WriteQuery(w io.Writer, q Query, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(q)
+	}
+	if q.Run == 0 {
+		fmt.Fprintln(w, "The farm has not been submitted yet.")
+		return nil
+	}
+	fmt.Fprintf(w, "Jobs: %d queued, %d running, %d finished\n", q.Jobs.Queued, q.Jobs.Running, q.Jobs.Finished)
+	t := newTable(w, "CASES", "TOTAL", "SUCCEEDED", "FAILED", "INTERRUPTED", "RUNNING", "LEFT")
+	row := func(name string, c CaseCounts) {
+		t.Append([]string{name, fmt.Sprint(c.Total), fmt.Sprint(c.Succeeded), fmt.Sprint(c.Failed),
+			fmt.Sprint(c.Interrupted), fmt.Sprint(c.Running), fmt.Sprint(c.Left)})
+	}
+	row(fmt.Sprintf("run %d", q.Run), q.RunCases)
+	row("farm", q.FarmCases)
+	t.Render()
+	fmt.Fprintf(w, "Progress: %s of the farm's cases processed; %s\n", percent(q.FarmCases), rateETA(q))
+	return nil
+}
+
+func percent(c CaseCounts) string {
+	if c.Total == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%d/%d (%.1f%%)", c.Processed(), c.Total, 100*float64(c.Processed())/float64(c.Total))
+}
+
+func rateETA(q Query) string {
+	s := fmt.Sprintf("%.1f cases/min", q.PerMinute)
+	switch {
+	case q.ETASeconds >= 0:
+		s += ", ETA " + fmtDuration(time.Duration(q.ETASeconds)*time.Second)
+	case !q.Active():
+		s += ", no job active"
+	default:
+		s += ", ETA unknown"
+	}
+	return s
+}
+
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d >= 24*time.Hour {
+		days := d / (24 * time.Hour)
+		return fmt.Sprintf("%dd%s", days, (d - days*24*time.Hour).String())
+	}
+	return d.String()
+}
+
+// ProgressBar renders one line: a bar of the farm's processed cases, the
+// jobs, the throughput and the ETA.
+func ProgressBar(q Query, width int) string {
+	frac := 0.0
+	if q.FarmCases.Total > 0 {
+		frac = float64(q.FarmCases.Processed()) / float64(q.FarmCases.Total)
+	}
+	fill := int(frac * float64(width))
+	bar := strings.Repeat("#", fill) + strings.Repeat("-", width-fill)
+	return fmt.Sprintf("[%s] %5.1f%%  %d/%d cases  %d failed  %d jobs running, %d queued  %s",
+		bar, 100*frac, q.FarmCases.Processed(), q.FarmCases.Total, q.FarmCases.Failed,
+		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
+}
+
+// Watch redraws the progress bar every interval until no job of the farm is
+// active or ctx ends. On a terminal the line is redrawn in place.
+func (f *Farm) Watch(ctx context.Context, backends Backends, w io.Writer, interval time.Duration, tty bool) error {
+	for {
+		q, err := f.Query(ctx, backends, time.Now())
+		if err != nil {
+			return err
+		}
+		line := ProgressBar(q, 30)
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(w, line)
+		}
+		if !q.Active() {
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
