@@ -209,14 +209,22 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 		bw.WriteString("]\n")
 		return bw.Flush()
 	}
-	// Column widths come from a first, cheap pass.
+	// Column widths from the summary's extremes: no pass over the cases.
 	head := []string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST"}
-	wd := make([]int, len(head))
-	for i, h := range head {
-		wd[i] = len(h)
+	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
+	if maxID == 0 && sum.Totals() == (status.Counts{}) {
+		fmt.Fprintln(bw, "No case has a record yet.")
+		return bw.Flush()
 	}
-	var num []byte
-	rows := 0
+	digits := func(v int64) int { return len(strconv.AppendInt(nil, v, 10)) }
+	wd := []int{
+		max(2, digits(maxID), digits(-1)),
+		len("interrupted"),
+		max(6, digits(int64(minSt)), digits(int64(maxSt))),
+		max(7, len(fmtMillis(nil, maxMs))),
+		max(3, jobW),
+		max(4, hostW),
+	}
 	var scratch [6][]byte
 	row := func(c status.Case) [][]byte {
 		r := &scratch
@@ -227,50 +235,38 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 		} else {
 			r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
 		}
-		r[3] = strconv.AppendFloat(r[3][:0], c.Seconds, 'f', 3, 64)
+		r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
 		r[4] = append(r[4][:0], c.Job...)
 		r[5] = append(r[5][:0], c.Host...)
 		return r[:]
-	}
-	if err := sum.Each(func(c status.Case) error {
-		if opt.FailedOnly && !notOK(c) {
-			return nil
-		}
-		rows++
-		num = strconv.AppendInt(num[:0], c.ID, 10)
-		wd[0] = max(wd[0], len(num))
-		wd[1] = max(wd[1], len(c.State.String()))
-		num = strconv.AppendInt(num[:0], int64(c.Status), 10)
-		wd[2] = max(wd[2], len(num))
-		num = strconv.AppendFloat(num[:0], c.Seconds, 'f', 3, 64)
-		wd[3] = max(wd[3], len(num))
-		wd[4] = max(wd[4], len(c.Job))
-		wd[5] = max(wd[5], len(c.Host))
-		return nil
-	}); err != nil {
-		return err
-	}
-	if rows == 0 {
-		if opt.FailedOnly {
-			fmt.Fprintln(bw, "No failed or interrupted case.")
-		} else {
-			fmt.Fprintln(bw, "No case has a record yet.")
-		}
-		return bw.Flush()
 	}
 	cells := make([][]byte, len(head))
 	for i, h := range head {
 		cells[i] = []byte(h)
 	}
 	writeRow(bw, wd, cells)
+	rows := 0
 	if err := pass(func(c status.Case) error {
+		rows++
 		writeRow(bw, wd, row(c))
 		return nil
 	}); err != nil {
 		return err
 	}
+	if rows == 0 && opt.FailedOnly {
+		fmt.Fprintln(bw, "(no failed or interrupted case)")
+	}
 	return bw.Flush()
 }
+
+// fmtMillis appends ms as seconds with three decimals.
+func fmtMillis(b []byte, ms int64) []byte {
+	b = strconv.AppendInt(b, ms/1000, 10)
+	f := ms % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+var spaces = []byte("                                                                ")
 
 // writeRow writes cells left-aligned in columns of widths wd, two spaces
 // apart, as the other tables of farm do.
@@ -278,8 +274,8 @@ func writeRow(w *bufio.Writer, wd []int, cells [][]byte) {
 	for i, c := range cells {
 		w.Write(c)
 		if i < len(cells)-1 {
-			for n := len(c); n < wd[i]+2; n++ {
-				w.WriteByte(' ')
+			for pad := wd[i] + 2 - len(c); pad > 0; pad -= len(spaces) {
+				w.Write(spaces[:min(pad, len(spaces))])
 			}
 		}
 	}

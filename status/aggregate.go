@@ -8,9 +8,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -41,6 +43,8 @@ type Case struct {
 	Job     string  // meta-job ID
 	Host    string
 	Run     int
+
+	job int // index into Summary.Jobs while loading
 }
 
 // Job describes one status file.
@@ -73,7 +77,8 @@ type Summary struct {
 	// First and Last are the earliest start and latest end recorded (Unix seconds).
 	First, Last float64
 
-	since float64
+	since  float64
+	jobRun []int // run of each job, known before its file is fully read
 }
 
 // Counts tallies cases by state.
@@ -108,7 +113,8 @@ type Options struct {
 
 const denseLimit = 1 << 31
 
-// Load reads every STATUSES/status.* file in dir.
+// Load reads every STATUSES/status.* file in dir. Files are parsed in
+// parallel, one per CPU, and merged into the summary as they come.
 func Load(dir string, opt Options) (*Summary, error) {
 	s := &Summary{RunCounts: map[int]*Counts{}}
 	if !opt.Since.IsZero() {
@@ -117,20 +123,172 @@ func Load(dir string, opt Options) (*Summary, error) {
 	if opt.MaxID > 0 && opt.MaxID < denseLimit {
 		s.grow(opt.MaxID)
 	}
-	names, err := filepath.Glob(filepath.Join(dir, "status.*"))
+	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if strings.Contains(filepath.Base(name), ".tmp") {
-			continue
-		}
-		if err := s.loadFile(name, opt.Live); err != nil {
-			return nil, err
+	var names []string
+	for _, n := range all {
+		if !strings.Contains(filepath.Base(n), ".tmp") {
+			names = append(names, n)
 		}
 	}
+	sort.Strings(names)
+	s.Jobs = make([]Job, len(names))
+	s.jobRun = make([]int, len(names))
+	if len(names) == 0 {
+		return s, nil
+	}
+
+	workers := min(runtime.GOMAXPROCS(0), len(names))
+	files := make(chan int, len(names))
+	for i := range names {
+		files <- i
+	}
+	close(files)
+	batches := make(chan *batch, 2*workers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range files {
+				if !parseFile(names[i], i, s.since, opt.Live, batches, stop) {
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(batches) }()
+
+	var firstErr error
+	for b := range batches {
+		if firstErr != nil {
+			continue // drain
+		}
+		if b.err != nil {
+			firstErr = b.err
+			close(stop)
+			continue
+		}
+		s.jobRun[b.ji] = b.run
+		for _, a := range b.attempts {
+			s.merge(a, b.ji, b.run)
+		}
+		if b.first > 0 && (s.First == 0 || b.first < s.First) {
+			s.First = b.first
+		}
+		s.Last = max(s.Last, b.last)
+		s.Recent += b.recent
+		if b.job != nil {
+			s.Jobs[b.ji] = *b.job
+		}
+		b.attempts = b.attempts[:0]
+		batchPool.Put(b)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
 	return s, nil
+}
+
+// batch carries parsed attempts of one file from a parser to the merger.
+type batch struct {
+	ji       int
+	run      int
+	attempts []attempt
+	first    float64
+	last     float64
+	recent   int64
+	job      *Job // set on a file's last batch
+	err      error
+}
+
+const batchSize = 16384
+
+var batchPool = sync.Pool{New: func() any { return &batch{attempts: make([]attempt, 0, batchSize)} }}
+
+func newBatch(ji, run int) *batch {
+	b := batchPool.Get().(*batch)
+	b.ji, b.run, b.first, b.last, b.recent, b.job, b.err = ji, run, 0, 0, 0, nil, nil
+	return b
+}
+
+// parseFile parses one status file into batches. It reports false if it
+// was told to stop.
+func parseFile(name string, ji int, since float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
+	send := func(b *batch) bool {
+		select {
+		case out <- b:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	fail := func(err error) bool {
+		b := newBatch(ji, 0)
+		b.err = err
+		return send(b)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	p := fileParser{job: Job{ID: strings.TrimPrefix(filepath.Base(name), "status.")}, since: since}
+	p.b = newBatch(ji, 0)
+	r := bufio.NewReaderSize(f, 256<<10)
+	for lineNo := 1; ; lineNo++ {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			for err == bufio.ErrBufferFull { // skip absurdly long lines
+				_, err = r.ReadSlice('\n')
+			}
+			continue
+		}
+		// A line without its newline is being written right now: skip it.
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			if perr := p.parseLine(line); perr != nil {
+				return fail(fmt.Errorf("%s:%d: %v", name, lineNo, perr))
+			}
+			if len(p.b.attempts) == batchSize {
+				if !send(p.b) {
+					return false
+				}
+				p.b = newBatch(ji, p.job.Run)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
+	for _, o := range p.open {
+		a := attempt{id: o.id, state: Interrupted, start: o.start}
+		if isLive {
+			a.state = Running
+			p.job.Open++
+		} else {
+			p.job.Ended++
+		}
+		p.b.attempts = append(p.b.attempts, a)
+	}
+	job := p.job
+	p.b.job = &job
+	return send(p.b)
+}
+
+// fileParser holds the state of parsing one status file.
+type fileParser struct {
+	job    Job
+	since  float64
+	b      *batch
+	open   []openCase // started, not yet ended: one at a time, normally
+	fields [8][]byte
 }
 
 func (s *Summary) grow(id int64) {
@@ -155,67 +313,23 @@ type attempt struct {
 	secs   float64
 }
 
-func (s *Summary) loadFile(name string, live func(string) bool) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	job := Job{ID: strings.TrimPrefix(filepath.Base(name), "status.")}
-	s.Jobs = append(s.Jobs, job)
-	ji := len(s.Jobs) - 1
-	open := map[int64]float64{} // started, not yet ended
-	r := bufio.NewReaderSize(f, 256<<10)
-	var fields [8][]byte
-	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			for err == bufio.ErrBufferFull { // skip absurdly long lines
-				_, err = r.ReadSlice('\n')
-			}
-			continue
-		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if perr := s.parseLine(line, fields[:0], &s.Jobs[ji], ji, open); perr != nil {
-				return fmt.Errorf("%s:%d: %v", name, lineNo, perr)
-			}
-		}
-		// A line without its newline is being written right now: skip it.
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	j := &s.Jobs[ji]
-	isLive := j.Quit == "" && live != nil && live(j.ID)
-	for id, start := range open {
-		a := attempt{id: id, state: Interrupted, start: start}
-		if isLive {
-			a.state = Running
-			j.Open++
-		} else {
-			j.Ended++
-		}
-		s.merge(a, ji)
-	}
-	return nil
-}
-
+// splitFields splits line at blanks (spaces, tabs, CR, LF) into out.
 func splitFields(line []byte, out [][]byte) [][]byte {
-	for {
-		line = bytes.TrimLeft(line, " \t\r\n")
-		if len(line) == 0 {
-			return out
+	start := -1
+	for i, c := range line {
+		blank := c == ' ' || c == '\t' || c == '\r' || c == '\n'
+		switch {
+		case blank && start >= 0:
+			out = append(out, line[start:i])
+			start = -1
+		case !blank && start < 0:
+			start = i
 		}
-		i := bytes.IndexAny(line, " \t\r\n")
-		if i < 0 {
-			return append(out, line)
-		}
-		out = append(out, line[:i])
-		line = line[i:]
 	}
+	if start >= 0 {
+		out = append(out, line[start:])
+	}
+	return out
 }
 
 func atoi(b []byte) (int64, error) {
@@ -239,16 +353,46 @@ func atoi(b []byte) (int64, error) {
 	return n, nil
 }
 
-func atof(b []byte) (float64, error) { return strconv.ParseFloat(string(b), 64) }
+// atof parses the decimals farm writes ("1700000000.123", "0.517") without
+// allocating, falling back to strconv for anything else.
+func atof(b []byte) (float64, error) {
+	var whole, frac, scale int64 = 0, 0, 1
+	dot := false
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9' && !dot && i < 15:
+			whole = whole*10 + int64(c-'0')
+		case c >= '0' && c <= '9' && dot && scale < 1e9:
+			frac = frac*10 + int64(c-'0')
+			scale *= 10
+		case c == '.' && !dot && i > 0:
+			dot = true
+		default:
+			return strconv.ParseFloat(string(b), 64)
+		}
+	}
+	if len(b) == 0 {
+		return 0, fmt.Errorf("empty number")
+	}
+	return float64(whole) + float64(frac)/float64(scale), nil
+}
 
-func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open map[int64]float64) error {
+// openCase is a case started and not yet ended in one status file.
+type openCase struct {
+	id    int64
+	start float64
+}
+
+func (p *fileParser) parseLine(line []byte) error {
+	job := &p.job
 	if line[0] == '#' {
-		for _, f := range splitFields(line[1:], fields) {
+		for _, f := range splitFields(line[1:], p.fields[:0]) {
 			k, v, _ := bytes.Cut(f, []byte("="))
 			switch string(k) {
 			case "run":
 				n, _ := atoi(v)
 				job.Run = int(n)
+				p.b.run = job.Run
 			case "host":
 				job.Host = string(v)
 			case "job":
@@ -266,7 +410,7 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 		}
 		return nil
 	}
-	f := splitFields(line, fields)
+	f := splitFields(line, p.fields[:0])
 	if len(f) < 2 {
 		return fmt.Errorf("short record")
 	}
@@ -274,6 +418,7 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 	if err != nil {
 		return err
 	}
+	b := p.b
 	switch f[0][0] {
 	case 'S':
 		if len(f) < 3 {
@@ -283,9 +428,9 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 		if err != nil {
 			return err
 		}
-		open[id] = start
-		if s.First == 0 || start < s.First {
-			s.First = start
+		p.open = append(p.open, openCase{id, start})
+		if b.first == 0 || start < b.first {
+			b.first = start
 		}
 	case 'E', 'I':
 		if len(f) < 5 {
@@ -297,13 +442,18 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 		if err1 != nil || err2 != nil || err3 != nil {
 			return fmt.Errorf("bad %c record", f[0][0])
 		}
-		delete(open, id)
-		job.Ended++
-		if end := start + secs; end > s.Last {
-			s.Last = end
+		for i := len(p.open) - 1; i >= 0; i-- {
+			if p.open[i].id == id {
+				p.open = append(p.open[:i], p.open[i+1:]...)
+				break
+			}
 		}
-		if s.since > 0 && start+secs >= s.since {
-			s.Recent++
+		job.Ended++
+		if end := start + secs; end > b.last {
+			b.last = end
+		}
+		if p.since > 0 && start+secs >= p.since {
+			b.recent++
 		}
 		a := attempt{id: id, status: int(st), start: start, secs: secs}
 		switch {
@@ -314,7 +464,7 @@ func (s *Summary) parseLine(line []byte, fields [][]byte, job *Job, ji int, open
 		default:
 			a.state = Failed
 		}
-		s.merge(a, ji)
+		b.attempts = append(b.attempts, a)
 	default:
 		return fmt.Errorf("unknown record %q", f[0])
 	}
@@ -341,8 +491,7 @@ func wins(a attempt, run int, old State, oldRun int) bool {
 	}
 }
 
-func (s *Summary) merge(a attempt, ji int) {
-	run := s.Jobs[ji].Run
+func (s *Summary) merge(a attempt, ji, run int) {
 	c := s.RunCounts[run]
 	if c == nil {
 		c = &Counts{}
@@ -355,7 +504,7 @@ func (s *Summary) merge(a attempt, ji int) {
 		}
 		old := s.far[a.id]
 		if wins(a, run, old.State, old.Run) {
-			s.far[a.id] = s.caseOf(a, ji)
+			s.far[a.id] = Case{ID: a.id, State: a.state, Status: a.status, Seconds: a.secs, Run: run, job: ji}
 		}
 		return
 	}
@@ -363,7 +512,7 @@ func (s *Summary) merge(a attempt, ji int) {
 	i := a.id
 	oldRun := 0
 	if ji := s.job[i]; ji > 0 {
-		oldRun = s.Jobs[ji-1].Run
+		oldRun = s.jobRun[ji-1]
 	}
 	if wins(a, run, s.state[i], oldRun) {
 		s.state[i] = a.state
@@ -373,18 +522,13 @@ func (s *Summary) merge(a attempt, ji int) {
 	}
 }
 
-func (s *Summary) caseOf(a attempt, ji int) Case {
-	j := s.Jobs[ji]
-	return Case{ID: a.id, State: a.state, Status: a.status, Seconds: a.secs, Job: j.ID, Host: j.Host, Run: j.Run}
-}
-
 // Get returns the outcome of case id (State NeverRan if it has no record).
 func (s *Summary) Get(id int64) Case {
 	if id >= 0 && id < int64(len(s.state)) {
 		return s.at(id)
 	}
 	if c, ok := s.far[id]; ok {
-		return c
+		return s.withJob(c)
 	}
 	return Case{ID: id}
 }
@@ -398,6 +542,14 @@ func (s *Summary) at(i int64) Case {
 	return c
 }
 
+// withJob fills in the job and host of a far case (its job is known only
+// once every file is read).
+func (s *Summary) withJob(c Case) Case {
+	j := s.Jobs[c.job]
+	c.Job, c.Host = j.ID, j.Host
+	return c
+}
+
 // Each calls fn for every case that has a record, in ID order.
 func (s *Summary) Each(fn func(Case) error) error {
 	var farIDs []int64
@@ -407,7 +559,7 @@ func (s *Summary) Each(fn func(Case) error) error {
 	sort.Slice(farIDs, func(i, j int) bool { return farIDs[i] < farIDs[j] })
 	k := 0
 	for ; k < len(farIDs) && farIDs[k] < 0; k++ {
-		if err := fn(s.far[farIDs[k]]); err != nil {
+		if err := fn(s.withJob(s.far[farIDs[k]])); err != nil {
 			return err
 		}
 	}
@@ -420,7 +572,7 @@ func (s *Summary) Each(fn func(Case) error) error {
 		}
 	}
 	for ; k < len(farIDs); k++ {
-		if err := fn(s.far[farIDs[k]]); err != nil {
+		if err := fn(s.withJob(s.far[farIDs[k]])); err != nil {
 			return err
 		}
 	}
@@ -437,4 +589,33 @@ func (s *Summary) Totals() Counts {
 		c.Add(v.State)
 	}
 	return c
+}
+
+// Widths returns the widest ID, STATUS and duration (as milliseconds) of the
+// recorded cases, and the longest job and host names, for laying out a
+// table without a pass over every case.
+func (s *Summary) Widths() (maxID int64, minStatus, maxStatus int, maxMillis int64, job, host int) {
+	for i := len(s.state) - 1; i >= 0; i-- {
+		if s.state[i] != NeverRan {
+			maxID = int64(i)
+			break
+		}
+	}
+	for i, st := range s.state {
+		if st == NeverRan {
+			continue
+		}
+		minStatus = min(minStatus, int(s.status[i]))
+		maxStatus = max(maxStatus, int(s.status[i]))
+		maxMillis = max(maxMillis, int64(s.secs[i]*1000+0.5))
+	}
+	for id, c := range s.far {
+		maxID = max(maxID, id)
+		minStatus, maxStatus = min(minStatus, c.Status), max(maxStatus, c.Status)
+		maxMillis = max(maxMillis, int64(c.Seconds*1000+0.5))
+	}
+	for _, j := range s.Jobs {
+		job, host = max(job, len(j.ID)), max(host, len(j.Host))
+	}
+	return
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func write(t *testing.T, dir, job string, run int, fn func(w *Writer)) {
@@ -68,7 +69,7 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 		{ID: 5, State: Running, Job: "11", Host: "node11", Run: 1},
 		{ID: 6, State: Interrupted, Status: 15, Seconds: 5, Job: "11", Host: "node11", Run: 1},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Case{})); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(Counts{Running: 1, Interrupted: 1, Failed: 1, Succeeded: 3}, sum.Totals()); diff != "" {

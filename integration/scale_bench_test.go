@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// makeRecordFarm writes a farm whose STATUSES hold n cases, each with a
+// start and an end record, spread over jobs meta-jobs; every 1000th case
+// failed. It writes the files directly, as fast as the disk allows.
+func makeRecordFarm(b *testing.B, n, jobs int) string {
+	b.Helper()
+	dir := newFarm(b, []string{"true"}, "0-00:10")
+	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "MISC"), 0o755)
+	state := fmt.Sprintf("run=1 table=table.dat simple=false offset=0 cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=0 next=0\n", n, n, n, n, n)
+	os.WriteFile(filepath.Join(dir, "MISC", "state"), []byte(state), 0o644)
+	per := n / jobs
+	t0 := time.Now().Add(-time.Hour).Unix()
+	for j := 0; j < jobs; j++ {
+		fh, err := os.Create(filepath.Join(dir, "STATUSES", fmt.Sprintf("status.%d", 1000+j)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := bufio.NewWriterSize(fh, 1<<20)
+		fmt.Fprintf(w, "# farm-status v1 job=%d run=1 host=node%03d\n", 1000+j, j)
+		for i := 0; i < per; i++ {
+			id := int64(i*jobs + j + 1)
+			st := 0
+			if id%1000 == 0 {
+				st = 2
+			}
+			start := t0 + int64(i)
+			fmt.Fprintf(w, "S %d %d.123 node%03d\nE %d %d %d.123 0.517 node%03d\n", id, start, j, id, st, start, j)
+		}
+		fmt.Fprintln(w, "Q 0 No cases left; exiting.")
+		w.Flush()
+		fh.Close()
+	}
+	return dir
+}
+
+// BenchmarkStatus10M runs 'farm Status -f' over 10,000,000 status records
+// (cases) and reports its wall time and peak memory (max RSS).
+func BenchmarkStatus10M(b *testing.B) {
+	dir := makeRecordFarm(b, 10_000_000, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, args := range [][]string{{"Status", "-f"}, {"Status", "--json"}} {
+			cmd := exec.Command(bin(b), args...)
+			cmd.Dir = dir
+			out, err := os.Create(filepath.Join(b.TempDir(), "out"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd.Stdout = out
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			start := time.Now()
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("farm %v: %v %s", args, err, stderr.String())
+			}
+			wall := time.Since(start)
+			fi, _ := out.Stat()
+			out.Close()
+			rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+			name := strings.Join(args, "")
+			b.ReportMetric(wall.Seconds(), name+"-s")
+			b.ReportMetric(float64(rss)/1024, name+"-peakMB")
+			if fi.Size() < 10_000_000*20 {
+				b.Fatalf("output of %v too small: %d bytes", args, fi.Size())
+			}
+		}
+	}
+}
