@@ -230,8 +230,8 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 		r := &scratch
 		r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
 		r[1] = append(r[1][:0], c.State.String()...)
-		if c.State == status.Running {
-			r[2] = append(r[2][:0], '-')
+		if c.State == status.Running || (c.State == status.Interrupted && c.Status == 0) {
+			r[2] = append(r[2][:0], '-') // no STATUS (yet), or none known
 		} else {
 			r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
 		}

@@ -1,0 +1,186 @@
+package farm
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/status"
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run 'go test ./farm -update' to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
+
+// sampleSummary has one case in every state, over two runs.
+func sampleSummary(t *testing.T) *status.Summary {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	write := func(job string, run int, host string, fn func(w *status.Writer)) {
+		w, err := status.Create(filepath.Join(dir, "status."+job), job, run, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(w)
+		w.Close()
+	}
+	write("4001", 1, "node-a", func(w *status.Writer) {
+		w.Start(1, t0)
+		w.End(1, 0, t0, 1500*time.Millisecond)
+		w.Start(2, t0)
+		w.End(2, 3, t0, 250*time.Millisecond)
+		w.Start(3, t0) // its job died: interrupted
+	})
+	write("4002", 1, "node-bb", func(w *status.Writer) {
+		w.Start(10, t0)
+		w.End(10, 0, t0, 12*time.Second)
+		w.Start(4, t0) // running
+	})
+	write("4010", 2, "node-a", func(w *status.Writer) {
+		w.Start(5, t0)
+		w.Interrupted(5, 15, t0, 61*time.Second)
+		w.Start(6, t0)
+		w.End(6, 127, t0, 0)
+	})
+	sum, err := status.Load(dir, status.Options{Live: func(id string) bool { return id == "4002" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func TestStatusGolden(t *testing.T) {
+	sum := sampleSummary(t)
+	for name, opt := range map[string]StatusOptions{
+		"status.golden":        {},
+		"status-f.golden":      {FailedLast: true},
+		"status-failed.golden": {FailedOnly: true},
+	} {
+		var b bytes.Buffer
+		if err := WriteStatus(&b, sum, opt); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, name, b.Bytes())
+	}
+	var b bytes.Buffer
+	if err := WriteStatus(&b, sum, StatusOptions{JSON: true, FailedLast: true}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.json.golden", b.Bytes())
+	var rows []statusRow
+	if err := json.Unmarshal(b.Bytes(), &rows); err != nil {
+		t.Fatalf("Status --json is not JSON: %v", err)
+	}
+	want := []statusRow{
+		{ID: 1, State: "succeeded", Status: 0, Seconds: 1.5, Job: "4001", Host: "node-a", Run: 1},
+		{ID: 4, State: "running", Status: 0, Seconds: 0, Job: "4002", Host: "node-bb", Run: 1},
+		{ID: 10, State: "succeeded", Status: 0, Seconds: 12, Job: "4002", Host: "node-bb", Run: 1},
+		{ID: 2, State: "failed", Status: 3, Seconds: 0.25, Job: "4001", Host: "node-a", Run: 1},
+		{ID: 3, State: "interrupted", Status: 0, Seconds: 0, Job: "4001", Host: "node-a", Run: 1},
+		{ID: 5, State: "interrupted", Status: 15, Seconds: 61, Job: "4010", Host: "node-a", Run: 2},
+		{ID: 6, State: "failed", Status: 127, Seconds: 0, Job: "4010", Host: "node-a", Run: 2},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("parsed JSON (-want +got):\n%s", diff)
+	}
+}
+
+func TestListGolden(t *testing.T) {
+	sum := sampleSummary(t)
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	recs := []JobRecord{
+		{Run: 1, Backend: "slurm", Kind: KindMeta, ID: "4001"},
+		{Run: 1, Backend: "slurm", Kind: KindMeta, ID: "4002"},
+		{Run: 1, Backend: "slurm", Kind: KindAuto, ID: "4003"},
+		{Run: 2, Backend: "slurm", Kind: KindMeta, ID: "4010"},
+	}
+	infos := map[string]JobInfo{
+		"4001": {ID: "4001", State: Failed, Start: start, End: start.Add(time.Hour)},
+		"4002": {ID: "4002", State: Running, Start: start, End: start.Add(2 * time.Hour)},
+		"4003": {ID: "4003", State: Completed, Start: start.Add(time.Hour), End: start.Add(time.Hour + time.Second)},
+		"4010": {ID: "4010", State: Timeout, Start: start.Add(2 * time.Hour), End: start.Add(3 * time.Hour)},
+	}
+	rows := listRows(recs, infos, sum)
+	var b bytes.Buffer
+	if err := writeList(&b, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "list.golden", b.Bytes())
+	b.Reset()
+	writeList(&b, rows, true)
+	var back []listRow
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rows, back); diff != "" {
+		t.Errorf("list JSON round trip (-want +got):\n%s", diff)
+	}
+	if back[0].Cases != 3 || back[1].Running != 1 || back[3].Cases != 2 {
+		t.Errorf("case counts: %+v", back)
+	}
+}
+
+func TestQueryGolden(t *testing.T) {
+	q := Query{
+		Run:        2,
+		Jobs:       JobCounts{Queued: 3, Running: 2, Finished: 7},
+		RunCases:   CaseCounts{Total: 400, Succeeded: 150, Failed: 2, Interrupted: 1, Running: 2, Left: 245},
+		FarmCases:  CaseCounts{Total: 1000, Succeeded: 750, Failed: 5, Interrupted: 1, Running: 2, Left: 242},
+		PerMinute:  42.5,
+		ETASeconds: 349,
+	}
+	var b bytes.Buffer
+	if err := WriteQuery(&b, q, false); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(ProgressBar(q, 30) + "\n")
+	done := q
+	done.Jobs = JobCounts{Finished: 12}
+	done.FarmCases = CaseCounts{Total: 1000, Succeeded: 1000}
+	done.ETASeconds = -1
+	b.WriteString(ProgressBar(done, 30) + "\n")
+	golden(t, "query.golden", b.Bytes())
+
+	b.Reset()
+	WriteQuery(&b, q, true)
+	var back Query
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(q, back); diff != "" {
+		t.Errorf("query JSON round trip (-want +got):\n%s", diff)
+	}
+}
+
+// statusRow is one object of farm Status --json.
+type statusRow struct {
+	ID      int64   `json:"id"`
+	State   string  `json:"state"`
+	Status  int     `json:"status"`
+	Seconds float64 `json:"seconds"`
+	Job     string  `json:"job"`
+	Host    string  `json:"host"`
+	Run     int     `json:"run"`
+}
