@@ -156,16 +156,20 @@ func (m *Metajob) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("case %d: %w", c.ID, err)
 		}
-		if s := stopSig.Load(); s != 0 {
-			if sig == 0 {
-				sig = int(s)
-			}
+		stopped := stopSig.Load() != 0
+		if stopped && sig != 0 {
+			// Killed by the job's stop signal: the case did not fail, it
+			// was cut short.
 			sw.Interrupted(c.ID, sig, start, d)
 			quit(MsgStopped)
 			return nil
 		}
 		if err := sw.End(c.ID, code, start, d); err != nil {
 			return err
+		}
+		if stopped { // the case ended by itself as the stop came
+			quit(MsgStopped)
+			return nil
 		}
 		rt.finished++
 		if ff.add(code, d) {
