@@ -197,7 +197,7 @@ func TestLocalJobFeaturesShutdownStopsClaiming(t *testing.T) {
 	}
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
-	if rec.last > float64(deadline.Unix())+0.5 {
+	if rec.last > float64(deadline.Unix())+2 { // a case may start just before it, under load
 		t.Errorf("a case ran until %.1f, after the shutdown time %d", rec.last, deadline.Unix())
 	}
 	for id, r := range statusJSON(t, dir) {
