@@ -214,3 +214,24 @@ func TestLocalJobFeaturesShutdownStopsClaiming(t *testing.T) {
 		t.Errorf("output:\n%s", b)
 	}
 }
+
+func TestLocalNJobsMaxCapsSubmission(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 10), "0-00:10")
+	cfg := filepath.Join(dir, "config")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "NJOBS_MAX=0", "NJOBS_MAX=3", 1)), 0o644)
+	r := farmIn(t, dir, nil, "submit", "4", "--backend", "local")
+	if r.code != 1 || !strings.Contains(r.err, "NJOBS_MAX=3") || !strings.Contains(r.err, "may submit at most 3 more") {
+		t.Errorf("submit 4 with NJOBS_MAX=3: exit %d, %q", r.code, r.err)
+	}
+	r = farmIn(t, dir, nil, "submit", "3", "-auto", "--backend", "local")
+	if r.code != 1 || !strings.Contains(r.err, "may submit at most 2 more") {
+		t.Errorf("submit 3 -auto with NJOBS_MAX=3: exit %d, %q", r.code, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MISC", "jobs")); !os.IsNotExist(err) {
+		t.Errorf("jobs were recorded by a refused submit")
+	}
+	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+}
