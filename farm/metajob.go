@@ -94,6 +94,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 	// A stop signal (time limit, cancel) reaches the whole job, the running
 	// case included; remember it so the case is recorded as interrupted.
 	var stopSig atomic.Int32
+	stopCh := make(chan struct{}) // closed at the first stop signal
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
@@ -103,6 +104,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 			// one sent to us alone is passed on to our process group (the
 			// case and its worker) the first time.
 			if stopSig.Swap(int32(s.(syscall.Signal))) == 0 {
+				close(stopCh)
 				syscall.Kill(0, s.(syscall.Signal))
 			}
 		}
@@ -157,6 +159,17 @@ func (m *Metajob) Run(ctx context.Context) error {
 			return fmt.Errorf("case %d: %w", c.ID, err)
 		}
 		stopped := stopSig.Load() != 0
+		if !stopped && sig != 0 {
+			// A stop signal sent to the whole job (Slurm's time limit,
+			// scancel) kills the case and reaches us at the same time, but
+			// Go hands it to us through a channel, which may come after
+			// the case's exit status: give it a moment.
+			select {
+			case <-stopCh:
+				stopped = true
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 		if stopped && sig != 0 {
 			// Killed by the job's stop signal: the case did not fail, it
 			// was cut short.
