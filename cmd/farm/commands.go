@@ -179,16 +179,7 @@ func autojobCmd() *cli.Command {
 		Usage:  "decide what follows a run (resubmit_script.sh calls this inside a job)",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			dir := os.Getenv(farm.EnvDir)
-			if dir == "" {
-				dir = c.String("farm")
-			}
-			f, err := farm.Open(dir, c.App.Writer)
-			if err != nil {
-				return err
-			}
-			reg := backends(nil)
-			b, err := reg(c.Context, os.Getenv(farm.EnvBackend), f.Dir)
+			f, b, err := jobFarm(c)
 			if err != nil {
 				return err
 			}
@@ -196,7 +187,7 @@ func autojobCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.Autojob(c.Context, reg, self.ID)
+			return f.Autojob(c.Context, backends(nil), self.ID)
 		},
 	}
 }
@@ -358,15 +349,7 @@ func metajobCmd() *cli.Command {
 		Usage:  "run the meta-job loop (job_script.sh calls this inside a job)",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			dir := os.Getenv(farm.EnvDir)
-			if dir == "" {
-				dir = c.String("farm")
-			}
-			f, err := farm.Open(dir, c.App.Writer)
-			if err != nil {
-				return err
-			}
-			b, err := backends(nil)(c.Context, os.Getenv(farm.EnvBackend), f.Dir)
+			f, b, err := jobFarm(c)
 			if err != nil {
 				return err
 			}
@@ -376,6 +359,21 @@ func metajobCmd() *cli.Command {
 			return m.Run(context.WithoutCancel(c.Context))
 		},
 	}
+}
+
+// jobFarm opens, inside a job, the farm and the backend that submit passed
+// in the environment.
+func jobFarm(c *cli.Context) (*farm.Farm, farm.Backend, error) {
+	dir := os.Getenv(farm.EnvDir)
+	if dir == "" {
+		dir = c.String("farm")
+	}
+	f, err := farm.Open(dir, c.App.Writer)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := backends(nil)(c.Context, os.Getenv(farm.EnvBackend), f.Dir)
+	return f, b, err
 }
 
 func localJobCmd() *cli.Command {
