@@ -1,16 +1,74 @@
-// Package slurm is the Slurm backend of farm: sbatch, squeue, scancel.
+// Package slurm is the Slurm backend of farm: it submits jobs with sbatch,
+// follows them with squeue, cancels them with scancel and reads the cluster's
+// settings with scontrol.
+//
+// Every scheduler command runs under a timeout (DefaultCallTimeout, or
+// $FARM_SLURM_CALL_TIMEOUT as a Go duration such as "90s"): a controller that
+// hangs or fails gives an error that says so, never a wrong job state. The
+// number of scheduler calls grows with the number of jobs of a farm at most
+// (one sbatch per meta-job, one per job array), never with its number of
+// cases, and Jobs is always a single squeue call.
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/farm-hpc/farm/farm"
 )
 
-// Backend runs farm jobs on Slurm.
+// DefaultCallTimeout bounds each sbatch, squeue, scancel and scontrol call
+// unless $FARM_SLURM_CALL_TIMEOUT (a Go duration) says otherwise.
+const DefaultCallTimeout = 30 * time.Second
+
+// EnvCallTimeout names the environment variable that overrides
+// DefaultCallTimeout.
+const EnvCallTimeout = "FARM_SLURM_CALL_TIMEOUT"
+
+// DefaultCancelWait is how long Cancel waits, at most, for the jobs it
+// cancelled to leave the queue.
+const DefaultCancelWait = 10 * time.Second
+
+// DefaultMaxArraySize is Slurm's default MaxArraySize, used when scontrol
+// cannot tell the cluster's own: array indexes 0 to 1000.
+const DefaultMaxArraySize = 1001
+
+// pingTimeout bounds the scontrol ping of Available (a variable for tests).
+var pingTimeout = 5 * time.Second
+
+// submitErrPrefix starts the message of every sbatch failure, as META users
+// know it.
+const submitErrPrefix = "Something wrong with sbatch farm submission"
+
+// Backend runs farm jobs on Slurm. The zero value but for Dir is ready to
+// use; the other fields are for tests and tuning.
 type Backend struct {
+	// Dir is the farm directory.
 	Dir string
+
+	// CallTimeout bounds each scheduler command; zero means
+	// $FARM_SLURM_CALL_TIMEOUT, else DefaultCallTimeout.
+	CallTimeout time.Duration
+
+	// CancelWait is how long Cancel waits for the cancelled jobs to leave
+	// the queue; zero means DefaultCancelWait.
+	CancelWait time.Duration
+
+	// MaxArraySize is the cluster's MaxArraySize (array indexes 0 to
+	// MaxArraySize-1); zero means ask scontrol once, on the first SIMPLE-mode
+	// submission.
+	MaxArraySize int
+
+	maxArrayOnce sync.Once
 }
 
 var _ farm.Backend = (*Backend)(nil)
@@ -18,28 +76,721 @@ var _ farm.Backend = (*Backend)(nil)
 // New returns the Slurm backend for the farm in dir.
 func New(dir string) *Backend { return &Backend{Dir: dir} }
 
-var errTODO = errors.New("the Slurm backend is not implemented yet")
-
-// Available returns "" when Slurm can be used here, else why not.
-func Available(ctx context.Context) string { return "no Slurm backend yet" }
+// Available returns "" when Slurm can be used here: sbatch is in $PATH and
+// `scontrol ping` reports a controller UP within a few seconds. Otherwise it
+// returns a short reason.
+func Available(ctx context.Context) string {
+	if _, err := exec.LookPath("sbatch"); err != nil {
+		return "sbatch not found"
+	}
+	if _, err := exec.LookPath("scontrol"); err != nil {
+		return "scontrol not found"
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "scontrol", "ping")
+	cmd.Env = queryEnv()
+	cmd.WaitDelay = time.Second
+	out, _ := cmd.Output()
+	if strings.Contains(string(out), "is UP") {
+		return ""
+	}
+	if ctx.Err() != nil {
+		return fmt.Sprintf("no Slurm controller answers (scontrol ping timed out after %s)", pingTimeout)
+	}
+	return "no Slurm controller answers"
+}
 
 // Name implements farm.Backend.
 func (b *Backend) Name() string { return "slurm" }
 
-// Submit implements farm.Backend.
+// CommandError is a scheduler command that failed, timed out or could not
+// be started.
+type CommandError struct {
+	Command  string        // the command line, shortened if long
+	Stderr   string        // what the command printed on stderr, trimmed
+	Err      error         // the exec error (exit status, not found, ...)
+	Timeout  time.Duration // non-zero if the command was killed at this timeout
+	ExitCode int           // the exit status; -1 if it did not exit by itself
+}
+
+// Error implements error.
+func (e *CommandError) Error() string {
+	if e.Timeout > 0 {
+		return fmt.Sprintf("%s: no answer within %s (the Slurm controller may be overloaded or down; set %s to wait longer)", e.Command, e.Timeout, EnvCallTimeout)
+	}
+	if e.Stderr != "" {
+		return fmt.Sprintf("%s: %v: %s", e.Command, e.Err, e.Stderr)
+	}
+	return fmt.Sprintf("%s: %v", e.Command, e.Err)
+}
+
+// Unwrap returns the underlying exec error.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+func (b *Backend) callTimeout() time.Duration {
+	if b.CallTimeout > 0 {
+		return b.CallTimeout
+	}
+	if d, err := time.ParseDuration(os.Getenv(EnvCallTimeout)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultCallTimeout
+}
+
+// run runs one scheduler command under the call timeout and returns its
+// standard output.
+func (b *Backend) run(ctx context.Context, env []string, name string, args ...string) (string, error) {
+	timeout := b.callTimeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, name, args...)
+	cmd.Env = env
+	// A killed command's children must not keep us waiting on its pipes.
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.String(), nil
+	}
+	ce := &CommandError{Command: shortCommand(name, args), Stderr: strings.TrimSpace(stderr.String()), Err: err, ExitCode: -1}
+	if ee, ok := err.(*exec.ExitError); ok {
+		ce.ExitCode = ee.ExitCode()
+	}
+	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		ce.Timeout = timeout
+	} else if ctx.Err() != nil {
+		return stdout.String(), fmt.Errorf("%s: %w", ce.Command, ctx.Err())
+	}
+	return stdout.String(), ce
+}
+
+// shortCommand renders a command line for messages, eliding long arguments
+// (squeue -j with thousands of job IDs).
+func shortCommand(name string, args []string) string {
+	parts := []string{name}
+	for _, a := range args {
+		if len(a) > 80 {
+			a = a[:60] + "..." + a[len(a)-12:]
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// queryEnv is the environment of squeue, scancel and scontrol: the user's,
+// without the variables that would filter or reformat what they show or do
+// (SQUEUE_USERS, SQUEUE_PARTITION, SCANCEL_STATE, ...), and with Slurm's
+// standard time format, which parseTime reads.
+func queryEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SQUEUE_") || strings.HasPrefix(k, "SCANCEL_") || k == "SLURM_TIME_FORMAT" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "SLURM_TIME_FORMAT=standard")
+}
+
+// submitEnv is the environment of sbatch, which sbatch exports to the job:
+// the submitting environment plus extra. Variables that Slurm sets inside a
+// job and does not reset in a job submitted from it are dropped: a plain job
+// submitted from an array task would otherwise inherit the task's
+// SLURM_ARRAY_JOB_ID and take itself for that task. SBATCH_ARRAY_INX is
+// dropped too, as it would turn every meta-job into an array.
+func submitEnv(extra []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// Submit implements farm.Backend. META mode (req.Array false) submits
+// req.Count separate jobs, one sbatch call each, so that every meta-job has a
+// plain job ID. SIMPLE mode (req.Array) submits job arrays of at most
+// MaxArraySize-1 tasks (indexes 1..K) and returns the array job IDs; each
+// task's own ID, as Self gives it, is "ARRAYID_TASK".
+//
+// The jobs run in req.Dir with the submitting environment plus req.Env
+// (--export=ALL), their output goes to req.Output("%j") (req.Output("%A_%a")
+// for array tasks), and req.Args are passed to sbatch before the job script.
+// The run-time comes from the job script's #SBATCH lines; req.TimeLimit is
+// not passed on. On an sbatch failure the error starts with "Something wrong
+// with sbatch farm submission" and holds sbatch's own message; the IDs
+// submitted before it are returned with it.
 func (b *Backend) Submit(ctx context.Context, req farm.SubmitRequest) ([]string, error) {
-	return nil, errTODO
+	if req.Count < 1 {
+		return nil, nil
+	}
+	env := submitEnv(req.Env)
+	var ids []string
+	submit := func(output, array string, n, of int) error {
+		args := []string{"--parsable", "--chdir", req.Dir, "--export=ALL"}
+		if req.Name != "" {
+			args = append(args, "--job-name", req.Name)
+		}
+		if req.Output != nil {
+			args = append(args, "-o", req.Output(output))
+		}
+		args = append(args, req.Args...)
+		if len(req.After) > 0 {
+			args = append(args, "--dependency=afterany:"+strings.Join(req.After, ":"))
+		}
+		if array != "" {
+			args = append(args, "--array="+array)
+		}
+		args = append(args, req.Script)
+		out, err := b.run(ctx, env, "sbatch", args...)
+		if err != nil {
+			return submitError(err, n, of, len(ids))
+		}
+		id, err := parseSbatch(out)
+		if err != nil {
+			return fmt.Errorf("%s (sbatch call %d of %d): %w", submitErrPrefix, n, of, err)
+		}
+		ids = append(ids, id)
+		return nil
+	}
+	per := 0
+	if req.Array {
+		per = b.maxArraySize(ctx) - 1
+	}
+	if per < 2 {
+		// META mode, or a cluster where job arrays are disabled
+		// (MaxArraySize 0 or 1): one plain job per requested job.
+		for i := 1; i <= req.Count; i++ {
+			if err := submit("%j", "", i, req.Count); err != nil {
+				return ids, err
+			}
+		}
+		return ids, nil
+	}
+	calls := (req.Count + per - 1) / per
+	for i, left := 1, req.Count; left > 0; i++ {
+		k := min(left, per)
+		if err := submit("%A_%a", fmt.Sprintf("1-%d", k), i, calls); err != nil {
+			return ids, err
+		}
+		left -= k
+	}
+	return ids, nil
 }
 
-// Jobs implements farm.Backend.
+// submitError turns a failed sbatch call into the farm's submission error.
+func submitError(err error, n, of, done int) error {
+	var ce *CommandError
+	msg := err.Error()
+	if errors.As(err, &ce) {
+		switch {
+		case ce.Timeout > 0:
+			msg = fmt.Sprintf("sbatch gave no answer within %s; the job may or may not have been submitted (check squeue; set %s to wait longer)", ce.Timeout, EnvCallTimeout)
+		case ce.Stderr != "":
+			msg = ce.Stderr
+		}
+	}
+	return fmt.Errorf("%s: %s (sbatch call %d of %d; %d job(s) submitted before it): %w", submitErrPrefix, msg, n, of, done, err)
+}
+
+var jobIDRe = regexp.MustCompile(`^[0-9]+$`)
+
+// parseSbatch reads the job ID from sbatch --parsable: "ID" or "ID;CLUSTER".
+func parseSbatch(out string) (string, error) {
+	line := strings.TrimSpace(out)
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = strings.TrimSpace(line[i+1:])
+	}
+	id, _, _ := strings.Cut(line, ";")
+	if !jobIDRe.MatchString(id) {
+		return "", fmt.Errorf("sbatch --parsable printed %q, not a job ID", strings.TrimSpace(out))
+	}
+	return id, nil
+}
+
+// maxArraySize returns the cluster's MaxArraySize, read once from
+// `scontrol show config`; DefaultMaxArraySize if scontrol cannot tell.
+func (b *Backend) maxArraySize(ctx context.Context) int {
+	b.maxArrayOnce.Do(func() {
+		if b.MaxArraySize > 0 {
+			return
+		}
+		b.MaxArraySize = DefaultMaxArraySize
+		out, err := b.run(ctx, queryEnv(), "scontrol", "show", "config")
+		if err != nil {
+			return
+		}
+		if n, ok := parseMaxArraySize(out); ok {
+			b.MaxArraySize = n
+		}
+	})
+	return b.MaxArraySize
+}
+
+// parseMaxArraySize finds "MaxArraySize = N" in `scontrol show config`.
+func parseMaxArraySize(config string) (int, bool) {
+	for _, line := range strings.Split(config, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) != "MaxArraySize" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		return n, err == nil && n >= 0
+	}
+	return 0, false
+}
+
+// squeueFormat is the one squeue format farm reads: array job ID (the job ID
+// of a plain job), array task index or index expression ("N/A" for a plain
+// job), the job's own ID, state, start and end.
+const squeueFormat = "%F|%K|%A|%T|%S|%e"
+
+// Jobs implements farm.Backend with a single `squeue -h -t all -j IDS` call.
+// Every ID in ids gets an entry; an ID squeue does not list is Gone (Slurm
+// forgets jobs MinJobAge after they end). For an array job ID ("123") the
+// entry sums up its tasks: Running if any task runs, else Pending if any is
+// pending, else the worst final state (FAILED, TIMEOUT, CANCELLED, COMPLETED
+// in that order). The map also has an entry for every array task that squeue
+// lists one by one ("123_4"), since a task names its status file by that ID.
+// A failed or hung squeue is an error, never a wrong state.
 func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]farm.JobInfo, error) {
-	return nil, errTODO
+	q, err := b.query(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return q.infos(), nil
 }
 
-// Cancel implements farm.Backend.
+// query runs squeue once for ids and sums up the rows for each.
+func (b *Backend) query(ctx context.Context, ids []string) (*queue, error) {
+	var valid []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if validID(id) && !seen[id] {
+			valid = append(valid, id)
+			seen[id] = true
+		}
+	}
+	var rows []row
+	if len(valid) > 0 {
+		out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-t", "all", "-j", strings.Join(valid, ","), "-o", squeueFormat)
+		if err != nil {
+			var ce *CommandError
+			// squeue -j with one ID that Slurm has purged exits 1 with this
+			// message (with several IDs it just omits them): no job.
+			if !errors.As(err, &ce) || ce.Timeout > 0 || !strings.Contains(ce.Stderr, "Invalid job id specified") {
+				return nil, fmt.Errorf("asking Slurm for the state of %d job(s): %w", len(valid), err)
+			}
+			out = ""
+		}
+		if rows, err = parseSqueue(out); err != nil {
+			return nil, fmt.Errorf("reading squeue's answer: %w", err)
+		}
+	}
+	return newQueue(ids, rows), nil
+}
+
+var validIDRe = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
+
+// validID reports whether id is a Slurm job ID ("123") or array task ID
+// ("123_4"); other strings are never passed to squeue or scancel.
+func validID(id string) bool { return validIDRe.MatchString(id) }
+
+// row is one line of squeue's answer.
+type row struct {
+	ArrayJob string // %F: the array job ID, or the job ID of a plain job
+	Task     string // %K: "" for a plain job or an array's meta record, a task index, or an index expression for pending tasks
+	JobID    string // %A: the job's own ID
+	Raw      string // Slurm's state name
+	State    farm.JobState
+	Start    time.Time
+	End      time.Time
+}
+
+// single reports whether r is one array task, listed by itself.
+func (r row) single() bool { return r.Task != "" && jobIDRe.MatchString(r.Task) }
+
+// parseSqueue reads squeue output in squeueFormat.
+func parseSqueue(out string) ([]row, error) {
+	var rows []row
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "CLUSTER:") {
+			continue
+		}
+		f := strings.Split(line, "|")
+		if len(f) != 6 {
+			return nil, fmt.Errorf("unexpected squeue line %q (want %s)", line, squeueFormat)
+		}
+		r := row{ArrayJob: f[0], Task: f[1], JobID: f[2], Raw: f[3], State: MapState(f[3])}
+		if r.Task == "N/A" || r.Task == "(null)" {
+			r.Task = ""
+		}
+		if !jobIDRe.MatchString(r.ArrayJob) || !jobIDRe.MatchString(r.JobID) {
+			return nil, fmt.Errorf("unexpected squeue line %q: bad job ID", line)
+		}
+		// A pending job's %S and %e are the scheduler's guesses: keep them out.
+		if r.State != farm.Pending {
+			r.Start, r.End = ParseTime(f[4]), ParseTime(f[5])
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// queue is squeue's answer for a set of asked IDs.
+type queue struct {
+	asked []string
+	aggs  map[string]*agg
+	tasks map[string]farm.JobInfo // array tasks listed one by one, by "ARRAY_TASK"
+}
+
+// agg sums up the rows of one asked ID.
+type agg struct {
+	n         int
+	pending   bool // some task (or the job) is pending
+	running   bool // some task (or the job) is running or ending
+	cancelled bool // some task (or the job) was cancelled
+	worst     farm.JobState
+	start     time.Time
+	end       time.Time
+}
+
+func (a *agg) add(r row) {
+	a.n++
+	switch r.State {
+	case farm.Pending:
+		a.pending = true
+	case farm.Running:
+		a.running = true
+	default:
+		if severity(r.State) > severity(a.worst) {
+			a.worst = r.State
+		}
+		if r.State == farm.Cancelled {
+			a.cancelled = true
+		}
+	}
+	if !r.Start.IsZero() && (a.start.IsZero() || r.Start.Before(a.start)) {
+		a.start = r.Start
+	}
+	if r.End.After(a.end) {
+		a.end = r.End
+	}
+}
+
+func (a *agg) state() farm.JobState {
+	switch {
+	case a.n == 0:
+		return farm.Gone
+	case a.running:
+		return farm.Running
+	case a.pending:
+		return farm.Pending
+	}
+	return a.worst
+}
+
+// active reports whether the job (any of its tasks) is pending or running.
+func (a *agg) active() bool { return a.running || a.pending }
+
+// severity orders final states from best to worst for summing up arrays.
+func severity(s farm.JobState) int {
+	switch s {
+	case farm.Completed:
+		return 1
+	case farm.Cancelled:
+		return 2
+	case farm.Timeout:
+		return 3
+	case farm.Failed:
+		return 4
+	}
+	return 0
+}
+
+func newQueue(asked []string, rows []row) *queue {
+	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]farm.JobInfo{}}
+	byArray := map[string][]row{}
+	byJob := map[string][]row{}
+	for _, r := range rows {
+		byArray[r.ArrayJob] = append(byArray[r.ArrayJob], r)
+		if r.JobID != r.ArrayJob {
+			byJob[r.JobID] = append(byJob[r.JobID], r)
+		}
+	}
+	for _, id := range asked {
+		if q.aggs[id] != nil {
+			continue
+		}
+		a := &agg{}
+		q.aggs[id] = a
+		if !validID(id) {
+			continue
+		}
+		if parent, task, ok := strings.Cut(id, "_"); ok {
+			for _, r := range byArray[parent] {
+				if taskMatches(r.Task, task) {
+					a.add(r)
+				}
+			}
+			continue
+		}
+		// A plain job, a whole array, or an array task by its own job ID.
+		for _, r := range byArray[id] {
+			a.add(r)
+			if r.single() {
+				q.tasks[id+"_"+r.Task] = info(id+"_"+r.Task, r)
+			}
+		}
+		for _, r := range byJob[id] {
+			a.add(r)
+		}
+	}
+	return q
+}
+
+func info(id string, r row) farm.JobInfo {
+	return farm.JobInfo{ID: id, State: r.State, Start: r.Start, End: r.End}
+}
+
+// infos is the answer of Jobs.
+func (q *queue) infos() map[string]farm.JobInfo {
+	out := make(map[string]farm.JobInfo, len(q.aggs)+len(q.tasks))
+	for id, in := range q.tasks {
+		out[id] = in
+	}
+	for id, a := range q.aggs {
+		out[id] = farm.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end}
+	}
+	return out
+}
+
+// taskMatches reports whether array task index task is expr: a single index
+// ("4") or the index expression of a group of pending tasks ("3-12",
+// "1,4-7:3", "1-100%5").
+func taskMatches(expr, task string) bool {
+	if expr == task {
+		return true
+	}
+	n, err := strconv.Atoi(task)
+	if err != nil || expr == "" {
+		return false
+	}
+	expr = strings.Trim(expr, "[]")
+	expr, _, _ = strings.Cut(expr, "%") // a throttle: 1-100%5
+	for _, part := range strings.Split(expr, ",") {
+		rng, stepS, hasStep := strings.Cut(part, ":")
+		loS, hiS, isRange := strings.Cut(rng, "-")
+		lo, err1 := strconv.Atoi(loS)
+		hi := lo
+		var err2 error
+		if isRange {
+			hi, err2 = strconv.Atoi(hiS)
+		}
+		step := 1
+		if hasStep {
+			if s, err := strconv.Atoi(stepS); err == nil && s > 0 {
+				step = s
+			}
+		}
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if n >= lo && n <= hi && (n-lo)%step == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// MapState maps a Slurm job state name (squeue %T, scontrol JobState) to the
+// farm's JobState. States in which the job's processes may still run —
+// CONFIGURING, COMPLETING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT,
+// RESIZING — are Running, so that no case of such a job is taken for
+// interrupted and `farm kill` waits for them; states in which the job waits
+// to (re)start — REQUEUED, REQUEUE_HOLD, REQUEUE_FED, RESV_DEL_HOLD,
+// SPECIAL_EXIT — are Pending. Every other end (NODE_FAIL, OUT_OF_MEMORY,
+// PREEMPTED, BOOT_FAIL, DEADLINE, REVOKED) and any state this version does
+// not know are Failed.
+func MapState(s string) farm.JobState {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	// Slurm may add flags after the base state ("CANCELLED by 0", "RUNNING+").
+	if i := strings.IndexAny(s, " +"); i > 0 {
+		s = s[:i]
+	}
+	switch s {
+	case "PENDING", "PD", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF", "RESV_DEL_HOLD", "RD", "SPECIAL_EXIT", "SE":
+		return farm.Pending
+	case "RUNNING", "R", "CONFIGURING", "CF", "COMPLETING", "CG", "SUSPENDED", "S", "STOPPED", "ST", "SIGNALING", "SI", "STAGE_OUT", "SO", "RESIZING", "RS":
+		return farm.Running
+	case "COMPLETED", "CD":
+		return farm.Completed
+	case "CANCELLED", "CA":
+		return farm.Cancelled
+	case "TIMEOUT", "TO":
+		return farm.Timeout
+	}
+	return farm.Failed
+}
+
+// ParseTime reads a Slurm time in the standard format
+// (2006-01-02T15:04:05, local time). "N/A", "Unknown", "None", "INVALID"
+// and anything unreadable give the zero time.
+func ParseTime(s string) time.Time {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(s), time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// Cancel implements farm.Backend. It asks squeue once which of ids are
+// active (pending, with pendingOnly), cancels those with one scancel call
+// (scancel --state=PENDING with pendingOnly, which also cancels only the
+// pending tasks of an array) and returns them. It then polls squeue, for up
+// to CancelWait, until they are no longer pending or running, so that squeue
+// shows no job of the farm once `farm kill` returns; with Slurm's usual
+// KillWait of 30 s a job that ignores SIGTERM may outlast that wait, and
+// Cancel returns anyway: Slurm kills it. With pendingOnly, a job that
+// started between the query and scancel was not cancelled and is left out.
 func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([]string, error) {
-	return nil, errTODO
+	before, err := b.query(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("cancelling jobs: %w", err)
+	}
+	var targets []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		a := before.aggs[id]
+		if seen[id] || a == nil {
+			continue
+		}
+		seen[id] = true
+		if (pendingOnly && a.pending) || (!pendingOnly && a.active()) {
+			targets = append(targets, id)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	args := []string{}
+	if pendingOnly {
+		args = append(args, "--state=PENDING")
+	}
+	_, cancelErr := b.run(ctx, queryEnv(), "scancel", append(args, targets...)...)
+
+	// scancel may fail for a job that ended meanwhile; what counts is that
+	// none is left pending (or running).
+	done := func(a *agg) bool {
+		if pendingOnly {
+			return !a.pending
+		}
+		return !a.active()
+	}
+	wait := b.CancelWait
+	if wait <= 0 {
+		wait = DefaultCancelWait
+	}
+	deadline := time.Now().Add(wait)
+	var after *queue
+	for {
+		after, err = b.query(ctx, targets)
+		if err != nil {
+			break
+		}
+		left := 0
+		for _, id := range targets {
+			if !done(after.aggs[id]) {
+				left++
+			}
+		}
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return targets, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		if cancelErr != nil {
+			return nil, fmt.Errorf("cancelling %d job(s): %w", len(targets), cancelErr)
+		}
+		return targets, fmt.Errorf("checking the cancelled jobs: %w", err)
+	}
+	var cancelled, stuck []string
+	for _, id := range targets {
+		a := after.aggs[id]
+		switch {
+		case pendingOnly && a.n > 0 && !a.pending && !a.cancelled:
+			// It started before scancel came: not cancelled, it runs on.
+		case cancelErr != nil && !done(a):
+			stuck = append(stuck, id)
+		default:
+			cancelled = append(cancelled, id)
+		}
+	}
+	if len(stuck) > 0 {
+		return cancelled, fmt.Errorf("cancelling job(s) %s: %w", strings.Join(stuck, " "), cancelErr)
+	}
+	return cancelled, nil
 }
 
-// Self implements farm.Backend.
-func (b *Backend) Self(ctx context.Context) (farm.Self, error) { return farm.Self{}, errTODO }
+// Self implements farm.Backend inside a Slurm job. Its ID is
+// "$SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID" in an array task, else
+// $SLURM_JOB_ID. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
+// Slurm 23.02 and later) if set, else the job's EndTime from squeue (its
+// start plus its time limit); the zero time if neither tells.
+func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
+	id, err := selfID()
+	if err != nil {
+		return farm.Self{}, err
+	}
+	s := farm.Self{ID: id}
+	if v := strings.TrimSpace(os.Getenv("SLURM_JOB_END_TIME")); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			s.End = time.Unix(n, 0)
+			return s, nil
+		}
+	}
+	// Asked by the array task ID: the job ID of an array's last task is the
+	// array job ID, which would list every task.
+	out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-j", id, "-o", "%e")
+	if err == nil {
+		s.End = ParseTime(firstLine(out))
+	}
+	return s, nil
+}
+
+// selfID is the job's own ID from Slurm's environment.
+func selfID() (string, error) {
+	arr, task := os.Getenv("SLURM_ARRAY_JOB_ID"), os.Getenv("SLURM_ARRAY_TASK_ID")
+	if arr != "" && task != "" {
+		id := arr + "_" + task
+		if !validID(id) {
+			return "", fmt.Errorf("SLURM_ARRAY_JOB_ID=%q SLURM_ARRAY_TASK_ID=%q: not an array task ID", arr, task)
+		}
+		return id, nil
+	}
+	id := os.Getenv("SLURM_JOB_ID")
+	if id == "" {
+		return "", errors.New("SLURM_JOB_ID is not set: not inside a Slurm job")
+	}
+	if !jobIDRe.MatchString(id) {
+		return "", fmt.Errorf("SLURM_JOB_ID=%q: not a job ID", id)
+	}
+	return id, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(line)
+}

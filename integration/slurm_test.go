@@ -1,0 +1,423 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/slurm"
+)
+
+// End-to-end tests of the built farm binary on the real Slurm of this
+// machine (integration/slurm-up; integration/run-tests starts it). They skip
+// with one loud line when no Slurm controller answers, unless
+// FARM_REQUIRE_SLURM=1, where they fail. Every farm lives in its own
+// t.TempDir(), so the tests run in parallel; the time-limit test alone takes
+// 60-100 s, the others overlap it.
+
+var slurmSkipOnce sync.Once
+
+// needSlurm skips (or, with FARM_REQUIRE_SLURM=1, fails) t without Slurm.
+func needSlurm(t *testing.T) {
+	t.Helper()
+	why := slurm.Available(context.Background())
+	if why == "" {
+		return
+	}
+	if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
+		t.Fatalf("FARM_REQUIRE_SLURM=1 but Slurm is not available: %s (start it with integration/slurm-up)", why)
+	}
+	slurmSkipOnce.Do(func() { fmt.Fprintf(os.Stderr, "SLURM TESTS SKIPPED: %s\n", why) })
+	t.Skip("SLURM TESTS SKIPPED: " + why)
+}
+
+// slurmFarm makes a farm for a Slurm test. When the test fails it logs what
+// Slurm says of the farm's jobs, their output files and the farm's log; in
+// any case it cancels the farm's jobs that are left.
+func slurmFarm(t *testing.T, table []string, limit string) string {
+	t.Helper()
+	dir := newFarm(t, table, limit)
+	t.Cleanup(func() {
+		ids := farmJobIDs(dir)
+		if t.Failed() {
+			t.Logf("diagnostics: jobs of the farm: %v", ids)
+			if len(ids) > 0 {
+				out, _ := exec.Command("squeue", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i %j %T %r %S %e %L").CombinedOutput()
+				t.Logf("diagnostics: squeue:\n%s", out)
+			}
+			for _, pat := range []string{"OUTPUT/*.out", "farm.log", "STATUSES/status.*"} {
+				files, _ := filepath.Glob(filepath.Join(dir, pat))
+				for _, f := range files {
+					b, _ := os.ReadFile(f)
+					if len(b) > 4000 {
+						b = append([]byte("...\n"), b[len(b)-4000:]...)
+					}
+					t.Logf("diagnostics: %s:\n%s", strings.TrimPrefix(f, dir+"/"), b)
+				}
+			}
+		}
+		if len(ids) > 0 {
+			exec.Command("scancel", ids...).Run()
+		}
+	})
+	return dir
+}
+
+// farmJobIDs reads the job IDs of MISC/jobs.
+func farmJobIDs(dir string) []string {
+	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "jobs"))
+	var ids []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 4 {
+			ids = append(ids, f[3])
+		}
+	}
+	return ids
+}
+
+// listRow mirrors farm list --json.
+type listRow struct {
+	ID      string `json:"id"`
+	Run     int    `json:"run"`
+	Kind    string `json:"kind"`
+	Backend string `json:"backend"`
+	State   string `json:"state"`
+}
+
+func listJSON(t *testing.T, dir string) []listRow {
+	t.Helper()
+	var rows []listRow
+	out := mustFarm(t, dir, "list", "--json")
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("farm list --json: %v\n%s", err, out)
+	}
+	return rows
+}
+
+func states(rows []listRow) map[string]string {
+	m := map[string]string{}
+	for _, r := range rows {
+		m[r.ID] = r.State
+	}
+	return m
+}
+
+// queued returns the IDs of the jobs among ids that plain squeue shows
+// (pending, running, completing: not yet gone from the queue).
+func queued(t *testing.T, ids []string) string {
+	t.Helper()
+	out, err := exec.Command("squeue", "-h", "-j", strings.Join(ids, ","), "-o", "%i %T").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "Invalid job id") {
+		t.Fatalf("squeue: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// statusFileIDs returns the job IDs that name the farm's status files.
+func statusFileIDs(dir string) []string {
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	var ids []string
+	for _, f := range files {
+		ids = append(ids, strings.TrimPrefix(filepath.Base(f), "status."))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// casesPerStatusFile counts the finished cases (E records) in each status file.
+func casesPerStatusFile(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	m := map[string]int{}
+	for _, id := range statusFileIDs(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "STATUSES", "status."+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[id] = strings.Count("\n"+string(b), "\nE ")
+	}
+	return m
+}
+
+// slurmCPUs is the number of CPUs the Slurm node offers.
+func slurmCPUs(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command("scontrol", "show", "node").CombinedOutput()
+	if err != nil {
+		t.Fatalf("scontrol show node: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`CPUTot=(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no CPUTot in scontrol show node:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestSlurmTwoHundredCasesFourJobs: 4 meta-jobs share 200 cases; every case
+// runs exactly once, every meta-job takes part, and the status files are
+// named by the Slurm job IDs that farm list reports.
+func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	if n := slurmCPUs(t); n < 4 {
+		msg := fmt.Sprintf("the Slurm node has %d CPUs; 4 meta-jobs must run at once: FARM_SLURM_CPUS=8 integration/slurm-down && FARM_SLURM_CPUS=8 integration/slurm-up", n)
+		if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	const n = 200
+	table := repeat("sleep 0.2", n)
+	// The first cases wait (at most a minute) until all 4 meta-jobs have
+	// started, so that each of them takes part even if Slurm starts them
+	// some seconds apart on a busy node.
+	for i := 0; i < 4; i++ {
+		table[i] = `for i in $(seq 600); do [ $(ls ../STATUSES | wc -l) -ge 4 ] && break; sleep 0.1; done`
+	}
+	dir := slurmFarm(t, table, "0-00:10")
+	start := time.Now()
+	out := mustFarm(t, dir, "submit", "4", "--backend", "slurm")
+	if !strings.Contains(out, "Submitted 4 meta-jobs") {
+		t.Errorf("submit said %q", out)
+	}
+	out = mustFarm(t, dir, "wait", "--timeout", "5m")
+	t.Logf("200 cases on 4 Slurm jobs in %s", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
+		t.Errorf("wait said %q", out)
+	}
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 || rec.endStatus[id] != 0 {
+			t.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.starts[id], rec.ends[id], rec.endStatus[id])
+		}
+	}
+	var listed []string
+	for _, r := range listJSON(t, dir) {
+		if r.Kind != "meta" || r.Backend != "slurm" || r.State != "COMPLETED" {
+			t.Errorf("job %+v, want a COMPLETED slurm meta-job", r)
+		}
+		listed = append(listed, r.ID)
+	}
+	sort.Strings(listed)
+	if files := statusFileIDs(dir); !slices.Equal(files, listed) || len(files) != 4 {
+		t.Errorf("status files of jobs %v, farm list reports jobs %v; want the same 4", files, listed)
+	}
+	per := casesPerStatusFile(t, dir)
+	for id, c := range per {
+		if c < 1 {
+			t.Errorf("meta-job %s ran no case: %v", id, per)
+		}
+	}
+	t.Logf("cases per meta-job: %v", per)
+}
+
+// TestSlurmSimpleModeOneCasePerTask: submit -1 makes one job array whose 20
+// tasks run one case each, each task writing its own status file.
+func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	const n = 20
+	dir := slurmFarm(t, repeat("true", n), "0-00:10")
+	out := mustFarm(t, dir, "submit", "-1", "--backend", "slurm")
+	if !strings.Contains(out, "SIMPLE mode") {
+		t.Errorf("submit said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "3m")
+	rows := listJSON(t, dir)
+	if len(rows) != 1 || rows[0].Kind != "simple" || rows[0].State != "COMPLETED" {
+		t.Fatalf("farm list: %+v; want one COMPLETED job array", rows)
+	}
+	array := rows[0].ID
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, fmt.Sprintf("%s_%d", array, i))
+	}
+	sort.Strings(want)
+	if got := statusFileIDs(dir); !slices.Equal(got, want) {
+		t.Errorf("status files of %v, want one per array task %v", got, want)
+	}
+	for id, c := range casesPerStatusFile(t, dir) {
+		if c != 1 {
+			t.Errorf("task %s ran %d cases, want 1", id, c)
+		}
+	}
+	rec := readRecords(t, dir)
+	st := statusJSON(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 || st[id].State != "succeeded" || !strings.HasPrefix(st[id].Job, array+"_") {
+			t.Errorf("case %d: %d starts, %d ends, %+v", id, rec.starts[id], rec.ends[id], st[id])
+		}
+	}
+}
+
+// TestSlurmKillLeavesNoJob: farm kill cancels the running and the pending
+// meta-jobs, and when it returns squeue shows no job of the farm; the cases
+// that ran are interrupted.
+func TestSlurmKillLeavesNoJob(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	dir := slurmFarm(t, repeat("sleep 300", 4), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).starts) == 2 })
+	// One more meta-job, held pending for an hour.
+	mustFarm(t, dir, "submit", "1", "--backend", "slurm", "--begin=now+1hour")
+	ids := farmJobIDs(dir)
+	if s := states(listJSON(t, dir)); len(ids) != 3 || s[ids[0]] != "RUNNING" || s[ids[1]] != "RUNNING" || s[ids[2]] != "PENDING" {
+		t.Fatalf("before kill: %v; want 2 RUNNING and 1 PENDING", s)
+	}
+	start := time.Now()
+	out := mustFarm(t, dir, "kill")
+	t.Logf("farm kill took %s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+	if !strings.Contains(out, "Cancelled 3 job(s)") {
+		t.Errorf("kill said %q", out)
+	}
+	if q := queued(t, ids); q != "" {
+		t.Errorf("right after farm kill, squeue still shows jobs of the farm:\n%s", q)
+	}
+	for id, s := range states(listJSON(t, dir)) {
+		if s != "CANCELLED" {
+			t.Errorf("job %s is %s after kill, want CANCELLED", id, s)
+		}
+	}
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+	st := statusJSON(t, dir)
+	if len(st) != 2 {
+		t.Errorf("%d cases have a status, want the 2 that ran", len(st))
+	}
+	for id, r := range st {
+		if r.State != "interrupted" {
+			t.Errorf("case %d is %+v, want interrupted", id, r)
+		}
+	}
+}
+
+// TestSlurmPruneCancelsPendingOnly: with two meta-jobs running and two held
+// pending (--begin passed through to sbatch), farm prune cancels the pending
+// ones only; the running ones go on and finish every case.
+func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	release := filepath.Join(t.TempDir(), "release")
+	dir := slurmFarm(t, repeat(fmt.Sprintf("for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done", release), 6), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).starts) == 2 })
+	out := mustFarm(t, dir, "submit", "2", "--backend", "slurm", "--begin=now+1hour")
+	if !strings.Contains(out, "Run 1 is active: adding jobs to it") {
+		t.Errorf("second submit said %q", out)
+	}
+	ids := farmJobIDs(dir)
+	if len(ids) != 4 {
+		t.Fatalf("jobs %v, want 4", ids)
+	}
+	running, pending := ids[:2], ids[2:]
+	out = mustFarm(t, dir, "prune")
+	if want := "Cancelled 2 job(s): " + strings.Join(pending, " "); !strings.Contains(out, want) {
+		t.Errorf("prune said %q, want %q", out, want)
+	}
+	s := states(listJSON(t, dir))
+	for _, id := range running {
+		if s[id] != "RUNNING" {
+			t.Errorf("after prune, running job %s is %s", id, s[id])
+		}
+	}
+	for _, id := range pending {
+		if s[id] != "CANCELLED" {
+			t.Errorf("after prune, pending job %s is %s", id, s[id])
+		}
+	}
+	if q := queued(t, ids); len(strings.Split(q, "\n")) != 2 {
+		t.Errorf("after prune squeue shows\n%s\nwant the 2 running jobs only", q)
+	}
+	os.WriteFile(release, nil, 0o644)
+	out = mustFarm(t, dir, "wait", "--timeout", "2m")
+	if !strings.Contains(out, "6 cases: 6 succeeded") {
+		t.Errorf("wait said %q", out)
+	}
+	rec := readRecords(t, dir)
+	st := statusJSON(t, dir)
+	for id := int64(1); id <= 6; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 || !slices.Contains(running, st[id].Job) {
+			t.Errorf("case %d: %d starts, %d ends, %+v; want one run by a job that was running", id, rec.starts[id], rec.ends[id], st[id])
+		}
+	}
+	s = states(listJSON(t, dir))
+	for _, id := range running {
+		if s[id] != "COMPLETED" {
+			t.Errorf("job %s ended %s, want COMPLETED", id, s[id])
+		}
+	}
+}
+
+// TestSlurmTimeLimitInterruptsCase: Slurm stops a meta-job at its time limit
+// (job_script.sh "#SBATCH -t 1") while it runs a long case; that case is
+// interrupted, every other case ran once and succeeded, and farm list shows
+// the job TIMEOUT. Slurm checks limits only every ~30 s: this takes 60-100 s.
+func TestSlurmTimeLimitInterruptsCase(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	const n = 10
+	table := repeat("sleep 0.1", n)
+	table[2] = "sleep 300" // case 3
+	dir := slurmFarm(t, table, "1")
+	start := time.Now()
+	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "4m")
+	t.Logf("the time limit stopped the farm after %s", time.Since(start).Round(time.Second))
+	st := statusJSON(t, dir)
+	rec := readRecords(t, dir)
+	s := states(listJSON(t, dir))
+	if r := st[3]; r.State != "interrupted" || s[r.Job] != "TIMEOUT" {
+		t.Errorf("case 3 = %+v (its job %s); want interrupted in a TIMEOUT job", r, s[r.Job])
+	}
+	for id := int64(1); id <= n; id++ {
+		if rec.starts[id] != 1 {
+			t.Errorf("case %d started %d times, want once", id, rec.starts[id])
+		}
+		if id != 3 && (rec.ends[id] != 1 || st[id].State != "succeeded") {
+			t.Errorf("case %d: %d ends, %+v; want one successful run", id, rec.ends[id], st[id])
+		}
+	}
+	var timeouts int
+	for _, state := range s {
+		if state == "TIMEOUT" {
+			timeouts++
+		}
+	}
+	if timeouts != 1 {
+		t.Errorf("farm list: %v; want one TIMEOUT job", s)
+	}
+}
+
+// TestSlurmEnvironmentReachesCases: a variable set on the farm submit
+// process (VAR=1 farm submit 2) reaches every case through sbatch.
+func TestSlurmEnvironmentReachesCases(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	dir := slurmFarm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
+	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "slurm"); r.code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.code, r.err)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "2m")
+	ids := farmJobIDs(dir)
+	for id := 1; id <= 6; id++ {
+		b, err := os.ReadFile(filepath.Join(dir, "RUN"+strconv.Itoa(id), "out.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 3 || f[0] != "1" || f[1] != strconv.Itoa(id) || !slices.Contains(ids, f[2]) {
+			t.Errorf("case %d saw %q, want VAR=1, its ID and its meta-job's Slurm ID (one of %v)", id, b, ids)
+		}
+	}
+}
