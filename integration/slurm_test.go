@@ -26,12 +26,17 @@ import (
 // t.TempDir(), so the tests run in parallel; the time-limit test alone takes
 // 60-100 s, the others overlap it.
 
-var slurmSkipOnce sync.Once
+var (
+	slurmOnce     sync.Once
+	slurmWhy      string // why Slurm is unavailable; asked once per test binary
+	slurmSkipOnce sync.Once
+)
 
 // needSlurm skips (or, with FARM_REQUIRE_SLURM=1, fails) t without Slurm.
 func needSlurm(t *testing.T) {
 	t.Helper()
-	why := slurm.Available(context.Background())
+	slurmOnce.Do(func() { slurmWhy = slurm.Available(context.Background()) })
+	why := slurmWhy
 	if why == "" {
 		return
 	}

@@ -305,6 +305,7 @@ func TestSqueueHangTimesOut(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the 300ms timeout took %s", d)
 	}
+	fakeBin(t, map[string]string{"squeue": `exec sleep 30`})
 	_, err = New("").Cancel(context.Background(), []string{"5"}, false)
 	if err == nil {
 		t.Error("Cancel with squeue hanging: no error")
@@ -379,7 +380,7 @@ func TestAvailableReasons(t *testing.T) {
 	if got := Available(context.Background()); got != "no Slurm controller answers" {
 		t.Errorf("Available with the controller down = %q", got)
 	}
-	fakeBin(t, map[string]string{"sbatch": "exit 0", "scontrol": `sleep 30`})
+	fakeBin(t, map[string]string{"sbatch": "exit 0", "scontrol": `exec sleep 30`})
 	old := pingTimeout
 	pingTimeout = 300 * time.Millisecond
 	defer func() { pingTimeout = old }()
@@ -393,5 +394,32 @@ func TestAvailableReasons(t *testing.T) {
 	fakeBin(t, map[string]string{"sbatch": "exit 0", "scontrol": `echo "Slurmctld(primary) at vm is UP"`})
 	if got := Available(context.Background()); got != "" {
 		t.Errorf("Available with the controller up = %q", got)
+	}
+}
+
+func TestChunksStayUnderTheArgumentLimit(t *testing.T) {
+	var ids []string
+	for i := 0; i < 30000; i++ {
+		ids = append(ids, strconv.Itoa(1000000+i))
+	}
+	lists := chunks(ids, maxJobList)
+	if len(lists) != 3 {
+		t.Errorf("%d lists for 30,000 IDs of 7 digits, want 3", len(lists))
+	}
+	var back []string
+	for _, l := range lists {
+		if len(l) > maxJobList {
+			t.Errorf("list of %d bytes", len(l))
+		}
+		back = append(back, strings.Split(l, ",")...)
+	}
+	if strings.Join(back, ",") != strings.Join(ids, ",") {
+		t.Error("chunks lost or reordered IDs")
+	}
+	if got := chunks(nil, 10); len(got) != 0 {
+		t.Errorf("chunks(nil) = %q", got)
+	}
+	if got := chunks([]string{"1", "22", "333"}, 4); strings.Join(got, " ") != "1,22 333" {
+		t.Errorf("chunks = %q", got)
 	}
 }

@@ -351,7 +351,8 @@ func parseMaxArraySize(config string) (int, bool) {
 // job), the job's own ID, state, start and end.
 const squeueFormat = "%F|%K|%A|%T|%S|%e"
 
-// Jobs implements farm.Backend with a single `squeue -h -t all -j IDS` call.
+// Jobs implements farm.Backend with a single `squeue -h -t all -j IDS` call
+// (one per ~10,000 jobs, the most one command-line argument holds).
 // Every ID in ids gets an entry; an ID squeue does not list is Gone (Slurm
 // forgets jobs MinJobAge after they end). For an array job ID ("123") the
 // entry sums up its tasks: Running if any task runs, else Pending if any is
@@ -378,8 +379,8 @@ func (b *Backend) query(ctx context.Context, ids []string) (*queue, error) {
 		}
 	}
 	var rows []row
-	if len(valid) > 0 {
-		out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-t", "all", "-j", strings.Join(valid, ","), "-o", squeueFormat)
+	for _, list := range chunks(valid, maxJobList) {
+		out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-t", "all", "-j", list, "-o", squeueFormat)
 		if err != nil {
 			var ce *CommandError
 			// squeue -j with one ID that Slurm has purged exits 1 with this
@@ -389,11 +390,38 @@ func (b *Backend) query(ctx context.Context, ids []string) (*queue, error) {
 			}
 			out = ""
 		}
-		if rows, err = parseSqueue(out); err != nil {
+		r, err := parseSqueue(out)
+		if err != nil {
 			return nil, fmt.Errorf("reading squeue's answer: %w", err)
 		}
+		rows = append(rows, r...)
 	}
 	return newQueue(ids, rows), nil
+}
+
+// maxJobList bounds the length of one squeue -j argument: Linux refuses a
+// single argument over 128 KiB. Only a farm of more than ~10,000 jobs needs
+// more than one squeue call.
+const maxJobList = 100_000
+
+// chunks joins ids with commas into lists of at most max bytes.
+func chunks(ids []string, max int) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+1+len(id) > max {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
 }
 
 var validIDRe = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
@@ -651,10 +679,13 @@ func ParseTime(s string) time.Time {
 	return t
 }
 
+// maxCancelArgs is the most job IDs given to one scancel call.
+const maxCancelArgs = 5000
+
 // Cancel implements farm.Backend. It asks squeue once which of ids are
 // active (pending, with pendingOnly), cancels those with one scancel call
-// (scancel --state=PENDING with pendingOnly, which also cancels only the
-// pending tasks of an array) and returns them. It then polls squeue, for up
+// (one per 5,000 jobs; scancel --state=PENDING with pendingOnly, which also
+// cancels only the pending tasks of an array) and returns them. It then polls squeue, for up
 // to CancelWait, until they are no longer pending or running, so that squeue
 // shows no job of the farm once `farm kill` returns; with Slurm's usual
 // KillWait of 30 s a job that ignores SIGTERM may outlast that wait, and
@@ -684,7 +715,13 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([
 	if pendingOnly {
 		args = append(args, "--state=PENDING")
 	}
-	_, cancelErr := b.run(ctx, queryEnv(), "scancel", append(args, targets...)...)
+	var cancelErr error
+	for i := 0; i < len(targets); i += maxCancelArgs {
+		batch := targets[i:min(i+maxCancelArgs, len(targets))]
+		if _, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...); err != nil && cancelErr == nil {
+			cancelErr = err
+		}
+	}
 
 	// scancel may fail for a job that ended meanwhile; what counts is that
 	// none is left pending (or running).

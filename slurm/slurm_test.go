@@ -18,11 +18,16 @@ import (
 // skip, with one loud line, when no Slurm answers — unless
 // FARM_REQUIRE_SLURM=1, where they fail.
 
-var skipOnce sync.Once
+var (
+	slurmOnce sync.Once
+	slurmWhy  string // why Slurm is unavailable; asked once per test binary
+	skipOnce  sync.Once
+)
 
 func needSlurm(t *testing.T) {
 	t.Helper()
-	why := Available(context.Background())
+	slurmOnce.Do(func() { slurmWhy = Available(context.Background()) })
+	why := slurmWhy
 	if why == "" {
 		return
 	}
