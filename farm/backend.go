@@ -30,6 +30,18 @@ type JobInfo struct {
 	State JobState
 	Start time.Time // zero until it starts
 	End   time.Time // expected end while running; actual end once ended; may be zero
+	// Tasks is how many jobs this entry stands for that are pending or
+	// running: the active tasks of a job array; 0 means 1 while active.
+	Tasks int
+}
+
+// ActiveCount is how many active jobs (array tasks) in counts for
+// NJOBS_MAX.
+func (in JobInfo) ActiveCount() int {
+	if !in.State.Active() {
+		return 0
+	}
+	return max(in.Tasks, 1)
 }
 
 // SubmitRequest describes jobs to submit.

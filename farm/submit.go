@@ -162,13 +162,17 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 		extra = 1
 	}
 	if cap := f.Config.NJobsMax; cap > 0 {
-		active, _, err := f.activeJobs(ctx, backends, opt.Self)
+		active, infos, err := f.activeJobs(ctx, backends, opt.Self)
 		if err != nil {
 			return err
 		}
-		room := cap - len(active) - extra
+		n := 0 // an active job array counts once per active task
+		for _, r := range active {
+			n += infos[r.ID].ActiveCount()
+		}
+		room := cap - n - extra
 		if count > room {
-			return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", cap, ConfigFile, len(active), max(room, 0), extra)
+			return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", cap, ConfigFile, n, max(room, 0), extra)
 		}
 	}
 	be, err := backends(ctx, opt.Backend, f.Dir)
@@ -234,11 +238,15 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	}
 	f.Log("%s: run %d, %d %s job(s) on the %s backend: %s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "))
 	if err == nil {
-		what := "meta-jobs"
 		if simple {
-			what = "jobs (SIMPLE mode, one case each)"
+			fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, one case each) for run %d on the %s backend", count, run, be.Name())
+			if len(ids) != count {
+				fmt.Fprintf(f.Out, ", as job array(s) %s", strings.Join(ids, " "))
+			}
+			fmt.Fprintln(f.Out, ".")
+		} else {
+			fmt.Fprintf(f.Out, "Submitted %d meta-jobs for run %d on the %s backend.\n", len(ids), run, be.Name())
 		}
-		fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
 	}
 	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
 		var autoID string
@@ -253,7 +261,7 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	}
 	if err != nil {
 		if len(ids) > 0 {
-			fmt.Fprintf(f.Out, "Submitted %d of %d jobs before the error: %s\n", len(ids), count, strings.Join(ids, " "))
+			fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 		}
 		return err
 	}

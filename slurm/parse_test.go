@@ -423,3 +423,11 @@ func TestChunksStayUnderTheArgumentLimit(t *testing.T) {
 		t.Errorf("chunks = %q", got)
 	}
 }
+
+func TestTaskCount(t *testing.T) {
+	for expr, want := range map[string]int{"": 1, "4": 1, "3-12": 10, "[3-12]": 10, "1,4-7:3": 3, "1-100%5": 100, "5-20": 16} {
+		if got := taskCount(expr); got != want {
+			t.Errorf("taskCount(%q) = %d, want %d", expr, got, want)
+		}
+	}
+}

@@ -488,6 +488,7 @@ type agg struct {
 	worst     farm.JobState
 	start     time.Time
 	end       time.Time
+	tasks     int // jobs or array tasks pending or running
 }
 
 func (a *agg) add(r row) {
@@ -495,8 +496,10 @@ func (a *agg) add(r row) {
 	switch r.State {
 	case farm.Pending:
 		a.pending = true
+		a.tasks += taskCount(r.Task)
 	case farm.Running:
 		a.running = true
+		a.tasks++
 	default:
 		if severity(r.State) > severity(a.worst) {
 			a.worst = r.State
@@ -595,9 +598,43 @@ func (q *queue) infos() map[string]farm.JobInfo {
 		out[id] = in
 	}
 	for id, a := range q.aggs {
-		out[id] = farm.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end}
+		out[id] = farm.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
 	}
 	return out
+}
+
+// taskCount is the number of tasks a row stands for: one for a plain job or
+// a single task, the size of the index expression of a group of pending
+// tasks ("3-12" is 10).
+func taskCount(expr string) int {
+	if expr == "" || jobIDRe.MatchString(expr) {
+		return 1
+	}
+	expr = strings.Trim(expr, "[]")
+	expr, _, _ = strings.Cut(expr, "%")
+	n := 0
+	for _, part := range strings.Split(expr, ",") {
+		rng, stepS, hasStep := strings.Cut(part, ":")
+		loS, hiS, isRange := strings.Cut(rng, "-")
+		lo, err1 := strconv.Atoi(loS)
+		hi := lo
+		var err2 error
+		if isRange {
+			hi, err2 = strconv.Atoi(hiS)
+		}
+		step := 1
+		if hasStep {
+			if v, err := strconv.Atoi(stepS); err == nil && v > 0 {
+				step = v
+			}
+		}
+		if err1 != nil || err2 != nil || hi < lo {
+			n++
+			continue
+		}
+		n += (hi-lo)/step + 1
+	}
+	return max(n, 1)
 }
 
 // taskMatches reports whether array task index task is expr: a single index
@@ -797,6 +834,11 @@ func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
 			s.End = time.Unix(n, 0)
 			return s, nil
 		}
+	}
+	// A SIMPLE-mode task runs one case and never needs its end time: spare
+	// the controller one query per task.
+	if os.Getenv(farm.EnvSimple) == "1" {
+		return s, nil
 	}
 	// Asked by the array task ID: the job ID of an array's last task is the
 	// array job ID, which would list every task.
