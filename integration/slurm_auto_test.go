@@ -1,0 +1,74 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSlurmAutoEarlyExitAndFinal runs, on the real Slurm, a farm too big for
+// one wave of 1-minute meta-jobs: 24 cases of 20 s on 8 meta-jobs. After the
+// first 8 cases dt_cutoff is ~20 s, so every meta-job exits at ~40 s instead
+// of being killed mid-case; -auto resubmits the 8 cases left, and final.sh
+// runs once at the end. No case may be interrupted.
+//
+// Not parallel: the 8 meta-jobs must start together, so that 8 cases have
+// ended (and dt_cutoff is known) before any meta-job's third claim.
+func TestSlurmAutoEarlyExitAndFinal(t *testing.T) {
+	needSlurm(t)
+	dir := slurmFarm(t, repeat("sleep 20", 24), "1")
+	writeFinal(t, dir)
+	mustFarm(t, dir, "submit", "8", "-auto", "--backend", "slurm")
+	mustFarm(t, dir, "wait", "--timeout", "6m")
+
+	st := statusJSON(t, dir)
+	if len(st) != 24 {
+		t.Errorf("%d cases have records, want 24", len(st))
+	}
+	for id, r := range st {
+		if r.State != "succeeded" {
+			t.Errorf("case %d: %+v (want succeeded; none interrupted)", id, r)
+		}
+	}
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= 24; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 {
+			t.Errorf("case %d: %d starts, %d ends, want 1 and 1", id, rec.starts[id], rec.ends[id])
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+	if !strings.Contains(string(log), "resubmitting with N=8") || !strings.Contains(string(log), "submitted final.sh as job") {
+		t.Errorf("farm.log:\n%s", log)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "final.out")); strings.Count(string(b), "final ran") != 1 {
+		t.Errorf("final.out = %q, want one run", b)
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	early := 0
+	for _, o := range outs {
+		b, _ := os.ReadFile(o)
+		early += strings.Count(string(b), "Not enough runtime left; exiting.")
+	}
+	if early == 0 {
+		t.Errorf("no meta-job exited early")
+	}
+}
+
+// TestSlurmAutoStopsOnOnlyFailed: with one case always failing, -auto stops
+// and final.sh never runs.
+func TestSlurmAutoStopsOnOnlyFailed(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	dir := slurmFarm(t, []string{"true", "exit 4", "true"}, "1")
+	writeFinal(t, dir)
+	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "slurm")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
+	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+	if !strings.Contains(string(log), "Only failed cases left; cannot auto-resubmit; exiting") {
+		t.Errorf("farm.log:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "final.out")); !os.IsNotExist(err) {
+		t.Error("final.sh ran although a case failed")
+	}
+}
