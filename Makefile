@@ -31,7 +31,7 @@ demo: build
 # Claim benchmarks and end-to-end throughput (see BENCHMARKS.md).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./casetable/
-	$(GO) test -run '^$$' -bench Throughput -benchtime 1x ./integration/
+	$(GO) test -run '^$$' -bench 'Throughput|Status10M' -benchtime 1x ./integration/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

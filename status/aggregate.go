@@ -410,7 +410,27 @@ func (p *fileParser) parseLine(line []byte) error {
 		}
 		return nil
 	}
-	f := splitFields(line, p.fields[:0])
+	// Only the fields needed are cut out: most lines are S and E records,
+	// and this loop runs once per record.
+	f := p.fields[:0]
+	want := 5
+	if line[0] == 'S' {
+		want = 3
+	}
+	for i := 0; len(f) < want; {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\n' && line[j] != '\r' {
+			j++
+		}
+		if j == i {
+			break
+		}
+		f = append(f, line[i:j])
+		i = j
+	}
 	if len(f) < 2 {
 		return fmt.Errorf("short record")
 	}
