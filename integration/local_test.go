@@ -343,3 +343,32 @@ func BenchmarkThroughput(b *testing.B) {
 		b.ReportMetric(float64(n)/(rec.last-rec.first), "cases/s")
 	}
 }
+
+func TestLocalLateMetajobsJoinTheActiveRun(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("sleep 0.2", 30), "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	out := mustFarm(t, dir, "submit", "2", "--backend", "local")
+	if !strings.Contains(out, "Run 1 is active: adding jobs to it.") {
+		t.Errorf("second submit said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= 30; id++ {
+		if rec.starts[id] != 1 || rec.ends[id] != 1 {
+			t.Errorf("case %d: %d starts %d ends", id, rec.starts[id], rec.ends[id])
+		}
+	}
+	jobs := map[string]bool{}
+	for _, r := range statusJSON(t, dir) {
+		jobs[r.Job] = true
+	}
+	if len(jobs) != 3 {
+		t.Errorf("cases ran in %d meta-jobs, want all 3 to take part", len(jobs))
+	}
+	// Once the run is over, submit refuses and points to resubmit.
+	r := farmIn(t, dir, nil, "submit", "2", "--backend", "local")
+	if r.code != 1 || !strings.Contains(r.err, "already submitted") || !strings.Contains(r.err, "farm resubmit") {
+		t.Errorf("submit after the run: exit %d %q", r.code, r.err)
+	}
+}
