@@ -169,7 +169,13 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 	if err := s.Lock.Lock(ctx); err != nil {
 		return err
 	}
-	defer s.Lock.Unlock()
+	defer func() {
+		if err := s.Lock.Unlock(); err != nil {
+			// Our lock was broken as stale while we held it: say so, as
+			// another process may have claimed at the same time.
+			fmt.Fprintf(os.Stderr, "farm: warning: %v\n", err)
+		}
+	}()
 	st, err := s.read()
 	if err != nil && err != ErrNoState {
 		return err
