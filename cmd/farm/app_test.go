@@ -64,3 +64,31 @@ func TestRunExitCodesAndHelp(t *testing.T) {
 		t.Errorf("list outside a farm: exit %d, %q", code, errb.String())
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Run([]string{"farm", "completion", "bash"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "complete -o default -F _farm farm") {
+		t.Errorf("completion bash: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := Run([]string{"farm", "completion", "zsh"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "bashcompinit") {
+		t.Errorf("completion zsh: exit %d", code)
+	}
+	if code := Run([]string{"farm", "completion", "fish"}, &out, &errb); code != exitUsage {
+		t.Errorf("completion fish: exit %d, want %d", code, exitUsage)
+	}
+	// The candidates themselves depend on os.Args (urfave/cli reads it):
+	// integration's TestCompletionCandidates checks them on the binary.
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"init", "submit", "resubmit", "wait", "Status", "query", "list", "kill", "prune", "clean", "completion"} {
+		var out, errb bytes.Buffer
+		if code := Run([]string{"farm", "help", cmd}, &out, &errb); code != 0 {
+			t.Errorf("help %s: exit %d", cmd, code)
+		}
+		if !strings.Contains(out.String(), "EXAMPLE") {
+			t.Errorf("help %s has no example:\n%s", cmd, out.String())
+		}
+	}
+}
