@@ -144,6 +144,9 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	if !ok {
 		return Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
 	}
+	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
+		return err
+	}
 	for _, a := range opt.Args {
 		if a == "-t" || a == "--time" || strings.HasPrefix(a, "--time=") || (strings.HasPrefix(a, "-t") && !strings.HasPrefix(a, "--")) {
 			return Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
@@ -297,6 +300,9 @@ func (f *Farm) submitAuto(ctx context.Context, be Backend, base SubmitRequest, o
 	if !ok {
 		return "", Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
 	}
+	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
+		return "", err
+	}
 	req := base
 	req.Script = f.Path(ResubmitScript)
 	req.Name = jobName(f, "auto")
@@ -319,4 +325,20 @@ func (f *Farm) submitAuto(ctx context.Context, be Backend, base SubmitRequest, o
 	}
 	f.Log("submit: run %d, auto job %s after %d job(s) (auto=%t, final.sh=%t)", run, ids[0], len(after), opt.Auto, f.hasFinal())
 	return ids[0], nil
+}
+
+// scriptRuns checks that a job script still has the line that runs
+// 'farm VERB', so that jobs which would do nothing are not submitted.
+func scriptRuns(path, verb string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#") && strings.Contains(line, verb) {
+			return nil
+		}
+	}
+	return Userf("%s does not run 'farm %s': restore its last line, exec \"${FARM_BIN:-farm}\" %s (see 'farm init' for the template)", filepath.Base(path), verb, verb)
 }

@@ -253,6 +253,10 @@ func TestUserErrors(t *testing.T) {
 	b, _ := os.ReadFile(js)
 	os.WriteFile(js, []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10\n", "", 1)), 0o755)
 	dup := newFarm(t, []string{"1 true", "2 true", "2 false"}, "0-00:10")
+	noLoop := newFarm(t, []string{"true"}, "0-00:10")
+	js = filepath.Join(noLoop, "job_script.sh")
+	b, _ = os.ReadFile(js)
+	os.WriteFile(js, []byte(strings.Replace(string(b), `exec "${FARM_BIN:-farm}" metajob`, "echo hello", 1)), 0o755)
 	badCfg := newFarm(t, []string{"true"}, "0-00:10")
 	os.WriteFile(filepath.Join(badCfg, "config"), []byte("N_failed_max=5\nNJOBS=3\n"), 0o644)
 
@@ -269,6 +273,7 @@ func TestUserErrors(t *testing.T) {
 		{"bad backend", dir, []string{"submit", "2", "--backend", "pbs"}, 64, `unknown backend "pbs"`},
 		{"time on command line", dir, []string{"submit", "2", "--backend", "local", "-t", "10"}, 1, "cannot be given on the command line"},
 		{"no run-time", noTime, []string{"submit", "2", "--backend", "local"}, 1, "Job runtime sbatch argument (-t or --time) is missing in job_script.sh"},
+		{"no meta-job loop", noLoop, []string{"submit", "2", "--backend", "local"}, 1, "job_script.sh does not run 'farm metajob': restore its last line"},
 		{"duplicate ID", dup, []string{"submit", "2", "--backend", "local"}, 1, "table.dat:3: duplicate case ID 2 (first used on line 2)"},
 		{"bad config", badCfg, []string{"submit", "2", "--backend", "local"}, 1, `config:2: unknown setting "NJOBS"`},
 		{"outside a farm", tmp, []string{"Status"}, 1, "Non-farm directory"},
@@ -294,7 +299,7 @@ func TestUserErrors(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dup, "table.dat")); string(got) != "1 true\n2 true\n2 false\n" {
 		t.Errorf("refused table changed: %q", got)
 	}
-	for _, d := range []string{noTime, dup, badCfg} {
+	for _, d := range []string{noTime, noLoop, dup, badCfg} {
 		if _, err := os.Stat(filepath.Join(d, "MISC", "jobs")); !os.IsNotExist(err) {
 			t.Errorf("%s: jobs recorded after a refused submit", d)
 		}
