@@ -603,16 +603,15 @@ func (q *queue) infos() map[string]farm.JobInfo {
 	return out
 }
 
-// taskCount is the number of tasks a row stands for: one for a plain job or
-// a single task, the size of the index expression of a group of pending
-// tasks ("3-12" is 10).
-func taskCount(expr string) int {
-	if expr == "" || jobIDRe.MatchString(expr) {
-		return 1
-	}
+// span is one part of an array index expression: lo-hi:step.
+type span struct{ lo, hi, step int }
+
+// spans parses an index expression of a group of array tasks ("3-12",
+// "[1,4-7:3]", "1-100%5"); parts it cannot read are left out.
+func spans(expr string) []span {
 	expr = strings.Trim(expr, "[]")
-	expr, _, _ = strings.Cut(expr, "%")
-	n := 0
+	expr, _, _ = strings.Cut(expr, "%") // a throttle: 1-100%5
+	var out []span
 	for _, part := range strings.Split(expr, ",") {
 		rng, stepS, hasStep := strings.Cut(part, ":")
 		loS, hiS, isRange := strings.Cut(rng, "-")
@@ -628,11 +627,23 @@ func taskCount(expr string) int {
 				step = v
 			}
 		}
-		if err1 != nil || err2 != nil || hi < lo {
-			n++
-			continue
+		if err1 == nil && err2 == nil && hi >= lo {
+			out = append(out, span{lo, hi, step})
 		}
-		n += (hi-lo)/step + 1
+	}
+	return out
+}
+
+// taskCount is the number of tasks a row stands for: one for a plain job or
+// a single task, the size of the index expression of a group of pending
+// tasks ("3-12" is 10).
+func taskCount(expr string) int {
+	if expr == "" || jobIDRe.MatchString(expr) {
+		return 1
+	}
+	n := 0
+	for _, sp := range spans(expr) {
+		n += (sp.hi-sp.lo)/sp.step + 1
 	}
 	return max(n, 1)
 }
@@ -648,27 +659,8 @@ func taskMatches(expr, task string) bool {
 	if err != nil || expr == "" {
 		return false
 	}
-	expr = strings.Trim(expr, "[]")
-	expr, _, _ = strings.Cut(expr, "%") // a throttle: 1-100%5
-	for _, part := range strings.Split(expr, ",") {
-		rng, stepS, hasStep := strings.Cut(part, ":")
-		loS, hiS, isRange := strings.Cut(rng, "-")
-		lo, err1 := strconv.Atoi(loS)
-		hi := lo
-		var err2 error
-		if isRange {
-			hi, err2 = strconv.Atoi(hiS)
-		}
-		step := 1
-		if hasStep {
-			if s, err := strconv.Atoi(stepS); err == nil && s > 0 {
-				step = s
-			}
-		}
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if n >= lo && n <= hi && (n-lo)%step == 0 {
+	for _, sp := range spans(expr) {
+		if n >= sp.lo && n <= sp.hi && (n-sp.lo)%sp.step == 0 {
 			return true
 		}
 	}
