@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/farm-hpc/farm/status"
 )
 
 // RateWindow is how far back farm query looks to measure throughput.
@@ -67,16 +69,7 @@ func (f *Farm) Query(ctx context.Context, backends Backends, now time.Time) (Que
 		return q, err
 	}
 	q.Run = st.Run
-	for _, r := range recs {
-		switch infos[r.ID].State {
-		case Pending:
-			q.Jobs.Queued++
-		case Running:
-			q.Jobs.Running++
-		default:
-			q.Jobs.Finished++
-		}
-	}
+	q.Jobs = countJobs(recs, infos)
 	if rc := sum.RunCounts[st.Run]; rc != nil {
 		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, Running: rc.Running}
 	}
@@ -86,21 +79,45 @@ func (f *Farm) Query(ctx context.Context, backends Backends, now time.Time) (Que
 	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Running: tot.Running}
 	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Running)
 
+	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
+	return q, nil
+}
+
+// countJobs counts jobs by state.
+func countJobs(recs []JobRecord, infos map[string]JobInfo) JobCounts {
+	var c JobCounts
+	for _, r := range recs {
+		switch infos[r.ID].State {
+		case Pending:
+			c.Queued++
+		case Running:
+			c.Running++
+		default:
+			c.Finished++
+		}
+	}
+	return c
+}
+
+// rate is the throughput over the last RateWindow (or since first, the
+// earliest record, if later) and the ETA of the current run's remaining
+// cases at that rate (-1: unknown).
+func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta float64) {
 	window := RateWindow
-	if sum.First > 0 {
-		if since := now.Sub(time.UnixMilli(int64(sum.First * 1e3))); since < window {
+	if first > 0 {
+		if since := now.Sub(time.UnixMilli(int64(first * 1e3))); since < window {
 			window = since
 		}
 	}
-	if window > time.Second && sum.Recent > 0 {
-		q.PerMinute = float64(sum.Recent) / window.Minutes()
+	if window > time.Second && recent > 0 {
+		perMin = float64(recent) / window.Minutes()
 	}
-	q.ETASeconds = -1
-	if q.Active() && q.PerMinute > 0 {
+	eta = -1
+	if q.Active() && perMin > 0 {
 		left := q.RunCases.Left + q.RunCases.Running
-		q.ETASeconds = math.Round(float64(left) / q.PerMinute * 60)
+		eta = math.Round(float64(left) / perMin * 60)
 	}
-	return q, nil
+	return perMin, eta
 }
 
 // WriteQuery prints q for people, or as JSON.
@@ -169,10 +186,13 @@ func ProgressBar(q Query, width int) string {
 }
 
 // Watch redraws the progress bar every interval until no job of the farm is
-// active or ctx ends. On a terminal the line is redrawn in place.
+// active or ctx ends. On a terminal the line is redrawn in place. Each
+// refresh costs one scheduler query per backend and reads only what the
+// status files gained since the last one (status.Tail).
 func (f *Farm) Watch(ctx context.Context, backends Backends, w io.Writer, interval time.Duration, tty bool) error {
+	tail := status.NewTail(f.Path(StatusDir))
 	for {
-		q, err := f.Query(ctx, backends, time.Now())
+		q, err := f.watchQuery(ctx, backends, tail, time.Now())
 		if err != nil {
 			return err
 		}
@@ -197,4 +217,45 @@ func (f *Farm) Watch(ctx context.Context, backends Backends, w io.Writer, interv
 		case <-time.After(interval):
 		}
 	}
+}
+
+// watchQuery is Query from a Tail: the current run's counts are exact, and
+// farm-wide a case succeeds at most once; the failed, interrupted and
+// running cases are the current run's, which holds every case not yet
+// succeeded.
+func (f *Farm) watchQuery(ctx context.Context, backends Backends, tail *status.Tail, now time.Time) (Query, error) {
+	var q Query
+	st, err := f.readState(ctx)
+	if err != nil {
+		return q, err
+	}
+	recs, err := f.Jobs()
+	if err != nil {
+		return q, err
+	}
+	infos, err := f.jobInfos(ctx, backends, recs)
+	if err != nil {
+		return q, err
+	}
+	since := now.Add(-RateWindow)
+	tc, err := tail.Refresh(func(id string) bool { return infos[id].State.Active() }, float64(since.Unix()))
+	if err != nil {
+		return q, err
+	}
+	q.Run = st.Run
+	q.Jobs = countJobs(recs, infos)
+	run := status.Counts{}
+	if c := tc.Runs[st.Run]; c != nil {
+		run = *c
+	}
+	q.RunCases = CaseCounts{Total: st.Cases, Succeeded: run.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted,
+		Running: run.Running, Left: max(0, st.Cases-st.Claimed)}
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tc.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, Running: run.Running}
+	q.FarmCases.Left = max(0, st.Total-tc.Succeeded-run.Failed-run.Interrupted-run.Running)
+	first := 0.0
+	if tc.First > 0 {
+		first = tc.First
+	}
+	q.PerMinute, q.ETASeconds = rate(q, tc.Recent, first, now)
+	return q, nil
 }

@@ -133,3 +133,21 @@ func TestCompletionCandidates(t *testing.T) {
 		t.Errorf("hidden commands offered:\n%s", out)
 	}
 }
+
+func TestLocalQueryWatchEndsAtHundredPercent(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("sleep 0.2", 20), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	out := mustFarm(t, dir, "query", "--watch", "--interval", "300ms")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("watch printed %d lines, want several refreshes:\n%s", len(lines), out)
+	}
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "100.0%") || !strings.Contains(last, "20/20 cases") || !strings.Contains(last, "no job active") {
+		t.Errorf("last line %q", last)
+	}
+	if strings.Contains(lines[0], "100.0%") {
+		t.Errorf("the first refresh already showed 100%%: %q", lines[0])
+	}
+}

@@ -1,0 +1,177 @@
+package status
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Tail follows the status files of a farm, reading only what was appended
+// since the last Refresh, and keeps counts per run. farm query --watch uses
+// it so that each refresh costs what the farm wrote meanwhile, not a reread
+// of every record.
+//
+// Within one run every case is claimed once, so the run's counts are exact.
+// Farm-wide, a case succeeds at most once (resubmits leave out succeeded
+// cases), so the sum of successes over all runs is exact too.
+type Tail struct {
+	Dir   string
+	files map[string]*tailFile
+	// ends holds the end times of recent E and I records, for throughput.
+	ends []float64
+}
+
+type tailFile struct {
+	off  int64
+	job  string
+	run  int
+	open int64
+	c    Counts // ended attempts: Succeeded, Failed, Interrupted
+}
+
+// TailCounts are the counts Refresh returns.
+type TailCounts struct {
+	// Runs counts, per run, the attempts that ended, and the cases running
+	// (started in a live job and not ended).
+	Runs map[int]*Counts
+	// Succeeded counts the farm's succeeded cases over all runs.
+	Succeeded int64
+	// Recent counts the cases that ended at or after the since of Refresh.
+	Recent int64
+	// First is the earliest end time seen (Unix seconds), 0 if none.
+	First float64
+}
+
+// NewTail follows the status files in dir.
+func NewTail(dir string) *Tail { return &Tail{Dir: dir, files: map[string]*tailFile{}} }
+
+// Refresh reads what was appended to the status files and returns the
+// counts. live tells which meta-jobs still run; since starts the window of
+// TailCounts.Recent (Unix seconds).
+func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, error) {
+	names, err := filepath.Glob(filepath.Join(t.Dir, "status.*"))
+	if err != nil {
+		return TailCounts{}, err
+	}
+	for _, name := range names {
+		if strings.Contains(filepath.Base(name), ".tmp") {
+			continue
+		}
+		tf := t.files[name]
+		if tf == nil {
+			tf = &tailFile{job: strings.TrimPrefix(filepath.Base(name), "status.")}
+			t.files[name] = tf
+		}
+		if err := t.read(name, tf); err != nil {
+			return TailCounts{}, err
+		}
+	}
+	out := TailCounts{Runs: map[int]*Counts{}}
+	for _, tf := range t.files {
+		c := out.Runs[tf.run]
+		if c == nil {
+			c = &Counts{}
+			out.Runs[tf.run] = c
+		}
+		c.Succeeded += tf.c.Succeeded
+		c.Failed += tf.c.Failed
+		c.Interrupted += tf.c.Interrupted
+		if live != nil && live(tf.job) {
+			c.Running += tf.open
+		} else {
+			c.Interrupted += tf.open
+		}
+		out.Succeeded += tf.c.Succeeded
+	}
+	keep := t.ends[:0]
+	for _, e := range t.ends {
+		if e >= since {
+			keep = append(keep, e)
+		}
+	}
+	t.ends = keep
+	out.Recent = int64(len(t.ends))
+	for _, e := range t.ends {
+		if out.First == 0 || e < out.First {
+			out.First = e
+		}
+	}
+	return out, nil
+}
+
+// read consumes the complete lines appended to one file.
+func (t *Tail) read(name string, tf *tailFile) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() <= tf.off {
+		return err
+	}
+	chunk := make([]byte, min(st.Size()-tf.off, 4<<20))
+	for tf.off < st.Size() {
+		n, err := f.ReadAt(chunk, tf.off)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		buf := chunk[:n]
+		last := bytes.LastIndexByte(buf, '\n')
+		if last < 0 {
+			if n == len(chunk) && n > 0 { // a line longer than the chunk: skip it
+				tf.off += int64(n)
+				continue
+			}
+			return nil // only a line being written
+		}
+		buf = buf[:last+1]
+		tf.off += int64(len(buf))
+		t.lines(tf, buf)
+		if n == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// lines counts the complete lines in buf.
+func (t *Tail) lines(tf *tailFile, buf []byte) {
+	var fields [8][]byte
+	for len(buf) > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		line := buf[:i+1]
+		buf = buf[i+1:]
+		switch line[0] {
+		case '#':
+			for _, fl := range splitFields(line[1:], fields[:0]) {
+				if k, v, _ := bytes.Cut(fl, []byte("=")); string(k) == "run" {
+					n, _ := atoi(v)
+					tf.run = int(n)
+				}
+			}
+		case 'S':
+			tf.open++
+		case 'E', 'I':
+			fl := splitFields(line, fields[:0])
+			if len(fl) < 5 {
+				continue
+			}
+			st, _ := atoi(fl[2])
+			start, _ := atof(fl[3])
+			secs, _ := atof(fl[4])
+			tf.open = max(0, tf.open-1)
+			switch {
+			case line[0] == 'I':
+				tf.c.Interrupted++
+			case st == 0:
+				tf.c.Succeeded++
+			default:
+				tf.c.Failed++
+			}
+			t.ends = append(t.ends, start+secs)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package status
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTailReadsOnlyWhatIsAppended(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	w1, _ := Create(filepath.Join(dir, "status.1"), "1", 1, "h")
+	w1.Start(1, now)
+	w1.End(1, 0, now, time.Second)
+	w1.Start(2, now)
+	w1.End(2, 3, now, time.Second)
+	w1.Start(3, now) // running while job 1 lives
+	tail := NewTail(dir)
+	live := map[string]bool{"1": true}
+	got, err := tail.Refresh(func(j string) bool { return live[j] }, float64(now.Unix()-60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Counts{Succeeded: 1, Failed: 1, Running: 1}, *got.Runs[1]); diff != "" {
+		t.Errorf("run 1 (-want +got):\n%s", diff)
+	}
+	if got.Succeeded != 1 || got.Recent != 2 {
+		t.Errorf("succeeded %d recent %d", got.Succeeded, got.Recent)
+	}
+
+	// Appended: case 3 ends; a torn line is left for later; a new file of run 2.
+	w1.End(3, 0, now, time.Second)
+	w1.Close()
+	fh, _ := os.OpenFile(filepath.Join(dir, "status.1"), os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("S 4 1")
+	fh.Close()
+	w2, _ := Create(filepath.Join(dir, "status.2"), "2", 2, "h")
+	w2.Start(2, now)
+	w2.End(2, 0, now, time.Second)
+	w2.Start(5, now) // job 2 is dead: interrupted
+	w2.Close()
+	got, _ = tail.Refresh(func(j string) bool { return live[j] }, float64(now.Unix()-60))
+	if diff := cmp.Diff(Counts{Succeeded: 2, Failed: 1}, *got.Runs[1]); diff != "" {
+		t.Errorf("run 1 after append (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Counts{Succeeded: 1, Interrupted: 1}, *got.Runs[2]); diff != "" {
+		t.Errorf("run 2 (-want +got):\n%s", diff)
+	}
+	if got.Succeeded != 3 || got.Recent != 4 {
+		t.Errorf("succeeded %d recent %d, want 3 and 4", got.Succeeded, got.Recent)
+	}
+	// The torn line completes: case 4 starts in live job 1.
+	fh, _ = os.OpenFile(filepath.Join(dir, "status.1"), os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("700000000.000 h\n")
+	fh.Close()
+	got, _ = tail.Refresh(func(j string) bool { return live[j] }, float64(now.Unix()-60))
+	if got.Runs[1].Running != 1 {
+		t.Errorf("run 1 running = %d, want 1", got.Runs[1].Running)
+	}
+}
