@@ -28,11 +28,14 @@ func TestMain(m *testing.M) {
 
 // claimer claims cases until none is left, writing each ID to its own file.
 func claimer() int {
-	dir, host, out := os.Getenv("FARM_DIR"), os.Getenv("HOST"), os.Getenv("OUT")
+	dir, host, out := os.Getenv("FARM_DIR"), testHost(), os.Getenv("OUT")
 	st, err := NewStore(dir, filepath.Join(dir, "MISC"), host)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if d, err := time.ParseDuration(os.Getenv("CASETABLE_STALE")); err == nil {
+		st.Lock.StaleAfter = d
 	}
 	fh, err := os.Create(out)
 	if err != nil {
@@ -59,7 +62,7 @@ func claimer() int {
 // holder takes the lock, says so, and waits to be killed.
 func holder() int {
 	dir := os.Getenv("FARM_DIR")
-	l, err := NewLock(filepath.Join(dir, "MISC", "lock"), os.Getenv("HOST"))
+	l, err := NewLock(filepath.Join(dir, "MISC", "lock"), testHost())
 	if err != nil {
 		return 1
 	}
@@ -69,6 +72,15 @@ func holder() int {
 	fmt.Println("locked")
 	time.Sleep(time.Hour)
 	return 0
+}
+
+// testHost is $HOST, else the host name (a UTS namespace's own).
+func testHost() string {
+	if h := os.Getenv("HOST"); h != "" {
+		return h
+	}
+	h, _ := os.Hostname()
+	return h
 }
 
 // newFarm makes a farm dir with a numbered table of n cases and run 1 set up.

@@ -76,7 +76,9 @@ func (l *Lock) ensureToken() error {
 			return nil
 		}
 	}
-	l.token = fmt.Appendf(nil, "%s %d %d\n", l.host, os.Getpid(), time.Now().UnixNano())
+	// host, PID, the PID's start time (against PID reuse: a holder on
+	// this host is alive only if the same process still runs), nonce.
+	l.token = fmt.Appendf(nil, "%s %d %d %d\n", l.host, os.Getpid(), proc.StartTicks(os.Getpid()), time.Now().UnixNano())
 	l.mine = fmt.Sprintf("%s.%s.%d", l.path, l.host, os.Getpid())
 	return os.WriteFile(l.mine, l.token, 0o644)
 }
@@ -97,6 +99,8 @@ func (l *Lock) Lock(ctx context.Context) error {
 		return err
 	}
 	wait := newBackoff()
+	var hostSeen []byte
+	var hostSince time.Time
 	for {
 		err := l.hostL.TryLock()
 		if err == nil {
@@ -107,6 +111,19 @@ func (l *Lock) Lock(ctx context.Context) error {
 		var te interface{ Temporary() bool }
 		if !os.IsNotExist(err) && (!errors.As(err, &te) || !te.Temporary()) {
 			return fmt.Errorf("taking the host lock %s: %w", l.hostL, err)
+		}
+		// lockfile trusts a live PID; a PID reused by another process after
+		// its holder died would hold the host lock for ever. It is held for
+		// microseconds: unchanged for StaleAfter, it is stale.
+		if b, rerr := os.ReadFile(string(l.hostL)); rerr == nil {
+			if now := time.Now(); !bytes.Equal(b, hostSeen) {
+				hostSeen, hostSince = b, now
+			} else if now.Sub(hostSince) >= l.staleAfter() {
+				fmt.Fprintf(os.Stderr, "farm: removed a stale host lock %s held by PID %s", l.hostL, b)
+				os.Remove(string(l.hostL))
+				hostSeen = nil
+				continue
+			}
 		}
 		if err := wait.sleep(ctx); err != nil {
 			return err
@@ -152,13 +169,13 @@ func (l *Lock) maybeBreak() bool {
 	if err != nil {
 		return os.IsNotExist(err) // gone: retry at once
 	}
-	host, pid, _ := parseToken(content)
+	host, pid, start, _ := parseToken(content)
 	stale := false
 	if host == l.host {
 		// We hold the host lock, so a live holder on this host is
-		// impossible unless its PID still runs (a recovered host lock
+		// impossible unless its process still runs (a recovered host lock
 		// whose holder still lives is left alone).
-		stale = pid <= 0 || !proc.Alive(pid)
+		stale = pid <= 0 || !proc.AliveSince(pid, start)
 	} else {
 		now := time.Now()
 		if !bytes.Equal(content, l.seen) {
@@ -203,13 +220,18 @@ func (l *Lock) Unlock() error {
 	return err
 }
 
-func parseToken(b []byte) (host string, pid int, ok bool) {
+// parseToken reads "host pid start nonce" (start: the holder's start
+// ticks, 0 if unknown).
+func parseToken(b []byte) (host string, pid int, start uint64, ok bool) {
 	f := bytes.Fields(b)
 	if len(f) < 2 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
 	pid, err := strconv.Atoi(string(f[1]))
-	return string(f[0]), pid, err == nil
+	if len(f) >= 4 {
+		start, _ = strconv.ParseUint(string(f[2]), 10, 64)
+	}
+	return string(f[0]), pid, start, err == nil
 }
 
 // backoff sleeps a little longer each time, from 20µs up to 5ms: the lock is
