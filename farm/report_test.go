@@ -64,7 +64,7 @@ func sampleSummary(t *testing.T) *status.Summary {
 		w.Start(6, t0)
 		w.End(6, 127, t0, 0)
 	})
-	sum, err := status.Load(dir, status.Options{Live: func(id string) bool { return id == "4002" }})
+	sum, err := status.Load(dir, status.Options{Live: func(id string) bool { return id == "4002" }, Now: t0.Add(30 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestStatusGolden(t *testing.T) {
 	}
 	want := []statusRow{
 		{ID: 1, State: "succeeded", Status: 0, Seconds: 1.5, Job: "4001", Host: "node-a", Run: 1},
-		{ID: 4, State: "running", Status: 0, Seconds: 0, Job: "4002", Host: "node-bb", Run: 1},
+		{ID: 4, State: "running", Status: 0, Seconds: 30, Job: "4002", Host: "node-bb", Run: 1},
 		{ID: 10, State: "succeeded", Status: 0, Seconds: 12, Job: "4002", Host: "node-bb", Run: 1},
 		{ID: 2, State: "failed", Status: 3, Seconds: 0.25, Job: "4001", Host: "node-a", Run: 1},
 		{ID: 3, State: "interrupted", Status: 0, Seconds: 0, Job: "4001", Host: "node-a", Run: 1},

@@ -39,7 +39,7 @@ type Case struct {
 	ID      int64
 	State   State
 	Status  int     // STATUS for failed/succeeded; the signal for interrupted
-	Seconds float64 // duration of the attempt (0 while running)
+	Seconds float64 // duration of the attempt (so far, while running)
 	Job     string  // meta-job ID
 	Host    string
 	Run     int
@@ -109,6 +109,8 @@ type Options struct {
 	MaxID int64
 	// Since, if set, is the start of the window Summary.Recent counts.
 	Since time.Time
+	// Now is the time running cases are measured to; zero means the clock.
+	Now time.Time
 }
 
 const denseLimit = 1 << 31
@@ -140,6 +142,10 @@ func Load(dir string, opt Options) (*Summary, error) {
 		return s, nil
 	}
 
+	if opt.Now.IsZero() {
+		opt.Now = time.Now()
+	}
+	now := float64(opt.Now.UnixMilli()) / 1e3
 	workers := min(runtime.GOMAXPROCS(0), len(names))
 	files := make(chan int, len(names))
 	for i := range names {
@@ -154,7 +160,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 		go func() {
 			defer wg.Done()
 			for i := range files {
-				if !parseFile(names[i], i, s.since, opt.Live, batches, stop) {
+				if !parseFile(names[i], i, s.since, now, opt.Live, batches, stop) {
 					return
 				}
 			}
@@ -217,7 +223,7 @@ func newBatch(ji, run int) *batch {
 
 // parseFile parses one status file into batches. It reports false if it
 // was told to stop.
-func parseFile(name string, ji int, since float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
+func parseFile(name string, ji int, since, now float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
 	send := func(b *batch) bool {
 		select {
 		case out <- b:
@@ -271,6 +277,7 @@ func parseFile(name string, ji int, since float64, live func(string) bool, out c
 		a := attempt{id: o.id, state: Interrupted, start: o.start}
 		if isLive {
 			a.state = Running
+			a.secs = max(0, now-o.start) // so far
 			p.job.Open++
 		} else {
 			p.job.Ended++

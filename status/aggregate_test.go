@@ -55,7 +55,7 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 	fh.WriteString("S 99 17")
 	fh.Close()
 
-	sum, err := Load(dir, Options{Live: func(id string) bool { return id == "11" || id == "20" }})
+	sum, err := Load(dir, Options{Live: func(id string) bool { return id == "11" || id == "20" }, Now: at(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 		{ID: 2, State: Succeeded, Status: 0, Seconds: 1, Job: "20", Host: "node20", Run: 2},
 		{ID: 3, State: Failed, Status: 4, Seconds: 1, Job: "20", Host: "node20", Run: 2},
 		{ID: 4, State: Succeeded, Status: 0, Seconds: 1, Job: "11", Host: "node11", Run: 1},
-		{ID: 5, State: Running, Job: "11", Host: "node11", Run: 1},
+		{ID: 5, State: Running, Seconds: 4, Job: "11", Host: "node11", Run: 1},
 		{ID: 6, State: Interrupted, Status: 15, Seconds: 5, Job: "11", Host: "node11", Run: 1},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Case{})); diff != "" {
