@@ -161,7 +161,10 @@ func TestLocalRuntimeAwareExitAvoidsInterruptedCases(t *testing.T) {
 	// 8 meta-jobs with a 1-minute limit, 20-second cases: after the first
 	// wave dt_cutoff is ~20 s, so no meta-job starts a third case at ~40 s.
 	dir := newFarm(t, repeat("sleep 20", 24), "1")
-	mustFarm(t, dir, "submit", "8", "--backend", "local")
+	// All 8 must start at once, whatever other tests hold: plenty of slots.
+	if r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=64"}, "submit", "8", "--backend", "local"); r.code != 0 {
+		t.Fatal(r.err)
+	}
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
 	st := statusJSON(t, dir)
 	for id, r := range st {
