@@ -118,38 +118,35 @@ func newFarm(t testing.TB, n int) (dir string) {
 	return dir
 }
 
-func TestClaimEightProcessesNoDuplicatesNoGaps(t *testing.T) {
-	const n, procs = 5000, 8
-	dir := newFarm(t, n)
-	var cmds []*exec.Cmd
-	for i := 0; i < procs; i++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		// Two simulated hosts: the cross-host farm lock is exercised too,
-		// not just the per-host lock.
-		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir,
-			fmt.Sprintf("HOST=host%d", i%2), fmt.Sprintf("OUT=%s/out.%d", dir, i))
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
+// runAll starts every command and waits for all of them.
+func runAll(t *testing.T, cmds []*exec.Cmd) {
+	t.Helper()
+	for _, c := range cmds {
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cmds = append(cmds, cmd)
 	}
 	for _, c := range cmds {
 		if err := c.Wait(); err != nil {
-			t.Fatalf("claimer: %v", err)
+			t.Fatalf("%v: %v", c.Args, err)
 		}
 	}
+}
+
+// checkClaimedOnce reads the IDs the claimers wrote to outs and checks that
+// each of cases 1..n was claimed exactly once. It returns which outs claimed
+// anything.
+func checkClaimedOnce(t *testing.T, n int, outs []string) (busy []bool) {
+	t.Helper()
 	seen := make([]int, n+1)
-	busy := 0
-	for i := 0; i < procs; i++ {
-		b, err := os.ReadFile(fmt.Sprintf("%s/out.%d", dir, i))
+	for _, out := range outs {
+		b, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Fields(string(b))
-		if len(lines) > 0 {
-			busy++
-		}
+		busy = append(busy, len(lines) > 0)
 		for _, l := range lines {
 			id, _ := strconv.Atoi(l)
 			seen[id]++
@@ -158,6 +155,31 @@ func TestClaimEightProcessesNoDuplicatesNoGaps(t *testing.T) {
 	for id := 1; id <= n; id++ {
 		if seen[id] != 1 {
 			t.Errorf("case %d claimed %d times", id, seen[id])
+		}
+	}
+	return busy
+}
+
+func TestClaimEightProcessesNoDuplicatesNoGaps(t *testing.T) {
+	const n, procs = 5000, 8
+	dir := newFarm(t, n)
+	var cmds []*exec.Cmd
+	var outs []string
+	for i := 0; i < procs; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		out := fmt.Sprintf("%s/out.%d", dir, i)
+		// Two simulated hosts: the cross-host farm lock is exercised too,
+		// not just the per-host lock.
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir,
+			fmt.Sprintf("HOST=host%d", i%2), "OUT="+out)
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	runAll(t, cmds)
+	busy := 0
+	for _, b := range checkClaimedOnce(t, n, outs) {
+		if b {
+			busy++
 		}
 	}
 	if busy < 2 {

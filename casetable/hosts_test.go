@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,42 +41,22 @@ func TestClaimAcrossSimulatedHosts(t *testing.T) {
 	const n, hosts, perHost = 4000, 3, 3
 	dir := newFarm(t, n)
 	var cmds []*exec.Cmd
+	var outs []string
 	for h := 0; h < hosts; h++ {
 		var script []string
 		for p := 0; p < perHost; p++ {
-			script = append(script, fmt.Sprintf("OUT=%s/out.%d.%d %s -test.run=^$ &", dir, h, p, os.Args[0]))
+			out := fmt.Sprintf("%s/out.%d.%d", dir, h, p)
+			outs = append(outs, out)
+			script = append(script, fmt.Sprintf("OUT=%s %s -test.run=^$ &", out, os.Args[0]))
 		}
 		script = append(script, "wait")
-		cmd := onHost(fmt.Sprintf("node%d", h), strings.Join(script, " "), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST=")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
+		cmds = append(cmds, onHost(fmt.Sprintf("node%d", h), strings.Join(script, " "), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST="))
 	}
-	for _, c := range cmds {
-		if err := c.Wait(); err != nil {
-			t.Fatalf("host: %v", err)
-		}
-	}
-	seen := make([]int, n+1)
+	runAll(t, cmds)
 	hostsBusy := map[int]bool{}
-	for h := 0; h < hosts; h++ {
-		for p := 0; p < perHost; p++ {
-			b, err := os.ReadFile(fmt.Sprintf("%s/out.%d.%d", dir, h, p))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range strings.Fields(string(b)) {
-				id, _ := strconv.Atoi(l)
-				seen[id]++
-				hostsBusy[h] = true
-			}
-		}
-	}
-	for id := 1; id <= n; id++ {
-		if seen[id] != 1 {
-			t.Errorf("case %d claimed %d times", id, seen[id])
+	for i, b := range checkClaimedOnce(t, n, outs) {
+		if b {
+			hostsBusy[i/perHost] = true
 		}
 	}
 	if len(hostsBusy) < 2 {

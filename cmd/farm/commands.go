@@ -128,18 +128,29 @@ func submitCmd() *cli.Command {
 			"farm, that job submits final.sh once every case succeeded.\n\nEXAMPLES:\n" +
 			"   farm submit 4\n   farm submit -1 --mem=8G\n   VAR=1 farm submit 2 --backend local",
 		SkipFlagParsing: true,
-		Action: func(c *cli.Context) error {
-			opt, err := parseSubmitArgs(c.Args().Slice())
-			if err != nil {
-				return err
-			}
-			f, err := openFarm(c)
-			if err != nil {
-				return err
-			}
-			notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
-			return f.Submit(c.Context, backends(notice), opt)
-		},
+		Action:          submitAction((*farm.Farm).Submit),
+	}
+}
+
+// submitAction parses the arguments of submit and resubmit (which share
+// them) and runs do.
+func submitAction(do func(*farm.Farm, context.Context, farm.Backends, farm.SubmitOptions) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		opt, err := parseSubmitArgs(c.Args().Slice())
+		if err != nil {
+			return err
+		}
+		f, err := openFarm(c)
+		if err != nil {
+			return err
+		}
+		notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
+		err = do(f, c.Context, backends(notice), opt)
+		if errors.Is(err, farm.ErrNothingLeft) {
+			fmt.Fprintln(c.App.Writer, err.Error())
+			return nil
+		}
+		return err
 	}
 }
 
@@ -153,23 +164,7 @@ func resubmitCmd() *cli.Command {
 			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n\nEXAMPLES:\n" +
 			"   farm resubmit 4\n   farm resubmit -1 -auto",
 		SkipFlagParsing: true,
-		Action: func(c *cli.Context) error {
-			opt, err := parseSubmitArgs(c.Args().Slice())
-			if err != nil {
-				return err
-			}
-			f, err := openFarm(c)
-			if err != nil {
-				return err
-			}
-			notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
-			err = f.Resubmit(c.Context, backends(notice), opt)
-			if errors.Is(err, farm.ErrNothingLeft) {
-				fmt.Fprintln(c.App.Writer, err.Error())
-				return nil
-			}
-			return err
-		},
+		Action:          submitAction((*farm.Farm).Resubmit),
 	}
 }
 
