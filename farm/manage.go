@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,10 +89,30 @@ func dash(s string) string {
 	return s
 }
 
-// newTable makes a plain table in the style of squeue and kubectl: no
-// borders, columns left-aligned two spaces apart.
-func newTable(w io.Writer, header ...string) *tablewriter.Table {
-	t := tablewriter.NewWriter(w)
+// table is a plain table in the style of squeue and kubectl: no borders,
+// columns left-aligned two spaces apart.
+type table struct {
+	*tablewriter.Table
+	w   io.Writer
+	buf bytes.Buffer
+}
+
+// Render writes the table without the blanks tablewriter pads the last
+// column with.
+func (t *table) Render() {
+	t.Table.Render()
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		io.WriteString(t.w, strings.TrimRight(line, " \n"))
+		if strings.HasSuffix(line, "\n") {
+			io.WriteString(t.w, "\n")
+		}
+	}
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	tt := &table{w: w}
+	t := tablewriter.NewWriter(&tt.buf)
+	tt.Table = t
 	t.SetHeader(header)
 	t.SetAutoFormatHeaders(false)
 	t.SetAutoWrapText(false)
@@ -104,7 +125,7 @@ func newTable(w io.Writer, header ...string) *tablewriter.Table {
 	t.SetRowSeparator("")
 	t.SetTablePadding("  ")
 	t.SetNoWhiteSpace(true)
-	return t
+	return tt
 }
 
 // Cancel cancels the farm's active jobs (only pending ones if pendingOnly)
