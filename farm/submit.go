@@ -248,7 +248,11 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 			}
 			fmt.Fprintln(f.Out, ".")
 		} else {
-			fmt.Fprintf(f.Out, "Submitted %d meta-jobs for run %d on the %s backend.\n", len(ids), run, be.Name())
+			what := "meta-jobs"
+			if len(ids) == 1 {
+				what = "meta-job"
+			}
+			fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
 		}
 	}
 	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
