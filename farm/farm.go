@@ -69,15 +69,21 @@ func Open(dir string, out io.Writer) (*Farm, error) {
 	if err != nil {
 		return nil, err
 	}
+	if out == nil {
+		out = io.Discard
+	}
+	return &Farm{Dir: abs, Config: cfg, Host: hostName(), Out: out}, nil
+}
+
+// hostName names this host in locks and status records. Every process of a
+// host must use the same name: the farm lock judges a holder of this host
+// by its PID, one of another host only by age.
+func hostName() string {
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "localhost"
 	}
-	host = strings.ReplaceAll(host, " ", "_")
-	if out == nil {
-		out = io.Discard
-	}
-	return &Farm{Dir: abs, Config: cfg, Host: host, Out: out}, nil
+	return strings.ReplaceAll(host, " ", "_")
 }
 
 // Path joins parts to the farm directory.

@@ -93,8 +93,7 @@ func readJSON(path string, v any) error {
 // nextIDs allocates n job IDs under the farm lock, skipping any ID that
 // already names a status file (a farm may have run on another backend).
 func (l *Local) nextIDs(ctx context.Context, n int) ([]string, error) {
-	host, _ := os.Hostname()
-	f := &Farm{Dir: l.Dir, Host: host}
+	f := &Farm{Dir: l.Dir, Host: hostName()}
 	st, err := f.Store()
 	if err != nil {
 		return nil, err
