@@ -351,7 +351,12 @@ func metajobCmd() *cli.Command {
 			m := &farm.Metajob{Farm: f, Backend: b, Out: os.Stdout}
 			// The loop handles SIGTERM itself: record the running case as
 			// interrupted rather than dying with it.
-			return m.Run(context.WithoutCancel(c.Context))
+			err = m.Run(context.WithoutCancel(c.Context))
+			if errors.Is(err, farm.ErrFastFailure) {
+				// Already said in the job's output: exit 1 without repeating it.
+				return exitCodeError{code: exitFailed}
+			}
+			return err
 		},
 	}
 }
