@@ -1,0 +1,209 @@
+# rig.sh: shell functions shared by slurm-up/-down and cluster-up/-down/-node.
+# Sourced, not run. See integration/SLURM.md and integration/CLUSTER.md.
+#
+# Every daemon a start script launches is recorded in a file as
+# "NAME PID STARTTIME" (STARTTIME: field 22 of /proc/PID/stat, clock ticks
+# since boot). A stop script signals only processes whose PID *and* start
+# time still match a record: never a process found by name, never a reused
+# PID.
+
+export PATH=$PATH:/usr/sbin:/sbin
+
+# rig_alive PID: the process exists and is not a zombie.
+rig_alive() {
+  local st
+  [[ -n ${1:-} && -r /proc/$1/stat ]] || return 1
+  st=$(rig_stat_field "$1" 3) || return 1
+  [[ -n $st && $st != Z && $st != X ]]
+}
+
+# rig_stat_field PID N: field N of /proc/PID/stat (the command name, field 2,
+# may hold blanks and parentheses: fields are counted after its last ')').
+rig_stat_field() {
+  local s n=$(($2 - 2))
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  [[ $n -ge 1 ]] || return 1
+  # shellcheck disable=SC2086
+  set -- $s
+  echo "${!n}"
+}
+
+# rig_starttime PID: the process's start time in clock ticks since boot.
+rig_starttime() { rig_stat_field "$1" 22; }
+
+# rig_record FILE NAME PID: remember that we started PID as NAME.
+rig_record() {
+  local start
+  start=$(rig_starttime "$3") || return 1
+  echo "$2 $3 $start" >>"$1"
+}
+
+# rig_ours PID START: PID is still the process that was recorded.
+rig_ours() {
+  rig_alive "$1" && [[ $(rig_starttime "$1") == "$2" ]]
+}
+
+# rig_recorded FILE [NAME-PATTERN]: "NAME PID" of every recorded process
+# that still runs (newest record first), optionally only names matching
+# the shell pattern.
+rig_recorded() {
+  local file=$1 pat=${2:-*} name pid start
+  [[ -r $file ]] || return 0
+  tac "$file" | while read -r name pid start; do
+    # shellcheck disable=SC2053
+    [[ -n $name && $name == $pat ]] || continue
+    rig_ours "$pid" "$start" && echo "$name $pid"
+  done
+  return 0
+}
+
+# rig_stop FILE NAME-PATTERN [WAIT-SECONDS]: SIGTERM the recorded processes
+# whose names match, wait, then SIGKILL those left. Exit 1 if any survives.
+rig_stop() {
+  local file=$1 pat=$2 wait=${3:-20} name pid left i
+  local -a pids=() names=()
+  while read -r name pid; do
+    [[ -n $name ]] || continue
+    names+=("$name") pids+=("$pid")
+  done < <(rig_recorded "$file" "$pat")
+  ((${#pids[@]})) || return 0
+  rig_say "stopping ${names[*]} (${pids[*]})"
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for ((i = 0; i < wait * 5; i++)); do
+    left=$(rig_recorded "$file" "$pat")
+    [[ -z $left ]] && return 0
+    sleep 0.2
+  done
+  rig_say "still running after ${wait}s, killing: $(echo $left)"
+  rig_kill9 "$file" "$pat"
+}
+
+# rig_kill9 FILE NAME-PATTERN: SIGKILL the recorded processes that match and
+# wait (10 s at most) until they are gone. Exit 1 if any survives.
+rig_kill9() {
+  local file=$1 pat=$2 name pid i
+  while read -r name pid; do
+    [[ -n $name ]] && kill -KILL "$pid" 2>/dev/null
+  done < <(rig_recorded "$file" "$pat")
+  for ((i = 0; i < 50; i++)); do
+    [[ -z $(rig_recorded "$file" "$pat") ]] && return 0
+    sleep 0.2
+  done
+  rig_say "survived SIGKILL: $(rig_recorded "$file" "$pat" | tr '\n' ' ')"
+  return 1
+}
+
+# rig_descendants PID: the PIDs of every descendant of PID.
+rig_descendants() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$c"
+    rig_descendants "$c"
+  done
+}
+
+RIG_T0=${RIG_T0:-$EPOCHREALTIME}
+RIG_NAME=${RIG_NAME:-${0##*/}}
+# rig_say MSG: a progress line on stderr, with the seconds since start.
+rig_say() {
+  printf '%s: [%5.1fs] %s\n' "$RIG_NAME" "$(awk -v a="$RIG_T0" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')" "$*" >&2
+}
+
+# rig_until SECONDS WHAT CMD...: run CMD every 0.2 s until it succeeds; after
+# SECONDS, fail with "timed out after SECONDS s waiting for WHAT".
+rig_until() {
+  local secs=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@"; do
+    if ((SECONDS >= deadline)); then
+      echo "timed out after ${secs}s waiting for $what" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# rig_apt_install PREFIX WHAT PKG...: install Debian packages
+# non-interactively. Prints "PREFIX: cannot install WHAT: why" and returns 3
+# when it cannot (not root, no apt, apt failed).
+rig_apt_install() {
+  local prefix=$1 what=$2 aptlog
+  shift 2
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "$prefix: cannot install $what: not root" >&2
+    return 3
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "$prefix: cannot install $what: apt-get not found" >&2
+    return 3
+  fi
+  rig_say "installing $* with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  aptlog=$(mktemp "${TMPDIR:-/tmp}/farm-apt.XXXXXX")
+  # Another apt run (say, slurm-up's) may hold the lock: wait for it.
+  if ! apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "$@" >"$aptlog" 2>&1; then
+    apt-get update -qq -o DPkg::Lock::Timeout=300 >>"$aptlog" 2>&1 ||
+      { echo "$prefix: cannot install $what: apt-get update failed: $(grep -E '^(E|W):' "$aptlog" | tail -n1) (log: $aptlog)" >&2; return 3; }
+    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "$@" >>"$aptlog" 2>&1 ||
+      { echo "$prefix: cannot install $what: apt-get install failed: $(grep -E '^(E|W):' "$aptlog" | tail -n1) (log: $aptlog)" >&2; return 3; }
+  fi
+  rm -f "$aptlog"
+  rig_say "installed"
+}
+
+# rig_munge_up RECORDS: make sure munged answers; if it has to start it, it
+# records it in RECORDS as "munged" (so that only the script that started it
+# stops it). Returns 1 with a message when munged cannot be started.
+rig_munge_up() {
+  local records=$1 pid
+  munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && return 0
+  id munge >/dev/null 2>&1 || { echo "user munge does not exist" >&2; return 1; }
+  mkdir -p /etc/munge /var/lib/munge /var/log/munge /run/munge
+  chown munge:munge /var/lib/munge /var/log/munge /run/munge /etc/munge
+  chmod 0700 /etc/munge /var/log/munge
+  chmod 0711 /var/lib/munge
+  chmod 0755 /run/munge
+  if [[ ! -s /etc/munge/munge.key ]]; then
+    rig_say "creating /etc/munge/munge.key"
+    mungekey --create --keyfile=/etc/munge/munge.key --force 2>/dev/null ||
+      dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+  fi
+  chown munge:munge /etc/munge/munge.key
+  chmod 0400 /etc/munge/munge.key
+  rig_say "starting munged"
+  # As the Debian unit does: run as the munge user. --force: ignore a stale socket.
+  if ! runuser -u munge -- /usr/sbin/munged --force 9>&- 2>&1; then
+    tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true
+    echo "munged failed to start" >&2
+    return 1
+  fi
+  rig_until 10 "munged to answer" sh -c 'munge -n 2>/dev/null | unmunge >/dev/null 2>&1' || {
+    tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true
+    return 1
+  }
+  pid=$(tr -dc '0-9' </run/munge/munged.pid 2>/dev/null)
+  [[ -n $pid ]] && rig_record "$records" munged "$pid"
+  return 0
+}
+
+# rig_munge_release RECORDS: the stop of the rig whose records are RECORDS
+# no longer needs munged. If that rig started it (recorded "munged"), it is
+# stopped — unless the other rig's Slurm controller still runs: the record
+# then moves to that rig's records, whose stop will stop it.
+rig_munge_release() {
+  local own=$1 line f
+  [[ -n $(rig_recorded "$own" munged) ]] || return 0
+  line=$(grep '^munged ' "$own" | tail -n1)
+  for f in "${FARM_SLURM_DIR:-/tmp/farm-slurm}/pids" "${FARM_CLUSTER_DIR:-/tmp/farm-cluster}/pids"; do
+    [[ -e $f && ! $f -ef $own ]] || continue
+    if [[ -n $(rig_recorded "$f" slurmctld) ]]; then
+      echo "$line" >>"$f"
+      sed -i '/^munged /d' "$own"
+      rig_say "munged left running for the Slurm recorded in $f"
+      return 0
+    fi
+  done
+  rig_stop "$own" munged 10
+}
