@@ -24,6 +24,11 @@ const (
 // Active reports whether a job in state s may still run cases.
 func (s JobState) Active() bool { return s == Pending || s == Running }
 
+// runsCases reports whether a job in state s may be running a case right
+// now: a pending job — one never started, or one requeued to start again —
+// is running none, so a case its earlier run left open was interrupted.
+func (s JobState) runsCases() bool { return s == Running }
+
 // JobInfo is what a backend knows of one job.
 type JobInfo struct {
 	ID    string
@@ -62,6 +67,9 @@ type SubmitRequest struct {
 type Self struct {
 	ID  string
 	End time.Time // when the job will be stopped; zero if unknown
+	// Restart counts the times the batch system restarted the job under the
+	// same ID (Slurm requeues a job whose node failed): 0 for its first run.
+	Restart int
 }
 
 // Backend is a batch system that runs a farm's jobs.

@@ -76,7 +76,9 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer store.Close()
-	sw, err := status.Create(f.Path(StatusDir, "status."+self.ID), self.ID, run, f.Host)
+	// A restarted job (same ID) writes a file of its own: its earlier
+	// incarnation may still be running on a node the batch system lost.
+	sw, err := status.Create(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host)
 	if err != nil {
 		return err
 	}
@@ -119,7 +121,11 @@ func (m *Metajob) Run(ctx context.Context) error {
 	}
 	defer runner.close()
 
-	fmt.Fprintf(m.Out, "farm: meta-job %s (run %d) on %s starting at %s\n", self.ID, run, f.Host, time.Now().Format(time.RFC3339))
+	again := ""
+	if self.Restart > 0 {
+		again = fmt.Sprintf(", restarted by the batch system (restart %d)", self.Restart)
+	}
+	fmt.Fprintf(m.Out, "farm: meta-job %s (run %d%s) on %s starting at %s\n", self.ID, run, again, f.Host, time.Now().Format(time.RFC3339))
 	quit := func(msg string) {
 		fmt.Fprintln(m.Out, msg)
 		sw.Quit(msg)

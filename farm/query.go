@@ -238,7 +238,7 @@ func (f *Farm) watchQuery(ctx context.Context, backends Backends, tail *status.T
 		return q, err
 	}
 	since := now.Add(-RateWindow)
-	tc, err := tail.Refresh(func(id string) bool { return infos[id].State.Active() }, float64(since.Unix()))
+	tc, err := tail.Refresh(func(id string) bool { return infos[id].State.runsCases() }, float64(since.Unix()))
 	if err != nil {
 		return q, err
 	}

@@ -38,7 +38,7 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 		maxID = st.MaxID
 	}
 	sum, err := status.Load(f.Path(StatusDir), status.Options{
-		Live:  func(id string) bool { return infos[id].State.Active() },
+		Live:  func(id string) bool { return infos[id].State.runsCases() },
 		MaxID: maxID,
 		Since: since,
 	})

@@ -39,7 +39,7 @@ func sampleSummary(t *testing.T) *status.Summary {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
 	write := func(job string, run int, host string, fn func(w *status.Writer)) {
-		w, err := status.Create(filepath.Join(dir, "status."+job), job, run, host)
+		w, err := status.Create(filepath.Join(dir, "status."+job), job, 0, run, host)
 		if err != nil {
 			t.Fatal(err)
 		}

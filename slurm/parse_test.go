@@ -192,7 +192,7 @@ func TestSelfFromEnvironment(t *testing.T) {
 	ctx := context.Background()
 	calls := filepath.Join(t.TempDir(), "calls")
 	fakeBin(t, map[string]string{"squeue": `echo "$*" >> ` + calls + `; echo 2026-11-22T04:19:16`})
-	for _, k := range []string{"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_END_TIME"} {
+	for _, k := range []string{"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_END_TIME", "SLURM_RESTART_COUNT"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -204,9 +204,15 @@ func TestSelfFromEnvironment(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", "42")
 	t.Setenv("SLURM_JOB_END_TIME", "1800000000")
 	s, err := b.Self(ctx)
-	if err != nil || s.ID != "42" || !s.End.Equal(time.Unix(1800000000, 0)) {
-		t.Errorf("Self = %+v, %v; want job 42 ending at $SLURM_JOB_END_TIME", s, err)
+	if err != nil || s.ID != "42" || !s.End.Equal(time.Unix(1800000000, 0)) || s.Restart != 0 {
+		t.Errorf("Self = %+v, %v; want job 42 ending at $SLURM_JOB_END_TIME, restart 0", s, err)
 	}
+	// Requeued after a node failure: same ID, SLURM_RESTART_COUNT set.
+	t.Setenv("SLURM_RESTART_COUNT", "2")
+	if s, err = b.Self(ctx); err != nil || s.ID != "42" || s.Restart != 2 {
+		t.Errorf("Self of a restarted job = %+v, %v; want job 42, restart 2", s, err)
+	}
+	os.Unsetenv("SLURM_RESTART_COUNT")
 	if _, err := os.Stat(calls); err == nil {
 		t.Errorf("Self asked squeue although SLURM_JOB_END_TIME is set")
 	}
@@ -334,7 +340,7 @@ echo $((100 + n))`})
 	}
 	b, _ := os.ReadFile(log)
 	first, _, _ := strings.Cut(string(b), "\n")
-	want := "--parsable --chdir " + dir + " --export=ALL --job-name farm-x-meta -o " + dir + "/OUTPUT/slurm-%j.out --mem=1G --dependency=afterany:7:8 " + dir + "/job_script.sh | FARM_RUN=1 ARRAY=none"
+	want := "--parsable --chdir " + dir + " --export=ALL --open-mode=append --job-name farm-x-meta -o " + dir + "/OUTPUT/slurm-%j.out --mem=1G --dependency=afterany:7:8 " + dir + "/job_script.sh | FARM_RUN=1 ARRAY=none"
 	if first != want {
 		t.Errorf("sbatch called with\n%s\nwant\n%s", first, want)
 	}

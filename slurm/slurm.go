@@ -233,7 +233,9 @@ func (b *Backend) Submit(ctx context.Context, req farm.SubmitRequest) ([]string,
 	env := submitEnv(req.Env)
 	var ids []string
 	submit := func(output, array string, n, of int) error {
-		args := []string{"--parsable", "--chdir", req.Dir, "--export=ALL"}
+		// --open-mode=append: a job Slurm requeues (its node failed) keeps
+		// the output of its earlier run instead of truncating it.
+		args := []string{"--parsable", "--chdir", req.Dir, "--export=ALL", "--open-mode=append"}
 		if req.Name != "" {
 			args = append(args, "--job-name", req.Name)
 		}
@@ -812,7 +814,7 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([
 
 // Self implements farm.Backend inside a Slurm job. Its ID is
 // "$SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID" in an array task, else
-// $SLURM_JOB_ID. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
+// $SLURM_JOB_ID; its Restart is $SLURM_RESTART_COUNT. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
 // Slurm 23.02 and later) if set, else the job's EndTime from squeue (its
 // start plus its time limit); the zero time if neither tells.
 func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
@@ -821,6 +823,10 @@ func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
 		return farm.Self{}, err
 	}
 	s := farm.Self{ID: id}
+	// Set by Slurm when it restarted (requeued) the job under the same ID.
+	if n, err := strconv.Atoi(strings.TrimSpace(os.Getenv("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
+		s.Restart = n
+	}
 	if v := strings.TrimSpace(os.Getenv("SLURM_JOB_END_TIME")); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
 			s.End = time.Unix(n, 0)

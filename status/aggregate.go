@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -49,12 +48,15 @@ type Case struct {
 
 // Job describes one status file.
 type Job struct {
-	ID    string
-	Run   int
-	Host  string
-	Quit  string // the meta-job's own exit message, if it exited by itself
-	Ended int64  // cases it ended (E and I records)
-	Open  int64  // cases it started and has not ended
+	ID   string
+	Run  int
+	Host string
+	// Restart is the incarnation: 0, or N for the Nth restart of the job
+	// under the same ID (Slurm's requeue after a node failure).
+	Restart int
+	Quit    string // the meta-job's own exit message, if it exited by itself
+	Ended   int64  // cases it ended (E and I records)
+	Open    int64  // cases it started and has not ended
 }
 
 // Summary holds every case's outcome, compactly: parallel slices indexed by
@@ -104,6 +106,10 @@ func (c *Counts) Add(s State) {
 type Options struct {
 	// Live reports whether a meta-job may still be running; its open case is
 	// then "running" rather than "interrupted". Nil means none is live.
+	//
+	// It must be true only for a job that runs now, not one that waits to
+	// (re)start: a pending job runs no case. Of a job restarted under the
+	// same ID, only the newest incarnation's file can hold running cases.
 	Live func(jobID string) bool
 	// MaxID is the largest case ID expected (sizes the tables up front).
 	MaxID int64
@@ -131,11 +137,12 @@ func Load(dir string, opt Options) (*Summary, error) {
 	}
 	var names []string
 	for _, n := range all {
-		if !strings.Contains(filepath.Base(n), ".tmp") {
+		if _, _, ok := ParseFileName(filepath.Base(n)); ok {
 			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
+	latest := latestRestarts(names)
 	s.Jobs = make([]Job, len(names))
 	s.jobRun = make([]int, len(names))
 	if len(names) == 0 {
@@ -160,7 +167,11 @@ func Load(dir string, opt Options) (*Summary, error) {
 		go func() {
 			defer wg.Done()
 			for i := range files {
-				if !parseFile(names[i], i, s.since, now, opt.Live, batches, stop) {
+				live := opt.Live
+				if job, r, _ := ParseFileName(filepath.Base(names[i])); r < latest[job] {
+					live = nil // a restarted job's earlier incarnation: dead
+				}
+				if !parseFile(names[i], i, s.since, now, live, batches, stop) {
 					return
 				}
 			}
@@ -242,7 +253,8 @@ func parseFile(name string, ji int, since, now float64, live func(string) bool, 
 		return fail(err)
 	}
 	defer f.Close()
-	p := fileParser{job: Job{ID: strings.TrimPrefix(filepath.Base(name), "status.")}, since: since}
+	id, restart, _ := ParseFileName(filepath.Base(name))
+	p := fileParser{job: Job{ID: id, Restart: restart}, since: since}
 	p.b = newBatch(ji, 0)
 	r := bufio.NewReaderSize(f, 256<<10)
 	for lineNo := 1; ; lineNo++ {

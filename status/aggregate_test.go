@@ -3,6 +3,7 @@ package status
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 func write(t *testing.T, dir, job string, run int, fn func(w *Writer)) {
 	t.Helper()
-	w, err := Create(filepath.Join(dir, "status."+job), job, run, "node"+job)
+	w, err := Create(filepath.Join(dir, "status."+job), job, 0, run, "node"+job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +91,86 @@ func TestAggregateRejectsDamagedRecord(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "status.1"), []byte("# farm-status v1 job=1 run=1 host=h\nE 5 zero\n"), 0o644)
 	if _, err := Load(dir, Options{}); err == nil {
 		t.Error("a damaged record was accepted")
+	}
+}
+
+func TestFileNames(t *testing.T) {
+	for _, tc := range []struct {
+		job     string
+		restart int
+		name    string
+	}{
+		{"17", 0, "status.17"},
+		{"17", 2, "status.17.r2"},
+		{"123_4", 0, "status.123_4"},
+		{"123_4", 1, "status.123_4.r1"},
+	} {
+		if got := FileName(tc.job, tc.restart); got != tc.name {
+			t.Errorf("FileName(%q, %d) = %q, want %q", tc.job, tc.restart, got, tc.name)
+		}
+		job, r, ok := ParseFileName(tc.name)
+		if !ok || job != tc.job || r != tc.restart {
+			t.Errorf("ParseFileName(%q) = %q, %d, %t", tc.name, job, r, ok)
+		}
+	}
+	for _, bad := range []string{"status.", "status.17.tmp123", "status.17.r0", "status.17.rx", "table.dat", "status.17.tmp"} {
+		if job, r, ok := ParseFileName(bad); ok {
+			t.Errorf("ParseFileName(%q) = %q, %d, true; want not a status file", bad, job, r)
+		}
+	}
+}
+
+// A job that Slurm requeued after its node failed runs again under the same
+// ID: the case its first run left open was interrupted, whether the job now
+// waits to start again (pending: not live) or runs again (live, but in its
+// newer file).
+func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	w, _ := Create(filepath.Join(dir, FileName("6", 0)), "6", 0, 1, "node2")
+	w.Start(1, t0)
+	w.End(1, 0, t0, time.Second)
+	w.Start(2, t0.Add(time.Second)) // node2 lost power here
+	w.Close()
+	// Pending after the requeue: Live is false for a job that runs nothing.
+	sum, err := Load(dir, Options{Live: func(string) bool { return false }, Now: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sum.Get(2); c.State != Interrupted || c.Job != "6" || c.Host != "node2" {
+		t.Errorf("while the job waits to restart, case 2 = %+v; want interrupted on node2", c)
+	}
+	// Restarted on node1: its new case runs, the old one stays interrupted.
+	w, _ = Create(filepath.Join(dir, FileName("6", 1)), "6", 1, 1, "node1")
+	w.Start(3, t0.Add(2*time.Minute))
+	w.Close()
+	b, _ := os.ReadFile(filepath.Join(dir, "status.6.r1"))
+	if want := "# farm-status v1 job=6 run=1 host=node1 restart=1\n"; !strings.HasPrefix(string(b), want) {
+		t.Errorf("header %q, want %q", b, want)
+	}
+	sum, err = Load(dir, Options{Live: func(id string) bool { return id == "6" }, Now: t0.Add(3 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sum.Get(2); c.State != Interrupted {
+		t.Errorf("after the restart, case 2 = %v, want interrupted", c.State)
+	}
+	if c := sum.Get(3); c.State != Running || c.Host != "node1" {
+		t.Errorf("case 3 = %+v, want running on node1", c)
+	}
+	var restarts []int
+	for _, j := range sum.Jobs {
+		restarts = append(restarts, j.Restart)
+	}
+	if diff := cmp.Diff([]int{0, 1}, restarts); diff != "" {
+		t.Errorf("jobs' restarts (-want +got):\n%s", diff)
+	}
+	// The tail of query --watch agrees.
+	tc, err := NewTail(dir).Refresh(func(id string) bool { return id == "6" }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Counts{Succeeded: 1, Interrupted: 1, Running: 1}, *tc.Runs[1]); diff != "" {
+		t.Errorf("tail counts (-want +got):\n%s", diff)
 	}
 }

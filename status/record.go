@@ -12,14 +12,66 @@
 //
 // A case with an S line and no E or I line in the same file was cut short
 // when its meta-job died, unless that meta-job is still running it.
+//
+// A batch system may restart a job under the same ID after its node failed
+// (Slurm's requeue). Each incarnation of a job writes a file of its own —
+// status.$JOBID for the first, status.$JOBID.r$N for restart N, with
+// restart=N in the header — so that an old incarnation still running on a
+// node cut off from the batch system never appends to the file of the new
+// one, and so that the open case of a dead incarnation is known to be
+// interrupted even while the job itself runs again.
 package status
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
+
+// FileName is the name of the status file of incarnation restart (0 for the
+// first) of job jobID.
+func FileName(jobID string, restart int) string {
+	if restart <= 0 {
+		return "status." + jobID
+	}
+	return "status." + jobID + ".r" + strconv.Itoa(restart)
+}
+
+// ParseFileName reads a name made by FileName (a base name, without the
+// directory). ok is false for any other name, such as a temporary file.
+func ParseFileName(name string) (jobID string, restart int, ok bool) {
+	rest, ok := strings.CutPrefix(name, "status.")
+	if !ok || rest == "" || strings.Contains(rest, ".tmp") {
+		return "", 0, false
+	}
+	job, r, found := strings.Cut(rest, ".r")
+	if !found {
+		return rest, 0, true
+	}
+	n, err := strconv.Atoi(r)
+	if err != nil || n < 1 || job == "" {
+		return "", 0, false
+	}
+	return job, n, true
+}
+
+// latestRestarts maps each job ID among the status file names to its newest
+// incarnation: only that one can be running.
+func latestRestarts(names []string) map[string]int {
+	m := map[string]int{}
+	for _, n := range names {
+		j := n
+		if i := strings.LastIndexByte(n, '/'); i >= 0 {
+			j = n[i+1:]
+		}
+		if job, r, ok := ParseFileName(j); ok && r >= m[job] {
+			m[job] = r
+		}
+	}
+	return m
+}
 
 // Writer appends records to one meta-job's status file.
 type Writer struct {
@@ -28,8 +80,9 @@ type Writer struct {
 	buf  []byte
 }
 
-// Create opens (appending) the status file at path for job jobID of run run.
-func Create(path, jobID string, run int, host string) (*Writer, error) {
+// Create opens (appending) the status file at path for job jobID of run
+// run, incarnation restart (0 for the first; see FileName).
+func Create(path, jobID string, restart, run int, host string) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -37,7 +90,11 @@ func Create(path, jobID string, run int, host string) (*Writer, error) {
 	w := &Writer{f: f, host: host}
 	st, err := f.Stat()
 	if err == nil && st.Size() == 0 {
-		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s\n", jobID, run, host)
+		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
+		if restart > 0 {
+			w.buf = fmt.Appendf(w.buf, " restart=%d", restart)
+		}
+		w.buf = append(w.buf, '\n')
 		if _, err := f.Write(w.buf); err != nil {
 			f.Close()
 			return nil, err

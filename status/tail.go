@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // Tail follows the status files of a farm, reading only what was appended
@@ -24,11 +23,12 @@ type Tail struct {
 }
 
 type tailFile struct {
-	off  int64
-	job  string
-	run  int
-	open int64
-	c    Counts // ended attempts: Succeeded, Failed, Interrupted
+	off     int64
+	job     string
+	restart int
+	run     int
+	open    int64
+	c       Counts // ended attempts: Succeeded, Failed, Interrupted
 }
 
 // TailCounts are the counts Refresh returns.
@@ -48,7 +48,7 @@ type TailCounts struct {
 func NewTail(dir string) *Tail { return &Tail{Dir: dir, files: map[string]*tailFile{}} }
 
 // Refresh reads what was appended to the status files and returns the
-// counts. live tells which meta-jobs still run; since starts the window of
+// counts. live tells which meta-jobs run now (as Options.Live); since starts the window of
 // TailCounts.Recent (Unix seconds).
 func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, error) {
 	names, err := filepath.Glob(filepath.Join(t.Dir, "status.*"))
@@ -56,18 +56,20 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		return TailCounts{}, err
 	}
 	for _, name := range names {
-		if strings.Contains(filepath.Base(name), ".tmp") {
+		job, restart, ok := ParseFileName(filepath.Base(name))
+		if !ok {
 			continue
 		}
 		tf := t.files[name]
 		if tf == nil {
-			tf = &tailFile{job: strings.TrimPrefix(filepath.Base(name), "status.")}
+			tf = &tailFile{job: job, restart: restart}
 			t.files[name] = tf
 		}
 		if err := t.read(name, tf); err != nil {
 			return TailCounts{}, err
 		}
 	}
+	latest := latestRestarts(names)
 	out := TailCounts{Runs: map[int]*Counts{}}
 	for _, tf := range t.files {
 		c := out.Runs[tf.run]
@@ -78,7 +80,7 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		c.Succeeded += tf.c.Succeeded
 		c.Failed += tf.c.Failed
 		c.Interrupted += tf.c.Interrupted
-		if live != nil && live(tf.job) {
+		if live != nil && tf.restart >= latest[tf.job] && live(tf.job) {
 			c.Running += tf.open
 		} else {
 			c.Interrupted += tf.open
