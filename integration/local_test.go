@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
 )
 
 func TestMain(m *testing.M) {
@@ -17,9 +19,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("FARM_LOCAL_SLOTS", "8")
 	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
 	code := m.Run()
-	if farmBin != "" {
-		os.RemoveAll(filepath.Dir(farmBin))
-	}
+	harness.Cleanup()
 	os.Exit(code)
 }
 
@@ -34,12 +34,12 @@ func TestLocalTenThousandCasesRunExactlyOnce(t *testing.T) {
 	}
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= n; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 || rec.endStatus[id] != 0 {
-			t.Fatalf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.starts[id], rec.ends[id], rec.endStatus[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			t.Fatalf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
 		}
 	}
-	if len(rec.starts) != n {
-		t.Errorf("%d distinct cases started, want %d", len(rec.starts), n)
+	if len(rec.Starts) != n {
+		t.Errorf("%d distinct cases started, want %d", len(rec.Starts), n)
 	}
 	st := statusJSON(t, dir)
 	if len(st) != n {
@@ -62,8 +62,8 @@ func TestLocalFailedCaseStatusAndWaitExit(t *testing.T) {
 	dir := newFarm(t, []string{"true", "exit 3", "echo hello"}, "0-00:10")
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	if r.code != 1 {
-		t.Errorf("wait exit %d, want 1 when a case failed (out %q)", r.code, r.out)
+	if r.Code != 1 {
+		t.Errorf("wait exit %d, want 1 when a case failed (out %q)", r.Code, r.Out)
 	}
 	st := statusJSON(t, dir)
 	if got := st[2]; got.State != "failed" || got.Status != 3 {
@@ -131,13 +131,13 @@ func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
 	}
 	for id := int64(1); id <= 80; id++ {
 		if id == 10 {
-			if rec.starts[id] != 1 || rec.ends[id] != 0 {
-				t.Errorf("case 10: %d starts %d ends", rec.starts[id], rec.ends[id])
+			if rec.Starts[id] != 1 || rec.Ends[id] != 0 {
+				t.Errorf("case 10: %d starts %d ends", rec.Starts[id], rec.Ends[id])
 			}
 			continue
 		}
-		if rec.starts[id] != 1 || rec.ends[id] != 1 || st[id].State != "succeeded" {
-			t.Errorf("case %d: %d starts, %d ends, %+v; want exactly one successful run", id, rec.starts[id], rec.ends[id], st[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || st[id].State != "succeeded" {
+			t.Errorf("case %d: %d starts, %d ends, %+v; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], st[id])
 		}
 	}
 	list := mustFarm(t, dir, "list")
@@ -149,8 +149,8 @@ func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
 func mustFarmCode(t *testing.T, dir string, code int, args ...string) result {
 	t.Helper()
 	r := farmIn(t, dir, nil, args...)
-	if r.code != code {
-		t.Fatalf("farm %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, code, r.out, r.err)
+	if r.Code != code {
+		t.Fatalf("farm %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, code, r.Out, r.Err)
 	}
 	return r
 }
@@ -181,8 +181,8 @@ func TestLocalEnvironmentReachesCases(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
 	r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "local")
-	if r.code != 0 {
-		t.Fatal(r.err)
+	if r.Code != 0 {
+		t.Fatal(r.Err)
 	}
 	mustFarm(t, dir, "wait", "--timeout", "1m")
 	for id := 1; id <= 6; id++ {
@@ -229,8 +229,8 @@ func TestLocalFastFailureStopsMetajob(t *testing.T) {
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
-	if len(rec.ends) != 3 {
-		t.Errorf("%d cases ran, want 3 before fast-failure protection", len(rec.ends))
+	if len(rec.Ends) != 3 {
+		t.Errorf("%d cases ran, want 3 before fast-failure protection", len(rec.Ends))
 	}
 	out, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
 	b, _ = os.ReadFile(out[0])
@@ -283,15 +283,15 @@ func TestUserErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := farmIn(t, tc.dir, nil, tc.args...)
-			if r.code != tc.code {
-				t.Errorf("exit %d, want %d (stderr %q)", r.code, tc.code, r.err)
+			if r.Code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", r.Code, tc.code, r.Err)
 			}
-			lines := strings.Split(strings.TrimSpace(r.err), "\n")
-			if !strings.Contains(r.err, tc.msg) || strings.Contains(r.err, "goroutine") {
-				t.Errorf("stderr %q, want it to contain %q", r.err, tc.msg)
+			lines := strings.Split(strings.TrimSpace(r.Err), "\n")
+			if !strings.Contains(r.Err, tc.msg) || strings.Contains(r.Err, "goroutine") {
+				t.Errorf("stderr %q, want it to contain %q", r.Err, tc.msg)
 			}
 			if tc.name != "unknown flag" && len(lines) != 1 {
-				t.Errorf("stderr has %d lines, want one:\n%s", len(lines), r.err)
+				t.Errorf("stderr has %d lines, want one:\n%s", len(lines), r.Err)
 			}
 		})
 	}
@@ -342,10 +342,10 @@ func BenchmarkThroughput(b *testing.B) {
 		mustFarm(b, dir, "submit", "2", "--backend", "local")
 		mustFarm(b, dir, "wait", "--timeout", "5m")
 		rec := readRecords(b, dir)
-		if len(rec.ends) != n {
-			b.Fatalf("%d cases ended, want %d", len(rec.ends), n)
+		if len(rec.Ends) != n {
+			b.Fatalf("%d cases ended, want %d", len(rec.Ends), n)
 		}
-		b.ReportMetric(float64(n)/(rec.last-rec.first), "cases/s")
+		b.ReportMetric(float64(n)/(rec.Last-rec.First), "cases/s")
 	}
 }
 
@@ -360,8 +360,8 @@ func TestLocalLateMetajobsJoinTheActiveRun(t *testing.T) {
 	mustFarm(t, dir, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= 30; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 {
-			t.Errorf("case %d: %d starts %d ends", id, rec.starts[id], rec.ends[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {
+			t.Errorf("case %d: %d starts %d ends", id, rec.Starts[id], rec.Ends[id])
 		}
 	}
 	jobs := map[string]bool{}
@@ -373,7 +373,7 @@ func TestLocalLateMetajobsJoinTheActiveRun(t *testing.T) {
 	}
 	// Once the run is over, submit refuses and points to resubmit.
 	r := farmIn(t, dir, nil, "submit", "2", "--backend", "local")
-	if r.code != 1 || !strings.Contains(r.err, "already submitted") || !strings.Contains(r.err, "farm resubmit") {
-		t.Errorf("submit after the run: exit %d %q", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "already submitted") || !strings.Contains(r.Err, "farm resubmit") {
+		t.Errorf("submit after the run: exit %d %q", r.Code, r.Err)
 	}
 }

@@ -15,8 +15,8 @@ func TestLocalQueryListKillPruneJSON(t *testing.T) {
 	dir := newFarm(t, repeat("sleep 30", 6), "0-00:10")
 	// Two meta-jobs can run; the third stays pending: all slots taken.
 	r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=2"}, "submit", "3", "--backend", "local")
-	if r.code != 0 {
-		t.Fatal(r.err)
+	if r.Code != 0 {
+		t.Fatal(r.Err)
 	}
 	waitFor(t, 20*time.Second, "two cases running", func() bool {
 		var q struct {
@@ -48,8 +48,8 @@ func TestLocalQueryListKillPruneJSON(t *testing.T) {
 	if !strings.Contains(out, "Cancelled 1 job(s)") {
 		t.Errorf("prune said %q", out)
 	}
-	if r := farmIn(t, dir, nil, "clean", "--yes"); r.code != 1 || !strings.Contains(r.err, "pending or running") {
-		t.Errorf("clean while running: exit %d %q", r.code, r.err)
+	if r := farmIn(t, dir, nil, "clean", "--yes"); r.Code != 1 || !strings.Contains(r.Err, "pending or running") {
+		t.Errorf("clean while running: exit %d %q", r.Code, r.Err)
 	}
 	out = mustFarm(t, dir, "kill")
 	if !strings.Contains(out, "Cancelled 2 job(s)") {
@@ -123,7 +123,7 @@ func TestLocalCleanKeepsUserFilesByteIdentical(t *testing.T) {
 
 func TestCompletionCandidates(t *testing.T) {
 	t.Parallel()
-	out := farmIn(t, t.TempDir(), nil, "--generate-bash-completion").out
+	out := farmIn(t, t.TempDir(), nil, "--generate-bash-completion").Out
 	for _, cmd := range []string{"init", "submit", "resubmit", "wait", "Status", "query", "list", "kill", "prune", "clean", "completion"} {
 		if !strings.Contains(out, cmd+"\n") {
 			t.Errorf("completion candidates lack %q:\n%s", cmd, out)

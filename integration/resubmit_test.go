@@ -36,9 +36,9 @@ func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
 		t.Errorf("table.dat_ = %q, want %q", retry, want)
 	}
 	// Refused while the run's jobs may still be active.
-	if r := farmIn(t, dir, nil, "resubmit", "2"); r.code == 0 && !strings.Contains(r.out, "nothing to resubmit") {
+	if r := farmIn(t, dir, nil, "resubmit", "2"); r.Code == 0 && !strings.Contains(r.Out, "nothing to resubmit") {
 		// The run may already have ended on a fast machine; then nothing is left.
-		t.Errorf("second resubmit while run 2 active: exit %d, %q %q", r.code, r.out, r.err)
+		t.Errorf("second resubmit while run 2 active: exit %d, %q %q", r.Code, r.Out, r.Err)
 	}
 	mustFarm(t, dir, "wait", "--timeout", "1m")
 
@@ -48,8 +48,8 @@ func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
 		if failing[id] {
 			wantRuns = 2
 		}
-		if rec.starts[id] != wantRuns {
-			t.Errorf("case %d ran %d times, want %d", id, rec.starts[id], wantRuns)
+		if rec.Starts[id] != wantRuns {
+			t.Errorf("case %d ran %d times, want %d", id, rec.Starts[id], wantRuns)
 		}
 	}
 	for id, r := range statusJSON(t, dir) {
@@ -58,8 +58,8 @@ func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
 		}
 	}
 	r := farmIn(t, dir, nil, "resubmit", "2")
-	if r.code != 0 || strings.TrimSpace(r.out) != "No failed/unfinished jobs; nothing to resubmit" {
-		t.Errorf("resubmit of a finished farm: exit %d, %q", r.code, r.out)
+	if r.Code != 0 || strings.TrimSpace(r.Out) != "No failed/unfinished jobs; nothing to resubmit" {
+		t.Errorf("resubmit of a finished farm: exit %d, %q", r.Code, r.Out)
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
 	if !strings.Contains(string(log), "resubmit: run 2") {
@@ -72,8 +72,8 @@ func TestLocalResubmitRefusedWhileJobsRun(t *testing.T) {
 	dir := newFarm(t, []string{"sleep 30", "true"}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "resubmit", "1")
-	if r.code != 1 || !strings.Contains(r.err, "Jobs are still running/queued; cannot resubmit") {
-		t.Errorf("resubmit while running: exit %d, %q", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "Jobs are still running/queued; cannot resubmit") {
+		t.Errorf("resubmit while running: exit %d, %q", r.Code, r.Err)
 	}
 	mustFarm(t, dir, "kill")
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
@@ -111,8 +111,8 @@ func TestLocalAutoCompletesTooBigFarmThenRunsFinalOnce(t *testing.T) {
 	}
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= 40; id++ {
-		if rec.ends[id] != 1 || rec.endStatus[id] != 0 {
-			t.Errorf("case %d: %d ends, status %d", id, rec.ends[id], rec.endStatus[id])
+		if rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			t.Errorf("case %d: %d ends, status %d", id, rec.Ends[id], rec.EndStatus[id])
 		}
 	}
 	list := mustFarm(t, dir, "list")
@@ -162,8 +162,8 @@ func TestLocalRuntimeAwareExitAvoidsInterruptedCases(t *testing.T) {
 	// wave dt_cutoff is ~20 s, so no meta-job starts a third case at ~40 s.
 	dir := newFarm(t, repeat("sleep 20", 24), "1")
 	// All 8 must start at once, whatever other tests hold: plenty of slots.
-	if r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=64"}, "submit", "8", "--backend", "local"); r.code != 0 {
-		t.Fatal(r.err)
+	if r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=64"}, "submit", "8", "--backend", "local"); r.Code != 0 {
+		t.Fatal(r.Err)
 	}
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
 	st := statusJSON(t, dir)
@@ -195,20 +195,20 @@ func TestLocalJobFeaturesShutdownStopsClaiming(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	os.WriteFile(filepath.Join(jf, "shutdowntime_job"), []byte(strconv.FormatInt(deadline.Unix(), 10)+"\n"), 0o644)
 	r := farmIn(t, dir, []string{"JOBFEATURES=" + jf}, "submit", "1", "--backend", "local")
-	if r.code != 0 {
-		t.Fatal(r.err)
+	if r.Code != 0 {
+		t.Fatal(r.Err)
 	}
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
-	if rec.last > float64(deadline.Unix())+2 { // a case may start just before it, under load
-		t.Errorf("a case ran until %.1f, after the shutdown time %d", rec.last, deadline.Unix())
+	if rec.Last > float64(deadline.Unix())+2 { // a case may start just before it, under load
+		t.Errorf("a case ran until %.1f, after the shutdown time %d", rec.Last, deadline.Unix())
 	}
 	for id, r := range statusJSON(t, dir) {
 		if r.State != "succeeded" {
 			t.Errorf("case %d: %+v", id, r)
 		}
 	}
-	if n := len(rec.ends); n < 5 || n > 10 {
+	if n := len(rec.Ends); n < 5 || n > 10 {
 		t.Errorf("%d cases ran before the 10 s shutdown, want 5..10", n)
 	}
 	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
@@ -225,12 +225,12 @@ func TestLocalNJobsMaxCapsSubmission(t *testing.T) {
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(b), "NJOBS_MAX=0", "NJOBS_MAX=3", 1)), 0o644)
 	r := farmIn(t, dir, nil, "submit", "4", "--backend", "local")
-	if r.code != 1 || !strings.Contains(r.err, "NJOBS_MAX=3") || !strings.Contains(r.err, "may submit at most 3 more") {
-		t.Errorf("submit 4 with NJOBS_MAX=3: exit %d, %q", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "NJOBS_MAX=3") || !strings.Contains(r.Err, "may submit at most 3 more") {
+		t.Errorf("submit 4 with NJOBS_MAX=3: exit %d, %q", r.Code, r.Err)
 	}
 	r = farmIn(t, dir, nil, "submit", "3", "-auto", "--backend", "local")
-	if r.code != 1 || !strings.Contains(r.err, "may submit at most 2 more") {
-		t.Errorf("submit 3 -auto with NJOBS_MAX=3: exit %d, %q", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "may submit at most 2 more") {
+		t.Errorf("submit 3 -auto with NJOBS_MAX=3: exit %d, %q", r.Code, r.Err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "MISC", "jobs")); !os.IsNotExist(err) {
 		t.Errorf("jobs were recorded by a refused submit")

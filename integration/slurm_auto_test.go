@@ -33,8 +33,8 @@ func TestSlurmAutoEarlyExitAndFinal(t *testing.T) {
 	}
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= 24; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 {
-			t.Errorf("case %d: %d starts, %d ends, want 1 and 1", id, rec.starts[id], rec.ends[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {
+			t.Errorf("case %d: %d starts, %d ends, want 1 and 1", id, rec.Starts[id], rec.Ends[id])
 		}
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))

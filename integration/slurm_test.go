@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/integration/harness"
 	"github.com/farm-hpc/farm/slurm"
 )
 
@@ -54,23 +54,9 @@ func slurmFarm(t *testing.T, table []string, limit string) string {
 	t.Helper()
 	dir := newFarm(t, table, limit)
 	t.Cleanup(func() {
-		ids := farmJobIDs(dir)
+		ids := harness.JobIDs(dir)
 		if t.Failed() {
-			t.Logf("diagnostics: jobs of the farm: %v", ids)
-			if len(ids) > 0 {
-				out, _ := exec.Command("squeue", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i %j %T %r %S %e %L").CombinedOutput()
-				t.Logf("diagnostics: squeue:\n%s", out)
-			}
-			for _, pat := range []string{"OUTPUT/*.out", "farm.log", "STATUSES/status.*"} {
-				files, _ := filepath.Glob(filepath.Join(dir, pat))
-				for _, f := range files {
-					b, _ := os.ReadFile(f)
-					if len(b) > 4000 {
-						b = append([]byte("...\n"), b[len(b)-4000:]...)
-					}
-					t.Logf("diagnostics: %s:\n%s", strings.TrimPrefix(f, dir+"/"), b)
-				}
-			}
+			harness.Diagnose(t, dir)
 		}
 		if len(ids) > 0 {
 			exec.Command("scancel", ids...).Run()
@@ -79,36 +65,12 @@ func slurmFarm(t *testing.T, table []string, limit string) string {
 	return dir
 }
 
-// farmJobIDs reads the job IDs of MISC/jobs.
-func farmJobIDs(dir string) []string {
-	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "jobs"))
-	var ids []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 4 {
-			ids = append(ids, f[3])
-		}
-	}
-	return ids
-}
+var (
+	farmJobIDs = harness.JobIDs
+	listJSON   = harness.ListJSON
+)
 
-// listRow mirrors farm list --json.
-type listRow struct {
-	ID      string `json:"id"`
-	Run     int    `json:"run"`
-	Kind    string `json:"kind"`
-	Backend string `json:"backend"`
-	State   string `json:"state"`
-}
-
-func listJSON(t *testing.T, dir string) []listRow {
-	t.Helper()
-	var rows []listRow
-	out := mustFarm(t, dir, "list", "--json")
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("farm list --json: %v\n%s", err, out)
-	}
-	return rows
-}
+type listRow = harness.ListRow
 
 func states(rows []listRow) map[string]string {
 	m := map[string]string{}
@@ -203,8 +165,8 @@ func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
 	}
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= n; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 || rec.endStatus[id] != 0 {
-			t.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.starts[id], rec.ends[id], rec.endStatus[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			t.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
 		}
 	}
 	var listed []string
@@ -260,8 +222,8 @@ func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
 	rec := readRecords(t, dir)
 	st := statusJSON(t, dir)
 	for id := int64(1); id <= n; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 || st[id].State != "succeeded" || !strings.HasPrefix(st[id].Job, array+"_") {
-			t.Errorf("case %d: %d starts, %d ends, %+v", id, rec.starts[id], rec.ends[id], st[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || st[id].State != "succeeded" || !strings.HasPrefix(st[id].Job, array+"_") {
+			t.Errorf("case %d: %d starts, %d ends, %+v", id, rec.Starts[id], rec.Ends[id], st[id])
 		}
 	}
 }
@@ -274,7 +236,7 @@ func TestSlurmKillLeavesNoJob(t *testing.T) {
 	t.Parallel()
 	dir := slurmFarm(t, repeat("sleep 300", 4), "0-00:10")
 	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
-	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).starts) == 2 })
+	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).Starts) == 2 })
 	// One more meta-job, held pending for an hour.
 	mustFarm(t, dir, "submit", "1", "--backend", "slurm", "--begin=now+1hour")
 	ids := farmJobIDs(dir)
@@ -316,7 +278,7 @@ func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
 	release := filepath.Join(t.TempDir(), "release")
 	dir := slurmFarm(t, repeat(fmt.Sprintf("for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done", release), 6), "0-00:10")
 	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
-	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).starts) == 2 })
+	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).Starts) == 2 })
 	out := mustFarm(t, dir, "submit", "2", "--backend", "slurm", "--begin=now+1hour")
 	if !strings.Contains(out, "Run 1 is active: adding jobs to it") {
 		t.Errorf("second submit said %q", out)
@@ -352,8 +314,8 @@ func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
 	rec := readRecords(t, dir)
 	st := statusJSON(t, dir)
 	for id := int64(1); id <= 6; id++ {
-		if rec.starts[id] != 1 || rec.ends[id] != 1 || !slices.Contains(running, st[id].Job) {
-			t.Errorf("case %d: %d starts, %d ends, %+v; want one run by a job that was running", id, rec.starts[id], rec.ends[id], st[id])
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || !slices.Contains(running, st[id].Job) {
+			t.Errorf("case %d: %d starts, %d ends, %+v; want one run by a job that was running", id, rec.Starts[id], rec.Ends[id], st[id])
 		}
 	}
 	s = states(listJSON(t, dir))
@@ -386,11 +348,11 @@ func TestSlurmTimeLimitInterruptsCase(t *testing.T) {
 		t.Errorf("case 3 = %+v (its job %s); want interrupted in a TIMEOUT job", r, s[r.Job])
 	}
 	for id := int64(1); id <= n; id++ {
-		if rec.starts[id] != 1 {
-			t.Errorf("case %d started %d times, want once", id, rec.starts[id])
+		if rec.Starts[id] != 1 {
+			t.Errorf("case %d started %d times, want once", id, rec.Starts[id])
 		}
-		if id != 3 && (rec.ends[id] != 1 || st[id].State != "succeeded") {
-			t.Errorf("case %d: %d ends, %+v; want one successful run", id, rec.ends[id], st[id])
+		if id != 3 && (rec.Ends[id] != 1 || st[id].State != "succeeded") {
+			t.Errorf("case %d: %d ends, %+v; want one successful run", id, rec.Ends[id], st[id])
 		}
 	}
 	var timeouts int
@@ -410,8 +372,8 @@ func TestSlurmEnvironmentReachesCases(t *testing.T) {
 	needSlurm(t)
 	t.Parallel()
 	dir := slurmFarm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
-	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "slurm"); r.code != 0 {
-		t.Fatalf("submit: exit %d: %s", r.code, r.err)
+	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "slurm"); r.Code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
 	}
 	mustFarm(t, dir, "wait", "--timeout", "2m")
 	ids := farmJobIDs(dir)

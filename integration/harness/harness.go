@@ -1,0 +1,286 @@
+// Package harness drives the built farm binary the way a user does, for the
+// end-to-end tests in integration/ and integration/rigtest/: it builds the
+// binary once per test binary, makes farms, runs farm commands and reads
+// their JSON output and status records.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	farmBin   string
+	buildErr  error
+)
+
+// Bin builds the farm binary once per test binary and returns its path.
+func Bin(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "farm-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		farmBin = filepath.Join(dir, "farm")
+		cmd := exec.Command("go", "build", "-o", farmBin, "./cmd/farm")
+		cmd.Dir = Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return farmBin
+}
+
+// Cleanup removes the binary Bin built; call it from TestMain after m.Run.
+func Cleanup() {
+	if farmBin != "" {
+		os.RemoveAll(filepath.Dir(farmBin))
+	}
+}
+
+// Root is the repository's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// Result is one run of the farm binary.
+type Result struct {
+	Out, Err string
+	Code     int
+}
+
+// Run runs farm with args in dir, with extra environment.
+func Run(t testing.TB, dir string, env []string, args ...string) Result {
+	t.Helper()
+	cmd := exec.Command(Bin(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("farm %v: %v", args, err)
+	}
+	return Result{stdout.String(), stderr.String(), code}
+}
+
+// Must runs farm and fails the test on a non-zero exit.
+func Must(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	r := Run(t, dir, nil, args...)
+	if r.Code != 0 {
+		t.Fatalf("farm %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Out, r.Err)
+	}
+	return r.Out
+}
+
+// NewFarm makes a farm in a new temporary directory, with the given table
+// and job time limit.
+func NewFarm(t testing.TB, table []string, limit string) string {
+	t.Helper()
+	return NewFarmAt(t, filepath.Join(t.TempDir(), "farm"), table, limit)
+}
+
+// NewFarmAt makes the farm dir (whose parent must exist) with the given
+// table and job time limit.
+func NewFarmAt(t testing.TB, dir string, table []string, limit string) string {
+	t.Helper()
+	Must(t, filepath.Dir(dir), "init", dir)
+	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte(strings.Join(table, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	SetLimit(t, dir, limit)
+	return dir
+}
+
+// SetLimit sets the run-time (#SBATCH -t) of the farm's job_script.sh.
+func SetLimit(t testing.TB, dir, limit string) {
+	t.Helper()
+	p := filepath.Join(dir, "job_script.sh")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "#SBATCH -t ") {
+			l = "#SBATCH -t " + limit
+		}
+		out = append(out, l)
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Repeat returns n copies of line.
+func Repeat(line string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = line
+	}
+	return out
+}
+
+// StatusRow mirrors farm Status --json.
+type StatusRow struct {
+	ID      int64   `json:"id"`
+	State   string  `json:"state"`
+	Status  int     `json:"status"`
+	Seconds float64 `json:"seconds"`
+	Job     string  `json:"job"`
+	Host    string  `json:"host"`
+}
+
+// StatusJSON runs farm Status --json and returns its rows by case ID; a
+// case listed twice fails the test.
+func StatusJSON(t testing.TB, dir string) map[int64]StatusRow {
+	t.Helper()
+	var rows []StatusRow
+	if err := json.Unmarshal([]byte(Must(t, dir, "Status", "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	m := map[int64]StatusRow{}
+	for _, r := range rows {
+		if _, dup := m[r.ID]; dup {
+			t.Errorf("case %d listed twice", r.ID)
+		}
+		m[r.ID] = r
+	}
+	return m
+}
+
+// Records counts, per case ID, the S and E/I records of every status file.
+type Records struct {
+	Starts, Ends map[int64]int
+	EndStatus    map[int64]int
+	First, Last  float64 // earliest start and latest end, Unix seconds
+}
+
+// ReadRecords reads every STATUSES/status.* file of the farm in dir.
+func ReadRecords(t testing.TB, dir string) Records {
+	t.Helper()
+	r := Records{Starts: map[int64]int{}, Ends: map[int64]int{}, EndStatus: map[int64]int{}}
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			var kind string
+			var id int64
+			var a int
+			var start, secs float64
+			line := sc.Text()
+			if line == "" || line[0] == '#' || line[0] == 'Q' {
+				continue
+			}
+			switch line[0] {
+			case 'S':
+				fmt.Sscan(line, &kind, &id, &start)
+				r.Starts[id]++
+				if r.First == 0 || start < r.First {
+					r.First = start
+				}
+			case 'E', 'I':
+				fmt.Sscan(line, &kind, &id, &a, &start, &secs)
+				r.Ends[id]++
+				r.EndStatus[id] = a
+				if start+secs > r.Last {
+					r.Last = start + secs
+				}
+			}
+		}
+		fh.Close()
+	}
+	return r
+}
+
+// WaitFor polls cond until it holds or d passes.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// JobIDs reads the job IDs the farm in dir recorded in MISC/jobs.
+func JobIDs(dir string) []string {
+	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "jobs"))
+	var ids []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 4 {
+			ids = append(ids, f[3])
+		}
+	}
+	return ids
+}
+
+// ListRow mirrors farm list --json.
+type ListRow struct {
+	ID      string `json:"id"`
+	Run     int    `json:"run"`
+	Kind    string `json:"kind"`
+	Backend string `json:"backend"`
+	State   string `json:"state"`
+}
+
+// ListJSON runs farm list --json.
+func ListJSON(t testing.TB, dir string) []ListRow {
+	t.Helper()
+	var rows []ListRow
+	out := Must(t, dir, "list", "--json")
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("farm list --json: %v\n%s", err, out)
+	}
+	return rows
+}
+
+// Diagnose logs what Slurm says of the farm's jobs, the tails of their
+// output files, the farm's log and its status files: call it when a test
+// of the farm in dir failed.
+func Diagnose(t testing.TB, dir string) {
+	t.Helper()
+	ids := JobIDs(dir)
+	t.Logf("diagnostics: jobs of the farm: %v", ids)
+	if len(ids) > 0 {
+		out, _ := exec.Command("squeue", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%i %j %T %r %N %S %e %L").CombinedOutput()
+		t.Logf("diagnostics: squeue:\n%s", out)
+	}
+	for _, pat := range []string{"OUTPUT/*.out", "farm.log", "STATUSES/status.*"} {
+		files, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if len(b) > 4000 {
+				b = append([]byte("...\n"), b[len(b)-4000:]...)
+			}
+			t.Logf("diagnostics: %s:\n%s", strings.TrimPrefix(f, dir+"/"), b)
+		}
+	}
+}
