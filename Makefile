@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/farm
 DEMO    := demo
 
-.PHONY: all build test unit demo bench clean fmt vet
+.PHONY: all build test unit demo bench bench-cluster clean fmt vet
 
 all: build
 
@@ -11,11 +11,13 @@ build:
 	$(GO) build -o $(BIN) ./cmd/farm
 
 # All tests: unit tests, end-to-end tests of the built binary on the local
-# backend, and (started here when possible) against a real single-node Slurm.
+# backend, and (started here when possible) against a real single-node Slurm
+# and on the cluster rig (integration/CLUSTER.md). -p 4: the rig's tests,
+# the longest, start at once beside the others.
 test: build
-	./integration/run-tests $(GO) test -count=1 -timeout 14m ./...
+	./integration/run-tests $(GO) test -count=1 -p 4 -timeout 18m ./...
 
-# Unit and local-backend tests only; no Slurm is started.
+# Unit and local-backend tests only; no Slurm and no rig is started.
 unit: build
 	$(GO) test -count=1 -timeout 10m ./...
 
@@ -32,6 +34,12 @@ demo: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./casetable/
 	$(GO) test -run '^$$' -bench 'Throughput|Status10M' -benchtime 1x ./integration/
+
+# Claims per second on the cluster rig (integration/CLUSTER.md), which it
+# brings up (as root) and takes down: 4, 8 and 16 meta-jobs over 4 nodes, on
+# local ext4 and on GlusterFS with and without added latency.
+bench-cluster: build
+	FARM_SLURM_UP=0 ./integration/run-tests $(GO) test -run '^$$' -bench Rig -benchtime 1x -timeout 60m ./integration/rigtest/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

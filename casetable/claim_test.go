@@ -86,7 +86,12 @@ func testHost() string {
 // newFarm makes a farm dir with a numbered table of n cases and run 1 set up.
 func newFarm(t testing.TB, n int) (dir string) {
 	t.Helper()
-	dir = t.TempDir()
+	return newFarmAt(t, t.TempDir(), n)
+}
+
+// newFarmAt makes the farm of newFarm in the existing directory dir.
+func newFarmAt(t testing.TB, dir string, n int) string {
+	t.Helper()
 	os.Mkdir(filepath.Join(dir, "MISC"), 0o755)
 	fh, err := os.Create(filepath.Join(dir, "table.dat"))
 	if err != nil {

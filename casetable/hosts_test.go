@@ -38,11 +38,30 @@ func onHost(host, script string, env ...string) *exec.Cmd {
 
 func TestClaimAcrossSimulatedHosts(t *testing.T) {
 	needNamespaces(t)
-	const n, hosts, perHost = 4000, 3, 3
+	const n = 4000
 	dir := newFarm(t, n)
+	busy := claimOnHosts(t, dir, n, 3, 3, func(h int, script string, env ...string) *exec.Cmd {
+		return onHost(fmt.Sprintf("node%d", h), script, env...)
+	})
+	if busy < 2 {
+		t.Errorf("only %d simulated hosts claimed anything", busy)
+	}
+	// Every host left its own per-host lock file; none is held now.
+	locks, _ := filepath.Glob(filepath.Join(dir, "MISC", "lock"))
+	if len(locks) != 0 {
+		t.Errorf("the farm lock is still held: %v", locks)
+	}
+}
+
+// claimOnHosts runs perHost claimer processes on each of hosts hosts (host
+// h's through on(h, script, env...), h from 1) until the n cases of the farm
+// in dir are claimed, checks that each was claimed exactly once, and returns
+// how many hosts claimed anything.
+func claimOnHosts(t *testing.T, dir string, n, hosts, perHost int, on func(h int, script string, env ...string) *exec.Cmd) int {
+	t.Helper()
 	var cmds []*exec.Cmd
 	var outs []string
-	for h := 0; h < hosts; h++ {
+	for h := 1; h <= hosts; h++ {
 		var script []string
 		for p := 0; p < perHost; p++ {
 			out := fmt.Sprintf("%s/out.%d.%d", dir, h, p)
@@ -50,23 +69,16 @@ func TestClaimAcrossSimulatedHosts(t *testing.T) {
 			script = append(script, fmt.Sprintf("OUT=%s %s -test.run=^$ &", out, os.Args[0]))
 		}
 		script = append(script, "wait")
-		cmds = append(cmds, onHost(fmt.Sprintf("node%d", h), strings.Join(script, " "), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST="))
+		cmds = append(cmds, on(h, strings.Join(script, " "), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST="))
 	}
 	runAll(t, cmds)
-	hostsBusy := map[int]bool{}
+	busy := map[int]bool{}
 	for i, b := range checkClaimedOnce(t, n, outs) {
 		if b {
-			hostsBusy[i/perHost] = true
+			busy[i/perHost] = true
 		}
 	}
-	if len(hostsBusy) < 2 {
-		t.Errorf("only %d simulated hosts claimed anything", len(hostsBusy))
-	}
-	// Every host left its own per-host lock file; none is held now.
-	locks, _ := filepath.Glob(filepath.Join(dir, "MISC", "lock"))
-	if len(locks) != 0 {
-		t.Errorf("the farm lock is still held: %v", locks)
-	}
+	return len(busy)
 }
 
 func TestLockOfKilledHolderOnAnotherHostWaitsForAge(t *testing.T) {

@@ -1,0 +1,311 @@
+package rigtest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// Node-loss tests, on the 2 nodes of partition spare (the other tests use
+// partition rig meanwhile). A power cut kills every process of a node at
+// once (its slurmd, the meta-job, the case, the filesystem client); Slurm
+// notices after SlurmdTimeout (20 s on the rig) and then requeues the job
+// or, with --no-requeue, ends it NODE_FAIL. A dead slurmd alone leaves the
+// node's jobs running, cut off from the batch system.
+
+// spare is the sbatch option, passed through farm submit, for the nodes the
+// node-loss tests may damage.
+const spare = "--partition=spare"
+
+// jobNode is where each running job of the farm runs: job ID -> node number.
+func jobNodes(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	ids := harness.JobIDs(dir)
+	out, err := exec.Command("squeue", "-h", "-t", "running", "-j", strings.Join(ids, ","), "-o", "%i %N").CombinedOutput()
+	if err != nil {
+		t.Fatalf("squeue: %v\n%s", err, out)
+	}
+	m := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var id string
+		var node int
+		if _, err := fmt.Sscanf(l, "%s node%d", &id, &node); err == nil {
+			m[id] = node
+		}
+	}
+	return m
+}
+
+// jobState is Slurm's state of job id (PENDING, RUNNING, NODE_FAIL, ...).
+func jobState(t *testing.T, id string) string {
+	out, _ := exec.Command("squeue", "-h", "-t", "all", "-j", id, "-o", "%T").Output()
+	return strings.TrimSpace(string(out))
+}
+
+// openCases are the cases with a start and no end record in one status file
+// (none while the file does not exist).
+func openCases(t *testing.T, path string) []int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	open := map[int64]bool{}
+	var order []int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 2 {
+			continue
+		}
+		id, err := strconv.ParseInt(fl[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fl[0] {
+		case "S":
+			open[id] = true
+			order = append(order, id)
+		case "E", "I":
+			delete(open, id)
+		}
+	}
+	var out []int64
+	for _, id := range order {
+		if open[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// submitting serialises submitSpread.
+var submitting sync.Mutex
+
+// submitSpread runs 'farm submit jobs args...' and waits until the jobs
+// run, one on each of as many nodes. One farm at a time: the rig's partition puts a job
+// on the least loaded node, so jobs of two farms submitted at once could
+// interleave and leave one farm on fewer nodes.
+func submitSpread(t *testing.T, dir string, jobs int, args ...string) {
+	t.Helper()
+	submitting.Lock()
+	defer submitting.Unlock()
+	out := harness.Must(t, dir, append([]string{"submit", strconv.Itoa(jobs)}, args...)...)
+	if want := fmt.Sprintf("Submitted %d meta-jobs for run 1 on the slurm backend", jobs); !strings.Contains(out, want) {
+		t.Errorf("submit said %q; want %q", out, want)
+	}
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("the %d meta-jobs to run", jobs), func() bool { return len(jobNodes(t, dir)) == jobs })
+	nodes := map[int]bool{}
+	for _, n := range jobNodes(t, dir) {
+		nodes[n] = true
+	}
+	if len(nodes) != jobs {
+		t.Errorf("the %d meta-jobs run on nodes %v; want %d different nodes", jobs, jobNodes(t, dir), jobs)
+	}
+}
+
+// startAll submits the farm's meta-jobs with args and waits until each of
+// them runs on a node of its own and has started a case: it returns where
+// each job runs.
+func startAll(t *testing.T, dir string, jobs int, args ...string) map[string]int {
+	t.Helper()
+	submitSpread(t, dir, jobs, args...)
+	var where map[string]int
+	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d meta-jobs running a case each", jobs), func() bool {
+		where = jobNodes(t, dir)
+		if len(where) < jobs {
+			return false
+		}
+		for id := range where {
+			if len(openCases(t, filepath.Join(dir, "STATUSES", "status."+id))) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return where
+}
+
+// powerCut powers off the node that runs job and returns the case the job
+// was running then (0 if the cut came between two cases).
+func powerCut(t *testing.T, r *rig, dir, job string, node int) int64 {
+	t.Helper()
+	r.restore(t, node)
+	r.run(t, "poweroff", strconv.Itoa(node))
+	open := openCases(t, filepath.Join(dir, "STATUSES", "status."+job))
+	if len(open) > 1 {
+		t.Fatalf("job %s has %d open cases %v; a meta-job runs one at a time", job, len(open), open)
+	}
+	if len(open) == 0 {
+		return 0
+	}
+	return open[0]
+}
+
+// checkOnce checks that every case but except ran exactly once and
+// succeeded, by the cases' own count and by farm Status --json.
+func checkOnce(t *testing.T, dir string, n int64, except int64) map[int64]harness.StatusRow {
+	t.Helper()
+	ran := ranCounts(t, dir)
+	st := harness.StatusJSON(t, dir)
+	bad := 0
+	for id := int64(1); id <= n; id++ {
+		if id == except {
+			continue
+		}
+		if ran[id] != 1 || st[id].State != "succeeded" {
+			if bad++; bad <= 10 {
+				t.Errorf("case %d ran %d times and is %+v; want one successful run", id, ran[id], st[id])
+			}
+		}
+	}
+	return st
+}
+
+// resubmitCompletes runs farm resubmit and checks that every case has
+// succeeded when its run is over.
+func resubmitCompletes(t *testing.T, dir string, n int) {
+	t.Helper()
+	out := harness.Must(t, dir, "resubmit", "2", spare)
+	if !strings.Contains(out, "Submitted 2 meta-jobs for run 2") {
+		t.Errorf("resubmit said %q", out)
+	}
+	out = harness.Must(t, dir, "wait", "--timeout", "5m")
+	if want := fmt.Sprintf("%d cases: %d succeeded", n, n); !strings.Contains(out, want) {
+		t.Errorf("after the resubmit, wait said %q; want %q", out, want)
+	}
+}
+
+// powerCutInterruptsOnlyItsCase: a node loses power while its meta-job
+// (submitted --no-requeue) runs a case. Slurm ends the job NODE_FAIL; the
+// case is reported interrupted, every other case ran once and succeeded,
+// and farm resubmit runs the interrupted case and completes the farm.
+func powerCutInterruptsOnlyItsCase(t *testing.T, r *rig) {
+	const n = 40
+	dir := r.farm(t, "coherent", harness.Repeat(ranLine("RUN")+"; sleep 1", n), "0-00:20")
+	where := startAll(t, dir, 2, spare, "--no-requeue")
+	job := harness.JobIDs(dir)[1]
+	cut := powerCut(t, r, dir, job, where[job])
+	t.Logf("node%d, running job %s, powered off during case %d", where[job], job, cut)
+
+	res := harness.Run(t, dir, nil, "wait", "--timeout", "5m")
+	if res.Code != 1 {
+		t.Errorf("wait exit %d (%s%s), want 1: a case was interrupted", res.Code, res.Out, res.Err)
+	}
+	if s := jobState(t, job); s != "NODE_FAIL" {
+		t.Errorf("job %s is %s, want NODE_FAIL", job, s)
+	}
+	st := checkOnce(t, dir, n, cut)
+	if cut != 0 {
+		if c := st[cut]; c.State != "interrupted" || c.Job != job || c.Host != fmt.Sprintf("node%d", where[job]) {
+			t.Errorf("case %d, cut by the power loss, is %+v; want interrupted, in job %s on node%d", cut, c, job, where[job])
+		}
+	}
+	resubmitCompletes(t, dir, n)
+	// The cut case started twice: cut off, then resubmitted. (It ran
+	// once or twice by its own count: the power may have gone between its
+	// start record and its first command.)
+	if rec, ran := harness.ReadRecords(t, dir), ranCounts(t, dir); cut != 0 && (rec.Starts[cut] != 2 || ran[cut] < 1 || ran[cut] > 2) {
+		t.Errorf("case %d has %d start records and ran %d times; want 2 starts: cut off, then resubmitted", cut, rec.Starts[cut], ran[cut])
+	}
+}
+
+// requeuedJobJoinsTheRun: a node loses power; Slurm requeues its meta-job,
+// which starts again later under the same job ID, on the other node. While
+// it waits, the case it was running is interrupted, not running; once it
+// runs again, it claims cases of the same run, in a status file of its own,
+// and its output keeps what the first run printed.
+func requeuedJobJoinsTheRun(t *testing.T, r *rig) {
+	// Enough cases for the other meta-job alone to outlast the ~60 s until
+	// the requeued job starts again (node down after ~25 s, then 30 s of
+	// cred_expire).
+	const n = 160
+	dir := r.farm(t, "coherent", harness.Repeat(ranLine("RUN")+"; sleep 0.5", n), "0-00:20")
+	where := startAll(t, dir, 2, spare)
+	job := harness.JobIDs(dir)[0]
+	cut := powerCut(t, r, dir, job, where[job])
+	t.Logf("node%d, running job %s, powered off during case %d", where[job], job, cut)
+
+	harness.WaitFor(t, 2*time.Minute, "Slurm to requeue job "+job, func() bool { return jobState(t, job) == "PENDING" })
+	if cut != 0 {
+		if c := harness.StatusJSON(t, dir)[cut]; c.State != "interrupted" {
+			t.Errorf("while job %s waits to start again, its case %d is %+v; want interrupted", job, cut, c)
+		}
+	}
+	restarted := filepath.Join(dir, "STATUSES", "status."+job+".r1")
+	harness.WaitFor(t, 3*time.Minute, "job "+job+" to start again", func() bool {
+		_, err := os.Stat(restarted)
+		return err == nil
+	})
+	res := harness.Run(t, dir, nil, "wait", "--timeout", "5m")
+	if cut != 0 && res.Code != 1 {
+		t.Errorf("wait exit %d (%s%s), want 1: a case was interrupted", res.Code, res.Out, res.Err)
+	}
+	b, _ := os.ReadFile(restarted)
+	if !strings.HasPrefix(string(b), "# farm-status v1 job="+job+" run=1 ") || !strings.Contains(string(b), " restart=1\n") {
+		t.Errorf("%s starts %q; want the header of job %s's restart 1 in run 1", restarted, firstLine(b), job)
+	}
+	if strings.Count(string(b), "\nE ") == 0 {
+		t.Errorf("the restarted job %s ran no case; want it to join the run:\n%s", job, b)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-"+job+".out"))
+	if c := strings.Count(string(out), "farm: meta-job "+job+" (run 1"); c != 2 || !strings.Contains(string(out), "restarted by the batch system (restart 1)") {
+		t.Errorf("OUTPUT/slurm-%s.out tells of %d starts; want both, the second a restart:\n%s", job, c, out)
+	}
+	st := checkOnce(t, dir, n, cut)
+	if cut != 0 && st[cut].State != "interrupted" {
+		t.Errorf("case %d is %+v; want interrupted", cut, st[cut])
+	}
+	resubmitCompletes(t, dir, n)
+}
+
+// slurmdDeathLosesNothing: a node's slurmd dies while its meta-job runs.
+// The job goes on, cut off from Slurm, which marks the node down and
+// requeues the job: for a while the same job runs twice, on two nodes. Each
+// incarnation writes its own status file and claims under the farm lock:
+// when both are done, every case ran exactly once and succeeded.
+func slurmdDeathLosesNothing(t *testing.T, r *rig) {
+	const n = 300
+	dir := r.farm(t, "coherent", harness.Repeat(ranLine("RUN")+"; sleep 0.5", n), "0-00:20")
+	where := startAll(t, dir, 2, spare)
+	job := harness.JobIDs(dir)[0]
+	node := where[job]
+	r.restore(t, node)
+	r.run(t, "kill-slurmd", strconv.Itoa(node))
+	t.Logf("node%d's slurmd killed; it runs job %s", node, job)
+	harness.Must(t, dir, "wait", "--timeout", "6m")
+	// farm wait ends with the jobs Slurm knows of; the first incarnation,
+	// which Slurm lost, finishes its last case by itself.
+	harness.WaitFor(t, 2*time.Minute, "the meta-job left on node"+strconv.Itoa(node)+" to exit", func() bool {
+		out, _ := r.onNode(t, node, "pgrep", "-f", "farm metajob")
+		return strings.TrimSpace(out) == ""
+	})
+	if _, err := os.Stat(filepath.Join(dir, "STATUSES", "status."+job+".r1")); err != nil {
+		t.Logf("job %s was not restarted before the cases ran out (%v)", job, err)
+	}
+	rec := harness.ReadRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			t.Errorf("case %d: %d start and %d end records, status %d; want one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
+		}
+	}
+	checkOnce(t, dir, n, 0)
+}
+
+func firstLine(b []byte) string {
+	l, _, _ := strings.Cut(string(b), "\n")
+	return l
+}
