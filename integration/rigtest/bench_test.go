@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,14 +58,8 @@ func benchClaims(b *testing.B, profile string, jobs, cases int) {
 	defer os.RemoveAll(dir)
 	dir += "/farm"
 	harness.NewFarmAt(b, dir, harness.Repeat("true", cases), "0-01:00")
-	// No RUN<ID> directories: the claims are measured, not mkdir.
-	c, err := os.ReadFile(dir + "/config")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(dir+"/config", []byte(strings.Replace(string(c), "RUN_DIRS=1", "RUN_DIRS=0", 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	largeFarmConfig(b, dir) // the claims are measured, not mkdir
+
 	if vol != "" {
 		gluster(b, "volume", "profile", vol, "start")
 		defer gluster(b, "volume", "profile", vol, "stop")
@@ -110,6 +105,8 @@ func gluster(b *testing.B, args ...string) string {
 	return string(out)
 }
 
+var fopLine = regexp.MustCompile(`^\s*[0-9.]+\s+[0-9.]+ [nu]s\s+[0-9.]+ [nu]s\s+[0-9.]+ [nu]s\s+([0-9]+)\s+([A-Z]+)\s*$`)
+
 // brickFops reads 'gluster volume profile VOL info cumulative' and returns
 // the number of calls of each file operation the first brick served.
 func brickFops(b *testing.B, vol string) map[string]int64 {
@@ -118,18 +115,15 @@ func brickFops(b *testing.B, vol string) map[string]int64 {
 	bricks := 0
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "Brick:") {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "Brick:") {
 			bricks++
 			continue
 		}
-		f := strings.Fields(line)
-		// " 12.34   56.78 us   1.00 us   999.00 us   1234   LOOKUP"
-		if bricks != 1 || len(f) != 9 || f[2] != "us" {
-			continue
-		}
-		if n, err := strconv.ParseInt(f[7], 10, 64); err == nil {
-			fops[f[8]] += n
+		// "      0.64 1394919.65 ns   70135.00 ns 12460394.00 ns   1255   LINK"
+		if m := fopLine.FindStringSubmatch(line); m != nil && bricks == 1 {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			fops[m[2]] += n
 		}
 	}
 	if len(fops) == 0 {

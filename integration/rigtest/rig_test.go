@@ -162,14 +162,14 @@ func (r *rig) farm(t *testing.T, profile string, table []string, limit string) s
 
 // largeFarmConfig configures the farm as the README advises for large farms
 // on shared filesystems: no RUN<ID> directory per case.
-func largeFarmConfig(t *testing.T, dir string) {
+func largeFarmConfig(t testing.TB, dir string) {
 	t.Helper()
 	edit(t, filepath.Join(dir, "config"), "RUN_DIRS=1", "RUN_DIRS=0")
 	edit(t, filepath.Join(dir, "single_case.sh"), `cd "RUN$ID" 2>/dev/null || { mkdir -p "RUN$ID" && cd "RUN$ID"; } || exit 1`, "")
 }
 
 // edit replaces old (which must be there) by new in the file at path.
-func edit(t *testing.T, path, old, new string) {
+func edit(t testing.TB, path, old, new string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
