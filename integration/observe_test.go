@@ -13,8 +13,10 @@ import (
 func TestLocalQueryListKillPruneJSON(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, repeat("sleep 30", 6), "0-00:10")
-	// Two meta-jobs can run; the third stays pending: all slots taken.
-	r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=2"}, "submit", "3", "--backend", "local")
+	// Two meta-jobs can run; the third stays pending: all slots taken. The
+	// slots are the farm's own (TMPDIR holds the slot files): the jobs of
+	// the tests running meanwhile must not take them.
+	r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=2", "TMPDIR=" + t.TempDir()}, "submit", "3", "--backend", "local")
 	if r.Code != 0 {
 		t.Fatal(r.Err)
 	}
