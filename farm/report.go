@@ -29,6 +29,7 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	asOf := time.Now()
 	infos, err := f.jobInfos(ctx, backends, recs)
 	if err != nil {
 		return nil, nil, nil, err
@@ -38,9 +39,10 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 		maxID = st.MaxID
 	}
 	sum, err := status.Load(f.Path(StatusDir), status.Options{
-		Live:  func(id string) bool { return infos[id].State.runsCases() },
-		MaxID: maxID,
-		Since: since,
+		Live:     func(id string) bool { return infos[id].State.runsCases() },
+		LiveAsOf: asOf,
+		MaxID:    maxID,
+		Since:    since,
 	})
 	return sum, recs, infos, err
 }

@@ -111,6 +111,12 @@ type Options struct {
 	// (re)start: a pending job runs no case. Of a job restarted under the
 	// same ID, only the newest incarnation's file can hold running cases.
 	Live func(jobID string) bool
+	// LiveAsOf is when Live's answers were taken. A case started after it
+	// counts as running whatever Live says of its job: the job may have
+	// started since (a pending job runs no case, but one that starts
+	// between the batch system's answer and the reading of its status file
+	// does). Zero: no such rule.
+	LiveAsOf time.Time
 	// MaxID is the largest case ID expected (sizes the tables up front).
 	MaxID int64
 	// Since, if set, is the start of the window Summary.Recent counts.
@@ -153,6 +159,10 @@ func Load(dir string, opt Options) (*Summary, error) {
 		opt.Now = time.Now()
 	}
 	now := float64(opt.Now.UnixMilli()) / 1e3
+	var liveAsOf float64
+	if !opt.LiveAsOf.IsZero() {
+		liveAsOf = float64(opt.LiveAsOf.UnixMilli()) / 1e3
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(names))
 	files := make(chan int, len(names))
 	for i := range names {
@@ -171,7 +181,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 				if job, r, _ := ParseFileName(filepath.Base(names[i])); r < latest[job] {
 					live = nil // a restarted job's earlier incarnation: dead
 				}
-				if !parseFile(names[i], i, s.since, now, live, batches, stop) {
+				if !parseFile(names[i], i, s.since, now, liveAsOf, live, batches, stop) {
 					return
 				}
 			}
@@ -234,7 +244,7 @@ func newBatch(ji, run int) *batch {
 
 // parseFile parses one status file into batches. It reports false if it
 // was told to stop.
-func parseFile(name string, ji int, since, now float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
+func parseFile(name string, ji int, since, now, liveAsOf float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
 	send := func(b *batch) bool {
 		select {
 		case out <- b:
@@ -287,7 +297,7 @@ func parseFile(name string, ji int, since, now float64, live func(string) bool, 
 	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
 	for _, o := range p.open {
 		a := attempt{id: o.id, state: Interrupted, start: o.start}
-		if isLive {
+		if isLive || (p.job.Quit == "" && liveAsOf > 0 && o.start >= liveAsOf) {
 			a.state = Running
 			a.secs = max(0, now-o.start) // so far
 			p.job.Open++

@@ -113,7 +113,7 @@ func TestFileNames(t *testing.T) {
 			t.Errorf("ParseFileName(%q) = %q, %d, %t", tc.name, job, r, ok)
 		}
 	}
-	for _, bad := range []string{"status.", "status.17.tmp123", "status.17.r0", "status.17.rx", "table.dat", "status.17.tmp"} {
+	for _, bad := range []string{"status.", "status.17.tmp123", "status.17.r0", "status.17.rx", "status.17.r01", "status.17.r+1", "table.dat", "status.17.tmp"} {
 		if job, r, ok := ParseFileName(bad); ok {
 			t.Errorf("ParseFileName(%q) = %q, %d, true; want not a status file", bad, job, r)
 		}
@@ -172,5 +172,24 @@ func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
 	}
 	if diff := cmp.Diff(Counts{Succeeded: 1, Interrupted: 1, Running: 1}, *tc.Runs[1]); diff != "" {
 		t.Errorf("tail counts (-want +got):\n%s", diff)
+	}
+}
+
+// A job the batch system called pending may have started since it answered:
+// a case started after that answer is running, one started before is not.
+func TestCaseStartedAfterTheJobStatesIsRunning(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	write(t, dir, "7", 1, func(w *Writer) { w.Start(1, t0) })
+	write(t, dir, "8", 1, func(w *Writer) { w.Start(2, t0.Add(2*time.Second)) })
+	sum, err := Load(dir, Options{Live: func(string) bool { return false }, LiveAsOf: t0.Add(time.Second), Now: t0.Add(3 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sum.Get(1); c.State != Interrupted {
+		t.Errorf("case 1, started before the states were taken, is %v; want interrupted", c.State)
+	}
+	if c := sum.Get(2); c.State != Running {
+		t.Errorf("case 2, started after the states were taken, is %v; want running", c.State)
 	}
 }

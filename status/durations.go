@@ -18,6 +18,9 @@ func Durations(dir string) ([]float64, error) {
 	var out []float64
 	var fields [8][]byte
 	for _, name := range names {
+		if _, _, ok := ParseFileName(filepath.Base(name)); !ok {
+			continue
+		}
 		f, err := os.Open(name)
 		if err != nil {
 			return nil, err

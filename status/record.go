@@ -51,7 +51,7 @@ func ParseFileName(name string) (jobID string, restart int, ok bool) {
 		return rest, 0, true
 	}
 	n, err := strconv.Atoi(r)
-	if err != nil || n < 1 || job == "" {
+	if err != nil || n < 1 || job == "" || FileName(job, n) != name {
 		return "", 0, false
 	}
 	return job, n, true
