@@ -1,4 +1,5 @@
-# rig.sh: shell functions shared by slurm-up/-down and cluster-up/-down/-node.
+# rig.sh: shell functions shared by slurm-up/-down and cluster-up/-down and
+# cluster.
 # Sourced, not run. See integration/SLURM.md and integration/CLUSTER.md.
 #
 # Every daemon a start script launches is recorded in a file as
@@ -58,6 +59,18 @@ rig_recorded() {
   return 0
 }
 
+# rig_adopt FILE NAME PIDFILE: record the daemon NAME that PIDFILE (in the
+# rig's own state directory) names, if it runs under that name and no NAME is
+# recorded yet: a daemon started by an older script that kept no records.
+rig_adopt() {
+  local p
+  [[ -z $(rig_recorded "$1" "$2") && -s $3 ]] || return 0
+  p=$(tr -dc 0-9 <"$3")
+  if [[ -n $p ]] && rig_alive "$p" && [[ $(cat "/proc/$p/comm" 2>/dev/null) == "$2" ]]; then
+    rig_record "$1" "$2" "$p" || true
+  fi
+}
+
 # rig_stop FILE NAME-PATTERN [WAIT-SECONDS]: SIGTERM the recorded processes
 # whose names match, wait, then SIGKILL those left. Exit 1 if any survives.
 rig_stop() {
@@ -94,15 +107,6 @@ rig_kill9() {
   return 1
 }
 
-# rig_descendants PID: the PIDs of every descendant of PID.
-rig_descendants() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    echo "$c"
-    rig_descendants "$c"
-  done
-}
-
 RIG_T0=${RIG_T0:-$EPOCHREALTIME}
 RIG_NAME=${RIG_NAME:-${0##*/}}
 # rig_say MSG: a progress line on stderr, with the seconds since start.
@@ -110,13 +114,18 @@ rig_say() {
   printf '%s: [%5.1fs] %s\n' "$RIG_NAME" "$(awk -v a="$RIG_T0" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')" "$*" >&2
 }
 
-# rig_until SECONDS WHAT CMD...: run CMD every 0.2 s until it succeeds; after
-# SECONDS, fail with "timed out after SECONDS s waiting for WHAT".
+# rig_until SECONDS WHAT CMD...: run CMD every 0.2 s until it succeeds (exit
+# 0) or gives up (exit 2 or more: returned at once); after SECONDS, fail with
+# "timed out after SECONDS s waiting for WHAT".
 rig_until() {
-  local secs=$1 what=$2 deadline
+  local secs=$1 what=$2 deadline rc
   shift 2
   deadline=$((SECONDS + secs))
-  until "$@"; do
+  while :; do
+    rc=0
+    "$@" || rc=$?
+    ((rc == 0)) && return 0
+    ((rc >= 2)) && return "$rc"
     if ((SECONDS >= deadline)); then
       echo "timed out after ${secs}s waiting for $what" >&2
       return 1
@@ -191,19 +200,96 @@ rig_munge_up() {
 # rig_munge_release RECORDS: the stop of the rig whose records are RECORDS
 # no longer needs munged. If that rig started it (recorded "munged"), it is
 # stopped — unless the other rig's Slurm controller still runs: the record
-# then moves to that rig's records, whose stop will stop it.
+# then moves to that rig's records (under that rig's lock), whose stop will
+# stop it.
 rig_munge_release() {
-  local own=$1 line f
-  [[ -n $(rig_recorded "$own" munged) ]] || return 0
-  line=$(grep '^munged ' "$own" | tail -n1)
+  local own=$1 pid line f
+  pid=$(rig_recorded "$own" munged | awk 'NR==1{print $2}')
+  [[ -n $pid ]] || return 0
+  line=$(awk -v p="$pid" '$1 == "munged" && $2 == p' "$own" | tail -n1)
   for f in "${FARM_SLURM_DIR:-/tmp/farm-slurm}/pids" "${FARM_CLUSTER_DIR:-/tmp/farm-cluster}/pids"; do
     [[ -e $f && ! $f -ef $own ]] || continue
-    if [[ -n $(rig_recorded "$f" slurmctld) ]]; then
-      echo "$line" >>"$f"
+    if [[ -n $(rig_recorded "$f" slurmctld) ]] &&
+      (flock -w 30 7 && echo "$line" >>"$f") 7>"$(dirname "$f")/.lock"; then
       sed -i '/^munged /d' "$own"
       rig_say "munged left running for the Slurm recorded in $f"
       return 0
     fi
   done
   rig_stop "$own" munged 10
+}
+
+# rig_node_state NODE: the node's state in Slurm, lower case (idle, mixed,
+# down*, ...), as sinfo shows it to the Slurm of $SLURM_CONF.
+rig_node_state() { timeout 10 sinfo -h -N -n "$1" -o '%T' 2>/dev/null | head -n1; }
+
+# rig_node_ok NODE: the node can run jobs.
+rig_node_ok() {
+  case "$(rig_node_state "$1")" in
+    idle | mixed | allocated | completing) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+# rig_cancel_jobs WAIT: cancel every job of the Slurm of $SLURM_CONF, if its
+# controller answers, and wait up to WAIT seconds for the queue to empty.
+rig_cancel_jobs() {
+  local jobs i
+  timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP' || return 0
+  jobs=$(timeout 10 squeue -h -o '%A' 2>/dev/null | sort -u | tr '\n' ' ' || true)
+  [[ -n ${jobs// /} ]] || return 0
+  rig_say "cancelling jobs: $jobs"
+  # shellcheck disable=SC2086
+  timeout 10 scancel $jobs 2>/dev/null || true
+  for ((i = 0; i < $1 * 5; i++)); do
+    [[ -z $(timeout 10 squeue -h -o '%A' 2>/dev/null || true) ]] && break
+    sleep 0.2
+  done
+}
+
+# rig_slurm_conf_common: the slurm.conf settings both rigs share (root runs
+# everything, munge, no accounting, no cgroups, scheduling within about a
+# second).
+rig_slurm_conf_common() {
+  cat <<'EOF'
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+MpiDefault=none
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+PropagateResourceLimits=NONE
+SlurmctldDebug=info
+SlurmdDebug=info
+# scheduling: react within about a second
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0,sched_min_interval=0
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MinJobAge=300
+KillWait=5
+OverTimeLimit=0
+InactiveLimit=0
+WaitTime=0
+# job arrays: indexes 0..1000 (this is also Slurm's default)
+MaxArraySize=1001
+# no accounting
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+EOF
+}
+
+# rig_real_memory: RealMemory for a node of this machine: its memory less a
+# little, so that slurmd never drains it for "Low RealMemory". With CR_Core
+# memory is not consumed: --mem only has to fit.
+rig_real_memory() {
+  local total
+  total=$(free -m | awk '/^Mem:/ {print $2}')
+  echo $((total > 2048 ? total - 512 : total * 9 / 10))
 }
