@@ -55,8 +55,8 @@ func TestClaimAcrossSimulatedHosts(t *testing.T) {
 
 // claimOnHosts runs perHost claimer processes on each of hosts hosts (host
 // h's through on(h, script, env...), h from 1) until the n cases of the farm
-// in dir are claimed, checks that each was claimed exactly once, and returns
-// how many hosts claimed anything.
+// in dir are claimed (5 minutes at most), checks that each was claimed
+// exactly once, and returns how many hosts claimed anything.
 func claimOnHosts(t *testing.T, dir string, n, hosts, perHost int, on func(h int, script string, env ...string) *exec.Cmd) int {
 	t.Helper()
 	var cmds []*exec.Cmd
@@ -66,7 +66,7 @@ func claimOnHosts(t *testing.T, dir string, n, hosts, perHost int, on func(h int
 		for p := 0; p < perHost; p++ {
 			out := fmt.Sprintf("%s/out.%d.%d", dir, h, p)
 			outs = append(outs, out)
-			script = append(script, fmt.Sprintf("OUT=%s %s -test.run=^$ &", out, os.Args[0]))
+			script = append(script, fmt.Sprintf("OUT=%s timeout 300 %s -test.run=^$ &", out, os.Args[0]))
 		}
 		script = append(script, "wait")
 		cmds = append(cmds, on(h, strings.Join(script, " "), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST="))

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
 )
 
 // Claims across real nodes: the claimers run on the nodes of the cluster
@@ -27,28 +28,18 @@ type rigNodes struct {
 
 func needRig(t *testing.T) rigNodes {
 	t.Helper()
-	dir := os.Getenv("FARM_CLUSTER_DIR")
-	if dir == "" {
-		dir = "/tmp/farm-cluster"
-	}
-	_, file, _, _ := runtime.Caller(0)
-	r := rigNodes{script: filepath.Join(filepath.Dir(filepath.Dir(file)), "integration", "cluster")}
-	b, err := os.ReadFile(filepath.Join(dir, "env"))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "export FARM_CLUSTER_MNT="); ok {
-			r.mnt = v
-		}
-	}
-	if err == nil && r.mnt != "" {
+	env, err := harness.RigEnv()
+	r := rigNodes{script: filepath.Join(harness.Root(), "integration", "cluster"), mnt: env["FARM_CLUSTER_MNT"]}
+	if err == nil {
 		if err = exec.Command(r.script, "exec", "1", "true").Run(); err == nil {
 			return r
 		}
+		err = fmt.Errorf("integration/cluster exec 1 true: %v", err)
 	}
-	why := fmt.Sprintf("the cluster rig is not up (%v; start it with integration/cluster-up as root)", err)
 	if os.Getenv("FARM_REQUIRE_CLUSTER") == "1" {
-		t.Fatalf("FARM_REQUIRE_CLUSTER=1 but %s", why)
+		t.Fatalf("FARM_REQUIRE_CLUSTER=1 but %v", err)
 	}
-	t.Skip("CLUSTER TESTS SKIPPED: " + why)
+	t.Skipf("CLUSTER TESTS SKIPPED: %v", err)
 	return r
 }
 
@@ -111,21 +102,27 @@ func TestLockOfKilledHolderOnAnotherRigNodeWaitsForAge(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
+	kill := func() { syscall.Kill(-holder.Process.Pid, syscall.SIGKILL) }
+	stuck := time.AfterFunc(time.Minute, kill) // a holder that never says "locked"
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	stuck.Stop()
+	if line != "locked\n" {
+		kill()
+		holder.Wait()
 		t.Fatalf("holder said %q", line)
 	}
-	syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
+	kill()
 	holder.Wait()
 	token, _ := os.ReadFile(filepath.Join(dir, "MISC", "lock"))
 	if !strings.HasPrefix(string(token), "node1 ") {
 		t.Fatalf("lock token %q, want node1's", token)
 	}
 	start := time.Now()
-	claim := r.onNode(2, "exec "+os.Args[0]+" -test.run=^$", "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST=",
+	claim := r.onNode(2, "exec timeout 60 "+os.Args[0]+" -test.run=^$", "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "HOST=",
 		"OUT="+dir+"/out.2", "CASETABLE_STALE=1500ms")
 	claim.Stderr = os.Stderr
 	if err := claim.Run(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("the claimer on node2: %v", err)
 	}
 	if d := time.Since(start); d < 1500*time.Millisecond {
 		t.Errorf("node2 took node1's lock after %s, before it was 1.5 s old", d)

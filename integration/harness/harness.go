@@ -284,3 +284,26 @@ func Diagnose(t testing.TB, dir string) {
 		}
 	}
 }
+
+// RigEnv reads the env file of the cluster rig (integration/cluster-up) in
+// $FARM_CLUSTER_DIR (/tmp/farm-cluster by default): its variables by name
+// (SLURM_CONF, FARM_CLUSTER_MNT, ...), with FARM_CLUSTER_DIR set. It fails
+// when the rig is not up.
+func RigEnv() (map[string]string, error) {
+	dir := os.Getenv("FARM_CLUSTER_DIR")
+	if dir == "" {
+		dir = "/tmp/farm-cluster"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		return nil, fmt.Errorf("the cluster rig is not up (no %s/env; start it with integration/cluster-up as root)", dir)
+	}
+	env := map[string]string{"FARM_CLUSTER_DIR": dir}
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimPrefix(strings.TrimSpace(l), "export ")
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(k, "#") {
+			env[k] = strings.Trim(v, `"`)
+		}
+	}
+	return env, nil
+}

@@ -1,15 +1,14 @@
 // Package rigtest runs farm end to end on the cluster rig of
-// integration/cluster-up: a 4-node Slurm whose nodes each mount the Gluster
-// volumes with a FUSE client of their own. The farms live on the shared
-// filesystem, are submitted from the head (this machine's own namespaces)
-// and their meta-jobs run on the nodes, which the tests power off and
-// damage. The tests skip with one loud line when the rig is not up, unless
-// FARM_REQUIRE_CLUSTER=1 (as in CI), where they fail. They run one at a
-// time: each needs the whole rig.
+// integration/cluster-up: a multi-node Slurm whose nodes each mount the
+// Gluster volumes with a FUSE client of their own. The farms live on the
+// shared filesystem, are submitted from the head (this machine's own
+// namespaces) and their meta-jobs run on the nodes, which the tests power
+// off and damage. The tests skip with one loud line when the rig is not up,
+// unless FARM_REQUIRE_CLUSTER=1 (as in CI), where they fail. TestRig runs
+// them in two lanes at once, on the rig's two partitions.
 package rigtest
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -53,30 +52,18 @@ type rig struct {
 
 // findRig reads the rig's env file and checks that its Slurm answers.
 func findRig() (*rig, string) {
-	dir := os.Getenv("FARM_CLUSTER_DIR")
-	if dir == "" {
-		dir = "/tmp/farm-cluster"
-	}
-	f, err := os.Open(filepath.Join(dir, "env"))
+	env, err := harness.RigEnv()
 	if err != nil {
-		return nil, fmt.Sprintf("the cluster rig is not up (no %s/env; start it with integration/cluster-up as root)", dir)
+		return nil, err.Error()
 	}
-	defer f.Close()
-	r := &rig{dir: dir, env: map[string]string{}, script: filepath.Join(harness.Root(), "integration", "cluster")}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			r.env[k] = strings.Trim(v, `"`)
-		}
-	}
-	r.mnt = r.env["FARM_CLUSTER_MNT"]
-	r.nodes, _ = strconv.Atoi(r.env["FARM_CLUSTER_NODES"])
-	if r.mnt == "" || r.nodes < 4 || r.env["SLURM_CONF"] == "" {
-		return nil, fmt.Sprintf("%s/env does not describe a rig of 4 or more nodes", dir)
+	r := &rig{dir: env["FARM_CLUSTER_DIR"], env: env, script: filepath.Join(harness.Root(), "integration", "cluster")}
+	r.mnt = env["FARM_CLUSTER_MNT"]
+	r.nodes, _ = strconv.Atoi(env["FARM_CLUSTER_NODES"])
+	if r.mnt == "" || r.nodes < 4 || env["SLURM_CONF"] == "" {
+		return nil, fmt.Sprintf("%s/env does not describe a rig of 4 or more nodes", r.dir)
 	}
 	cmd := exec.Command("scontrol", "ping")
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+r.env["SLURM_CONF"])
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+env["SLURM_CONF"])
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "is UP") {
 		return nil, fmt.Sprintf("the rig's slurmctld does not answer (%v: %s)", err, strings.TrimSpace(string(out)))
 	}
@@ -118,12 +105,6 @@ func (r *rig) onNode(t *testing.T, n int, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.Command(r.script, append([]string{"exec", strconv.Itoa(n)}, args...)...).CombinedOutput()
 	return string(out), err
-}
-
-// nodeState is node n's state in Slurm (idle, mixed, down*, ...).
-func (r *rig) nodeState(t *testing.T, n int) string {
-	out, _ := exec.Command("sinfo", "-h", "-N", "-n", fmt.Sprintf("node%d", n), "-o", "%T").Output()
-	return strings.TrimSpace(string(out))
 }
 
 // restore has node n up again (booted, its slurmd running, in service) at
