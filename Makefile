@@ -17,9 +17,10 @@ build:
 test: build
 	./integration/run-tests $(GO) test -count=1 -p 4 -timeout 18m ./...
 
-# Unit and local-backend tests only; no Slurm and no rig is started.
+# Unit and local-backend tests (and the Slurm tests if a Slurm is up);
+# nothing is started, and the cluster rig's tests are off.
 unit: build
-	$(GO) test -count=1 -timeout 10m ./...
+	FARM_CLUSTER_TESTS=0 $(GO) test -count=1 -timeout 10m ./...
 
 # A small farm on the local backend, from init to its statuses.
 demo: build

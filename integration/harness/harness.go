@@ -288,8 +288,12 @@ func Diagnose(t testing.TB, dir string) {
 // RigEnv reads the env file of the cluster rig (integration/cluster-up) in
 // $FARM_CLUSTER_DIR (/tmp/farm-cluster by default): its variables by name
 // (SLURM_CONF, FARM_CLUSTER_MNT, ...), with FARM_CLUSTER_DIR set. It fails
-// when the rig is not up.
+// when the rig is not up, or FARM_CLUSTER_TESTS=0 (make unit) turns the
+// rig's tests off.
 func RigEnv() (map[string]string, error) {
+	if os.Getenv("FARM_CLUSTER_TESTS") == "0" {
+		return nil, fmt.Errorf("FARM_CLUSTER_TESTS=0: the tests on the cluster rig are off")
+	}
 	dir := os.Getenv("FARM_CLUSTER_DIR")
 	if dir == "" {
 		dir = "/tmp/farm-cluster"
