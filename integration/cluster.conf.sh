@@ -75,6 +75,19 @@ client_opts() {
 # mount does not hang the caller).
 mounted() { timeout 10 mountpoint -q "$1" && timeout 10 stat -f "$1" >/dev/null 2>&1; }
 
+# in_mount_table DIR: something is mounted at DIR in this mount namespace,
+# by /proc/self/mounts. Unlike mountpoint(1), which stats DIR, it also sees a
+# FUSE mount whose client has died (every stat there fails: "Transport
+# endpoint is not connected"): what a killed session or machine leaves.
+in_mount_table() {
+  local p=${1//\\/\\134}
+  p=${p// /\\040}
+  P=$p awk '$2 == ENVIRON["P"] { found = 1 } END { exit !found }' /proc/self/mounts
+}
+
+# stale_mount DIR: a mount at DIR that no longer answers (its client died).
+stale_mount() { in_mount_table "$1" && ! timeout 10 stat -f "$1" >/dev/null 2>&1; }
+
 # node_pid N: the host PID of node N's init (pid 1 of its PID namespace),
 # if it runs.
 node_pid() { rig_recorded "$DIR/pids" "node:$1" | awk 'NR==1{print $2}'; }
