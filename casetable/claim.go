@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
-// State is the farm's shared claim state, kept in one small file that is
-// only read and written under the farm lock. Its cursor is a byte offset into
-// the current run's table, so a claim costs the same on any table size.
+// State is the farm's claim state: the content of the newest generation of
+// its chain (chain.go). Its cursor is a byte offset into the current run's
+// table, so a claim costs the same on any table size.
 type State struct {
 	Run    int    // run number: 1 for submit, +1 for every resubmit
 	Table  string // the run's table, relative to the farm directory
@@ -28,34 +30,65 @@ type State struct {
 	Done    int64   // cases finished farm-wide, over all runs
 	Cutoff  float64 // runtime-aware exit threshold in seconds; 0 = unknown
 	Next    int64   // Done count at which Cutoff is next recomputed
+
+	Gen int64 // the generation this state was read from, -1 for none (not stored)
 }
 
 // ErrNoState is returned when the farm has never been submitted.
 var ErrNoState = errors.New("the farm has not been submitted yet")
 
-func (s *State) marshal(b []byte) []byte {
-	b = fmt.Appendf(b, "run=%d table=%s simple=%t offset=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d\n",
-		s.Run, s.Table, s.Simple, s.Offset, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
-		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
-	return b
+// commitInfo is what a generation says about who made it and what it
+// claimed; for the record (and for a reader who wants to know), not used
+// by the protocol, except nonce.
+type commitInfo struct {
+	by    string // job ID, or the command that made it
+	first int64  // first case ID claimed, 0 if none
+	n     int    // cases claimed
+	nonce string
 }
 
+func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
+	by := ci.by
+	if by == "" || strings.ContainsAny(by, " \n=") {
+		by = "-"
+	}
+	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
+		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
+		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next, by, ci.first, ci.n, ci.nonce)
+}
+
+// errClosed: the generation closes its chain (a repair made a new one).
+var errClosed = errors.New("chain closed")
+
 func (s *State) unmarshal(b []byte) error {
-	for _, kv := range strings.Fields(string(b)) {
+	rest, ok := strings.CutPrefix(string(b), genMagic)
+	if !ok || !strings.HasSuffix(rest, "\n") {
+		return errors.New("not a generation record")
+	}
+	seen := 0
+	for _, kv := range strings.Fields(rest) {
+		if kv == "closed" {
+			return errClosed
+		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			return fmt.Errorf("bad field %q", kv)
 		}
 		var err error
 		switch k {
+		case "gen":
+			s.Gen, err = strconv.ParseInt(v, 10, 64)
 		case "run":
 			s.Run, err = strconv.Atoi(v)
+			seen++
 		case "table":
 			s.Table = v
+			seen++
 		case "simple":
 			s.Simple, err = strconv.ParseBool(v)
 		case "offset":
 			s.Offset, err = strconv.ParseInt(v, 10, 64)
+			seen++
 		case "cases":
 			s.Cases, err = strconv.ParseInt(v, 10, 64)
 		case "total":
@@ -75,31 +108,40 @@ func (s *State) unmarshal(b []byte) error {
 			return fmt.Errorf("bad field %q: %v", kv, err)
 		}
 	}
-	if s.Run < 1 || s.Table == "" {
-		return errors.New("missing run or table")
+	if seen != 3 || s.Run < 0 || s.Offset < 0 {
+		return errors.New("missing run, table or offset")
 	}
 	return nil
 }
 
-// Store reads and writes the state file of a farm under its lock.
-type Store struct {
-	Dir  string // farm directory
-	Lock *Lock
+// DefaultRetry is how long a claim retries after a transient error of the
+// filesystem (full disk, quota, I/O error) before it gives up.
+const DefaultRetry = 5 * time.Minute
 
-	path  string
-	table *os.File // cached: a run's table never changes while it runs
+// Store reads and advances a farm's claim state. It takes no lock: every
+// change is a compare-and-swap on the chain of generations (chain.go), so
+// readers never wait and a writer that stalls cannot undo anyone's change.
+// A Store is for one goroutine.
+type Store struct {
+	Dir   string        // farm directory
+	Job   string        // who commits (a job ID or a command), for the record
+	Retry time.Duration // transient errors are retried this long; DefaultRetry if 0
+	Log   io.Writer     // where retries are reported; os.Stderr if nil
+
+	misc  string
+	ch    *chain
+	gen   int64 // newest generation known; -1: none
+	cur   State // its state
+	table *os.File
 	tname string
 	buf   []byte
+	wbuf  []byte
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
-// lives in misc (normally dir/MISC).
-func NewStore(dir, misc, host string) (*Store, error) {
-	l, err := NewLock(filepath.Join(misc, "lock"), host)
-	if err != nil {
-		return nil, err
-	}
-	return &Store{Dir: dir, Lock: l, path: filepath.Join(misc, "state")}, nil
+// lives in misc (normally dir/MISC). It does no I/O.
+func NewStore(dir, misc string) *Store {
+	return &Store{Dir: dir, misc: misc, gen: -1}
 }
 
 // Close releases the store's files.
@@ -108,93 +150,195 @@ func (s *Store) Close() error {
 		s.table.Close()
 		s.table = nil
 	}
-	return s.Lock.Close()
+	return nil
 }
 
-// read opens the state file afresh (close-to-open consistency on NFS).
-func (s *Store) read() (State, error) {
-	var st State
-	b, err := os.ReadFile(s.path)
-	if os.IsNotExist(err) {
-		return st, ErrNoState
+func (s *Store) log() io.Writer {
+	if s.Log != nil {
+		return s.Log
 	}
+	return os.Stderr
+}
+
+func (s *Store) open() error {
+	if s.ch != nil {
+		return nil
+	}
+	ch, err := openChain(s.misc)
 	if err != nil {
-		return st, err
+		return err
 	}
+	s.ch, s.gen = ch, -1
+	return nil
+}
+
+// refresh reads the newest generation.
+func (s *Store) refresh() error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for tries := 0; ; tries++ {
+		n, err := s.ch.latest(s.gen)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			if _, err := os.Stat(s.ch.dir); os.IsNotExist(err) {
+				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
+			}
+			return ErrNoState // a chain with no generation yet
+		}
+		if err := s.load(n); err == nil {
+			return nil
+		} else if errors.Is(err, errClosed) {
+			s.ch = nil
+			if err := s.open(); err != nil {
+				return err
+			}
+		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err)) {
+			return err
+		} else {
+			// Buried while we looked (we were far behind), or a cached
+			// name: look again from the hint.
+			s.gen = -1
+			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+		}
+	}
+}
+
+// load reads generation n into s.cur.
+func (s *Store) load(n int64) error {
+	b, err := s.ch.read(n)
+	if err != nil {
+		return err
+	}
+	var st State
 	if err := st.unmarshal(b); err != nil {
-		return st, fmt.Errorf("%s is damaged (%v); resubmit the farm to start a new run", s.path, err)
+		if err == errClosed {
+			return err
+		}
+		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
-	return st, nil
+	st.Gen = n
+	s.gen, s.cur = n, st
+	return nil
 }
 
-// stateSize is the fixed size of the state file. Every write rewrites it
-// whole in one write(2) at offset 0, in place: a rename over the old file
-// would make ext4 flush it (auto_da_alloc), costing ~0.4 ms a claim, and a
-// single write of a few hundred bytes cannot be torn by a killed process.
-const stateSize = 256
-
-func (s *Store) write(st *State) error {
-	s.buf = st.marshal(s.buf[:0])
-	if len(s.buf) > stateSize {
-		return fmt.Errorf("state record too long (%d bytes)", len(s.buf))
-	}
-	line := len(s.buf) - 1
-	for len(s.buf) < stateSize {
-		s.buf = append(s.buf, ' ')
-	}
-	s.buf[line], s.buf[stateSize-1] = ' ', '\n'
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(s.buf, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// Read returns the current state, taking the lock.
+// Read returns the current state. It takes no lock and never waits for
+// another process.
 func (s *Store) Read(ctx context.Context) (State, error) {
-	var st State
-	err := s.Update(ctx, func(cur *State) error { st = *cur; return errSkipWrite })
-	return st, err
+	if err := s.refresh(); err != nil {
+		return State{}, err
+	}
+	return s.cur, nil
 }
 
 var errSkipWrite = errors.New("skip write")
 
-// Update runs fn on the state under the lock and writes the result back. If
-// the farm has no state yet, fn gets a zero State.
+// Update runs fn on the current state and commits the result as the next
+// generation. If another process committed first, it reads that and runs fn
+// again: fn must only compute, with no effects outside the State. If the farm
+// has no state yet, fn gets a zero State and the first generation starts a
+// new chain.
 func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
-	if err := s.Lock.Lock(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		if err := s.Lock.Unlock(); err != nil {
-			// Our lock was broken as stale while we held it: say so, as
-			// another process may have claimed at the same time.
-			fmt.Fprintf(os.Stderr, "farm: warning: %v\n", err)
-		}
-	}()
-	st, err := s.read()
-	if err != nil && err != ErrNoState {
-		return err
-	}
-	if err := fn(&st); err != nil {
-		if err == errSkipWrite {
-			return nil
-		}
-		return err
-	}
-	return s.write(&st)
+	_, err := s.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
+	return err
 }
 
-// Claim hands out the next unclaimed case of run, or ok=false when the run
-// has none left (or a newer run has started). before, if not nil, is called
-// first under the same lock: the meta-job uses it to update the farm-wide
-// counters, and returns ErrStop to claim nothing (its changes are kept).
-func (s *Store) Claim(ctx context.Context, run int, before func(*State) error) (c Case, ok bool, err error) {
-	err = s.Update(ctx, func(st *State) error {
+func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (State, error) {
+	r := retrier{s: s}
+	stale := s.ch == nil || s.gen < 0
+	reopened := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return State{}, err
+		}
+		if stale {
+			err := s.refresh()
+			if errors.Is(err, ErrNoState) {
+				s.cur, s.gen = State{Gen: -1}, -1
+			} else if err != nil {
+				if r.transient(ctx, err) {
+					continue
+				}
+				return State{}, err
+			}
+			stale = false
+		}
+		st := s.cur
+		if err := fn(&st); err != nil {
+			if err == errSkipWrite {
+				return s.cur, nil
+			}
+			return State{}, err
+		}
+		if s.ch == nil {
+			ch, err := createChain(s.misc)
+			if err != nil {
+				if r.transient(ctx, err) {
+					continue
+				}
+				return State{}, err
+			}
+			s.ch = ch
+			// Another process may have made the chain, and its first
+			// generation, first.
+			if n, err := ch.latest(-1); err != nil || n >= 0 {
+				stale = true
+				continue
+			}
+		}
+		ci := info(&st)
+		ci.nonce = newNonce()
+		if ci.by == "" {
+			ci.by = s.Job
+		}
+		next := s.gen + 1
+		s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+		won, err := s.ch.commit(next, s.wbuf, ci.nonce)
+		if err != nil {
+			var de *DamageError
+			if errors.As(err, &de) {
+				// A repair may have started a new chain: look again once.
+				if old := s.ch.dir; !reopened {
+					reopened, s.ch, stale = true, nil, true
+					if ch, oerr := openChain(s.misc); oerr == nil && ch.dir != old {
+						continue
+					}
+				}
+				return State{}, err
+			}
+			if r.transient(ctx, err) {
+				continue
+			}
+			return State{}, err
+		}
+		r.ok()
+		if won {
+			st.Gen = next
+			s.gen, s.cur = next, st
+			return st, nil
+		}
+		// Lost the race: what won is the new base.
+		if err := s.load(next); err != nil {
+			if errors.Is(err, errClosed) {
+				s.ch = nil
+			}
+			stale = true
+		}
+	}
+}
+
+// Claim hands out up to most consecutive unclaimed cases of run, in one
+// commit, or none when the run has none left (or a newer run has started).
+// before, if not nil, is called first on the state being committed: the
+// meta-job uses it to update the farm-wide counters, and returns ErrStop to
+// claim nothing (its changes are kept). before may run more than once.
+func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+	most = max(most, 1)
+	var cases []Case
+	_, err := s.update(ctx, func(st *State) error {
+		cases = cases[:0]
 		if st.Run == 0 {
 			return ErrNoState
 		}
@@ -208,37 +352,180 @@ func (s *Store) Claim(ctx context.Context, run int, before func(*State) error) (
 		if st.Run != run {
 			return nil
 		}
-		var next int64
-		c, next, ok, err = s.readCase(st)
-		if err != nil || !ok {
-			st.Offset = next
-			return err
+		// Near the end of the run, leave some for the others.
+		lim := most
+		if left := st.Cases - st.Claimed; st.Cases > 0 && left < int64(16*most) {
+			lim = 1 + int(max(left, 0)/16)
 		}
-		st.Offset = next
-		st.Claimed++
+		off := st.Offset
+		for len(cases) < lim {
+			c, next, ok, err := s.readCase(st.Table, off)
+			off = next
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			cases = append(cases, c)
+		}
+		st.Offset = off
+		st.Claimed += int64(len(cases))
 		return nil
+	}, func(st *State) commitInfo {
+		ci := commitInfo{n: len(cases)}
+		if len(cases) > 0 {
+			ci.first = cases[0].ID
+		}
+		return ci
 	})
-	return c, ok, err
+	if err != nil {
+		return nil, err
+	}
+	return cases, nil
 }
 
 // ErrStop, returned by Claim's before function, ends the claim with no case
 // while keeping the state changes made so far.
 var ErrStop = errors.New("stop claiming")
 
+// Repair commits st as the next generation whatever the newest one holds
+// (it may be damaged), or starts a new chain if the old one cannot be found
+// (MISC/chain missing or damaged, or its directory gone). The old chain, if
+// any, is closed first, so that nobody can go on committing to it.
+func (s *Store) Repair(ctx context.Context, st State) error {
+	ch, err := openChain(s.misc)
+	if err == nil {
+		if _, serr := os.Stat(ch.dir); serr == nil {
+			n, lerr := ch.latest(-1)
+			if lerr != nil {
+				return lerr
+			}
+			s.ch, s.gen = ch, n
+			nonce := newNonce()
+			s.wbuf = st.marshal(s.wbuf[:0], n+1, commitInfo{by: "repair", nonce: nonce})
+			won, err := ch.commit(n+1, s.wbuf, nonce)
+			if err != nil {
+				return err
+			}
+			if !won {
+				return fmt.Errorf("the claim state changed while it was being repaired: a meta-job is still running; stop the farm's jobs first")
+			}
+			st.Gen = n + 1
+			s.gen, s.cur = n+1, st
+			return nil
+		}
+	} else if !errors.Is(err, ErrNoState) {
+		var de *DamageError
+		if !errors.As(err, &de) {
+			return err
+		}
+	}
+	// No usable chain: close every old one (no process may go on
+	// committing to it), set the chain file aside and start afresh.
+	olds, _ := filepath.Glob(filepath.Join(s.misc, "claims.*"))
+	for _, dir := range olds {
+		if err := closeChain(&chain{dir: dir, self: newNonce()}); err != nil {
+			return err
+		}
+	}
+	chainFile := filepath.Join(s.misc, "chain")
+	if _, err := os.Lstat(chainFile); err == nil {
+		if err := os.Rename(chainFile, chainFile+".damaged."+newNonce()); err != nil {
+			return err
+		}
+	}
+	s.ch, s.gen = nil, -1
+	_, err = s.update(ctx, func(cur *State) error { *cur = st; return nil },
+		func(*State) commitInfo { return commitInfo{by: "repair"} })
+	return err
+}
+
+// closeChain commits a generation that closes the chain in dir: whoever
+// reads it opens MISC/chain again.
+func closeChain(c *chain) error {
+	for {
+		n, err := c.latest(-1)
+		if err != nil {
+			return err
+		}
+		if b, err := c.read(n); err == nil && strings.HasSuffix(string(b), " closed\n") {
+			return nil
+		}
+		nonce := newNonce()
+		won, err := c.commit(n+1, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, n+1, nonce)), nonce)
+		if err != nil || won {
+			return err
+		}
+	}
+}
+
+// retrier retries transient filesystem errors (a full disk, a quota, an I/O
+// error) with backoff, for at most the store's Retry, saying so once.
+type retrier struct {
+	s     *Store
+	since time.Time
+	wait  time.Duration
+}
+
+// transient reports whether err is transient and, if so, waits before the
+// caller tries again; false once the time is up.
+func (r *retrier) transient(ctx context.Context, err error) bool {
+	if !IsTransient(err) {
+		return false
+	}
+	limit := r.s.Retry
+	if limit == 0 {
+		limit = DefaultRetry
+	}
+	now := time.Now()
+	if r.since.IsZero() {
+		r.since, r.wait = now, 100*time.Millisecond
+		fmt.Fprintf(r.s.log(), "farm: %v; retrying for up to %s\n", err, limit)
+	}
+	if now.Sub(r.since) >= limit {
+		return false
+	}
+	t := time.NewTimer(r.wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	if r.wait < 5*time.Second {
+		r.wait *= 2
+	}
+	return true
+}
+
+func (r *retrier) ok() {
+	if !r.since.IsZero() {
+		fmt.Fprintf(r.s.log(), "farm: the filesystem works again after %s\n", time.Since(r.since).Round(time.Millisecond))
+		r.since = time.Time{}
+	}
+}
+
+// IsTransient reports whether err is a filesystem error that may go away by
+// itself: no space, no inodes, quota exceeded, an I/O error, a stale handle.
+func IsTransient(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE)
+}
+
 // readCase reads the first case line at or after st.Offset, returning it and
 // the offset just past it.
-func (s *Store) readCase(st *State) (Case, int64, bool, error) {
-	if s.table == nil || s.tname != st.Table {
+func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
+	if s.table == nil || s.tname != table {
 		if s.table != nil {
 			s.table.Close()
 		}
-		f, err := os.Open(filepath.Join(s.Dir, st.Table))
+		f, err := os.Open(filepath.Join(s.Dir, table))
 		if err != nil {
-			return Case{}, st.Offset, false, err
+			return Case{}, off, false, err
 		}
-		s.table, s.tname = f, st.Table
+		s.table, s.tname = f, table
 	}
-	off := st.Offset
 	if cap(s.buf) < 4096 {
 		s.buf = make([]byte, 4096)
 	}
@@ -257,7 +544,7 @@ func (s *Store) readCase(st *State) (Case, int64, bool, error) {
 		}
 		id, cmd, _, perr := splitID(line)
 		if perr != nil {
-			return Case{}, off, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
+			return Case{}, off, false, fmt.Errorf("%s at byte %d: %v", table, next, perr)
 		}
 		return Case{ID: id, Command: cmd}, off, true, nil
 	}

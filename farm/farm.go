@@ -106,7 +106,7 @@ func (f *Farm) Store() (*casetable.Store, error) {
 	if err := os.MkdirAll(f.Path(MiscDir), 0o755); err != nil {
 		return nil, err
 	}
-	return casetable.NewStore(f.Dir, f.Path(MiscDir), f.Host)
+	return casetable.NewStore(f.Dir, f.Path(MiscDir)), nil
 }
 
 // Log appends a timestamped line to farm.log. Only commands run by the user

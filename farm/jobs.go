@@ -3,10 +3,14 @@ package farm
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/farm-hpc/farm/casetable"
 )
@@ -27,11 +31,43 @@ const (
 	KindFinal  = "final"
 )
 
+// Job records live in MISC/jobs/, one file per submission (written whole to
+// a temporary name and renamed), so that submissions from several hosts
+// never rewrite one file. A farm made by an older farm has them in a file
+// MISC/jobs, which is moved to MISC/jobs.legacy at the first new record.
 func (f *Farm) jobsPath() string { return f.Path(MiscDir, "jobs") }
 
 // Jobs returns every job ever submitted for the farm, oldest first.
 func (f *Farm) Jobs() ([]JobRecord, error) {
-	fh, err := os.Open(f.jobsPath())
+	var out []JobRecord
+	var files []string
+	if st, err := os.Stat(f.jobsPath()); err == nil && !st.IsDir() {
+		files = append(files, f.jobsPath()) // an older farm's
+	} else {
+		files = append(files, f.jobsPath()+".legacy")
+		names, err := os.ReadDir(f.jobsPath())
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		for _, n := range names { // sorted: names start with the time
+			if !strings.HasPrefix(n.Name(), ".") {
+				files = append(files, filepath.Join(f.jobsPath(), n.Name()))
+			}
+		}
+	}
+	for _, p := range files {
+		recs, err := readJobRecords(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Run < out[j].Run })
+	return out, nil
+}
+
+func readJobRecords(path string) ([]JobRecord, error) {
+	fh, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
@@ -44,38 +80,37 @@ func (f *Farm) Jobs() ([]JobRecord, error) {
 	for n := 1; sc.Scan(); n++ {
 		fl := strings.Fields(sc.Text())
 		if len(fl) != 4 {
-			return nil, fmt.Errorf("%s:%d: damaged job record %q", f.jobsPath(), n, sc.Text())
+			return nil, fmt.Errorf("%s:%d: damaged job record %q", path, n, sc.Text())
 		}
 		run, err := strconv.Atoi(fl[0])
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: damaged job record %q", f.jobsPath(), n, sc.Text())
+			return nil, fmt.Errorf("%s:%d: damaged job record %q", path, n, sc.Text())
 		}
 		out = append(out, JobRecord{Run: run, Backend: fl[1], Kind: fl[2], ID: fl[3]})
 	}
 	return out, sc.Err()
 }
 
-// recordJobs adds jobs to MISC/jobs. The file is rewritten whole (temp file
-// + rename) under the farm lock, never appended to from several hosts.
+// recordJobs adds a file of records to MISC/jobs/. No lock: the file's name
+// is unique (the time and a random part), and it appears whole.
 func (f *Farm) recordJobs(ctx context.Context, recs []JobRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	st, err := f.Store()
-	if err != nil {
+	dir := f.jobsPath()
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		if err := os.Rename(dir, dir+".legacy"); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	defer st.Close()
-	if err := st.Lock.Lock(ctx); err != nil {
-		return err
-	}
-	defer st.Lock.Unlock()
-	old, err := f.Jobs()
-	if err != nil {
-		return err
-	}
-	return casetable.WriteAtomic(f.jobsPath(), 0o644, func(w *bufio.Writer) error {
-		for _, r := range append(old, recs...) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := fmt.Sprintf("%020d.%x", time.Now().UnixNano(), rnd)
+	return casetable.WriteAtomic(filepath.Join(dir, name), 0o644, func(w *bufio.Writer) error {
+		for _, r := range recs {
 			fmt.Fprintf(w, "%d %s %s %s\n", r.Run, r.Backend, r.Kind, r.ID)
 		}
 		return nil

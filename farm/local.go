@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,38 +91,46 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// nextIDs allocates n job IDs under the farm lock, skipping any ID that
-// already names a status file (a farm may have run on another backend).
+// nextIDs allocates n job IDs, each reserved by creating MISC/local/ID.id
+// exclusively (atomic on a network filesystem too, so two submissions, even
+// from two hosts, never get one ID), skipping any ID that already names a
+// status file (a farm may have run on another backend). next_id is only a
+// hint of where to start.
 func (l *Local) nextIDs(ctx context.Context, n int) ([]string, error) {
-	f := &Farm{Dir: l.Dir, Host: hostName()}
-	st, err := f.Store()
-	if err != nil {
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	if err := st.Lock.Lock(ctx); err != nil {
-		return nil, err
-	}
-	defer st.Lock.Unlock()
 	counter := filepath.Join(l.dir(), "next_id")
 	next := 1
 	if b, err := os.ReadFile(counter); err == nil {
-		next, _ = strconv.Atoi(string(b))
+		next, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		next = max(next, 1)
 	}
 	var ids []string
 	for len(ids) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		id := strconv.Itoa(next)
 		next++
 		if _, err := os.Stat(filepath.Join(l.Dir, StatusDir, "status."+id)); err == nil {
 			continue
 		}
+		fh, err := os.OpenFile(l.path(id, ".id"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if os.IsExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		fh.Close()
 		ids = append(ids, id)
 	}
-	if err := os.WriteFile(counter+".tmp", []byte(strconv.Itoa(next)), 0o644); err != nil {
+	tmp := fmt.Sprintf("%s.tmp.%d", counter, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(next)), 0o644); err != nil {
 		return nil, err
 	}
-	return ids, os.Rename(counter+".tmp", counter)
+	return ids, os.Rename(tmp, counter)
 }
 
 func (l *Local) bin() (string, error) {

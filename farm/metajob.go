@@ -76,6 +76,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer store.Close()
+	store.Job, store.Log = self.ID, m.Out
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
 	sw, err := status.Create(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host)
@@ -135,26 +136,42 @@ func (m *Metajob) Run(ctx context.Context) error {
 	if end := endTime(self.End); !end.IsZero() {
 		fmt.Fprintf(m.Out, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
+	var queue []casetable.Case // claimed, not started yet
+	bs := batchSizer{}
+	if simple {
+		bs.max = 1
+	}
 	for {
 		if stopSig.Load() != 0 {
 			quit(MsgStopped)
 			return nil
 		}
-		c, ok, err := store.Claim(ctx, run, rt.before)
-		if err != nil {
-			return fmt.Errorf("claiming a case: %w", err)
-		}
-		if rt.stop {
+		if len(queue) == 0 {
+			cases, err := store.Claim(ctx, run, bs.next(rt), rt.before)
+			if err != nil {
+				return fmt.Errorf("claiming a case: %w", err)
+			}
+			rt.claimed()
+			if rt.stop {
+				quit(MsgNoRuntime)
+				return nil
+			}
+			if len(cases) == 0 {
+				quit(MsgNoCases)
+				return nil
+			}
+			if rt.recompute {
+				rt.update(ctx, store, f.Path(StatusDir), m.Out)
+			}
+			queue = cases
+		} else if rt.tooLate() {
+			// The rest of the batch would likely not finish: it stays
+			// never started, for the next run.
 			quit(MsgNoRuntime)
 			return nil
 		}
-		if !ok {
-			quit(MsgNoCases)
-			return nil
-		}
-		if rt.recompute {
-			rt.update(ctx, store, f.Path(StatusDir), m.Out)
-		}
+		c := queue[0]
+		queue = queue[1:]
 		start := time.Now()
 		if err := sw.Start(c.ID, start); err != nil {
 			return err
@@ -164,6 +181,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("case %d: %w", c.ID, err)
 		}
+		bs.observe(time.Since(start))
 		stopped := stopSig.Load() != 0
 		if !stopped && sig != 0 {
 			// A stop signal sent to the whole job (Slurm's time limit,
@@ -200,6 +218,54 @@ func (m *Metajob) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// BatchSeconds is about how much work a meta-job claims in one commit once
+// it knows how long its cases take: short cases are claimed many at a time,
+// so that the shared filesystem sees about one commit a second per
+// meta-job, however short they are.
+const BatchSeconds = 1.0
+
+// MaxBatch caps the cases claimed in one commit.
+const MaxBatch = 1024
+
+// batchSizer picks how many cases the next claim takes: one at first, then
+// about BatchSeconds of work by the mean time of the cases run so far (at
+// most doubling from one claim to the next), never more than fit in the
+// job's remaining time.
+type batchSizer struct {
+	max   int // 0: MaxBatch
+	k     int
+	n     int
+	total time.Duration
+}
+
+func (b *batchSizer) observe(d time.Duration) {
+	b.n++
+	b.total += d
+}
+
+func (b *batchSizer) next(rt *runtimeGuard) int {
+	lim := b.max
+	if lim == 0 {
+		lim = MaxBatch
+	}
+	if b.k == 0 || b.n == 0 {
+		b.k = 1
+		return min(b.k, lim)
+	}
+	mean := b.total.Seconds() / float64(b.n)
+	want := lim
+	if mean > 0 {
+		want = int(BatchSeconds / mean)
+	}
+	if end := endTime(rt.backendEnd); !end.IsZero() && mean > 0 {
+		// What fits before the end, less the cutoff margin.
+		fit := int((time.Until(end).Seconds() - rt.cutoff) / mean)
+		want = min(want, fit)
+	}
+	b.k = max(1, min(want, 2*b.k, lim))
+	return b.k
 }
 
 // runCase makes the case's directory and runs single_case.sh for c.
@@ -244,7 +310,8 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 // starting a case it would likely not finish.
 type runtimeGuard struct {
 	backendEnd time.Time
-	finished   int64 // cases this meta-job finished since its last claim
+	finished   int64   // cases this meta-job finished since its last claim
+	cutoff     float64 // dt_cutoff as of the last claim
 	recompute  bool
 	stop       bool
 }
@@ -253,20 +320,22 @@ type runtimeGuard struct {
 // computed; it is recomputed each time that count doubles.
 const FirstCutoffAt = 8
 
-// before runs under the farm lock, before each claim.
+// before runs on the state a claim would commit; it may run more than once
+// for one claim (when another meta-job committed first), so it changes only
+// the State and flags that it sets afresh each time.
 func (g *runtimeGuard) before(st *casetable.State) error {
 	st.Done += g.finished
-	g.finished = 0
 	if st.Next == 0 {
 		st.Next = FirstCutoffAt
 	}
-	g.recompute = false
+	g.recompute, g.stop = false, false
 	if st.Done >= st.Next {
 		g.recompute = true // this meta-job recomputes; the others need not
 		for st.Done >= st.Next {
 			st.Next *= 2
 		}
 	}
+	g.cutoff = st.Cutoff
 	if end := endTime(g.backendEnd); !end.IsZero() {
 		left := time.Until(end)
 		if left <= 0 || left.Seconds() < st.Cutoff {
@@ -275,6 +344,20 @@ func (g *runtimeGuard) before(st *casetable.State) error {
 		}
 	}
 	return nil
+}
+
+// claimed is called after a claim committed: its finished cases are counted.
+func (g *runtimeGuard) claimed() { g.finished = 0 }
+
+// tooLate reports whether the job's remaining time is below dt_cutoff, as
+// known at the last claim: the next case would likely not finish.
+func (g *runtimeGuard) tooLate() bool {
+	end := endTime(g.backendEnd)
+	if end.IsZero() {
+		return false
+	}
+	left := time.Until(end)
+	return left <= 0 || left.Seconds() < g.cutoff
 }
 
 // update recomputes dt_cutoff from every recorded duration and stores it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"io"
 	"strconv"
 	"time"
@@ -44,6 +45,11 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 		MaxID:    maxID,
 		Since:    since,
 	})
+	if err == nil {
+		for _, w := range sum.Warnings {
+			fmt.Fprintf(os.Stderr, "farm: warning: %s\n", w)
+		}
+	}
 	return sum, recs, infos, err
 }
 
@@ -58,7 +64,7 @@ func (f *Farm) readState(ctx context.Context) (casetable.State, error) {
 	if errors.Is(err, casetable.ErrNoState) {
 		return st, nil
 	}
-	return st, err
+	return st, stateErr(err)
 }
 
 // Progress is the farm-wide count of the cases of table.dat by state.

@@ -42,10 +42,13 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 	state, err := store.Read(ctx)
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {
+		if f.hasRecords() {
+			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+		}
 		return Userf("this farm was never submitted: use 'farm submit N' first")
 	}
 	if err != nil {
-		return err
+		return stateErr(err)
 	}
 	active, _, err := f.activeJobs(ctx, backends, opt.Self)
 	if err != nil {
@@ -64,18 +67,37 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 	if err != nil {
 		return err
 	}
-	n, err := casetable.Rebuild(f.Path(Table), f.Path(RetryTable), func(id int64) bool {
+	// The new run's table gets a name of its own, so that two resubmits
+	// racing never write one file; the one whose run starts also leaves it
+	// as table.dat_, as META does.
+	runTable := fmt.Sprintf("%s/table.run%d.%d", MiscDir, state.Run+1, os.Getpid())
+	n, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), func(id int64) bool {
 		return sum.Get(id).State != status.Succeeded
 	})
 	if err != nil {
 		return tableErr(err)
 	}
 	if n == 0 {
-		os.Remove(f.Path(RetryTable))
+		os.Remove(f.Path(runTable))
 		return ErrNothingLeft
 	}
 	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
-	return f.launch(ctx, backends, opt, state.Run+1, RetryTable, n, 0)
+	if err := f.launch(ctx, backends, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
+		var st casetable.State
+		if s, rerr := f.readState(ctx); rerr == nil {
+			st = s
+		}
+		if st.Table != runTable {
+			os.Remove(f.Path(runTable))
+		}
+		return err
+	}
+	tmp := f.Path(RetryTable + ".tmp." + strconv.Itoa(os.Getpid()))
+	os.Remove(tmp)
+	if err := os.Link(f.Path(runTable), tmp); err == nil {
+		os.Rename(tmp, f.Path(RetryTable))
+	}
+	return nil
 }
 
 // autoEnv is the environment the extra job gets.

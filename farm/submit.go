@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/status"
 )
 
 // Backends finds a backend by name for the farm in dir; name "" picks the
@@ -87,8 +88,13 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 	}
 	state, err := store.Read(ctx)
 	store.Close()
-	if err != nil && !errors.Is(err, casetable.ErrNoState) {
-		return err
+	if errors.Is(err, casetable.ErrNoState) {
+		state.Gen = -1
+		if f.hasRecords() {
+			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+		}
+	} else if err != nil {
+		return stateErr(err)
 	}
 	if state.Run > 0 {
 		active, _, err := f.activeJobs(ctx, backends)
@@ -102,7 +108,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
 		}
 		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
-		return f.launch(ctx, backends, opt, state.Run, state.Table, 0, 0)
+		return f.launch(ctx, backends, opt, state.Gen, state.Run, state.Table, 0, 0)
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
@@ -111,7 +117,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
 	}
-	return f.launch(ctx, backends, opt, 1, Table, info.Cases, info.MaxID)
+	return f.launch(ctx, backends, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
 }
 
 func modeName(simple bool) string {
@@ -136,7 +142,11 @@ func tableErr(err error) error {
 // launch submits the jobs of run over table. cases is the number of cases
 // in table for a new run, 0 when adding jobs to an active run; maxID is the
 // largest ID of table.dat (0: unchanged).
-func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, run int, table string, cases int, maxID int64) error {
+// launch starts run (or adds jobs to it, when cases is 0). base is the
+// generation of the claim state the caller decided on: if the state has moved
+// on since (another submit or resubmit started a run, or a meta-job claimed),
+// nothing is started.
+func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
 	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
 	if err != nil {
 		return err
@@ -191,6 +201,9 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 			return err
 		}
 		err = store.Update(ctx, func(st *casetable.State) error {
+			if st.Gen != base {
+				return errStateMoved
+			}
 			st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
 			if maxID > 0 { // a first run: table.dat itself
 				st.MaxID, st.Total = maxID, int64(cases)
@@ -198,8 +211,11 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 			return nil
 		})
 		store.Close()
+		if errors.Is(err, errStateMoved) {
+			return Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
+		}
 		if err != nil {
-			return err
+			return stateErr(err)
 		}
 	}
 	bin, err := os.Executable()
@@ -345,4 +361,30 @@ func scriptRuns(path, verb string) error {
 		}
 	}
 	return Userf("%s does not run 'farm %s': restore its last line, exec \"${FARM_BIN:-farm}\" %s (see 'farm init' for the template)", filepath.Base(path), verb, verb)
+}
+
+var errStateMoved = errors.New("the claim state moved on")
+
+// stateErr turns a damaged claim state into advice that works.
+func stateErr(err error) error {
+	var de *casetable.DamageError
+	if errors.As(err, &de) {
+		return Userf("%v: run 'farm repair' to rebuild it from the status records (it refuses while jobs of the farm are queued or running)", err)
+	}
+	return err
+}
+
+// hasRecords reports whether the farm has run: a status record or a job
+// record exists.
+func (f *Farm) hasRecords() bool {
+	if recs, _ := f.Jobs(); len(recs) > 0 {
+		return true
+	}
+	names, _ := os.ReadDir(f.Path(StatusDir))
+	for _, n := range names {
+		if _, _, ok := status.ParseFileName(n.Name()); ok {
+			return true
+		}
+	}
+	return false
 }

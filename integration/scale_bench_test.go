@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/casetable"
 )
 
 // makeRecordFarm writes a farm whose STATUSES hold n cases, each with a
@@ -20,8 +23,12 @@ func makeRecordFarm(b *testing.B, n, jobs int) string {
 	dir := newFarm(b, []string{"true"}, "0-00:10")
 	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "MISC"), 0o755)
-	state := fmt.Sprintf("run=1 table=table.dat simple=false offset=0 cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=0 next=0\n", n, n, n, n, n)
-	os.WriteFile(filepath.Join(dir, "MISC", "state"), []byte(state), 0o644)
+	if err := casetable.NewStore(dir, filepath.Join(dir, "MISC")).Update(context.Background(), func(s *casetable.State) error {
+		*s = casetable.State{Run: 1, Table: "table.dat", Cases: int64(n), MaxID: int64(n), Total: int64(n), Claimed: int64(n), Done: int64(n)}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 	per := n / jobs
 	t0 := time.Now().Add(-time.Hour).Unix()
 	for j := 0; j < jobs; j++ {

@@ -71,6 +71,10 @@ type Summary struct {
 	job    []uint32 // index into Jobs, +1 (0 = none)
 	far    map[int64]Case
 
+	// Warnings name the status lines that could not be parsed and were
+	// skipped ("FILE:LINE: why; line skipped").
+	Warnings []string
+
 	// RunCounts counts attempt outcomes per run (index: run number).
 	RunCounts map[int]*Counts
 
@@ -200,6 +204,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 			continue
 		}
 		s.jobRun[b.ji] = b.run
+		s.Warnings = append(s.Warnings, b.warnings...)
 		for _, a := range b.attempts {
 			s.merge(a, b.ji, b.run)
 		}
@@ -230,7 +235,11 @@ type batch struct {
 	recent   int64
 	job      *Job // set on a file's last batch
 	err      error
+	warnings []string
 }
+
+// maxWarnings caps the damaged lines reported per batch.
+const maxWarnings = 10
 
 const batchSize = 16384
 
@@ -239,6 +248,7 @@ var batchPool = sync.Pool{New: func() any { return &batch{attempts: make([]attem
 func newBatch(ji, run int) *batch {
 	b := batchPool.Get().(*batch)
 	b.ji, b.run, b.first, b.last, b.recent, b.job, b.err = ji, run, 0, 0, 0, nil, nil
+	b.warnings = b.warnings[:0]
 	return b
 }
 
@@ -278,7 +288,11 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 		// A line without its newline is being written right now: skip it.
 		if len(line) > 0 && line[len(line)-1] == '\n' {
 			if perr := p.parseLine(line); perr != nil {
-				return fail(fmt.Errorf("%s:%d: %v", name, lineNo, perr))
+				// One damaged line must not block the farm: say which,
+				// and read on.
+				if len(p.b.warnings) < maxWarnings {
+					p.b.warnings = append(p.b.warnings, fmt.Sprintf("%s:%d: %v; line skipped", name, lineNo, perr))
+				}
 			}
 			if len(p.b.attempts) == batchSize {
 				if !send(p.b) {

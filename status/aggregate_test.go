@@ -86,11 +86,21 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 	}
 }
 
-func TestAggregateRejectsDamagedRecord(t *testing.T) {
+func TestAggregateSkipsDamagedRecordAndSaysWhere(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "status.1"), []byte("# farm-status v1 job=1 run=1 host=h\nE 5 zero\n"), 0o644)
-	if _, err := Load(dir, Options{}); err == nil {
-		t.Error("a damaged record was accepted")
+	os.WriteFile(filepath.Join(dir, "status.1"), []byte("# farm-status v1 job=1 run=1 host=h\nS 4 100.0 h\nE 5 zero\nE 4 0 100.0 1.0 h\n"), 0o644)
+	sum, err := Load(dir, Options{})
+	if err != nil {
+		t.Fatalf("one damaged line blocked the farm: %v", err)
+	}
+	if len(sum.Warnings) != 1 || !strings.Contains(sum.Warnings[0], "status.1:3:") || !strings.Contains(sum.Warnings[0], "skipped") {
+		t.Errorf("warnings %q, want one naming status.1:3", sum.Warnings)
+	}
+	if c := sum.Get(4); c.State != Succeeded {
+		t.Errorf("the good record after the damaged line: case 4 = %v", c.State)
+	}
+	if c := sum.Get(5); c.State != NeverRan {
+		t.Errorf("case 5 of the damaged line = %v, want never ran", c.State)
 	}
 }
 

@@ -82,7 +82,7 @@ func TestCompletion(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for _, cmd := range []string{"init", "submit", "resubmit", "wait", "Status", "query", "list", "kill", "prune", "clean", "completion"} {
+	for _, cmd := range []string{"init", "submit", "resubmit", "wait", "Status", "query", "list", "kill", "prune", "repair", "clean", "completion"} {
 		var out, errb bytes.Buffer
 		if code := Run([]string{"farm", "help", cmd}, &out, &errb); code != 0 {
 			t.Errorf("help %s: exit %d", cmd, code)

@@ -27,6 +27,7 @@ func commands() []*cli.Command {
 		completionCmd(),
 		killCmd(false),
 		killCmd(true),
+		repairCmd(),
 		metajobCmd(),
 		autojobCmd(),
 		localJobCmd(),
@@ -334,6 +335,26 @@ func killCmd(prune bool) *cli.Command {
 				return err
 			}
 			return f.Cancel(c.Context, backends(nil), prune)
+		},
+	}
+}
+
+func repairCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "repair",
+		Usage: "rebuild a damaged or missing claim state from the records",
+		Description: "The claim state (MISC/chain and MISC/claims.*) says which cases of the current run are\n" +
+			"claimed. If it is damaged or lost, repair rebuilds it from table.dat and the status\n" +
+			"records: the newest run is closed, so 'farm resubmit N' runs every case that did not\n" +
+			"succeed and none that did. It refuses while jobs of the farm are queued or running.\n\n" +
+			"EXAMPLE:\n   farm repair && farm resubmit 4",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "rebuild even a state that reads well"}},
+		Action: func(c *cli.Context) error {
+			f, err := openFarm(c)
+			if err != nil {
+				return err
+			}
+			return f.Repair(c.Context, backends(nil), c.Bool("force"))
 		},
 	}
 }

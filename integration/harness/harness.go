@@ -230,13 +230,16 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// JobIDs reads the job IDs the farm in dir recorded in MISC/jobs.
+// JobIDs reads the job IDs the farm in dir recorded in MISC/jobs/.
 func JobIDs(dir string) []string {
-	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "jobs"))
+	files, _ := filepath.Glob(filepath.Join(dir, "MISC", "jobs", "[0-9]*"))
 	var ids []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 4 {
-			ids = append(ids, f[3])
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 4 {
+				ids = append(ids, f[3])
+			}
 		}
 	}
 	return ids

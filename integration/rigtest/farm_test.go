@@ -64,10 +64,6 @@ func together(fns ...func()) {
 // every brick operation 1 ms late (latency). It reports claims per second
 // farm-wide.
 func fourThousandCases(t *testing.T, r *rig, profile string) {
-	if profile == "default" && os.Getenv("FARM_RIG_DEFAULT_PROFILE") != "1" {
-		t.Skip("known defect, fixed by the claim-core issue: on Gluster's default profile cases run more than once, " +
-			"as MISC/state is rewritten in place and the other clients read a stale cached copy; FARM_RIG_DEFAULT_PROFILE=1 runs it")
-	}
 	const n = 4000
 	dir := r.farm(t, profile, harness.Repeat(ranLine("."), n), "0-00:30")
 	largeFarmConfig(t, dir)

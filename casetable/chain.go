@@ -1,0 +1,331 @@
+package casetable
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The claim state is a chain of immutable generations (ARCHITECTURE.md):
+//
+//	MISC/chain                      names the chain directory; made once, by link()
+//	MISC/claims.NONCE/              the chain directory
+//	MISC/claims.NONCE/head          a hint: a recent generation number
+//	MISC/claims.NONCE/SEG/g.N       generation N (SEG = N / SegmentSize)
+//	MISC/claims.NONCE/SEG/tomb      what buried generations are links to
+//
+// Generation N+1 is committed by writing it to a private file and link()ing
+// that to the name g.N+1, which fails if the name exists: link is atomic at
+// the server of every network filesystem, so of all the processes that read
+// generation N and want to follow it, exactly one succeeds. A name, once
+// made, exists until the farm is cleaned: old generations are "buried" by
+// renaming a link to the segment's tomb over them (the inode goes, the name
+// stays), never removed. So a process that stalled for any length of time
+// cannot commit on an old view: the name it would make exists.
+//
+// Nothing is ever rewritten in place, and no correctness depends on reading a
+// file another client rewrote: a generation's content never changes once it
+// has a name, and a hint that is stale costs only lookups.
+
+// SegmentSize is the number of generations per segment directory.
+const SegmentSize = 4096
+
+// buryAfter is how many generations a generation stays readable before it is
+// buried. A reader that falls further behind finds a tomb and starts over
+// from the hint.
+const buryAfter = 1024
+
+// hintEvery: the head hint is rewritten every hintEvery generations.
+const hintEvery = 256
+
+const (
+	chainMagic = "farm-chain v1 "
+	genMagic   = "farm-gen v1 "
+	tombText   = "farm-gen v1 buried\n"
+)
+
+// testHook, if set (by tests only), is called at each stage of a commit:
+// "write" before the generation is written, "link" before it is linked.
+var testHook func(stage string)
+
+// errBuried is returned when a generation has been buried.
+var errBuried = errors.New("generation buried")
+
+// chain is one farm's chain of generations.
+type chain struct {
+	dir  string // MISC/claims.NONCE
+	tmp  string // our private file for the next commit
+	seq  int    // counter for our private names
+	self string // unique among every process of every host: names our files
+}
+
+func newNonce() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// openChain opens the chain named by misc/chain; ErrNoState if there is none.
+func openChain(misc string) (*chain, error) {
+	b, err := os.ReadFile(filepath.Join(misc, "chain"))
+	if os.IsNotExist(err) {
+		return nil, ErrNoState
+	}
+	if err != nil {
+		return nil, err
+	}
+	name, ok := parseChainFile(b)
+	if !ok {
+		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
+	}
+	return &chain{dir: filepath.Join(misc, name), self: newNonce()}, nil
+}
+
+func parseChainFile(b []byte) (string, bool) {
+	s, ok := strings.CutPrefix(string(b), chainMagic)
+	s, ok2 := strings.CutSuffix(s, "\n")
+	if !ok || !ok2 || !strings.HasPrefix(s, "claims.") || strings.ContainsAny(s, "/ \n") {
+		return "", false
+	}
+	return s, true
+}
+
+// createChain makes a new chain and names it in misc/chain, unless misc/chain
+// exists: then it opens that one (another process made it first).
+func createChain(misc string) (*chain, error) {
+	name := "claims." + newNonce()
+	dir := filepath.Join(misc, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(misc, "chain.tmp."+newNonce())
+	if err := os.WriteFile(tmp, []byte(chainMagic+name+"\n"), 0o644); err != nil {
+		os.Remove(tmp)
+		os.Remove(dir)
+		return nil, err
+	}
+	err := os.Link(tmp, filepath.Join(misc, "chain"))
+	os.Remove(tmp)
+	if err != nil && !os.IsExist(err) {
+		os.Remove(dir)
+		return nil, err
+	}
+	c, oerr := openChain(misc)
+	if oerr != nil {
+		return nil, oerr
+	}
+	if c.dir != dir {
+		os.Remove(dir) // another process's chain won
+	}
+	return c, nil
+}
+
+func (c *chain) segDir(n int64) string {
+	return filepath.Join(c.dir, fmt.Sprintf("%06d", n/SegmentSize))
+}
+
+func (c *chain) genPath(n int64) string {
+	return filepath.Join(c.segDir(n), "g."+strconv.FormatInt(n, 10))
+}
+
+// exists reports whether generation n has been made. Names are never
+// removed, so a yes is always true; a no may be stale (a cached negative
+// lookup), which only makes the caller's commit fail and retry.
+func (c *chain) exists(n int64) (bool, error) {
+	_, err := os.Lstat(c.genPath(n))
+	if err == nil {
+		return true, nil
+	}
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+// hint reads the head hint (-1 if none or unreadable).
+func (c *chain) hint() int64 {
+	b, err := os.ReadFile(filepath.Join(c.dir, "head"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// latest finds the newest generation, starting from from (a generation known
+// to exist, or -1). It returns -1 if the chain has none.
+func (c *chain) latest(from int64) (int64, error) {
+	if h := c.hint(); h > from {
+		if ok, err := c.exists(h); err != nil {
+			return 0, err
+		} else if ok {
+			from = h
+		}
+	}
+	lo := from // exists (or -1)
+	step := int64(1)
+	hi := int64(-1) // does not exist
+	for hi < 0 {
+		ok, err := c.exists(lo + step)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			hi = lo + step
+			break
+		}
+		lo += step
+		step *= 2
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := c.exists(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// read returns generation n's content; errBuried if it was buried,
+// os.ErrNotExist if it does not exist.
+func (c *chain) read(n int64) ([]byte, error) {
+	b, err := os.ReadFile(c.genPath(n))
+	if err != nil {
+		return nil, err
+	}
+	if string(b) == tombText {
+		return nil, errBuried
+	}
+	return b, nil
+}
+
+// commit tries to make generation n with content b (which must hold a nonce
+// of the caller's, so that the caller can recognise its own generation). It
+// reports whether it made it; false with a nil error means another process
+// made generation n first.
+func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
+	seg := c.segDir(n)
+	if n%SegmentSize == 0 || c.tmp == "" || filepath.Dir(c.tmp) != seg {
+		if err := os.Mkdir(seg, 0o755); err != nil && !os.IsExist(err) {
+			if os.IsNotExist(err) {
+				return false, &DamageError{Path: c.dir, Why: "the chain directory is gone"}
+			}
+			return false, err
+		}
+	}
+	c.seq++
+	tmp := filepath.Join(seg, fmt.Sprintf("t.%s.%d", c.self, c.seq))
+	if testHook != nil {
+		testHook("write")
+	}
+	if err := writeNew(tmp, b); err != nil {
+		os.Remove(tmp)
+		if os.IsNotExist(err) {
+			return false, &DamageError{Path: c.dir, Why: "the chain directory is gone"}
+		}
+		return false, err
+	}
+	c.tmp = tmp
+	if testHook != nil {
+		testHook("link")
+	}
+	lerr := os.Link(tmp, c.genPath(n))
+	os.Remove(tmp)
+	if lerr == nil {
+		c.afterCommit(n)
+		return true, nil
+	}
+	// The reply of a link that succeeded can be lost (NFS, FUSE) and the
+	// retry report EEXIST: trust what the name holds, not the error.
+	got, rerr := c.read(n)
+	if rerr == nil {
+		if bytes.Contains(got, []byte(" nonce="+nonce)) {
+			c.afterCommit(n)
+			return true, nil
+		}
+		return false, nil
+	}
+	if os.IsExist(lerr) {
+		return false, nil // made by another; unreadable for now
+	}
+	return false, lerr
+}
+
+// writeNew writes b to a new file at path in one write.
+func writeNew(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// afterCommit keeps the chain small: it buries the generation buryAfter
+// back and now and then moves the head hint on. Failures are harmless (a
+// generation left unburied costs an inode; an old hint costs lookups).
+func (c *chain) afterCommit(n int64) {
+	if k := n - buryAfter; k >= 0 {
+		c.bury(k)
+	}
+	if n%hintEvery == 0 {
+		tmp := filepath.Join(c.dir, "head.tmp."+c.self)
+		if os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)+"\n"), 0o644) == nil {
+			if os.Rename(tmp, filepath.Join(c.dir, "head")) != nil {
+				os.Remove(tmp)
+			}
+		}
+	}
+}
+
+// bury replaces generation k by a link to its segment's tomb: the name
+// stays, so that nobody can ever make generation k again.
+func (c *chain) bury(k int64) {
+	seg := c.segDir(k)
+	tomb := filepath.Join(seg, "tomb")
+	c.seq++
+	x := filepath.Join(seg, fmt.Sprintf("x.%s.%d", c.self, c.seq))
+	err := os.Link(tomb, x)
+	if os.IsNotExist(err) {
+		if werr := writeNew(tomb, []byte(tombText)); werr != nil && !os.IsExist(werr) {
+			return
+		}
+		err = os.Link(tomb, x)
+	}
+	if err != nil {
+		return
+	}
+	if os.Rename(x, c.genPath(k)) != nil {
+		os.Remove(x)
+	}
+}
+
+// DamageError says the claim state cannot be read; 'farm repair' rebuilds it.
+type DamageError struct {
+	Path string
+	Why  string
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("the farm's claim state %s is damaged (%s)", e.Path, e.Why)
+}
