@@ -233,8 +233,6 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	return s.cur, nil
 }
 
-var errSkipWrite = errors.New("skip write")
-
 // Update runs fn on the current state and commits the result as the next
 // generation. If another process committed first, it reads that and runs fn
 // again: fn must only compute, with no effects outside the State. If the farm
@@ -267,9 +265,6 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		st := s.cur
 		if err := fn(&st); err != nil {
-			if err == errSkipWrite {
-				return s.cur, nil
-			}
 			return State{}, err
 		}
 		if s.ch == nil {

@@ -181,7 +181,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("case %d: %w", c.ID, err)
 		}
-		bs.observe(time.Since(start))
+		bs.observe(d)
 		stopped := stopSig.Load() != 0
 		if !stopped && sig != 0 {
 			// A stop signal sent to the whole job (Slurm's time limit,
