@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The claim state is a chain of immutable generations (ARCHITECTURE.md):
@@ -58,11 +61,97 @@ var testHook func(stage string)
 var errBuried = errors.New("generation buried")
 
 // chain is one farm's chain of generations.
+//
+// Every operation on the chain's files is relative to an open descriptor of
+// their directory (openat, linkat, ...): with a network filesystem's entry
+// cache off (close-to-open consistency), a path is looked up at the server
+// one component at a time, and an absolute path into the farm costs five or
+// more lookups where a name in an open directory costs one.
 type chain struct {
 	dir  string // MISC/claims.NONCE
-	tmp  string // our private file for the next commit
 	seq  int    // counter for our private names
 	self string // unique among every process of every host: names our files
+
+	dfd  *os.File // dir, opened O_PATH; nil until needed
+	sfd  *os.File // the segment directory sseg, opened O_PATH
+	sseg int64
+}
+
+// openDir opens a directory for the *at calls only (O_PATH: no open at the
+// server, and nothing to flush on close).
+func openDir(path string) (*os.File, error) {
+	return os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// openDirAt opens the directory name in the directory open as d, as openDir.
+func openDirAt(d int, name string) (*os.File, error) {
+	fd, err := unix.Openat(d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// dirFD returns the chain directory's descriptor.
+func (c *chain) dirFD() (int, error) {
+	if c.dfd == nil {
+		f, err := openDir(c.dir)
+		if err != nil {
+			return -1, err
+		}
+		c.dfd = f
+	}
+	return int(c.dfd.Fd()), nil
+}
+
+// segFD returns the descriptor of generation n's segment directory; with
+// mk, it makes the directory if it is not there.
+func (c *chain) segFD(n int64, mk bool) (int, error) {
+	seg := n / SegmentSize
+	if c.sfd != nil && c.sseg == seg {
+		return int(c.sfd.Fd()), nil
+	}
+	if c.sfd != nil {
+		c.sfd.Close()
+		c.sfd = nil
+	}
+	d, err := c.dirFD()
+	if err != nil {
+		return -1, err
+	}
+	name := segName(n)
+	if mk {
+		if err := unix.Mkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
+			return -1, &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, name), Err: err}
+		}
+	}
+	f, err := openDirAt(d, name)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: filepath.Join(c.dir, name), Err: err}
+	}
+	c.sfd, c.sseg = f, seg
+	return int(f.Fd()), nil
+}
+
+// forget drops the open descriptors, after an error: the next operation
+// opens the directories again by name (a directory that was removed and
+// made again, or a stale NFS handle, is then seen as it is).
+func (c *chain) forget() {
+	if c.sfd != nil {
+		c.sfd.Close()
+		c.sfd = nil
+	}
+	if c.dfd != nil {
+		c.dfd.Close()
+		c.dfd = nil
+	}
+}
+
+// close releases the chain's descriptors.
+func (c *chain) close() {
+	if c != nil {
+		c.forget()
+	}
 }
 
 func newNonce() string {
@@ -128,31 +217,66 @@ func createChain(misc string) (*chain, error) {
 	return c, nil
 }
 
-func (c *chain) segDir(n int64) string {
-	return filepath.Join(c.dir, fmt.Sprintf("%06d", n/SegmentSize))
-}
+func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
+
+func genName(n int64) string { return "g." + strconv.FormatInt(n, 10) }
 
 func (c *chain) genPath(n int64) string {
-	return filepath.Join(c.segDir(n), "g."+strconv.FormatInt(n, 10))
+	return filepath.Join(c.dir, segName(n), genName(n))
 }
 
 // exists reports whether generation n has been made. Names are never
 // removed, so a yes is always true; a no may be stale (a cached negative
 // lookup), which only makes the caller's commit fail and retry.
 func (c *chain) exists(n int64) (bool, error) {
-	_, err := os.Lstat(c.genPath(n))
+	d, err := c.segFD(n, false)
+	if os.IsNotExist(err) {
+		return false, nil // the segment is not made yet
+	}
+	if err != nil {
+		return false, err
+	}
+	fd, err := unix.Openat(d, genName(n), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err == nil {
+		unix.Close(fd)
 		return true, nil
 	}
-	if os.IsNotExist(err) {
+	if err == unix.ENOENT {
 		return false, nil
 	}
-	return false, err
+	c.forget()
+	return false, &os.PathError{Op: "lstat", Path: c.genPath(n), Err: err}
+}
+
+// readAt reads the file name in the directory open as d.
+func readAt(d int, name string) ([]byte, error) {
+	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var b []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := f.Read(buf)
+		b = append(b, buf[:n]...)
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // hint reads the head hint (-1 if none or unreadable).
 func (c *chain) hint() int64 {
-	b, err := os.ReadFile(filepath.Join(c.dir, "head"))
+	d, err := c.dirFD()
+	if err != nil {
+		return -1
+	}
+	b, err := readAt(d, "head")
 	if err != nil {
 		return -1
 	}
@@ -206,9 +330,16 @@ func (c *chain) latest(from int64) (int64, error) {
 // read returns generation n's content; errBuried if it was buried,
 // os.ErrNotExist if it does not exist.
 func (c *chain) read(n int64) ([]byte, error) {
-	b, err := os.ReadFile(c.genPath(n))
+	d, err := c.segFD(n, false)
 	if err != nil {
 		return nil, err
+	}
+	b, err := readAt(d, genName(n))
+	if err != nil {
+		if err != unix.ENOENT {
+			c.forget()
+		}
+		return nil, &os.PathError{Op: "open", Path: c.genPath(n), Err: err}
 	}
 	if string(b) == tombText {
 		return nil, errBuried
@@ -221,33 +352,31 @@ func (c *chain) read(n int64) ([]byte, error) {
 // reports whether it made it; false with a nil error means another process
 // made generation n first.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
-	seg := c.segDir(n)
-	if n%SegmentSize == 0 || c.tmp == "" || filepath.Dir(c.tmp) != seg {
-		if err := os.Mkdir(seg, 0o755); err != nil && !os.IsExist(err) {
-			if os.IsNotExist(err) {
-				return false, &DamageError{Path: c.dir, Why: "the chain directory is gone"}
-			}
-			return false, err
+	gone := func(err error) error {
+		c.forget()
+		if os.IsNotExist(err) {
+			return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 		}
+		return err
+	}
+	d, err := c.segFD(n, n%SegmentSize == 0)
+	if err != nil {
+		return false, gone(err)
 	}
 	c.seq++
-	tmp := filepath.Join(seg, fmt.Sprintf("t.%s.%d", c.self, c.seq))
+	tmp := fmt.Sprintf("t.%s.%d", c.self, c.seq)
 	if testHook != nil {
 		testHook("write")
 	}
-	if err := writeNew(tmp, b); err != nil {
-		os.Remove(tmp)
-		if os.IsNotExist(err) {
-			return false, &DamageError{Path: c.dir, Why: "the chain directory is gone"}
-		}
-		return false, err
+	if err := writeNewAt(d, tmp, b); err != nil {
+		unix.Unlinkat(d, tmp, 0)
+		return false, gone(&os.PathError{Op: "write", Path: filepath.Join(c.dir, segName(n), tmp), Err: err})
 	}
-	c.tmp = tmp
 	if testHook != nil {
 		testHook("link")
 	}
-	lerr := os.Link(tmp, c.genPath(n))
-	os.Remove(tmp)
+	lerr := unix.Linkat(d, tmp, d, genName(n), 0)
+	unix.Unlinkat(d, tmp, 0)
 	if lerr == nil {
 		c.afterCommit(n)
 		return true, nil
@@ -262,10 +391,25 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		}
 		return false, nil
 	}
-	if os.IsExist(lerr) {
+	if lerr == unix.EEXIST {
 		return false, nil // made by another; unreadable for now
 	}
-	return false, lerr
+	return false, gone(&os.LinkError{Op: "link", Old: tmp, New: c.genPath(n), Err: lerr})
+}
+
+// writeNewAt writes b to a new file name in the directory open as d, in one
+// write.
+func writeNewAt(d int, name string, b []byte) error {
+	fd, err := unix.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeNew writes b to a new file at path in one write.
@@ -289,11 +433,17 @@ func (c *chain) afterCommit(n int64) {
 		c.bury(k)
 	}
 	if n%hintEvery == 0 {
-		tmp := filepath.Join(c.dir, "head.tmp."+c.self)
-		if os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)+"\n"), 0o644) == nil {
-			if os.Rename(tmp, filepath.Join(c.dir, "head")) != nil {
-				os.Remove(tmp)
+		d, err := c.dirFD()
+		if err != nil {
+			return
+		}
+		tmp := "head.tmp." + c.self
+		if writeNewAt(d, tmp, []byte(strconv.FormatInt(n, 10)+"\n")) == nil {
+			if unix.Renameat(d, tmp, d, "head") != nil {
+				unix.Unlinkat(d, tmp, 0)
 			}
+		} else {
+			unix.Unlinkat(d, tmp, 0)
 		}
 	}
 }
@@ -301,22 +451,37 @@ func (c *chain) afterCommit(n int64) {
 // bury replaces generation k by a link to its segment's tomb: the name
 // stays, so that nobody can ever make generation k again.
 func (c *chain) bury(k int64) {
-	seg := c.segDir(k)
-	tomb := filepath.Join(seg, "tomb")
-	c.seq++
-	x := filepath.Join(seg, fmt.Sprintf("x.%s.%d", c.self, c.seq))
-	err := os.Link(tomb, x)
-	if os.IsNotExist(err) {
-		if werr := writeNew(tomb, []byte(tombText)); werr != nil && !os.IsExist(werr) {
+	var d int
+	if c.sfd != nil && c.sseg == k/SegmentSize {
+		d = int(c.sfd.Fd())
+	} else {
+		// k's segment is the one before the open one.
+		cd, err := c.dirFD()
+		if err != nil {
 			return
 		}
-		err = os.Link(tomb, x)
+		sf, err := openDirAt(cd, segName(k))
+		if err != nil {
+			return
+		}
+		defer sf.Close()
+		d = int(sf.Fd())
+	}
+	var err error
+	c.seq++
+	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
+	err = unix.Linkat(d, "tomb", d, x, 0)
+	if err == unix.ENOENT {
+		if werr := writeNewAt(d, "tomb", []byte(tombText)); werr != nil && werr != unix.EEXIST {
+			return
+		}
+		err = unix.Linkat(d, "tomb", d, x, 0)
 	}
 	if err != nil {
 		return
 	}
-	if os.Rename(x, c.genPath(k)) != nil {
-		os.Remove(x)
+	if unix.Renameat(d, x, d, genName(k)) != nil {
+		unix.Unlinkat(d, x, 0)
 	}
 }
 

@@ -128,14 +128,17 @@ type Store struct {
 	Retry time.Duration // transient errors are retried this long; DefaultRetry if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
-	misc  string
-	ch    *chain
-	gen   int64 // newest generation known; -1: none
-	cur   State // its state
-	table *os.File
-	tname string
-	buf   []byte
-	wbuf  []byte
+	misc   string
+	ch     *chain
+	gen    int64 // newest generation known; -1: none
+	cur    State // its state
+	table  *os.File
+	tname  string
+	buf    []byte
+	lbuf   []byte // a line longer than the window
+	win    []byte // a window of the table, from byte winOff
+	winOff int64
+	wbuf   []byte
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -150,7 +153,16 @@ func (s *Store) Close() error {
 		s.table.Close()
 		s.table = nil
 	}
+	s.setChain(nil)
 	return nil
+}
+
+// setChain makes ch the store's chain, closing the one it replaces.
+func (s *Store) setChain(ch *chain) {
+	if s.ch != nil && s.ch != ch {
+		s.ch.close()
+	}
+	s.ch = ch
 }
 
 func (s *Store) log() io.Writer {
@@ -168,7 +180,8 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
-	s.ch, s.gen = ch, -1
+	s.setChain(ch)
+	s.gen = -1
 	return nil
 }
 
@@ -191,7 +204,7 @@ func (s *Store) refresh() error {
 		if err := s.load(n); err == nil {
 			return nil
 		} else if errors.Is(err, errClosed) {
-			s.ch = nil
+			s.setChain(nil)
 			if err := s.open(); err != nil {
 				return err
 			}
@@ -275,7 +288,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				}
 				return State{}, err
 			}
-			s.ch = ch
+			s.setChain(ch)
 			// Another process may have made the chain, and its first
 			// generation, first.
 			if n, err := ch.latest(-1); err != nil || n >= 0 {
@@ -296,9 +309,13 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			if errors.As(err, &de) {
 				// A repair may have started a new chain: look again once.
 				if old := s.ch.dir; !reopened {
-					reopened, s.ch, stale = true, nil, true
-					if ch, oerr := openChain(s.misc); oerr == nil && ch.dir != old {
-						continue
+					reopened, stale = true, true
+					s.setChain(nil)
+					if ch, oerr := openChain(s.misc); oerr == nil {
+						ch.close()
+						if ch.dir != old {
+							continue
+						}
 					}
 				}
 				return State{}, err
@@ -317,7 +334,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		// Lost the race: what won is the new base.
 		if err := s.load(next); err != nil {
 			if errors.Is(err, errClosed) {
-				s.ch = nil
+				s.setChain(nil)
 			}
 			stale = true
 		}
@@ -394,9 +411,11 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 		if _, serr := os.Stat(ch.dir); serr == nil {
 			n, lerr := ch.latest(-1)
 			if lerr != nil {
+				ch.close()
 				return lerr
 			}
-			s.ch, s.gen = ch, n
+			s.setChain(ch)
+			s.gen = n
 			nonce := newNonce()
 			s.wbuf = st.marshal(s.wbuf[:0], n+1, commitInfo{by: "repair", nonce: nonce})
 			won, err := ch.commit(n+1, s.wbuf, nonce)
@@ -410,6 +429,7 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 			s.gen, s.cur = n+1, st
 			return nil
 		}
+		ch.close()
 	} else if !errors.Is(err, ErrNoState) {
 		var de *DamageError
 		if !errors.As(err, &de) {
@@ -420,7 +440,10 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 	// committing to it), set the chain file aside and start afresh.
 	olds, _ := filepath.Glob(filepath.Join(s.misc, "claims.*"))
 	for _, dir := range olds {
-		if err := closeChain(&chain{dir: dir, self: newNonce()}); err != nil {
+		c := &chain{dir: dir, self: newNonce()}
+		err := closeChain(c)
+		c.close()
+		if err != nil {
 			return err
 		}
 	}
@@ -430,7 +453,8 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 			return err
 		}
 	}
-	s.ch, s.gen = nil, -1
+	s.setChain(nil)
+	s.gen = -1
 	_, err = s.update(ctx, func(cur *State) error { *cur = st; return nil },
 		func(*State) commitInfo { return commitInfo{by: "repair"} })
 	return err
@@ -520,12 +544,10 @@ func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
 			return Case{}, off, false, err
 		}
 		s.table, s.tname = f, table
-	}
-	if cap(s.buf) < 4096 {
-		s.buf = make([]byte, 4096)
+		s.win = s.win[:0]
 	}
 	for {
-		line, next, err := readLineAt(s.table, off, &s.buf)
+		line, next, err := s.line(off)
 		if err == io.EOF {
 			return Case{}, off, false, nil
 		}
@@ -543,6 +565,47 @@ func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
 		}
 		return Case{ID: id, Command: cmd}, off, true, nil
 	}
+}
+
+// tableWindow is how much of the table one read brings in: a batch of short
+// cases is read in one request to the server, not one per case.
+const tableWindow = 64 << 10
+
+// line returns the table's line starting at off, from the window of the
+// table read last if it holds the whole line. A table never changes once a
+// run uses it (resubmit writes a new one), so the window never goes stale.
+func (s *Store) line(off int64) ([]byte, int64, error) {
+	if off >= s.winOff && off < s.winOff+int64(len(s.win)) {
+		b := s.win[off-s.winOff:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			return b[:i+1], off + int64(i+1), nil
+		}
+	}
+	if len(s.buf) != tableWindow {
+		s.buf = make([]byte, tableWindow)
+	}
+	s.win = s.win[:0]
+	n, err := s.table.ReadAt(s.buf, off)
+	if n > 0 {
+		s.win, s.winOff = s.buf[:n], off
+		if i := bytes.IndexByte(s.win, '\n'); i >= 0 {
+			return s.win[:i+1], off + int64(i+1), nil
+		}
+	}
+	switch {
+	case err == io.EOF && n == 0:
+		return nil, off, io.EOF
+	case err == io.EOF:
+		return s.win, off + int64(n), nil // the last line, without a newline
+	case err != nil:
+		return nil, off, err
+	}
+	// A line longer than the window.
+	s.win = s.win[:0]
+	if cap(s.lbuf) == 0 {
+		s.lbuf = make([]byte, 2*tableWindow)
+	}
+	return readLineAt(s.table, off, &s.lbuf)
 }
 
 // readLineAt reads the line starting at off. The returned slice aliases *buf.

@@ -1,21 +1,27 @@
 package farm
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // caseRunner runs single_case.sh for one case and returns its STATUS
 // (128+n when signal n killed it; sig is then n).
 type caseRunner interface {
 	run(id, comm string) (code, sig int, err error)
+	// refresh picks up an edited single_case.sh; the meta-job calls it
+	// before each batch of claimed cases.
+	refresh() error
 	close()
 }
 
@@ -23,54 +29,133 @@ type caseRunner interface {
 // sources single_case.sh. Forking a running bash costs about a third of
 // starting a new one (no exec, no dynamic linking), which is most of the
 // per-case overhead of trivial cases. Requests come on fd 3 as two lines
-// (ID, COMM); the subshell's exit status goes back on fd 4.
-const workerScript = `while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM; do
-  ( exec 3<&- 4>&-; export ID COMM; . ./` + SingleCase + ` )
+// (ID, COMM); the subshell's exit status goes back on fd 4. $1 is the
+// node-local copy of single_case.sh to source.
+const workerScript = `FARM_CASE_SCRIPT=$1; shift
+while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM; do
+  ( exec 3<&- 4>&-; export ID COMM; . "$FARM_CASE_SCRIPT" )
   echo "$?" >&4
 done`
 
 // forkRunner keeps one bash worker per meta-job.
+//
+// Nothing it does per case touches the shared filesystem: single_case.sh is
+// sourced from a copy in a private node-local directory (made again when
+// the farm's single_case.sh changes, checked once per batch of cases), and
+// the cases' output reaches the job's output file through a pipe that the
+// meta-job copies, so that the per-case fork, dup and close of the output
+// file's descriptors (each one a FLUSH at the server of a FUSE or NFS
+// filesystem) happen on a pipe instead.
 type forkRunner struct {
-	dir  string
+	dir  string // farm directory
 	bash string
 	env  []string
 	out  *os.File
 
-	cmd *exec.Cmd
-	req *os.File
-	rep *bufio.Reader
-	rfd *os.File
+	tmp  string // private directory of the copy of single_case.sh
+	copy string // the copy
+	src  os.FileInfo
+
+	cmd   *exec.Cmd
+	req   *os.File
+	outR  int // read ends, non-blocking: the cases' output, the replies
+	repR  int
+	reply []byte
+	buf   []byte
 }
 
-func (r *forkRunner) start() error {
-	reqR, reqW, err := os.Pipe()
+func newForkRunner(dir, bash string, env []string, out *os.File) (*forkRunner, error) {
+	tmp, err := os.MkdirTemp("", "farm-case-")
+	if err != nil {
+		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
+	}
+	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, SingleCase), outR: -1, repR: -1}
+	if err := r.refresh(); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return r, nil
+}
+
+// refresh copies single_case.sh to the node-local copy if it changed since
+// the last copy (or was never copied).
+func (r *forkRunner) refresh() error {
+	src := filepath.Join(r.dir, SingleCase)
+	fi, err := os.Stat(src)
 	if err != nil {
 		return err
 	}
-	repR, repW, err := os.Pipe()
+	if r.src != nil && fi.Size() == r.src.Size() && fi.ModTime().Equal(r.src.ModTime()) && os.SameFile(fi, r.src) {
+		return nil
+	}
+	b, err := os.ReadFile(src)
 	if err != nil {
-		reqR.Close()
-		reqW.Close()
+		return err
+	}
+	tmp := r.copy + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("copying %s to %s: %w", src, r.tmp, err)
+	}
+	if err := os.Rename(tmp, r.copy); err != nil {
+		return err
+	}
+	r.src = fi
+	return nil
+}
+
+func (r *forkRunner) start() error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	outR, outW := p[0], os.NewFile(uintptr(p[1]), "case output")
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(outR)
+		outW.Close()
+		return err
+	}
+	repR, repW := p[0], os.NewFile(uintptr(p[1]), "case status")
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		unix.Close(outR)
+		unix.Close(repR)
+		outW.Close()
+		repW.Close()
 		return err
 	}
 	cmd := &exec.Cmd{
 		Path:       r.bash,
-		Args:       []string{"bash", "-c", workerScript},
+		Args:       []string{"bash", "-c", workerScript, "bash", r.copy},
 		Dir:        r.dir,
 		Env:        r.env,
-		Stdout:     r.out,
-		Stderr:     r.out,
+		Stdout:     outW,
+		Stderr:     outW,
 		ExtraFiles: []*os.File{reqR, repW},
 	}
 	err = cmd.Start()
 	reqR.Close()
 	repW.Close()
+	outW.Close()
+	if err == nil {
+		err = unix.SetNonblock(outR, true)
+	}
+	if err == nil {
+		err = unix.SetNonblock(repR, true)
+	}
 	if err != nil {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
 		reqW.Close()
-		repR.Close()
+		unix.Close(outR)
+		unix.Close(repR)
 		return err
 	}
-	r.cmd, r.req, r.rfd, r.rep = cmd, reqW, repR, bufio.NewReader(repR)
+	r.cmd, r.req, r.outR, r.repR, r.reply = cmd, reqW, outR, repR, r.reply[:0]
+	if r.buf == nil {
+		r.buf = make([]byte, 64<<10)
+	}
 	return nil
 }
 
@@ -83,8 +168,8 @@ func (r *forkRunner) run(id, comm string) (int, int, error) {
 	if _, err := io.WriteString(r.req, id+"\n"+comm+"\n"); err != nil {
 		return r.died()
 	}
-	line, err := r.rep.ReadString('\n')
-	if err != nil {
+	line, ok := r.wait()
+	if !ok {
 		return r.died()
 	}
 	code, err := strconv.Atoi(strings.TrimSpace(line))
@@ -98,16 +183,73 @@ func (r *forkRunner) run(id, comm string) (int, int, error) {
 	return code, sig, nil
 }
 
+// wait copies the cases' output to the job's output file until the worker
+// replies with a line (ok) or goes away. Everything the case wrote before
+// it ended is in the pipe before the reply, and is copied before wait
+// returns: the meta-job's own lines that follow come after it in the file.
+func (r *forkRunner) wait() (string, bool) {
+	fds := []unix.PollFd{{Fd: int32(r.outR), Events: unix.POLLIN}, {Fd: int32(r.repR), Events: unix.POLLIN}}
+	for {
+		if i := bytes.IndexByte(r.reply, '\n'); i >= 0 {
+			line := string(r.reply[:i])
+			r.reply = append(r.reply[:0], r.reply[i+1:]...)
+			r.drain()
+			return line, true
+		}
+		if fds[1].Fd < 0 {
+			r.drain()
+			return "", false
+		}
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			return "", false
+		}
+		if fds[0].Revents != 0 {
+			if !r.copyOut() {
+				fds[0].Fd = -1 // every writer is gone
+			}
+		}
+		if fds[1].Revents != 0 {
+			n, err := unix.Read(r.repR, r.buf)
+			if n > 0 {
+				r.reply = append(r.reply, r.buf[:n]...)
+			} else if err != unix.EAGAIN && err != unix.EINTR {
+				fds[1].Fd = -1 // the worker is gone
+			}
+		}
+	}
+}
+
+// copyOut copies what the output pipe holds to the output file; false at
+// the pipe's end.
+func (r *forkRunner) copyOut() bool {
+	for {
+		n, err := unix.Read(r.outR, r.buf)
+		if n > 0 {
+			r.out.Write(r.buf[:n])
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		return err == unix.EAGAIN
+	}
+}
+
+// drain copies what the output pipe holds now, without waiting.
+func (r *forkRunner) drain() {
+	if r.outR >= 0 {
+		r.copyOut()
+	}
+}
+
 // died handles a worker that went away mid-case: the case's status is the
 // worker's, and a new worker is started for the next case.
 func (r *forkRunner) died() (int, int, error) {
-	r.req.Close()
-	r.rfd.Close()
-	err := r.cmd.Wait()
+	r.stop()
 	ps := r.cmd.ProcessState
 	r.cmd = nil
 	if ps == nil {
-		return 0, 0, err
+		return 0, 0, errors.New("the case worker went away")
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), int(ws.Signal()), nil
@@ -118,14 +260,22 @@ func (r *forkRunner) died() (int, int, error) {
 	return 1, 0, nil
 }
 
-func (r *forkRunner) close() {
-	if r.cmd == nil {
-		return
-	}
+// stop ends the worker and copies the output it left.
+func (r *forkRunner) stop() {
 	r.req.Close()
 	r.cmd.Wait()
-	r.rfd.Close()
-	r.cmd = nil
+	r.drain()
+	unix.Close(r.outR)
+	unix.Close(r.repR)
+	r.outR, r.repR = -1, -1
+}
+
+func (r *forkRunner) close() {
+	if r.cmd != nil {
+		r.stop()
+		r.cmd = nil
+	}
+	os.RemoveAll(r.tmp)
 }
 
 // execRunner starts single_case.sh anew for every case; used when the
@@ -160,6 +310,8 @@ func (r *execRunner) run(id, comm string) (int, int, error) {
 	return cmd.ProcessState.ExitCode(), 0, nil
 }
 
+func (r *execRunner) refresh() error { return nil }
+
 func (r *execRunner) close() {}
 
 // newCaseRunner picks how to run single_case.sh: sourced in a forked bash
@@ -176,7 +328,7 @@ func newCaseRunner(dir, bash string, env []string, out *os.File) (caseRunner, er
 	head = head[:n]
 	first, _, _ := bytes.Cut(head, []byte("\n"))
 	if !bytes.HasPrefix(first, []byte("#!")) || bytes.Contains(first, []byte("bash")) || bytes.HasSuffix(bytes.TrimSpace(first), []byte("/sh")) {
-		return &forkRunner{dir: dir, bash: bash, env: env, out: out}, nil
+		return newForkRunner(dir, bash, env, out)
 	}
 	return &execRunner{dir: dir, argv: []string{path}, env: env, out: out}, nil
 }

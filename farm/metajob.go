@@ -16,6 +16,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
+	"golang.org/x/sys/unix"
 )
 
 // Messages a meta-job prints when it exits by itself, as META users know them.
@@ -49,8 +50,9 @@ type Metajob struct {
 	Out     io.Writer // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
 	// Now and EndTime are for tests; zero values use the clock and the backend.
-	bash string
-	env  []string
+	bash  string
+	env   []string
+	dirFD *os.File // the farm directory, for the *at calls
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -84,6 +86,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer sw.Close()
+	sw.Log = m.Out
 
 	// Case environment: ours, less what we set per case.
 	for _, kv := range os.Environ() {
@@ -121,6 +124,12 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer runner.close()
+	// RUN directories are made relative to the open farm directory: one
+	// lookup at the server instead of one per component of the path.
+	if m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return err
+	}
+	defer m.dirFD.Close()
 
 	again := ""
 	if self.Restart > 0 {
@@ -147,6 +156,14 @@ func (m *Metajob) Run(ctx context.Context) error {
 			return nil
 		}
 		if len(queue) == 0 {
+			// The last case's end record is written before the claim
+			// that counts it as finished.
+			if err := sw.Flush(); err != nil {
+				return err
+			}
+			if err := runner.refresh(); err != nil {
+				return fmt.Errorf("before claiming more cases: %w", err)
+			}
 			cases, err := store.Claim(ctx, run, bs.next(rt), rt.before)
 			if err != nil {
 				return fmt.Errorf("claiming a case: %w", err)
@@ -274,8 +291,8 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 	if m.Farm.Config.RunDirs {
 		// Made here, not in single_case.sh: a mkdir process per case would
 		// cost more than the rest of the case's overhead together.
-		if err := os.Mkdir(m.Farm.Path("RUN"+id), 0o755); err != nil && !os.IsExist(err) {
-			return 0, 0, err
+		if err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755); err != nil && err != unix.EEXIST {
+			return 0, 0, &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
 		}
 	}
 	return r.run(id, c.Command)

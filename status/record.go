@@ -23,10 +23,13 @@
 package status
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -74,11 +77,24 @@ func latestRestarts(names []string) map[string]int {
 }
 
 // Writer appends records to one meta-job's status file.
+//
+// An end record is kept until the next record and written with it, in one
+// append: a meta-job running short cases makes one write per case, not two.
+// Flush writes it now. A write cut short by a full disk, a quota or an I/O
+// error is retried from where it stopped, for up to Retry, so that a record
+// is never left half-written by a brief outage.
 type Writer struct {
+	Retry time.Duration // DefaultRetry if 0
+	Log   io.Writer     // where retries are reported; os.Stderr if nil
+
 	f    *os.File
+	path string
 	host string
-	buf  []byte
+	buf  []byte // records not written yet
 }
+
+// DefaultRetry is how long a write retries after a transient error.
+const DefaultRetry = 5 * time.Minute
 
 // Create opens (appending) the status file at path for job jobID of run
 // run, incarnation restart (0 for the first; see FileName).
@@ -87,7 +103,7 @@ func Create(path, jobID string, restart, run int, host string) (*Writer, error) 
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, host: host}
+	w := &Writer{f: f, path: path, host: host}
 	st, err := f.Stat()
 	if err == nil && st.Size() == 0 {
 		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
@@ -95,12 +111,62 @@ func Create(path, jobID string, restart, run int, host string) (*Writer, error) 
 			w.buf = fmt.Appendf(w.buf, " restart=%d", restart)
 		}
 		w.buf = append(w.buf, '\n')
-		if _, err := f.Write(w.buf); err != nil {
+		if err := w.Flush(); err != nil {
 			f.Close()
 			return nil, err
 		}
 	}
 	return w, nil
+}
+
+// Flush writes the records kept so far.
+func (w *Writer) Flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// write appends b whole, retrying transient errors.
+func (w *Writer) write(b []byte) error {
+	var since time.Time
+	wait := 100 * time.Millisecond
+	limit := w.Retry
+	if limit == 0 {
+		limit = DefaultRetry
+	}
+	log := w.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	for {
+		n, err := w.f.Write(b)
+		b = b[n:]
+		if err == nil {
+			if !since.IsZero() {
+				fmt.Fprintf(log, "farm: %s can be written again after %s\n", w.path, time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if !isTransient(err) {
+			return err
+		}
+		if since.IsZero() {
+			since = time.Now()
+			fmt.Fprintf(log, "farm: %v; retrying for up to %s\n", err, limit)
+		} else if time.Since(since) >= limit {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// isTransient: a full disk or quota, an I/O error; they may go away.
+func isTransient(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
 }
 
 func appendTime(b []byte, t time.Time) []byte {
@@ -109,7 +175,7 @@ func appendTime(b []byte, t time.Time) []byte {
 
 // Start records that case id started at t.
 func (w *Writer) Start(id int64, t time.Time) error {
-	b := append(w.buf[:0], 'S', ' ')
+	b := append(w.buf, 'S', ' ')
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, ' ')
 	b = appendTime(b, t)
@@ -117,22 +183,24 @@ func (w *Writer) Start(id int64, t time.Time) error {
 	b = append(b, w.host...)
 	b = append(b, '\n')
 	w.buf = b
-	_, err := w.f.Write(b)
-	return err
+	return w.Flush()
 }
 
 // End records that case id, started at start, ended with status after d.
+// The record is written with the next one (or by Flush or Close).
 func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) error {
-	return w.end('E', id, status, start, d)
+	w.end('E', id, status, start, d)
+	return nil
 }
 
 // Interrupted records that case id was cut short by signal sig.
 func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
-	return w.end('I', id, sig, start, d)
+	w.end('I', id, sig, start, d)
+	return w.Flush()
 }
 
-func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Duration) error {
-	b := append(w.buf[:0], kind, ' ')
+func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Duration) {
+	b := append(w.buf, kind, ' ')
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(status), 10)
@@ -144,21 +212,24 @@ func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Du
 	b = append(b, w.host...)
 	b = append(b, '\n')
 	w.buf = b
-	_, err := w.f.Write(b)
-	return err
 }
 
 // Quit records that the meta-job exits by itself, with why.
 func (w *Writer) Quit(why string) error {
-	b := append(w.buf[:0], 'Q', ' ')
+	b := append(w.buf, 'Q', ' ')
 	b = appendTime(b, time.Now())
 	b = append(b, ' ')
 	b = append(b, why...)
 	b = append(b, '\n')
 	w.buf = b
-	_, err := w.f.Write(b)
-	return err
+	return w.Flush()
 }
 
-// Close closes the file.
-func (w *Writer) Close() error { return w.f.Close() }
+// Close writes what is kept and closes the file.
+func (w *Writer) Close() error {
+	err := w.Flush()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

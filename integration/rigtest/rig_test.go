@@ -145,7 +145,7 @@ func (r *rig) farm(t *testing.T, profile string, table []string, limit string) s
 // on shared filesystems: no RUN<ID> directory per case.
 func largeFarmConfig(t testing.TB, dir string) {
 	t.Helper()
-	edit(t, filepath.Join(dir, "config"), "RUN_DIRS=1", "RUN_DIRS=0")
+	edit(t, filepath.Join(dir, "config"), "\nRUN_DIRS=1\n", "\nRUN_DIRS=0\n")
 	edit(t, filepath.Join(dir, "single_case.sh"), `cd "RUN$ID" 2>/dev/null || { mkdir -p "RUN$ID" && cd "RUN$ID"; } || exit 1`, "")
 }
 
@@ -215,4 +215,12 @@ func ranLine(in string) string {
 		up = "../"
 	}
 	return `echo $ID >> ` + up + `ran.$METAJOB_ID.$HOSTNAME`
+}
+
+// ranLineAt is ranLine with the record in dir, an absolute path: a
+// directory of this machine's own disk, which the rig's nodes share, keeps
+// the cases' own record off the farm's filesystem, so that a trivial case
+// costs that filesystem nothing but what farm itself does.
+func ranLineAt(dir string) string {
+	return `echo $ID >> ` + dir + `/ran.$METAJOB_ID.$HOSTNAME`
 }
