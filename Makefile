@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/farm
 DEMO    := demo
 
-.PHONY: all build test unit demo bench bench-cluster clean fmt vet
+.PHONY: all build test unit demo bench bench-ops bench-cluster clean fmt vet
 
 all: build
 
@@ -35,6 +35,11 @@ demo: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./casetable/
 	$(GO) test -run '^$$' -bench 'Throughput|Status10M' -benchtime 1x ./integration/
+
+# Operations on the farm directory per claimed case (strace-counted) and
+# claims per second, for 1, 2 and 8 meta-jobs (BENCHMARKS.md). Needs strace.
+bench-ops: build
+	$(GO) test -run '^$$' -bench ClaimOps -benchtime 1x -timeout 30m ./integration/
 
 # Claims per second on the cluster rig (integration/CLUSTER.md), which it
 # brings up (as root) and takes down: 4, 8 and 16 meta-jobs over 4 nodes, on

@@ -290,11 +290,15 @@ func (c *chain) hint() int64 {
 // latest finds the newest generation, starting from from (a generation known
 // to exist, or -1). It returns -1 if the chain has none.
 func (c *chain) latest(from int64) (int64, error) {
-	if h := c.hint(); h > from {
-		if ok, err := c.exists(h); err != nil {
-			return 0, err
-		} else if ok {
-			from = h
+	// The hint is read only by a process that knows no generation: from a
+	// known one, a gallop finds the newest in 2·log2(distance) lookups.
+	if from < 0 {
+		if h := c.hint(); h >= 0 {
+			if ok, err := c.exists(h); err != nil {
+				return 0, err
+			} else if ok {
+				from = h
+			}
 		}
 	}
 	lo := from // exists (or -1)

@@ -331,8 +331,17 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			s.gen, s.cur = next, st
 			return st, nil
 		}
-		// Lost the race: what won is the new base.
-		if err := s.load(next); err != nil {
+		// Lost the race: the newest generation is the new base. A
+		// meta-job that ran its batch while others committed is often
+		// many generations behind: looking for the newest (a gallop of
+		// name lookups from the one that beat us) costs a few lookups,
+		// where following the chain one lost commit at a time would cost
+		// a write, a link and a read per generation.
+		n, err := s.ch.latest(next)
+		if err == nil {
+			err = s.load(n)
+		}
+		if err != nil {
 			if errors.Is(err, errClosed) {
 				s.setChain(nil)
 			}
