@@ -79,9 +79,6 @@ type localState struct {
 	Reason string
 }
 
-// hostID is proc.HostID; a variable for tests.
-var hostID = proc.HostID
-
 // cancelPoll is how often a job's supervisor looks for its cancel file
 // (MISC/local/ID.cancel), the only way to cancel it from another host.
 const cancelPoll = time.Second
@@ -90,7 +87,7 @@ const cancelPoll = time.Second
 // another host (or in another container), whose PIDs cannot be judged
 // here; "" for a job of this host or of a record that does not say.
 func (st *localState) elsewhere() string {
-	if st.Host != "" && st.Host != hostID() {
+	if st.Host != "" && st.Host != proc.HostID() {
 		return st.Host
 	}
 	return ""
@@ -354,7 +351,7 @@ func (l *Local) RunJob(id string) error {
 		return err
 	}
 	defer out.Close()
-	st := localState{State: Pending, PID: os.Getpid(), PIDStart: proc.StartTicks(os.Getpid()), Host: hostID()}
+	st := localState{State: Pending, PID: os.Getpid(), PIDStart: proc.StartTicks(os.Getpid()), Host: proc.HostID()}
 	save := func() error { return writeJSON(l.path(id, ".state"), st) }
 	finish := func(state JobState, reason string) error {
 		st.State, st.Reason, st.End = state, reason, time.Now()
