@@ -96,12 +96,19 @@ func (st *localState) elsewhere() string {
 func (l *Local) dir() string                { return filepath.Join(l.Dir, MiscDir, "local") }
 func (l *Local) path(id, ext string) string { return filepath.Join(l.dir(), id+ext) }
 
+// tmpName names a private file to write path's new content to before it is
+// renamed over path. A PID alone would not do: processes of two hosts (or
+// containers) sharing the farm directory may have the same PID.
+func tmpName(path string) string {
+	return fmt.Sprintf("%s.tmp.%d.%x", path, os.Getpid(), rand.Uint64())
+}
+
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
+	tmp := tmpName(path)
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
@@ -151,7 +158,7 @@ func (l *Local) nextIDs(ctx context.Context, n int) ([]string, error) {
 		fh.Close()
 		ids = append(ids, id)
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", counter, os.Getpid())
+	tmp := tmpName(counter)
 	if err := os.WriteFile(tmp, []byte(strconv.Itoa(next)), 0o644); err != nil {
 		return nil, err
 	}
