@@ -399,6 +399,12 @@ func (l *Local) RunJob(id string) error {
 			}
 		}
 		if slot != nil {
+			// A cancel from another host may have come since the last
+			// poll: it must not find the job started.
+			if cancelMode() != "" {
+				slot.Close()
+				return finish(Cancelled, "cancelled while pending")
+			}
 			break
 		}
 		select {
