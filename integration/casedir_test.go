@@ -26,7 +26,12 @@ func TestLocalKill9MetajobCaseDirRemoved(t *testing.T) {
 	if r := farmIn(t, dir, env, "submit", "1", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}
-	waitFor(t, 30*time.Second, "case 1 to start", func() bool { return caseStarted(dir, "1") })
+	t.Cleanup(func() { farmIn(t, dir, nil, "kill") })
+	// Killed once it made ../once: its second run ends at once.
+	waitFor(t, 30*time.Second, "case 1 to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "once"))
+		return err == nil
+	})
 	leaked := caseDirs()
 	if len(leaked) != 1 {
 		t.Fatalf("case directories %v, want the meta-job's one", leaked)

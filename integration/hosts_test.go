@@ -178,6 +178,7 @@ func TestLocalSupervisorKill9ShowsFailed(t *testing.T) {
 	waitFor(t, 30*time.Second, "case 1 to start", func() bool { return caseStarted(dir, "1") })
 	id := harness.JobIDs(dir)[0]
 	pid, pgid, host := localState(t, dir, id)
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 	if host != proc.HostID() {
 		t.Errorf("recorded host %q, want ours %q", host, proc.HostID())
 	}
