@@ -38,6 +38,11 @@ type JobInfo struct {
 	// Tasks is how many jobs this entry stands for that are pending or
 	// running: the active tasks of a job array; 0 means 1 while active.
 	Tasks int
+	// OtherHost is the host identity (proc.HostID) of a job that runs (or
+	// ran) on another host or in another container, whose state is the
+	// one it last recorded, as it cannot be checked from here; "" if it is
+	// this host's, or the backend does not say (Slurm).
+	OtherHost string
 }
 
 // ActiveCount is how many active jobs (array tasks) in counts for

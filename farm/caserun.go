@@ -2,6 +2,8 @@ package farm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/farm-hpc/farm/farm/proc"
+	"github.com/nightlyone/lockfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,9 +69,40 @@ type forkRunner struct {
 	buf   []byte
 }
 
+// The private node-local directories of forkRunners are
+// $TMPDIR/farm-case-HOST-RANDOM, HOST a hash of the host identity
+// (proc.HostID), each with a lock (nightlyone/lockfile: a file holding the
+// meta-job's PID) that says whether its meta-job is alive. A meta-job
+// killed with kill -9 cannot remove its directory: the next runner of the
+// same host identity does. TMPDIR may be shared by hosts, whose PIDs mean
+// nothing here: their directories are never touched.
+const (
+	caseDirPrefix = "farm-case-"
+	caseDirLock   = "lock"
+	// caseDirGrace: a directory without a (valid) lock is a runner's that
+	// died between making it and locking it once it is this old.
+	caseDirGrace = time.Minute
+)
+
+// caseDirHost names this host identity in case directory names.
+func caseDirHost() string {
+	h := sha256.Sum256([]byte(proc.HostID()))
+	return hex.EncodeToString(h[:6])
+}
+
 func newForkRunner(dir, bash string, env []string, out *os.File) (*forkRunner, error) {
-	tmp, err := os.MkdirTemp("", "farm-case-")
+	base, err := filepath.Abs(os.TempDir())
 	if err != nil {
+		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
+	}
+	prefix := caseDirPrefix + caseDirHost() + "-"
+	removeDeadCaseDirs(base, prefix)
+	tmp, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
+	}
+	if err := lockCaseDir(tmp); err != nil {
+		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
 	}
 	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, SingleCase), outR: -1, repR: -1}
@@ -75,6 +111,88 @@ func newForkRunner(dir, bash string, env []string, out *os.File) (*forkRunner, e
 		return nil, err
 	}
 	return r, nil
+}
+
+// lockCaseDir checks that the new directory tmp is private (a directory,
+// ours, no access for others) and puts in it the lock that holds our PID.
+func lockCaseDir(tmp string) error {
+	fi, err := os.Lstat(tmp)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || !ownedByUs(fi) || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of ours (%s)", tmp, fi.Mode())
+	}
+	lock, err := lockfile.New(filepath.Join(tmp, caseDirLock))
+	if err != nil {
+		return err
+	}
+	if err := lock.TryLock(); err != nil {
+		// TryLock needs link(), which some filesystems lack. Nobody else
+		// uses this new private directory: write the same lock (our PID)
+		// directly.
+		return os.WriteFile(string(lock), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	}
+	return nil
+}
+
+func ownedByUs(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
+
+// removeDeadCaseDirs removes the case directories in base named with
+// prefix (this host identity's) whose meta-job is dead: its lock holds the
+// PID of a process that is gone, or it has no valid lock and is older than
+// caseDirGrace. It never follows a symbolic link and leaves alone anything
+// that is not a directory of ours, a lock that is not a file of ours and a
+// directory whose lock's PID lives. Errors are ignored: what is left is
+// tried again by the next runner.
+func removeDeadCaseDirs(base, prefix string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.IsDir() { // IsDir: the entry itself, not a link's target
+			continue
+		}
+		p := filepath.Join(base, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || !ownedByUs(fi) {
+			continue
+		}
+		if caseDirDead(p, fi) {
+			os.RemoveAll(p)
+		}
+	}
+}
+
+// caseDirDead judges the case directory p (fi: its Lstat) of this host
+// identity.
+func caseDirDead(p string, fi os.FileInfo) bool {
+	name := filepath.Join(p, caseDirLock)
+	li, err := os.Lstat(name)
+	if err == nil {
+		if !li.Mode().IsRegular() || !ownedByUs(li) {
+			return false
+		}
+		lock, err := lockfile.New(name)
+		if err != nil {
+			return false
+		}
+		switch _, err := lock.GetOwner(); err {
+		case lockfile.ErrDeadOwner:
+			return true
+		case lockfile.ErrInvalidPid:
+			// junk: judged by its age below
+		default:
+			return false // alive, or unreadable
+		}
+	} else if !os.IsNotExist(err) {
+		return false
+	}
+	return time.Since(fi.ModTime()) > caseDirGrace
 }
 
 // refresh copies single_case.sh to the node-local copy if it changed since

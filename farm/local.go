@@ -27,6 +27,13 @@ import (
 // script in a process group of its own, and kills that group at the
 // script's run-time limit. Job records live in MISC/local, so any later farm
 // command in any shell sees them.
+//
+// A job's PIDs are judged (is its supervisor alive?) only by a process of
+// the same host identity (proc.HostID: host name, boot ID and PID
+// namespace) as the supervisor that recorded them. A job whose supervisor
+// runs on another host or in another container keeps the state it last
+// recorded, and is cancelled through its cancel file, which its supervisor
+// polls.
 type Local struct {
 	Dir string // farm directory
 	Bin string // the farm executable; os.Executable() if empty
@@ -62,21 +69,46 @@ type localState struct {
 	PID      int    // the job's supervising process
 	PIDStart uint64 // its start ticks, against PID reuse
 	PGID     int    // the job script's process group, once running
-	Start    time.Time
-	End      time.Time // expected end while running
-	Exit     int
-	Reason   string
+	// Host is the supervisor's proc.HostID: its PIDs mean something only
+	// to processes of that identity. Empty in records written before it
+	// was kept, which are judged as local.
+	Host   string `json:",omitempty"`
+	Start  time.Time
+	End    time.Time // expected end while running
+	Exit   int
+	Reason string
+}
+
+// cancelPoll is how often a job's supervisor looks for its cancel file
+// (MISC/local/ID.cancel), the only way to cancel it from another host.
+const cancelPoll = time.Second
+
+// elsewhere returns the host identity of a job whose supervisor runs on
+// another host (or in another container), whose PIDs cannot be judged
+// here; "" for a job of this host or of a record that does not say.
+func (st *localState) elsewhere() string {
+	if st.Host != "" && st.Host != proc.HostID() {
+		return st.Host
+	}
+	return ""
 }
 
 func (l *Local) dir() string                { return filepath.Join(l.Dir, MiscDir, "local") }
 func (l *Local) path(id, ext string) string { return filepath.Join(l.dir(), id+ext) }
+
+// tmpName names a private file to write path's new content to before it is
+// renamed over path. A PID alone would not do: processes of two hosts (or
+// containers) sharing the farm directory may have the same PID.
+func tmpName(path string) string {
+	return fmt.Sprintf("%s.tmp.%d.%x", path, os.Getpid(), rand.Uint64())
+}
 
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
+	tmp := tmpName(path)
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
@@ -126,7 +158,7 @@ func (l *Local) nextIDs(ctx context.Context, n int) ([]string, error) {
 		fh.Close()
 		ids = append(ids, id)
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", counter, os.Getpid())
+	tmp := tmpName(counter)
 	if err := os.WriteFile(tmp, []byte(strconv.Itoa(next)), 0o644); err != nil {
 		return nil, err
 	}
@@ -196,6 +228,10 @@ func (l *Local) job(id string) (localSpec, localState, JobInfo) {
 		return spec, st, info
 	}
 	info.State, info.Start, info.End = st.State, st.Start, st.End
+	if info.OtherHost = st.elsewhere(); info.OtherHost != "" {
+		// Its PIDs mean nothing here: it is as it last said.
+		return spec, st, info
+	}
 	if st.State.Active() && !proc.AliveSince(st.PID, st.PIDStart) {
 		// Its supervisor died: the job script may still run on.
 		if st.State == Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) == nil {
@@ -216,10 +252,13 @@ func (l *Local) Jobs(ctx context.Context, ids []string) (map[string]JobInfo, err
 	return out, nil
 }
 
-// Cancel implements Backend. It waits (up to KillWait and a little) for the
-// jobs to end, so that the farm is quiet when it returns.
+// Cancel implements Backend. It writes each job's cancel file, which its
+// supervisor polls, and signals the supervisors of this host for a prompt
+// end. It waits (up to KillWait and a little) for the jobs to end, so that
+// the farm is quiet when it returns.
 func (l *Local) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([]string, error) {
 	var cancelled []string
+	wait := l.killWait() + 5*time.Second
 	for _, id := range ids {
 		_, st, info := l.job(id)
 		if !info.State.Active() || (pendingOnly && info.State != Pending) {
@@ -232,14 +271,18 @@ func (l *Local) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([]s
 		if err := os.WriteFile(l.path(id, ".cancel"), []byte(mode), 0o644); err != nil {
 			return cancelled, err
 		}
-		if st.PID > 0 && proc.AliveSince(st.PID, st.PIDStart) {
+		if info.OtherHost != "" {
+			// Its supervisor sees the cancel file within cancelPoll
+			// (and whatever the shared filesystem's caches add).
+			wait = l.killWait() + 5*time.Second + 2*cancelPoll
+		} else if st.PID > 0 && proc.AliveSince(st.PID, st.PIDStart) {
 			syscall.Kill(st.PID, syscall.SIGTERM)
 		} else if st.PGID > 0 {
 			syscall.Kill(-st.PGID, syscall.SIGKILL)
 		}
 		cancelled = append(cancelled, id)
 	}
-	deadline := time.Now().Add(l.killWait() + 5*time.Second)
+	deadline := time.Now().Add(wait)
 	for _, id := range cancelled {
 		for time.Now().Before(deadline) {
 			if _, _, info := l.job(id); !info.State.Active() {
@@ -315,7 +358,7 @@ func (l *Local) RunJob(id string) error {
 		return err
 	}
 	defer out.Close()
-	st := localState{State: Pending, PID: os.Getpid(), PIDStart: proc.StartTicks(os.Getpid())}
+	st := localState{State: Pending, PID: os.Getpid(), PIDStart: proc.StartTicks(os.Getpid()), Host: proc.HostID()}
 	save := func() error { return writeJSON(l.path(id, ".state"), st) }
 	finish := func(state JobState, reason string) error {
 		st.State, st.Reason, st.End = state, reason, time.Now()
@@ -341,6 +384,7 @@ func (l *Local) RunJob(id string) error {
 	var slot *os.File
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	lastPoll := time.Now()
 	for slot == nil {
 		ready := true
 		if len(spec.After) > 0 {
@@ -355,12 +399,24 @@ func (l *Local) RunJob(id string) error {
 			}
 		}
 		if slot != nil {
+			// A cancel from another host may have come since the last
+			// poll: it must not find the job started.
+			if cancelMode() != "" {
+				slot.Close()
+				return finish(Cancelled, "cancelled while pending")
+			}
 			break
 		}
 		select {
 		case <-sigs:
 			return finish(Cancelled, "cancelled while pending")
 		case <-tick.C:
+		}
+		if time.Since(lastPoll) >= cancelPoll {
+			lastPoll = time.Now()
+			if cancelMode() != "" {
+				return finish(Cancelled, "cancelled while pending")
+			}
 		}
 	}
 	defer slot.Close()
@@ -394,6 +450,9 @@ func (l *Local) RunJob(id string) error {
 		defer t.Stop()
 		limit = t.C
 	}
+	// A cancel from another host comes only as the cancel file.
+	poll := time.NewTicker(cancelPoll)
+	defer poll.Stop()
 	final, reason := JobState(""), ""
 	var kill <-chan time.Time
 	stop := func(state JobState, why string) {
@@ -427,6 +486,10 @@ func (l *Local) RunJob(id string) error {
 				continue // prune raced with our start: running jobs stay
 			}
 			stop(Cancelled, "cancelled")
+		case <-poll.C:
+			if final == "" && cancelMode() == "all" {
+				stop(Cancelled, "cancelled")
+			}
 		case <-kill:
 			syscall.Kill(-st.PGID, syscall.SIGKILL)
 		}

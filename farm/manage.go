@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/farm/proc"
 	"github.com/farm-hpc/farm/status"
 	"github.com/olekukonko/tablewriter"
 )
@@ -26,6 +27,10 @@ type listRow struct {
 	End     string `json:"end,omitempty"`
 	Cases   int64  `json:"cases"`   // cases it ended
 	Running int64  `json:"running"` // cases it is running now
+	// OtherHost: the host identity of a local job that runs (or ran) on
+	// another host or in another container; its state is the one it
+	// last recorded.
+	OtherHost string `json:"other_host,omitempty"`
 }
 
 func fmtTime(t time.Time) string {
@@ -60,7 +65,7 @@ func listRows(recs []JobRecord, infos map[string]JobInfo, sum *status.Summary) [
 	for _, r := range recs {
 		in := infos[r.ID]
 		rows = append(rows, listRow{ID: r.ID, Run: r.Run, Kind: r.Kind, Backend: r.Backend, State: string(in.State),
-			Start: fmtTime(in.Start), End: fmtTime(in.End), Cases: ended[r.ID], Running: open[r.ID]})
+			Start: fmtTime(in.Start), End: fmtTime(in.End), Cases: ended[r.ID], Running: open[r.ID], OtherHost: in.OtherHost})
 	}
 	return rows
 }
@@ -79,6 +84,12 @@ func writeList(w io.Writer, rows []listRow, asJSON bool) error {
 			strconv.FormatInt(r.Cases, 10), strconv.FormatInt(r.Running, 10)})
 	}
 	t.Render()
+	for _, r := range rows {
+		if r.OtherHost != "" && JobState(r.State).Active() {
+			fmt.Fprintf(w, "Job %s runs on %s (host identity %s), not here: its state is the one it last recorded.\n",
+				r.ID, proc.HostName(r.OtherHost), r.OtherHost)
+		}
+	}
 	return nil
 }
 

@@ -1,10 +1,15 @@
-// Package proc answers questions about processes on this host.
+// Package proc answers questions about processes on this host, and names
+// the host (HostID) so that PIDs recorded on another are never judged here.
 package proc
 
 import (
 	"bytes"
+	"fmt"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -59,4 +64,58 @@ func stat(pid int) (state byte, start uint64, ok bool) {
 	}
 	start, _ = strconv.ParseUint(string(f[19]), 10, 64)
 	return f[0][0], start, true
+}
+
+// HostID identifies the host a process runs on as far as PIDs go: two
+// processes with the same HostID see the same PIDs, so one can judge from
+// a PID whether the other is alive. It is
+//
+//	HOSTNAME/BOOT_ID/pid:[INODE]
+//
+// the host name (bytes other than letters, digits, '.', '_' and '-' written
+// %XX), the kernel's boot ID (/proc/sys/kernel/random/boot_id, new at every
+// boot) and the PID namespace (the link /proc/self/ns/pid), for example
+// "node7/e02f4ba5-dd84-4a53-9aef-3189c6d5d41e/pid:[4026531836]". Two
+// processes with the same host name but another boot or another PID
+// namespace (a container, a reboot, a simulated host) get different
+// HostIDs. A part that cannot be read is "?". It is computed once per
+// process.
+func HostID() string { return hostID() }
+
+var hostID = sync.OnceValue(func() string {
+	name, _ := os.Hostname()
+	boot := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		boot = escape(string(bytes.TrimSpace(b)))
+	}
+	ns := "?"
+	if l, err := os.Readlink("/proc/self/ns/pid"); err == nil && l != "" {
+		ns = l // "pid:[4026531836]"
+	}
+	if name == "" {
+		name = "?"
+	}
+	return escape(name) + "/" + boot + "/" + ns
+})
+
+// HostName returns the host name part of a HostID.
+func HostName(id string) string {
+	name, _, _ := strings.Cut(id, "/")
+	if s, err := url.PathUnescape(name); err == nil {
+		return s
+	}
+	return name
+}
+
+func escape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

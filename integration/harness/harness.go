@@ -252,6 +252,8 @@ type ListRow struct {
 	Kind    string `json:"kind"`
 	Backend string `json:"backend"`
 	State   string `json:"state"`
+	// OtherHost is the host identity of a local job run by another host.
+	OtherHost string `json:"other_host"`
 }
 
 // ListJSON runs farm list --json.
