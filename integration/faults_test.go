@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// mountTmpfs mounts a new tmpfs with the given options in a temporary
+// directory and returns its path; it is unmounted when the test ends. It
+// skips the test when not root.
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: this test mounts a small tmpfs to fill it, which needs root (CI runs as root)")
+	}
+	mnt := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, opts); err != nil {
+		t.Fatalf("mount -t tmpfs -o %s tmpfs %s: %v", opts, mnt, err)
+	}
+	t.Cleanup(func() {
+		// A job left running (the test failed) keeps the mount busy: a
+		// lazy unmount frees it once the job is gone.
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	return mnt
+}
+
+// filler exhausts a filesystem, of space (a file written until ENOSPC) or
+// of inodes (empty files made until ENOSPC), and keeps it exhausted: what
+// the farm's processes free meanwhile (buried generations, temporary
+// files) is taken again at the next top-up.
+type filler struct {
+	dir    string
+	inodes bool
+	f      *os.File
+	files  int
+	buf    []byte
+}
+
+// top fills what is free; it reports whether the filesystem answered
+// ENOSPC (is full).
+func (x *filler) top() (bool, error) {
+	if x.inodes {
+		for {
+			p := filepath.Join(x.dir, fmt.Sprintf(".filler.%d", x.files))
+			fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if errors.Is(err, syscall.ENOSPC) {
+				return true, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			fh.Close()
+			x.files++
+		}
+	}
+	if x.f == nil {
+		fh, err := os.OpenFile(filepath.Join(x.dir, ".filler"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return false, err
+		}
+		x.f, x.buf = fh, make([]byte, 64<<10)
+	}
+	for _, n := range []int{64 << 10, 4 << 10, 1} { // down to the last byte
+		for {
+			_, err := x.f.Write(x.buf[:n])
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// remove deletes what the filler made.
+func (x *filler) remove() {
+	if x.f != nil {
+		x.f.Close()
+		os.Remove(x.f.Name())
+	}
+	for i := 0; i < x.files; i++ {
+		os.Remove(filepath.Join(x.dir, fmt.Sprintf(".filler.%d", i)))
+	}
+}
+
+func TestLocalDiskFullDuringRun(t *testing.T) {
+	t.Parallel()
+	// 32 MiB: the farm itself needs a few (each case's out.txt takes a
+	// page, each generation of the claim state one until it is buried).
+	diskOutage(t, "size=32m", false)
+}
+
+func TestLocalInodesExhaustedDuringRun(t *testing.T) {
+	t.Parallel()
+	diskOutage(t, "size=64m,nr_inodes=6000", true)
+}
+
+// diskOutage runs a farm of short cases with 3 meta-jobs on the local
+// backend, on a tmpfs mounted with opts, and fills the tmpfs completely
+// (its space, or its inodes) for 3 s while the cases run. The meta-jobs
+// must ride the outage out: retry what fails (claim commits, status
+// records, RUN directories, the job's output, the local backend's state),
+// say so in their output, and go on; no case may count as failed or
+// interrupted because of it, and none may run twice.
+//
+// The cases write a line of 1 kB to the job's output (so that the output
+// files grow by pages during the outage) and a file in their RUN
+// directory. The line goes through the meta-job's pipe, whose copier must
+// keep it until the output file can be written again: every case's line
+// must be in the output at the end. A case's own write that fails for lack
+// of space is the user's affair, so the cases do not write their file
+// during the outage: they skip it while the gate file (off the tmpfs) that
+// the test makes before the outage and removes after it is there, and
+// retry it themselves (until ... done) should one race with the outage's
+// start.
+func diskOutage(t *testing.T, opts string, inodes bool) {
+	const (
+		n      = 360
+		jobs   = 3
+		outage = 3 * time.Second
+	)
+	mnt := mountTmpfs(t, opts)
+	gate := filepath.Join(t.TempDir(), "gate")
+	table := repeat(`sleep 0.04; [ -e "$OUTAGE_GATE" ] || until { echo "case $ID" > out.txt; } 2>/dev/null; do sleep 0.05; done; printf 'case %s done %01000d\n' $ID 0`, n)
+	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), table, "0-00:10")
+	// Job slots of our own, so that the other tests' jobs cannot keep ours
+	// pending; the slot files and the node-local copy of single_case.sh
+	// (TMPDIR) are off the tmpfs.
+	env := []string{"TMPDIR=" + t.TempDir(), fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate}
+	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s", r.Err)
+	}
+	t0 := time.Now()
+	defer func() {
+		if t.Failed() {
+			harness.Diagnose(t, dir)
+			farmIn(t, dir, nil, "kill")
+		}
+	}()
+
+	// The outage starts once a quarter of the cases have started.
+	waitFor(t, 60*time.Second, "a quarter of the cases to start", func() bool {
+		return len(readRecords(t, dir).Starts) >= n/4
+	})
+	// The gate is up well before the disk is full (a case takes 40 ms).
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gateUp := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	x := &filler{dir: mnt, inodes: inodes}
+	var full, freed time.Time
+	for {
+		ok, err := x.top()
+		if err != nil {
+			x.remove()
+			t.Fatalf("filling the tmpfs: %v", err)
+		}
+		if ok && full.IsZero() {
+			full = time.Now()
+		}
+		if !full.IsZero() && time.Since(full) >= outage {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	x.remove()
+	freed = time.Now()
+	os.Remove(gate)
+	t.Logf("tmpfs full from %.1fs to %.1fs after submit (filler: %d files)", full.Sub(t0).Seconds(), freed.Sub(t0).Seconds(), x.files)
+
+	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
+	t.Logf("farm wait after %.1fs: exit %d: %s%s", time.Since(t0).Seconds(), r.Code, r.Out, r.Err)
+	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
+		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
+	}
+
+	// Every case exactly once, and succeeded.
+	bad := &fewErrors{t: t}
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			bad.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
+		}
+	}
+	st := statusJSON(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if c := st[id]; c.State != "succeeded" {
+			bad.Errorf("case %d: %+v, want succeeded", id, c)
+		}
+	}
+
+	// The outage fell mid-run: cases started before it and after it.
+	before, during, after := 0, 0, 0
+	for _, s := range startByCase(t, dir) {
+		switch {
+		case s < float64(full.UnixMilli())/1e3:
+			before++
+		case s > float64(freed.UnixMilli())/1e3:
+			after++
+		default:
+			during++
+		}
+	}
+	t.Logf("cases started: %d before the outage, %d during it, %d after it", before, during, after)
+	// Those that started before the gate went up or after the outage wrote
+	// their file.
+	for id, s := range startByCase(t, dir) {
+		if s > float64(gateUp.Add(-time.Second).UnixMilli())/1e3 && s < float64(freed.UnixMilli())/1e3 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("RUN%d", id), "out.txt"))
+		if err != nil || string(b) != fmt.Sprintf("case %d\n", id) {
+			bad.Errorf("case %d: RUN%d/out.txt = %q, %v", id, id, b, err)
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Errorf("cases started %d before and %d after the outage: it did not fall mid-run, the test proves nothing", before, after)
+	}
+
+	// Every job ended by itself, normally.
+	for _, j := range harness.ListJSON(t, dir) {
+		if j.State != "COMPLETED" {
+			t.Errorf("job %s ended %s, want COMPLETED", j.ID, j.State)
+		}
+	}
+	statusFiles, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	outFiles, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	if len(statusFiles) != jobs || len(outFiles) != jobs {
+		t.Fatalf("%d status files and %d output files, want %d of each", len(statusFiles), len(outFiles), jobs)
+	}
+	for _, p := range statusFiles {
+		b, _ := os.ReadFile(p)
+		if !regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`).Match(b) {
+			t.Errorf("%s has no Q line saying \"No cases left; exiting.\"", filepath.Base(p))
+		}
+	}
+	// They said they retried, and every case's output line reached the
+	// job's output.
+	retries, recovered := 0, 0
+	var output strings.Builder
+	for _, p := range outFiles {
+		b, _ := os.ReadFile(p)
+		s := string(b)
+		output.WriteString(s)
+		if !strings.Contains(s, "No cases left; exiting.") {
+			t.Errorf("%s does not end with \"No cases left; exiting.\"", filepath.Base(p))
+		}
+		for _, l := range strings.Split(s, "\n") {
+			if strings.HasPrefix(l, "farm: ") && strings.Contains(l, "; retrying for up to ") {
+				retries++
+				t.Logf("%s: %s", filepath.Base(p), l)
+			}
+			if strings.HasPrefix(l, "farm: ") && strings.Contains(l, " again after ") {
+				recovered++
+				t.Logf("%s: %s", filepath.Base(p), l)
+			}
+		}
+	}
+	t.Logf("%d retry messages, %d recovery messages", retries, recovered)
+	if retries == 0 {
+		t.Errorf("no meta-job said it retried (\"farm: ...; retrying for up to ...\"): the outage was not seen, the test proves nothing")
+	}
+	for id := 1; id <= n; id++ {
+		if !strings.Contains(output.String(), fmt.Sprintf("case %d done %01000d\n", id, 0)) {
+			bad.Errorf("case %d's output line is missing from the jobs' output", id)
+		}
+	}
+	bad.done()
+	t.Logf("run took %.1fs", time.Since(t0).Seconds())
+}
+
+// fewErrors reports the first few of many similar errors, and how many
+// there were.
+type fewErrors struct {
+	t *testing.T
+	n int
+}
+
+func (e *fewErrors) Errorf(format string, args ...any) {
+	e.t.Helper()
+	if e.n++; e.n <= 5 {
+		e.t.Errorf(format, args...)
+	}
+}
+
+func (e *fewErrors) done() {
+	e.t.Helper()
+	if e.n > 5 {
+		e.t.Errorf("... and %d more such errors", e.n-5)
+	}
+}
+
+// startByCase returns the start time of every case of the farm in dir, by
+// its S record.
+func startByCase(t *testing.T, dir string) map[int64]float64 {
+	out := map[int64]float64{}
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			var id int64
+			var s float64
+			if strings.HasPrefix(l, "S ") {
+				if _, err := fmt.Sscanf(l, "S %d %f", &id, &s); err == nil {
+					out[id] = s
+				}
+			}
+		}
+	}
+	return out
+}
