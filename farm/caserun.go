@@ -55,7 +55,7 @@ type forkRunner struct {
 	dir  string // farm directory
 	bash string
 	env  []string
-	out  *os.File
+	out  io.Writer // the job's output (a jobOutput, which rides out a full disk)
 
 	tmp  string // private directory of the copy of single_case.sh
 	copy string // the copy
@@ -90,7 +90,7 @@ func caseDirHost() string {
 	return hex.EncodeToString(h[:6])
 }
 
-func newForkRunner(dir, bash string, env []string, out *os.File) (*forkRunner, error) {
+func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
 	base, err := filepath.Abs(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
@@ -433,8 +433,9 @@ func (r *execRunner) refresh() error { return nil }
 func (r *execRunner) close() {}
 
 // newCaseRunner picks how to run single_case.sh: sourced in a forked bash
-// subshell when it is a bash (or sh) script, else executed directly.
-func newCaseRunner(dir, bash string, env []string, out *os.File) (caseRunner, error) {
+// subshell when it is a bash (or sh) script, its output copied to w, else
+// executed directly, its output going to out itself.
+func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
 	path := dir + "/" + SingleCase
 	fh, err := os.Open(path)
 	if err != nil {
@@ -446,7 +447,7 @@ func newCaseRunner(dir, bash string, env []string, out *os.File) (caseRunner, er
 	head = head[:n]
 	first, _, _ := bytes.Cut(head, []byte("\n"))
 	if !bytes.HasPrefix(first, []byte("#!")) || bytes.Contains(first, []byte("bash")) || bytes.HasSuffix(bytes.TrimSpace(first), []byte("/sh")) {
-		return newForkRunner(dir, bash, env, out)
+		return newForkRunner(dir, bash, env, w)
 	}
 	return &execRunner{dir: dir, argv: []string{path}, env: env, out: out}, nil
 }

@@ -110,6 +110,7 @@ func writeJSON(path string, v any) error {
 	}
 	tmp := tmpName(path)
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -359,11 +360,16 @@ func (l *Local) RunJob(id string) error {
 	}
 	defer out.Close()
 	st := localState{State: Pending, PID: os.Getpid(), PIDStart: proc.StartTicks(os.Getpid()), Host: proc.HostID()}
-	save := func() error { return writeJSON(l.path(id, ".state"), st) }
+	// The state file may be on a full disk for a while: retried, so that a
+	// job that ended well does not show as failed (its state unsaved).
+	log := &jobOutput{f: out}
+	save := func() error {
+		return retryTransient(log, TransientRetry, func() error { return writeJSON(l.path(id, ".state"), st) })
+	}
 	finish := func(state JobState, reason string) error {
 		st.State, st.Reason, st.End = state, reason, time.Now()
 		if reason != "" {
-			fmt.Fprintf(out, "farm: local job %s: %s\n", id, reason)
+			fmt.Fprintf(log, "farm: local job %s: %s\n", id, reason)
 		}
 		return save()
 	}

@@ -52,12 +52,20 @@ type Metajob struct {
 	// Now and EndTime are for tests; zero values use the clock and the backend.
 	bash  string
 	env   []string
-	dirFD *os.File // the farm directory, for the *at calls
+	dirFD *os.File  // the farm directory, for the *at calls
+	log   io.Writer // Out, retrying transient errors (jobOutput)
 }
 
 // Run runs the loop. It returns nil at a normal end.
 func (m *Metajob) Run(ctx context.Context) error {
 	f := m.Farm
+	out, ok := m.Out.(*os.File)
+	if !ok {
+		return errors.New("meta-job output must be a file")
+	}
+	// The output file may be on the farm's filesystem: a full disk must
+	// not lose what the meta-job and its cases say meanwhile.
+	m.log = &jobOutput{f: out}
 	self, err := m.Backend.Self(ctx)
 	if err != nil {
 		return err
@@ -78,7 +86,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer store.Close()
-	store.Job, store.Log = self.ID, m.Out
+	store.Job, store.Log = self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
 	sw, err := status.Create(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host)
@@ -86,7 +94,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		return err
 	}
 	defer sw.Close()
-	sw.Log = m.Out
+	sw.Log = m.log
 
 	// Case environment: ours, less what we set per case.
 	for _, kv := range os.Environ() {
@@ -115,11 +123,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	out, ok := m.Out.(*os.File)
-	if !ok {
-		return errors.New("meta-job output must be a file")
-	}
-	runner, err := newCaseRunner(f.Dir, m.bash, m.env, out)
+	runner, err := newCaseRunner(f.Dir, m.bash, m.env, out, m.log)
 	if err != nil {
 		return err
 	}
@@ -135,15 +139,15 @@ func (m *Metajob) Run(ctx context.Context) error {
 	if self.Restart > 0 {
 		again = fmt.Sprintf(", restarted by the batch system (restart %d)", self.Restart)
 	}
-	fmt.Fprintf(m.Out, "farm: meta-job %s (run %d%s) on %s starting at %s\n", self.ID, run, again, f.Host, time.Now().Format(time.RFC3339))
+	fmt.Fprintf(m.log, "farm: meta-job %s (run %d%s) on %s starting at %s\n", self.ID, run, again, f.Host, time.Now().Format(time.RFC3339))
 	quit := func(msg string) {
-		fmt.Fprintln(m.Out, msg)
+		fmt.Fprintln(m.log, msg)
 		sw.Quit(msg)
 	}
 	ff := fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
 	rt := &runtimeGuard{backendEnd: self.End}
 	if end := endTime(self.End); !end.IsZero() {
-		fmt.Fprintf(m.Out, "farm: this job ends at %s\n", end.Format(time.RFC3339))
+		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
 	var queue []casetable.Case // claimed, not started yet
 	bs := batchSizer{}
@@ -178,7 +182,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 				return nil
 			}
 			if rt.recompute {
-				rt.update(ctx, store, f.Path(StatusDir), m.Out)
+				rt.update(ctx, store, f.Path(StatusDir), m.log)
 			}
 			queue = cases
 		} else if rt.tooLate() {
@@ -290,9 +294,16 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 	id := strconv.FormatInt(c.ID, 10)
 	if m.Farm.Config.RunDirs {
 		// Made here, not in single_case.sh: a mkdir process per case would
-		// cost more than the rest of the case's overhead together.
-		if err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755); err != nil && err != unix.EEXIST {
-			return 0, 0, &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
+		// cost more than the rest of the case's overhead together. No
+		// inode left, a quota, an I/O error: retried, as a claim is.
+		err := retryTransient(m.log, TransientRetry, func() error {
+			if err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755); err != nil && err != unix.EEXIST {
+				return &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
 		}
 	}
 	return r.run(id, c.Command)

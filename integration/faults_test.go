@@ -116,20 +116,23 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 // backend, on a tmpfs mounted with opts, and fills the tmpfs completely
 // (its space, or its inodes) for 3 s while the cases run. The meta-jobs
 // must ride the outage out: retry what fails (claim commits, status
-// records, RUN directories, the job's output, the local backend's state),
-// say so in their output, and go on; no case may count as failed or
-// interrupted because of it, and none may run twice.
+// records, RUN directories, the job's output), say so in their output, and
+// go on; no case may count as failed or interrupted because of it, none may
+// run twice, every job must end by itself ("No cases left; exiting.").
 //
-// The cases write a line of 1 kB to the job's output (so that the output
-// files grow by pages during the outage) and a file in their RUN
-// directory. The line goes through the meta-job's pipe, whose copier must
-// keep it until the output file can be written again: every case's line
-// must be in the output at the end. A case's own write that fails for lack
-// of space is the user's affair, so the cases do not write their file
-// during the outage: they skip it while the gate file (off the tmpfs) that
-// the test makes before the outage and removes after it is there, and
-// retry it themselves (until ... done) should one race with the outage's
-// start.
+// Each case (caseScript) writes a file in its RUN directory and prints a
+// line of 1 kB (so that the output files grow by pages during the outage).
+// A case's own write that fails for lack of space is the user's affair, so
+// the cases do not write their file during the outage: while the gate file
+// (off the tmpfs) is there — the test makes it 300 ms before the tmpfs is
+// full and removes it once it is freed — they skip it, and should one race
+// with the start of the outage, it retries itself until it works. Their
+// line goes through the meta-job's pipe, whose copier must keep it until
+// the output file can be written again: while the gate is up, the cases of
+// the meta-job it names print theirs, and wait for the copier (so that one
+// meta-job shows the output path), while the other meta-jobs' cases print
+// nothing (so that those go on to claim cases, and show the claim and
+// status paths). Every line printed must be in the output at the end.
 func diskOutage(t *testing.T, opts string, inodes bool) {
 	const (
 		n      = 360
@@ -137,13 +140,16 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 		outage = 3 * time.Second
 	)
 	mnt := mountTmpfs(t, opts)
-	gate := filepath.Join(t.TempDir(), "gate")
-	table := repeat(`sleep 0.04; [ -e "$OUTAGE_GATE" ] || until { echo "case $ID" > out.txt; } 2>/dev/null; do sleep 0.05; done; printf 'case %s done %01000d\n' $ID 0`, n)
-	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), table, "0-00:10")
+	aux := t.TempDir() // off the tmpfs
+	gate, caseSh := filepath.Join(aux, "gate"), filepath.Join(aux, "case.sh")
+	if err := os.WriteFile(caseSh, []byte(caseScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), repeat(`. "$CASE_SH"`, n), "0-00:10")
 	// Job slots of our own, so that the other tests' jobs cannot keep ours
 	// pending; the slot files and the node-local copy of single_case.sh
 	// (TMPDIR) are off the tmpfs.
-	env := []string{"TMPDIR=" + t.TempDir(), fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate}
+	env := []string{"TMPDIR=" + t.TempDir(), fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate, "CASE_SH=" + caseSh}
 	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}
@@ -154,13 +160,18 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 			farmIn(t, dir, nil, "kill")
 		}
 	}()
+	ids := harness.JobIDs(dir)
+	if len(ids) != jobs {
+		t.Fatalf("jobs %v, want %d", ids, jobs)
+	}
+	loud := ids[0] // the meta-job whose cases print during the outage
 
 	// The outage starts once a quarter of the cases have started.
 	waitFor(t, 60*time.Second, "a quarter of the cases to start", func() bool {
 		return len(readRecords(t, dir).Starts) >= n/4
 	})
 	// The gate is up well before the disk is full (a case takes 40 ms).
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+	if err := os.WriteFile(gate, []byte(loud), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	gateUp := time.Now()
@@ -184,10 +195,10 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 	x.remove()
 	freed = time.Now()
 	os.Remove(gate)
-	t.Logf("tmpfs full from %.1fs to %.1fs after submit (filler: %d files)", full.Sub(t0).Seconds(), freed.Sub(t0).Seconds(), x.files)
+	t.Logf("tmpfs full from %.2fs to %.2fs after submit (filler: %d files)", full.Sub(t0).Seconds(), freed.Sub(t0).Seconds(), x.files)
 
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	t.Logf("farm wait after %.1fs: exit %d: %s%s", time.Since(t0).Seconds(), r.Code, r.Out, r.Err)
+	t.Logf("farm wait returned %.1fs after submit: exit %d: %s%s", time.Since(t0).Seconds(), r.Code, r.Out, r.Err)
 	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
 		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
 	}
@@ -208,29 +219,20 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 	}
 
 	// The outage fell mid-run: cases started before it and after it.
+	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
+	starts := startByCase(t, dir)
 	before, during, after := 0, 0, 0
-	for _, s := range startByCase(t, dir) {
+	for _, s := range starts {
 		switch {
-		case s < float64(full.UnixMilli())/1e3:
+		case s < unix(full):
 			before++
-		case s > float64(freed.UnixMilli())/1e3:
+		case s > unix(freed):
 			after++
 		default:
 			during++
 		}
 	}
 	t.Logf("cases started: %d before the outage, %d during it, %d after it", before, during, after)
-	// Those that started before the gate went up or after the outage wrote
-	// their file.
-	for id, s := range startByCase(t, dir) {
-		if s > float64(gateUp.Add(-time.Second).UnixMilli())/1e3 && s < float64(freed.UnixMilli())/1e3 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("RUN%d", id), "out.txt"))
-		if err != nil || string(b) != fmt.Sprintf("case %d\n", id) {
-			bad.Errorf("case %d: RUN%d/out.txt = %q, %v", id, id, b, err)
-		}
-	}
 	if before == 0 || after == 0 {
 		t.Errorf("cases started %d before and %d after the outage: it did not fall mid-run, the test proves nothing", before, after)
 	}
@@ -252,40 +254,72 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 			t.Errorf("%s has no Q line saying \"No cases left; exiting.\"", filepath.Base(p))
 		}
 	}
-	// They said they retried, and every case's output line reached the
-	// job's output.
-	retries, recovered := 0, 0
+	// They said they retried.
+	retries, recovered, kept := 0, 0, 0
 	var output strings.Builder
 	for _, p := range outFiles {
 		b, _ := os.ReadFile(p)
 		s := string(b)
 		output.WriteString(s)
-		if !strings.Contains(s, "No cases left; exiting.") {
+		if !strings.HasSuffix(s, "No cases left; exiting.\n") {
 			t.Errorf("%s does not end with \"No cases left; exiting.\"", filepath.Base(p))
 		}
 		for _, l := range strings.Split(s, "\n") {
-			if strings.HasPrefix(l, "farm: ") && strings.Contains(l, "; retrying for up to ") {
-				retries++
-				t.Logf("%s: %s", filepath.Base(p), l)
+			if !strings.HasPrefix(l, "farm: ") || strings.HasPrefix(l, "farm: meta-job ") ||
+				strings.HasPrefix(l, "farm: this job ends at ") || strings.HasPrefix(l, "farm: dt_cutoff = ") {
+				continue
 			}
-			if strings.HasPrefix(l, "farm: ") && strings.Contains(l, " again after ") {
+			t.Logf("%s: %s", filepath.Base(p), l)
+			switch {
+			case strings.Contains(l, "; retrying for up to "):
+				retries++
+			case strings.Contains(l, " works again after "):
 				recovered++
-				t.Logf("%s: %s", filepath.Base(p), l)
+			case strings.Contains(l, "output could not be written for"):
+				kept++
 			}
 		}
 	}
-	t.Logf("%d retry messages, %d recovery messages", retries, recovered)
-	if retries == 0 {
-		t.Errorf("no meta-job said it retried (\"farm: ...; retrying for up to ...\"): the outage was not seen, the test proves nothing")
+	t.Logf("%d retry messages, %d recovery messages, %d outputs kept", retries, recovered, kept)
+	if retries == 0 || recovered == 0 {
+		t.Errorf("%d retry and %d recovery messages (\"farm: ...; retrying for up to ...\", \"... works again after ...\"): the outage was not seen, the test proves nothing", retries, recovered)
 	}
-	for id := 1; id <= n; id++ {
-		if !strings.Contains(output.String(), fmt.Sprintf("case %d done %01000d\n", id, 0)) {
+	if !inodes && kept == 0 {
+		t.Errorf("no meta-job's output says it could not be written for a while: the output path was not tried")
+	}
+
+	// What the cases wrote is all there: their files, except in the
+	// outage (give or take a second), and their lines, except those the
+	// quiet meta-jobs' cases did not print then.
+	for id := int64(1); id <= n; id++ {
+		s := starts[id]
+		quiet := s > unix(gateUp.Add(-time.Second)) && s < unix(freed)
+		if !quiet {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("RUN%d", id), "out.txt"))
+			if err != nil || string(b) != fmt.Sprintf("case %d\n", id) {
+				bad.Errorf("case %d: RUN%d/out.txt = %q, %v", id, id, b, err)
+			}
+		}
+		if (!quiet || st[id].Job == loud) && !strings.Contains(output.String(), fmt.Sprintf("case %d done %01000d\n", id, 0)) {
 			bad.Errorf("case %d's output line is missing from the jobs' output", id)
 		}
 	}
 	bad.done()
 	t.Logf("run took %.1fs", time.Since(t0).Seconds())
 }
+
+// caseScript is what the cases of diskOutage run (sourced: "$CASE_SH").
+const caseScript = `sleep 0.04
+if [ -e "$OUTAGE_GATE" ]; then
+  # The outage: write no file; print only in the meta-job the gate names.
+  if [ "$(< "$OUTAGE_GATE")" = "$METAJOB_ID" ]; then
+    printf 'case %s done %01000d\n' "$ID" 0
+  fi
+else
+  until { echo "case $ID" > out.txt; } 2>/dev/null; do sleep 0.05; done
+  printf 'case %s done %01000d\n' "$ID" 0
+fi
+`
 
 // fewErrors reports the first few of many similar errors, and how many
 // there were.
