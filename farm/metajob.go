@@ -89,12 +89,11 @@ func (m *Metajob) Run(ctx context.Context) error {
 	store.Job, store.Log = self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
-	sw, err := status.Create(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host)
+	sw, err := status.CreateLog(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host, m.log)
 	if err != nil {
 		return err
 	}
 	defer sw.Close()
-	sw.Log = m.log
 
 	// Case environment: ours, less what we set per case.
 	for _, kv := range os.Environ() {

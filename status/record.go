@@ -97,14 +97,26 @@ type Writer struct {
 const DefaultRetry = 5 * time.Minute
 
 // Create opens (appending) the status file at path for job jobID of run
-// run, incarnation restart (0 for the first; see FileName).
+// run, incarnation restart (0 for the first; see FileName). Until the
+// Writer's Log is set, retries are reported on os.Stderr: CreateLog sets it
+// first.
 func Create(path, jobID string, restart, run int, host string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	return CreateLog(path, jobID, restart, run, host, nil)
+}
+
+// CreateLog is Create with the Writer's Log set: opening the file (a job
+// that starts on a filesystem out of inodes) and writing its header are
+// retried like every write, and reported on log.
+func CreateLog(path, jobID string, restart, run int, host string, log io.Writer) (*Writer, error) {
+	w := &Writer{path: path, host: host, Log: log}
+	err := w.retry(func() (err error) {
+		w.f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, path: path, host: host}
-	st, err := f.Stat()
+	st, err := w.f.Stat()
 	if err == nil && st.Size() == 0 {
 		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
 		if restart > 0 {
@@ -112,7 +124,7 @@ func Create(path, jobID string, restart, run int, host string) (*Writer, error) 
 		}
 		w.buf = append(w.buf, '\n')
 		if err := w.Flush(); err != nil {
-			f.Close()
+			w.f.Close()
 			return nil, err
 		}
 	}
@@ -131,6 +143,16 @@ func (w *Writer) Flush() error {
 
 // write appends b whole, retrying transient errors.
 func (w *Writer) write(b []byte) error {
+	return w.retry(func() error {
+		n, err := w.f.Write(b)
+		b = b[n:]
+		return err
+	})
+}
+
+// retry runs op until it works, fails for a reason other than a transient
+// one, or has failed for Retry; it says so on Log.
+func (w *Writer) retry(op func() error) error {
 	var since time.Time
 	wait := 100 * time.Millisecond
 	limit := w.Retry
@@ -142,8 +164,7 @@ func (w *Writer) write(b []byte) error {
 		log = os.Stderr
 	}
 	for {
-		n, err := w.f.Write(b)
-		b = b[n:]
+		err := op()
 		if err == nil {
 			if !since.IsZero() {
 				fmt.Fprintf(log, "farm: %s can be written again after %s\n", w.path, time.Since(since).Round(time.Millisecond))
