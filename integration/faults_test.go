@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -120,6 +121,11 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 // go on; no case may count as failed or interrupted because of it, none may
 // run twice, every job must end by itself ("No cases left; exiting.").
 //
+// A fourth meta-job starts in the middle of the outage: the test holds one
+// of the local backend's 4 job slots, so that it stays pending, and lets go
+// of it once the tmpfs is full. Its supervisor must save the job's state,
+// and the meta-job open its status file, on the full filesystem.
+//
 // Each case (caseScript) writes a file in its RUN directory and prints a
 // line of 1 kB (so that the output files grow by pages during the outage).
 // A case's own write that fails for lack of space is the user's affair, so
@@ -136,7 +142,7 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 func diskOutage(t *testing.T, opts string, inodes bool) {
 	const (
 		n      = 360
-		jobs   = 3
+		jobs   = 4 // one of them starts in the outage
 		outage = 3 * time.Second
 	)
 	mnt := mountTmpfs(t, opts)
@@ -146,10 +152,13 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 		t.Fatal(err)
 	}
 	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), repeat(`. "$CASE_SH"`, n), "0-00:10")
-	// Job slots of our own, so that the other tests' jobs cannot keep ours
-	// pending; the slot files and the node-local copy of single_case.sh
-	// (TMPDIR) are off the tmpfs.
-	env := []string{"TMPDIR=" + t.TempDir(), fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate, "CASE_SH=" + caseSh}
+	// Job slots of our own, so that the other tests' jobs cannot take
+	// ours; the slot files and the node-local copy of single_case.sh
+	// (TMPDIR) are off the tmpfs. The test holds one slot (a flock on its
+	// file, as the local backend takes them) until the outage.
+	tmp := t.TempDir()
+	slot := holdSlot(t, tmp)
+	env := []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate, "CASE_SH=" + caseSh}
 	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}
@@ -160,16 +169,24 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 			farmIn(t, dir, nil, "kill")
 		}
 	}()
-	ids := harness.JobIDs(dir)
-	if len(ids) != jobs {
-		t.Fatalf("jobs %v, want %d", ids, jobs)
-	}
-	loud := ids[0] // the meta-job whose cases print during the outage
-
 	// The outage starts once a quarter of the cases have started.
 	waitFor(t, 60*time.Second, "a quarter of the cases to start", func() bool {
 		return len(readRecords(t, dir).Starts) >= n/4
 	})
+	var loud, late string // the meta-job whose cases print during the outage; the one that starts in it
+	for _, j := range harness.ListJSON(t, dir) {
+		switch {
+		case j.State == "PENDING" && late == "":
+			late = j.ID
+		case j.State == "RUNNING" && loud == "":
+			loud = j.ID
+		case j.State != "RUNNING":
+			t.Fatalf("job %s is %s, want %d-1 jobs running and one pending", j.ID, j.State, jobs)
+		}
+	}
+	if loud == "" || late == "" {
+		t.Fatalf("no job running or none pending: %+v", harness.ListJSON(t, dir))
+	}
 	// The gate is up well before the disk is full (a case takes 40 ms).
 	if err := os.WriteFile(gate, []byte(loud), 0o644); err != nil {
 		t.Fatal(err)
@@ -186,6 +203,10 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 		}
 		if ok && full.IsZero() {
 			full = time.Now()
+		}
+		if !full.IsZero() && time.Since(full) >= outage/4 && slot != nil {
+			slot.Close() // the pending job may start
+			slot = nil
 		}
 		if !full.IsZero() && time.Since(full) >= outage {
 			break
@@ -237,6 +258,14 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 		t.Errorf("cases started %d before and %d after the outage: it did not fall mid-run, the test proves nothing", before, after)
 	}
 
+	// The late job started in the outage.
+	var ls struct{ Start time.Time }
+	if b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", late+".state")); err != nil || json.Unmarshal(b, &ls) != nil {
+		t.Errorf("job %s: no state: %v %s", late, err, b)
+	} else if t.Logf("job %s started %.2fs after submit", late, ls.Start.Sub(t0).Seconds()); ls.Start.Before(full) || ls.Start.After(freed) {
+		t.Errorf("job %s started at %s, not in the outage (%s to %s): the test proves nothing of a job's start", late, ls.Start, full, freed)
+	}
+
 	// Every job ended by itself, normally.
 	for _, j := range harness.ListJSON(t, dir) {
 		if j.State != "COMPLETED" {
@@ -273,7 +302,7 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 			switch {
 			case strings.Contains(l, "; retrying for up to "):
 				retries++
-			case strings.Contains(l, " works again after "):
+			case strings.Contains(l, " again after "):
 				recovered++
 			case strings.Contains(l, "output could not be written for"):
 				kept++
@@ -340,6 +369,25 @@ func (e *fewErrors) done() {
 	if e.n > 5 {
 		e.t.Errorf("... and %d more such errors", e.n-5)
 	}
+}
+
+// holdSlot takes one of the local backend's job slots under tmp (its
+// TMPDIR), as the backend does (farm/local.go, takeSlot), and returns it:
+// close it to let go.
+func holdSlot(t *testing.T, tmp string) *os.File {
+	d := filepath.Join(tmp, fmt.Sprintf("farm-slots-%d", os.Getuid()))
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.OpenFile(filepath.Join(d, "slot.0"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	return fh
 }
 
 // startByCase returns the start time of every case of the farm in dir, by
