@@ -1,0 +1,333 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/farm-hpc/farm/integration/harness"
+	"golang.org/x/sys/unix"
+)
+
+// TestLocalReadersDoNotWaitForStoppedMetajob stops one meta-job of a
+// running farm (SIGSTOP to its whole process group: the farm meta-job, its
+// case worker and its case) again and again, and each time runs farm
+// Status, query, list and wait --timeout 1s: each must answer within 2 s
+// (wait: exit 2, "timed out after 1s"), whatever the stopped meta-job was
+// doing. Half the stops come at a random moment; the other half right
+// after a meta-job of the farm creates the private file of a claim commit
+// (inotify on the claim chain's segment directory), so that some land
+// inside the stopped meta-job's own commit: between writing its next
+// generation and linking it (seen as its private file t.* left in the
+// directory while it is stopped). After each round the meta-job is resumed
+// (SIGCONT); at the end the farm completes and every case ran exactly once.
+func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
+	t.Parallel()
+	const (
+		n      = 1200
+		jobs   = 3
+		rounds = 24
+		quick  = 2 * time.Second
+	)
+	dir := newFarm(t, repeat("sleep 0.05", n), "0-00:10")
+	// Job slots of our own (TMPDIR holds the slot files): the other tests'
+	// jobs must not keep ours pending.
+	env := []string{"TMPDIR=" + t.TempDir(), fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs)}
+	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s", r.Err)
+	}
+	t0 := time.Now()
+	waitFor(t, 30*time.Second, "every meta-job to run a case", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+		return len(files) == jobs && len(readRecords(t, dir).Starts) >= 2*jobs
+	})
+	victim := harness.JobIDs(dir)[0]
+	pgid := jobPGID(t, dir, victim)
+	defer func() {
+		syscall.Kill(-pgid, syscall.SIGCONT) // never leave it stopped
+		if t.Failed() {
+			harness.Diagnose(t, dir)
+			farmIn(t, dir, nil, "kill")
+		}
+	}()
+
+	// The claim chain's segment directory, where commits make their
+	// private files t.* (casetable/chain.go).
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	if !ok {
+		t.Fatalf("MISC/chain: %q", b)
+	}
+	seg := filepath.Join(dir, "MISC", claims, "000000")
+	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ino)
+	if _, err := unix.InotifyAddWatch(ino, seg, unix.IN_CREATE); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := harness.Bin(t)
+	var slowest time.Duration
+	others := map[string]bool{} // the other meta-jobs' chain instances (the middle of t.SELF.SEQ)
+	inCommit, probes, done := 0, 0, 0
+	for round := 0; round < rounds; round++ {
+		if len(readRecords(t, dir).Starts) > n*85/100 {
+			break // keep some cases for the resumed meta-jobs
+		}
+		if round%2 == 0 {
+			time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+			stop(t, pgid)
+			commitEvents(ino) // made before it stopped
+		} else {
+			// Up to 3 tries to stop it inside its own commit.
+			for try := 0; try < 3; try++ {
+				if !stopAtCommit(t, ino, pgid, others) {
+					break
+				}
+				probes++
+				if stoppedInCommit(seg) {
+					inCommit++
+					break
+				}
+				if try < 2 {
+					syscall.Kill(-pgid, syscall.SIGCONT)
+				}
+			}
+			if !stopped(pgid) {
+				stop(t, pgid)
+			}
+			commitEvents(ino) // made before it stopped
+		}
+
+		// The readers, all at once, each within 2 s.
+		type answer struct {
+			args []string
+			r    result
+			d    time.Duration
+		}
+		answers := make(chan answer)
+		for _, args := range [][]string{{"Status", "--json"}, {"query", "--json"}, {"list", "--json"}, {"wait", "--timeout", "1s"}} {
+			go func() {
+				start := time.Now()
+				r := runFor(bin, dir, 10*time.Second, args...)
+				answers <- answer{args, r, time.Since(start)}
+			}()
+		}
+		for range 4 {
+			a := <-answers
+			cmd := strings.Join(a.args, " ")
+			slowest = max(slowest, a.d)
+			if a.d > quick {
+				t.Errorf("round %d: farm %s took %s while job %s was stopped, want under %s", round, cmd, a.d.Round(time.Millisecond), victim, quick)
+			}
+			switch a.args[0] {
+			case "wait":
+				if a.r.Code != 2 || !strings.Contains(a.r.Err, "farm: timed out after 1s; jobs are still pending or running") {
+					t.Errorf("round %d: farm %s: exit %d, %q; want exit 2 and the timeout", round, cmd, a.r.Code, a.r.Err)
+				}
+			case "query":
+				var q struct {
+					Jobs struct{ Queued, Running, Finished int }
+				}
+				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &q) != nil || q.Jobs.Running != jobs {
+					t.Errorf("round %d: farm %s: exit %d, %q %q; want %d jobs running", round, cmd, a.r.Code, a.r.Out, a.r.Err, jobs)
+				}
+			case "list":
+				var rows []harness.ListRow
+				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &rows) != nil || len(rows) != jobs {
+					t.Errorf("round %d: farm %s: exit %d, %q %q", round, cmd, a.r.Code, a.r.Out, a.r.Err)
+				}
+				for _, j := range rows {
+					if j.State != "RUNNING" {
+						t.Errorf("round %d: job %s is %s, want RUNNING (stopped or not)", round, j.ID, j.State)
+					}
+				}
+			case "Status":
+				var rows []statusRow
+				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &rows) != nil || len(rows) == 0 {
+					t.Errorf("round %d: farm %s: exit %d, %.200q %q", round, cmd, a.r.Code, a.r.Out, a.r.Err)
+				}
+			}
+		}
+		// What committed while it was stopped was the others.
+		for self := range commitEvents(ino) {
+			others[self] = true
+		}
+		if err := syscall.Kill(-pgid, syscall.SIGCONT); err != nil {
+			t.Fatalf("round %d: SIGCONT: %v", round, err)
+		}
+		done++
+	}
+	t.Logf("%d rounds in %.1fs, %d of them stopped inside the meta-job's own claim commit (%d tries); slowest reader %s",
+		done, time.Since(t0).Seconds(), inCommit, probes, slowest.Round(time.Millisecond))
+	if done < rounds/2 {
+		t.Errorf("only %d rounds of %d before the cases ran out: the test proves little", done, rounds)
+	}
+	if inCommit == 0 {
+		t.Errorf("no stop landed inside the meta-job's claim commit (%d tries): the test proves less than it should", probes)
+	}
+
+	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
+	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
+		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
+	}
+	rec := readRecords(t, dir)
+	bad := &fewErrors{t: t}
+	for id := int64(1); id <= n; id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			bad.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
+		}
+	}
+	bad.done()
+	for _, j := range harness.ListJSON(t, dir) {
+		if j.State != "COMPLETED" {
+			t.Errorf("job %s ended %s, want COMPLETED", j.ID, j.State)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(seg, "t.*")); len(left) > 0 {
+		t.Errorf("private files of commits left behind: %v", left)
+	}
+	t.Logf("farm done %.1fs after submit", time.Since(t0).Seconds())
+}
+
+// stop stops the process group pgid and waits until its leader is stopped.
+func stop(t *testing.T, pgid int) {
+	t.Helper()
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP -%d: %v", pgid, err)
+	}
+	waitFor(t, 5*time.Second, "the meta-job to stop", func() bool { return stopped(pgid) })
+}
+
+// stopped reports whether the process pid is stopped.
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+}
+
+// stoppedInCommit reports whether the stopped meta-job is inside a claim
+// commit, with its private file t.* made and not yet unlinked: a t.* file
+// stays in the segment directory seg (the others' last microseconds).
+func stoppedInCommit(seg string) bool {
+	time.Sleep(50 * time.Millisecond)
+	left, _ := filepath.Glob(filepath.Join(seg, "t.*"))
+	if len(left) == 0 {
+		return false
+	}
+	time.Sleep(50 * time.Millisecond)
+	again, _ := filepath.Glob(filepath.Join(seg, "t.*"))
+	for _, a := range again {
+		for _, l := range left {
+			if a == l {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// commitEvents reads what the inotify descriptor ino has queued and
+// returns the chain instances (SELF of t.SELF.SEQ) that made a commit's
+// private file meanwhile.
+func commitEvents(ino int) map[string]bool {
+	selves := map[string]bool{}
+	buf := make([]byte, 64<<10)
+	for {
+		n, _ := unix.Read(ino, buf)
+		if n <= 0 {
+			return selves
+		}
+		for _, name := range eventNames(buf[:n]) {
+			if self, ok := commitSelf(name); ok {
+				selves[self] = true
+			}
+		}
+	}
+}
+
+func eventNames(b []byte) []string {
+	var names []string
+	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[off]))
+		end := min(off+unix.SizeofInotifyEvent+int(ev.Len), len(b))
+		names = append(names, string(bytes.TrimRight(b[off+unix.SizeofInotifyEvent:end], "\x00")))
+		off = end
+	}
+	return names
+}
+
+// commitSelf reads t.SELF.SEQ, the name of a commit's private file.
+func commitSelf(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "t.")
+	if !ok {
+		return "", false
+	}
+	self, _, ok := strings.Cut(rest, ".")
+	return self, ok
+}
+
+// stopAtCommit waits (up to 3 s) until a claim commit of a chain instance
+// not in others makes its private file in the directory watched by the
+// inotify descriptor ino, and stops the process group pgid at once; false
+// if none came.
+func stopAtCommit(t *testing.T, ino, pgid int, others map[string]bool) bool {
+	t.Helper()
+	commitEvents(ino) // the past
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		fds := []unix.PollFd{{Fd: int32(ino), Events: unix.POLLIN}}
+		if k, err := unix.Poll(fds, 100); err != nil || k == 0 {
+			continue
+		}
+		n, err := unix.Read(ino, buf)
+		if err != nil {
+			continue
+		}
+		for _, name := range eventNames(buf[:n]) {
+			if self, ok := commitSelf(name); ok && !others[self] {
+				stop(t, pgid)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runFor runs farm with args in dir, killing it after limit.
+func runFor(bin, dir string, limit time.Duration, args ...string) result {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return result{Out: stdout.String(), Err: stderr.String(), Code: code}
+}
