@@ -113,11 +113,12 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 	diskOutage(t, "size=64m,nr_inodes=6000", true)
 }
 
-// diskOutage runs a farm of short cases with 3 meta-jobs on the local
+// diskOutage runs a farm of 360 short cases with 3 meta-jobs on the local
 // backend, on a tmpfs mounted with opts, and fills the tmpfs completely
 // (its space, or its inodes) for 3 s while the cases run. The meta-jobs
 // must ride the outage out: retry what fails (claim commits, status
-// records, RUN directories, the job's output), say so in their output, and
+// records, RUN directories, the job's output, the local backend's job
+// state), say so in their output, and
 // go on; no case may count as failed or interrupted because of it, none may
 // run twice, every job must end by itself ("No cases left; exiting.").
 //
@@ -135,10 +136,10 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 // with the start of the outage, it retries itself until it works. Their
 // line goes through the meta-job's pipe, whose copier must keep it until
 // the output file can be written again: while the gate is up, the cases of
-// the meta-job it names print theirs, and wait for the copier (so that one
-// meta-job shows the output path), while the other meta-jobs' cases print
-// nothing (so that those go on to claim cases, and show the claim and
-// status paths). Every line printed must be in the output at the end.
+// the meta-job it names print theirs (that meta-job then waits in its
+// copier: the output path), while the other meta-jobs' cases print nothing
+// (so that those go on to claim cases: the claim and status paths). Every
+// line printed must be in the output at the end.
 func diskOutage(t *testing.T, opts string, inodes bool) {
 	const (
 		n      = 360
