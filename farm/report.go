@@ -207,6 +207,12 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 			b = append(b, q(c.Host)...)
 			b = append(b, `,"run":`...)
 			b = strconv.AppendInt(b, int64(c.Run), 10)
+			if c.Starts > 1 { // must never be: farm claims a case once per run
+				b = append(b, `,"starts":`...)
+				b = strconv.AppendInt(b, int64(c.Starts), 10)
+				b = append(b, `,"starts_run":`...)
+				b = strconv.AppendInt(b, int64(c.StartsRun), 10)
+			}
 			b = append(b, '}')
 			_, err := bw.Write(b)
 			return err
