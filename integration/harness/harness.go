@@ -150,6 +150,11 @@ type StatusRow struct {
 	Seconds float64 `json:"seconds"`
 	Job     string  `json:"job"`
 	Host    string  `json:"host"`
+	Run     int     `json:"run"`
+	// Starts and StartsRun are set only for a case started more than once
+	// in one run, which must never be.
+	Starts    int `json:"starts"`
+	StartsRun int `json:"starts_run"`
 }
 
 // StatusJSON runs farm Status --json and returns its rows by case ID; a
