@@ -18,8 +18,13 @@ import (
 func TestLocalStatusFlagsCaseStartedTwiceInARun(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, repeat("true", 6), "0-00:10")
-	mustFarm(t, dir, "submit", "2", "--backend", "local")
-	mustFarm(t, dir, "wait", "--timeout", "1m")
+	env := privateSlots(t, filepath.Dir(dir))
+	if r := farmIn(t, dir, env, "submit", "2", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s %s", r.Out, r.Err)
+	}
+	if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 0 {
+		t.Fatalf("wait: exit %d %s %s", r.Code, r.Out, r.Err)
+	}
 	if r := farmIn(t, dir, nil, "Status"); r.Code != 0 || r.Err != "" {
 		t.Fatalf("Status of a farm where every case ran once: exit %d, stderr %q", r.Code, r.Err)
 	}

@@ -58,6 +58,20 @@ func (b *barrier) release() time.Time {
 	return t
 }
 
+// privateSlots returns the environment that gives the farm commands of a
+// trial, and the jobs they submit (which inherit it), local job slots of
+// their own: the slots live in $TMPDIR, shared by every farm of the user
+// on the machine, and other tests (or other people's) must not hold this
+// test's jobs pending for minutes.
+func privateSlots(t *testing.T, base string) []string {
+	t.Helper()
+	tmp := filepath.Join(base, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"TMPDIR=" + tmp}
+}
+
 // racer is one 'farm resubmit' process, started at the barrier and then
 // after its offset.
 type racer struct {
@@ -70,7 +84,7 @@ type racer struct {
 	done   chan struct{}
 }
 
-func startRacer(t *testing.T, dir string, b *barrier, offset time.Duration, args ...string) *racer {
+func startRacer(t *testing.T, dir string, env []string, b *barrier, offset time.Duration, args ...string) *racer {
 	t.Helper()
 	script := `read -r _ < "$0"; `
 	if offset > 0 {
@@ -80,6 +94,7 @@ func startRacer(t *testing.T, dir string, b *barrier, offset time.Duration, args
 	r := &racer{offset: offset, done: make(chan struct{})}
 	r.cmd = exec.Command("bash", append([]string{"-c", script, b.path, bin(t)}, args...)...)
 	r.cmd.Dir = dir
+	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.err
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -236,7 +251,8 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "resubmit_script.sh"), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if r := farmIn(t, dir, []string{"JOBFEATURES=" + jf}, "submit", "2", "-auto", "--backend", "local"); r.Code != 0 {
+		env := privateSlots(t, base)
+		if r := farmIn(t, dir, append([]string{"JOBFEATURES=" + jf}, env...), "submit", "2", "-auto", "--backend", "local"); r.Code != 0 {
 			t.Fatalf("submit: %s %s", r.Out, r.Err)
 		}
 		// Run 1 has ended when its -auto job reaches the barrier.
@@ -259,8 +275,8 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 
 		offset := time.Duration(trial) * 5 * time.Millisecond
 		racers := []*racer{
-			startRacer(t, dir, b, 0, "resubmit", "2"),
-			startRacer(t, dir, b, offset, "resubmit", "2"),
+			startRacer(t, dir, env, b, 0, "resubmit", "2"),
+			startRacer(t, dir, env, b, offset, "resubmit", "2"),
 		}
 		for _, r := range racers {
 			waitFor(t, 10*time.Second, "a racer to reach the barrier", func() bool { return b.holds(r.cmd.Process.Pid) })
@@ -269,7 +285,7 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 		for _, r := range racers {
 			r.wait(t)
 		}
-		if r := farmIn(t, dir, nil, "wait", "--timeout", "1m"); r.Code != 0 {
+		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 0 {
 			t.Errorf("trial %d: wait exit %d: %s %s", trial, r.Code, r.Out, r.Err)
 		}
 		// Every case must have run in the end: the -auto job's run 2 (with
@@ -343,16 +359,19 @@ func TestLocalTwoResubmitsStartOneRun(t *testing.T) {
 			}
 		}
 		dir := harness.NewFarmAt(t, filepath.Join(base, "farm"), table, "0-00:10")
-		mustFarm(t, dir, "submit", "2", "--backend", "local")
-		if r := farmIn(t, dir, nil, "wait", "--timeout", "1m"); r.Code != 1 {
+		env := privateSlots(t, base)
+		if r := farmIn(t, dir, env, "submit", "2", "--backend", "local"); r.Code != 0 {
+			t.Fatalf("submit: %s %s", r.Out, r.Err)
+		}
+		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 1 {
 			t.Fatalf("trial %d: wait after run 1: exit %d, want 1 (cases failed)", trial, r.Code)
 		}
 		os.WriteFile(marker, nil, 0o644)
 		b := newBarrier(t, base)
 		offset := time.Duration(trial) * 500 * time.Microsecond
 		racers := []*racer{
-			startRacer(t, dir, b, 0, "resubmit", "2"),
-			startRacer(t, dir, b, offset, "resubmit", "2"),
+			startRacer(t, dir, env, b, 0, "resubmit", "2"),
+			startRacer(t, dir, env, b, offset, "resubmit", "2"),
 		}
 		for _, r := range racers {
 			waitFor(t, 10*time.Second, "a racer to reach the barrier", func() bool { return b.holds(r.cmd.Process.Pid) })
@@ -382,7 +401,9 @@ func TestLocalTwoResubmitsStartOneRun(t *testing.T) {
 			outcomes[o]++
 			what = append(what, o)
 		}
-		mustFarm(t, dir, "wait", "--timeout", "1m")
+		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 0 {
+			t.Errorf("trial %d: wait exit %d: %s %s", trial, r.Code, r.Out, r.Err)
+		}
 		checkOneRun2(t, trial, dir, cases, map[string]int{"1 meta": 2, "2 meta": 2})
 		t.Logf("trial %d: second racer +%s: loser %v, both done %s after the release", trial, offset, what,
 			maxTime(racers).Sub(released).Round(time.Millisecond))
