@@ -110,15 +110,25 @@ func (f *Farm) Wait(ctx context.Context, backends Backends, timeout time.Duratio
 	}
 	delay := 50 * time.Millisecond
 	for {
-		active, _, err := f.activeJobs(ctx, backends)
+		active, recs, _, err := f.activeAndAll(ctx, backends)
+		if err == nil && len(active) == 0 {
+			// A job may have submitted others and ended between the
+			// reading of the records and that of the states (the -auto
+			// job's resubmission): it recorded them before it ended, so a
+			// second reading of the records shows them.
+			var again []JobRecord
+			if again, err = f.Jobs(); err == nil && len(again) == len(recs) {
+				break
+			}
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return Progress{}, ErrWaitTimeout
 			}
 			return Progress{}, err
-		}
-		if len(active) == 0 {
-			break
 		}
 		select {
 		case <-ctx.Done():
@@ -207,6 +217,12 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 			b = append(b, q(c.Host)...)
 			b = append(b, `,"run":`...)
 			b = strconv.AppendInt(b, int64(c.Run), 10)
+			if c.Starts > 1 { // must never be: farm claims a case once per run
+				b = append(b, `,"starts":`...)
+				b = strconv.AppendInt(b, int64(c.Starts), 10)
+				b = append(b, `,"starts_run":`...)
+				b = strconv.AppendInt(b, int64(c.StartsRun), 10)
+			}
 			b = append(b, '}')
 			_, err := bw.Write(b)
 			return err

@@ -184,3 +184,40 @@ type statusRow struct {
 	Host    string  `json:"host"`
 	Run     int     `json:"run"`
 }
+
+// A case started twice in one run gets "starts" and "starts_run" in its
+// JSON row; the other rows stay as they were.
+func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, job := range []string{"7", "8"} {
+		w, err := status.Create(filepath.Join(dir, "status."+job), job, 0, 3, "node")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job == "7" {
+			w.Start(1, t0)
+			w.End(1, 0, t0, time.Second)
+		}
+		code := 0
+		if job == "8" {
+			code = 1 // job 7's success decides the row
+		}
+		w.Start(2, t0)
+		w.End(2, code, t0, time.Second)
+		w.Close()
+	}
+	sum, err := status.Load(dir, status.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"id":1,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3},` +
+		`{"id":2,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3,"starts":2,"starts_run":3}]` + "\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("Status --json (-want +got):\n%s", diff)
+	}
+}

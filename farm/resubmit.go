@@ -50,12 +50,21 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 	if err != nil {
 		return stateErr(err)
 	}
-	active, _, err := f.activeJobs(ctx, backends, opt.Self)
+	active, recs, _, err := f.activeAndAll(ctx, backends, opt.Self)
 	if err != nil {
 		return err
 	}
 	if len(active) > 0 {
 		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", MsgJobsActive, len(active))
+	}
+	// The state was read before the job records, and the active jobs are
+	// those of this one reading of the records. A run with cases left to
+	// claim and no job recorded was started by a command that is still
+	// submitting its jobs (it records them once submitted): starting the
+	// next run from it would start two runs, the first of which would never
+	// run a case.
+	if state.Claimed < state.Cases && !runHasJobs(recs, state.Run) {
+		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --force' closes run %d)", state.Run, state.Run)
 	}
 	if opt.Backend == "" {
 		// Stay on the backend the farm ran on.
@@ -98,6 +107,16 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 		os.Rename(tmp, f.Path(RetryTable))
 	}
 	return nil
+}
+
+// runHasJobs reports whether a meta-job (or SIMPLE job) of run is recorded.
+func runHasJobs(recs []JobRecord, run int) bool {
+	for _, r := range recs {
+		if r.Run == run && (r.Kind == KindMeta || r.Kind == KindSimple) {
+			return true
+		}
+	}
+	return false
 }
 
 // autoEnv is the environment the extra job gets.

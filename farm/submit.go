@@ -39,21 +39,27 @@ func ParseN(s string) (int, error) {
 // activeJobs returns the farm's jobs that are pending or running, but for
 // the jobs in exclude.
 func (f *Farm) activeJobs(ctx context.Context, backends Backends, exclude ...string) ([]JobRecord, map[string]JobInfo, error) {
-	recs, err := f.Jobs()
+	active, _, infos, err := f.activeAndAll(ctx, backends, exclude...)
+	return active, infos, err
+}
+
+// activeAndAll is activeJobs that also returns every job record, as read
+// for it.
+func (f *Farm) activeAndAll(ctx context.Context, backends Backends, exclude ...string) (active, all []JobRecord, infos map[string]JobInfo, err error) {
+	all, err = f.Jobs()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	infos, err := f.jobInfos(ctx, backends, recs)
+	infos, err = f.jobInfos(ctx, backends, all)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	var active []JobRecord
-	for _, r := range recs {
+	for _, r := range all {
 		if infos[r.ID].State.Active() && !slices.Contains(exclude, r.ID) {
 			active = append(active, r)
 		}
 	}
-	return active, infos, nil
+	return active, all, infos, nil
 }
 
 // jobInfos asks each backend once for the states of its jobs.
@@ -240,6 +246,11 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 		Output: func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
 	}
 	ids, err := be.Submit(ctx, req)
+	if len(ids) == 0 && cases > 0 {
+		// The run started, but none of its jobs: close it, so that the next
+		// resubmit does not take it for a run whose jobs are being submitted.
+		f.closeRun(context.WithoutCancel(ctx), run, table)
+	}
 	kind := KindMeta
 	if simple {
 		kind = KindSimple
@@ -289,6 +300,34 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 		return err
 	}
 	return nil
+}
+
+// closeRun leaves nothing to claim in run, which is over table, if it is
+// still the current run.
+func (f *Farm) closeRun(ctx context.Context, run int, table string) {
+	fi, err := os.Stat(f.Path(table))
+	if err != nil {
+		f.Log("could not close run %d, which has no job: %v", run, err)
+		return
+	}
+	store, err := f.Store()
+	if err != nil {
+		f.Log("could not close run %d, which has no job: %v", run, err)
+		return
+	}
+	defer store.Close()
+	err = store.Update(ctx, func(st *casetable.State) error {
+		if st.Run != run || st.Table != table {
+			return errStateMoved
+		}
+		st.Offset, st.Claimed = fi.Size(), st.Cases
+		return nil
+	})
+	if err == nil {
+		f.Log("run %d closed: none of its jobs was submitted", run)
+	} else if !errors.Is(err, errStateMoved) {
+		f.Log("could not close run %d, which has no job: %v", run, err)
+	}
 }
 
 func boolEnv(b bool) string {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,6 +43,11 @@ type Case struct {
 	Job     string  // meta-job ID
 	Host    string
 	Run     int
+	// Starts is how many times the case was started in one run, when more
+	// than once (in run StartsRun): farm claims a case once per run, so it
+	// must never be; 0 otherwise.
+	Starts    int
+	StartsRun int
 
 	job int // index into Summary.Jobs while loading
 }
@@ -61,7 +67,8 @@ type Job struct {
 
 // Summary holds every case's outcome, compactly: parallel slices indexed by
 // case ID (which are dense in practice), with a map for outliers. At 13 bytes
-// a case, ten million cases take some 130 MB.
+// a case, ten million cases take some 130 MB. While loading, a bit per case
+// and run (startSet) finds the cases started twice in one run.
 type Summary struct {
 	Jobs []Job
 
@@ -72,8 +79,17 @@ type Summary struct {
 	far    map[int64]Case
 
 	// Warnings name the status lines that could not be parsed and were
-	// skipped ("FILE:LINE: why; line skipped").
+	// skipped ("FILE:LINE: why; line skipped"), and the cases started more
+	// than once in one run (see Duplicates).
 	Warnings []string
+
+	// Duplicates lists the cases started more than once in one run, by run
+	// and case ID. The claim core hands each case out once per run, and a
+	// job restarted by the batch system claims new cases (the case its dead
+	// incarnation left open stays interrupted), so any second start record
+	// of a case in one run, in whatever status files, is a fault.
+	Duplicates []Duplicate
+	dupOf      map[int64]int // case ID -> index in Duplicates of its most starts
 
 	// RunCounts counts attempt outcomes per run (index: run number).
 	RunCounts map[int]*Counts
@@ -85,6 +101,49 @@ type Summary struct {
 
 	since  float64
 	jobRun []int // run of each job, known before its file is fully read
+
+	// While loading: the cases started in each run, one bit per case
+	// (startSets), and the starts counted more than once.
+	started    map[int]*startSet
+	farStarted map[runCase]bool
+	dupStarts  map[runCase]int
+}
+
+// Duplicate is a case started more than once in one run.
+type Duplicate struct {
+	ID     int64
+	Run    int
+	Starts int      // start records of the case in the run
+	Files  []string // the status files holding them, as STATUSES/status.JOB
+}
+
+type runCase struct {
+	run int
+	id  int64
+}
+
+// startSet is a set of case IDs, one bit each, in pages of 4096 allocated
+// as they are first used: a run of ten million cases costs 1.25 MB, a run
+// that reruns a few of them a page for each.
+type startSet struct {
+	pages []*[64]uint64
+}
+
+// add puts id (>= 0) in the set and reports whether it was already there.
+func (b *startSet) add(id int64) bool {
+	p := int(id >> 12)
+	if p >= len(b.pages) {
+		b.pages = append(b.pages, make([]*[64]uint64, p+1-len(b.pages))...)
+	}
+	pg := b.pages[p]
+	if pg == nil {
+		pg = new([64]uint64)
+		b.pages[p] = pg
+	}
+	w, bit := (id>>6)&63, uint64(1)<<(id&63)
+	had := pg[w]&bit != 0
+	pg[w] |= bit
+	return had
 }
 
 // Counts tallies cases by state.
@@ -222,6 +281,10 @@ func Load(dir string, opt Options) (*Summary, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	s.started, s.farStarted = nil, nil
+	if len(s.dupStarts) > 0 {
+		s.findDuplicates(dir, names)
+	}
 	return s, nil
 }
 
@@ -310,7 +373,7 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 	}
 	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
 	for _, o := range p.open {
-		a := attempt{id: o.id, state: Interrupted, start: o.start}
+		a := attempt{id: o.id, state: Interrupted, start: o.start, started: true}
 		if isLive || (p.job.Quit == "" && liveAsOf > 0 && o.start >= liveAsOf) {
 			a.state = Running
 			a.secs = max(0, now-o.start) // so far
@@ -349,11 +412,12 @@ func (s *Summary) grow(id int64) {
 }
 
 type attempt struct {
-	id     int64
-	state  State
-	status int
-	start  float64
-	secs   float64
+	id      int64
+	state   State
+	status  int
+	start   float64
+	secs    float64
+	started bool // the file holds the attempt's start record
 }
 
 // splitFields splits line at blanks (spaces, tabs, CR, LF) into out.
@@ -505,9 +569,11 @@ func (p *fileParser) parseLine(line []byte) error {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return fmt.Errorf("bad %c record", f[0][0])
 		}
+		started := false
 		for i := len(p.open) - 1; i >= 0; i-- {
 			if p.open[i].id == id {
 				p.open = append(p.open[:i], p.open[i+1:]...)
+				started = true
 				break
 			}
 		}
@@ -518,7 +584,7 @@ func (p *fileParser) parseLine(line []byte) error {
 		if p.since > 0 && start+secs >= p.since {
 			b.recent++
 		}
-		a := attempt{id: id, status: int(st), start: start, secs: secs}
+		a := attempt{id: id, status: int(st), start: start, secs: secs, started: started}
 		switch {
 		case f[0][0] == 'I':
 			a.state = Interrupted
@@ -561,6 +627,9 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		s.RunCounts[run] = c
 	}
 	c.Add(a.state)
+	if a.started {
+		s.countStart(a.id, run)
+	}
 	if a.id < 0 || a.id >= denseLimit {
 		if s.far == nil {
 			s.far = map[int64]Case{}
@@ -585,6 +654,137 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 }
 
+// countStart counts a start record of case id in run, and remembers the
+// case if it was started in that run before.
+func (s *Summary) countStart(id int64, run int) {
+	k := runCase{run, id}
+	var again bool
+	if id >= 0 && id < denseLimit {
+		set := s.started[run]
+		if set == nil {
+			if s.started == nil {
+				s.started = map[int]*startSet{}
+			}
+			set = &startSet{}
+			s.started[run] = set
+		}
+		again = set.add(id)
+	} else {
+		if s.farStarted == nil {
+			s.farStarted = map[runCase]bool{}
+		}
+		again = s.farStarted[k]
+		s.farStarted[k] = true
+	}
+	if !again {
+		return
+	}
+	if s.dupStarts == nil {
+		s.dupStarts = map[runCase]int{}
+	}
+	if s.dupStarts[k] == 0 {
+		s.dupStarts[k] = 1 // the first start, seen before it was known to matter
+	}
+	s.dupStarts[k]++
+}
+
+// maxDuplicateWarnings caps the warning lines about duplicate starts; the
+// rest are counted in one line (Duplicates has them all).
+const maxDuplicateWarnings = 20
+
+// findDuplicates lists the cases started more than once in one run, with
+// the files that hold their start records, and warns of them. The first
+// pass kept one bit per case and run; this one reads again only the files
+// of the runs concerned, which happens only when something went wrong.
+func (s *Summary) findDuplicates(dir string, names []string) {
+	runs := map[int]bool{}
+	for k := range s.dupStarts {
+		runs[k.run] = true
+	}
+	files := map[runCase][]string{}
+	for i, name := range names {
+		run := s.jobRun[i]
+		if !runs[run] {
+			continue
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		rel := filepath.Join(filepath.Base(dir), filepath.Base(name))
+		r := bufio.NewReaderSize(f, 256<<10)
+		for {
+			line, err := r.ReadSlice('\n')
+			if len(line) > 2 && line[0] == 'S' && line[1] == ' ' {
+				from := 2
+				for from < len(line) && line[from] == ' ' {
+					from++
+				}
+				to := from
+				for to < len(line) && (line[to] >= '0' && line[to] <= '9' || to == from && line[to] == '-') {
+					to++
+				}
+				if id, perr := atoi(line[from:to]); perr == nil {
+					k := runCase{run, id}
+					if _, dup := s.dupStarts[k]; dup {
+						if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
+							files[k] = append(l, rel)
+						}
+					}
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				for err == bufio.ErrBufferFull {
+					_, err = r.ReadSlice('\n')
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	for k, n := range s.dupStarts {
+		s.Duplicates = append(s.Duplicates, Duplicate{ID: k.id, Run: k.run, Starts: n, Files: files[k]})
+	}
+	sort.Slice(s.Duplicates, func(i, j int) bool {
+		a, b := s.Duplicates[i], s.Duplicates[j]
+		return a.Run < b.Run || (a.Run == b.Run && a.ID < b.ID)
+	})
+	s.dupOf = map[int64]int{}
+	for i, d := range s.Duplicates {
+		if j, ok := s.dupOf[d.ID]; !ok || d.Starts >= s.Duplicates[j].Starts {
+			s.dupOf[d.ID] = i
+		}
+		if i < maxDuplicateWarnings {
+			s.Warnings = append(s.Warnings, d.Warning())
+		}
+	}
+	if n := len(s.Duplicates) - maxDuplicateWarnings; n > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d more case(s) started more than once in one run: see \"starts\" in 'farm Status --json'; farm claims a case once per run; please report this", n))
+	}
+	s.dupStarts = nil
+}
+
+// Warning is the line farm prints about d.
+func (d Duplicate) Warning() string {
+	where := strings.Join(d.Files, ", ")
+	if where == "" {
+		where = "status files changed while they were read"
+	}
+	return fmt.Sprintf("case %d started %d times in run %d (%s): farm claims a case once per run; please report this", d.ID, d.Starts, d.Run, where)
+}
+
+// withStarts fills in c's duplicate starts, if any.
+func (s *Summary) withStarts(c Case) Case {
+	if s.dupOf != nil {
+		if i, ok := s.dupOf[c.ID]; ok {
+			c.Starts, c.StartsRun = s.Duplicates[i].Starts, s.Duplicates[i].Run
+		}
+	}
+	return c
+}
+
 // Get returns the outcome of case id (State NeverRan if it has no record).
 func (s *Summary) Get(id int64) Case {
 	if id >= 0 && id < int64(len(s.state)) {
@@ -602,7 +802,7 @@ func (s *Summary) at(i int64) Case {
 		j := s.Jobs[ji-1]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
 	}
-	return c
+	return s.withStarts(c)
 }
 
 // withJob fills in the job and host of a far case (its job is known only
@@ -610,7 +810,7 @@ func (s *Summary) at(i int64) Case {
 func (s *Summary) withJob(c Case) Case {
 	j := s.Jobs[c.job]
 	c.Job, c.Host = j.ID, j.Host
-	return c
+	return s.withStarts(c)
 }
 
 // Each calls fn for every case that has a record, in ID order.

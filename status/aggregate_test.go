@@ -3,6 +3,7 @@ package status
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,147 @@ func TestCaseStartedAfterTheJobStatesIsRunning(t *testing.T) {
 	}
 	if c := sum.Get(2); c.State != Running {
 		t.Errorf("case 2, started after the states were taken, is %v; want running", c.State)
+	}
+}
+
+// A case started twice in one run — by two jobs, or twice by one — is
+// listed with its run, its starts and the files, and warned of; starts in
+// different runs, and a requeued job's restart that claims new cases while
+// its dead incarnation's case stays interrupted, are not duplicates.
+func TestCaseStartedTwiceInOneRunIsFlagged(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	// Run 1: job 10 runs 1, 2, 3; job 11 runs 4 and, wrongly, 2 again.
+	write(t, dir, "10", 1, func(w *Writer) {
+		for id := int64(1); id <= 3; id++ {
+			w.Start(id, t0)
+			w.End(id, 0, t0, time.Second)
+		}
+	})
+	write(t, dir, "11", 1, func(w *Writer) {
+		w.Start(4, t0)
+		w.End(4, 1, t0, time.Second)
+		w.Start(2, t0)
+		w.End(2, 0, t0, time.Second)
+	})
+	// Job 12 (run 1) was requeued: its first incarnation left case 5 open,
+	// its restart claimed case 6. Not a duplicate.
+	w, _ := Create(filepath.Join(dir, FileName("12", 0)), "12", 0, 1, "node12")
+	w.Start(5, t0)
+	w.Close()
+	w, _ = Create(filepath.Join(dir, FileName("12", 1)), "12", 1, 1, "node13")
+	w.Start(6, t0)
+	w.End(6, 0, t0, time.Second)
+	w.Close()
+	// Run 2 reruns 4 and 5 (not duplicates: another run), and job 21 starts
+	// case 4 a second time in run 2, in its restart's file, and case 7 twice
+	// in the same file (the first start left open).
+	write(t, dir, "20", 2, func(w *Writer) {
+		w.Start(4, t0.Add(time.Hour))
+		w.End(4, 0, t0.Add(time.Hour), time.Second)
+		w.Start(5, t0.Add(time.Hour))
+		w.End(5, 0, t0.Add(time.Hour), time.Second)
+	})
+	w, _ = Create(filepath.Join(dir, FileName("21", 1)), "21", 1, 2, "node21")
+	w.Start(4, t0.Add(time.Hour))
+	w.End(4, 0, t0.Add(time.Hour), time.Second)
+	w.Start(7, t0.Add(time.Hour))
+	w.Start(7, t0.Add(time.Hour))
+	w.End(7, 0, t0.Add(time.Hour), time.Second)
+	w.Close()
+	// An end record without its start (damage) counts no start.
+	os.WriteFile(filepath.Join(dir, "status.22"), []byte("# farm-status v1 job=22 run=2 host=h\nE 5 0 1700003600.000 1.000 h\n"), 0o644)
+
+	sum, err := Load(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Base(dir)
+	want := []Duplicate{
+		{ID: 2, Run: 1, Starts: 2, Files: []string{base + "/status.10", base + "/status.11"}},
+		{ID: 4, Run: 2, Starts: 2, Files: []string{base + "/status.20", base + "/status.21.r1"}},
+		{ID: 7, Run: 2, Starts: 2, Files: []string{base + "/status.21.r1"}},
+	}
+	if diff := cmp.Diff(want, sum.Duplicates); diff != "" {
+		t.Errorf("duplicates (-want +got):\n%s", diff)
+	}
+	wantWarn := "case 2 started 2 times in run 1 (" + base + "/status.10, " + base + "/status.11): farm claims a case once per run; please report this"
+	if len(sum.Warnings) != 3 || sum.Warnings[0] != wantWarn {
+		t.Errorf("warnings:\n%s\nwant 3, the first\n%s", strings.Join(sum.Warnings, "\n"), wantWarn)
+	}
+	for id, want := range map[int64][2]int{1: {0, 0}, 2: {2, 1}, 3: {0, 0}, 4: {2, 2}, 5: {0, 0}, 6: {0, 0}, 7: {2, 2}} {
+		if c := sum.Get(id); c.Starts != want[0] || c.StartsRun != want[1] {
+			t.Errorf("case %d: starts %d in run %d, want %d in run %d", id, c.Starts, c.StartsRun, want[0], want[1])
+		}
+	}
+	// Each, as farm Status uses it, says the same.
+	n := 0
+	sum.Each(func(c Case) error {
+		if c.Starts > 0 {
+			n++
+		}
+		return nil
+	})
+	if n != 3 {
+		t.Errorf("Each shows %d cases with duplicate starts, want 3", n)
+	}
+}
+
+// A farm where everything ran once has no duplicates and no warnings, and
+// the per-run sets of started cases are gone after loading.
+func TestCasesStartedOnceAreNotFlagged(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	for j := 0; j < 4; j++ {
+		write(t, dir, strconv.Itoa(100+j), 1, func(w *Writer) {
+			for id := int64(j); id < 20000; id += 4 {
+				w.Start(id, t0)
+				w.End(id, int(id%2), t0, time.Second)
+			}
+		})
+	}
+	// Run 2 reruns the failed ones, 0..19999 odd, plus a far ID.
+	write(t, dir, "200", 2, func(w *Writer) {
+		for id := int64(1); id < 20000; id += 2 {
+			w.Start(id, t0)
+			w.End(id, 0, t0, time.Second)
+		}
+		w.Start(1<<40, t0)
+		w.End(1<<40, 0, t0, time.Second)
+	})
+	sum, err := Load(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Duplicates) != 0 || len(sum.Warnings) != 0 || sum.started != nil || sum.farStarted != nil {
+		t.Errorf("duplicates %v, warnings %v, sets left %v %v", sum.Duplicates, sum.Warnings, sum.started != nil, sum.farStarted != nil)
+	}
+	if c := sum.Get(1 << 40); c.State != Succeeded || c.Starts != 0 {
+		t.Errorf("far case: %+v", c)
+	}
+}
+
+// Many duplicates: the warnings stop at maxDuplicateWarnings and one line
+// counts the rest.
+func TestManyDuplicatesAreCountedNotListed(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, job := range []string{"1", "2"} {
+		write(t, dir, job, 1, func(w *Writer) {
+			for id := int64(1); id <= 30; id++ {
+				w.Start(id, t0)
+				w.End(id, 0, t0, time.Second)
+			}
+		})
+	}
+	sum, err := Load(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Duplicates) != 30 || len(sum.Warnings) != maxDuplicateWarnings+1 {
+		t.Fatalf("%d duplicates, %d warnings; want 30 and %d", len(sum.Duplicates), len(sum.Warnings), maxDuplicateWarnings+1)
+	}
+	if last := sum.Warnings[maxDuplicateWarnings]; !strings.HasPrefix(last, "10 more case(s) started more than once in one run") {
+		t.Errorf("last warning %q", last)
 	}
 }

@@ -150,6 +150,11 @@ type StatusRow struct {
 	Seconds float64 `json:"seconds"`
 	Job     string  `json:"job"`
 	Host    string  `json:"host"`
+	Run     int     `json:"run"`
+	// Starts and StartsRun are set only for a case started more than once
+	// in one run, which must never be.
+	Starts    int `json:"starts"`
+	StartsRun int `json:"starts_run"`
 }
 
 // StatusJSON runs farm Status --json and returns its rows by case ID; a
@@ -216,6 +221,56 @@ func ReadRecords(t testing.TB, dir string) Records {
 		fh.Close()
 	}
 	return r
+}
+
+// ReadRunRecords counts the S and E/I records of every status file of the
+// farm in dir per run, the run being the run= of each file's header: within
+// one run, every case must have at most one start record.
+func ReadRunRecords(t testing.TB, dir string) map[int]Records {
+	t.Helper()
+	out := map[int]Records{}
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := -1
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "# farm-status ") {
+				for _, kv := range strings.Fields(line) {
+					if v, ok := strings.CutPrefix(kv, "run="); ok {
+						fmt.Sscan(v, &run)
+					}
+				}
+				continue
+			}
+			if line == "" || (line[0] != 'S' && line[0] != 'E' && line[0] != 'I') {
+				continue
+			}
+			if run < 0 {
+				t.Fatalf("%s: a record before the header", f)
+			}
+			r, ok := out[run]
+			if !ok {
+				r = Records{Starts: map[int64]int{}, Ends: map[int64]int{}, EndStatus: map[int64]int{}}
+				out[run] = r
+			}
+			var kind string
+			var id int64
+			var a int
+			var start, secs float64
+			if line[0] == 'S' {
+				fmt.Sscan(line, &kind, &id, &start)
+				r.Starts[id]++
+				continue
+			}
+			fmt.Sscan(line, &kind, &id, &a, &start, &secs)
+			r.Ends[id]++
+			r.EndStatus[id] = a
+		}
+	}
+	return out
 }
 
 // WaitFor polls cond until it holds or d passes.

@@ -1,0 +1,116 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/farm-hpc/farm/casetable"
+)
+
+// fakeBackend submits nothing real: its jobs have ended as soon as they
+// are submitted, or its Submit fails.
+type fakeBackend struct {
+	next int
+	fail bool
+}
+
+func (b *fakeBackend) Name() string { return "fake" }
+func (b *fakeBackend) Submit(_ context.Context, req SubmitRequest) ([]string, error) {
+	if b.fail {
+		return nil, errors.New("sbatch: error: Batch job submission failed")
+	}
+	var ids []string
+	for i := 0; i < req.Count; i++ {
+		b.next++
+		ids = append(ids, strconv.Itoa(100+b.next))
+	}
+	return ids, nil
+}
+func (b *fakeBackend) Jobs(_ context.Context, ids []string) (map[string]JobInfo, error) {
+	out := map[string]JobInfo{}
+	for _, id := range ids {
+		out[id] = JobInfo{ID: id, State: Completed}
+	}
+	return out, nil
+}
+func (b *fakeBackend) Cancel(context.Context, []string, bool) ([]string, error) { return nil, nil }
+func (b *fakeBackend) Self(context.Context) (Self, error)                       { return Self{}, nil }
+
+func (b *fakeBackend) backends() Backends {
+	return func(context.Context, string, string) (Backend, error) { return b, nil }
+}
+
+// A run is started by a commit before its jobs are submitted and recorded.
+// A resubmit that finds a run with cases left and no job recorded refuses:
+// another command is submitting that run's jobs. A submission that failed
+// altogether closes its run, so the next resubmit is not refused; one whose
+// command was killed first is closed by 'farm repair --force'.
+func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "farm")
+	if err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, Table), []byte("true\ntrue\nfalse\n"), 0o644)
+	f, err := Open(dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() casetable.State {
+		t.Helper()
+		st, err := f.readState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	// sbatch fails: run 1 started, none of its jobs; it is closed.
+	failing := &fakeBackend{fail: true}
+	if err := f.Submit(ctx, failing.backends(), SubmitOptions{N: 2}); err == nil || !strings.Contains(err.Error(), "submission failed") {
+		t.Fatalf("submit with a failing sbatch: %v", err)
+	}
+	if st := state(); st.Run != 1 || st.Claimed != st.Cases || st.Cases != 3 {
+		t.Fatalf("after a failed submission, state %+v; want run 1 closed", st)
+	}
+	ok := &fakeBackend{}
+	if err := f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2}); err != nil {
+		t.Fatalf("resubmit after a failed submission: %v", err)
+	}
+	if st := state(); st.Run != 2 || st.Claimed != 0 {
+		t.Fatalf("after the resubmit, state %+v; want run 2", st)
+	}
+
+	// A command started run 3 and was killed before it recorded its jobs
+	// (or is still submitting them).
+	store, _ := f.Store()
+	if err := store.Update(ctx, func(st *casetable.State) error {
+		st.Run, st.Claimed = 3, 0
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	err = f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2})
+	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "run 3 was started moments ago") || !strings.Contains(err.Error(), "nothing was submitted") {
+		t.Fatalf("resubmit while run 3 has no job recorded: %v", err)
+	}
+	if st := state(); st.Run != 3 {
+		t.Fatalf("the refused resubmit changed the state: %+v", st)
+	}
+	if err := f.Repair(ctx, ok.backends(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2}); err != nil {
+		t.Fatalf("resubmit after 'farm repair --force': %v", err)
+	}
+	if st := state(); st.Run != 3 || st.Claimed != 0 {
+		t.Fatalf("after repair and resubmit, state %+v; want run 3 anew", st)
+	}
+}

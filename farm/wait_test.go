@@ -1,0 +1,70 @@
+package farm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// autoBackend plays a farm whose -auto job (job 1) resubmits and ends
+// between Wait's reading of the job records and its asking for their
+// states: asked for job 1 the first time, it records job 2 (the new run's
+// meta-job) and says job 1 has ended. Job 2 runs for its first two
+// queries, then completes.
+type autoBackend struct {
+	f           *Farm
+	t           *testing.T
+	asked2      int
+	resubmitted bool
+}
+
+func (b *autoBackend) Name() string { return "fake" }
+func (b *autoBackend) Submit(context.Context, SubmitRequest) ([]string, error) {
+	return nil, nil
+}
+func (b *autoBackend) Cancel(context.Context, []string, bool) ([]string, error) { return nil, nil }
+func (b *autoBackend) Self(context.Context) (Self, error)                       { return Self{}, nil }
+func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]JobInfo, error) {
+	out := map[string]JobInfo{}
+	for _, id := range ids {
+		switch id {
+		case "1":
+			if !b.resubmitted {
+				b.resubmitted = true
+				if err := b.f.recordJobs(ctx, []JobRecord{{Run: 2, Backend: "fake", Kind: KindMeta, ID: "2"}}); err != nil {
+					b.t.Fatal(err)
+				}
+			}
+			out[id] = JobInfo{ID: id, State: Completed}
+		case "2":
+			b.asked2++
+			st := Running
+			if b.asked2 > 2 {
+				st = Completed
+			}
+			out[id] = JobInfo{ID: id, State: st}
+		}
+	}
+	return out, nil
+}
+
+func TestWaitSeesJobsSubmittedByAJobThatJustEnded(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{MiscDir, StatusDir} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, Table), []byte("1 true\n"), 0o644)
+	f := &Farm{Dir: dir}
+	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: KindAuto, ID: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := &autoBackend{f: f, t: t}
+	if _, err := f.Wait(context.Background(), func(context.Context, string, string) (Backend, error) { return b, nil }, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if b.asked2 < 3 {
+		t.Errorf("Wait returned after asking %d times for job 2, which the -auto job submitted as it ended; want it to wait for job 2 to complete (the third answer)", b.asked2)
+	}
+}
