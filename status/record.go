@@ -167,7 +167,7 @@ func (w *Writer) retry(op func() error) error {
 		err := op()
 		if err == nil {
 			if !since.IsZero() {
-				fmt.Fprintf(log, "farm: %s can be written again after %s\n", w.path, time.Since(since).Round(time.Millisecond))
+				fmt.Fprintf(log, "farm: the filesystem works again after %s (%s)\n", time.Since(since).Round(time.Millisecond), w.path)
 			}
 			return nil
 		}
