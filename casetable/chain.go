@@ -122,11 +122,19 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	name := segName(n)
 	if mk {
 		if err := unix.Mkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
+			if err != unix.ENOENT {
+				c.forget()
+			}
 			return -1, &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, name), Err: err}
 		}
 	}
 	f, err := openDirAt(d, name)
 	if err != nil {
+		if err != unix.ENOENT {
+			// A stale handle (an NFS failover): look the chain
+			// directory up again next time.
+			c.forget()
+		}
 		return -1, &os.PathError{Op: "open", Path: filepath.Join(c.dir, name), Err: err}
 	}
 	c.sfd, c.sseg = f, seg

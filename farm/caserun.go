@@ -57,9 +57,12 @@ type forkRunner struct {
 	env  []string
 	out  io.Writer // the job's output (a jobOutput, which rides out a full disk)
 
-	tmp  string // private directory of the copy of single_case.sh
-	copy string // the copy
-	src  os.FileInfo
+	tmp        string // private directory of the copy of single_case.sh
+	copy       string // the copy (or ./single_case.sh when direct)
+	direct     bool   // no node-local copy: the farm's own file is sourced
+	src        os.FileInfo
+	copied     time.Time
+	refreshErr error // why the last refresh failed, nil if it did not
 
 	cmd   *exec.Cmd
 	req   *os.File
@@ -108,7 +111,13 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, SingleCase), outR: -1, repR: -1}
 	if err := r.refresh(); err != nil {
 		os.RemoveAll(tmp)
-		return nil, err
+		if _, serr := os.Stat(filepath.Join(dir, SingleCase)); serr != nil {
+			return nil, serr // no single_case.sh to run
+		}
+		// The node-local directory is unusable (full, read-only): source
+		// the farm's own single_case.sh, as before there were copies.
+		fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, SingleCase)
+		return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + SingleCase, direct: true, outR: -1, repR: -1}, nil
 	}
 	return r, nil
 }
@@ -197,27 +206,64 @@ func caseDirDead(p string, fi os.FileInfo) bool {
 
 // refresh copies single_case.sh to the node-local copy if it changed since
 // the last copy (or was never copied).
+//
+// A script that cannot be read or copied for a moment (an editor or git
+// replacing it, a full TMPDIR) is not the cases' fault: the meta-job goes on
+// with the copy it has, saying so once, and tries again at the next batch.
 func (r *forkRunner) refresh() error {
+	if r.direct {
+		return nil
+	}
+	err := r.copyIfChanged()
+	if err == nil {
+		if r.refreshErr != nil {
+			fmt.Fprintf(r.out, "farm: %s is copied again\n", SingleCase)
+			r.refreshErr = nil
+		}
+		return nil
+	}
+	if r.src == nil {
+		return err // no copy yet
+	}
+	if r.refreshErr == nil {
+		fmt.Fprintf(r.out, "farm: %v; the cases go on with the copy of %s made at %s\n", err, SingleCase, r.copied.Format(time.RFC3339))
+	}
+	r.refreshErr = err
+	return nil
+}
+
+// copyIfChanged copies single_case.sh if it changed since the last copy.
+// It opens the file to look at it: on NFS, an open checks with the server
+// (close-to-open consistency), where a stat may answer from a cache that
+// is up to a minute old.
+func (r *forkRunner) copyIfChanged() error {
 	src := filepath.Join(r.dir, SingleCase)
-	fi, err := os.Stat(src)
+	fh, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
 	if err != nil {
 		return err
 	}
 	if r.src != nil && fi.Size() == r.src.Size() && fi.ModTime().Equal(r.src.ModTime()) && os.SameFile(fi, r.src) {
 		return nil
 	}
-	b, err := os.ReadFile(src)
+	b, err := io.ReadAll(fh)
 	if err != nil {
 		return err
 	}
 	tmp := r.copy + ".new"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("copying %s to %s: %w", src, r.tmp, err)
 	}
 	if err := os.Rename(tmp, r.copy); err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	r.src = fi
+	r.src, r.copied = fi, time.Now()
 	return nil
 }
 
@@ -322,7 +368,9 @@ func (r *forkRunner) wait() (string, bool) {
 			return "", false
 		}
 		if fds[0].Revents != 0 {
-			if !r.copyOut() {
+			// One read per wake-up, so that the reply is seen even while
+			// a background process of the case writes without end.
+			if !r.copyOnce() {
 				fds[0].Fd = -1 // every writer is gone
 			}
 		}
@@ -337,14 +385,14 @@ func (r *forkRunner) wait() (string, bool) {
 	}
 }
 
-// copyOut copies what the output pipe holds to the output file; false at
-// the pipe's end.
-func (r *forkRunner) copyOut() bool {
+// copyOnce copies one read's worth of the output pipe to the output file;
+// false at the pipe's end.
+func (r *forkRunner) copyOnce() bool {
 	for {
 		n, err := unix.Read(r.outR, r.buf)
 		if n > 0 {
 			r.out.Write(r.buf[:n])
-			continue
+			return true
 		}
 		if err == unix.EINTR {
 			continue
@@ -353,10 +401,27 @@ func (r *forkRunner) copyOut() bool {
 	}
 }
 
-// drain copies what the output pipe holds now, without waiting.
+// drain copies what the output pipe holds now — no more: a background
+// process the case left behind may go on writing, and the meta-job does not
+// wait for it (what it writes later is copied while later cases run).
 func (r *forkRunner) drain() {
-	if r.outR >= 0 {
-		r.copyOut()
+	if r.outR < 0 {
+		return
+	}
+	left, err := unix.IoctlGetInt(r.outR, unix.TIOCINQ) // FIONREAD
+	if err != nil {
+		return
+	}
+	for left > 0 {
+		n, err := unix.Read(r.outR, r.buf[:min(left, len(r.buf))])
+		if n > 0 {
+			r.out.Write(r.buf[:n])
+			left -= n
+			continue
+		}
+		if err != unix.EINTR {
+			return
+		}
 	}
 }
 
@@ -393,7 +458,9 @@ func (r *forkRunner) close() {
 		r.stop()
 		r.cmd = nil
 	}
-	os.RemoveAll(r.tmp)
+	if r.tmp != "" {
+		os.RemoveAll(r.tmp)
+	}
 }
 
 // execRunner starts single_case.sh anew for every case; used when the

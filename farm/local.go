@@ -230,6 +230,11 @@ func (l *Local) job(id string) (localSpec, localState, JobInfo) {
 	}
 	info.State, info.Start, info.End = st.State, st.Start, st.End
 	if info.OtherHost = st.elsewhere(); info.OtherHost != "" {
+		if st.State.Active() && proc.EarlierBoot(st.Host) {
+			// This host has rebooted since: the job died with it.
+			info.State, info.OtherHost = Failed, ""
+			return spec, st, info
+		}
 		// Its PIDs mean nothing here: it is as it last said.
 		return spec, st, info
 	}

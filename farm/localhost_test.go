@@ -32,6 +32,8 @@ func TestLocalJobLivenessByHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := "nodeA/" + strings.Split(proc.HostID(), "/")[1] + "/pid:[1]"
+	parts := strings.SplitN(proc.HostID(), "/", 3)
+	earlierBoot := parts[0] + "/00000000-0000-0000-0000-000000000000/" + parts[2]
 	dead, self := deadPID(t), os.Getpid()
 	start := time.Now().Add(-time.Minute)
 	for _, tc := range []struct {
@@ -50,6 +52,9 @@ func TestLocalJobLivenessByHost(t *testing.T) {
 		{"another host, ended", localState{State: Completed, PID: dead, Host: other}, Completed, other},
 		{"same name, another PID namespace", localState{State: Running, PID: dead,
 			Host: strings.TrimSuffix(proc.HostID(), "]") + "9]"}, Running, strings.TrimSuffix(proc.HostID(), "]") + "9]"},
+		// This host before a reboot: its jobs died with it.
+		{"this host, earlier boot, running", localState{State: Running, PID: self, PIDStart: proc.StartTicks(self), Host: earlierBoot}, Failed, ""},
+		{"this host, earlier boot, ended", localState{State: Completed, PID: dead, Host: earlierBoot}, Completed, earlierBoot},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := strings.ReplaceAll(tc.name, " ", "_")

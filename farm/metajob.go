@@ -132,7 +132,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 	if m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		return err
 	}
-	defer m.dirFD.Close()
+	defer func() { m.dirFD.Close() }()
 
 	again := ""
 	if self.Restart > 0 {
@@ -296,7 +296,16 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 		// cost more than the rest of the case's overhead together. No
 		// inode left, a quota, an I/O error: retried, as a claim is.
 		err := retryTransient(m.log, TransientRetry, func() error {
-			if err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755); err != nil && err != unix.EEXIST {
+			err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755)
+			if err == unix.ESTALE {
+				// The farm directory's handle went stale (an NFS
+				// failover): look it up again.
+				if fd, oerr := os.OpenFile(m.Farm.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
+					m.dirFD.Close()
+					m.dirFD = fd
+				}
+			}
+			if err != nil && err != unix.EEXIST {
 				return &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
 			}
 			return nil

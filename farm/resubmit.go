@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -79,7 +80,9 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 	// The new run's table gets a name of its own, so that two resubmits
 	// racing never write one file; the one whose run starts also leaves it
 	// as table.dat_, as META does.
-	runTable := fmt.Sprintf("%s/table.run%d.%d", MiscDir, state.Run+1, os.Getpid())
+	// (Not by PID alone: processes on two hosts, or in two containers,
+	// may have the same PID.)
+	runTable := fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, state.Run+1, os.Getpid(), rand.Uint32())
 	n, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), func(id int64) bool {
 		return sum.Get(id).State != status.Succeeded
 	})

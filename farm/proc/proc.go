@@ -98,6 +98,18 @@ var hostID = sync.OnceValue(func() string {
 	return escape(name) + "/" + boot + "/" + ns
 })
 
+// EarlierBoot reports whether the HostID id names this host in an earlier
+// boot: the same host name, another boot ID. Every process it names is
+// gone. (Two machines given the same host name would look the same; on a
+// cluster host names are unique.)
+func EarlierBoot(id string) bool {
+	name, rest, ok := strings.Cut(id, "/")
+	boot, _, ok2 := strings.Cut(rest, "/")
+	myName, myRest, _ := strings.Cut(HostID(), "/")
+	myBoot, _, _ := strings.Cut(myRest, "/")
+	return ok && ok2 && name == myName && boot != "?" && myBoot != "?" && boot != myBoot
+}
+
 // HostName returns the host name part of a HostID.
 func HostName(id string) string {
 	name, _, _ := strings.Cut(id, "/")

@@ -1,0 +1,132 @@
+package farm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// slowWriter takes its time over every write, as an output file on a busy
+// network filesystem does.
+type slowWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+	n  int
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n += len(p)
+	if w.b.Len() < 1<<16 {
+		w.b.Write(p)
+	}
+	return len(p), nil
+}
+
+func (w *slowWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestCaseRunnerReturnsWhileABackgroundProcessWrites: a case that leaves a
+// process behind writing to its output without end has ended all the
+// same; the runner returns its status instead of copying that output for
+// ever, and the case's own output comes before what the meta-job writes
+// next.
+func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := os.WriteFile(filepath.Join(dir, SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	out := &slowWriter{}
+	r, err := newForkRunner(dir, bash, os.Environ(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	type result struct{ code int }
+	done := make(chan result, 1)
+	go func() {
+		code, _, _ := r.run("1", `echo case-one-says-hello; cat /dev/zero & echo $! > bg.pid; sleep 0.2; exit 3`)
+		done <- result{code}
+	}()
+	select {
+	case res := <-done:
+		if res.code != 3 {
+			t.Errorf("case status %d, want 3", res.code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner did not return 30 s after the case ended, while a background process of the case wrote on")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Logf("copied %d bytes", out.n)
+	if got := out.String(); !strings.HasPrefix(got, "case-one-says-hello\n") {
+		t.Errorf("output starts %.40q; want the case's own line first", got)
+	}
+	// The next case runs normally.
+	if code, _, err := r.run("2", "exit 0"); err != nil || code != 0 {
+		t.Errorf("next case: status %d, %v", code, err)
+	}
+}
+
+// TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment: a single_case.sh
+// that cannot be read at the next batch (an editor or git replacing it)
+// does not stop the meta-job: the cases go on with the copy it has, and an
+// edit is picked up once the file is back.
+func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	sc := filepath.Join(dir, SingleCase)
+	if err := os.WriteFile(sc, []byte("#!/bin/bash\nexit 4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := &slowWriter{}
+	r, err := newForkRunner(dir, "/bin/bash", os.Environ(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if code, _, _ := r.run("1", ""); code != 4 {
+		t.Fatalf("status %d, want 4", code)
+	}
+	os.Remove(sc)
+	if err := r.refresh(); err != nil {
+		t.Fatalf("refresh with single_case.sh gone: %v; want the copy kept", err)
+	}
+	if code, _, _ := r.run("2", ""); code != 4 {
+		t.Errorf("status %d with the copy, want 4", code)
+	}
+	if !strings.Contains(out.String(), "the cases go on with the copy") {
+		t.Errorf("output %q does not say the copy is used", out.String())
+	}
+	if err := os.WriteFile(sc, []byte("#!/bin/bash\nexit 5\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := r.run("3", ""); code != 5 {
+		t.Errorf("status %d after the edit, want 5", code)
+	}
+}
