@@ -12,10 +12,12 @@ build:
 
 # All tests: unit tests, end-to-end tests of the built binary on the local
 # backend, and (started here when possible) against a real single-node Slurm
-# and on the cluster rig (integration/CLUSTER.md). -p 4: the rig's tests,
-# the longest, start at once beside the others.
+# and on the cluster rig (integration/CLUSTER.md). The rig's farm tests run
+# after the others, alone: they report claims per second, which should be
+# farm's and the rig's, not those of the other packages' tests sharing the
+# cores.
 test: build
-	./integration/run-tests $(GO) test -count=1 -p 4 -timeout 18m ./...
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 8m ./integration/rigtest/'
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);
 # nothing is started, and the cluster rig's tests are off.

@@ -5,54 +5,30 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/farm-hpc/farm/integration/harness"
 )
 
-// TestRig runs the tests on the rig in two lanes at once: the 4,000-case
-// farms on the 4 nodes of partition rig (the volume profiles one after
-// another), and, one after another on the nodes of partition spare, the tests
-// that power nodes off or kill their slurmd. go test -run selects them as
-// usual: -run 'TestRig/NodeLoss/PowerCut'.
+// TestRig runs the tests on the rig: first the 4,000-case farms on the 4
+// nodes of partition rig, one volume profile after another, each with the
+// rig (and this machine's cores) to itself, so that its claims per second
+// are its own (each takes seconds); then, one after another on the nodes of
+// partition spare, the tests that power nodes off or kill their slurmd.
+// go test -run selects them as usual: -run 'TestRig/NodeLoss/PowerCut'.
 func TestRig(t *testing.T) {
 	r := needRig(t)
-	together(
-		func() {
-			// One profile after another: each farm has the 4 nodes (and
-			// this machine's cores) to itself, so that its claims per
-			// second are its own. Each takes seconds.
-			t.Run("FourThousandCases", func(t *testing.T) {
-				for _, profile := range []string{"coherent", "latency", "default"} {
-					t.Run(profile, func(t *testing.T) { fourThousandCases(t, r, profile) })
-				}
-			})
-		},
-		func() {
-			t.Run("NodeLoss", func(t *testing.T) {
-				t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
-				t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
-				t.Run("RequeuedJobJoinsTheRun", func(t *testing.T) { requeuedJobJoinsTheRun(t, r) })
-				t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
-			})
-		})
-}
-
-// together runs fns at the same time and returns when all have returned.
-// (Subtests started with t.Run from several goroutines run at once whatever
-// go test's -parallel: the rig's tests wait on Slurm and the filesystem,
-// not on the CPU.)
-func together(fns ...func()) {
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn()
-		}()
-	}
-	wg.Wait()
+	t.Run("FourThousandCases", func(t *testing.T) {
+		for _, profile := range []string{"coherent", "latency", "default"} {
+			t.Run(profile, func(t *testing.T) { fourThousandCases(t, r, profile) })
+		}
+	})
+	t.Run("NodeLoss", func(t *testing.T) {
+		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
+		t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
+		t.Run("RequeuedJobJoinsTheRun", func(t *testing.T) { requeuedJobJoinsTheRun(t, r) })
+		t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
+	})
 }
 
 // fourThousandCases: a farm of 4,000 trivial cases on the shared
