@@ -109,10 +109,15 @@ func TestLocalAutoCompletesTooBigFarmThenRunsFinalOnce(t *testing.T) {
 	if strings.Count(string(final), "final ran") != 1 {
 		t.Errorf("final.sh ran %d times: %q", strings.Count(string(final), "final ran"), final)
 	}
+	// Every case ended once by itself, successfully. A case cut short by
+	// a wave's time limit (the runtime-aware exit leaves a margin of the
+	// slowest eighth of the durations, which a loaded machine can exceed)
+	// is interrupted and runs again in the next wave: that is what -auto
+	// is for.
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= 40; id++ {
-		if rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
-			t.Errorf("case %d: %d ends, status %d", id, rec.Ends[id], rec.EndStatus[id])
+		if ends := rec.Ends[id] - rec.Interrupts[id]; ends != 1 || rec.ExitStatus[id] != 0 {
+			t.Errorf("case %d: %d end records (and %d interrupted), status %d; want one, 0", id, ends, rec.Interrupts[id], rec.ExitStatus[id])
 		}
 	}
 	list := mustFarm(t, dir, "list")

@@ -177,15 +177,17 @@ func StatusJSON(t testing.TB, dir string) map[int64]StatusRow {
 
 // Records counts, per case ID, the S and E/I records of every status file.
 type Records struct {
-	Starts, Ends map[int64]int
-	EndStatus    map[int64]int
+	Starts, Ends map[int64]int // S records; E and I records
+	Interrupts   map[int64]int // I records
+	ExitStatus   map[int64]int // the status of the last E record read
+	EndStatus    map[int64]int // the status (E) or signal (I) of the last one read
 	First, Last  float64 // earliest start and latest end, Unix seconds
 }
 
 // ReadRecords reads every STATUSES/status.* file of the farm in dir.
 func ReadRecords(t testing.TB, dir string) Records {
 	t.Helper()
-	r := Records{Starts: map[int64]int{}, Ends: map[int64]int{}, EndStatus: map[int64]int{}}
+	r := Records{Starts: map[int64]int{}, Ends: map[int64]int{}, Interrupts: map[int64]int{}, ExitStatus: map[int64]int{}, EndStatus: map[int64]int{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
 	for _, f := range files {
 		fh, err := os.Open(f)
@@ -212,6 +214,11 @@ func ReadRecords(t testing.TB, dir string) Records {
 			case 'E', 'I':
 				fmt.Sscan(line, &kind, &id, &a, &start, &secs)
 				r.Ends[id]++
+				if kind == "I" {
+					r.Interrupts[id]++
+				} else {
+					r.ExitStatus[id] = a
+				}
 				r.EndStatus[id] = a
 				if start+secs > r.Last {
 					r.Last = start + secs
