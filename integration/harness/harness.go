@@ -181,7 +181,7 @@ type Records struct {
 	Interrupts   map[int64]int // I records
 	ExitStatus   map[int64]int // the status of the last E record read
 	EndStatus    map[int64]int // the status (E) or signal (I) of the last one read
-	First, Last  float64 // earliest start and latest end, Unix seconds
+	First, Last  float64       // earliest start and latest end, Unix seconds
 }
 
 // ReadRecords reads every STATUSES/status.* file of the farm in dir.
