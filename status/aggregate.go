@@ -599,16 +599,20 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		}
 		return
 	}
-	if a.started && s.cases.farStart(a.id, run) {
+	old := s.cases.far[a.id]
+	fc := old
+	if a.started && s.cases.farStart(&fc, a.id, run) {
 		s.startedAgain(a.id, run)
 	}
-	old := s.cases.far[a.id]
 	oldRun := 0
 	if old.job > 0 {
 		oldRun = s.jobRun[old.job-1]
 	}
 	if wins(a, run, old.state, oldRun) {
-		s.cases.putFar(a.id, farCase{state: a.state, status: int32(a.status), secs: float32(a.secs), job: uint32(ji + 1)})
+		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), float32(a.secs), uint32(ji+1)
+	}
+	if fc != old {
+		s.cases.putFar(a.id, fc)
 	}
 }
 
@@ -736,22 +740,28 @@ func (s *Summary) Get(id int64) Case {
 // at is the case at offset i of page p.
 func (s *Summary) at(p *casePage, i int) Case {
 	col := p.cols
-	return s.withJob(Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i])}, col.job[i])
+	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i])}
+	s.withJob(&c, col.job[i])
+	return c
 }
 
 // farAt is far case id.
-func (s *Summary) farAt(id int64, c farCase) Case {
-	return s.withJob(Case{ID: id, State: c.state, Status: int(c.status), Seconds: seconds(c.secs)}, c.job)
+func (s *Summary) farAt(id int64, fc farCase) Case {
+	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs)}
+	s.withJob(&c, fc.job)
+	return c
 }
 
 // withJob fills in the job (ji: index into Jobs, +1; 0 = none), host, run
 // and duplicate starts of c.
-func (s *Summary) withJob(c Case, ji uint32) Case {
+func (s *Summary) withJob(c *Case, ji uint32) {
 	if ji > 0 {
-		j := s.Jobs[ji-1]
+		j := &s.Jobs[ji-1]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
 	}
-	return s.withStarts(c)
+	if s.dupOf != nil {
+		*c = s.withStarts(*c)
+	}
 }
 
 // Each calls fn for every case that has a record, in ID order.
@@ -765,8 +775,9 @@ func (s *Summary) Each(fn func(Case) error) error {
 				return err
 			}
 		}
-		for i, st := range &p.cols.state {
-			if st == NeverRan {
+		col := p.cols
+		for i := range col.state {
+			if col.state[i] == NeverRan {
 				continue
 			}
 			if err := fn(s.at(p, i)); err != nil {

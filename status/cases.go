@@ -69,10 +69,14 @@ func (p *casePage) start(run, i int) bool {
 
 // farCase is the outcome of a case of a range without a page.
 type farCase struct {
-	state  State
-	status int32
-	secs   float32
-	job    uint32 // index into Summary.Jobs, +1
+	state State
+	// startRun is, while loading, the run of the case's first start record,
+	// +1 (0: none, or a run past 254); its starts in other runs are kept in
+	// caseStore.farStarted. So a case started once costs no more.
+	startRun uint8
+	status   int32
+	secs     float32
+	job      uint32 // index into Summary.Jobs, +1
 }
 
 // caseStore holds the outcome of every recorded case.
@@ -86,7 +90,7 @@ type caseStore struct {
 
 	far        map[int64]farCase
 	farPeak    int              // the most cases far held since it was last made anew
-	farStarted map[runCase]bool // the runs that started each far case, while loading
+	farStarted map[runCase]bool // starts of far cases but their first (farCase.startRun), while loading
 	nextScan   int              // len(far) at which to look for ranges to promote
 
 	// Once loaded: the pages in order, a directory of them by page number
@@ -137,9 +141,18 @@ func (cs *caseStore) newPage(n int64) *casePage {
 	return p
 }
 
-// farStart records a start of far case id in run, and reports whether it
-// had been started in that run before.
-func (cs *caseStore) farStart(id int64, run int) bool {
+// farStart records a start in run of far case id, whose outcome is c, and
+// reports whether it had been started in that run before.
+func (cs *caseStore) farStart(c *farCase, id int64, run int) bool {
+	if run >= 0 && run < 255 {
+		switch int(c.startRun) {
+		case 0:
+			c.startRun = uint8(run + 1)
+			return false
+		case run + 1:
+			return true
+		}
+	}
 	k := runCase{run, id}
 	if cs.farStarted == nil {
 		cs.farStarted = map[runCase]bool{}
@@ -185,6 +198,9 @@ func (cs *caseStore) promote() {
 		}
 		i := id & pageMask
 		p.cols.state[i], p.cols.status[i], p.cols.secs[i], p.cols.job[i] = c.state, c.status, c.secs, c.job
+		if c.startRun > 0 {
+			p.start(int(c.startRun)-1, int(i))
+		}
 		delete(cs.far, id)
 		moved = true
 	}

@@ -246,7 +246,8 @@ func TestSummaryOfAnyIDs(t *testing.T) {
 }
 
 // A case started while its range was kept sparse, and again in the same
-// run once the range has a page, is a duplicate start.
+// run once the range has a page, is a duplicate start; so is a sparse case
+// started twice in one run, whatever the order of the runs.
 func TestStartedAgainAfterItsRangeGotAPage(t *testing.T) {
 	s := &Summary{RunCounts: map[int]*Counts{}, Jobs: make([]Job, 1), jobRun: []int{1}}
 	const base = 1 << 40
@@ -262,9 +263,15 @@ func TestStartedAgainAfterItsRangeGotAPage(t *testing.T) {
 	}
 	s.merge(attempt{id: base + 5, state: Succeeded, started: true}, 0, 1)
 	s.merge(attempt{id: base + 100, state: Succeeded, started: true}, 0, 2)
+	// A sparse case started in runs 2, 1, 300, 1, 300 (out of order, as
+	// files are read in parallel): twice in runs 1 and 300.
+	for _, run := range []int{2, 1, 300, 1, 300} {
+		s.merge(attempt{id: 1 << 50, state: Failed, status: 1, started: true}, 0, run)
+	}
 	s.cases.done()
-	if len(s.dupStarts) != 1 || s.dupStarts[runCase{1, base + 5}] != 2 {
-		t.Errorf("duplicate starts %v, want case %d twice in run 1", s.dupStarts, base+5)
+	want := map[runCase]int{{1, base + 5}: 2, {1, 1 << 50}: 2, {300, 1 << 50}: 2}
+	if diff := cmp.Diff(want, s.dupStarts); diff != "" {
+		t.Errorf("duplicate starts (-want +got):\n%s", diff)
 	}
 	if c := s.Get(base + 5); c.State != Succeeded {
 		t.Errorf("case %d: %+v", base+5, c)
