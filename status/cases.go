@@ -11,14 +11,16 @@ import (
 // page: its cases are kept one by one in a map (sparse IDs). So memory grows
 // with the number of cases recorded, not with the largest ID: a farm of
 // cases 1..N costs 13 bytes a case, as one array would; a case whose ID is
-// 2,000,000,000 costs one page (104 KiB) or a map entry; N cases with IDs
-// spread thinly over the int64s cost some 50-100 bytes each.
+// 2,000,000,000 costs one page (104 KiB) or a map entry; cases with IDs
+// spread thinly over the int64s cost some 40 bytes each once loaded (a few
+// times that while the map grows).
 const (
 	pageBits = 13
 	pageSize = 1 << pageBits // IDs a page holds: 13 x 8 KiB, no size-class rounding
 	pageMask = pageSize - 1
 	// promoteAt is how many sparse cases a range must hold to get a page:
-	// a page then costs at most 104 bytes a case, about what the map does.
+	// a page then costs at most 104 bytes a case, the order of what the map
+	// costs.
 	promoteAt = pageSize / 8
 	// firstScan is how many sparse cases are kept before the first look for
 	// ranges that deserve a page.
@@ -102,15 +104,19 @@ type caseStore struct {
 	farIDs []int64
 }
 
-// hint sets the range where pages are made at once: the IDs of a table of
-// cases cases whose largest ID is maxID, if they are dense. A page made
-// there for a case costs at most the pages of 2*cases IDs below maxID, 26
-// bytes a case of the table.
+// hint sets the range where pages are made at once, from a table of cases
+// cases whose largest ID is maxID: the 2*cases IDs below maxID, where the
+// IDs of a dense table lie (1..N, or any N IDs in a range of 2N). However
+// the IDs lie, the pages made there cost at most 26 bytes a case of the
+// table, plus two pages.
 func (cs *caseStore) hint(maxID, cases int64) {
 	if maxID <= 0 {
 		return
 	}
-	lo := max(0, maxID-2*max(cases, 0)-pageSize)
+	lo := int64(0)
+	if c := max(cases, 0); c < maxID/2 {
+		lo = max(0, maxID-2*c-pageSize)
+	}
 	cs.eager, cs.eagerLo, cs.eagerHi = true, lo>>pageBits, maxID>>pageBits
 }
 
