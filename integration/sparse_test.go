@@ -16,12 +16,15 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 )
 
-// farmRSS runs farm with args in dir and returns its result and its peak
-// memory (max RSS, KiB).
-func farmRSS(t *testing.T, dir string, args ...string) (result, int64) {
+// farmRSS runs farm with args in dir, with extra environment, and returns
+// its result and its peak memory (max RSS, KiB). Its address space is
+// limited to 1 GiB: a farm that took memory for every ID below its largest
+// fails at once, rather than take the machine's memory (26 GB here).
+func farmRSS(t *testing.T, dir string, env []string, args ...string) (result, int64) {
 	t.Helper()
-	cmd := exec.Command(bin(t), args...)
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 1048576 && exec "$0" "$@"`, bin(t)}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -39,11 +42,12 @@ func farmRSS(t *testing.T, dir string, args ...string) (result, int64) {
 // whatever their IDs (issue 10).
 const maxRSSKiB = 20 << 10
 
-// checkRSS runs farm and fails the test if it exits with another code than
-// code or uses maxRSSKiB or more.
-func checkRSS(t *testing.T, dir string, code int, args ...string) result {
+// checkRSS runs farm in dir, with the environment env (local job slots of
+// its own: see privateSlots), and fails the test if it exits with another
+// code than code or uses maxRSSKiB or more.
+func checkRSS(t *testing.T, dir string, env []string, code int, args ...string) result {
 	t.Helper()
-	r, rss := farmRSS(t, dir, args...)
+	r, rss := farmRSS(t, dir, env, args...)
 	if r.Code != code {
 		t.Fatalf("farm %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, code, r.Out, r.Err)
 	}
@@ -96,43 +100,51 @@ func TestHugeCaseIDSmallMemory(t *testing.T) {
 	t.Parallel()
 	const id = 2_000_000_000
 	dir := newFarm(t, []string{fmt.Sprintf("%d false", id)}, "0-00:10")
+	env := privateSlots(t, t.TempDir())
 
 	// Numbering check of table.dat, the run, its failure.
-	checkRSS(t, dir, 0, "submit", "1", "--backend", "local")
-	r := checkRSS(t, dir, 1, "wait", "--timeout", "2m")
+	checkRSS(t, dir, env, 0, "submit", "1", "--backend", "local")
+	r := checkRSS(t, dir, env, 1, "wait", "--timeout", "2m")
 	if !strings.Contains(r.Out, "1 cases: 0 succeeded, 1 failed") {
 		t.Errorf("wait said %q", r.Out)
 	}
 
-	r = checkRSS(t, dir, 0, "Status", "-f")
+	r = checkRSS(t, dir, env, 0, "Status", "-f")
 	if !strings.Contains(r.Out, fmt.Sprintf("%d  failed", id)) {
 		t.Errorf("Status said %q", r.Out)
 	}
-	checkRSS(t, dir, 0, "Status", "--json")
+	checkRSS(t, dir, env, 0, "Status", "--json")
 	st := statusJSON(t, dir)
 	if len(st) != 1 || st[id].State != "failed" || st[id].Status != 1 {
 		t.Errorf("Status --json: %+v, want case %d failed with STATUS 1", st, int64(id))
 	}
-	r = checkRSS(t, dir, 0, "query")
+	r = checkRSS(t, dir, env, 0, "query")
 	if !strings.Contains(r.Out, "1/1 (100.0%)") {
 		t.Errorf("query said %q", r.Out)
 	}
-	checkRSS(t, dir, 0, "list")
+	checkRSS(t, dir, env, 0, "list")
 
 	// The rebuild of the table for the failed case.
-	checkRSS(t, dir, 0, "resubmit", "1", "--backend", "local")
+	checkRSS(t, dir, env, 0, "resubmit", "1", "--backend", "local")
 	if b, err := os.ReadFile(filepath.Join(dir, "table.dat_")); err != nil || string(b) != fmt.Sprintf("%d false\n", id) {
 		t.Errorf("table.dat_ = %q, %v", b, err)
 	}
-	checkRSS(t, dir, 1, "wait", "--timeout", "2m")
+	checkRSS(t, dir, env, 1, "wait", "--timeout", "2m")
 	st = statusJSON(t, dir)
 	if len(st) != 1 || st[id].State != "failed" || st[id].Run != 2 {
 		t.Errorf("Status --json after the resubmit: %+v, want case %d failed in run 2", st, int64(id))
 	}
 
-	// A repair reads the records without the state's hints.
-	checkRSS(t, dir, 0, "repair", "--force")
-	checkRSS(t, dir, 0, "Status")
+	// Without the claim state, the summary has no hint of the table's IDs.
+	if err := os.Remove(filepath.Join(dir, "MISC", "chain")); err != nil {
+		t.Fatal(err)
+	}
+	r = checkRSS(t, dir, env, 0, "Status")
+	if !strings.Contains(r.Out, fmt.Sprintf("%d  failed", id)) {
+		t.Errorf("Status without the claim state said %q", r.Out)
+	}
+	checkRSS(t, dir, env, 0, "repair")
+	checkRSS(t, dir, env, 0, "Status")
 }
 
 // The numbering check of a table with cases 1,000,000,000 and
@@ -140,8 +152,9 @@ func TestHugeCaseIDSmallMemory(t *testing.T) {
 func TestSubmitHugeCaseIDsSmallMemory(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, []string{"1000000000 true", "2000000000 true"}, "0-00:10")
-	checkRSS(t, dir, 0, "submit", "1", "--backend", "local")
-	r := checkRSS(t, dir, 0, "wait", "--timeout", "2m")
+	env := privateSlots(t, t.TempDir())
+	checkRSS(t, dir, env, 0, "submit", "1", "--backend", "local")
+	r := checkRSS(t, dir, env, 0, "wait", "--timeout", "2m")
 	if !strings.Contains(r.Out, "2 cases: 2 succeeded") {
 		t.Errorf("wait said %q", r.Out)
 	}
@@ -160,8 +173,9 @@ func TestSparseCaseIDsRecords(t *testing.T) {
 	table = append(table, "5 true") // never ran
 	dir := newFarm(t, table, "0-00:10")
 	writeRecords(t, dir, ids)
+	env := privateSlots(t, t.TempDir())
 
-	r := checkRSS(t, dir, 0, "Status")
+	r := checkRSS(t, dir, env, 0, "Status")
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(r.Out), "\n")[1:] {
 		got = append(got, strings.Fields(l)[0])
@@ -183,14 +197,14 @@ func TestSparseCaseIDsRecords(t *testing.T) {
 			t.Errorf("case %d: %+v, want %s", id, st[id], want)
 		}
 	}
-	r = checkRSS(t, dir, 0, "query", "--json")
+	r = checkRSS(t, dir, env, 0, "query", "--json")
 	if !strings.Contains(r.Out, `"farm_cases":{"total":10,"succeeded":6,"failed":3,"interrupted":0,"running":0,"left":1}`) {
 		t.Errorf("query said %s", r.Out)
 	}
-	checkRSS(t, dir, 0, "resubmit", "1", "--backend", "local")
+	checkRSS(t, dir, env, 0, "resubmit", "1", "--backend", "local")
 	b, err := os.ReadFile(filepath.Join(dir, "table.dat_"))
 	if want := "1 true\n8191 true\n1099511627779 true\n5 true\n"; err != nil || string(b) != want {
 		t.Errorf("table.dat_ = %q, %v; want %q", b, err, want)
 	}
-	checkRSS(t, dir, 0, "wait", "--timeout", "2m")
+	checkRSS(t, dir, env, 0, "wait", "--timeout", "2m")
 }
