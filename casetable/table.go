@@ -123,36 +123,69 @@ func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
 	}
 }
 
-// idSet records which IDs were seen, and where, to report duplicates.
+// idSet records which IDs were seen, to report duplicates, in memory that
+// grows with the number of IDs, not with the largest: one bit per ID, in
+// a bitset over 0..64*len(bits)-1 while the IDs seen fill a fair part of
+// it (the usual 1..N), and in a map of 64-bit words for the others (IDs
+// 1,000,000,000 and 2,000,000,000 cost a word each, not 250 MB).
 type idSet struct {
-	line map[int64]int
 	bits []uint64
+	n    int64            // IDs added
+	far  map[int64]uint64 // words beyond bits, by id>>6
 }
 
-func (s *idSet) add(id int64, n int) (prev int, dup bool) {
-	// Dense IDs (the usual 1..N) live in a bitset; the first line of a
-	// duplicate is then found by a second pass, which only errors pay for.
-	if id < 1<<31 {
-		w := int(id >> 6)
-		if w >= len(s.bits) {
-			nb := make([]uint64, max(w+1, 2*len(s.bits)))
-			copy(nb, s.bits)
-			s.bits = nb
+// add puts id (>= 0) in the set and reports whether it was already there.
+// The line of the first is found by a second pass (firstLineOf), which only
+// errors pay for.
+func (s *idSet) add(id int64) (dup bool) {
+	w := id >> 6
+	if w >= int64(len(s.bits)) {
+		// The bitset may span 2 IDs for every ID seen, and 64 Ki more.
+		if most := 2*s.n/64 + 1024; w < most {
+			s.grow(min(max(w+1, 2*int64(len(s.bits))), most))
 		}
-		if s.bits[w]&(1<<(id&63)) != 0 {
-			return 0, true
+	}
+	bit := uint64(1) << (id & 63)
+	s.n++
+	if w < int64(len(s.bits)) {
+		dup = s.bits[w]&bit != 0
+		s.bits[w] |= bit
+	} else {
+		if s.far == nil {
+			s.far = map[int64]uint64{}
 		}
-		s.bits[w] |= 1 << (id & 63)
-		return 0, false
+		old := s.far[w]
+		dup = old&bit != 0
+		s.far[w] = old | bit
 	}
-	if s.line == nil {
-		s.line = map[int64]int{}
+	if dup {
+		s.n--
 	}
-	if p, ok := s.line[id]; ok {
-		return p, true
+	return dup
+}
+
+// grow makes the bitset n words long, and moves there the words of far it
+// now covers.
+func (s *idSet) grow(n int64) {
+	from := int64(len(s.bits))
+	nb := make([]uint64, n)
+	copy(nb, s.bits)
+	s.bits = nb
+	if int64(len(s.far)) < n-from {
+		for w, v := range s.far {
+			if w < n {
+				s.bits[w] = v
+				delete(s.far, w)
+			}
+		}
+		return
 	}
-	s.line[id] = n
-	return 0, false
+	for w := from; w < n && len(s.far) > 0; w++ {
+		if v, ok := s.far[w]; ok {
+			s.bits[w] = v
+			delete(s.far, w)
+		}
+	}
 }
 
 // firstLineOf finds the first line of path that carries case id.
@@ -206,10 +239,8 @@ func Validate(path string) (Info, error) {
 		if err != nil {
 			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line, or remove all IDs to let farm number the table"}
 		}
-		if prev, dup := ids.add(id, n); dup {
-			if prev == 0 {
-				prev = firstLineOf(path, id)
-			}
+		if ids.add(id) {
+			prev := firstLineOf(path, id)
 			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, prev)}
 		}
 		info.MaxID = max(info.MaxID, id)

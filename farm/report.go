@@ -35,14 +35,15 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var maxID int64
+	var maxID, cases int64
 	if st, err := f.readState(ctx); err == nil {
-		maxID = st.MaxID
+		maxID, cases = st.MaxID, st.Total
 	}
 	sum, err := status.Load(f.Path(StatusDir), status.Options{
 		Live:     func(id string) bool { return infos[id].State.runsCases() },
 		LiveAsOf: asOf,
 		MaxID:    maxID,
+		Cases:    cases,
 		Since:    since,
 	})
 	if err == nil {

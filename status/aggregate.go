@@ -48,8 +48,6 @@ type Case struct {
 	// must never be; 0 otherwise.
 	Starts    int
 	StartsRun int
-
-	job int // index into Summary.Jobs while loading
 }
 
 // Job describes one status file.
@@ -65,18 +63,15 @@ type Job struct {
 	Open    int64  // cases it started and has not ended
 }
 
-// Summary holds every case's outcome, compactly: parallel slices indexed by
-// case ID (which are dense in practice), with a map for outliers. At 13 bytes
-// a case, ten million cases take some 130 MB. While loading, a bit per case
-// and run (startSet) finds the cases started twice in one run.
+// Summary holds every case's outcome, compactly: in pages of consecutive
+// case IDs, 13 bytes a case, and in a map for IDs too sparse for pages
+// (caseStore, cases.go). Ten million cases 1..N take some 130 MB; memory
+// grows with the number of cases, not with the largest ID. While loading,
+// a bit per case and run finds the cases started twice in one run.
 type Summary struct {
 	Jobs []Job
 
-	state  []State
-	status []int32
-	secs   []float32
-	job    []uint32 // index into Jobs, +1 (0 = none)
-	far    map[int64]Case
+	cases caseStore
 
 	// Warnings name the status lines that could not be parsed and were
 	// skipped ("FILE:LINE: why; line skipped"), and the cases started more
@@ -102,11 +97,8 @@ type Summary struct {
 	since  float64
 	jobRun []int // run of each job, known before its file is fully read
 
-	// While loading: the cases started in each run, one bit per case
-	// (startSets), and the starts counted more than once.
-	started    map[int]*startSet
-	farStarted map[runCase]bool
-	dupStarts  map[runCase]int
+	// While loading: the starts counted more than once.
+	dupStarts map[runCase]int
 }
 
 // Duplicate is a case started more than once in one run.
@@ -120,30 +112,6 @@ type Duplicate struct {
 type runCase struct {
 	run int
 	id  int64
-}
-
-// startSet is a set of case IDs, one bit each, in pages of 4096 allocated
-// as they are first used: a run of ten million cases costs 1.25 MB, a run
-// that reruns a few of them a page for each.
-type startSet struct {
-	pages []*[64]uint64
-}
-
-// add puts id (>= 0) in the set and reports whether it was already there.
-func (b *startSet) add(id int64) bool {
-	p := int(id >> 12)
-	if p >= len(b.pages) {
-		b.pages = append(b.pages, make([]*[64]uint64, p+1-len(b.pages))...)
-	}
-	pg := b.pages[p]
-	if pg == nil {
-		pg = new([64]uint64)
-		b.pages[p] = pg
-	}
-	w, bit := (id>>6)&63, uint64(1)<<(id&63)
-	had := pg[w]&bit != 0
-	pg[w] |= bit
-	return had
 }
 
 // Counts tallies cases by state.
@@ -180,15 +148,16 @@ type Options struct {
 	// between the batch system's answer and the reading of its status file
 	// does). Zero: no such rule.
 	LiveAsOf time.Time
-	// MaxID is the largest case ID expected (sizes the tables up front).
+	// MaxID is the largest case ID of the farm's table, and Cases its
+	// number of cases: when known, the pages for the IDs of a dense table
+	// are made at once, rather than after a few cases of each.
 	MaxID int64
+	Cases int64
 	// Since, if set, is the start of the window Summary.Recent counts.
 	Since time.Time
 	// Now is the time running cases are measured to; zero means the clock.
 	Now time.Time
 }
-
-const denseLimit = 1 << 31
 
 // Load reads every STATUSES/status.* file in dir. Files are parsed in
 // parallel, one per CPU, and merged into the summary as they come.
@@ -197,9 +166,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 	if !opt.Since.IsZero() {
 		s.since = float64(opt.Since.UnixMilli()) / 1e3
 	}
-	if opt.MaxID > 0 && opt.MaxID < denseLimit {
-		s.grow(opt.MaxID)
-	}
+	s.cases.hint(opt.MaxID, opt.Cases)
 	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
 	if err != nil {
 		return nil, err
@@ -215,6 +182,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 	s.Jobs = make([]Job, len(names))
 	s.jobRun = make([]int, len(names))
 	if len(names) == 0 {
+		s.cases.done()
 		return s, nil
 	}
 
@@ -281,7 +249,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	s.started, s.farStarted = nil, nil
+	s.cases.done()
 	if len(s.dupStarts) > 0 {
 		s.findDuplicates(dir, names)
 	}
@@ -395,20 +363,6 @@ type fileParser struct {
 	b      *batch
 	open   []openCase // started, not yet ended: one at a time, normally
 	fields [8][]byte
-}
-
-func (s *Summary) grow(id int64) {
-	n := int(id) + 1
-	if n <= len(s.state) {
-		return
-	}
-	if c := 2 * len(s.state); c > n && id >= int64(len(s.state)) && len(s.state) > 0 {
-		n = c
-	}
-	s.state = append(s.state, make([]State, n-len(s.state))...)
-	s.status = append(s.status, make([]int32, n-len(s.status))...)
-	s.secs = append(s.secs, make([]float32, n-len(s.secs))...)
-	s.job = append(s.job, make([]uint32, n-len(s.job))...)
 }
 
 type attempt struct {
@@ -627,58 +581,45 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		s.RunCounts[run] = c
 	}
 	c.Add(a.state)
-	if a.started {
-		s.countStart(a.id, run)
-	}
-	if a.id < 0 || a.id >= denseLimit {
-		if s.far == nil {
-			s.far = map[int64]Case{}
+	if p := s.cases.page(a.id); p != nil {
+		i := int(a.id & pageMask)
+		if a.started && p.start(run, i) {
+			s.startedAgain(a.id, run)
 		}
-		old := s.far[a.id]
-		if wins(a, run, old.State, old.Run) {
-			s.far[a.id] = Case{ID: a.id, State: a.state, Status: a.status, Seconds: a.secs, Run: run, job: ji}
+		col := p.cols
+		oldRun := 0
+		if ji := col.job[i]; ji > 0 {
+			oldRun = s.jobRun[ji-1]
+		}
+		if wins(a, run, col.state[i], oldRun) {
+			col.state[i] = a.state
+			col.status[i] = int32(a.status)
+			col.secs[i] = float32(a.secs)
+			col.job[i] = uint32(ji + 1)
 		}
 		return
 	}
-	s.grow(a.id)
-	i := a.id
-	oldRun := 0
-	if ji := s.job[i]; ji > 0 {
-		oldRun = s.jobRun[ji-1]
+	old := s.cases.far[a.id]
+	fc := old
+	if a.started && s.cases.farStart(&fc, a.id, run) {
+		s.startedAgain(a.id, run)
 	}
-	if wins(a, run, s.state[i], oldRun) {
-		s.state[i] = a.state
-		s.status[i] = int32(a.status)
-		s.secs[i] = float32(a.secs)
-		s.job[i] = uint32(ji + 1)
+	oldRun := 0
+	if old.job > 0 {
+		oldRun = s.jobRun[old.job-1]
+	}
+	if wins(a, run, old.state, oldRun) {
+		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), float32(a.secs), uint32(ji+1)
+	}
+	if fc != old {
+		s.cases.putFar(a.id, fc)
 	}
 }
 
-// countStart counts a start record of case id in run, and remembers the
-// case if it was started in that run before.
-func (s *Summary) countStart(id int64, run int) {
+// startedAgain counts a start record of case id in run, which started it
+// before.
+func (s *Summary) startedAgain(id int64, run int) {
 	k := runCase{run, id}
-	var again bool
-	if id >= 0 && id < denseLimit {
-		set := s.started[run]
-		if set == nil {
-			if s.started == nil {
-				s.started = map[int]*startSet{}
-			}
-			set = &startSet{}
-			s.started[run] = set
-		}
-		again = set.add(id)
-	} else {
-		if s.farStarted == nil {
-			s.farStarted = map[runCase]bool{}
-		}
-		again = s.farStarted[k]
-		s.farStarted[k] = true
-	}
-	if !again {
-		return
-	}
 	if s.dupStarts == nil {
 		s.dupStarts = map[runCase]int{}
 	}
@@ -787,55 +728,65 @@ func (s *Summary) withStarts(c Case) Case {
 
 // Get returns the outcome of case id (State NeverRan if it has no record).
 func (s *Summary) Get(id int64) Case {
-	if id >= 0 && id < int64(len(s.state)) {
-		return s.at(id)
+	if p := s.cases.find(id); p != nil {
+		return s.at(p, int(id&pageMask))
 	}
-	if c, ok := s.far[id]; ok {
-		return s.withJob(c)
+	if c, ok := s.cases.far[id]; ok {
+		return s.farAt(id, c)
 	}
 	return Case{ID: id}
 }
 
-func (s *Summary) at(i int64) Case {
-	c := Case{ID: i, State: s.state[i], Status: int(s.status[i]), Seconds: math.Round(float64(s.secs[i])*1000) / 1000}
-	if ji := s.job[i]; ji > 0 {
-		j := s.Jobs[ji-1]
-		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
-	}
-	return s.withStarts(c)
+// at is the case at offset i of page p.
+func (s *Summary) at(p *casePage, i int) Case {
+	col := p.cols
+	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i])}
+	s.withJob(&c, col.job[i])
+	return c
 }
 
-// withJob fills in the job and host of a far case (its job is known only
-// once every file is read).
-func (s *Summary) withJob(c Case) Case {
-	j := s.Jobs[c.job]
-	c.Job, c.Host = j.ID, j.Host
-	return s.withStarts(c)
+// farAt is far case id.
+func (s *Summary) farAt(id int64, fc farCase) Case {
+	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs)}
+	s.withJob(&c, fc.job)
+	return c
+}
+
+// withJob fills in the job (ji: index into Jobs, +1; 0 = none), host, run
+// and duplicate starts of c.
+func (s *Summary) withJob(c *Case, ji uint32) {
+	if ji > 0 {
+		j := &s.Jobs[ji-1]
+		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
+	}
+	if s.dupOf != nil {
+		*c = s.withStarts(*c)
+	}
 }
 
 // Each calls fn for every case that has a record, in ID order.
 func (s *Summary) Each(fn func(Case) error) error {
-	var farIDs []int64
-	for id := range s.far {
-		farIDs = append(farIDs, id)
-	}
-	sort.Slice(farIDs, func(i, j int) bool { return farIDs[i] < farIDs[j] })
+	far := s.cases.farIDs
 	k := 0
-	for ; k < len(farIDs) && farIDs[k] < 0; k++ {
-		if err := fn(s.withJob(s.far[farIDs[k]])); err != nil {
-			return err
+	for _, p := range s.cases.order {
+		// No far case is in the range of a page.
+		for lo := p.n << pageBits; k < len(far) && far[k] < lo; k++ {
+			if err := fn(s.farAt(far[k], s.cases.far[far[k]])); err != nil {
+				return err
+			}
+		}
+		col := p.cols
+		for i := range col.state {
+			if col.state[i] == NeverRan {
+				continue
+			}
+			if err := fn(s.at(p, i)); err != nil {
+				return err
+			}
 		}
 	}
-	for i := range s.state {
-		if s.state[i] == NeverRan {
-			continue
-		}
-		if err := fn(s.at(int64(i))); err != nil {
-			return err
-		}
-	}
-	for ; k < len(farIDs); k++ {
-		if err := fn(s.withJob(s.far[farIDs[k]])); err != nil {
+	for ; k < len(far); k++ {
+		if err := fn(s.farAt(far[k], s.cases.far[far[k]])); err != nil {
 			return err
 		}
 	}
@@ -845,11 +796,13 @@ func (s *Summary) Each(fn func(Case) error) error {
 // Totals counts the recorded cases by state.
 func (s *Summary) Totals() Counts {
 	var c Counts
-	for _, st := range s.state {
-		c.Add(st)
+	for _, p := range s.cases.order {
+		for _, st := range &p.cols.state {
+			c.Add(st)
+		}
 	}
-	for _, v := range s.far {
-		c.Add(v.State)
+	for _, v := range s.cases.far {
+		c.Add(v.state)
 	}
 	return c
 }
@@ -858,24 +811,22 @@ func (s *Summary) Totals() Counts {
 // recorded cases, and the longest job and host names, for laying out a
 // table without a pass over every case.
 func (s *Summary) Widths() (maxID int64, minStatus, maxStatus int, maxMillis int64, job, host int) {
-	for i := len(s.state) - 1; i >= 0; i-- {
-		if s.state[i] != NeverRan {
-			maxID = int64(i)
-			break
+	for _, p := range s.cases.order {
+		col := p.cols
+		for i, st := range &col.state {
+			if st == NeverRan {
+				continue
+			}
+			maxID = max(maxID, p.n<<pageBits|int64(i))
+			minStatus = min(minStatus, int(col.status[i]))
+			maxStatus = max(maxStatus, int(col.status[i]))
+			maxMillis = max(maxMillis, int64(col.secs[i]*1000+0.5))
 		}
 	}
-	for i, st := range s.state {
-		if st == NeverRan {
-			continue
-		}
-		minStatus = min(minStatus, int(s.status[i]))
-		maxStatus = max(maxStatus, int(s.status[i]))
-		maxMillis = max(maxMillis, int64(s.secs[i]*1000+0.5))
-	}
-	for id, c := range s.far {
+	for id, c := range s.cases.far {
 		maxID = max(maxID, id)
-		minStatus, maxStatus = min(minStatus, c.Status), max(maxStatus, c.Status)
-		maxMillis = max(maxMillis, int64(c.Seconds*1000+0.5))
+		minStatus, maxStatus = min(minStatus, int(c.status)), max(maxStatus, int(c.status))
+		maxMillis = max(maxMillis, int64(c.secs*1000+0.5))
 	}
 	for _, j := range s.Jobs {
 		job, host = max(job, len(j.ID)), max(host, len(j.Host))

@@ -1,0 +1,347 @@
+package status
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// rec is one case's attempt in a status file written by writeFile.
+type rec struct {
+	id     int64
+	status int
+	noEnd  bool // started, never ended (the job died)
+}
+
+// writeFile writes a status file of job in run, with a start and (unless
+// noEnd) an end record for each of recs, and the job's exit.
+func writeFile(t testing.TB, dir, job string, run int, recs []rec) {
+	t.Helper()
+	fh, err := os.Create(filepath.Join(dir, "status."+job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(fh)
+	fmt.Fprintf(w, "# farm-status v1 job=%s run=%d host=node%s\n", job, run, job)
+	for i, r := range recs {
+		start := 1_700_000_000 + int64(run)*100_000 + int64(i)
+		fmt.Fprintf(w, "S %d %d.250 node%s\n", r.id, start, job)
+		if !r.noEnd {
+			fmt.Fprintf(w, "E %d %d %d.250 1.5 node%s\n", r.id, r.status, start, job)
+		}
+	}
+	fmt.Fprintln(w, "Q 1 No cases left; exiting.")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+}
+
+// allocated returns the bytes allocated while loading dir with opt (the
+// least of three loads), and the summary.
+func allocated(t *testing.T, dir string, opt Options) (uint64, *Summary) {
+	t.Helper()
+	least := ^uint64(0)
+	var sum *Summary
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s, err := Load(dir, opt)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		least, sum = min(least, after.TotalAlloc-before.TotalAlloc), s
+	}
+	return least, sum
+}
+
+// The summary of a one-case farm whose case ID is 2,000,000,000 allocates
+// about what that of case 1 does, with and without the table's hints
+// (issue 10: it took 26 GB).
+func TestHugeCaseIDAllocatesLittle(t *testing.T) {
+	one := t.TempDir()
+	writeFile(t, one, "1", 1, []rec{{id: 1, status: 3}})
+	base, _ := allocated(t, one, Options{MaxID: 1, Cases: 1})
+	t.Logf("case 1: %d KiB", base>>10)
+	const id = 2_000_000_000
+	for _, id := range []int64{id, 1<<31 + 5, 1 << 62} {
+		dir := t.TempDir()
+		writeFile(t, dir, "1", 1, []rec{{id: id, status: 3}})
+		for _, opt := range []Options{{}, {MaxID: id, Cases: 1}, {MaxID: id}, {MaxID: id, Cases: id}} {
+			got, sum := allocated(t, dir, opt)
+			t.Logf("case %d, MaxID %d, Cases %d: %d KiB", id, opt.MaxID, opt.Cases, got>>10)
+			// A page of 8192 cases is 104 KiB.
+			if got > base+200<<10 {
+				t.Errorf("case %d, MaxID %d, Cases %d: loading allocated %d KiB, case 1 %d KiB", id, opt.MaxID, opt.Cases, got>>10, base>>10)
+			}
+			var cases []Case
+			sum.Each(func(c Case) error { cases = append(cases, c); return nil })
+			want := []Case{{ID: id, State: Failed, Status: 3, Seconds: 1.5, Job: "1", Host: "node1", Run: 1}}
+			if diff := cmp.Diff(want, cases); diff != "" {
+				t.Errorf("cases (-want +got):\n%s", diff)
+			}
+			if c := sum.Get(id); c.State != Failed {
+				t.Errorf("Get(%d) = %+v", id, c)
+			}
+			if maxID, _, maxSt, _, _, _ := sum.Widths(); maxID != id || maxSt != 3 {
+				t.Errorf("Widths: max ID %d, max STATUS %d", maxID, maxSt)
+			}
+		}
+	}
+}
+
+// reference computes the outcome of each case from the attempts of runs
+// (no running cases, at most one attempt of a case per run): a success
+// wins, the latest run's otherwise.
+func reference(runs map[int][]rec) map[int64]Case {
+	out := map[int64]Case{}
+	for run := 1; run <= len(runs); run++ {
+		for _, r := range runs[run] {
+			c := Case{ID: r.id, State: Failed, Status: r.status, Seconds: 1.5, Run: run}
+			switch {
+			case r.noEnd:
+				c.State, c.Status, c.Seconds = Interrupted, 0, 0
+			case r.status == 0:
+				c.State = Succeeded
+			}
+			if old, ok := out[r.id]; ok && old.State == Succeeded && c.State != Succeeded {
+				continue
+			}
+			out[r.id] = c
+		}
+	}
+	return out
+}
+
+// Dense, offset, clustered and sparse IDs, loaded with and without hints
+// of the table, give the same cases in ID order as a plain map does; a
+// case started twice in one run is found wherever its records lie.
+func TestSummaryOfAnyIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	seen := map[int64]bool{}
+	var ids []int64
+	add := func(id int64) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for id := int64(1); id <= 30000; id++ { // dense, as farm numbers them
+		add(id)
+	}
+	for id := int64(1e12); id < 1e12+20000; id++ { // dense, far from 0
+		add(id)
+	}
+	for range 3000 { // clustered: every third ID of a range
+		add(5e9 + 3*rng.Int64N(20000))
+	}
+	for range 5000 { // sparse over the int64s
+		add(rng.Int64N(1<<63-1) + 1)
+	}
+	add(1<<63 - 1)
+	add(-7) // a damaged record's ID still sorts
+	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+
+	dir := t.TempDir()
+	runs := map[int][]rec{}
+	// Run 1: 4 jobs share the cases; every fifth fails, every 97th is cut
+	// off. Run 2: one job reruns the cases that did not succeed, and some
+	// that did (which fail now); it is started twice in run 2 by a second
+	// job, which must never be.
+	files := make([][]rec, 4)
+	for i, id := range ids {
+		r := rec{id: id}
+		if i%5 == 0 {
+			r.status = 1 + i%7
+		}
+		if i%97 == 0 {
+			r.noEnd = true
+		}
+		runs[1] = append(runs[1], r)
+		files[i%4] = append(files[i%4], r)
+	}
+	for j, f := range files {
+		writeFile(t, dir, fmt.Sprint(10+j), 1, f)
+	}
+	var again []rec
+	for i, r := range runs[1] {
+		if r.status != 0 || r.noEnd || i%11 == 0 {
+			again = append(again, rec{id: r.id, status: i % 2})
+		}
+	}
+	runs[2] = again
+	writeFile(t, dir, "20", 2, again)
+	dup := []rec{again[3], again[len(again)/2], again[len(again)-1]}
+	writeFile(t, dir, "21", 2, dup)
+
+	ref := reference(runs)
+	var want []Case
+	for _, c := range ref {
+		want = append(want, c)
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i].ID < want[j].ID })
+	var wantTotals Counts
+	wantMaxSt := 0
+	for _, c := range want {
+		wantTotals.Add(c.State)
+		wantMaxSt = max(wantMaxSt, c.Status)
+	}
+	wantDup := map[int64]bool{}
+	for _, r := range dup {
+		wantDup[r.id] = true
+	}
+
+	for _, opt := range []Options{{}, {MaxID: 30000, Cases: 30000}, {MaxID: 1<<63 - 1, Cases: int64(len(ids))}, {MaxID: 1e12 + 20000, Cases: 20000}} {
+		sum, err := Load(dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Case
+		sum.Each(func(c Case) error {
+			if c.Run == 2 && wantDup[c.ID] && (c.Starts != 2 || c.StartsRun != 2) {
+				t.Errorf("case %d: starts %d in run %d, want 2 in run 2", c.ID, c.Starts, c.StartsRun)
+			}
+			c.Job, c.Host, c.Starts, c.StartsRun = "", "", 0, 0
+			got = append(got, c)
+			return nil
+		})
+		if len(got) != len(want) {
+			t.Errorf("MaxID %d, Cases %d: %d cases, want %d", opt.MaxID, opt.Cases, len(got), len(want))
+		}
+		for i, bad := 0, 0; i < min(len(got), len(want)) && bad < 5; i++ {
+			if g, w := got[i], want[i]; g.ID != w.ID || g.State != w.State || g.Status != w.Status || g.Run != w.Run || math.Abs(g.Seconds-w.Seconds) > 0.001 {
+				t.Errorf("MaxID %d, Cases %d: case %d is %+v, want %+v", opt.MaxID, opt.Cases, i, g, w)
+				bad++
+			}
+		}
+		for _, c := range want[:200] {
+			if g := sum.Get(c.ID); g.State != c.State || g.Run != c.Run {
+				t.Errorf("Get(%d) = %+v, want %+v", c.ID, g, c)
+			}
+		}
+		for _, id := range []int64{0, 30001, 1e12 - 1, 1e12 + 20000, 5e9 + 1} {
+			if g := sum.Get(id); g.State != NeverRan || g.ID != id {
+				t.Errorf("Get(%d) = %+v, want never ran", id, g)
+			}
+		}
+		if got := sum.Totals(); got != wantTotals {
+			t.Errorf("totals %+v, want %+v", got, wantTotals)
+		}
+		if maxID, _, maxSt, _, _, _ := sum.Widths(); maxID != 1<<63-1 || maxSt != wantMaxSt {
+			t.Errorf("Widths: max ID %d, max STATUS %d", maxID, maxSt)
+		}
+		if len(sum.Duplicates) != len(dup) {
+			t.Errorf("duplicates %+v, want cases %v in run 2", sum.Duplicates, dup)
+		}
+	}
+}
+
+// A case started while its range was kept sparse, and again in the same
+// run once the range has a page, is a duplicate start; so is a sparse case
+// started twice in one run, whatever the order of the runs.
+func TestStartedAgainAfterItsRangeGotAPage(t *testing.T) {
+	s := &Summary{RunCounts: map[int]*Counts{}, Jobs: make([]Job, 1), jobRun: []int{1}}
+	const base = 1 << 40
+	s.merge(attempt{id: base + 5, state: Failed, status: 2, started: true}, 0, 1)
+	if s.cases.page(base+5) != nil {
+		t.Fatal("a lone case has a page")
+	}
+	for i := int64(100); i < 100+firstScan; i++ {
+		s.merge(attempt{id: base + i, state: Succeeded, started: true}, 0, 1)
+	}
+	if s.cases.page(base+5) == nil || len(s.cases.far) != 0 {
+		t.Fatalf("the range has no page after %d cases (%d kept sparse)", firstScan, len(s.cases.far))
+	}
+	s.merge(attempt{id: base + 5, state: Succeeded, started: true}, 0, 1)
+	s.merge(attempt{id: base + 100, state: Succeeded, started: true}, 0, 2)
+	// A sparse case started in runs 2, 1, 300, 1, 300 (out of order, as
+	// files are read in parallel): twice in runs 1 and 300.
+	for _, run := range []int{2, 1, 300, 1, 300} {
+		s.merge(attempt{id: 1 << 50, state: Failed, status: 1, started: true}, 0, run)
+	}
+	s.cases.done()
+	want := map[runCase]int{{1, base + 5}: 2, {1, 1 << 50}: 2, {300, 1 << 50}: 2}
+	if diff := cmp.Diff(want, s.dupStarts); diff != "" {
+		t.Errorf("duplicate starts (-want +got):\n%s", diff)
+	}
+	if c := s.Get(base + 5); c.State != Succeeded {
+		t.Errorf("case %d: %+v", base+5, c)
+	}
+}
+
+// N cases with IDs spread thinly over the int64s cost a bounded number of
+// bytes each.
+func TestSparseIDsCostPerCase(t *testing.T) {
+	const n = 100_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recs []rec
+	for range n {
+		recs = append(recs, rec{id: rng.Int64N(1<<62) + 1})
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "1", 1, recs)
+	for _, opt := range []Options{{}, {MaxID: 1 << 62, Cases: n}} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sum, err := Load(dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.GC() // and the batches the pool kept
+		runtime.ReadMemStats(&after)
+		per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+		t.Logf("MaxID %d: %d bytes a case kept, %d allocated", opt.MaxID, per, (after.TotalAlloc-before.TotalAlloc)/n)
+		if per > 150 {
+			t.Errorf("MaxID %d: %d bytes a case", opt.MaxID, per)
+		}
+		if got := sum.Totals(); got.Succeeded != n {
+			t.Errorf("totals %+v", got)
+		}
+		runtime.KeepAlive(sum)
+	}
+}
+
+// The pages of a dense farm cost 13 bytes a case, as parallel slices did.
+func TestDenseIDsCostPerCase(t *testing.T) {
+	const n = 200_000
+	dir := t.TempDir()
+	for j := 0; j < 4; j++ {
+		var recs []rec
+		for id := int64(j + 1); id <= n; id += 4 {
+			recs = append(recs, rec{id: id})
+		}
+		writeFile(t, dir, fmt.Sprint(j), 1, recs)
+	}
+	for _, opt := range []Options{{MaxID: n, Cases: n}, {}} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sum, err := Load(dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.GC() // and the batches the pool kept
+		runtime.ReadMemStats(&after)
+		per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+		t.Logf("MaxID %d: %.1f bytes a case kept, %d allocated", opt.MaxID, per, (after.TotalAlloc-before.TotalAlloc)/n)
+		if per > 14 {
+			t.Errorf("MaxID %d: %.1f bytes a case", opt.MaxID, per)
+		}
+		if got := sum.Totals(); got.Succeeded != n {
+			t.Errorf("totals %+v", got)
+		}
+		runtime.KeepAlive(sum)
+	}
+}
