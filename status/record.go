@@ -108,6 +108,7 @@ func Create(path, jobID string, restart, run int, host string) (*Writer, error) 
 // that starts on a filesystem out of inodes) and writing its header are
 // retried like every write, and reported on log.
 func CreateLog(path, jobID string, restart, run int, host string, log io.Writer) (*Writer, error) {
+	jobID, host = oneField(jobID), oneField(host)
 	w := &Writer{path: path, host: host, Log: log}
 	err := w.retry(func() (err error) {
 		w.f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -118,17 +119,28 @@ func CreateLog(path, jobID string, restart, run int, host string, log io.Writer)
 	}
 	st, err := w.f.Stat()
 	if err == nil && st.Size() == 0 {
-		w.buf = fmt.Appendf(w.buf[:0], "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
-		if restart > 0 {
-			w.buf = fmt.Appendf(w.buf, " restart=%d", restart)
-		}
-		w.buf = append(w.buf, '\n')
+		w.buf = appendHeader(w.buf[:0], jobID, restart, run, host)
 		if err := w.Flush(); err != nil {
 			w.f.Close()
 			return nil, err
 		}
 	}
 	return w, nil
+}
+
+// oneField returns s as one field of a record, its blanks and line breaks
+// made '_': a job ID or host name that held one would not read back.
+func oneField(s string) string {
+	if !strings.ContainsAny(s, " \t\r\n") {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Flush writes the records kept so far.
@@ -190,38 +202,37 @@ func isTransient(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
 }
 
+// The records as Writer writes them, each appended to b. ParseRecord reads
+// them back.
+
+// appendHeader appends a file's header; jobID and host must be one field
+// each (see oneField).
+func appendHeader(b []byte, jobID string, restart, run int, host string) []byte {
+	b = fmt.Appendf(b, "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
+	if restart > 0 {
+		b = fmt.Appendf(b, " restart=%d", restart)
+	}
+	return append(b, '\n')
+}
+
 func appendTime(b []byte, t time.Time) []byte {
 	return strconv.AppendFloat(b, float64(t.UnixMilli())/1e3, 'f', 3, 64)
 }
 
-// Start records that case id started at t.
-func (w *Writer) Start(id int64, t time.Time) error {
-	b := append(w.buf, 'S', ' ')
+// appendStart appends an S record.
+func appendStart(b []byte, id int64, t time.Time, host string) []byte {
+	b = append(b, 'S', ' ')
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, ' ')
 	b = appendTime(b, t)
 	b = append(b, ' ')
-	b = append(b, w.host...)
-	b = append(b, '\n')
-	w.buf = b
-	return w.Flush()
+	b = append(b, host...)
+	return append(b, '\n')
 }
 
-// End records that case id, started at start, ended with status after d.
-// The record is written with the next one (or by Flush or Close).
-func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) error {
-	w.end('E', id, status, start, d)
-	return nil
-}
-
-// Interrupted records that case id was cut short by signal sig.
-func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
-	w.end('I', id, sig, start, d)
-	return w.Flush()
-}
-
-func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Duration) {
-	b := append(w.buf, kind, ' ')
+// appendEnd appends an E or I record (kind).
+func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d time.Duration, host string) []byte {
+	b = append(b, kind, ' ')
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(status), 10)
@@ -230,19 +241,48 @@ func (w *Writer) end(kind byte, id int64, status int, start time.Time, d time.Du
 	b = append(b, ' ')
 	b = strconv.AppendFloat(b, d.Seconds(), 'f', 3, 64)
 	b = append(b, ' ')
-	b = append(b, w.host...)
-	b = append(b, '\n')
-	w.buf = b
+	b = append(b, host...)
+	return append(b, '\n')
 }
 
-// Quit records that the meta-job exits by itself, with why.
-func (w *Writer) Quit(why string) error {
-	b := append(w.buf, 'Q', ' ')
-	b = appendTime(b, time.Now())
+// appendQuit appends a Q record; why's line breaks are written as blanks.
+func appendQuit(b []byte, t time.Time, why string) []byte {
+	b = append(b, 'Q', ' ')
+	b = appendTime(b, t)
 	b = append(b, ' ')
-	b = append(b, why...)
-	b = append(b, '\n')
-	w.buf = b
+	for i := 0; i < len(why); i++ {
+		c := why[i]
+		if c == '\n' || c == '\r' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, '\n')
+}
+
+// Start records that case id started at t.
+func (w *Writer) Start(id int64, t time.Time) error {
+	w.buf = appendStart(w.buf, id, t, w.host)
+	return w.Flush()
+}
+
+// End records that case id, started at start, ended with status after d.
+// The record is written with the next one (or by Flush or Close).
+func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) error {
+	w.buf = appendEnd(w.buf, 'E', id, status, start, d, w.host)
+	return nil
+}
+
+// Interrupted records that case id was cut short by signal sig.
+func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
+	w.buf = appendEnd(w.buf, 'I', id, sig, start, d, w.host)
+	return w.Flush()
+}
+
+// Quit records that the meta-job exits by itself, with why (its line
+// breaks written as blanks).
+func (w *Writer) Quit(why string) error {
+	w.buf = appendQuit(w.buf, time.Now(), why)
 	return w.Flush()
 }
 
