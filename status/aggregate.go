@@ -2,15 +2,12 @@ package status
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -358,11 +355,10 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 
 // fileParser holds the state of parsing one status file.
 type fileParser struct {
-	job    Job
-	since  float64
-	b      *batch
-	open   []openCase // started, not yet ended: one at a time, normally
-	fields [8][]byte
+	job   Job
+	since float64
+	b     *batch
+	open  []openCase // started, not yet ended: one at a time, normally
 }
 
 type attempt struct {
@@ -374,70 +370,6 @@ type attempt struct {
 	started bool // the file holds the attempt's start record
 }
 
-// splitFields splits line at blanks (spaces, tabs, CR, LF) into out.
-func splitFields(line []byte, out [][]byte) [][]byte {
-	start := -1
-	for i, c := range line {
-		blank := c == ' ' || c == '\t' || c == '\r' || c == '\n'
-		switch {
-		case blank && start >= 0:
-			out = append(out, line[start:i])
-			start = -1
-		case !blank && start < 0:
-			start = i
-		}
-	}
-	if start >= 0 {
-		out = append(out, line[start:])
-	}
-	return out
-}
-
-func atoi(b []byte) (int64, error) {
-	if len(b) == 0 {
-		return 0, fmt.Errorf("empty number")
-	}
-	neg := b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' || n > math.MaxInt64/10 {
-			return 0, fmt.Errorf("bad number %q", b)
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return n, nil
-}
-
-// atof parses the decimals farm writes ("1700000000.123", "0.517") without
-// allocating, falling back to strconv for anything else.
-func atof(b []byte) (float64, error) {
-	var whole, frac, scale int64 = 0, 0, 1
-	dot := false
-	for i, c := range b {
-		switch {
-		case c >= '0' && c <= '9' && !dot && i < 15:
-			whole = whole*10 + int64(c-'0')
-		case c >= '0' && c <= '9' && dot && scale < 1e9:
-			frac = frac*10 + int64(c-'0')
-			scale *= 10
-		case c == '.' && !dot && i > 0:
-			dot = true
-		default:
-			return strconv.ParseFloat(string(b), 64)
-		}
-	}
-	if len(b) == 0 {
-		return 0, fmt.Errorf("empty number")
-	}
-	return float64(whole) + float64(frac)/float64(scale), nil
-}
-
 // openCase is a case started and not yet ended in one status file.
 type openCase struct {
 	id    int64
@@ -445,84 +377,30 @@ type openCase struct {
 }
 
 func (p *fileParser) parseLine(line []byte) error {
-	job := &p.job
-	if line[0] == '#' {
-		for _, f := range splitFields(line[1:], p.fields[:0]) {
-			k, v, _ := bytes.Cut(f, []byte("="))
-			switch string(k) {
-			case "run":
-				n, _ := atoi(v)
-				job.Run = int(n)
-				p.b.run = job.Run
-			case "host":
-				job.Host = string(v)
-			case "job":
-				job.ID = string(v)
-			}
-		}
-		return nil
-	}
-	if line[0] == 'Q' {
-		_, msg, _ := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(" "))
-		_, msg, _ = bytes.Cut(msg, []byte(" ")) // drop the time
-		job.Quit = string(msg)
-		if job.Quit == "" {
-			job.Quit = "exited"
-		}
-		return nil
-	}
-	// Only the fields needed are cut out: most lines are S and E records,
-	// and this loop runs once per record.
-	f := p.fields[:0]
-	want := 5
-	if line[0] == 'S' {
-		want = 3
-	}
-	for i := 0; len(f) < want; {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-		j := i
-		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\n' && line[j] != '\r' {
-			j++
-		}
-		if j == i {
-			break
-		}
-		f = append(f, line[i:j])
-		i = j
-	}
-	if len(f) < 2 {
-		return fmt.Errorf("short record")
-	}
-	id, err := atoi(f[1])
+	r, err := ParseRecord(line)
 	if err != nil {
 		return err
 	}
+	job := &p.job
 	b := p.b
-	switch f[0][0] {
-	case 'S':
-		if len(f) < 3 {
-			return fmt.Errorf("short S record")
+	switch r.Kind {
+	case KindHeader:
+		job.Run = r.Run
+		b.run = job.Run
+		job.Host = string(r.Host)
+		job.ID = string(r.Job)
+	case KindQuit:
+		job.Quit = string(r.Message)
+		if job.Quit == "" {
+			job.Quit = "exited"
 		}
-		start, err := atof(f[2])
-		if err != nil {
-			return err
+	case KindStart:
+		p.open = append(p.open, openCase{r.ID, r.Start})
+		if b.first == 0 || r.Start < b.first {
+			b.first = r.Start
 		}
-		p.open = append(p.open, openCase{id, start})
-		if b.first == 0 || start < b.first {
-			b.first = start
-		}
-	case 'E', 'I':
-		if len(f) < 5 {
-			return fmt.Errorf("short %c record", f[0][0])
-		}
-		st, err1 := atoi(f[2])
-		start, err2 := atof(f[3])
-		secs, err3 := atof(f[4])
-		if err1 != nil || err2 != nil || err3 != nil {
-			return fmt.Errorf("bad %c record", f[0][0])
-		}
+	case KindEnd, KindInterrupted:
+		id, start, secs := r.ID, r.Start, r.Seconds
 		started := false
 		for i := len(p.open) - 1; i >= 0; i-- {
 			if p.open[i].id == id {
@@ -538,18 +416,16 @@ func (p *fileParser) parseLine(line []byte) error {
 		if p.since > 0 && start+secs >= p.since {
 			b.recent++
 		}
-		a := attempt{id: id, status: int(st), start: start, secs: secs, started: started}
+		a := attempt{id: id, status: r.Status, start: start, secs: secs, started: started}
 		switch {
-		case f[0][0] == 'I':
+		case r.Kind == KindInterrupted:
 			a.state = Interrupted
-		case st == 0:
+		case r.Status == 0:
 			a.state = Succeeded
 		default:
 			a.state = Failed
 		}
 		b.attempts = append(b.attempts, a)
-	default:
-		return fmt.Errorf("unknown record %q", f[0])
 	}
 	return nil
 }
@@ -656,17 +532,9 @@ func (s *Summary) findDuplicates(dir string, names []string) {
 		r := bufio.NewReaderSize(f, 256<<10)
 		for {
 			line, err := r.ReadSlice('\n')
-			if len(line) > 2 && line[0] == 'S' && line[1] == ' ' {
-				from := 2
-				for from < len(line) && line[from] == ' ' {
-					from++
-				}
-				to := from
-				for to < len(line) && (line[to] >= '0' && line[to] <= '9' || to == from && line[to] == '-') {
-					to++
-				}
-				if id, perr := atoi(line[from:to]); perr == nil {
-					k := runCase{run, id}
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
+					k := runCase{run, rec.ID}
 					if _, dup := s.dupStarts[k]; dup {
 						if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
 							files[k] = append(l, rel)

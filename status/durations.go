@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 )
 
 // Durations returns the duration in seconds of every ended case (E records)
@@ -16,7 +15,6 @@ func Durations(dir string) ([]float64, error) {
 		return nil, err
 	}
 	var out []float64
-	var fields [8][]byte
 	for _, name := range names {
 		if _, _, ok := ParseFileName(filepath.Base(name)); !ok {
 			continue
@@ -28,12 +26,9 @@ func Durations(dir string) ([]float64, error) {
 		r := bufio.NewReaderSize(f, 256<<10)
 		for {
 			line, err := r.ReadSlice('\n')
-			if len(line) > 2 && line[0] == 'E' && line[len(line)-1] == '\n' {
-				fl := splitFields(line, fields[:0])
-				if len(fl) >= 5 {
-					if d, perr := strconv.ParseFloat(string(fl[4]), 64); perr == nil {
-						out = append(out, d)
-					}
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindEnd {
+					out = append(out, rec.Seconds)
 				}
 			}
 			if err == bufio.ErrBufferFull {

@@ -76,61 +76,60 @@ func ParseRecord(line []byte) (Record, error) {
 		return r, fmt.Errorf("unknown record %s", quote(kind))
 	}
 	r.Kind = Kind(kind[0])
-	var f []byte
 	var ok bool
 	switch r.Kind {
 	case KindStart:
-		if f, i = field(line, i); len(f) == 0 {
-			return r, short(line, "S ID START HOST")
+		const form = "S ID START HOST"
+		if i = skip(line, i); i == len(line) {
+			return r, short(line, form)
 		}
-		if r.ID, ok = parseInt(f); !ok {
-			return r, bad("ID", f, "S")
+		if r.ID, i, ok = intAt(line, i); !ok {
+			return r, bad(line, i, form, "ID")
 		}
-		if f, i = field(line, i); len(f) == 0 {
-			return r, short(line, "S ID START HOST")
+		if i = skip(line, i); i == len(line) {
+			return r, short(line, form)
 		}
-		if r.Start, ok = parseFloat(f, maxTime); !ok {
-			return r, bad("START", f, "S")
+		if r.Start, i, ok = floatAt(line, i, maxTime); !ok {
+			return r, bad(line, i, form, "START")
 		}
 	case KindEnd, KindInterrupted:
-		form := "E ID STATUS START SECONDS HOST"
-		status := "STATUS"
+		form, status := "E ID STATUS START SECONDS HOST", "STATUS"
 		if r.Kind == KindInterrupted {
-			form = "I ID SIGNAL START SECONDS HOST"
-			status = "SIGNAL"
+			form, status = "I ID SIGNAL START SECONDS HOST", "SIGNAL"
 		}
-		if f, i = field(line, i); len(f) == 0 {
+		if i = skip(line, i); i == len(line) {
 			return r, short(line, form)
 		}
-		if r.ID, ok = parseInt(f); !ok {
-			return r, bad("ID", f, form[:1])
+		if r.ID, i, ok = intAt(line, i); !ok {
+			return r, bad(line, i, form, "ID")
 		}
-		if f, i = field(line, i); len(f) == 0 {
+		if i = skip(line, i); i == len(line) {
 			return r, short(line, form)
 		}
-		st, ok := parseInt(f)
-		if !ok || int64(int(st)) != st {
-			return r, bad(status, f, form[:1])
+		var st int64
+		if st, i, ok = intAt(line, i); !ok || int64(int(st)) != st {
+			return r, bad(line, i, form, status)
 		}
 		r.Status = int(st)
-		if f, i = field(line, i); len(f) == 0 {
+		if i = skip(line, i); i == len(line) {
 			return r, short(line, form)
 		}
-		if r.Start, ok = parseFloat(f, maxTime); !ok {
-			return r, bad("START", f, form[:1])
+		if r.Start, i, ok = floatAt(line, i, maxTime); !ok {
+			return r, bad(line, i, form, "START")
 		}
-		if f, i = field(line, i); len(f) == 0 {
+		if i = skip(line, i); i == len(line) {
 			return r, short(line, form)
 		}
-		if r.Seconds, ok = parseFloat(f, maxSeconds); !ok {
-			return r, bad("SECONDS", f, form[:1])
+		if r.Seconds, i, ok = floatAt(line, i, maxSeconds); !ok {
+			return r, bad(line, i, form, "SECONDS")
 		}
 	case KindQuit:
-		if f, i = field(line, i); len(f) == 0 {
-			return r, short(line, "Q TIME MESSAGE")
+		const form = "Q TIME MESSAGE"
+		if i = skip(line, i); i == len(line) {
+			return r, short(line, form)
 		}
-		if r.Time, ok = parseFloat(f, maxTime); !ok {
-			return r, bad("TIME", f, "Q")
+		if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
+			return r, bad(line, i, form, "TIME")
 		}
 		if i < len(line) {
 			r.Message = line[i+1:]
@@ -143,7 +142,7 @@ func ParseRecord(line []byte) (Record, error) {
 	}
 	// The host, possibly empty, ends the line.
 	r.Host, i = field(line, i)
-	if f, _ = field(line, i); len(f) > 0 {
+	if f, _ := field(line, i); len(f) > 0 {
 		return r, fmt.Errorf("%c record: unexpected %s after HOST", r.Kind, quote(f))
 	}
 	return r, nil
@@ -204,12 +203,18 @@ func parseHeader(line []byte, i int) (Record, error) {
 	return r, nil
 }
 
-// field returns the field of line at or after i (blanks skipped) and the
-// index just past it; the field is empty at the end of the line.
-func field(line []byte, i int) ([]byte, int) {
+// skip returns the index of the first non-blank of line at or after i.
+func skip(line []byte, i int) int {
 	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
 		i++
 	}
+	return i
+}
+
+// field returns the field of line at or after i (blanks skipped) and the
+// index just past it; the field is empty at the end of the line.
+func field(line []byte, i int) ([]byte, int) {
+	i = skip(line, i)
 	j := i
 	for j < len(line) && line[j] != ' ' && line[j] != '\t' {
 		j++
@@ -217,14 +222,24 @@ func field(line []byte, i int) ([]byte, int) {
 	return line[i:j], j
 }
 
+// endsField reports whether a field of line ends at i.
+func endsField(line []byte, i int) bool {
+	return i == len(line) || line[i] == ' ' || line[i] == '\t'
+}
+
 // short is the error of a record with fields missing.
 func short(line []byte, form string) error {
 	return fmt.Errorf("short %c record %s: want %s", form[0], quote(line), form)
 }
 
-// bad is the error of a field that does not parse.
-func bad(name string, f []byte, kind string) error {
-	return fmt.Errorf("%s record: bad %s %s", kind, name, quote(f))
+// bad is the error of field name, which starts at or before i, of a record
+// of the given form.
+func bad(line []byte, i int, form, name string) error {
+	for i > 0 && line[i-1] != ' ' && line[i-1] != '\t' {
+		i--
+	}
+	f, _ := field(line, i)
+	return fmt.Errorf("%c record: bad %s %s", form[0], name, quote(f))
 }
 
 // quote quotes b for an error message: at most 40 bytes, on one line.
@@ -235,78 +250,86 @@ func quote(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// parseInt parses a decimal integer: an optional '-' and digits.
-func parseInt(b []byte) (int64, bool) {
-	neg := len(b) > 0 && b[0] == '-'
+// intAt parses the field of line at i (a non-blank) as a decimal integer:
+// an optional '-' and digits. It returns the index past the digits.
+func intAt(line []byte, i int) (int64, int, bool) {
+	neg := line[i] == '-'
 	if neg {
-		b = b[1:]
+		i++
 	}
-	if len(b) == 0 {
-		return 0, false
-	}
+	from := i
 	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' || n > math.MaxInt64/10+1 {
-			return 0, false
+	for ; i < len(line) && line[i]-'0' <= 9; i++ {
+		if n > math.MaxInt64/10+1 {
+			return 0, i, false
 		}
-		n = n*10 + uint64(c-'0')
+		n = n*10 + uint64(line[i]-'0')
+	}
+	if i == from || !endsField(line, i) {
+		return 0, i, false
 	}
 	switch {
 	case neg && n <= 1<<63:
-		return -int64(n), true // -(1<<63) wraps to itself: math.MinInt64
+		return -int64(n), i, true // -(1<<63) wraps to itself: math.MinInt64
 	case !neg && n <= math.MaxInt64:
-		return int64(n), true
+		return int64(n), i, true
 	}
-	return 0, false
+	return 0, i, false
+}
+
+// parseInt parses b as intAt does.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	n, i, ok := intAt(b, 0)
+	return n, ok && i == len(b)
 }
 
 // pow10 holds the powers of ten that a float64 represents exactly.
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
-// parseFloat parses a finite number of magnitude below limit, as
-// strconv.ParseFloat would. The decimals Writer writes ("1700000000.123",
-// "0.517": at most 15 digits) take a fast path that does not allocate and
-// rounds as ParseFloat does: the digits make an integer below 2^53 and the
-// power of ten is exact, so one division rounds once, correctly.
-func parseFloat(b []byte, limit float64) (float64, bool) {
-	i, neg := 0, len(b) > 0 && b[0] == '-'
+// floatAt parses the field of line at i (a non-blank) as a finite number
+// of magnitude below limit, as strconv.ParseFloat would, and returns the
+// index past it. The decimals Writer writes ("1700000000.123", "0.517": at
+// most 15 digits) take a fast path that does not allocate and rounds as
+// ParseFloat does: the digits make an integer below 2^53 and the power of
+// ten is exact, so one division rounds once, correctly.
+func floatAt(line []byte, i int, limit float64) (float64, int, bool) {
+	start := i
+	neg := line[i] == '-'
 	if neg {
-		i = 1
+		i++
 	}
 	var m uint64
 	from := i
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		m = m*10 + uint64(b[i]-'0')
+	for i < len(line) && line[i]-'0' <= 9 {
+		m = m*10 + uint64(line[i]-'0')
 		i++
 	}
 	digits, frac := i-from, 0
-	if i < len(b) && b[i] == '.' {
+	if i < len(line) && line[i] == '.' {
 		i++
 		from = i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			m = m*10 + uint64(b[i]-'0')
+		for i < len(line) && line[i]-'0' <= 9 {
+			m = m*10 + uint64(line[i]-'0')
 			i++
 		}
 		frac = i - from
 		digits += frac
 	}
-	if i < len(b) || digits > 15 {
-		return parseFloatSlow(b, limit) // m may have overflowed: unused
+	if !endsField(line, i) || digits > 15 {
+		// Another form (m may have overflowed: unused).
+		f, end := field(line, start)
+		v, err := strconv.ParseFloat(string(f), 64)
+		return v, end, err == nil && v < limit && v > -limit // false for NaN
 	}
 	if digits == 0 {
-		return 0, false
+		return 0, i, false
 	}
 	f := float64(m) / pow10[frac]
 	if neg {
 		f = -f
 	}
-	return f, f < limit && f > -limit
-}
-
-func parseFloatSlow(b []byte, limit float64) (float64, bool) {
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsNaN(f) || f >= limit || f <= -limit {
-		return 0, false
-	}
-	return f, true
+	return f, i, f < limit && f > -limit
 }

@@ -139,41 +139,33 @@ func (t *Tail) read(name string, tf *tailFile) error {
 	return nil
 }
 
-// lines counts the complete lines in buf.
+// lines counts the complete lines in buf. Damaged lines are skipped (Load
+// reports them).
 func (t *Tail) lines(tf *tailFile, buf []byte) {
-	var fields [8][]byte
 	for len(buf) > 0 {
 		i := bytes.IndexByte(buf, '\n')
 		line := buf[:i+1]
 		buf = buf[i+1:]
-		switch line[0] {
-		case '#':
-			for _, fl := range splitFields(line[1:], fields[:0]) {
-				if k, v, _ := bytes.Cut(fl, []byte("=")); string(k) == "run" {
-					n, _ := atoi(v)
-					tf.run = int(n)
-				}
-			}
-		case 'S':
+		r, err := ParseRecord(line)
+		if err != nil {
+			continue
+		}
+		switch r.Kind {
+		case KindHeader:
+			tf.run = r.Run
+		case KindStart:
 			tf.open++
-		case 'E', 'I':
-			fl := splitFields(line, fields[:0])
-			if len(fl) < 5 {
-				continue
-			}
-			st, _ := atoi(fl[2])
-			start, _ := atof(fl[3])
-			secs, _ := atof(fl[4])
+		case KindEnd, KindInterrupted:
 			tf.open = max(0, tf.open-1)
 			switch {
-			case line[0] == 'I':
+			case r.Kind == KindInterrupted:
 				tf.c.Interrupted++
-			case st == 0:
+			case r.Status == 0:
 				tf.c.Succeeded++
 			default:
 				tf.c.Failed++
 			}
-			t.ends = append(t.ends, start+secs)
+			t.ends = append(t.ends, r.Start+r.Seconds)
 		}
 	}
 }
