@@ -1,8 +1,10 @@
 package farm
 
 import (
-	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,35 +27,58 @@ func DefaultConfig() Config {
 
 // LoadConfig reads a config file; a missing file gives the defaults.
 func LoadConfig(path string) (Config, error) {
-	cfg := DefaultConfig()
-	fh, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return cfg, nil
+		return DefaultConfig(), nil
 	}
 	if err != nil {
-		return cfg, err
+		return DefaultConfig(), err
 	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = strings.TrimSpace(line[:i])
+	return ParseConfig(filepath.Base(path), data)
+}
+
+// maxConfigValue is the largest value a setting takes: more jobs or cases
+// than any farm has, dt_failed 31 years.
+const maxConfigValue = 1e9
+
+// ParseConfig reads the content of a config file named name: KEY=value
+// lines, '#' starting a comment, the value a number, possibly quoted. A
+// line it rejects gets a UserError of one line, "NAME:LINE: what".
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
 		}
-		if line == "" {
+		if i := bytes.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
 			continue
 		}
 		bad := func(msg string, args ...any) error {
-			return Userf("%s:%d: %s", filepath.Base(path), n, fmt.Sprintf(msg, args...))
+			return Userf("%s:%d: %s", name, n, fmt.Sprintf(msg, args...))
 		}
-		k, v, ok := strings.Cut(line, "=")
+		k, v, ok := strings.Cut(string(line), "=")
 		if !ok {
-			return cfg, bad("expected KEY=value, got %q", line)
+			return cfg, bad("expected KEY=value, got %s", quoteConfig(line))
 		}
 		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		switch k {
+		case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS":
+		default:
+			return cfg, bad("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", quoteConfig([]byte(k)))
+		}
 		num, err := strconv.ParseFloat(v, 64)
-		if err != nil || num < 0 {
-			return cfg, bad("%s must be a number >= 0, got %q", k, v)
+		if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
+			return cfg, bad("%s must be a number >= 0, got %s", k, quoteConfig([]byte(v)))
+		}
+		if num > maxConfigValue {
+			return cfg, bad("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 		}
 		switch k {
 		case "N_failed_max":
@@ -64,9 +89,15 @@ func LoadConfig(path string) (Config, error) {
 			cfg.NJobsMax = int(num)
 		case "RUN_DIRS":
 			cfg.RunDirs = num != 0
-		default:
-			return cfg, bad("unknown setting %q (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", k)
 		}
 	}
-	return cfg, sc.Err()
+	return cfg, nil
+}
+
+// quoteConfig quotes b for an error message: at most 40 bytes, on one line.
+func quoteConfig(b []byte) string {
+	if len(b) > 40 {
+		return strconv.Quote(string(b[:40])) + "..."
+	}
+	return strconv.Quote(string(b))
 }

@@ -1,0 +1,89 @@
+package farm
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	for content, want := range map[string]Config{
+		"":                                   DefaultConfig(),
+		"# only a comment\r\n\r\n":           DefaultConfig(),
+		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second},
+		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true},
+		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true},
+		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true},
+	} {
+		got, err := ParseConfig("config", []byte(content))
+		if err != nil || got != want {
+			t.Errorf("%q: %+v, %v; want %+v", content, got, err, want)
+		}
+	}
+	for content, msg := range map[string]string{
+		"N_failed_max=NaN\n":           `config:1: N_failed_max must be a number >= 0, got "NaN"`,
+		"\n\nNJOBS_MAX=Inf\n":          `config:3: NJOBS_MAX must be at most 1000000000, got "Inf"`,
+		"NJOBS_MAX=-Inf\n":             `config:1: NJOBS_MAX must be a number >= 0, got "-Inf"`,
+		"dt_failed=1e400\n":            `config:1: dt_failed must be at most 1000000000, got "1e400"`,
+		"dt_failed=1e10\n":             `config:1: dt_failed must be at most 1000000000, got "1e10"`,
+		"RUN_DIRS=yes\n":               `config:1: RUN_DIRS must be a number >= 0, got "yes"`,
+		"RUN_DIRS=1\r2\n":              `config:1: RUN_DIRS must be a number >= 0, got "1\r2"`,
+		"\xef\xbb\xbfN_failed_max=1\n": `config:1: unknown setting "\ufeffN_failed_max"`,
+		"N_failed_max=1\n" + strings.Repeat("x", 1<<17) + "\n": `config:2: expected KEY=value, got "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"...`,
+		"bad=\xff\n": `config:1: unknown setting "bad"`,
+		"\xff\n":     `config:1: expected KEY=value, got "\xff"`,
+	} {
+		_, err := ParseConfig("config", []byte(content))
+		if err == nil || !strings.HasPrefix(err.Error(), msg) || !IsUserError(err) {
+			t.Errorf("%.40q: err %v, want %s", content, err, msg)
+		}
+	}
+}
+
+// FuzzConfig: ParseConfig never panics; what it rejects gets a one-line
+// error naming a line of the input that holds a setting; what it accepts
+// is in range, and reads back the same once written out.
+func FuzzConfig(f *testing.F) {
+	f.Add([]byte("N_failed_max=5\ndt_failed=5\nNJOBS_MAX=0\nRUN_DIRS=1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig("config", data)
+		if err != nil {
+			msg := err.Error()
+			if !IsUserError(err) || strings.ContainsAny(msg, "\n\r") || len(msg) > 300 {
+				t.Fatalf("%q: error %q is not one short line, or not a UserError", data, msg)
+			}
+			var n int
+			if _, serr := fmt.Sscanf(msg, "config:%d: ", &n); serr != nil {
+				t.Fatalf("%q: error %q does not name a line", data, msg)
+			}
+			lines := bytes.Split(data, []byte("\n"))
+			if n < 1 || n > len(lines) {
+				t.Fatalf("%q: error %q names line %d of %d", data, msg, n, len(lines))
+			}
+			line, _, _ := bytes.Cut(lines[n-1], []byte("#"))
+			if len(bytes.TrimSpace(line)) == 0 {
+				t.Fatalf("%q: error %q names a blank line", data, msg)
+			}
+			return
+		}
+		if cfg.NFailedMax < 0 || cfg.NFailedMax > maxConfigValue || cfg.NJobsMax < 0 || cfg.NJobsMax > maxConfigValue || cfg.DtFailed < 0 || cfg.DtFailed > maxConfigValue*time.Second {
+			t.Fatalf("%q: out of range: %+v", data, cfg)
+		}
+		runDirs := 0
+		if cfg.RunDirs {
+			runDirs = 1
+		}
+		out := fmt.Sprintf("N_failed_max=%d\ndt_failed=%s\nNJOBS_MAX=%d\nRUN_DIRS=%d\n", cfg.NFailedMax, strconv.FormatFloat(cfg.DtFailed.Seconds(), 'g', -1, 64), cfg.NJobsMax, runDirs)
+		again, err := ParseConfig("config", []byte(out))
+		if d := again.DtFailed - cfg.DtFailed; err != nil || d < -1 || d > 1 {
+			t.Fatalf("%q: %+v written as %q reads back as %+v, %v", data, cfg, out, again, err)
+		}
+		again.DtFailed = cfg.DtFailed
+		if again != cfg {
+			t.Fatalf("%q: %+v written as %q reads back as %+v", data, cfg, out, again)
+		}
+	})
+}
