@@ -2,8 +2,9 @@
 GO      ?= go
 BIN     := bin/farm
 DEMO    := demo
+FUZZTIME ?= 3m
 
-.PHONY: all build test unit demo bench bench-ops bench-cluster clean fmt vet
+.PHONY: all build test unit demo bench bench-ops bench-cluster fuzz clean fmt vet
 
 all: build
 
@@ -48,6 +49,14 @@ bench-ops: build
 # local ext4 and on GlusterFS with and without added latency.
 bench-cluster: build
 	FARM_SLURM_UP=0 ./integration/run-tests $(GO) test -run '^$$' -bench Rig -benchtime 1x -timeout 60m ./integration/rigtest/
+
+# The parsers of status records, table.dat lines and the config, fuzzed
+# for FUZZTIME each, in turn. 'go test' (make test, make unit) runs only
+# their seed corpora (testdata/fuzz/); inputs that fail are added there.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRecord$$' -fuzztime $(FUZZTIME) ./status/
+	$(GO) test -run '^$$' -fuzz '^FuzzTableLine$$' -fuzztime $(FUZZTIME) ./casetable/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./farm/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
