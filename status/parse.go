@@ -21,7 +21,8 @@ const (
 
 // Record is one line of a status file, as ParseRecord reads it. Which
 // fields are set depends on Kind; the others are zero. The byte slices
-// alias the line given to ParseRecord.
+// alias the line given to ParseRecord. (With an error, a Record means
+// nothing.)
 type Record struct {
 	Kind    Kind
 	ID      int64   // S, E, I: the case ID

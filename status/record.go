@@ -13,6 +13,9 @@
 // A case with an S line and no E or I line in the same file was cut short
 // when its meta-job died, unless that meta-job is still running it.
 //
+// Writer writes these lines and ParseRecord reads them: Load, Tail,
+// Durations, everything that reads a status file, reads with it.
+//
 // A batch system may restart a job under the same ID after its node failed
 // (Slurm's requeue). Each incarnation of a job writes a file of its own —
 // status.$JOBID for the first, status.$JOBID.r$N for restart N, with
