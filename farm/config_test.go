@@ -35,6 +35,7 @@ func TestParseConfig(t *testing.T) {
 		"N_failed_max=1\n" + strings.Repeat("x", 1<<17) + "\n": `config:2: expected KEY=value, got "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"...`,
 		"bad=\xff\n": `config:1: unknown setting "bad"`,
 		"\xff\n":     `config:1: expected KEY=value, got "\xff"`,
+		"0\r0=\n":    `config:1: unknown setting "0\r0"`,
 	} {
 		_, err := ParseConfig("config", []byte(content))
 		if err == nil || !strings.HasPrefix(err.Error(), msg) || !IsUserError(err) {
