@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/farm-hpc/farm/fsretry"
 )
 
 // State is the farm's claim state: the content of the newest generation of
@@ -116,7 +117,7 @@ func (s *State) unmarshal(b []byte) error {
 
 // DefaultRetry is how long a claim retries after a transient error of the
 // filesystem (full disk, quota, I/O error) before it gives up.
-const DefaultRetry = 5 * time.Minute
+const DefaultRetry = fsretry.Default
 
 // Store reads and advances a farm's claim state. It takes no lock: every
 // change is a compare-and-swap on the chain of generations (chain.go), so
@@ -257,7 +258,7 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 }
 
 func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (State, error) {
-	r := retrier{s: s}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
 	stale := s.ch == nil || s.gen < 0
 	reopened := false
 	for {
@@ -269,7 +270,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			if errors.Is(err, ErrNoState) {
 				s.cur, s.gen = State{Gen: -1}, -1
 			} else if err != nil {
-				if r.transient(ctx, err) {
+				if r.Again(ctx, err) {
 					continue
 				}
 				return State{}, err
@@ -283,7 +284,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		if s.ch == nil {
 			ch, err := createChain(s.misc)
 			if err != nil {
-				if r.transient(ctx, err) {
+				if r.Again(ctx, err) {
 					continue
 				}
 				return State{}, err
@@ -320,12 +321,12 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				}
 				return State{}, err
 			}
-			if r.transient(ctx, err) {
+			if r.Again(ctx, err) {
 				continue
 			}
 			return State{}, err
 		}
-		r.ok()
+		r.OK()
 		if won {
 			st.Gen = next
 			s.gen, s.cur = next, st
@@ -488,58 +489,9 @@ func closeChain(c *chain) error {
 	}
 }
 
-// retrier retries transient filesystem errors (a full disk, a quota, an I/O
-// error) with backoff, for at most the store's Retry, saying so once.
-type retrier struct {
-	s     *Store
-	since time.Time
-	wait  time.Duration
-}
-
-// transient reports whether err is transient and, if so, waits before the
-// caller tries again; false once the time is up.
-func (r *retrier) transient(ctx context.Context, err error) bool {
-	if !IsTransient(err) {
-		return false
-	}
-	limit := r.s.Retry
-	if limit == 0 {
-		limit = DefaultRetry
-	}
-	now := time.Now()
-	if r.since.IsZero() {
-		r.since, r.wait = now, 100*time.Millisecond
-		fmt.Fprintf(r.s.log(), "farm: %v; retrying for up to %s\n", err, limit)
-	}
-	if now.Sub(r.since) >= limit {
-		return false
-	}
-	t := time.NewTimer(r.wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	}
-	if r.wait < 5*time.Second {
-		r.wait *= 2
-	}
-	return true
-}
-
-func (r *retrier) ok() {
-	if !r.since.IsZero() {
-		fmt.Fprintf(r.s.log(), "farm: the filesystem works again after %s\n", time.Since(r.since).Round(time.Millisecond))
-		r.since = time.Time{}
-	}
-}
-
 // IsTransient reports whether err is a filesystem error that may go away by
-// itself: no space, no inodes, quota exceeded, an I/O error, a stale handle.
-func IsTransient(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE)
-}
+// itself (fsretry.IsTransient).
+func IsTransient(err error) bool { return fsretry.IsTransient(err) }
 
 // readCase reads the first case line at or after st.Offset, returning it and
 // the offset just past it.

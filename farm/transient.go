@@ -2,47 +2,28 @@ package farm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/fsretry"
 )
 
 // TransientRetry is how long a job retries a filesystem operation that
 // fails for a reason that may go away by itself (a full disk or quota, an
-// I/O error: casetable.IsTransient), as the claim commits and the status
+// I/O error: fsretry.IsTransient), as the claim commits and the status
 // records do.
-const TransientRetry = casetable.DefaultRetry
+const TransientRetry = fsretry.Default
 
 // retryTransient runs op until it works, fails for another reason, or has
 // failed for limit; it says so on log when it starts retrying and when op
 // works again, in the words of the claim's retries.
 func retryTransient(log io.Writer, limit time.Duration, op func() error) error {
-	var since time.Time
-	wait := 100 * time.Millisecond
-	for {
-		err := op()
-		if err == nil {
-			if !since.IsZero() {
-				fmt.Fprintf(log, "farm: the filesystem works again after %s\n", time.Since(since).Round(time.Millisecond))
-			}
-			return nil
-		}
-		if !casetable.IsTransient(err) {
-			return err
-		}
-		if since.IsZero() {
-			since = time.Now()
-			fmt.Fprintf(log, "farm: %v; retrying for up to %s\n", err, limit)
-		} else if time.Since(since) >= limit {
-			return err
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 5*time.Second)
-	}
+	r := fsretry.Retrier{Limit: limit, Log: log}
+	return r.Do(context.Background(), op)
 }
 
 // jobOutput is the job's output file as the meta-job writes to it: its own
@@ -83,8 +64,8 @@ func (o *jobOutput) Write(b []byte) (int, error) {
 		if since.IsZero() {
 			since, first = time.Now(), err
 		}
-		if !casetable.IsTransient(err) || o.giveUp || time.Since(since) >= limit {
-			o.giveUp = o.giveUp || casetable.IsTransient(err)
+		if !fsretry.IsTransient(err) || o.giveUp || time.Since(since) >= limit {
+			o.giveUp = o.giveUp || fsretry.IsTransient(err)
 			o.lost += int64(len(b) - done)
 			o.lostErr = err
 			return done, err

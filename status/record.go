@@ -26,14 +26,15 @@
 package status
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/farm-hpc/farm/fsretry"
 )
 
 // FileName is the name of the status file of incarnation restart (0 for the
@@ -97,7 +98,7 @@ type Writer struct {
 }
 
 // DefaultRetry is how long a write retries after a transient error.
-const DefaultRetry = 5 * time.Minute
+const DefaultRetry = fsretry.Default
 
 // Create opens (appending) the status file at path for job jobID of run
 // run, incarnation restart (0 for the first; see FileName). Until the
@@ -168,41 +169,8 @@ func (w *Writer) write(b []byte) error {
 // retry runs op until it works, fails for a reason other than a transient
 // one, or has failed for Retry; it says so on Log.
 func (w *Writer) retry(op func() error) error {
-	var since time.Time
-	wait := 100 * time.Millisecond
-	limit := w.Retry
-	if limit == 0 {
-		limit = DefaultRetry
-	}
-	log := w.Log
-	if log == nil {
-		log = os.Stderr
-	}
-	for {
-		err := op()
-		if err == nil {
-			if !since.IsZero() {
-				fmt.Fprintf(log, "farm: the filesystem works again after %s (%s)\n", time.Since(since).Round(time.Millisecond), w.path)
-			}
-			return nil
-		}
-		if !isTransient(err) {
-			return err
-		}
-		if since.IsZero() {
-			since = time.Now()
-			fmt.Fprintf(log, "farm: %v; retrying for up to %s\n", err, limit)
-		} else if time.Since(since) >= limit {
-			return err
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 5*time.Second)
-	}
-}
-
-// isTransient: a full disk or quota, an I/O error; they may go away.
-func isTransient(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
+	r := fsretry.Retrier{Limit: w.Retry, Log: w.Log, What: w.path}
+	return r.Do(context.Background(), op)
 }
 
 // The records as Writer writes them, each appended to b. ParseRecord reads
