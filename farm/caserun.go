@@ -94,6 +94,23 @@ func caseDirHost() string {
 }
 
 func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
+	r, err := newCopyRunner(dir, bash, env, out)
+	if err == nil {
+		return r, nil
+	}
+	if _, serr := os.Stat(filepath.Join(dir, SingleCase)); serr != nil {
+		return nil, serr // no single_case.sh to run
+	}
+	// The node-local directory cannot be made or written (TMPDIR full,
+	// read-only, not ours): source the farm's own single_case.sh, as
+	// before there were copies.
+	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, SingleCase)
+	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + SingleCase, direct: true, outR: -1, repR: -1}, nil
+}
+
+// newCopyRunner makes the runner's private node-local directory and the
+// first copy of single_case.sh in it.
+func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
 	base, err := filepath.Abs(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
@@ -111,13 +128,7 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, SingleCase), outR: -1, repR: -1}
 	if err := r.refresh(); err != nil {
 		os.RemoveAll(tmp)
-		if _, serr := os.Stat(filepath.Join(dir, SingleCase)); serr != nil {
-			return nil, serr // no single_case.sh to run
-		}
-		// The node-local directory is unusable (full, read-only): source
-		// the farm's own single_case.sh, as before there were copies.
-		fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, SingleCase)
-		return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + SingleCase, direct: true, outR: -1, repR: -1}, nil
+		return nil, err
 	}
 	return r, nil
 }

@@ -130,3 +130,25 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 		t.Errorf("status %d after the edit, want 5", code)
 	}
 }
+
+// TestCaseRunnerWithoutAUsableTMPDIR: when the node-local directory cannot
+// be made, the runner says so and sources the farm's own single_case.sh.
+func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", filepath.Join(dir, "no-such-dir"))
+	if err := os.WriteFile(filepath.Join(dir, SingleCase), []byte("#!/bin/bash\nexit 6\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := &slowWriter{}
+	r, err := newForkRunner(dir, "/bin/bash", os.Environ(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if code, _, err := r.run("1", ""); err != nil || code != 6 {
+		t.Errorf("status %d, %v; want 6 from the farm's own single_case.sh", code, err)
+	}
+	if !strings.Contains(out.String(), "sourcing single_case.sh from the farm directory instead") {
+		t.Errorf("output %q does not say where single_case.sh comes from", out.String())
+	}
+}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/integration/harness"
 )
 
 // farmRSS runs farm with args in dir, with extra environment, and returns
@@ -25,17 +25,8 @@ func farmRSS(t *testing.T, dir string, env []string, args ...string) (result, in
 	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 1048576 && exec "$0" "$@"`, bin(t)}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("farm %v: %v", args, err)
-	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
-	return result{Out: stdout.String(), Err: stderr.String(), Code: code}, rss
+	r := harness.Exec(t, cmd, args)
+	return r, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
 }
 
 // maxRSSKiB is the most a command may use on a farm of a few cases,

@@ -72,6 +72,14 @@ func Run(t testing.TB, dir string, env []string, args ...string) Result {
 	cmd := exec.Command(Bin(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	return Exec(t, cmd, args)
+}
+
+// Exec runs cmd, a farm command with args (for messages) set up by the
+// caller, and returns what it said and its exit code; cmd.ProcessState is
+// there afterwards.
+func Exec(t testing.TB, cmd *exec.Cmd, args []string) Result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
