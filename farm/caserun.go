@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/farm-hpc/farm/farm/proc"
+	"github.com/farm-hpc/farm/proc"
 	"github.com/nightlyone/lockfile"
 	"golang.org/x/sys/unix"
 )

@@ -12,12 +12,22 @@ import (
 // Kept lists the files farm clean keeps: the user's scripts, config and table.
 var Kept = []string{JobScript, SingleCase, ResubmitScript, FinalScript, ConfigFile, Table}
 
+// CleanMode says whether Clean deletes, or only lists what it would.
+type CleanMode int
+
+// Clean modes.
+const (
+	CleanList   CleanMode = iota // list what would be deleted (farm clean)
+	CleanDelete                  // delete it (farm clean --yes)
+)
+
 // Clean deletes everything in the farm directory but the Kept files —
 // results, status files, outputs, internal state — after listing it; without
-// yes it only lists. It refuses while jobs of the farm are pending or
+// CleanDelete it only lists. It refuses while jobs of the farm are pending or
 // running.
-func (f *Farm) Clean(ctx context.Context, backends Backends, yes bool) error {
-	active, _, err := f.activeJobs(ctx, backends)
+func (f *Farm) Clean(ctx context.Context, mode CleanMode) error {
+	yes := mode == CleanDelete
+	active, _, err := f.activeJobs(ctx)
 	if err != nil {
 		return err
 	}

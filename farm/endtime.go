@@ -8,15 +8,23 @@ import (
 	"time"
 )
 
-// endTime is when the running meta-job will be stopped, from the first source
+// endSources are where a meta-job learns when it will be stopped.
+type endSources struct {
+	backend time.Time // the backend's word (Self.End); zero if unknown
+	// The HEPiX job-features directories; "" if unset.
+	jobFeatures, machineFeatures string
+}
+
+// at is when the running meta-job will be stopped, from the first source
 // found: the backend (Slurm's end time, the local backend's limit), else the
 // HEPiX job features $JOBFEATURES/jobstart_secs + wall_limit_secs. A HEPiX
 // shutdown notice — $JOBFEATURES/shutdowntime_job or
 // $MACHINEFEATURES/shutdowntime (a node drain) — always caps it. The zero
-// time means no end is known.
-func endTime(backend time.Time) time.Time {
-	end := backend
-	jf := os.Getenv("JOBFEATURES")
+// time means no end is known. The files are read at each call: a shutdown
+// notice may come at any time.
+func (s endSources) at() time.Time {
+	end := s.backend
+	jf := s.jobFeatures
 	if end.IsZero() && jf != "" {
 		start, ok1 := readSecs(filepath.Join(jf, "jobstart_secs"))
 		wall, ok2 := readSecs(filepath.Join(jf, "wall_limit_secs"))
@@ -26,7 +34,7 @@ func endTime(backend time.Time) time.Time {
 	}
 	for _, cap := range []string{
 		featurePath(jf, "shutdowntime_job"),
-		featurePath(os.Getenv("MACHINEFEATURES"), "shutdowntime"),
+		featurePath(s.machineFeatures, "shutdowntime"),
 	} {
 		if cap == "" {
 			continue

@@ -4,6 +4,7 @@
 package farm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/templates"
 )
@@ -46,16 +48,36 @@ func IsUserError(err error) bool {
 	return errors.As(err, &u)
 }
 
+// Format is how a report is printed.
+type Format int
+
+// Report formats.
+const (
+	Text Format = iota // a table for people
+	JSON               // JSON, for scripts
+)
+
 // Farm is an open farm directory.
 type Farm struct {
 	Dir    string
 	Config Config
 	Host   string
 	Out    io.Writer // messages for the user
+
+	backends backend.Opener
+}
+
+// Options are what the command that opens a farm gives it.
+type Options struct {
+	Out io.Writer // messages for the user; none if nil
+	// Backends opens the batch systems the farm's jobs run on, by name
+	// (cmd/farm's registry). Commands that submit or ask about jobs need
+	// it.
+	Backends backend.Opener
 }
 
 // Open opens the farm in dir, checking that it is one.
-func Open(dir string, out io.Writer) (*Farm, error) {
+func Open(dir string, opt Options) (*Farm, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -69,10 +91,20 @@ func Open(dir string, out io.Writer) (*Farm, error) {
 	if err != nil {
 		return nil, err
 	}
+	out := opt.Out
 	if out == nil {
 		out = io.Discard
 	}
-	return &Farm{Dir: abs, Config: cfg, Host: hostName(), Out: out}, nil
+	return &Farm{Dir: abs, Config: cfg, Host: hostName(), Out: out, backends: opt.Backends}, nil
+}
+
+// openBackend opens the backend called name ("" for the default) for the
+// farm.
+func (f *Farm) openBackend(ctx context.Context, name string) (backend.Backend, error) {
+	if f.backends == nil {
+		return nil, errors.New("farm opened without backends")
+	}
+	return f.backends.Open(ctx, name, f.Dir)
 }
 
 // hostName names this host in locks and status records. Every process of a

@@ -122,7 +122,7 @@ func TestFastFailure(t *testing.T) {
 }
 
 func TestOpenRefusesNonFarm(t *testing.T) {
-	_, err := Open(t.TempDir(), nil)
+	_, err := Open(t.TempDir(), Options{})
 	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "Non-farm directory") {
 		t.Errorf("Open(empty dir) = %v", err)
 	}
@@ -141,7 +141,7 @@ func TestInitRefusesNonEmptyDir(t *testing.T) {
 	if err := Init(fresh); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(fresh, nil); err != nil {
+	if _, err := Open(fresh, Options{}); err != nil {
 		t.Errorf("a new farm does not open: %v", err)
 	}
 }

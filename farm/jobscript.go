@@ -25,18 +25,9 @@ func ScriptTimeLimit(path string) (limit time.Duration, ok bool, err error) {
 			continue
 		}
 		fields := strings.Fields(rest)
-		for i, f := range fields {
-			var val string
-			switch {
-			case f == "-t" || f == "--time":
-				if i+1 < len(fields) {
-					val = fields[i+1]
-				}
-			case strings.HasPrefix(f, "--time="):
-				val = strings.TrimPrefix(f, "--time=")
-			case strings.HasPrefix(f, "-t") && len(f) > 2 && !strings.HasPrefix(f, "--"):
-				val = strings.TrimPrefix(f, "-t")
-			default:
+		for i := range fields {
+			val, ok := timeFlag(fields, i)
+			if !ok {
 				continue
 			}
 			d, err := ParseSlurmTime(val)
@@ -47,6 +38,24 @@ func ScriptTimeLimit(path string) (limit time.Duration, ok bool, err error) {
 		}
 	}
 	return 0, false, sc.Err()
+}
+
+// timeFlag reports whether args[i] gives the run-time — -t VAL, --time VAL,
+// -tVAL or --time=VAL — and returns the value ("" if args ends there).
+func timeFlag(args []string, i int) (val string, ok bool) {
+	a := args[i]
+	switch {
+	case a == "-t" || a == "--time":
+		if i+1 < len(args) {
+			return args[i+1], true
+		}
+		return "", true
+	case strings.HasPrefix(a, "--time="):
+		return strings.TrimPrefix(a, "--time="), true
+	case strings.HasPrefix(a, "-t") && !strings.HasPrefix(a, "--"):
+		return a[2:], true
+	}
+	return "", false
 }
 
 // ParseSlurmTime parses Slurm's time formats: "minutes", "minutes:seconds",

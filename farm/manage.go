@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/farm-hpc/farm/farm/proc"
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/status"
 	"github.com/olekukonko/tablewriter"
 )
@@ -41,17 +42,17 @@ func fmtTime(t time.Time) string {
 }
 
 // List prints every job of the farm with its state and the cases it ran.
-func (f *Farm) List(ctx context.Context, backends Backends, w io.Writer, asJSON bool) error {
-	sum, recs, infos, err := f.load(ctx, backends, time.Time{})
+func (f *Farm) List(ctx context.Context, w io.Writer, format Format) error {
+	sum, recs, infos, err := f.load(ctx, time.Time{})
 	if err != nil {
 		return err
 	}
-	return writeList(w, listRows(recs, infos, sum), asJSON)
+	return writeList(w, listRows(recs, infos, sum), format)
 }
 
 // listRows joins the job records with their states and status files. A
 // SIMPLE-mode job array counts the cases of all its tasks.
-func listRows(recs []JobRecord, infos map[string]JobInfo, sum *status.Summary) []listRow {
+func listRows(recs []JobRecord, infos map[string]backend.JobInfo, sum *status.Summary) []listRow {
 	ended, open := map[string]int64{}, map[string]int64{}
 	for _, j := range sum.Jobs {
 		id := j.ID
@@ -70,8 +71,8 @@ func listRows(recs []JobRecord, infos map[string]JobInfo, sum *status.Summary) [
 	return rows
 }
 
-func writeList(w io.Writer, rows []listRow, asJSON bool) error {
-	if asJSON {
+func writeList(w io.Writer, rows []listRow, format Format) error {
+	if format == JSON {
 		return json.NewEncoder(w).Encode(rows)
 	}
 	if len(rows) == 0 {
@@ -85,7 +86,7 @@ func writeList(w io.Writer, rows []listRow, asJSON bool) error {
 	}
 	t.Render()
 	for _, r := range rows {
-		if r.OtherHost != "" && JobState(r.State).Active() {
+		if r.OtherHost != "" && backend.JobState(r.State).Active() {
 			fmt.Fprintf(w, "Job %s runs on %s (host identity %s), not here: its state is the one it last recorded.\n",
 				r.ID, proc.HostName(r.OtherHost), r.OtherHost)
 		}
@@ -141,14 +142,15 @@ func newTable(w io.Writer, header ...string) *table {
 
 // Cancel cancels the farm's active jobs (only pending ones if pendingOnly)
 // and says which.
-func (f *Farm) Cancel(ctx context.Context, backends Backends, pendingOnly bool) error {
-	active, infos, err := f.activeJobs(ctx, backends)
+func (f *Farm) Cancel(ctx context.Context, scope backend.CancelScope) error {
+	pendingOnly := scope == backend.PendingOnly
+	active, infos, err := f.activeJobs(ctx)
 	if err != nil {
 		return err
 	}
 	byBackend := map[string][]string{}
 	for _, r := range active {
-		if pendingOnly && infos[r.ID].State != Pending {
+		if pendingOnly && infos[r.ID].State != backend.Pending {
 			continue
 		}
 		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
@@ -160,11 +162,11 @@ func (f *Farm) Cancel(ctx context.Context, backends Backends, pendingOnly bool) 
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		b, err := backends(ctx, name, f.Dir)
+		b, err := f.openBackend(ctx, name)
 		if err != nil {
 			return err
 		}
-		done, err := b.Cancel(ctx, byBackend[name], pendingOnly)
+		done, err := b.Cancel(ctx, byBackend[name], scope)
 		all = append(all, done...)
 		if err != nil {
 			return err

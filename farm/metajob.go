@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
@@ -28,36 +30,51 @@ const (
 	MsgStopped     = "Stopped by a signal; exiting."
 )
 
-// ErrFastFailure is returned by RunMetajob when fast-failure protection
+// ErrFastFailure is returned by Metajob.Run when fast-failure protection
 // stopped the meta-job.
 var ErrFastFailure = errors.New(MsgFastFailure)
 
-// Environment variables that submit passes to every job.
-const (
-	EnvDir     = "FARM_DIR"
-	EnvRun     = "FARM_RUN"
-	EnvSimple  = "FARM_SIMPLE"
-	EnvBackend = "FARM_BACKEND"
-	EnvBin     = "FARM_BIN"
-)
-
-// Metajob runs the meta-job loop inside a job: claim a case under the farm
-// lock, run single_case.sh on it, record its start and end, and repeat until
-// no case is left.
+// Metajob runs the meta-job loop inside a job: claim the next cases, run
+// single_case.sh on each, record its start and end, and repeat until no
+// case is left, the job's time is nearly up, or a stop signal comes.
 type Metajob struct {
 	Farm    *Farm
-	Backend Backend
+	Backend backend.Backend
+	Env     JobEnv    // the job's environment (ParseJobEnv)
 	Out     io.Writer // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
-	// Now and EndTime are for tests; zero values use the clock and the backend.
-	bash  string
-	env   []string
-	dirFD *os.File  // the farm directory, for the *at calls
-	log   io.Writer // Out, retrying transient errors (jobOutput)
+	self   backend.Self
+	log    io.Writer // Out, retrying transient errors (fsretry.Writer)
+	bash   string
+	dirFD  *os.File // the farm directory, for the *at calls
+	store  *casetable.Store
+	sw     *status.Writer
+	runner caseRunner
+	stop   stopWatch
 }
 
 // Run runs the loop. It returns nil at a normal end.
 func (m *Metajob) Run(ctx context.Context) error {
+	// From the start: a stop signal must not kill the meta-job before it
+	// has recorded anything.
+	m.stop.watch()
+	defer m.stop.end()
+	defer m.close()
+	if err := m.open(ctx); err != nil {
+		return err
+	}
+	f, again := m.Farm, ""
+	if m.self.Restart > 0 {
+		again = fmt.Sprintf(", restarted by the batch system (restart %d)", m.self.Restart)
+	}
+	fmt.Fprintf(m.log, "farm: meta-job %s (run %d%s) on %s starting at %s\n", m.self.ID, m.Env.Run, again, f.Host, time.Now().Format(time.RFC3339))
+	return m.loop(ctx)
+}
+
+// open gets what the loop needs: the job's identity, the claim store, the
+// job's status file, the case runner and the farm directory's handle. What
+// it opened is closed by close, even when it fails half-way.
+func (m *Metajob) open(ctx context.Context) error {
 	f := m.Farm
 	out, ok := m.Out.(*os.File)
 	if !ok {
@@ -65,179 +82,227 @@ func (m *Metajob) Run(ctx context.Context) error {
 	}
 	// The output file may be on the farm's filesystem: a full disk must
 	// not lose what the meta-job and its cases say meanwhile.
-	m.log = &jobOutput{f: out}
-	self, err := m.Backend.Self(ctx)
-	if err != nil {
+	m.log = &fsretry.Writer{F: out}
+	var err error
+	if m.self, err = m.Backend.Self(ctx, backend.SelfRequest{Env: m.Env.Lookup, NoEnd: m.Env.Simple}); err != nil {
 		return err
 	}
-	run, err := strconv.Atoi(os.Getenv(EnvRun))
-	if err != nil || run < 1 {
+	if m.Env.Run < 1 {
 		return fmt.Errorf("%s is not set to a run number: a meta-job must be started by 'farm submit'", EnvRun)
 	}
-	simple := os.Getenv(EnvSimple) == "1"
 	if m.bash, err = exec.LookPath("bash"); err != nil {
 		return err
 	}
 	if err := f.ensureDirs(); err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
+	if m.store, err = f.Store(); err != nil {
 		return err
 	}
-	defer store.Close()
-	store.Job, store.Log = self.ID, m.log
+	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
-	sw, err := status.CreateLog(f.Path(StatusDir, status.FileName(self.ID, self.Restart)), self.ID, self.Restart, run, f.Host, m.log)
-	if err != nil {
+	if m.sw, err = status.CreateLog(f.Path(StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, m.log); err != nil {
 		return err
 	}
-	defer sw.Close()
+	if m.runner, err = newCaseRunner(f.Dir, m.bash, caseEnv(m.Env.Environ, m.self.ID), out, m.log); err != nil {
+		return err
+	}
+	// RUN directories are made relative to the open farm directory: one
+	// lookup at the server instead of one per component of the path.
+	m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return err
+}
 
-	// Case environment: ours, less what we set per case.
-	for _, kv := range os.Environ() {
+// close closes what open opened.
+func (m *Metajob) close() {
+	if m.dirFD != nil {
+		m.dirFD.Close()
+	}
+	if m.runner != nil {
+		m.runner.close()
+	}
+	if m.sw != nil {
+		m.sw.Close()
+	}
+	if m.store != nil {
+		m.store.Close()
+	}
+}
+
+// caseEnv is the cases' environment: the job's, less what is set per case,
+// plus METAJOB_ID.
+func caseEnv(environ []string, job string) []string {
+	var env []string
+	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		if k != "ID" && k != "COMM" && k != "METAJOB_ID" {
-			m.env = append(m.env, kv)
+			env = append(env, kv)
 		}
 	}
-	m.env = append(m.env, "METAJOB_ID="+self.ID)
+	return append(env, "METAJOB_ID="+job)
+}
 
-	// A stop signal (time limit, cancel) reaches the whole job, the running
-	// case included; remember it so the case is recorded as interrupted.
-	var stopSig atomic.Int32
-	stopCh := make(chan struct{}) // closed at the first stop signal
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
-	defer signal.Stop(sigs)
+// stopWatch catches the signals that stop a job: a stop signal (time
+// limit, cancel) reaches the whole job, the running case included, and is
+// remembered so that the case is recorded as interrupted.
+type stopWatch struct {
+	sig  atomic.Int32   // the first stop signal; 0 until one came
+	ch   chan struct{}  // closed at the first stop signal
+	sigs chan os.Signal // from signal.Notify
+	done chan struct{}  // closed when the watching goroutine has ended
+}
+
+// watch starts watching.
+func (w *stopWatch) watch() {
+	w.ch, w.sigs, w.done = make(chan struct{}), make(chan os.Signal, 4), make(chan struct{})
+	signal.Notify(w.sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
 	go func() {
-		for s := range sigs {
+		defer close(w.done)
+		for s := range w.sigs {
 			// A signal sent to the whole job already reached the case;
 			// one sent to us alone is passed on to our process group (the
 			// case and its worker) the first time.
-			if stopSig.Swap(int32(s.(syscall.Signal))) == 0 {
-				close(stopCh)
+			if w.sig.Swap(int32(s.(syscall.Signal))) == 0 {
+				close(w.ch)
 				syscall.Kill(0, s.(syscall.Signal))
 			}
 		}
 	}()
-	runner, err := newCaseRunner(f.Dir, m.bash, m.env, out, m.log)
-	if err != nil {
-		return err
-	}
-	defer runner.close()
-	// RUN directories are made relative to the open farm directory: one
-	// lookup at the server instead of one per component of the path.
-	if m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		return err
-	}
-	defer func() { m.dirFD.Close() }()
+}
 
-	again := ""
-	if self.Restart > 0 {
-		again = fmt.Sprintf(", restarted by the batch system (restart %d)", self.Restart)
-	}
-	fmt.Fprintf(m.log, "farm: meta-job %s (run %d%s) on %s starting at %s\n", self.ID, run, again, f.Host, time.Now().Format(time.RFC3339))
-	quit := func(msg string) {
-		fmt.Fprintln(m.log, msg)
-		sw.Quit(msg)
-	}
+// end stops watching and waits for the watching goroutine to end.
+func (w *stopWatch) end() {
+	signal.Stop(w.sigs)
+	close(w.sigs) // no signal is sent on it once Stop has returned
+	<-w.done
+}
+
+// stopped reports whether a stop signal came.
+func (w *stopWatch) stopped() bool { return w.sig.Load() != 0 }
+
+// loop claims and runs cases until one of the meta-job's ends.
+func (m *Metajob) loop(ctx context.Context) error {
+	f := m.Farm
 	ff := fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
-	rt := &runtimeGuard{backendEnd: self.End}
-	if end := endTime(self.End); !end.IsZero() {
+	rt := &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
+	if end := rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
 	var queue []casetable.Case // claimed, not started yet
 	bs := batchSizer{}
-	if simple {
+	if m.Env.Simple {
 		bs.max = 1
 	}
 	for {
-		if stopSig.Load() != 0 {
-			quit(MsgStopped)
-			return nil
+		if m.stop.stopped() {
+			return m.quit(MsgStopped, nil)
 		}
 		if len(queue) == 0 {
-			// The last case's end record is written before the claim
-			// that counts it as finished.
-			if err := sw.Flush(); err != nil {
-				return err
-			}
-			if err := runner.refresh(); err != nil {
-				return fmt.Errorf("before claiming more cases: %w", err)
-			}
-			cases, err := store.Claim(ctx, run, bs.next(rt), rt.before)
-			if err != nil {
-				return fmt.Errorf("claiming a case: %w", err)
-			}
-			rt.claimed()
-			if rt.stop {
-				quit(MsgNoRuntime)
-				return nil
-			}
-			if len(cases) == 0 {
-				quit(MsgNoCases)
-				return nil
-			}
-			if rt.recompute {
-				rt.update(ctx, store, f.Path(StatusDir), m.log)
+			cases, msg, err := m.claim(ctx, rt, bs.next(rt))
+			if msg != "" || err != nil {
+				return m.quit(msg, err)
 			}
 			queue = cases
 		} else if rt.tooLate() {
 			// The rest of the batch would likely not finish: it stays
 			// never started, for the next run.
-			quit(MsgNoRuntime)
-			return nil
+			return m.quit(MsgNoRuntime, nil)
 		}
 		c := queue[0]
 		queue = queue[1:]
-		start := time.Now()
-		if err := sw.Start(c.ID, start); err != nil {
-			return err
-		}
-		code, sig, err := m.runCase(runner, c)
-		d := time.Since(start)
-		if err != nil {
-			return fmt.Errorf("case %d: %w", c.ID, err)
+		code, d, msg, err := m.runOne(c)
+		if msg != "" || err != nil {
+			return m.quit(msg, err)
 		}
 		bs.observe(d)
-		stopped := stopSig.Load() != 0
-		if !stopped && sig != 0 {
-			// A stop signal sent to the whole job (Slurm's time limit,
-			// scancel) kills the case and reaches us at the same time, but
-			// Go hands it to us through a channel, which may come after
-			// the case's exit status: give it a moment.
-			select {
-			case <-stopCh:
-				stopped = true
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-		if stopped && sig != 0 {
-			// Killed by the job's stop signal: the case did not fail, it
-			// was cut short.
-			sw.Interrupted(c.ID, sig, start, d)
-			quit(MsgStopped)
-			return nil
-		}
-		if err := sw.End(c.ID, code, start, d); err != nil {
-			return err
-		}
-		if stopped { // the case ended by itself as the stop came
-			quit(MsgStopped)
-			return nil
-		}
 		rt.finished++
 		if ff.add(code, d) {
-			quit(MsgFastFailure)
-			return ErrFastFailure
+			return m.quit(MsgFastFailure, ErrFastFailure)
 		}
-		if simple {
-			quit(MsgSimpleDone)
-			return nil
+		if m.Env.Simple {
+			return m.quit(MsgSimpleDone, nil)
 		}
 	}
+}
+
+// quit ends the loop: msg, if any, goes to the job's output and its status
+// file; err is what Run returns.
+func (m *Metajob) quit(msg string, err error) error {
+	if msg != "" {
+		fmt.Fprintln(m.log, msg)
+		m.sw.Quit(msg)
+	}
+	return err
+}
+
+// claim claims the next batch of at most n cases. It returns them, or the
+// message to end the loop with (no case left, not enough time), or an
+// error.
+func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetable.Case, string, error) {
+	// The last case's end record is written before the claim that counts
+	// it as finished.
+	if err := m.sw.Flush(); err != nil {
+		return nil, "", err
+	}
+	if err := m.runner.refresh(); err != nil {
+		return nil, "", fmt.Errorf("before claiming more cases: %w", err)
+	}
+	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
+	if err != nil {
+		return nil, "", fmt.Errorf("claiming a case: %w", err)
+	}
+	rt.claimed()
+	if rt.stop {
+		return nil, MsgNoRuntime, nil
+	}
+	if len(cases) == 0 {
+		return nil, MsgNoCases, nil
+	}
+	if rt.recompute {
+		rt.update(ctx, m.store, m.Farm.Path(StatusDir), m.log)
+	}
+	return cases, "", nil
+}
+
+// runOne runs case c and records its start and end. It returns the case's
+// exit code and duration, or the message to end the loop with (a stop
+// signal came), or an error.
+func (m *Metajob) runOne(c casetable.Case) (code int, d time.Duration, msg string, err error) {
+	start := time.Now()
+	if err := m.sw.Start(c.ID, start); err != nil {
+		return 0, 0, "", err
+	}
+	code, sig, err := m.runCase(m.runner, c)
+	d = time.Since(start)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("case %d: %w", c.ID, err)
+	}
+	stopped := m.stop.stopped()
+	if !stopped && sig != 0 {
+		// A stop signal sent to the whole job (Slurm's time limit,
+		// scancel) kills the case and reaches us at the same time, but
+		// Go hands it to us through a channel, which may come after the
+		// case's exit status: give it a moment.
+		select {
+		case <-m.stop.ch:
+			stopped = true
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if stopped && sig != 0 {
+		// Killed by the job's stop signal: the case did not fail, it was
+		// cut short.
+		m.sw.Interrupted(c.ID, sig, start, d)
+		return 0, 0, MsgStopped, nil
+	}
+	if err := m.sw.End(c.ID, code, start, d); err != nil {
+		return 0, 0, "", err
+	}
+	if stopped { // the case ended by itself as the stop came
+		return 0, 0, MsgStopped, nil
+	}
+	return code, d, "", nil
 }
 
 // BatchSeconds is about how much work a meta-job claims in one commit once
@@ -279,7 +344,7 @@ func (b *batchSizer) next(rt *runtimeGuard) int {
 	if mean > 0 {
 		want = int(BatchSeconds / mean)
 	}
-	if end := endTime(rt.backendEnd); !end.IsZero() && mean > 0 {
+	if end := rt.end.at(); !end.IsZero() && mean > 0 {
 		// What fits before the end, less the cutoff margin.
 		fit := int((time.Until(end).Seconds() - rt.cutoff) / mean)
 		want = min(want, fit)
@@ -295,7 +360,8 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 		// Made here, not in single_case.sh: a mkdir process per case would
 		// cost more than the rest of the case's overhead together. No
 		// inode left, a quota, an I/O error: retried, as a claim is.
-		err := retryTransient(m.log, TransientRetry, func() error {
+		r := fsretry.Retrier{Log: m.log}
+		err := r.Do(context.Background(), func() error {
 			err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755)
 			if err == unix.ESTALE {
 				// The farm directory's handle went stale (an NFS
@@ -345,11 +411,11 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 // meta-job whose remaining wall time is below dt_cutoff exits instead of
 // starting a case it would likely not finish.
 type runtimeGuard struct {
-	backendEnd time.Time
-	finished   int64   // cases this meta-job finished since its last claim
-	cutoff     float64 // dt_cutoff as of the last claim
-	recompute  bool
-	stop       bool
+	end       endSources
+	finished  int64   // cases this meta-job finished since its last claim
+	cutoff    float64 // dt_cutoff as of the last claim
+	recompute bool
+	stop      bool
 }
 
 // FirstCutoffAt is the number of finished cases at which dt_cutoff is first
@@ -372,7 +438,7 @@ func (g *runtimeGuard) before(st *casetable.State) error {
 		}
 	}
 	g.cutoff = st.Cutoff
-	if end := endTime(g.backendEnd); !end.IsZero() {
+	if end := g.end.at(); !end.IsZero() {
 		left := time.Until(end)
 		if left <= 0 || left.Seconds() < st.Cutoff {
 			g.stop = true
@@ -388,7 +454,7 @@ func (g *runtimeGuard) claimed() { g.finished = 0 }
 // tooLate reports whether the job's remaining time is below dt_cutoff, as
 // known at the last claim: the next case would likely not finish.
 func (g *runtimeGuard) tooLate() bool {
-	end := endTime(g.backendEnd)
+	end := g.end.at()
 	if end.IsZero() {
 		return false
 	}

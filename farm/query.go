@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -58,13 +59,13 @@ func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 
 // Query computes the summary: one scheduler query per backend, one read of
 // the status files.
-func (f *Farm) Query(ctx context.Context, backends Backends, now time.Time) (Query, error) {
+func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
 	var q Query
 	st, err := f.readState(ctx)
 	if err != nil {
 		return q, err
 	}
-	sum, recs, infos, err := f.load(ctx, backends, now.Add(-RateWindow))
+	sum, recs, infos, err := f.load(ctx, now.Add(-RateWindow))
 	if err != nil {
 		return q, err
 	}
@@ -84,13 +85,13 @@ func (f *Farm) Query(ctx context.Context, backends Backends, now time.Time) (Que
 }
 
 // countJobs counts jobs by state.
-func countJobs(recs []JobRecord, infos map[string]JobInfo) JobCounts {
+func countJobs(recs []JobRecord, infos map[string]backend.JobInfo) JobCounts {
 	var c JobCounts
 	for _, r := range recs {
 		switch infos[r.ID].State {
-		case Pending:
+		case backend.Pending:
 			c.Queued++
-		case Running:
+		case backend.Running:
 			c.Running++
 		default:
 			c.Finished++
@@ -121,8 +122,8 @@ func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta floa
 }
 
 // WriteQuery prints q for people, or as JSON.
-func WriteQuery(w io.Writer, q Query, asJSON bool) error {
-	if asJSON {
+func WriteQuery(w io.Writer, q Query, format Format) error {
+	if format == JSON {
 		return json.NewEncoder(w).Encode(q)
 	}
 	if q.Run == 0 {
@@ -185,14 +186,21 @@ func ProgressBar(q Query, width int) string {
 		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
 }
 
+// WatchOptions are how Watch redraws.
+type WatchOptions struct {
+	Interval time.Duration // between refreshes
+	TTY      bool          // w is a terminal: redraw the bar in place
+}
+
 // Watch redraws the progress bar every interval until no job of the farm is
 // active or ctx ends. On a terminal the line is redrawn in place. Each
 // refresh costs one scheduler query per backend and reads only what the
 // status files gained since the last one (status.Tail).
-func (f *Farm) Watch(ctx context.Context, backends Backends, w io.Writer, interval time.Duration, tty bool) error {
+func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
+	interval, tty := opt.Interval, opt.TTY
 	tail := status.NewTail(f.Path(StatusDir))
 	for {
-		q, err := f.watchQuery(ctx, backends, tail, time.Now())
+		q, err := f.watchQuery(ctx, tail, time.Now())
 		if err != nil {
 			return err
 		}
@@ -223,7 +231,7 @@ func (f *Farm) Watch(ctx context.Context, backends Backends, w io.Writer, interv
 // farm-wide a case succeeds at most once; the failed, interrupted and
 // running cases are the current run's, which holds every case not yet
 // succeeded.
-func (f *Farm) watchQuery(ctx context.Context, backends Backends, tail *status.Tail, now time.Time) (Query, error) {
+func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time) (Query, error) {
 	var q Query
 	st, err := f.readState(ctx)
 	if err != nil {
@@ -233,12 +241,12 @@ func (f *Farm) watchQuery(ctx context.Context, backends Backends, tail *status.T
 	if err != nil {
 		return q, err
 	}
-	infos, err := f.jobInfos(ctx, backends, recs)
+	infos, err := f.jobInfos(ctx, recs)
 	if err != nil {
 		return q, err
 	}
 	since := now.Add(-RateWindow)
-	tc, err := tail.Refresh(func(id string) bool { return infos[id].State.runsCases() }, float64(since.Unix()))
+	tc, err := tail.Refresh(func(id string) bool { return runsCases(infos[id].State) }, float64(since.Unix()))
 	if err != nil {
 		return q, err
 	}

@@ -9,13 +9,23 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 )
 
+// RepairMode says whether Repair rebuilds a claim state that reads well.
+type RepairMode int
+
+// Repair modes.
+const (
+	RepairIfDamaged RepairMode = iota // farm repair
+	RepairForce                       // farm repair --force
+)
+
 // Repair rebuilds the claim state from table.dat and the status and job
 // records, when it is damaged or missing: the newest run found in the
 // records is closed (nothing left to claim in it), so 'farm resubmit' runs
 // every case that did not succeed, and no case that succeeded runs again. It
 // refuses while any job of the farm is pending or running, and does nothing
 // to a state that reads well unless force is set.
-func (f *Farm) Repair(ctx context.Context, backends Backends, force bool) error {
+func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
+	force := mode == RepairForce
 	store0, err := f.Store()
 	if err != nil {
 		return err
@@ -34,7 +44,7 @@ func (f *Farm) Repair(ctx context.Context, backends Backends, force bool) error 
 		fmt.Fprintf(f.Out, "The claim state reads well (run %d, %d of %d cases claimed): nothing to repair.\n", cur.Run, cur.Claimed, cur.Cases)
 		return nil
 	}
-	active, _, err := f.activeJobs(ctx, backends)
+	active, _, err := f.activeJobs(ctx)
 	if err != nil {
 		return err
 	}
@@ -49,7 +59,7 @@ func (f *Farm) Repair(ctx context.Context, backends Backends, force bool) error 
 	for _, r := range recs {
 		run = max(run, r.Run)
 	}
-	sum, err := f.Summary(ctx, backends)
+	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
 	}

@@ -11,27 +11,28 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 )
 
 // Summary loads every status record of the farm, asking the backends once
 // which meta-jobs still run (their open cases are running, not interrupted).
-func (f *Farm) Summary(ctx context.Context, backends Backends) (*status.Summary, error) {
-	sum, _, _, err := f.load(ctx, backends, time.Time{})
+func (f *Farm) Summary(ctx context.Context) (*status.Summary, error) {
+	sum, _, _, err := f.load(ctx, time.Time{})
 	return sum, err
 }
 
 // load reads the job records, asks the backends for their states (one call
 // per backend) and loads the status records, counting cases ended since
 // since.
-func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*status.Summary, []JobRecord, map[string]JobInfo, error) {
+func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []JobRecord, map[string]backend.JobInfo, error) {
 	recs, err := f.Jobs()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	asOf := time.Now()
-	infos, err := f.jobInfos(ctx, backends, recs)
+	infos, err := f.jobInfos(ctx, recs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -40,7 +41,7 @@ func (f *Farm) load(ctx context.Context, backends Backends, since time.Time) (*s
 		maxID, cases = st.MaxID, st.Total
 	}
 	sum, err := status.Load(f.Path(StatusDir), status.Options{
-		Live:     func(id string) bool { return infos[id].State.runsCases() },
+		Live:     func(id string) bool { return runsCases(infos[id].State) },
 		LiveAsOf: asOf,
 		MaxID:    maxID,
 		Cases:    cases,
@@ -98,20 +99,49 @@ func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 	return p, err
 }
 
-// ErrWaitTimeout is returned by Wait when its timeout ran out.
+// ErrWaitTimeout is what a *WaitTimeoutError is (errors.Is).
 var ErrWaitTimeout = errors.New("timed out waiting for the farm's jobs")
 
+// WaitTimeoutError is returned by Wait when its timeout ran out.
+type WaitTimeoutError struct{ Timeout time.Duration }
+
+func (e *WaitTimeoutError) Error() string {
+	return fmt.Sprintf("timed out after %s; jobs are still pending or running", e.Timeout)
+}
+
+// Is makes errors.Is(err, ErrWaitTimeout) true.
+func (e *WaitTimeoutError) Is(target error) bool { return target == ErrWaitTimeout }
+
+// InterruptedError is returned by a command that its context's
+// cancellation (Ctrl-C) stopped before it was done; it wraps the context's
+// error.
+type InterruptedError struct {
+	What string // what was left undone, for the user
+	Err  error
+}
+
+func (e *InterruptedError) Error() string { return "interrupted: " + e.What }
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
 // Wait blocks until no job of the farm is pending or running, or timeout
-// (0: none) passes. It returns the farm-wide progress then.
-func (f *Farm) Wait(ctx context.Context, backends Backends, timeout time.Duration) (Progress, error) {
+// (0: none) passes (a *WaitTimeoutError), or ctx is cancelled (an
+// *InterruptedError). It returns the farm-wide progress then.
+func (f *Farm) Wait(ctx context.Context, timeout time.Duration) (Progress, error) {
+	parent := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	stopped := func() error {
+		if parent.Err() != nil {
+			return &InterruptedError{What: "the farm's jobs go on; 'farm query' shows them", Err: parent.Err()}
+		}
+		return &WaitTimeoutError{Timeout: timeout}
+	}
 	delay := 50 * time.Millisecond
 	for {
-		active, recs, _, err := f.activeAndAll(ctx, backends)
+		active, recs, _, err := f.activeAndAll(ctx)
 		if err == nil && len(active) == 0 {
 			// A job may have submitted others and ended between the
 			// reading of the records and that of the states (the -auto
@@ -127,18 +157,18 @@ func (f *Farm) Wait(ctx context.Context, backends Backends, timeout time.Duratio
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return Progress{}, ErrWaitTimeout
+				return Progress{}, stopped()
 			}
 			return Progress{}, err
 		}
 		select {
 		case <-ctx.Done():
-			return Progress{}, ErrWaitTimeout
+			return Progress{}, stopped()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 2*time.Second)
 	}
-	sum, err := f.Summary(context.WithoutCancel(ctx), backends)
+	sum, err := f.Summary(context.WithoutCancel(ctx))
 	if err != nil {
 		return Progress{}, err
 	}

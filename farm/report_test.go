@@ -6,9 +6,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -116,20 +118,20 @@ func TestListGolden(t *testing.T) {
 		{Run: 1, Backend: "slurm", Kind: KindAuto, ID: "4003"},
 		{Run: 2, Backend: "slurm", Kind: KindMeta, ID: "4010"},
 	}
-	infos := map[string]JobInfo{
-		"4001": {ID: "4001", State: Failed, Start: start, End: start.Add(time.Hour)},
-		"4002": {ID: "4002", State: Running, Start: start, End: start.Add(2 * time.Hour)},
-		"4003": {ID: "4003", State: Completed, Start: start.Add(time.Hour), End: start.Add(time.Hour + time.Second)},
-		"4010": {ID: "4010", State: Timeout, Start: start.Add(2 * time.Hour), End: start.Add(3 * time.Hour)},
+	infos := map[string]backend.JobInfo{
+		"4001": {ID: "4001", State: backend.Failed, Start: start, End: start.Add(time.Hour)},
+		"4002": {ID: "4002", State: backend.Running, Start: start, End: start.Add(2 * time.Hour)},
+		"4003": {ID: "4003", State: backend.Completed, Start: start.Add(time.Hour), End: start.Add(time.Hour + time.Second)},
+		"4010": {ID: "4010", State: backend.Timeout, Start: start.Add(2 * time.Hour), End: start.Add(3 * time.Hour)},
 	}
 	rows := listRows(recs, infos, sum)
 	var b bytes.Buffer
-	if err := writeList(&b, rows, false); err != nil {
+	if err := writeList(&b, rows, Text); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "list.golden", b.Bytes())
 	b.Reset()
-	writeList(&b, rows, true)
+	writeList(&b, rows, JSON)
 	var back []listRow
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
@@ -152,7 +154,7 @@ func TestQueryGolden(t *testing.T) {
 		ETASeconds: 349,
 	}
 	var b bytes.Buffer
-	if err := WriteQuery(&b, q, false); err != nil {
+	if err := WriteQuery(&b, q, Text); err != nil {
 		t.Fatal(err)
 	}
 	b.WriteString(ProgressBar(q, 30) + "\n")
@@ -164,7 +166,7 @@ func TestQueryGolden(t *testing.T) {
 	golden(t, "query.golden", b.Bytes())
 
 	b.Reset()
-	WriteQuery(&b, q, true)
+	WriteQuery(&b, q, JSON)
 	var back Query
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
@@ -219,5 +221,38 @@ func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
 		`{"id":2,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3,"starts":2,"starts_run":3}]` + "\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("Status --json (-want +got):\n%s", diff)
+	}
+}
+
+// TestListOtherHost: farm list says which jobs run elsewhere.
+func TestListOtherHost(t *testing.T) {
+	sum := sampleSummary(t)
+	other := "nodeA/e02f4ba5-dd84-4a53-9aef-3189c6d5d41e/pid:[4026532461]"
+	recs := []JobRecord{
+		{Run: 1, Backend: "local", Kind: KindMeta, ID: "1"},
+		{Run: 1, Backend: "local", Kind: KindMeta, ID: "2"},
+		{Run: 1, Backend: "local", Kind: KindMeta, ID: "3"},
+	}
+	infos := map[string]backend.JobInfo{
+		"1": {ID: "1", State: backend.Running, OtherHost: other},
+		"2": {ID: "2", State: backend.Completed, OtherHost: other},
+		"3": {ID: "3", State: backend.Running},
+	}
+	rows := listRows(recs, infos, sum)
+	var b bytes.Buffer
+	writeList(&b, rows, Text)
+	want := "Job 1 runs on nodeA (host identity " + other + "), not here: its state is the one it last recorded.\n"
+	if !strings.HasSuffix(b.String(), "\n"+want) || strings.Count(b.String(), "runs on") != 1 {
+		t.Errorf("list:\n%s\nwant it to end with %q", b.String(), want)
+	}
+	b.Reset()
+	writeList(&b, rows, JSON)
+	var back []map[string]any
+	json.Unmarshal(b.Bytes(), &back)
+	if back[0]["other_host"] != other || back[1]["other_host"] != other {
+		t.Errorf("JSON: %s", b.String())
+	}
+	if _, ok := back[2]["other_host"]; ok {
+		t.Errorf("JSON has other_host for a job of this host: %s", b.String())
 	}
 }

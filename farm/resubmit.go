@@ -2,7 +2,6 @@ package farm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -21,13 +20,6 @@ const (
 	MsgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
 )
 
-// Environment of the auto-resubmit job.
-const (
-	EnvAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
-	EnvAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
-	EnvAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
-)
-
 // ErrNothingLeft is returned by Resubmit when every case succeeded.
 var ErrNothingLeft = errors.New(MsgNothingLeft)
 
@@ -35,7 +27,7 @@ var ErrNothingLeft = errors.New(MsgNothingLeft)
 // never ran, farm-wide over every earlier run: it writes them with their
 // original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
 // any job of the farm (other than opt.Self) is pending or running.
-func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOptions) error {
+func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	store, err := f.Store()
 	if err != nil {
 		return err
@@ -51,7 +43,7 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 	if err != nil {
 		return stateErr(err)
 	}
-	active, recs, _, err := f.activeAndAll(ctx, backends, opt.Self)
+	active, recs, _, err := f.activeAndAll(ctx, opt.Self)
 	if err != nil {
 		return err
 	}
@@ -73,7 +65,7 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 			opt.Backend = recs[len(recs)-1].Backend
 		}
 	}
-	sum, err := f.Summary(ctx, backends)
+	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
 	}
@@ -94,7 +86,7 @@ func (f *Farm) Resubmit(ctx context.Context, backends Backends, opt SubmitOption
 		return ErrNothingLeft
 	}
 	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
-	if err := f.launch(ctx, backends, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
+	if err := f.launch(ctx, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
 		var st casetable.State
 		if s, rerr := f.readState(ctx); rerr == nil {
 			st = s
@@ -122,37 +114,21 @@ func runHasJobs(recs []JobRecord, run int) bool {
 	return false
 }
 
-// autoEnv is the environment the extra job gets.
-func autoEnv(opt SubmitOptions) []string {
-	args, _ := json.Marshal(opt.Args)
-	return []string{
-		EnvAuto + "=" + boolEnv(opt.Auto),
-		EnvAutoN + "=" + strconv.Itoa(opt.N),
-		EnvAutoArgs + "=" + string(args),
-	}
-}
-
 // Autojob is the body of the extra job that -auto and final.sh add: it runs
-// once the run's meta-jobs have ended and decides what comes next. Every
-// decision goes to farm.log.
-func (f *Farm) Autojob(ctx context.Context, backends Backends, self string) error {
-	run, _ := strconv.Atoi(os.Getenv(EnvRun))
-	opt := SubmitOptions{Auto: os.Getenv(EnvAuto) == "1", Backend: os.Getenv(EnvBackend), Self: self}
-	opt.N, _ = strconv.Atoi(os.Getenv(EnvAutoN))
+// once the run's meta-jobs have ended and decides what comes next. env is
+// the job's environment; self its ID. Every decision goes to farm.log.
+func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
+	run := env.Run
+	opt := SubmitOptions{N: env.AutoN, Auto: env.Auto, Args: env.AutoArgs, Backend: env.Backend, Self: self, Environ: env.Environ}
 	if opt.N == 0 {
 		opt.N = 1
-	}
-	if a := os.Getenv(EnvAutoArgs); a != "" {
-		if err := json.Unmarshal([]byte(a), &opt.Args); err != nil {
-			return fmt.Errorf("%s: %v", EnvAutoArgs, err)
-		}
 	}
 	say := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		f.Log("autojob (run %d): %s", run, msg)
 		fmt.Fprintln(f.Out, msg)
 	}
-	sum, err := f.Summary(ctx, backends)
+	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
 	}
@@ -165,7 +141,7 @@ func (f *Farm) Autojob(ctx context.Context, backends Backends, self string) erro
 			say("All %d cases succeeded; nothing left to do.", p.Total)
 			return nil
 		}
-		ids, err := f.submitFinal(ctx, backends, opt.Backend, run)
+		ids, err := f.submitFinal(ctx, opt, run)
 		if err != nil {
 			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, FinalScript, err)
 			return err
@@ -186,15 +162,15 @@ func (f *Farm) Autojob(ctx context.Context, backends Backends, self string) erro
 		return nil
 	}
 	say("%d case(s) left (%d failed, %d interrupted, %d never ran); resubmitting with N=%d.", p.Failed+p.Interrupted+p.NeverRan, p.Failed, p.Interrupted, p.NeverRan, opt.N)
-	if err := f.Resubmit(ctx, backends, opt); err != nil {
+	if err := f.Resubmit(ctx, opt); err != nil {
 		say("Resubmission failed: %v", err)
 		return err
 	}
 	return nil
 }
 
-// submitFinal submits final.sh once.
-func (f *Farm) submitFinal(ctx context.Context, backends Backends, backend string, run int) ([]string, error) {
+// submitFinal submits final.sh once, on opt's backend.
+func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]string, error) {
 	recs, err := f.Jobs()
 	if err != nil {
 		return nil, err
@@ -204,7 +180,7 @@ func (f *Farm) submitFinal(ctx context.Context, backends Backends, backend strin
 			return nil, fmt.Errorf("%s was already submitted as job %s", FinalScript, r.ID)
 		}
 	}
-	be, err := backends(ctx, backend, f.Dir)
+	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
 		return nil, err
 	}
@@ -212,18 +188,10 @@ func (f *Farm) submitFinal(ctx context.Context, backends Backends, backend strin
 	if err != nil {
 		return nil, err
 	}
-	bin, _ := os.Executable()
-	ids, err := be.Submit(ctx, SubmitRequest{
-		Dir: f.Dir, Script: f.Path(FinalScript), Name: jobName(f, "final"), Count: 1, TimeLimit: limit,
-		Env:    []string{EnvDir + "=" + f.Dir, EnvRun + "=" + strconv.Itoa(run), EnvBackend + "=" + be.Name(), EnvBin + "=" + bin},
-		Output: func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
-	})
-	var recsNew []JobRecord
-	for _, id := range ids {
-		recsNew = append(recsNew, JobRecord{Run: run, Backend: be.Name(), Kind: KindFinal, ID: id})
+	req, err := f.jobRequest(be, JobEnv{Run: run}, opt.Environ)
+	if err != nil {
+		return nil, err
 	}
-	if rerr := f.recordJobs(ctx, recsNew); rerr != nil && err == nil {
-		err = rerr
-	}
-	return ids, err
+	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(FinalScript), jobName(f, "final"), 1, limit
+	return f.submitJobs(ctx, be, req, run, KindFinal, "submit", "")
 }

@@ -3,13 +3,13 @@ package farm
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 )
 
@@ -21,7 +21,7 @@ type fakeBackend struct {
 }
 
 func (b *fakeBackend) Name() string { return "fake" }
-func (b *fakeBackend) Submit(_ context.Context, req SubmitRequest) ([]string, error) {
+func (b *fakeBackend) Submit(_ context.Context, req backend.SubmitRequest) ([]string, error) {
 	if b.fail {
 		return nil, errors.New("sbatch: error: Batch job submission failed")
 	}
@@ -32,19 +32,25 @@ func (b *fakeBackend) Submit(_ context.Context, req SubmitRequest) ([]string, er
 	}
 	return ids, nil
 }
-func (b *fakeBackend) Jobs(_ context.Context, ids []string) (map[string]JobInfo, error) {
-	out := map[string]JobInfo{}
+func (b *fakeBackend) Jobs(_ context.Context, ids []string) (map[string]backend.JobInfo, error) {
+	out := map[string]backend.JobInfo{}
 	for _, id := range ids {
-		out[id] = JobInfo{ID: id, State: Completed}
+		out[id] = backend.JobInfo{ID: id, State: backend.Completed}
 	}
 	return out, nil
 }
-func (b *fakeBackend) Cancel(context.Context, []string, bool) ([]string, error) { return nil, nil }
-func (b *fakeBackend) Self(context.Context) (Self, error)                       { return Self{}, nil }
-
-func (b *fakeBackend) backends() Backends {
-	return func(context.Context, string, string) (Backend, error) { return b, nil }
+func (b *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *fakeBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
+	return nil, nil
 }
+func (b *fakeBackend) Self(context.Context, backend.SelfRequest) (backend.Self, error) {
+	return backend.Self{}, nil
+}
+
+// fixed is an Opener that opens b, whatever the name asked for.
+type fixed struct{ b backend.Backend }
+
+func (o fixed) Open(context.Context, string, string) (backend.Backend, error) { return o.b, nil }
 
 // A run is started by a commit before its jobs are submitted and recorded.
 // A resubmit that finds a run with cases left and no job recorded refuses:
@@ -58,7 +64,7 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, Table), []byte("true\ntrue\nfalse\n"), 0o644)
-	f, err := Open(dir, io.Discard)
+	f, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +79,15 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 
 	// sbatch fails: run 1 started, none of its jobs; it is closed.
 	failing := &fakeBackend{fail: true}
-	if err := f.Submit(ctx, failing.backends(), SubmitOptions{N: 2}); err == nil || !strings.Contains(err.Error(), "submission failed") {
+	f.backends = fixed{failing}
+	if err := f.Submit(ctx, SubmitOptions{N: 2}); err == nil || !strings.Contains(err.Error(), "submission failed") {
 		t.Fatalf("submit with a failing sbatch: %v", err)
 	}
 	if st := state(); st.Run != 1 || st.Claimed != st.Cases || st.Cases != 3 {
 		t.Fatalf("after a failed submission, state %+v; want run 1 closed", st)
 	}
-	ok := &fakeBackend{}
-	if err := f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2}); err != nil {
+	f.backends = fixed{&fakeBackend{}}
+	if err := f.Resubmit(ctx, SubmitOptions{N: 2}); err != nil {
 		t.Fatalf("resubmit after a failed submission: %v", err)
 	}
 	if st := state(); st.Run != 2 || st.Claimed != 0 {
@@ -97,17 +104,17 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Close()
-	err = f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2})
+	err = f.Resubmit(ctx, SubmitOptions{N: 2})
 	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "run 3 was started moments ago") || !strings.Contains(err.Error(), "nothing was submitted") {
 		t.Fatalf("resubmit while run 3 has no job recorded: %v", err)
 	}
 	if st := state(); st.Run != 3 {
 		t.Fatalf("the refused resubmit changed the state: %+v", st)
 	}
-	if err := f.Repair(ctx, ok.backends(), true); err != nil {
+	if err := f.Repair(ctx, RepairForce); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Resubmit(ctx, ok.backends(), SubmitOptions{N: 2}); err != nil {
+	if err := f.Resubmit(ctx, SubmitOptions{N: 2}); err != nil {
 		t.Fatalf("resubmit after 'farm repair --force': %v", err)
 	}
 	if st := state(); st.Run != 3 || st.Claimed != 0 {

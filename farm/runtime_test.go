@@ -66,7 +66,7 @@ func TestRuntimeGuardStopsWhenTimeIsShort(t *testing.T) {
 		{10 * time.Second, 0, false}, // no cutoff known yet
 		{-time.Second, 0, true},      // past the end
 	} {
-		g := &runtimeGuard{backendEnd: time.Now().Add(tc.left)}
+		g := &runtimeGuard{end: endSources{backend: time.Now().Add(tc.left)}}
 		st := &casetable.State{Run: 1, Table: "t", Cutoff: tc.cutoff, Next: 8}
 		err := g.before(st)
 		if g.stop != tc.stop || (err == casetable.ErrStop) != tc.stop {
@@ -90,16 +90,16 @@ func TestEndTimeSources(t *testing.T) {
 	}
 	now := time.Now().Unix()
 	backend := time.Unix(now+3600, 0)
+	var src endSources
 
-	t.Setenv("JOBFEATURES", "")
-	t.Setenv("MACHINEFEATURES", "")
+	endTime := func(b time.Time) time.Time { s := src; s.backend = b; return s.at() }
 	if got := endTime(backend); !got.Equal(backend) {
 		t.Errorf("backend only: %v", got)
 	}
 	if got := endTime(time.Time{}); !got.IsZero() {
 		t.Errorf("nothing: %v", got)
 	}
-	t.Setenv("JOBFEATURES", jf)
+	src.jobFeatures = jf
 	put(jf, "jobstart_secs", now-100)
 	put(jf, "wall_limit_secs", 1000)
 	if got := endTime(time.Time{}); got.Unix() != now+900 {
@@ -112,7 +112,7 @@ func TestEndTimeSources(t *testing.T) {
 	if got := endTime(backend); got.Unix() != now+10 {
 		t.Errorf("shutdowntime_job caps: %v", got.Unix()-now)
 	}
-	t.Setenv("MACHINEFEATURES", mf)
+	src.machineFeatures = mf
 	put(mf, "shutdowntime", now+5)
 	if got := endTime(backend); got.Unix() != now+5 {
 		t.Errorf("machine shutdowntime caps: %v", got.Unix()-now)
@@ -127,7 +127,7 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	if err := Init(filepath.Join(dir, "f")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Open(filepath.Join(dir, "f"), nil)
+	f, err := Open(filepath.Join(dir, "f"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,22 +9,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 )
-
-// Backends finds a backend by name for the farm in dir; name "" picks the
-// default (Slurm when a controller answers, else local).
-type Backends func(ctx context.Context, name, dir string) (Backend, error)
 
 // SubmitOptions are the arguments of farm submit and farm resubmit.
 type SubmitOptions struct {
 	N       int      // -1 (SIMPLE mode: one job per case) or the number of meta-jobs
 	Auto    bool     // add the auto-resubmit job
 	Args    []string // extra sbatch arguments
-	Backend string   // "", "local" or "slurm"
+	Backend string   // an engine's name; "" or "auto" for the default
 	Self    string   // the auto-resubmit job calling, ignored as an active job
+	// Environ is the submitting environment, which every job (and case)
+	// gets: os.Environ() of farm submit, or the -auto job's.
+	Environ []string
 }
 
 // ParseN checks the first argument of submit/resubmit.
@@ -38,19 +39,19 @@ func ParseN(s string) (int, error) {
 
 // activeJobs returns the farm's jobs that are pending or running, but for
 // the jobs in exclude.
-func (f *Farm) activeJobs(ctx context.Context, backends Backends, exclude ...string) ([]JobRecord, map[string]JobInfo, error) {
-	active, _, infos, err := f.activeAndAll(ctx, backends, exclude...)
+func (f *Farm) activeJobs(ctx context.Context, exclude ...string) ([]JobRecord, map[string]backend.JobInfo, error) {
+	active, _, infos, err := f.activeAndAll(ctx, exclude...)
 	return active, infos, err
 }
 
 // activeAndAll is activeJobs that also returns every job record, as read
 // for it.
-func (f *Farm) activeAndAll(ctx context.Context, backends Backends, exclude ...string) (active, all []JobRecord, infos map[string]JobInfo, err error) {
+func (f *Farm) activeAndAll(ctx context.Context, exclude ...string) (active, all []JobRecord, infos map[string]backend.JobInfo, err error) {
 	all, err = f.Jobs()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	infos, err = f.jobInfos(ctx, backends, all)
+	infos, err = f.jobInfos(ctx, all)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -63,14 +64,14 @@ func (f *Farm) activeAndAll(ctx context.Context, backends Backends, exclude ...s
 }
 
 // jobInfos asks each backend once for the states of its jobs.
-func (f *Farm) jobInfos(ctx context.Context, backends Backends, recs []JobRecord) (map[string]JobInfo, error) {
+func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backend.JobInfo, error) {
 	byBackend := map[string][]string{}
 	for _, r := range recs {
 		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
 	}
-	out := map[string]JobInfo{}
+	out := map[string]backend.JobInfo{}
 	for name, ids := range byBackend {
-		b, err := backends(ctx, name, f.Dir)
+		b, err := f.openBackend(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +88,7 @@ func (f *Farm) jobInfos(ctx context.Context, backends Backends, recs []JobRecord
 
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
-func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions) error {
+func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	store, err := f.Store()
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 		return stateErr(err)
 	}
 	if state.Run > 0 {
-		active, _, err := f.activeJobs(ctx, backends)
+		active, _, err := f.activeJobs(ctx)
 		if err != nil {
 			return err
 		}
@@ -114,7 +115,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
 		}
 		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
-		return f.launch(ctx, backends, opt, state.Gen, state.Run, state.Table, 0, 0)
+		return f.launch(ctx, opt, state.Gen, state.Run, state.Table, 0, 0)
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
@@ -123,7 +124,7 @@ func (f *Farm) Submit(ctx context.Context, backends Backends, opt SubmitOptions)
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
 	}
-	return f.launch(ctx, backends, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
+	return f.launch(ctx, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
 }
 
 func modeName(simple bool) string {
@@ -145,28 +146,15 @@ func tableErr(err error) error {
 	return err
 }
 
-// launch submits the jobs of run over table. cases is the number of cases
-// in table for a new run, 0 when adding jobs to an active run; maxID is the
-// largest ID of table.dat (0: unchanged).
-// launch starts run (or adds jobs to it, when cases is 0). base is the
-// generation of the claim state the caller decided on: if the state has moved
-// on since (another submit or resubmit started a run, or a meta-job claimed),
-// nothing is started.
-func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
-	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
+// launch starts run (or adds jobs to it, when cases is 0): run is over
+// table, which holds cases cases; maxID is the largest ID of table.dat for
+// a first run (0: unchanged). base is the generation of the claim state
+// the caller decided on: if the state has moved on since (another submit
+// or resubmit started a run, or a meta-job claimed), nothing is started.
+func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
+	limit, err := f.checkSubmission(opt)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
-	}
-	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
-		return err
-	}
-	for _, a := range opt.Args {
-		if a == "-t" || a == "--time" || strings.HasPrefix(a, "--time=") || (strings.HasPrefix(a, "-t") && !strings.HasPrefix(a, "--")) {
-			return Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
-		}
 	}
 	simple := opt.N == -1
 	count := opt.N
@@ -180,21 +168,10 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 	if opt.Auto || f.hasFinal() {
 		extra = 1
 	}
-	if cap := f.Config.NJobsMax; cap > 0 {
-		active, infos, err := f.activeJobs(ctx, backends, opt.Self)
-		if err != nil {
-			return err
-		}
-		n := 0 // an active job array counts once per active task
-		for _, r := range active {
-			n += infos[r.ID].ActiveCount()
-		}
-		room := cap - n - extra
-		if count > room {
-			return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", cap, ConfigFile, n, max(room, 0), extra)
-		}
+	if err := f.checkJobsMax(ctx, opt.Self, count, extra); err != nil {
+		return err
 	}
-	be, err := backends(ctx, opt.Backend, f.Dir)
+	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
 		return err
 	}
@@ -202,89 +179,34 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 		return err
 	}
 	if cases > 0 {
-		store, err := f.Store()
-		if err != nil {
+		if err := f.startRun(ctx, base, run, table, simple, cases, maxID); err != nil {
 			return err
 		}
-		err = store.Update(ctx, func(st *casetable.State) error {
-			if st.Gen != base {
-				return errStateMoved
-			}
-			st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
-			if maxID > 0 { // a first run: table.dat itself
-				st.MaxID, st.Total = maxID, int64(cases)
-			}
-			return nil
-		})
-		store.Close()
-		if errors.Is(err, errStateMoved) {
-			return Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
-		}
-		if err != nil {
-			return stateErr(err)
-		}
 	}
-	bin, err := os.Executable()
+	req, err := f.jobRequest(be, JobEnv{Run: run, Simple: simple}, opt.Environ)
 	if err != nil {
 		return err
 	}
-	req := SubmitRequest{
-		Dir:       f.Dir,
-		Script:    f.Path(JobScript),
-		Name:      jobName(f, "meta"),
-		Count:     count,
-		Array:     simple,
-		Args:      opt.Args,
-		TimeLimit: limit,
-		Env: []string{
-			EnvDir + "=" + f.Dir,
-			EnvRun + "=" + strconv.Itoa(run),
-			EnvSimple + "=" + boolEnv(simple),
-			EnvBackend + "=" + be.Name(),
-			EnvBin + "=" + bin,
-		},
-		Output: func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(JobScript), jobName(f, "meta"), count, simple, opt.Args, limit
+	kind, verb := KindMeta, "submit"
+	if simple {
+		kind = KindSimple
 	}
-	ids, err := be.Submit(ctx, req)
+	if run > 1 {
+		verb = "resubmit"
+	}
+	ids, err := f.submitJobs(ctx, be, req, run, kind, verb, "")
 	if len(ids) == 0 && cases > 0 {
 		// The run started, but none of its jobs: close it, so that the next
 		// resubmit does not take it for a run whose jobs are being submitted.
 		f.closeRun(context.WithoutCancel(ctx), run, table)
 	}
-	kind := KindMeta
-	if simple {
-		kind = KindSimple
-	}
-	var recs []JobRecord
-	for _, id := range ids {
-		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: kind, ID: id})
-	}
-	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
-		err = rerr
-	}
-	verb := "submit"
-	if run > 1 {
-		verb = "resubmit"
-	}
-	f.Log("%s: run %d, %d %s job(s) on the %s backend: %s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "))
 	if err == nil {
-		if simple {
-			fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, one case each) for run %d on the %s backend", count, run, be.Name())
-			if len(ids) != count {
-				fmt.Fprintf(f.Out, ", as job array(s) %s", strings.Join(ids, " "))
-			}
-			fmt.Fprintln(f.Out, ".")
-		} else {
-			what := "meta-jobs"
-			if len(ids) == 1 {
-				what = "meta-job"
-			}
-			fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
-		}
+		f.saySubmitted(be, run, count, simple, ids)
 	}
 	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
 		var autoID string
-		autoID, err = f.submitAuto(ctx, be, req, opt, run, ids)
+		autoID, err = f.submitAuto(ctx, be, opt, run, ids)
 		if err == nil {
 			what := "-auto"
 			if !opt.Auto {
@@ -293,13 +215,134 @@ func (f *Farm) launch(ctx context.Context, backends Backends, opt SubmitOptions,
 			fmt.Fprintf(f.Out, "Submitted the %s job %s: it runs once these jobs end.\n", what, autoID)
 		}
 	}
+	if err != nil && len(ids) > 0 {
+		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
+	}
+	return err
+}
+
+// checkSubmission checks the job script and the arguments before anything
+// is submitted, and returns the script's run-time.
+func (f *Farm) checkSubmission(opt SubmitOptions) (time.Duration, error) {
+	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
 	if err != nil {
-		if len(ids) > 0 {
-			fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
+		return 0, err
+	}
+	if !ok {
+		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
+	}
+	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
+		return 0, err
+	}
+	for i, a := range opt.Args {
+		if _, ok := timeFlag(opt.Args, i); ok {
+			return 0, Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
 		}
+	}
+	return limit, nil
+}
+
+// checkJobsMax refuses count more jobs (and extra for -auto/final.sh) if
+// they would take the farm over NJOBS_MAX active jobs; self, the -auto job
+// calling, does not count.
+func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) error {
+	limit := f.Config.NJobsMax
+	if limit <= 0 {
+		return nil
+	}
+	active, infos, err := f.activeJobs(ctx, self)
+	if err != nil {
 		return err
 	}
+	n := 0 // an active job array counts once per active task
+	for _, r := range active {
+		n += infos[r.ID].ActiveCount()
+	}
+	room := limit - n - extra
+	if count > room {
+		return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", limit, ConfigFile, n, max(room, 0), extra)
+	}
 	return nil
+}
+
+// startRun makes run, over table with cases cases, the current run, if the
+// claim state is still at generation base.
+func (f *Farm) startRun(ctx context.Context, base int64, run int, table string, simple bool, cases int, maxID int64) error {
+	store, err := f.Store()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	err = store.Update(ctx, func(st *casetable.State) error {
+		if st.Gen != base {
+			return errStateMoved
+		}
+		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
+		if maxID > 0 { // a first run: table.dat itself
+			st.MaxID, st.Total = maxID, int64(cases)
+		}
+		return nil
+	})
+	if errors.Is(err, errStateMoved) {
+		return Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
+	}
+	if err != nil {
+		return stateErr(err)
+	}
+	return nil
+}
+
+// jobRequest is the part of a request that every job of the farm shares:
+// its directory, output file and environment — environ (the submitting
+// environment) and the FARM_* variables of env, whose Dir, Backend and Bin
+// it fills in.
+func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (backend.SubmitRequest, error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return backend.SubmitRequest{}, err
+	}
+	env.Dir, env.Backend, env.Bin = f.Dir, be.Name(), bin
+	return backend.SubmitRequest{
+		Dir:     f.Dir,
+		Environ: environ,
+		Env:     env.Vars(),
+		Output:  func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+	}, nil
+}
+
+// submitJobs submits req on be and records the jobs it got as jobs of kind
+// in run — also when the submission failed half-way, so that none is lost
+// track of — and logs it to farm.log as verb, with note after the IDs.
+func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.SubmitRequest, run int, kind, verb, note string) ([]string, error) {
+	ids, err := be.Submit(ctx, req)
+	var recs []JobRecord
+	for _, id := range ids {
+		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: kind, ID: id})
+	}
+	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
+		err = rerr
+	}
+	if len(ids) > 0 || err == nil {
+		f.Log("%s: run %d, %d %s job(s) on the %s backend: %s%s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "), note)
+	}
+	return ids, err
+}
+
+// saySubmitted tells the user what launch submitted.
+func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids []string) {
+	if simple {
+		fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, one case each) for run %d on the %s backend", count, run, be.Name())
+		if len(ids) != count {
+			fmt.Fprintf(f.Out, ", as job array(s) %s", strings.Join(ids, " "))
+		}
+		fmt.Fprintln(f.Out, ".")
+		return
+	}
+	what := "meta-jobs"
+	if len(ids) == 1 {
+		what = "meta-job"
+	}
+	fmt.Fprintf(f.Out, "Submitted %d %s for run %d on the %s backend.\n", len(ids), what, run, be.Name())
 }
 
 // closeRun leaves nothing to claim in run, which is over table, if it is
@@ -330,13 +373,6 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) {
 	}
 }
 
-func boolEnv(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 func (f *Farm) hasFinal() bool {
 	_, err := os.Stat(f.Path(FinalScript))
 	return err == nil
@@ -351,7 +387,7 @@ func jobName(f *Farm, kind string) string {
 // submitAuto adds the one extra job (resubmit_script.sh) that runs after the
 // run's jobs end: it resubmits what is left (-auto) and submits final.sh
 // once every case succeeded.
-func (f *Farm) submitAuto(ctx context.Context, be Backend, base SubmitRequest, opt SubmitOptions, run int, after []string) (string, error) {
+func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOptions, run int, after []string) (string, error) {
 	limit, ok, err := ScriptTimeLimit(f.Path(ResubmitScript))
 	if err != nil {
 		return "", err
@@ -362,27 +398,20 @@ func (f *Farm) submitAuto(ctx context.Context, be Backend, base SubmitRequest, o
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
 		return "", err
 	}
-	req := base
-	req.Script = f.Path(ResubmitScript)
-	req.Name = jobName(f, "auto")
-	req.Count = 1
-	req.Array = false
-	req.Args = nil // the meta-jobs' sbatch arguments are for cases, not for this small job
-	req.After = after
-	req.TimeLimit = limit
-	req.Env = append(append([]string(nil), base.Env...), autoEnv(opt)...)
-	ids, err := be.Submit(ctx, req)
-	var recs []JobRecord
-	for _, id := range ids {
-		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: KindAuto, ID: id})
+	env := JobEnv{Run: run, Auto: opt.Auto, AutoN: opt.N, AutoArgs: opt.Args}
+	req, err := f.jobRequest(be, env, opt.Environ)
+	if err != nil {
+		return "", err
 	}
-	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
-		err = rerr
-	}
+	req.Env = append(req.Env, env.autoVars()...)
+	// No opt.Args: the meta-jobs' sbatch arguments are for cases, not for
+	// this small job.
+	req.Script, req.Name, req.Count, req.After, req.TimeLimit = f.Path(ResubmitScript), jobName(f, "auto"), 1, after, limit
+	note := fmt.Sprintf(" (after %d job(s); auto=%t, final.sh=%t)", len(after), opt.Auto, f.hasFinal())
+	ids, err := f.submitJobs(ctx, be, req, run, KindAuto, "submit", note)
 	if err != nil {
 		return "", fmt.Errorf("submitting the -auto/final.sh job: %w", err)
 	}
-	f.Log("submit: run %d, auto job %s after %d job(s) (auto=%t, final.sh=%t)", run, ids[0], len(after), opt.Auto, f.hasFinal())
 	return ids[0], nil
 }
 

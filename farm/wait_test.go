@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/backend"
 )
 
 // autoBackend plays a farm whose -auto job (job 1) resubmits and ends
@@ -21,13 +23,18 @@ type autoBackend struct {
 }
 
 func (b *autoBackend) Name() string { return "fake" }
-func (b *autoBackend) Submit(context.Context, SubmitRequest) ([]string, error) {
+func (b *autoBackend) Submit(context.Context, backend.SubmitRequest) ([]string, error) {
 	return nil, nil
 }
-func (b *autoBackend) Cancel(context.Context, []string, bool) ([]string, error) { return nil, nil }
-func (b *autoBackend) Self(context.Context) (Self, error)                       { return Self{}, nil }
-func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]JobInfo, error) {
-	out := map[string]JobInfo{}
+func (b *autoBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *autoBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
+	return nil, nil
+}
+func (b *autoBackend) Self(context.Context, backend.SelfRequest) (backend.Self, error) {
+	return backend.Self{}, nil
+}
+func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]backend.JobInfo, error) {
+	out := map[string]backend.JobInfo{}
 	for _, id := range ids {
 		switch id {
 		case "1":
@@ -37,14 +44,14 @@ func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]JobInf
 					b.t.Fatal(err)
 				}
 			}
-			out[id] = JobInfo{ID: id, State: Completed}
+			out[id] = backend.JobInfo{ID: id, State: backend.Completed}
 		case "2":
 			b.asked2++
-			st := Running
+			st := backend.Running
 			if b.asked2 > 2 {
-				st = Completed
+				st = backend.Completed
 			}
-			out[id] = JobInfo{ID: id, State: st}
+			out[id] = backend.JobInfo{ID: id, State: st}
 		}
 	}
 	return out, nil
@@ -57,11 +64,12 @@ func TestWaitSeesJobsSubmittedByAJobThatJustEnded(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, Table), []byte("1 true\n"), 0o644)
 	f := &Farm{Dir: dir}
+	b := &autoBackend{f: f, t: t}
+	f.backends = fixed{b}
 	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: KindAuto, ID: "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	b := &autoBackend{f: f, t: t}
-	if _, err := f.Wait(context.Background(), func(context.Context, string, string) (Backend, error) { return b, nil }, time.Minute); err != nil {
+	if _, err := f.Wait(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if b.asked2 < 3 {

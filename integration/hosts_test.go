@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/farm/proc"
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/proc"
 )
 
 // Another host is simulated as in casetable/hosts_test.go: its own UTS

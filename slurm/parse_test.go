@@ -10,23 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/backend"
 )
 
 // Unit tests: no Slurm needed. Fake sbatch/squeue/scontrol scripts in $PATH
 // stand in for Slurm where a command must run.
 
 func TestMapState(t *testing.T) {
-	for in, want := range map[string]farm.JobState{
-		"PENDING": farm.Pending, "REQUEUED": farm.Pending, "REQUEUE_HOLD": farm.Pending, "SPECIAL_EXIT": farm.Pending,
-		"RUNNING": farm.Running, "CONFIGURING": farm.Running, "COMPLETING": farm.Running, "SUSPENDED": farm.Running,
-		"STOPPED": farm.Running, "SIGNALING": farm.Running, "STAGE_OUT": farm.Running, "RESIZING": farm.Running,
-		"COMPLETED": farm.Completed, "CANCELLED": farm.Cancelled, "CANCELLED by 0": farm.Cancelled,
-		"TIMEOUT": farm.Timeout, "FAILED": farm.Failed,
-		"NODE_FAIL": farm.Failed, "OUT_OF_MEMORY": farm.Failed, "PREEMPTED": farm.Failed, "BOOT_FAIL": farm.Failed,
-		"DEADLINE": farm.Failed, "REVOKED": farm.Failed, "SOMETHING_NEW": farm.Failed,
-		"PD": farm.Pending, "R": farm.Running, "CG": farm.Running, "CD": farm.Completed, "CA": farm.Cancelled, "TO": farm.Timeout,
-		" running ": farm.Running,
+	for in, want := range map[string]backend.JobState{
+		"PENDING": backend.Pending, "REQUEUED": backend.Pending, "REQUEUE_HOLD": backend.Pending, "SPECIAL_EXIT": backend.Pending,
+		"RUNNING": backend.Running, "CONFIGURING": backend.Running, "COMPLETING": backend.Running, "SUSPENDED": backend.Running,
+		"STOPPED": backend.Running, "SIGNALING": backend.Running, "STAGE_OUT": backend.Running, "RESIZING": backend.Running,
+		"COMPLETED": backend.Completed, "CANCELLED": backend.Cancelled, "CANCELLED by 0": backend.Cancelled,
+		"TIMEOUT": backend.Timeout, "FAILED": backend.Failed,
+		"NODE_FAIL": backend.Failed, "OUT_OF_MEMORY": backend.Failed, "PREEMPTED": backend.Failed, "BOOT_FAIL": backend.Failed,
+		"DEADLINE": backend.Failed, "REVOKED": backend.Failed, "SOMETHING_NEW": backend.Failed,
+		"PD": backend.Pending, "R": backend.Running, "CG": backend.Running, "CD": backend.Completed, "CA": backend.Cancelled, "TO": backend.Timeout,
+		" running ": backend.Running,
 	} {
 		if got := MapState(in); got != want {
 			t.Errorf("MapState(%q) = %s, want %s", in, got, want)
@@ -124,22 +124,22 @@ func TestParseSqueueAndSumUp(t *testing.T) {
 	asked := []string{"20", "21", "30", "31", "40", "20_7", "20_2", "20_99", "99", "bogus"}
 	m := newQueue(asked, rows).infos()
 	ts := func(s string) time.Time { return ParseTime(s) }
-	want := map[string]farm.JobInfo{
-		"20":    {State: farm.Running, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:47:26")},
-		"20_1":  {State: farm.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:26")},
-		"20_2":  {State: farm.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:27")},
-		"20_3":  {State: farm.Running, Start: ts("2026-11-22T04:46:26"), End: ts("2026-11-22T04:47:26")},
-		"20_7":  {State: farm.Pending}, // in the pending group 4-12
-		"20_99": {State: farm.Gone},
-		"21":    {State: farm.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:26")}, // task 20_1 by its own job ID
-		"30":    {State: farm.Timeout, Start: ts("2026-11-22T04:40:00"), End: ts("2026-11-22T04:41:14")},
-		"31":    {State: farm.Running, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:47:20")},
-		"31_1":  {State: farm.Running, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:47:20")},
-		"40":    {State: farm.Failed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:22")},
-		"40_1":  {State: farm.Completed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:21")},
-		"40_2":  {State: farm.Failed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:22")},
-		"99":    {State: farm.Gone},
-		"bogus": {State: farm.Gone},
+	want := map[string]backend.JobInfo{
+		"20":    {State: backend.Running, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:47:26")},
+		"20_1":  {State: backend.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:26")},
+		"20_2":  {State: backend.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:27")},
+		"20_3":  {State: backend.Running, Start: ts("2026-11-22T04:46:26"), End: ts("2026-11-22T04:47:26")},
+		"20_7":  {State: backend.Pending}, // in the pending group 4-12
+		"20_99": {State: backend.Gone},
+		"21":    {State: backend.Completed, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:46:26")}, // task 20_1 by its own job ID
+		"30":    {State: backend.Timeout, Start: ts("2026-11-22T04:40:00"), End: ts("2026-11-22T04:41:14")},
+		"31":    {State: backend.Running, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:47:20")},
+		"31_1":  {State: backend.Running, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:47:20")},
+		"40":    {State: backend.Failed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:22")},
+		"40_1":  {State: backend.Completed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:21")},
+		"40_2":  {State: backend.Failed, Start: ts("2026-11-22T04:46:20"), End: ts("2026-11-22T04:46:22")},
+		"99":    {State: backend.Gone},
+		"bogus": {State: backend.Gone},
 	}
 	for id, w := range want {
 		w.ID = id
@@ -197,19 +197,19 @@ func TestSelfFromEnvironment(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	b := New(t.TempDir())
-	if _, err := b.Self(ctx); err == nil || !strings.Contains(err.Error(), "not inside a Slurm job") {
+	if _, err := b.Self(ctx, backend.SelfRequest{Env: os.Getenv}); err == nil || !strings.Contains(err.Error(), "not inside a Slurm job") {
 		t.Errorf("Self outside a job: %v", err)
 	}
 
 	t.Setenv("SLURM_JOB_ID", "42")
 	t.Setenv("SLURM_JOB_END_TIME", "1800000000")
-	s, err := b.Self(ctx)
+	s, err := b.Self(ctx, backend.SelfRequest{Env: os.Getenv})
 	if err != nil || s.ID != "42" || !s.End.Equal(time.Unix(1800000000, 0)) || s.Restart != 0 {
 		t.Errorf("Self = %+v, %v; want job 42 ending at $SLURM_JOB_END_TIME, restart 0", s, err)
 	}
 	// Requeued after a node failure: same ID, SLURM_RESTART_COUNT set.
 	t.Setenv("SLURM_RESTART_COUNT", "2")
-	if s, err = b.Self(ctx); err != nil || s.ID != "42" || s.Restart != 2 {
+	if s, err = b.Self(ctx, backend.SelfRequest{Env: os.Getenv}); err != nil || s.ID != "42" || s.Restart != 2 {
 		t.Errorf("Self of a restarted job = %+v, %v; want job 42, restart 2", s, err)
 	}
 	os.Unsetenv("SLURM_RESTART_COUNT")
@@ -223,17 +223,25 @@ func TestSelfFromEnvironment(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", "45")
 	t.Setenv("SLURM_ARRAY_JOB_ID", "44")
 	t.Setenv("SLURM_ARRAY_TASK_ID", "2")
-	s, err = b.Self(ctx)
+	s, err = b.Self(ctx, backend.SelfRequest{Env: os.Getenv})
 	if err != nil || s.ID != "44_2" || !s.End.Equal(ParseTime("2026-11-22T04:19:16")) {
 		t.Errorf("Self = %+v, %v; want 44_2 with squeue's end time", s, err)
 	}
 	if got, _ := os.ReadFile(calls); strings.TrimSpace(string(got)) != "-h -j 44_2 -o %e" {
 		t.Errorf("squeue called with %q", got)
 	}
+	// A SIMPLE-mode task does not need its end: no squeue call.
+	os.Remove(calls)
+	if s, err = b.Self(ctx, backend.SelfRequest{Env: os.Getenv, NoEnd: true}); err != nil || s.ID != "44_2" || !s.End.IsZero() {
+		t.Errorf("Self with NoEnd = %+v, %v; want 44_2 and no end", s, err)
+	}
+	if _, err := os.Stat(calls); err == nil {
+		t.Errorf("Self with NoEnd asked squeue")
+	}
 
 	// squeue failing leaves the end unknown, not an error.
 	fakeBin(t, map[string]string{"squeue": `echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1`})
-	s, err = b.Self(ctx)
+	s, err = b.Self(ctx, backend.SelfRequest{Env: os.Getenv})
 	if err != nil || s.ID != "44_2" || !s.End.IsZero() {
 		t.Errorf("Self with squeue down = %+v, %v; want the ID and a zero end", s, err)
 	}
@@ -263,7 +271,7 @@ echo "SQUEUE_USERS=$SQUEUE_USERS TIME=$SLURM_TIME_FORMAT" >&2`})
 	if !strings.HasPrefix(lines[0], "-h -t all -j ") || !strings.HasSuffix(lines[0], " -o "+squeueFormat) {
 		t.Errorf("squeue called with %.100q", lines[0])
 	}
-	if m["7"].State != farm.Running || len(m) != len(ids) {
+	if m["7"].State != backend.Running || len(m) != len(ids) {
 		t.Errorf("Jobs: 7 = %+v, %d entries", m["7"], len(m))
 	}
 }
@@ -279,7 +287,7 @@ func TestSqueueEnvironment(t *testing.T) {
 	t.Setenv("SLURM_ARRAY_JOB_ID", "5")
 	t.Setenv("SLURM_ARRAY_TASK_ID", "3")
 	t.Setenv("USERVAR", "kept")
-	env = strings.Join(submitEnv([]string{"FARM_RUN=2"}), "\n") + "\n"
+	env = strings.Join(submitEnv(nil, []string{"FARM_RUN=2"}), "\n") + "\n"
 	if strings.Contains(env, "SLURM_ARRAY_") || !strings.Contains(env, "USERVAR=kept\n") || !strings.Contains(env, "FARM_RUN=2\n") {
 		t.Errorf("submit environment:\n%s", env)
 	}
@@ -294,16 +302,16 @@ func TestSqueueFailureIsAnError(t *testing.T) {
 	// One purged job: squeue exits 1 with "Invalid job id specified".
 	fakeBin(t, map[string]string{"squeue": `echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1`})
 	m, err = New("").Jobs(context.Background(), []string{"5"})
-	if err != nil || m["5"].State != farm.Gone {
+	if err != nil || m["5"].State != backend.Gone {
 		t.Errorf("Jobs of a purged job = %v, %v; want GONE", m, err)
 	}
 }
 
 func TestSqueueHangTimesOut(t *testing.T) {
 	fakeBin(t, map[string]string{"squeue": `sleep 30`})
-	t.Setenv(EnvCallTimeout, "300ms")
+	b := &Backend{CallTimeout: 300 * time.Millisecond}
 	start := time.Now()
-	_, err := New("").Jobs(context.Background(), []string{"5"})
+	_, err := b.Jobs(context.Background(), []string{"5"})
 	var ce *CommandError
 	if err == nil || !errors.As(err, &ce) || ce.Timeout != 300*time.Millisecond || !strings.Contains(err.Error(), "no answer within 300ms") {
 		t.Errorf("Jobs with squeue hanging: %v; want a timeout error", err)
@@ -312,7 +320,7 @@ func TestSqueueHangTimesOut(t *testing.T) {
 		t.Errorf("the 300ms timeout took %s", d)
 	}
 	fakeBin(t, map[string]string{"squeue": `exec sleep 30`})
-	_, err = New("").Cancel(context.Background(), []string{"5"}, false)
+	_, err = b.Cancel(context.Background(), []string{"5"}, backend.AllActive)
 	if err == nil {
 		t.Error("Cancel with squeue hanging: no error")
 	}
@@ -326,7 +334,7 @@ echo "$* | FARM_RUN=$FARM_RUN ARRAY=${SLURM_ARRAY_JOB_ID:-none}" >> ` + log + `
 if [ $n -eq 3 ]; then echo "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified" >&2; exit 1; fi
 echo $((100 + n))`})
 	t.Setenv("SLURM_ARRAY_JOB_ID", "9") // as if submitted from an array task
-	req := farm.SubmitRequest{
+	req := backend.SubmitRequest{
 		Dir: dir, Script: filepath.Join(dir, "job_script.sh"), Name: "farm-x-meta", Count: 4,
 		Env: []string{"FARM_RUN=1"}, Args: []string{"--mem=1G"}, After: []string{"7", "8"},
 		Output: func(id string) string { return filepath.Join(dir, "OUTPUT", "slurm-"+id+".out") },
@@ -353,7 +361,7 @@ func TestSubmitArrayChunks(t *testing.T) {
 		"sbatch":   `echo "$*" >> ` + log + `; echo $(( 200 + $(wc -l < ` + log + `) ))`,
 		"scontrol": `echo "MaxArraySize            = 4"`,
 	})
-	req := farm.SubmitRequest{Dir: dir, Script: "s.sh", Count: 7, Array: true,
+	req := backend.SubmitRequest{Dir: dir, Script: "s.sh", Count: 7, Array: true,
 		Output: func(id string) string { return "OUTPUT/slurm-" + id + ".out" }}
 	ids, err := New(dir).Submit(context.Background(), req)
 	if err != nil || strings.Join(ids, " ") != "201 202 203" {
@@ -368,7 +376,7 @@ func TestSubmitArrayChunks(t *testing.T) {
 	}
 	// Arrays disabled (MaxArraySize=0): one plain job per case.
 	os.Remove(log)
-	ids, err = (&Backend{Dir: dir, MaxArraySize: 1}).Submit(context.Background(), farm.SubmitRequest{Dir: dir, Script: "s.sh", Count: 2, Array: true})
+	ids, err = (&Backend{Dir: dir, MaxArraySize: 1}).Submit(context.Background(), backend.SubmitRequest{Dir: dir, Script: "s.sh", Count: 2, Array: true})
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("Submit without arrays = %v, %v", ids, err)
 	}

@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/backend"
 )
 
 // DefaultCallTimeout bounds each sbatch, squeue, scancel and scontrol call
@@ -56,7 +56,7 @@ type Backend struct {
 	Dir string
 
 	// CallTimeout bounds each scheduler command; zero means
-	// $FARM_SLURM_CALL_TIMEOUT, else DefaultCallTimeout.
+	// DefaultCallTimeout.
 	CallTimeout time.Duration
 
 	// CancelWait is how long Cancel waits for the cancelled jobs to leave
@@ -71,10 +71,33 @@ type Backend struct {
 	maxArrayOnce sync.Once
 }
 
-var _ farm.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns the Slurm backend for the farm in dir.
 func New(dir string) *Backend { return &Backend{Dir: dir} }
+
+// Name is the engine's name.
+const Name = "slurm"
+
+// Options tune the Slurm engine. The farm command reads CallTimeout from
+// $FARM_SLURM_CALL_TIMEOUT (EnvCallTimeout).
+type Options struct {
+	CallTimeout time.Duration // DefaultCallTimeout if zero
+}
+
+// Engine registers the Slurm engine: available where sbatch is found and a
+// controller answers.
+func Engine(opt Options) backend.Engine {
+	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend {
+		return &Backend{Dir: dir, CallTimeout: opt.CallTimeout}
+	}}
+}
+
+// Capabilities implements backend.Backend: SIMPLE-mode submissions are job
+// arrays; the run-time is the job script's (#SBATCH -t).
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Arrays: true}
+}
 
 // Available returns "" when Slurm can be used here: sbatch is in $PATH and
 // `scontrol ping` reports a controller UP within a few seconds. Otherwise it
@@ -101,8 +124,8 @@ func Available(ctx context.Context) string {
 	return "no Slurm controller answers"
 }
 
-// Name implements farm.Backend.
-func (b *Backend) Name() string { return "slurm" }
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return Name }
 
 // CommandError is a scheduler command that failed, timed out or could not
 // be started.
@@ -131,9 +154,6 @@ func (e *CommandError) Unwrap() error { return e.Err }
 func (b *Backend) callTimeout() time.Duration {
 	if b.CallTimeout > 0 {
 		return b.CallTimeout
-	}
-	if d, err := time.ParseDuration(os.Getenv(EnvCallTimeout)); err == nil && d > 0 {
-		return d
 	}
 	return DefaultCallTimeout
 }
@@ -196,14 +216,17 @@ func queryEnv() []string {
 }
 
 // submitEnv is the environment of sbatch, which sbatch exports to the job:
-// the submitting environment plus extra. Variables that Slurm sets inside a
+// the submitting environment base (this process's if nil) plus extra. Variables that Slurm sets inside a
 // job and does not reset in a job submitted from it are dropped: a plain job
 // submitted from an array task would otherwise inherit the task's
 // SLURM_ARRAY_JOB_ID and take itself for that task. SBATCH_ARRAY_INX is
 // dropped too, as it would turn every meta-job into an array.
-func submitEnv(extra []string) []string {
+func submitEnv(base, extra []string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" {
 			continue
@@ -213,7 +236,7 @@ func submitEnv(extra []string) []string {
 	return append(env, extra...)
 }
 
-// Submit implements farm.Backend. META mode (req.Array false) submits
+// Submit implements backend.Backend. META mode (req.Array false) submits
 // req.Count separate jobs, one sbatch call each, so that every meta-job has a
 // plain job ID. SIMPLE mode (req.Array) submits job arrays of at most
 // MaxArraySize-1 tasks (indexes 1..K) and returns the array job IDs; each
@@ -226,11 +249,11 @@ func submitEnv(extra []string) []string {
 // not passed on. On an sbatch failure the error starts with "Something wrong
 // with sbatch farm submission" and holds sbatch's own message; the IDs
 // submitted before it are returned with it.
-func (b *Backend) Submit(ctx context.Context, req farm.SubmitRequest) ([]string, error) {
+func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]string, error) {
 	if req.Count < 1 {
 		return nil, nil
 	}
-	env := submitEnv(req.Env)
+	env := submitEnv(req.Environ, req.Env)
 	var ids []string
 	submit := func(output, array string, n, of int) error {
 		// --open-mode=append: a job Slurm requeues (its node failed) keeps
@@ -353,7 +376,7 @@ func parseMaxArraySize(config string) (int, bool) {
 // job), the job's own ID, state, start and end.
 const squeueFormat = "%F|%K|%A|%T|%S|%e"
 
-// Jobs implements farm.Backend with a single `squeue -h -t all -j IDS` call
+// Jobs implements backend.Backend with a single `squeue -h -t all -j IDS` call
 // (one per ~10,000 jobs, the most one command-line argument holds).
 // Every ID in ids gets an entry; an ID squeue does not list is Gone (Slurm
 // forgets jobs MinJobAge after they end). For an array job ID ("123") the
@@ -362,7 +385,7 @@ const squeueFormat = "%F|%K|%A|%T|%S|%e"
 // in that order). The map also has an entry for every array task that squeue
 // lists one by one ("123_4"), since a task names its status file by that ID.
 // A failed or hung squeue is an error, never a wrong state.
-func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]farm.JobInfo, error) {
+func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.JobInfo, error) {
 	q, err := b.query(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -438,7 +461,7 @@ type row struct {
 	Task     string // %K: "" for a plain job or an array's meta record, a task index, or an index expression for pending tasks
 	JobID    string // %A: the job's own ID
 	Raw      string // Slurm's state name
-	State    farm.JobState
+	State    backend.JobState
 	Start    time.Time
 	End      time.Time
 }
@@ -466,7 +489,7 @@ func parseSqueue(out string) ([]row, error) {
 			return nil, fmt.Errorf("unexpected squeue line %q: bad job ID", line)
 		}
 		// A pending job's %S and %e are the scheduler's guesses: keep them out.
-		if r.State != farm.Pending {
+		if r.State != backend.Pending {
 			r.Start, r.End = ParseTime(f[4]), ParseTime(f[5])
 		}
 		rows = append(rows, r)
@@ -478,7 +501,7 @@ func parseSqueue(out string) ([]row, error) {
 type queue struct {
 	asked []string
 	aggs  map[string]*agg
-	tasks map[string]farm.JobInfo // array tasks listed one by one, by "ARRAY_TASK"
+	tasks map[string]backend.JobInfo // array tasks listed one by one, by "ARRAY_TASK"
 }
 
 // agg sums up the rows of one asked ID.
@@ -487,7 +510,7 @@ type agg struct {
 	pending   bool // some task (or the job) is pending
 	running   bool // some task (or the job) is running or ending
 	cancelled bool // some task (or the job) was cancelled
-	worst     farm.JobState
+	worst     backend.JobState
 	start     time.Time
 	end       time.Time
 	tasks     int // jobs or array tasks pending or running
@@ -496,17 +519,17 @@ type agg struct {
 func (a *agg) add(r row) {
 	a.n++
 	switch r.State {
-	case farm.Pending:
+	case backend.Pending:
 		a.pending = true
 		a.tasks += taskCount(r.Task)
-	case farm.Running:
+	case backend.Running:
 		a.running = true
 		a.tasks++
 	default:
 		if severity(r.State) > severity(a.worst) {
 			a.worst = r.State
 		}
-		if r.State == farm.Cancelled {
+		if r.State == backend.Cancelled {
 			a.cancelled = true
 		}
 	}
@@ -518,14 +541,14 @@ func (a *agg) add(r row) {
 	}
 }
 
-func (a *agg) state() farm.JobState {
+func (a *agg) state() backend.JobState {
 	switch {
 	case a.n == 0:
-		return farm.Gone
+		return backend.Gone
 	case a.running:
-		return farm.Running
+		return backend.Running
 	case a.pending:
-		return farm.Pending
+		return backend.Pending
 	}
 	return a.worst
 }
@@ -534,22 +557,22 @@ func (a *agg) state() farm.JobState {
 func (a *agg) active() bool { return a.running || a.pending }
 
 // severity orders final states from best to worst for summing up arrays.
-func severity(s farm.JobState) int {
+func severity(s backend.JobState) int {
 	switch s {
-	case farm.Completed:
+	case backend.Completed:
 		return 1
-	case farm.Cancelled:
+	case backend.Cancelled:
 		return 2
-	case farm.Timeout:
+	case backend.Timeout:
 		return 3
-	case farm.Failed:
+	case backend.Failed:
 		return 4
 	}
 	return 0
 }
 
 func newQueue(asked []string, rows []row) *queue {
-	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]farm.JobInfo{}}
+	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]backend.JobInfo{}}
 	byArray := map[string][]row{}
 	byJob := map[string][]row{}
 	for _, r := range rows {
@@ -589,18 +612,18 @@ func newQueue(asked []string, rows []row) *queue {
 	return q
 }
 
-func info(id string, r row) farm.JobInfo {
-	return farm.JobInfo{ID: id, State: r.State, Start: r.Start, End: r.End}
+func info(id string, r row) backend.JobInfo {
+	return backend.JobInfo{ID: id, State: r.State, Start: r.Start, End: r.End}
 }
 
 // infos is the answer of Jobs.
-func (q *queue) infos() map[string]farm.JobInfo {
-	out := make(map[string]farm.JobInfo, len(q.aggs)+len(q.tasks))
+func (q *queue) infos() map[string]backend.JobInfo {
+	out := make(map[string]backend.JobInfo, len(q.aggs)+len(q.tasks))
 	for id, in := range q.tasks {
 		out[id] = in
 	}
 	for id, a := range q.aggs {
-		out[id] = farm.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
+		out[id] = backend.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
 	}
 	return out
 }
@@ -678,7 +701,7 @@ func taskMatches(expr, task string) bool {
 // SPECIAL_EXIT — are Pending. Every other end (NODE_FAIL, OUT_OF_MEMORY,
 // PREEMPTED, BOOT_FAIL, DEADLINE, REVOKED) and any state this version does
 // not know are Failed.
-func MapState(s string) farm.JobState {
+func MapState(s string) backend.JobState {
 	s = strings.ToUpper(strings.TrimSpace(s))
 	// Slurm may add flags after the base state ("CANCELLED by 0", "RUNNING+").
 	if i := strings.IndexAny(s, " +"); i > 0 {
@@ -686,17 +709,17 @@ func MapState(s string) farm.JobState {
 	}
 	switch s {
 	case "PENDING", "PD", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF", "RESV_DEL_HOLD", "RD", "SPECIAL_EXIT", "SE":
-		return farm.Pending
+		return backend.Pending
 	case "RUNNING", "R", "CONFIGURING", "CF", "COMPLETING", "CG", "SUSPENDED", "S", "STOPPED", "ST", "SIGNALING", "SI", "STAGE_OUT", "SO", "RESIZING", "RS":
-		return farm.Running
+		return backend.Running
 	case "COMPLETED", "CD":
-		return farm.Completed
+		return backend.Completed
 	case "CANCELLED", "CA":
-		return farm.Cancelled
+		return backend.Cancelled
 	case "TIMEOUT", "TO":
-		return farm.Timeout
+		return backend.Timeout
 	}
-	return farm.Failed
+	return backend.Failed
 }
 
 // ParseTime reads a Slurm time in the standard format
@@ -713,16 +736,18 @@ func ParseTime(s string) time.Time {
 // maxCancelArgs is the most job IDs given to one scancel call.
 const maxCancelArgs = 5000
 
-// Cancel implements farm.Backend. It asks squeue once which of ids are
-// active (pending, with pendingOnly), cancels those with one scancel call
-// (one per 5,000 jobs; scancel --state=PENDING with pendingOnly, which also
-// cancels only the pending tasks of an array) and returns them. It then polls squeue, for up
-// to CancelWait, until they are no longer pending or running, so that squeue
-// shows no job of the farm once `farm kill` returns; with Slurm's usual
-// KillWait of 30 s a job that ignores SIGTERM may outlast that wait, and
-// Cancel returns anyway: Slurm kills it. With pendingOnly, a job that
-// started between the query and scancel was not cancelled and is left out.
-func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([]string, error) {
+// Cancel implements backend.Backend. It asks squeue once which of ids are
+// active (pending, with PendingOnly), cancels those with one scancel call
+// (one per 5,000 jobs; scancel --state=PENDING with PendingOnly, which also
+// cancels only the pending tasks of an array) and returns them. It then
+// polls squeue, for up to CancelWait, until they are no longer pending or
+// running, so that squeue shows no job of the farm once `farm kill`
+// returns; with Slurm's usual KillWait of 30 s a job that ignores SIGTERM
+// may outlast that wait, and Cancel returns anyway: Slurm kills it. With
+// PendingOnly, a job that started between the query and scancel was not
+// cancelled and is left out.
+func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.CancelScope) ([]string, error) {
+	pendingOnly := scope == backend.PendingOnly
 	before, err := b.query(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("cancelling jobs: %w", err)
@@ -742,18 +767,7 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	args := []string{}
-	if pendingOnly {
-		args = append(args, "--state=PENDING")
-	}
-	var cancelErr error
-	for i := 0; i < len(targets); i += maxCancelArgs {
-		batch := targets[i:min(i+maxCancelArgs, len(targets))]
-		if _, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...); err != nil && cancelErr == nil {
-			cancelErr = err
-		}
-	}
-
+	cancelErr := b.scancel(ctx, targets, pendingOnly)
 	// scancel may fail for a job that ended meanwhile; what counts is that
 	// none is left pending (or running).
 	done := func(a *agg) bool {
@@ -762,31 +776,9 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([
 		}
 		return !a.active()
 	}
-	wait := b.CancelWait
-	if wait <= 0 {
-		wait = DefaultCancelWait
-	}
-	deadline := time.Now().Add(wait)
-	var after *queue
-	for {
-		after, err = b.query(ctx, targets)
-		if err != nil {
-			break
-		}
-		left := 0
-		for _, id := range targets {
-			if !done(after.aggs[id]) {
-				left++
-			}
-		}
-		if left == 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return targets, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	after, err := b.waitDone(ctx, targets, done)
+	if ctx.Err() != nil {
+		return targets, ctx.Err()
 	}
 	if err != nil {
 		if cancelErr != nil {
@@ -812,22 +804,71 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, pendingOnly bool) ([
 	return cancelled, nil
 }
 
-// Self implements farm.Backend inside a Slurm job. Its ID is
+// scancel cancels targets (only their pending tasks with pendingOnly), in
+// calls of at most maxCancelArgs jobs; it returns the first error.
+func (b *Backend) scancel(ctx context.Context, targets []string, pendingOnly bool) error {
+	args := []string{}
+	if pendingOnly {
+		args = append(args, "--state=PENDING")
+	}
+	var first error
+	for i := 0; i < len(targets); i += maxCancelArgs {
+		batch := targets[i:min(i+maxCancelArgs, len(targets))]
+		if _, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// waitDone polls squeue until done holds for every job of targets, or
+// CancelWait has passed, or ctx is done, and returns the last answer.
+func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg) bool) (*queue, error) {
+	wait := b.CancelWait
+	if wait <= 0 {
+		wait = DefaultCancelWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		after, err := b.query(ctx, targets)
+		if err != nil {
+			return nil, err
+		}
+		left := 0
+		for _, id := range targets {
+			if !done(after.aggs[id]) {
+				left++
+			}
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return after, nil
+		}
+		select {
+		case <-ctx.Done():
+			return after, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Self implements backend.Backend inside a Slurm job. Its ID is
 // "$SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID" in an array task, else
 // $SLURM_JOB_ID; its Restart is $SLURM_RESTART_COUNT. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
 // Slurm 23.02 and later) if set, else the job's EndTime from squeue (its
-// start plus its time limit); the zero time if neither tells.
-func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
-	id, err := selfID()
+// start plus its time limit), unless req.NoEnd; the zero time if neither
+// tells.
+func (b *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Self, error) {
+	env := req.Env
+	id, err := selfID(env)
 	if err != nil {
-		return farm.Self{}, err
+		return backend.Self{}, err
 	}
-	s := farm.Self{ID: id}
+	s := backend.Self{ID: id}
 	// Set by Slurm when it restarted (requeued) the job under the same ID.
-	if n, err := strconv.Atoi(strings.TrimSpace(os.Getenv("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
+	if n, err := strconv.Atoi(strings.TrimSpace(env("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
 		s.Restart = n
 	}
-	if v := strings.TrimSpace(os.Getenv("SLURM_JOB_END_TIME")); v != "" {
+	if v := strings.TrimSpace(env("SLURM_JOB_END_TIME")); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
 			s.End = time.Unix(n, 0)
 			return s, nil
@@ -835,7 +876,7 @@ func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
 	}
 	// A SIMPLE-mode task runs one case and never needs its end time: spare
 	// the controller one query per task.
-	if os.Getenv(farm.EnvSimple) == "1" {
+	if req.NoEnd {
 		return s, nil
 	}
 	// Asked by the array task ID: the job ID of an array's last task is the
@@ -848,8 +889,8 @@ func (b *Backend) Self(ctx context.Context) (farm.Self, error) {
 }
 
 // selfID is the job's own ID from Slurm's environment.
-func selfID() (string, error) {
-	arr, task := os.Getenv("SLURM_ARRAY_JOB_ID"), os.Getenv("SLURM_ARRAY_TASK_ID")
+func selfID(env func(string) string) (string, error) {
+	arr, task := env("SLURM_ARRAY_JOB_ID"), env("SLURM_ARRAY_TASK_ID")
 	if arr != "" && task != "" {
 		id := arr + "_" + task
 		if !validID(id) {
@@ -857,7 +898,7 @@ func selfID() (string, error) {
 		}
 		return id, nil
 	}
-	id := os.Getenv("SLURM_JOB_ID")
+	id := env("SLURM_JOB_ID")
 	if id == "" {
 		return "", errors.New("SLURM_JOB_ID is not set: not inside a Slurm job")
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/farm"
-	"github.com/farm-hpc/farm/farm/backendtest"
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/backend/backendtest"
 )
 
 // Tests against the real Slurm of this machine (integration/slurm-up). They
@@ -40,7 +40,7 @@ func needSlurm(t *testing.T) {
 
 func TestConformanceSlurm(t *testing.T) {
 	needSlurm(t)
-	backendtest.Run(t, func(t *testing.T, dir string) farm.Backend { return New(dir) })
+	backendtest.Run(t, func(t *testing.T, dir string) backend.Backend { return New(dir) })
 }
 
 // TestSlurmArrays checks, on the real Slurm, what the conformance suite
@@ -64,15 +64,15 @@ func TestSlurmArrays(t *testing.T) {
 
 	b := &Backend{Dir: dir, MaxArraySize: 3} // arrays of at most 2 tasks
 	var all []string
-	defer func() { b.Cancel(context.Background(), all, false) }()
-	ids, err := b.Submit(ctx, farm.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-array", Count: 5, Array: true, Output: out})
+	defer func() { b.Cancel(context.Background(), all, backend.AllActive) }()
+	ids, err := b.Submit(ctx, backend.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-array", Count: 5, Array: true, Output: out})
 	all = append(all, ids...)
 	if err != nil || len(ids) != 3 {
 		t.Fatalf("Submit of 5 tasks in arrays of 2 = %v, %v; want 3 arrays", ids, err)
 	}
 	m := waitInactive(t, b, ids)
 	for _, want := range []string{ids[0], ids[0] + "_1", ids[0] + "_2", ids[1] + "_1", ids[1] + "_2", ids[2], ids[2] + "_1"} {
-		if m[want].State != farm.Completed {
+		if m[want].State != backend.Completed {
 			t.Errorf("%s = %s, want COMPLETED (all: %v)", want, m[want].State, m)
 		}
 	}
@@ -81,7 +81,7 @@ func TestSlurmArrays(t *testing.T) {
 	}
 
 	// Pending tasks: held back by --begin.
-	ids, err = New(dir).Submit(ctx, farm.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-array", Count: 4, Array: true, Output: out, Args: []string{"--begin=now+1hour"}})
+	ids, err = New(dir).Submit(ctx, backend.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-array", Count: 4, Array: true, Output: out, Args: []string{"--begin=now+1hour"}})
 	all = append(all, ids...)
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("Submit = %v, %v", ids, err)
@@ -91,14 +91,14 @@ func TestSlurmArrays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m[a].State != farm.Pending || m[a+"_3"].State != farm.Pending || m[a+"_9"].State != farm.Gone {
+	if m[a].State != backend.Pending || m[a+"_3"].State != backend.Pending || m[a+"_9"].State != backend.Gone {
 		t.Errorf("pending array: %v; want %s and %s_3 PENDING, %s_9 GONE", m, a, a, a)
 	}
-	got, err := b.Cancel(ctx, []string{a}, true)
+	got, err := b.Cancel(ctx, []string{a}, backend.PendingOnly)
 	if err != nil || len(got) != 1 || got[0] != a {
 		t.Errorf("Cancel(pendingOnly) of a pending array = %v, %v", got, err)
 	}
-	if m, _ := b.Jobs(ctx, []string{a}); m[a].State != farm.Cancelled {
+	if m, _ := b.Jobs(ctx, []string{a}); m[a].State != backend.Cancelled {
 		t.Errorf("after the cancel, array %s is %s", a, m[a].State)
 	}
 }
@@ -110,9 +110,9 @@ func TestSlurmSubmitFailure(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "job.sh")
 	os.WriteFile(script, []byte("#!/bin/bash\n#SBATCH -t 1\ntrue\n"), 0o755)
-	ids, err := New(dir).Submit(context.Background(), farm.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-fail", Count: 2, Args: []string{"--mem=100000G"}})
+	ids, err := New(dir).Submit(context.Background(), backend.SubmitRequest{Dir: dir, Script: script, Name: "farm-slurmtest-fail", Count: 2, Args: []string{"--mem=100000G"}})
 	if len(ids) != 0 {
-		New(dir).Cancel(context.Background(), ids, false)
+		New(dir).Cancel(context.Background(), ids, backend.AllActive)
 		t.Errorf("IDs %v from a failed submission", ids)
 	}
 	if err == nil || !strings.HasPrefix(err.Error(), "Something wrong with sbatch farm submission") || !strings.Contains(err.Error(), "Memory specification can not be satisfied") {
@@ -120,7 +120,7 @@ func TestSlurmSubmitFailure(t *testing.T) {
 	}
 }
 
-func waitInactive(t *testing.T, b *Backend, ids []string) map[string]farm.JobInfo {
+func waitInactive(t *testing.T, b *Backend, ids []string) map[string]backend.JobInfo {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
-	"github.com/farm-hpc/farm/slurm"
+	"github.com/farm-hpc/farm/local"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,34 +26,12 @@ func commands() []*cli.Command {
 		queryCmd(),
 		cleanCmd(),
 		completionCmd(),
-		killCmd(false),
-		killCmd(true),
+		killCmd(backend.AllActive),
+		killCmd(backend.PendingOnly),
 		repairCmd(),
 		metajobCmd(),
 		autojobCmd(),
 		localJobCmd(),
-	}
-}
-
-// backends is the registry of batch systems: the one place that names them.
-func backends(notice func(string)) farm.Backends {
-	return func(ctx context.Context, name, dir string) (farm.Backend, error) {
-		switch name {
-		case "local":
-			return &farm.Local{Dir: dir}, nil
-		case "slurm":
-			return slurm.New(dir), nil
-		case "", "auto":
-			if why := slurm.Available(ctx); why != "" {
-				if notice != nil {
-					notice(fmt.Sprintf("farm: %s; using the local backend (--backend slurm to insist)", why))
-				}
-				return &farm.Local{Dir: dir}, nil
-			}
-			return slurm.New(dir), nil
-		default:
-			return nil, usagef("unknown backend %q: use --backend local or --backend slurm", name)
-		}
 	}
 }
 
@@ -96,7 +75,7 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 			opt.Auto = true
 		case a == "--backend" || a == "-backend":
 			if i+1 >= len(args) {
-				return opt, usagef("--backend needs a value: local or slurm")
+				return opt, usagef("--backend needs a value: %s", strings.Join(registry(noEnv, io.Discard).Names(), " or "))
 			}
 			i++
 			opt.Backend = args[i]
@@ -106,12 +85,7 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 			opt.Args = append(opt.Args, a)
 		}
 	}
-	switch opt.Backend {
-	case "", "local", "slurm", "auto":
-	default:
-		return opt, usagef("unknown backend %q: use --backend local or --backend slurm", opt.Backend)
-	}
-	return opt, nil
+	return opt, registry(noEnv, io.Discard).Check(opt.Backend)
 }
 
 func submitCmd() *cli.Command {
@@ -135,18 +109,18 @@ func submitCmd() *cli.Command {
 
 // submitAction parses the arguments of submit and resubmit (which share
 // them) and runs do.
-func submitAction(do func(*farm.Farm, context.Context, farm.Backends, farm.SubmitOptions) error) cli.ActionFunc {
+func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		opt, err := parseSubmitArgs(c.Args().Slice())
 		if err != nil {
 			return err
 		}
+		opt.Environ = os.Environ()
 		f, err := openFarm(c)
 		if err != nil {
 			return err
 		}
-		notice := func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }
-		err = do(f, c.Context, backends(notice), opt)
+		err = do(f, c.Context, opt)
 		if errors.Is(err, farm.ErrNothingLeft) {
 			fmt.Fprintln(c.App.Writer, err.Error())
 			return nil
@@ -175,15 +149,15 @@ func autojobCmd() *cli.Command {
 		Usage:  "decide what follows a run (resubmit_script.sh calls this inside a job)",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			f, b, err := jobFarm(c)
+			f, b, env, err := jobFarm(c)
 			if err != nil {
 				return err
 			}
-			self, err := b.Self(c.Context)
+			self, err := b.Self(c.Context, backend.SelfRequest{Env: env.Lookup, NoEnd: true})
 			if err != nil {
 				return err
 			}
-			return f.Autojob(c.Context, backends(nil), self.ID)
+			return f.Autojob(c.Context, env, self.ID)
 		},
 	}
 }
@@ -202,17 +176,14 @@ func waitCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			p, err := f.Wait(c.Context, backends(nil), c.Duration("timeout"))
-			if errors.Is(err, farm.ErrWaitTimeout) {
-				return exitCodeError{exitTimeout, fmt.Sprintf("timed out after %s; jobs are still pending or running", c.Duration("timeout"))}
-			}
+			p, err := f.Wait(c.Context, c.Duration("timeout"))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "%d cases: %d succeeded, %d failed, %d interrupted, %d never ran\n",
 				p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan)
 			if !p.Done() {
-				return exitCodeError{code: exitFailed}
+				return notDoneError{}
 			}
 			return nil
 		},
@@ -237,7 +208,7 @@ func statusCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			sum, err := f.Summary(c.Context, backends(nil))
+			sum, err := f.Summary(c.Context)
 			if err != nil {
 				return err
 			}
@@ -269,13 +240,13 @@ func queryCmd() *cli.Command {
 				if c.Duration("interval") < 100*time.Millisecond {
 					return usagef("--interval must be at least 100ms")
 				}
-				return f.Watch(c.Context, backends(nil), c.App.Writer, c.Duration("interval"), isTerminal(c.App.Writer))
+				return f.Watch(c.Context, c.App.Writer, farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTerminal(c.App.Writer)})
 			}
-			q, err := f.Query(c.Context, backends(nil), time.Now())
+			q, err := f.Query(c.Context, time.Now())
 			if err != nil {
 				return err
 			}
-			return farm.WriteQuery(c.App.Writer, q, c.Bool("json"))
+			return farm.WriteQuery(c.App.Writer, q, format(c))
 		},
 	}
 }
@@ -294,7 +265,11 @@ func cleanCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.Clean(c.Context, backends(nil), c.Bool("yes"))
+			mode := farm.CleanList
+			if c.Bool("yes") {
+				mode = farm.CleanDelete
+			}
+			return f.Clean(c.Context, mode)
 		},
 	}
 }
@@ -312,16 +287,16 @@ func listCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.List(c.Context, backends(nil), c.App.Writer, c.Bool("json"))
+			return f.List(c.Context, c.App.Writer, format(c))
 		},
 	}
 }
 
-func killCmd(prune bool) *cli.Command {
+func killCmd(scope backend.CancelScope) *cli.Command {
 	name, usage := "kill", "cancel every running and pending job of the farm"
 	desc := "Cases running in cancelled meta-jobs are recorded as interrupted; 'farm resubmit N' runs\n" +
 		"them again.\n\nEXAMPLE:\n   farm kill && farm resubmit 4"
-	if prune {
+	if scope == backend.PendingOnly {
 		name, usage = "prune", "cancel the farm's pending jobs only; running ones finish"
 		desc = "Running meta-jobs go on claiming cases until none is left.\n\nEXAMPLE:\n   farm prune"
 	}
@@ -334,7 +309,7 @@ func killCmd(prune bool) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.Cancel(c.Context, backends(nil), prune)
+			return f.Cancel(c.Context, scope)
 		},
 	}
 }
@@ -354,7 +329,11 @@ func repairCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.Repair(c.Context, backends(nil), c.Bool("force"))
+			mode := farm.RepairIfDamaged
+			if c.Bool("force") {
+				mode = farm.RepairForce
+			}
+			return f.Repair(c.Context, mode)
 		},
 	}
 }
@@ -365,36 +344,37 @@ func metajobCmd() *cli.Command {
 		Usage:  "run the meta-job loop (job_script.sh calls this inside a job)",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			f, b, err := jobFarm(c)
+			f, b, env, err := jobFarm(c)
 			if err != nil {
 				return err
 			}
-			m := &farm.Metajob{Farm: f, Backend: b, Out: os.Stdout}
+			m := &farm.Metajob{Farm: f, Backend: b, Env: env, Out: os.Stdout}
 			// The loop handles SIGTERM itself: record the running case as
 			// interrupted rather than dying with it.
-			err = m.Run(context.WithoutCancel(c.Context))
-			if errors.Is(err, farm.ErrFastFailure) {
-				// Already said in the job's output: exit 1 without repeating it.
-				return exitCodeError{code: exitFailed}
-			}
-			return err
+			return m.Run(context.WithoutCancel(c.Context))
 		},
 	}
 }
 
 // jobFarm opens, inside a job, the farm and the backend that submit passed
-// in the environment.
-func jobFarm(c *cli.Context) (*farm.Farm, farm.Backend, error) {
-	dir := os.Getenv(farm.EnvDir)
+// in the environment, which it reads (the one place that reads a job's
+// environment).
+func jobFarm(c *cli.Context) (*farm.Farm, backend.Backend, farm.JobEnv, error) {
+	env, err := farm.ParseJobEnv(os.Environ())
+	if err != nil {
+		return nil, nil, env, err
+	}
+	dir := env.Dir
 	if dir == "" {
 		dir = c.String("farm")
 	}
-	f, err := farm.Open(dir, c.App.Writer)
+	reg := registry(env.Lookup, c.App.ErrWriter)
+	f, err := farm.Open(dir, farm.Options{Out: c.App.Writer, Backends: reg})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, env, err
 	}
-	b, err := backends(nil)(c.Context, os.Getenv(farm.EnvBackend), f.Dir)
-	return f, b, err
+	b, err := reg.Open(c.Context, env.Backend, f.Dir)
+	return f, b, env, err
 }
 
 func localJobCmd() *cli.Command {
@@ -403,15 +383,31 @@ func localJobCmd() *cli.Command {
 		Hidden: true,
 		Usage:  "supervise one job of the local backend",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "dir", Required: true},
-			&cli.StringFlag{Name: "id", Required: true},
+			&cli.StringFlag{Name: "dir"},
+			&cli.StringFlag{Name: "id"},
+			&cli.DurationFlag{Name: "kill-wait"},
+			&cli.IntFlag{Name: "slots"},
 		},
 		Action: func(c *cli.Context) error {
-			l := &farm.Local{Dir: c.String("dir")}
-			return l.RunJob(c.String("id"))
+			if c.String("dir") == "" || c.String("id") == "" {
+				return usagef("_localjob needs --dir and --id")
+			}
+			l := local.New(c.String("dir"), local.Options{KillWait: c.Duration("kill-wait"), Slots: c.Int("slots")})
+			return l.RunJob(c.String("id"), os.Environ())
 		},
 	}
 }
+
+// format is the report format the --json flag asks for.
+func format(c *cli.Context) farm.Format {
+	if c.Bool("json") {
+		return farm.JSON
+	}
+	return farm.Text
+}
+
+// noEnv is an environment with nothing set.
+func noEnv(string) string { return "" }
 
 // isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
 func isTerminal(w io.Writer) bool {

@@ -1,13 +1,13 @@
-// Package backendtest is a conformance suite for farm.Backend
-// implementations. It runs real jobs on the backend under test: tiny bash
+// Package backendtest is the conformance suite every engine runs: what
+// backend.Backend promises, checked against a real batch system. It runs real jobs on the backend under test: tiny bash
 // job scripts, not the farm binary, so that a failure points at the backend
 // and not at the meta-job loop.
 //
 // Use it from a backend's tests:
 //
 //	func TestConformance(t *testing.T) {
-//		backendtest.Run(t, func(t *testing.T, dir string) farm.Backend {
-//			return &farm.Local{Dir: dir}
+//		backendtest.Run(t, func(t *testing.T, dir string) backend.Backend {
+//			return local.New(dir, local.Options{})
 //		})
 //	}
 package backendtest
@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/backend"
 )
 
 // Timeouts of the suite. A job that should start or end within JobTimeout
@@ -37,33 +37,27 @@ var (
 	CancelTimeout = 30 * time.Second
 )
 
-// Environment variables the suite sets: one in the submitting process, one
-// through SubmitRequest.Env.
+// Environment variables the suite sets: one in the submitting environment
+// (SubmitRequest.Environ), one through SubmitRequest.Env.
 const (
 	envSubmitter = "FARM_BACKENDTEST_SUBMITTER"
 	envRequest   = "FARM_BACKENDTEST_REQUEST"
 )
 
 // Run runs the conformance subtests against the backends that newBackend
-// makes, one per farm directory. It must not be called from a parallel test
-// (the Self subtest sets environment variables); most other subtests run in
-// parallel with each other.
+// makes, one per farm directory. Its subtests run in parallel with each
+// other.
 //
 // The job scripts carry "#SBATCH -t 1" and the requests a TimeLimit of one
-// minute; only the local backend is expected to enforce a shorter
+// minute; only an engine with Capabilities().EnforcesTimeLimit is expected to enforce a shorter
 // TimeLimit (subtest TimeLimit), as Slurm's minimum is one minute and it
 // enforces limits only every ~30 s.
-func Run(t *testing.T, newBackend func(t *testing.T, dir string) farm.Backend) {
-	// The submitting environment must reach every job.
-	t.Setenv(envSubmitter, "from-the-submitter")
-
-	// Sequential: it sets the job's environment in this process.
-	t.Run("Self", func(t *testing.T) { testSelf(t, newBackend) })
-
+func Run(t *testing.T, newBackend func(t *testing.T, dir string) backend.Backend) {
 	for _, st := range []struct {
 		name string
 		fn   func(t *testing.T, h *harness)
 	}{
+		{"Self", testSelf},
 		{"SubmitDistinctIDsAndCompleted", testSubmitCompleted},
 		{"ExitCodeGivesFailed", testFailed},
 		{"EnvironmentOutputAndDir", testEnvironment},
@@ -86,11 +80,11 @@ func Run(t *testing.T, newBackend func(t *testing.T, dir string) farm.Backend) {
 type harness struct {
 	t   *testing.T
 	dir string
-	b   farm.Backend
+	b   backend.Backend
 	ids []string
 }
 
-func newHarness(t *testing.T, newBackend func(t *testing.T, dir string) farm.Backend) *harness {
+func newHarness(t *testing.T, newBackend func(t *testing.T, dir string) backend.Backend) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
@@ -109,7 +103,7 @@ func newHarness(t *testing.T, newBackend func(t *testing.T, dir string) farm.Bac
 		if len(h.ids) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), CancelTimeout)
 			defer cancel()
-			h.b.Cancel(ctx, h.ids, false)
+			h.b.Cancel(ctx, h.ids, backend.AllActive)
 		}
 	})
 	return h
@@ -129,7 +123,7 @@ func (h *harness) diagnose() {
 	}
 }
 
-func fmtInfos(m map[string]farm.JobInfo) string {
+func fmtInfos(m map[string]backend.JobInfo) string {
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -155,21 +149,22 @@ func (h *harness) script(name, body string) string {
 }
 
 // request is a request for count jobs of script.
-func (h *harness) request(script string, count int) farm.SubmitRequest {
-	return farm.SubmitRequest{
+func (h *harness) request(script string, count int) backend.SubmitRequest {
+	return backend.SubmitRequest{
 		Dir:       h.dir,
 		Script:    script,
 		Name:      "farm-backendtest-" + strings.TrimSuffix(filepath.Base(script), ".sh"),
 		Count:     count,
+		Environ:   append(os.Environ(), envSubmitter+"=from-the-submitter"),
 		Env:       []string{envRequest + "=from-the-request"},
 		TimeLimit: time.Minute,
 		Output:    func(id string) string { return filepath.Join(h.dir, "OUTPUT", "slurm-"+id+".out") },
 	}
 }
 
-// submit submits req and checks the answer: no error and, unless req.Array,
-// req.Count distinct IDs.
-func (h *harness) submit(req farm.SubmitRequest) []string {
+// submit submits req and checks the answer: no error and, unless req.Array
+// on an engine with arrays, req.Count distinct IDs.
+func (h *harness) submit(req backend.SubmitRequest) []string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -185,7 +180,7 @@ func (h *harness) submit(req farm.SubmitRequest) []string {
 		}
 		distinct[id] = true
 	}
-	if !req.Array && len(ids) != req.Count {
+	if (!req.Array || !h.b.Capabilities().Arrays) && len(ids) != req.Count {
 		h.t.Fatalf("Submit of %d jobs returned %d IDs: %q", req.Count, len(ids), ids)
 	}
 	if req.Array && (len(ids) < 1 || len(ids) > req.Count) {
@@ -195,7 +190,7 @@ func (h *harness) submit(req farm.SubmitRequest) []string {
 }
 
 // jobs asks the backend for ids and checks that every ID has an entry.
-func (h *harness) jobs(ids []string) map[string]farm.JobInfo {
+func (h *harness) jobs(ids []string) map[string]backend.JobInfo {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -216,7 +211,7 @@ func (h *harness) jobs(ids []string) map[string]farm.JobInfo {
 }
 
 // waitJobs polls Jobs until cond holds for ids.
-func (h *harness) waitJobs(ids []string, what string, cond func(map[string]farm.JobInfo) bool) map[string]farm.JobInfo {
+func (h *harness) waitJobs(ids []string, what string, cond func(map[string]backend.JobInfo) bool) map[string]backend.JobInfo {
 	h.t.Helper()
 	deadline := time.Now().Add(JobTimeout)
 	for {
@@ -232,9 +227,9 @@ func (h *harness) waitJobs(ids []string, what string, cond func(map[string]farm.
 }
 
 // waitEnded waits until no job in ids is active.
-func (h *harness) waitEnded(ids []string) map[string]farm.JobInfo {
+func (h *harness) waitEnded(ids []string) map[string]backend.JobInfo {
 	h.t.Helper()
-	return h.waitJobs(ids, "the jobs to end", func(m map[string]farm.JobInfo) bool {
+	return h.waitJobs(ids, "the jobs to end", func(m map[string]backend.JobInfo) bool {
 		for _, id := range ids {
 			if m[id].State.Active() {
 				return false
@@ -259,16 +254,16 @@ func (h *harness) waitFile(name string) {
 	}
 }
 
-func (h *harness) cancel(ids []string, pendingOnly bool) []string {
+func (h *harness) cancel(ids []string, scope backend.CancelScope) []string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CancelTimeout)
 	defer cancel()
 	start := time.Now()
-	got, err := h.b.Cancel(ctx, ids, pendingOnly)
+	got, err := h.b.Cancel(ctx, ids, scope)
 	if err != nil {
-		h.t.Fatalf("Cancel(%v, pendingOnly=%t): %v", ids, pendingOnly, err)
+		h.t.Fatalf("Cancel(%v, pendingOnly=%t): %v", ids, scope == backend.PendingOnly, err)
 	}
-	h.t.Logf("Cancel(%v, pendingOnly=%t) = %v in %s", ids, pendingOnly, got, time.Since(start).Round(time.Millisecond))
+	h.t.Logf("Cancel(%v, pendingOnly=%t) = %v in %s", ids, scope == backend.PendingOnly, got, time.Since(start).Round(time.Millisecond))
 	return got
 }
 
@@ -278,8 +273,7 @@ const waitRelease = `for i in $(seq 1200); do [ -e release ] && break; sleep 0.1
 
 // testSelf: inside a job, Backend.Self gives the ID that Submit returned and
 // the job's end time (about the time limit after its start).
-func testSelf(t *testing.T, newBackend func(t *testing.T, dir string) farm.Backend) {
-	h := newHarness(t, newBackend)
+func testSelf(t *testing.T, h *harness) {
 	script := h.script("self.sh", `env -0 > env.tmp && mv env.tmp env.dump
 `+waitRelease)
 	ids := h.submit(h.request(script, 1))
@@ -289,19 +283,16 @@ func testSelf(t *testing.T, newBackend func(t *testing.T, dir string) farm.Backe
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Become the job, as far as the environment goes.
+	// The job's environment, as the job sees it.
+	env := map[string]string{}
 	for _, kv := range bytes.Split(b, []byte{0}) {
-		k, v, ok := strings.Cut(string(kv), "=")
-		if !ok || k == "" || k == "PWD" || k == "OLDPWD" || k == "SHLVL" || k == "_" {
-			continue
-		}
-		if cur, set := os.LookupEnv(k); !set || cur != v {
-			t.Setenv(k, v)
+		if k, v, ok := strings.Cut(string(kv), "="); ok && k != "" {
+			env[k] = v
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	self, err := h.b.Self(ctx)
+	self, err := h.b.Self(ctx, backend.SelfRequest{Env: func(k string) string { return env[k] }})
 	if err != nil {
 		t.Fatalf("Self() inside job %s: %v", ids[0], err)
 	}
@@ -325,8 +316,8 @@ func testSubmitCompleted(t *testing.T, h *harness) {
 	infos := h.waitEnded(ids)
 	for _, id := range ids {
 		in := infos[id]
-		if in.State != farm.Completed {
-			t.Errorf("job %s (exit 0) ended %s, want %s", id, in.State, farm.Completed)
+		if in.State != backend.Completed {
+			t.Errorf("job %s (exit 0) ended %s, want %s", id, in.State, backend.Completed)
 		}
 		if in.ID != id {
 			t.Errorf("Jobs()[%q].ID = %q", id, in.ID)
@@ -341,8 +332,8 @@ func testSubmitCompleted(t *testing.T, h *harness) {
 func testFailed(t *testing.T, h *harness) {
 	script := h.script("fail.sh", "exit 3")
 	ids := h.submit(h.request(script, 1))
-	if in := h.waitEnded(ids)[ids[0]]; in.State != farm.Failed {
-		t.Errorf("job %s (exit 3) ended %s, want %s", ids[0], in.State, farm.Failed)
+	if in := h.waitEnded(ids)[ids[0]]; in.State != backend.Failed {
+		t.Errorf("job %s (exit 3) ended %s, want %s", ids[0], in.State, backend.Failed)
 	}
 }
 
@@ -381,13 +372,13 @@ date +%s.%N > first.end`)
 	// While the first runs, the second waits.
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		m := h.jobs([]string{a[0], b[0]})
-		if m[a[0]].State != farm.Running || m[b[0]].State != farm.Pending {
+		if m[a[0]].State != backend.Running || m[b[0]].State != backend.Pending {
 			t.Fatalf("while the first job runs: %s, want %s RUNNING and %s PENDING", fmtInfos(m), a[0], b[0])
 		}
 	}
 	os.WriteFile(filepath.Join(h.dir, "release"), nil, 0o644)
 	m := h.waitEnded([]string{a[0], b[0]})
-	if m[a[0]].State != farm.Completed || m[b[0]].State != farm.Completed {
+	if m[a[0]].State != backend.Completed || m[b[0]].State != backend.Completed {
 		t.Fatalf("jobs ended %s, want both COMPLETED", fmtInfos(m))
 	}
 	firstEnd, secondStart := readFloat(t, h, "first.end"), readFloat(t, h, "second.start")
@@ -415,8 +406,8 @@ func testCancelAll(t *testing.T, h *harness) {
 	script := h.script("long.sh", "touch long.started\nsleep 300")
 	ids := h.submit(h.request(script, 1))
 	h.waitFile("long.started")
-	h.waitJobs(ids, "the job to run", func(m map[string]farm.JobInfo) bool { return m[ids[0]].State == farm.Running })
-	got := h.cancel(ids, false)
+	h.waitJobs(ids, "the job to run", func(m map[string]backend.JobInfo) bool { return m[ids[0]].State == backend.Running })
+	got := h.cancel(ids, backend.AllActive)
 	if !slices.Equal(got, ids) {
 		t.Errorf("Cancel(%v) = %v, want the running job", ids, got)
 	}
@@ -425,10 +416,10 @@ func testCancelAll(t *testing.T, h *harness) {
 		t.Errorf("right after Cancel, job %s is %s; want it ended", ids[0], m[ids[0]].State)
 	}
 	m = h.waitEnded(ids)
-	if m[ids[0]].State != farm.Cancelled {
-		t.Errorf("cancelled job %s ended %s, want %s", ids[0], m[ids[0]].State, farm.Cancelled)
+	if m[ids[0]].State != backend.Cancelled {
+		t.Errorf("cancelled job %s ended %s, want %s", ids[0], m[ids[0]].State, backend.Cancelled)
 	}
-	if got := h.cancel(ids, false); len(got) != 0 {
+	if got := h.cancel(ids, backend.AllActive); len(got) != 0 {
 		t.Errorf("Cancel of an ended job = %v, want none", got)
 	}
 }
@@ -445,10 +436,10 @@ func testCancelPending(t *testing.T, h *harness) {
 	req.After = a
 	p := h.submit(req)
 	both := []string{a[0], p[0]}
-	h.waitJobs(both, "one job running and one pending", func(m map[string]farm.JobInfo) bool {
-		return m[a[0]].State == farm.Running && m[p[0]].State == farm.Pending
+	h.waitJobs(both, "one job running and one pending", func(m map[string]backend.JobInfo) bool {
+		return m[a[0]].State == backend.Running && m[p[0]].State == backend.Pending
 	})
-	got := h.cancel(both, true)
+	got := h.cancel(both, backend.PendingOnly)
 	if !slices.Equal(got, p) {
 		t.Errorf("Cancel(%v, pendingOnly) = %v, want only the pending job %s", both, got, p[0])
 	}
@@ -458,12 +449,12 @@ func testCancelPending(t *testing.T, h *harness) {
 	}
 	time.Sleep(time.Second)
 	m = h.jobs(both)
-	if m[a[0]].State != farm.Running {
+	if m[a[0]].State != backend.Running {
 		t.Errorf("after Cancel(pendingOnly), the running job is %s; want it still RUNNING", m[a[0]].State)
 	}
 	os.WriteFile(filepath.Join(h.dir, "release"), nil, 0o644)
 	m = h.waitEnded(both)
-	if m[a[0]].State != farm.Completed || m[p[0]].State != farm.Cancelled {
+	if m[a[0]].State != backend.Completed || m[p[0]].State != backend.Cancelled {
 		t.Errorf("jobs ended %s; want %s COMPLETED and %s CANCELLED", fmtInfos(m), a[0], p[0])
 	}
 	if _, err := os.Stat(filepath.Join(h.dir, "pending.ran")); err == nil {
@@ -483,7 +474,7 @@ func testArray(t *testing.T, h *harness) {
 	ids := h.submit(req)
 	m := h.waitEnded(ids)
 	for _, id := range ids {
-		if m[id].State != farm.Completed {
+		if m[id].State != backend.Completed {
 			t.Errorf("array job %s ended %s, want COMPLETED", id, m[id].State)
 		}
 	}
@@ -500,7 +491,7 @@ func testArray(t *testing.T, h *harness) {
 		in, ok := m[task]
 		if !ok {
 			t.Errorf("Jobs(%v) has no entry for task %s (output %s): %s", ids, task, f, fmtInfos(m))
-		} else if in.State != farm.Completed {
+		} else if in.State != backend.Completed {
 			t.Errorf("task %s is %s, want COMPLETED", task, in.State)
 		}
 	}
@@ -512,8 +503,8 @@ func testGone(t *testing.T, h *harness) {
 	for _, ids := range [][]string{{"999999999"}, {"999999998", "999999999"}} {
 		m := h.jobs(ids)
 		for _, id := range ids {
-			if m[id].State != farm.Gone {
-				t.Errorf("Jobs(%v)[%s] = %s, want %s", ids, id, m[id].State, farm.Gone)
+			if m[id].State != backend.Gone {
+				t.Errorf("Jobs(%v)[%s] = %s, want %s", ids, id, m[id].State, backend.Gone)
 			}
 		}
 	}
@@ -523,17 +514,17 @@ func testGone(t *testing.T, h *harness) {
 	if err != nil || len(m) != 0 {
 		t.Errorf("Jobs(nil) = %v, %v; want an empty answer", m, err)
 	}
-	if got, err := h.b.Cancel(ctx, []string{"999999999"}, false); err != nil || len(got) != 0 {
+	if got, err := h.b.Cancel(ctx, []string{"999999999"}, backend.AllActive); err != nil || len(got) != 0 {
 		t.Errorf("Cancel of an unknown job = %v, %v; want nothing cancelled, no error", got, err)
 	}
 }
 
 // testTimeLimit: a job that outlives req.TimeLimit is stopped and ends
-// TIMEOUT. Only the local backend enforces TimeLimit itself; on other
+// TIMEOUT, on engines that enforce TimeLimit themselves; on other
 // backends the job script's own limit applies (checked by the integration
 // tests).
 func testTimeLimit(t *testing.T, h *harness) {
-	if h.b.Name() != "local" {
+	if !h.b.Capabilities().EnforcesTimeLimit {
 		t.Skipf("the %s backend takes the run-time from the job script (at least one minute): see the integration tests", h.b.Name())
 	}
 	script := h.script("timeout.sh", "touch timeout.started\nsleep 300")
@@ -542,8 +533,8 @@ func testTimeLimit(t *testing.T, h *harness) {
 	start := time.Now()
 	ids := h.submit(req)
 	m := h.waitEnded(ids)
-	if m[ids[0]].State != farm.Timeout {
-		t.Errorf("job over its time limit ended %s, want %s", m[ids[0]].State, farm.Timeout)
+	if m[ids[0]].State != backend.Timeout {
+		t.Errorf("job over its time limit ended %s, want %s", m[ids[0]].State, backend.Timeout)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("a 2 s time limit took %s to stop the job", d)

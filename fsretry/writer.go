@@ -1,32 +1,14 @@
-package farm
+package fsretry
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
-
-	"github.com/farm-hpc/farm/fsretry"
 )
 
-// TransientRetry is how long a job retries a filesystem operation that
-// fails for a reason that may go away by itself (a full disk or quota, an
-// I/O error: fsretry.IsTransient), as the claim commits and the status
-// records do.
-const TransientRetry = fsretry.Default
-
-// retryTransient runs op until it works, fails for another reason, or has
-// failed for limit; it says so on log when it starts retrying and when op
-// works again, in the words of the claim's retries.
-func retryTransient(log io.Writer, limit time.Duration, op func() error) error {
-	r := fsretry.Retrier{Limit: limit, Log: log}
-	return r.Do(context.Background(), op)
-}
-
-// jobOutput is the job's output file as the meta-job writes to it: its own
+// Writer is a job's output file as farm writes to it: the meta-job's own
 // messages and the cases' output, which it copies from a pipe. A write that
 // fails for a transient reason is retried from where it stopped, for up to
 // Retry, so that a brief outage loses nothing: meanwhile the cases' output
@@ -36,9 +18,9 @@ func retryTransient(log io.Writer, limit time.Duration, op func() error) error {
 // up drops its bytes, and later writes are tried once each until one works
 // (a lasting outage costs one Retry, not one per line); that one is followed
 // by a line that says how much was lost.
-type jobOutput struct {
-	f     *os.File
-	Retry time.Duration // TransientRetry if 0
+type Writer struct {
+	F     *os.File
+	Retry time.Duration // Default if 0
 
 	giveUp  bool   // a write gave up; no retrying until one works
 	lost    int64  // bytes dropped since then
@@ -46,17 +28,17 @@ type jobOutput struct {
 	note    []byte // a line to add after the next write that ends a line
 }
 
-func (o *jobOutput) Write(b []byte) (int, error) {
+func (o *Writer) Write(b []byte) (int, error) {
 	limit := o.Retry
 	if limit == 0 {
-		limit = TransientRetry
+		limit = Default
 	}
 	var since time.Time
 	var first error
 	wait := 100 * time.Millisecond
 	done := 0
 	for {
-		n, err := o.f.Write(b[done:])
+		n, err := o.F.Write(b[done:])
 		done += n
 		if err == nil {
 			break
@@ -64,8 +46,8 @@ func (o *jobOutput) Write(b []byte) (int, error) {
 		if since.IsZero() {
 			since, first = time.Now(), err
 		}
-		if !fsretry.IsTransient(err) || o.giveUp || time.Since(since) >= limit {
-			o.giveUp = o.giveUp || fsretry.IsTransient(err)
+		if !IsTransient(err) || o.giveUp || time.Since(since) >= limit {
+			o.giveUp = o.giveUp || IsTransient(err)
 			o.lost += int64(len(b) - done)
 			o.lostErr = err
 			return done, err
@@ -89,7 +71,7 @@ func (o *jobOutput) Write(b []byte) (int, error) {
 	o.giveUp, o.lost, o.lostErr = false, 0, nil
 	// Not in the middle of a case's line.
 	if len(o.note) > 0 && bytes.HasSuffix(b, []byte("\n")) {
-		o.f.Write(o.note)
+		o.F.Write(o.note)
 		o.note = o.note[:0]
 	}
 	return len(b), nil

@@ -1,7 +1,8 @@
-package farm
+package fsretry
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,10 +12,11 @@ import (
 	"time"
 )
 
-func TestRetryTransient(t *testing.T) {
+// Do with a limit, as the meta-job and the local supervisor use it.
+func TestDoWithLimit(t *testing.T) {
 	var log bytes.Buffer
 	fails := 2
-	err := retryTransient(&log, time.Minute, func() error {
+	err := (&Retrier{Log: &log, Limit: time.Minute}).Do(context.Background(), func() error {
 		if fails > 0 {
 			fails--
 			return &os.PathError{Op: "mkdir", Path: "RUN1", Err: syscall.ENOSPC}
@@ -31,12 +33,12 @@ func TestRetryTransient(t *testing.T) {
 
 	// Other errors are not retried; transient ones only for the limit.
 	calls := 0
-	perm := retryTransient(&log, time.Minute, func() error { calls++; return syscall.EACCES })
+	perm := (&Retrier{Log: &log, Limit: time.Minute}).Do(context.Background(), func() error { calls++; return syscall.EACCES })
 	if !errors.Is(perm, syscall.EACCES) || calls != 1 {
 		t.Errorf("EACCES: %v after %d calls", perm, calls)
 	}
 	start := time.Now()
-	full := retryTransient(&log, 300*time.Millisecond, func() error { return syscall.EDQUOT })
+	full := (&Retrier{Log: &log, Limit: 300 * time.Millisecond}).Do(context.Background(), func() error { return syscall.EDQUOT })
 	if d := time.Since(start); !errors.Is(full, syscall.EDQUOT) || d < 300*time.Millisecond || d > 2*time.Second {
 		t.Errorf("EDQUOT for ever: %v after %s", full, d)
 	}
@@ -44,13 +46,13 @@ func TestRetryTransient(t *testing.T) {
 
 // A job output on a device that is always full gives up after Retry, then
 // tries each write once until one works, and says how much was lost.
-func TestJobOutputGivesUpThenSaysWhatWasLost(t *testing.T) {
+func TestWriterGivesUpThenSaysWhatWasLost(t *testing.T) {
 	devFull, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Skip("no /dev/full:", err)
 	}
 	defer devFull.Close()
-	o := &jobOutput{f: devFull, Retry: 300 * time.Millisecond}
+	o := &Writer{F: devFull, Retry: 300 * time.Millisecond}
 	start := time.Now()
 	if _, err := o.Write([]byte("first\n")); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("write to /dev/full: %v", err)
@@ -73,7 +75,7 @@ func TestJobOutputGivesUpThenSaysWhatWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fh.Close()
-	o.f = fh
+	o.F = fh
 	if n, err := o.Write([]byte("half a line, ")); err != nil || n != 13 {
 		t.Fatalf("write: %d %v", n, err)
 	}

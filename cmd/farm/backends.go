@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/local"
+	"github.com/farm-hpc/farm/slurm"
+)
+
+// registry is the one place that names the batch systems farm can use, in
+// order of preference for the default (--backend unset or auto): the first
+// one available here. A new engine is one package and one line here.
+// getenv gives the engines' tuning variables; notices (the default fell
+// back) go to stderr.
+func registry(getenv func(string) string, stderr io.Writer) *backend.Registry {
+	r := backend.NewRegistry(
+		slurm.Engine(slurmOptions(getenv)),
+		local.Engine(localOptions(getenv)),
+	)
+	r.Notice = func(msg string) { fmt.Fprintln(stderr, msg) }
+	return r
+}
+
+// slurmOptions reads $FARM_SLURM_CALL_TIMEOUT.
+func slurmOptions(getenv func(string) string) slurm.Options {
+	return slurm.Options{CallTimeout: envDuration(getenv, slurm.EnvCallTimeout)}
+}
+
+// localOptions reads $FARM_LOCAL_SLOTS and $FARM_LOCAL_KILL_WAIT.
+func localOptions(getenv func(string) string) local.Options {
+	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT")}
+	if n, err := strconv.Atoi(getenv("FARM_LOCAL_SLOTS")); err == nil && n > 0 {
+		opt.Slots = n
+	}
+	return opt
+}
+
+// envDuration reads a positive duration ("30s"); 0 if unset or not one.
+func envDuration(getenv func(string) string, key string) time.Duration {
+	if d, err := time.ParseDuration(getenv(key)); err == nil && d > 0 {
+		return d
+	}
+	return 0
+}

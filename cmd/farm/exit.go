@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/farm"
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes, listed in 'farm help' (helpExitCodes). exitCode is the one
+// place that maps errors to them.
+const (
+	exitOK          = 0   // success; for wait, every case succeeded
+	exitFailed      = 1   // an error, or (wait) some case did not succeed
+	exitTimeout     = 2   // wait: the timeout ran out first
+	exitUsage       = 64  // bad command-line usage
+	exitInterrupted = 130 // stopped by Ctrl-C (SIGINT) or SIGTERM
+)
+
+const helpExitCodes = `EXIT CODES:
+   0   success (farm wait: every case of the farm succeeded)
+   1   an error, or (farm wait) some case failed, was interrupted or never ran
+   2   farm wait: the --timeout ran out first
+   64  bad usage: unknown command, flag, argument or backend
+   130 interrupted (Ctrl-C or SIGTERM) before the command was done
+`
+
+// usageError is an error in how the command was called.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// notDoneError is farm wait's answer when some case did not succeed: exit
+// 1, with nothing more to say than the summary already printed.
+type notDoneError struct{}
+
+func (notDoneError) Error() string { return "not every case succeeded" }
+
+// exitCode prints err (unless it was said already) and returns the exit
+// code it calls for.
+func exitCode(err error, stderr io.Writer) int {
+	code, say := classify(err)
+	if say {
+		msg := strings.TrimSpace(err.Error())
+		if code == exitUsage {
+			msg += " (see 'farm help')"
+		}
+		fmt.Fprintln(stderr, "farm: "+msg)
+	}
+	return code
+}
+
+// classify maps err to its exit code, and says whether its message is
+// still to be printed.
+func classify(err error) (code int, say bool) {
+	var (
+		usage   usageError
+		unknown *backend.UnknownError
+		exit    cli.ExitCoder
+	)
+	switch {
+	case err == nil:
+		return exitOK, false
+	case errors.As(err, &usage), errors.As(err, &unknown):
+		return exitUsage, true
+	case errors.As(err, &exit):
+		// urfave/cli's own: 'farm help NOSUCH'.
+		return exitUsage, true
+	case errors.Is(err, farm.ErrWaitTimeout):
+		return exitTimeout, true
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted, true
+	case errors.Is(err, notDoneError{}), errors.Is(err, farm.ErrFastFailure):
+		// Already said: the summary, or the job's output.
+		return exitFailed, false
+	}
+	// A *farm.UserError, or any other error.
+	return exitFailed, true
+}
+
+// asUsage is every command's OnUsageError: urfave/cli's flag errors are
+// usage errors.
+func asUsage(_ *cli.Context, err error, _ bool) error { return usageError{err.Error()} }

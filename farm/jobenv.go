@@ -1,0 +1,108 @@
+package farm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Environment variables that submit passes to every job of the farm.
+const (
+	EnvDir     = "FARM_DIR"
+	EnvRun     = "FARM_RUN"
+	EnvSimple  = "FARM_SIMPLE"
+	EnvBackend = "FARM_BACKEND"
+	EnvBin     = "FARM_BIN"
+	// The -auto/final.sh job's only.
+	EnvAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
+	EnvAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
+	EnvAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
+)
+
+// JobEnv is what a job of the farm is told through its environment: by
+// 'farm submit' (FARM_*), by its batch system (read by the backend's Self
+// through Lookup) and by the site (the HEPiX job features). The command
+// that runs inside a job (farm metajob, farm autojob) reads it once, with
+// ParseJobEnv; nothing else in farm reads the environment.
+type JobEnv struct {
+	Dir     string // FARM_DIR: the farm directory
+	Run     int    // FARM_RUN: the run the job belongs to
+	Simple  bool   // FARM_SIMPLE=1: SIMPLE mode, one case per job
+	Backend string // FARM_BACKEND: the backend that runs the job
+	Bin     string // FARM_BIN: the farm executable, which the job scripts run
+
+	Auto     bool     // FARM_AUTO=1: the extra job resubmits what is left
+	AutoN    int      // FARM_AUTO_N: N for that resubmission
+	AutoArgs []string // FARM_AUTO_ARGS: its sbatch arguments
+
+	// JobFeatures and MachineFeatures are the HEPiX job-features
+	// directories ($JOBFEATURES, $MACHINEFEATURES), "" if not set: they
+	// may tell the job's end, or a coming shutdown of the node.
+	JobFeatures, MachineFeatures string
+
+	// Environ is the whole environment, which every case gets.
+	Environ []string
+	// Lookup returns one variable of Environ ("" if unset).
+	Lookup func(key string) string
+}
+
+// ParseJobEnv reads a job's environment (os.Environ() in a job). A value
+// that does not parse is an error naming it; a missing one is left zero,
+// for the command to judge.
+func ParseJobEnv(environ []string) (JobEnv, error) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	e := JobEnv{
+		Dir: m[EnvDir], Simple: m[EnvSimple] == "1", Backend: m[EnvBackend], Bin: m[EnvBin],
+		Auto: m[EnvAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
+		Environ: environ, Lookup: func(k string) string { return m[k] },
+	}
+	var err error
+	if v := m[EnvRun]; v != "" {
+		if e.Run, err = strconv.Atoi(v); err != nil {
+			return e, fmt.Errorf("%s=%q: not a run number", EnvRun, v)
+		}
+	}
+	if v := m[EnvAutoN]; v != "" {
+		if e.AutoN, err = strconv.Atoi(v); err != nil {
+			return e, fmt.Errorf("%s=%q: not a number", EnvAutoN, v)
+		}
+	}
+	if v := m[EnvAutoArgs]; v != "" {
+		if err := json.Unmarshal([]byte(v), &e.AutoArgs); err != nil {
+			return e, fmt.Errorf("%s: %v", EnvAutoArgs, err)
+		}
+	}
+	return e, nil
+}
+
+// Vars is the FARM_* part of e that every job gets, as "KEY=value", which
+// submit adds to the environment of the jobs it submits (ParseJobEnv reads
+// it back).
+func (e JobEnv) Vars() []string {
+	return []string{
+		EnvDir + "=" + e.Dir,
+		EnvRun + "=" + strconv.Itoa(e.Run),
+		EnvSimple + "=" + boolEnv(e.Simple),
+		EnvBackend + "=" + e.Backend,
+		EnvBin + "=" + e.Bin,
+	}
+}
+
+// autoVars is the FARM_AUTO* part of e, which the -auto/final.sh job gets.
+func (e JobEnv) autoVars() []string {
+	args, _ := json.Marshal(e.AutoArgs)
+	return []string{EnvAuto + "=" + boolEnv(e.Auto), EnvAutoN + "=" + strconv.Itoa(e.AutoN), EnvAutoArgs + "=" + string(args)}
+}
+
+func boolEnv(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,376 @@
+// Package local is the engine that runs a farm's jobs on this machine, as
+// processes, for machines without a batch system (a workstation, an
+// interactive node, a CI runner). See Backend.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/proc"
+	"github.com/farm-hpc/farm/status"
+)
+
+// Backend is the built-in engine for machines without a batch system. It is a
+// small real batch system: every job is a detached process (in its own
+// session, so the submitting shell may exit) that waits for its
+// dependencies and for one of the host's job slots (at most FARM_LOCAL_SLOTS,
+// default the number of CPUs, across all farms of the user), runs the job
+// script in a process group of its own, and kills that group at the
+// script's run-time limit. Job records live in MISC/local, so any later farm
+// command in any shell sees them.
+//
+// A job's PIDs are judged (is its supervisor alive?) only by a process of
+// the same host identity (proc.HostID: host name, boot ID and PID
+// namespace) as the supervisor that recorded them. A job whose supervisor
+// runs on another host or in another container keeps the state it last
+// recorded, and is cancelled through its cancel file, which its supervisor
+// polls.
+type Backend struct {
+	Dir string // farm directory
+	Options
+}
+
+// Options tune the local engine. The farm command reads them from
+// FARM_LOCAL_SLOTS and FARM_LOCAL_KILL_WAIT; a job's supervisor gets them
+// from the submitting command, on its command line.
+type Options struct {
+	Bin string // the farm executable, which supervises each job; os.Executable() if empty
+
+	// KillWait is the time between SIGTERM and SIGKILL when a job is
+	// stopped (DefaultKillWait if zero).
+	KillWait time.Duration
+
+	// Slots is how many jobs of the user may run at once on this host,
+	// across all farms (the number of CPUs if zero).
+	Slots int
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// DefaultKillWait is the default grace time between SIGTERM and SIGKILL.
+const DefaultKillWait = 10 * time.Second
+
+// Name is the engine's name.
+const Name = "local"
+
+// New returns the local backend for the farm in dir.
+func New(dir string, opt Options) *Backend { return &Backend{Dir: dir, Options: opt} }
+
+// Engine registers the local engine: always available.
+func Engine(opt Options) backend.Engine {
+	return backend.Engine{Name: Name, Open: func(dir string) backend.Backend { return New(dir, opt) }}
+}
+
+// Name implements backend.Backend.
+func (l *Backend) Name() string { return Name }
+
+// Capabilities implements backend.Backend: no arrays (a SIMPLE-mode
+// submission is Count jobs), the time limit enforced by the supervisor,
+// states recorded in the farm directory.
+func (l *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{EnforcesTimeLimit: true, CrossHost: true}
+}
+
+// localSpec is what submit fixes about a job: MISC/local/ID.job.
+type localSpec struct {
+	ID        string
+	Script    string
+	Dir       string
+	Output    string
+	Env       []string
+	After     []string
+	TimeLimit time.Duration
+	Submitted time.Time
+}
+
+// localState is the job's state as its own process writes it: MISC/local/ID.state.
+type localState struct {
+	State    backend.JobState
+	PID      int    // the job's supervising process
+	PIDStart uint64 // its start ticks, against PID reuse
+	PGID     int    // the job script's process group, once running
+	// Host is the supervisor's proc.HostID: its PIDs mean something only
+	// to processes of that identity. Empty in records written before it
+	// was kept, which are judged as local.
+	Host   string `json:",omitempty"`
+	Start  time.Time
+	End    time.Time // expected end while running
+	Exit   int
+	Reason string
+}
+
+// cancelPoll is how often a job's supervisor looks for its cancel file
+// (MISC/local/ID.cancel), the only way to cancel it from another host.
+const cancelPoll = time.Second
+
+// elsewhere returns the host identity of a job whose supervisor runs on
+// another host (or in another container), whose PIDs cannot be judged
+// here; "" for a job of this host or of a record that does not say.
+func (st *localState) elsewhere() string {
+	if st.Host != "" && st.Host != proc.HostID() {
+		return st.Host
+	}
+	return ""
+}
+
+func (l *Backend) dir() string                { return filepath.Join(l.Dir, "MISC", "local") }
+func (l *Backend) path(id, ext string) string { return filepath.Join(l.dir(), id+ext) }
+
+// tmpName names a private file to write path's new content to before it is
+// renamed over path. A PID alone would not do: processes of two hosts (or
+// containers) sharing the farm directory may have the same PID.
+func tmpName(path string) string {
+	return fmt.Sprintf("%s.tmp.%d.%x", path, os.Getpid(), rand.Uint64())
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := tmpName(path)
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// nextIDs allocates n job IDs, each reserved by creating MISC/local/ID.id
+// exclusively (atomic on a network filesystem too, so two submissions, even
+// from two hosts, never get one ID), skipping any ID that already names a
+// status file (a farm may have run on another backend). next_id is only a
+// hint of where to start.
+func (l *Backend) nextIDs(ctx context.Context, n int) ([]string, error) {
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
+		return nil, err
+	}
+	counter := filepath.Join(l.dir(), "next_id")
+	next := 1
+	if b, err := os.ReadFile(counter); err == nil {
+		next, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		next = max(next, 1)
+	}
+	var ids []string
+	for len(ids) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		id := strconv.Itoa(next)
+		next++
+		if _, err := os.Stat(filepath.Join(l.Dir, "STATUSES", status.FileName(id, 0))); err == nil {
+			continue
+		}
+		fh, err := os.OpenFile(l.path(id, ".id"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if os.IsExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		fh.Close()
+		ids = append(ids, id)
+	}
+	tmp := tmpName(counter)
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(next)), 0o644); err != nil {
+		return nil, err
+	}
+	return ids, os.Rename(tmp, counter)
+}
+
+func (l *Backend) bin() (string, error) {
+	if l.Bin != "" {
+		return l.Bin, nil
+	}
+	return os.Executable()
+}
+
+// Submit implements backend.Backend: each job gets a spec file
+// (MISC/local/ID.job) and a supervising process, 'farm _localjob', in a
+// session of its own, with the submitting environment (req.Environ, or
+// this process's if nil).
+func (l *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]string, error) {
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
+		return nil, err
+	}
+	bin, err := l.bin()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := l.nextIDs(ctx, req.Count)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, id := range ids {
+		spec := localSpec{ID: id, Script: req.Script, Dir: req.Dir, Env: req.Env, After: req.After,
+			TimeLimit: req.TimeLimit, Submitted: time.Now()}
+		if req.Output != nil {
+			spec.Output = req.Output(id)
+		}
+		if err := writeJSON(l.path(id, ".job"), spec); err != nil {
+			return done, err
+		}
+		cmd := exec.Command(bin, l.supervisorArgs(id)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.Dir = l.Dir
+		cmd.Env = req.Environ
+		if err := cmd.Start(); err != nil {
+			os.Remove(l.path(id, ".job"))
+			return done, fmt.Errorf("starting local job: %w", err)
+		}
+		// The job runs on by itself; reap it if we are still around when
+		// it ends, so it leaves no zombie behind.
+		go cmd.Wait()
+		done = append(done, id)
+	}
+	return done, nil
+}
+
+// supervisorArgs is the command line of job id's supervisor: the farm
+// directory, the job and this backend's options.
+func (l *Backend) supervisorArgs(id string) []string {
+	args := []string{"_localjob", "--dir", l.Dir, "--id", id}
+	if l.KillWait > 0 {
+		args = append(args, "--kill-wait", l.KillWait.String())
+	}
+	if l.Slots > 0 {
+		args = append(args, "--slots", strconv.Itoa(l.Slots))
+	}
+	return args
+}
+
+// job reads one job's spec and state and derives its current state.
+func (l *Backend) job(id string) (localSpec, localState, backend.JobInfo) {
+	var spec localSpec
+	var st localState
+	info := backend.JobInfo{ID: id, State: backend.Gone}
+	if err := readJSON(l.path(id, ".job"), &spec); err != nil {
+		return spec, st, info
+	}
+	if err := readJSON(l.path(id, ".state"), &st); err != nil {
+		// Not started yet; a job that never wrote its state within a
+		// minute of submission died at birth.
+		info.State = backend.Pending
+		if time.Since(spec.Submitted) > time.Minute {
+			info.State = backend.Failed
+		}
+		return spec, st, info
+	}
+	info.State, info.Start, info.End = st.State, st.Start, st.End
+	if info.OtherHost = st.elsewhere(); info.OtherHost != "" {
+		if st.State.Active() && proc.EarlierBoot(st.Host) {
+			// This host has rebooted since: the job died with it.
+			info.State, info.OtherHost = backend.Failed, ""
+			return spec, st, info
+		}
+		// Its PIDs mean nothing here: it is as it last said.
+		return spec, st, info
+	}
+	if st.State.Active() && !proc.AliveSince(st.PID, st.PIDStart) {
+		// Its supervisor died: the job script may still run on.
+		if st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) == nil {
+			return spec, st, info
+		}
+		info.State = backend.Failed
+	}
+	return spec, st, info
+}
+
+// Jobs implements Backend.
+func (l *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.JobInfo, error) {
+	out := make(map[string]backend.JobInfo, len(ids))
+	for _, id := range ids {
+		_, _, info := l.job(id)
+		out[id] = info
+	}
+	return out, nil
+}
+
+// Cancel implements backend.Backend. It writes each job's cancel file,
+// which its supervisor polls, and signals the supervisors of this host for
+// a prompt end. It waits (up to KillWait and a little, or until ctx is
+// done) for the jobs to end, so that the farm is quiet when it returns.
+func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.CancelScope) ([]string, error) {
+	pendingOnly := scope == backend.PendingOnly
+	var cancelled []string
+	wait := l.killWait() + 5*time.Second
+	for _, id := range ids {
+		_, st, info := l.job(id)
+		if !info.State.Active() || (pendingOnly && info.State != backend.Pending) {
+			continue
+		}
+		mode := "all"
+		if pendingOnly {
+			mode = "pending"
+		}
+		if err := os.WriteFile(l.path(id, ".cancel"), []byte(mode), 0o644); err != nil {
+			return cancelled, err
+		}
+		if info.OtherHost != "" {
+			// Its supervisor sees the cancel file within cancelPoll
+			// (and whatever the shared filesystem's caches add).
+			wait = l.killWait() + 5*time.Second + 2*cancelPoll
+		} else if st.PID > 0 && proc.AliveSince(st.PID, st.PIDStart) {
+			syscall.Kill(st.PID, syscall.SIGTERM)
+		} else if st.PGID > 0 {
+			syscall.Kill(-st.PGID, syscall.SIGKILL)
+		}
+		cancelled = append(cancelled, id)
+	}
+	deadline := time.Now().Add(wait)
+	for _, id := range cancelled {
+		for time.Now().Before(deadline) {
+			if _, _, info := l.job(id); !info.State.Active() {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return cancelled, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return cancelled, nil
+}
+
+func (l *Backend) killWait() time.Duration {
+	if l.KillWait > 0 {
+		return l.KillWait
+	}
+	return DefaultKillWait
+}
+
+// Self implements backend.Backend: the job's supervisor passes its ID and
+// end time in FARM_JOB_ID and FARM_END_TIME.
+func (l *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Self, error) {
+	id := req.Env("FARM_JOB_ID")
+	if id == "" {
+		return backend.Self{}, errors.New("FARM_JOB_ID is not set: not inside a local farm job")
+	}
+	s := backend.Self{ID: id}
+	if v, err := strconv.ParseInt(req.Env("FARM_END_TIME"), 10, 64); err == nil && v > 0 {
+		s.End = time.Unix(v, 0)
+	}
+	return s, nil
+}

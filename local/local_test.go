@@ -1,0 +1,80 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/proc"
+)
+
+// deadPID returns the PID of a process that has ended and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestLocalJobLivenessByHost: a job's PIDs are judged only when the
+// record is this host's (or does not say, as records written before host
+// identities were kept); another host's job keeps its recorded state.
+func TestLocalJobLivenessByHost(t *testing.T) {
+	l := New(t.TempDir(), Options{})
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := "nodeA/" + strings.Split(proc.HostID(), "/")[1] + "/pid:[1]"
+	parts := strings.SplitN(proc.HostID(), "/", 3)
+	earlierBoot := parts[0] + "/00000000-0000-0000-0000-000000000000/" + parts[2]
+	dead, self := deadPID(t), os.Getpid()
+	start := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name      string
+		st        localState
+		want      backend.JobState
+		otherHost string
+	}{
+		{"ours, dead", localState{State: backend.Running, PID: dead, Host: proc.HostID()}, backend.Failed, ""},
+		{"ours, alive", localState{State: backend.Running, PID: self, PIDStart: proc.StartTicks(self), Host: proc.HostID()}, backend.Running, ""},
+		{"ours, PID reused", localState{State: backend.Running, PID: self, PIDStart: proc.StartTicks(self) + 1, Host: proc.HostID()}, backend.Failed, ""},
+		{"old record, dead", localState{State: backend.Running, PID: dead}, backend.Failed, ""},
+		{"old record, alive", localState{State: backend.Pending, PID: self}, backend.Pending, ""},
+		{"another host, running", localState{State: backend.Running, PID: dead, Host: other}, backend.Running, other},
+		{"another host, pending", localState{State: backend.Pending, PID: dead, Host: other}, backend.Pending, other},
+		{"another host, ended", localState{State: backend.Completed, PID: dead, Host: other}, backend.Completed, other},
+		{"same name, another PID namespace", localState{State: backend.Running, PID: dead,
+			Host: strings.TrimSuffix(proc.HostID(), "]") + "9]"}, backend.Running, strings.TrimSuffix(proc.HostID(), "]") + "9]"},
+		// This host before a reboot: its jobs died with it.
+		{"this host, earlier boot, running", localState{State: backend.Running, PID: self, PIDStart: proc.StartTicks(self), Host: earlierBoot}, backend.Failed, ""},
+		{"this host, earlier boot, ended", localState{State: backend.Completed, PID: dead, Host: earlierBoot}, backend.Completed, earlierBoot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tc.name, " ", "_")
+			tc.st.Start = start
+			if err := writeJSON(l.path(id, ".job"), localSpec{ID: id, Submitted: start}); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeJSON(l.path(id, ".state"), tc.st); err != nil {
+				t.Fatal(err)
+			}
+			infos, _ := l.Jobs(context.Background(), []string{id})
+			if in := infos[id]; in.State != tc.want || in.OtherHost != tc.otherHost {
+				t.Errorf("state %s, other host %q; want %s, %q", in.State, in.OtherHost, tc.want, tc.otherHost)
+			}
+		})
+	}
+	// A record without Host reads as before (no "Host" key written).
+	b, _ := json.Marshal(localState{State: backend.Running})
+	if bytes.Contains(b, []byte("Host")) {
+		t.Errorf("empty Host written: %s", b)
+	}
+}
