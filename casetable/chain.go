@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The claim state is a chain of immutable generations (ARCHITECTURE.md):
+// The claim state is a chain of immutable generations (CLAIMS.md in this directory):
 //
 //	MISC/chain                      names the chain directory; made once, by link()
 //	MISC/claims.NONCE/              the chain directory

@@ -1,6 +1,8 @@
 // Package farm implements the life of a farm: its directory, submitting and
-// resubmitting meta-jobs through a backend, the meta-job loop itself, and the
-// reports users read.
+// resubmitting meta-jobs through a backend (package backend), the job
+// records, and the reports users read. The meta-job loop that runs inside
+// the jobs is package metajob; the claims, package casetable; the status
+// records, package status.
 package farm
 
 import (
@@ -107,9 +109,9 @@ func (f *Farm) openBackend(ctx context.Context, name string) (backend.Backend, e
 	return f.backends.Open(ctx, name, f.Dir)
 }
 
-// hostName names this host in locks and status records. Every process of a
-// host must use the same name: the farm lock judges a holder of this host
-// by its PID, one of another host only by age.
+// hostName names this host in status records and farm.log, for people to
+// read (one word: records are split on spaces). Nothing is decided by it:
+// PIDs are judged by proc.HostID.
 func hostName() string {
 	host, _ := os.Hostname()
 	if host == "" {
@@ -123,8 +125,8 @@ func (f *Farm) Path(parts ...string) string {
 	return filepath.Join(append([]string{f.Dir}, parts...)...)
 }
 
-// ensureDirs makes the farm's working directories.
-func (f *Farm) ensureDirs() error {
+// EnsureDirs makes the farm's working directories.
+func (f *Farm) EnsureDirs() error {
 	for _, d := range []string{StatusDir, OutputDir, MiscDir} {
 		if err := os.MkdirAll(f.Path(d), 0o755); err != nil {
 			return err

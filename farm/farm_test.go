@@ -87,40 +87,6 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-func TestFastFailure(t *testing.T) {
-	short, long := time.Second, 10*time.Second
-	for _, tc := range []struct {
-		name  string
-		codes []int
-		durs  []time.Duration
-		stop  int // index of the case after which it stops; -1 never
-	}{
-		{"all fail fast", []int{1, 2, 1, 1, 1}, []time.Duration{short, short, short, short, short}, 4},
-		{"fast successes never count", []int{0, 0, 0, 0, 0, 0}, []time.Duration{short, short, short, short, short, short}, -1},
-		{"one slow failure", []int{1, 1, 1, 1, 1, 1}, []time.Duration{short, long, short, short, short, short}, -1},
-		{"one success among the first", []int{1, 1, 0, 1, 1, 1, 1, 1}, []time.Duration{short, short, short, short, short, short, short, short}, -1},
-		{"failures after the first five", []int{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, make([]time.Duration, 10), -1},
-	} {
-		f := fastFailure{max: 5, short: 5 * time.Second}
-		stopped := -1
-		for i := range tc.codes {
-			if f.add(tc.codes[i], tc.durs[i]) {
-				stopped = i
-				break
-			}
-		}
-		if stopped != tc.stop {
-			t.Errorf("%s: stopped after case %d, want %d", tc.name, stopped, tc.stop)
-		}
-	}
-	off := fastFailure{max: 0, short: time.Second}
-	for i := 0; i < 10; i++ {
-		if off.add(1, 0) {
-			t.Error("N_failed_max=0 must turn the protection off")
-		}
-	}
-}
-
 func TestOpenRefusesNonFarm(t *testing.T) {
 	_, err := Open(t.TempDir(), Options{})
 	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "Non-farm directory") {

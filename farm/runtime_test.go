@@ -3,7 +3,6 @@ package farm
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -32,93 +31,6 @@ func TestUpperQuantile(t *testing.T) {
 	}
 }
 
-func TestCutoffScheduleIsPowersOfTwo(t *testing.T) {
-	st := &casetable.State{Run: 1, Table: "t"}
-	var at []int64
-	g := &runtimeGuard{}
-	for done := int64(1); done <= 300; done++ {
-		g.finished = 1
-		g.before(st)
-		if g.recompute {
-			at = append(at, st.Done)
-		}
-	}
-	if diff := cmp.Diff([]int64{8, 16, 32, 64, 128, 256}, at); diff != "" {
-		t.Errorf("recomputed at (-want +got):\n%s", diff)
-	}
-	// Several cases reported at once still recompute once per crossing.
-	st = &casetable.State{Run: 1, Table: "t"}
-	g = &runtimeGuard{finished: 40}
-	g.before(st)
-	if !g.recompute || st.Next != 64 {
-		t.Errorf("after 40 at once: recompute=%v next=%d, want true, 64", g.recompute, st.Next)
-	}
-}
-
-func TestRuntimeGuardStopsWhenTimeIsShort(t *testing.T) {
-	for _, tc := range []struct {
-		left   time.Duration
-		cutoff float64
-		stop   bool
-	}{
-		{30 * time.Second, 20, false},
-		{10 * time.Second, 20, true},
-		{10 * time.Second, 0, false}, // no cutoff known yet
-		{-time.Second, 0, true},      // past the end
-	} {
-		g := &runtimeGuard{end: endSources{backend: time.Now().Add(tc.left)}}
-		st := &casetable.State{Run: 1, Table: "t", Cutoff: tc.cutoff, Next: 8}
-		err := g.before(st)
-		if g.stop != tc.stop || (err == casetable.ErrStop) != tc.stop {
-			t.Errorf("left %s cutoff %v: stop=%v err=%v, want stop=%v", tc.left, tc.cutoff, g.stop, err, tc.stop)
-		}
-	}
-	// No end known at all: never stops.
-	g := &runtimeGuard{}
-	if g.before(&casetable.State{Cutoff: 1e9}); g.stop {
-		t.Error("stopped without an end time")
-	}
-}
-
-func TestEndTimeSources(t *testing.T) {
-	dir := t.TempDir()
-	jf, mf := filepath.Join(dir, "job"), filepath.Join(dir, "machine")
-	os.Mkdir(jf, 0o755)
-	os.Mkdir(mf, 0o755)
-	put := func(d, name string, v int64) {
-		os.WriteFile(filepath.Join(d, name), []byte(strconv.FormatInt(v, 10)+"\n"), 0o644)
-	}
-	now := time.Now().Unix()
-	backend := time.Unix(now+3600, 0)
-	var src endSources
-
-	endTime := func(b time.Time) time.Time { s := src; s.backend = b; return s.at() }
-	if got := endTime(backend); !got.Equal(backend) {
-		t.Errorf("backend only: %v", got)
-	}
-	if got := endTime(time.Time{}); !got.IsZero() {
-		t.Errorf("nothing: %v", got)
-	}
-	src.jobFeatures = jf
-	put(jf, "jobstart_secs", now-100)
-	put(jf, "wall_limit_secs", 1000)
-	if got := endTime(time.Time{}); got.Unix() != now+900 {
-		t.Errorf("job features: %v, want start+limit", got.Unix()-now)
-	}
-	if got := endTime(backend); !got.Equal(backend) {
-		t.Errorf("the backend comes first: %v", got.Unix()-now)
-	}
-	put(jf, "shutdowntime_job", now+10)
-	if got := endTime(backend); got.Unix() != now+10 {
-		t.Errorf("shutdowntime_job caps: %v", got.Unix()-now)
-	}
-	src.machineFeatures = mf
-	put(mf, "shutdowntime", now+5)
-	if got := endTime(backend); got.Unix() != now+5 {
-		t.Errorf("machine shutdowntime caps: %v", got.Unix()-now)
-	}
-}
-
 // TestRetryTableFromEveryMix builds table.dat_ from status records that mix
 // every state over two runs and checks that exactly the cases still to do
 // are kept, with their original IDs and commands.
@@ -131,7 +43,7 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ensureDirs()
+	f.EnsureDirs()
 	table := "# header\n11 echo a\n12 echo b\n13 echo c\n14 echo d\n15 echo e\n16 echo f\n17 echo g\n18 echo h\n19 echo i\n"
 	os.WriteFile(f.Path(Table), []byte(table), 0o644)
 	t0 := time.Unix(1_700_000_000, 0)

@@ -175,7 +175,7 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 	if err != nil {
 		return err
 	}
-	if err := f.ensureDirs(); err != nil {
+	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
 	if cases > 0 {

@@ -373,7 +373,7 @@ func (e *fewErrors) done() {
 }
 
 // holdSlot takes one of the local backend's job slots under tmp (its
-// TMPDIR), as the backend does (farm/local.go, takeSlot), and returns it:
+// TMPDIR), as the backend does (local/supervise.go, takeSlot), and returns it:
 // close it to let go.
 func holdSlot(t *testing.T, tmp string) *os.File {
 	d := filepath.Join(tmp, fmt.Sprintf("farm-slots-%d", os.Getuid()))

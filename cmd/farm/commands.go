@@ -12,6 +12,7 @@ import (
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
+	"github.com/farm-hpc/farm/metajob"
 	"github.com/urfave/cli/v2"
 )
 
@@ -166,7 +167,8 @@ func waitCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
 		Usage: "block until no job of the farm is pending or running",
-		Description: "Exit 0 if every case of the farm then succeeded, 1 otherwise, 2 if --timeout ran out.\n\n" +
+		Description: "Exit 0 if every case of the farm then succeeded, 1 otherwise, 2 if --timeout ran out,\n" +
+			"130 on Ctrl-C (the jobs go on).\n\n" +
 			"EXAMPLE:\n   farm submit 4 && farm wait --timeout 2h && echo all done",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Usage: "give up after this long (e.g. 90s, 2h); 0 waits for ever"},
@@ -348,7 +350,7 @@ func metajobCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			m := &farm.Metajob{Farm: f, Backend: b, Env: env, Out: os.Stdout}
+			m := &metajob.Metajob{Farm: f, Backend: b, Env: env, Out: os.Stdout}
 			// The loop handles SIGTERM itself: record the running case as
 			// interrupted rather than dying with it.
 			return m.Run(context.WithoutCancel(c.Context))

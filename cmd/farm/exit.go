@@ -9,6 +9,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/metajob"
 	"github.com/urfave/cli/v2"
 )
 
@@ -77,7 +78,7 @@ func classify(err error) (code int, say bool) {
 		return exitTimeout, true
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted, true
-	case errors.Is(err, notDoneError{}), errors.Is(err, farm.ErrFastFailure):
+	case errors.Is(err, notDoneError{}), errors.Is(err, metajob.ErrFastFailure):
 		// Already said: the summary, or the job's output.
 		return exitFailed, false
 	}

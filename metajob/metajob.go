@@ -1,4 +1,9 @@
-package farm
+// Package metajob is the meta-job loop that runs inside each job of a farm:
+// claim the next cases (casetable), run single_case.sh on each in a bash
+// worker it keeps (caserun.go), record each case's start and end (status),
+// until no case is left, the job's time is nearly up (the runtime-aware
+// exit), its first cases all fail fast, or a stop signal comes.
+package metajob
 
 import (
 	"context"
@@ -16,6 +21,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
@@ -38,10 +44,10 @@ var ErrFastFailure = errors.New(MsgFastFailure)
 // single_case.sh on each, record its start and end, and repeat until no
 // case is left, the job's time is nearly up, or a stop signal comes.
 type Metajob struct {
-	Farm    *Farm
+	Farm    *farm.Farm
 	Backend backend.Backend
-	Env     JobEnv    // the job's environment (ParseJobEnv)
-	Out     io.Writer // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
+	Env     farm.JobEnv // the job's environment (ParseJobEnv)
+	Out     io.Writer   // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
 	self   backend.Self
 	log    io.Writer // Out, retrying transient errors (fsretry.Writer)
@@ -88,12 +94,12 @@ func (m *Metajob) open(ctx context.Context) error {
 		return err
 	}
 	if m.Env.Run < 1 {
-		return fmt.Errorf("%s is not set to a run number: a meta-job must be started by 'farm submit'", EnvRun)
+		return fmt.Errorf("%s is not set to a run number: a meta-job must be started by 'farm submit'", farm.EnvRun)
 	}
 	if m.bash, err = exec.LookPath("bash"); err != nil {
 		return err
 	}
-	if err := f.ensureDirs(); err != nil {
+	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
 	if m.store, err = f.Store(); err != nil {
@@ -102,7 +108,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
-	if m.sw, err = status.CreateLog(f.Path(StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, m.log); err != nil {
+	if m.sw, err = status.CreateLog(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, m.log); err != nil {
 		return err
 	}
 	if m.runner, err = newCaseRunner(f.Dir, m.bash, caseEnv(m.Env.Environ, m.self.ID), out, m.log); err != nil {
@@ -260,7 +266,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		return nil, MsgNoCases, nil
 	}
 	if rt.recompute {
-		rt.update(ctx, m.store, m.Farm.Path(StatusDir), m.log)
+		rt.update(ctx, m.store, m.Farm.Path(farm.StatusDir), m.log)
 	}
 	return cases, "", nil
 }

@@ -1,4 +1,4 @@
-package farm
+package metajob
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/nightlyone/lockfile"
 	"golang.org/x/sys/unix"
@@ -55,7 +56,7 @@ type forkRunner struct {
 	dir  string // farm directory
 	bash string
 	env  []string
-	out  io.Writer // the job's output (a jobOutput, which rides out a full disk)
+	out  io.Writer // the job's output (an fsretry.Writer, which rides out a full disk)
 
 	tmp        string // private directory of the copy of single_case.sh
 	copy       string // the copy (or ./single_case.sh when direct)
@@ -98,14 +99,14 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 	if err == nil {
 		return r, nil
 	}
-	if _, serr := os.Stat(filepath.Join(dir, SingleCase)); serr != nil {
+	if _, serr := os.Stat(filepath.Join(dir, farm.SingleCase)); serr != nil {
 		return nil, serr // no single_case.sh to run
 	}
 	// The node-local directory cannot be made or written (TMPDIR full,
 	// read-only, not ours): source the farm's own single_case.sh, as
 	// before there were copies.
-	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, SingleCase)
-	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + SingleCase, direct: true, outR: -1, repR: -1}, nil
+	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, farm.SingleCase)
+	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + farm.SingleCase, direct: true, outR: -1, repR: -1}, nil
 }
 
 // newCopyRunner makes the runner's private node-local directory and the
@@ -125,7 +126,7 @@ func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
 	}
-	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, SingleCase), outR: -1, repR: -1}
+	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, farm.SingleCase), outR: -1, repR: -1}
 	if err := r.refresh(); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -228,7 +229,7 @@ func (r *forkRunner) refresh() error {
 	err := r.copyIfChanged()
 	if err == nil {
 		if r.refreshErr != nil {
-			fmt.Fprintf(r.out, "farm: %s is copied again\n", SingleCase)
+			fmt.Fprintf(r.out, "farm: %s is copied again\n", farm.SingleCase)
 			r.refreshErr = nil
 		}
 		return nil
@@ -237,7 +238,7 @@ func (r *forkRunner) refresh() error {
 		return err // no copy yet
 	}
 	if r.refreshErr == nil {
-		fmt.Fprintf(r.out, "farm: %v; the cases go on with the copy of %s made at %s\n", err, SingleCase, r.copied.Format(time.RFC3339))
+		fmt.Fprintf(r.out, "farm: %v; the cases go on with the copy of %s made at %s\n", err, farm.SingleCase, r.copied.Format(time.RFC3339))
 	}
 	r.refreshErr = err
 	return nil
@@ -248,7 +249,7 @@ func (r *forkRunner) refresh() error {
 // (close-to-open consistency), where a stat may answer from a cache that
 // is up to a minute old.
 func (r *forkRunner) copyIfChanged() error {
-	src := filepath.Join(r.dir, SingleCase)
+	src := filepath.Join(r.dir, farm.SingleCase)
 	fh, err := os.Open(src)
 	if err != nil {
 		return err
@@ -514,7 +515,7 @@ func (r *execRunner) close() {}
 // subshell when it is a bash (or sh) script, its output copied to w, else
 // executed directly, its output going to out itself.
 func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
-	path := dir + "/" + SingleCase
+	path := dir + "/" + farm.SingleCase
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package farm
+package metajob
 
 import (
 	"os"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/farm"
 )
 
 // slowWriter takes its time over every write, as an output file on a busy
@@ -45,7 +47,7 @@ func (w *slowWriter) String() string {
 func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
-	if err := os.WriteFile(filepath.Join(dir, SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	bash, err := exec.LookPath("bash")
@@ -97,7 +99,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
-	sc := filepath.Join(dir, SingleCase)
+	sc := filepath.Join(dir, farm.SingleCase)
 	if err := os.WriteFile(sc, []byte("#!/bin/bash\nexit 4\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", filepath.Join(dir, "no-such-dir"))
-	if err := os.WriteFile(filepath.Join(dir, SingleCase), []byte("#!/bin/bash\nexit 6\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\nexit 6\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := &slowWriter{}
