@@ -17,9 +17,10 @@
 // farm names an engine: the farm package sees only this interface, and what
 // differs between engines is said by Capabilities, never by Name.
 //
-// An engine reads no environment variable of its own accord: its tuning
-// comes in an options struct from cmd/farm, and what a job learns from its
-// batch system comes to Self as SelfRequest.Env.
+// An engine reads no tuning variable of its own accord: its tuning comes in
+// an options struct from cmd/farm, and what a job learns from its batch
+// system comes to Self as SelfRequest.Env. (The user's environment reaches
+// the jobs, and the scheduler's commands, as it is.)
 //
 // # What every method may assume and must guarantee
 //
@@ -94,9 +95,9 @@ type SubmitRequest struct {
 	// fewer IDs than Count.
 	Array bool
 	// Environ is the submitting environment ("KEY=value"), which every job
-	// gets (os.Environ() of farm submit); the engine drops from it only
-	// its own variables that would mislead a job submitted from inside
-	// another. Env is added to it, and wins.
+	// gets (os.Environ() of farm submit; this process's if nil); the
+	// engine drops from it only its own variables that would mislead a job
+	// submitted from inside another. Env is added to it, and wins.
 	Environ []string
 	Env     []string
 	Args    []string // extra batch-system arguments (sbatch options)
@@ -180,8 +181,9 @@ type Backend interface {
 
 	// Jobs reports the state of each job in ids. Every ID gets an entry; a
 	// job the batch system no longer knows is reported Gone. Cost: one
-	// scheduler query, whatever the number of jobs (farm list, query and
-	// wait call it once per refresh). An array's ID stands for all its
+	// scheduler query, not one per job (Slurm: one squeue per ~10,000 IDs,
+	// the length of a command line); farm list, query and wait call it
+	// once per refresh. An array's ID stands for all its
 	// tasks (JobInfo.Tasks); a task's ID ("ARRAY_TASK") for itself.
 	Jobs(ctx context.Context, ids []string) (map[string]JobInfo, error)
 

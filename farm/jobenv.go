@@ -22,7 +22,7 @@ const (
 
 // JobEnv is what a job of the farm is told through its environment: by
 // 'farm submit' (FARM_*), by its batch system (read by the backend's Self
-// through Lookup) and by the site (the HEPiX job features). The command
+// through Getenv) and by the site (the HEPiX job features). The command
 // that runs inside a job (farm metajob, farm autojob) reads it once, with
 // ParseJobEnv; nothing else in farm reads the environment.
 type JobEnv struct {
@@ -43,9 +43,11 @@ type JobEnv struct {
 
 	// Environ is the whole environment, which every case gets.
 	Environ []string
-	// Lookup returns one variable of Environ ("" if unset).
-	Lookup func(key string) string
+	vars    map[string]string
 }
+
+// Getenv returns the variable key of Environ ("" if unset).
+func (e JobEnv) Getenv(key string) string { return e.vars[key] }
 
 // ParseJobEnv reads a job's environment (os.Environ() in a job). A value
 // that does not parse is an error naming it; a missing one is left zero,
@@ -60,7 +62,7 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	e := JobEnv{
 		Dir: m[EnvDir], Simple: m[EnvSimple] == "1", Backend: m[EnvBackend], Bin: m[EnvBin],
 		Auto: m[EnvAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
-		Environ: environ, Lookup: func(k string) string { return m[k] },
+		Environ: environ, vars: m,
 	}
 	var err error
 	if v := m[EnvRun]; v != "" {

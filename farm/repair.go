@@ -23,7 +23,7 @@ const (
 // records is closed (nothing left to claim in it), so 'farm resubmit' runs
 // every case that did not succeed, and no case that succeeded runs again. It
 // refuses while any job of the farm is pending or running, and does nothing
-// to a state that reads well unless force is set.
+// to a state that reads well unless mode is RepairForce.
 func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	force := mode == RepairForce
 	store0, err := f.Store()

@@ -112,9 +112,8 @@ func (e *WaitTimeoutError) Error() string {
 // Is makes errors.Is(err, ErrWaitTimeout) true.
 func (e *WaitTimeoutError) Is(target error) bool { return target == ErrWaitTimeout }
 
-// InterruptedError is returned by a command that its context's
-// cancellation (Ctrl-C) stopped before it was done; it wraps the context's
-// error.
+// InterruptedError is returned by Wait when its context was cancelled
+// (Ctrl-C) before the farm's jobs ended; it wraps the context's error.
 type InterruptedError struct {
 	What string // what was left undone, for the user
 	Err  error

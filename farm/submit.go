@@ -322,9 +322,10 @@ func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.S
 	if rerr := f.recordJobs(ctx, recs); rerr != nil && err == nil {
 		err = rerr
 	}
-	if len(ids) > 0 || err == nil {
-		f.Log("%s: run %d, %d %s job(s) on the %s backend: %s%s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "), note)
+	if err != nil {
+		note += fmt.Sprintf(" (failed: %v)", err)
 	}
+	f.Log("%s: run %d, %d %s job(s) on the %s backend: %s%s", verb, run, len(ids), kind, be.Name(), strings.Join(ids, " "), note)
 	return ids, err
 }
 

@@ -25,7 +25,7 @@ import (
 // Backend is the built-in engine for machines without a batch system. It is a
 // small real batch system: every job is a detached process (in its own
 // session, so the submitting shell may exit) that waits for its
-// dependencies and for one of the host's job slots (at most FARM_LOCAL_SLOTS,
+// dependencies and for one of the host's job slots (at most Options.Slots,
 // default the number of CPUs, across all farms of the user), runs the job
 // script in a process group of its own, and kills that group at the
 // script's run-time limit. Job records live in MISC/local, so any later farm

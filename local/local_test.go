@@ -78,3 +78,13 @@ func TestLocalJobLivenessByHost(t *testing.T) {
 		t.Errorf("empty Host written: %s", b)
 	}
 }
+
+// TestJobEnvironDropsTheSubmittingJobsOwn: a job submitted from inside a
+// local job (the -auto job's resubmission) does not inherit that job's ID
+// or end time.
+func TestJobEnvironDropsTheSubmittingJobsOwn(t *testing.T) {
+	got := jobEnviron([]string{"PATH=/bin", "FARM_JOB_ID=7", "FARM_END_TIME=1800000000", "FARM_RUN=2"})
+	if strings.Join(got, " ") != "PATH=/bin FARM_RUN=2" {
+		t.Errorf("jobEnviron = %q", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -145,7 +146,7 @@ func (s *supervisor) start(environ []string) (*exec.Cmd, error) {
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s.st.Start = time.Now()
-	env := append(append([]string(nil), environ...), s.spec.Env...)
+	env := append(jobEnviron(environ), s.spec.Env...)
 	env = append(env, "FARM_JOB_ID="+s.id, "FARM_BACKEND="+Name)
 	if s.spec.TimeLimit > 0 {
 		s.st.End = s.st.Start.Add(s.spec.TimeLimit)
@@ -212,6 +213,21 @@ func (s *supervisor) run(environ []string) error {
 			syscall.Kill(-s.st.PGID, syscall.SIGKILL)
 		}
 	}
+}
+
+// jobEnviron is environ without the variables this engine sets in a job
+// (FARM_JOB_ID, FARM_END_TIME): a job submitted from inside another (the
+// -auto job's resubmission) must not take the other's for its own — a job
+// without a time limit would inherit the submitting job's end.
+func jobEnviron(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "FARM_JOB_ID" && k != "FARM_END_TIME" {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // ended records the end of a job script that exited with err: final, if

@@ -90,7 +90,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	// not lose what the meta-job and its cases say meanwhile.
 	m.log = &fsretry.Writer{F: out}
 	var err error
-	if m.self, err = m.Backend.Self(ctx, backend.SelfRequest{Env: m.Env.Lookup, NoEnd: m.Env.Simple}); err != nil {
+	if m.self, err = m.Backend.Self(ctx, backend.SelfRequest{Env: m.Env.Getenv, NoEnd: m.Env.Simple}); err != nil {
 		return err
 	}
 	if m.Env.Run < 1 {

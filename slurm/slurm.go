@@ -777,8 +777,8 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		return !a.active()
 	}
 	after, err := b.waitDone(ctx, targets, done)
-	if ctx.Err() != nil {
-		return targets, ctx.Err()
+	if err != nil && after != nil {
+		return targets, err // ctx ended the wait
 	}
 	if err != nil {
 		if cancelErr != nil {
@@ -822,7 +822,8 @@ func (b *Backend) scancel(ctx context.Context, targets []string, pendingOnly boo
 }
 
 // waitDone polls squeue until done holds for every job of targets, or
-// CancelWait has passed, or ctx is done, and returns the last answer.
+// CancelWait has passed, or ctx is done, and returns the last answer: with
+// ctx's error if ctx ended the wait, with none if a query failed.
 func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg) bool) (*queue, error) {
 	wait := b.CancelWait
 	if wait <= 0 {

@@ -154,7 +154,7 @@ func autojobCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			self, err := b.Self(c.Context, backend.SelfRequest{Env: env.Lookup, NoEnd: true})
+			self, err := b.Self(c.Context, backend.SelfRequest{Env: env.Getenv, NoEnd: true})
 			if err != nil {
 				return err
 			}
@@ -350,6 +350,10 @@ func metajobCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Context.Err() != nil {
+				// A stop signal came before the loop could watch for it.
+				return c.Context.Err()
+			}
 			m := &metajob.Metajob{Farm: f, Backend: b, Env: env, Out: os.Stdout}
 			// The loop handles SIGTERM itself: record the running case as
 			// interrupted rather than dying with it.
@@ -370,7 +374,7 @@ func jobFarm(c *cli.Context) (*farm.Farm, backend.Backend, farm.JobEnv, error) {
 	if dir == "" {
 		dir = c.String("farm")
 	}
-	reg := registry(env.Lookup, c.App.ErrWriter)
+	reg := registry(env.Getenv, c.App.ErrWriter)
 	f, err := farm.Open(dir, farm.Options{Out: c.App.Writer, Backends: reg})
 	if err != nil {
 		return nil, nil, env, err

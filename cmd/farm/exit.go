@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes, listed in 'farm help' (helpExitCodes). exitCode is the one
+// Exit codes, listed in 'farm help' (helpExitCodes). classify is the one
 // place that maps errors to them.
 const (
 	exitOK          = 0   // success; for wait, every case succeeded
@@ -64,15 +64,11 @@ func classify(err error) (code int, say bool) {
 	var (
 		usage   usageError
 		unknown *backend.UnknownError
-		exit    cli.ExitCoder
 	)
 	switch {
 	case err == nil:
 		return exitOK, false
 	case errors.As(err, &usage), errors.As(err, &unknown):
-		return exitUsage, true
-	case errors.As(err, &exit):
-		// urfave/cli's own: 'farm help NOSUCH'.
 		return exitUsage, true
 	case errors.Is(err, farm.ErrWaitTimeout):
 		return exitTimeout, true
