@@ -164,6 +164,30 @@ func Load(dir string, opt Options) (*Summary, error) {
 		s.since = float64(opt.Since.UnixMilli()) / 1e3
 	}
 	s.cases.hint(opt.MaxID, opt.Cases)
+	names, err := statusFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.Jobs = make([]Job, len(names))
+	s.jobRun = make([]int, len(names))
+	if len(names) == 0 {
+		s.cases.done()
+		return s, nil
+	}
+	stop := make(chan struct{})
+	if err := s.mergeBatches(parseFiles(names, s.since, opt, stop), stop); err != nil {
+		return nil, err
+	}
+	s.cases.done()
+	if len(s.dupStarts) > 0 {
+		s.findDuplicates(dir, names)
+	}
+	return s, nil
+}
+
+// statusFiles lists the status files in dir, by name: the files status.*
+// whose names ParseFileName accepts.
+func statusFiles(dir string) ([]string, error) {
 	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
 	if err != nil {
 		return nil, err
@@ -175,14 +199,16 @@ func Load(dir string, opt Options) (*Summary, error) {
 		}
 	}
 	sort.Strings(names)
-	latest := latestRestarts(names)
-	s.Jobs = make([]Job, len(names))
-	s.jobRun = make([]int, len(names))
-	if len(names) == 0 {
-		s.cases.done()
-		return s, nil
-	}
+	return names, nil
+}
 
+// parseFiles parses the files names in parallel, one per CPU, and sends
+// their batches on the channel it returns, which it closes once all are
+// sent, or once the parsers have seen stop closed. The index of a file in
+// names is its batches' ji. Since is Summary.since; of opt, parseFiles
+// uses Live, LiveAsOf and Now.
+func parseFiles(names []string, since float64, opt Options, stop <-chan struct{}) <-chan *batch {
+	latest := latestRestarts(names)
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
@@ -198,7 +224,6 @@ func Load(dir string, opt Options) (*Summary, error) {
 	}
 	close(files)
 	batches := make(chan *batch, 2*workers)
-	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -209,14 +234,21 @@ func Load(dir string, opt Options) (*Summary, error) {
 				if job, r, _ := ParseFileName(filepath.Base(names[i])); r < latest[job] {
 					live = nil // a restarted job's earlier incarnation: dead
 				}
-				if !parseFile(names[i], i, s.since, now, liveAsOf, live, batches, stop) {
+				if !parseFile(names[i], i, since, now, liveAsOf, live, batches, stop) {
 					return
 				}
 			}
 		}()
 	}
 	go func() { wg.Wait(); close(batches) }()
+	return batches
+}
 
+// mergeBatches merges the batches into s as they come, until the channel
+// is closed. At a batch that carries an error, it closes stop, so that the
+// parsers stop, and reads on without merging until the channel is closed:
+// it returns the first error.
+func (s *Summary) mergeBatches(batches <-chan *batch, stop chan<- struct{}) error {
 	var firstErr error
 	for b := range batches {
 		if firstErr != nil {
@@ -227,30 +259,29 @@ func Load(dir string, opt Options) (*Summary, error) {
 			close(stop)
 			continue
 		}
-		s.jobRun[b.ji] = b.run
-		s.Warnings = append(s.Warnings, b.warnings...)
-		for _, a := range b.attempts {
-			s.merge(a, b.ji, b.run)
-		}
-		if b.first > 0 && (s.First == 0 || b.first < s.First) {
-			s.First = b.first
-		}
-		s.Last = max(s.Last, b.last)
-		s.Recent += b.recent
-		if b.job != nil {
-			s.Jobs[b.ji] = *b.job
-		}
-		b.attempts = b.attempts[:0]
-		batchPool.Put(b)
+		s.mergeBatch(b)
 	}
-	if firstErr != nil {
-		return nil, firstErr
+	return firstErr
+}
+
+// mergeBatch merges the attempts and the tallies of one batch into s, and
+// returns the batch to batchPool.
+func (s *Summary) mergeBatch(b *batch) {
+	s.jobRun[b.ji] = b.run
+	s.Warnings = append(s.Warnings, b.warnings...)
+	for _, a := range b.attempts {
+		s.merge(a, b.ji, b.run)
 	}
-	s.cases.done()
-	if len(s.dupStarts) > 0 {
-		s.findDuplicates(dir, names)
+	if b.first > 0 && (s.First == 0 || b.first < s.First) {
+		s.First = b.first
 	}
-	return s, nil
+	s.Last = max(s.Last, b.last)
+	s.Recent += b.recent
+	if b.job != nil {
+		s.Jobs[b.ji] = *b.job
+	}
+	b.attempts = b.attempts[:0]
+	batchPool.Put(b)
 }
 
 // batch carries parsed attempts of one file from a parser to the merger.
