@@ -64,7 +64,9 @@ type Job struct {
 // case IDs, 13 bytes a case, and in a map for IDs too sparse for pages
 // (caseStore, cases.go). Ten million cases 1..N take some 130 MB; memory
 // grows with the number of cases, not with the largest ID. While loading,
-// a bit per case and run finds the cases started twice in one run.
+// a bit per case and run (for a case in the map: the run of its first
+// start, and a set of its other starts) finds the cases started twice in
+// one run.
 type Summary struct {
 	Jobs []Job
 
@@ -524,14 +526,16 @@ func (s *Summary) merge(a attempt, ji, run int) {
 }
 
 // startedAgain counts a start record of case id in run, which started it
-// before.
+// before: dupStarts[{run, id}] is the case's start records in the run.
 func (s *Summary) startedAgain(id int64, run int) {
 	k := runCase{run, id}
 	if s.dupStarts == nil {
 		s.dupStarts = map[runCase]int{}
 	}
 	if s.dupStarts[k] == 0 {
-		s.dupStarts[k] = 1 // the first start, seen before it was known to matter
+		// The first start was only noted as a start (a page's bit, or the
+		// far case's startRun or farStarted): count it too.
+		s.dupStarts[k] = 1
 	}
 	s.dupStarts[k]++
 }
@@ -542,8 +546,9 @@ const maxDuplicateWarnings = 20
 
 // findDuplicates lists the cases started more than once in one run, with
 // the files that hold their start records, and warns of them. The first
-// pass kept one bit per case and run; this one reads again only the files
-// of the runs concerned, which happens only when something went wrong.
+// pass noted only whether a case had started in a run (see startedAgain);
+// this one reads again only the files of the runs concerned, which happens
+// only when something went wrong.
 func (s *Summary) findDuplicates(dir string, names []string) {
 	runs := map[int]bool{}
 	for k := range s.dupStarts {
@@ -615,16 +620,6 @@ func (d Duplicate) Warning() string {
 	return fmt.Sprintf("case %d started %d times in run %d (%s): farm claims a case once per run; please report this", d.ID, d.Starts, d.Run, where)
 }
 
-// withStarts fills in c's duplicate starts, if any.
-func (s *Summary) withStarts(c Case) Case {
-	if s.dupOf != nil {
-		if i, ok := s.dupOf[c.ID]; ok {
-			c.Starts, c.StartsRun = s.Duplicates[i].Starts, s.Duplicates[i].Run
-		}
-	}
-	return c
-}
-
 // Get returns the outcome of case id (State NeverRan if it has no record).
 func (s *Summary) Get(id int64) Case {
 	if p := s.cases.find(id); p != nil {
@@ -652,14 +647,16 @@ func (s *Summary) farAt(id int64, fc farCase) Case {
 }
 
 // withJob fills in the job (ji: index into Jobs, +1; 0 = none), host, run
-// and duplicate starts of c.
+// and duplicate starts (if any) of c.
 func (s *Summary) withJob(c *Case, ji uint32) {
 	if ji > 0 {
 		j := &s.Jobs[ji-1]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
 	}
 	if s.dupOf != nil {
-		*c = s.withStarts(*c)
+		if i, ok := s.dupOf[c.ID]; ok {
+			c.Starts, c.StartsRun = s.Duplicates[i].Starts, s.Duplicates[i].Run
+		}
 	}
 }
 
