@@ -539,12 +539,8 @@ func closeChain(c *chain) error {
 	}
 }
 
-// IsTransient reports whether err is a filesystem error that may go away by
-// itself (fsretry.IsTransient).
-func IsTransient(err error) bool { return fsretry.IsTransient(err) }
-
-// readCase reads the first case line at or after st.Offset, returning it and
-// the offset just past it.
+// readCase reads the first case line of table at or after byte off,
+// returning it and the offset just past it; false at the end of the table.
 func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
 	if s.table == nil || s.tname != table {
 		if s.table != nil {
