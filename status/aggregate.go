@@ -560,34 +560,17 @@ func (s *Summary) findDuplicates(dir string, names []string) {
 		if !runs[run] {
 			continue
 		}
-		f, err := os.Open(name)
-		if err != nil {
-			continue
-		}
 		rel := filepath.Join(filepath.Base(dir), filepath.Base(name))
-		r := bufio.NewReaderSize(f, 256<<10)
-		for {
-			line, err := r.ReadSlice('\n')
-			if len(line) > 0 && line[len(line)-1] == '\n' {
-				if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
-					k := runCase{run, rec.ID}
-					if _, dup := s.dupStarts[k]; dup {
-						if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
-							files[k] = append(l, rel)
-						}
+		eachCompleteLine(name, func(line []byte) { // a file gone meanwhile: skipped
+			if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
+				k := runCase{run, rec.ID}
+				if _, dup := s.dupStarts[k]; dup {
+					if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
+						files[k] = append(l, rel)
 					}
 				}
 			}
-			if err == bufio.ErrBufferFull {
-				for err == bufio.ErrBufferFull {
-					_, err = r.ReadSlice('\n')
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		f.Close()
+		})
 	}
 	for k, n := range s.dupStarts {
 		s.Duplicates = append(s.Duplicates, Duplicate{ID: k.id, Run: k.run, Starts: n, Files: files[k]})
