@@ -424,19 +424,6 @@ func writeNewAt(d int, name string, b []byte) error {
 	return f.Close()
 }
 
-// writeNew writes b to a new file at path in one write.
-func writeNew(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // afterCommit keeps the chain small: it buries the generation buryAfter
 // back and now and then moves the head hint on. Failures are harmless (a
 // generation left unburied costs an inode; an old hint costs lookups).

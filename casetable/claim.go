@@ -257,19 +257,24 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 	return err
 }
 
+// update is the claim protocol's commit, behind Update, Claim and Repair.
+// It runs fn on a copy of the newest state, the base, and commits the
+// result as the base's generation +1: a compare-and-swap on the chain
+// (chain.commit). If another process committed that generation first, the
+// commit is lost: the newest generation becomes the base and fn runs
+// again. info says what the commit claimed, for the record. Transient
+// filesystem errors are retried for s.Retry; after a damage error the
+// chain is looked up once more, in case a repair has started a new one.
 func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (State, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
-	stale := s.ch == nil || s.gen < 0
-	reopened := false
+	stale := s.ch == nil || s.gen < 0 // the base must be read (again)
+	reopened := false                 // the chain was looked up again after damage
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
 		}
 		if stale {
-			err := s.refresh()
-			if errors.Is(err, ErrNoState) {
-				s.cur, s.gen = State{Gen: -1}, -1
-			} else if err != nil {
+			if err := s.readBase(); err != nil {
 				if r.Again(ctx, err) {
 					continue
 				}
@@ -282,41 +287,30 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			return State{}, err
 		}
 		if s.ch == nil {
-			ch, err := createChain(s.misc)
+			first, err := s.startChain()
 			if err != nil {
 				if r.Again(ctx, err) {
 					continue
 				}
 				return State{}, err
 			}
-			s.setChain(ch)
-			// Another process may have made the chain, and its first
-			// generation, first.
-			if n, err := ch.latest(-1); err != nil || n >= 0 {
+			if !first {
+				// Another process may have made the chain, and its first
+				// generation, first.
 				stale = true
 				continue
 			}
 		}
-		ci := info(&st)
-		ci.nonce = newNonce()
-		if ci.by == "" {
-			ci.by = s.Job
-		}
 		next := s.gen + 1
-		s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-		won, err := s.ch.commit(next, s.wbuf, ci.nonce)
+		won, err := s.commitAs(next, &st, info)
 		if err != nil {
 			var de *DamageError
 			if errors.As(err, &de) {
 				// A repair may have started a new chain: look again once.
-				if old := s.ch.dir; !reopened {
+				if !reopened {
 					reopened, stale = true, true
-					s.setChain(nil)
-					if ch, oerr := openChain(s.misc); oerr == nil {
-						ch.close()
-						if ch.dir != old {
-							continue
-						}
+					if s.chainMoved() {
+						continue
 					}
 				}
 				return State{}, err
@@ -338,17 +332,73 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		// name lookups from the one that beat us) costs a few lookups,
 		// where following the chain one lost commit at a time would cost
 		// a write, a link and a read per generation.
-		n, err := s.ch.latest(next)
-		if err == nil {
-			err = s.load(n)
-		}
-		if err != nil {
-			if errors.Is(err, errClosed) {
-				s.setChain(nil)
-			}
+		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
 	}
+}
+
+// readBase reads the newest generation into s.cur; for a farm with no
+// state yet, s.cur becomes a zero State of no generation (-1).
+func (s *Store) readBase() error {
+	err := s.refresh()
+	if errors.Is(err, ErrNoState) {
+		s.cur, s.gen = State{Gen: -1}, -1
+		return nil
+	}
+	return err
+}
+
+// startChain makes the farm's chain, for a store that has none, and
+// reports whether it is still without a generation: false if another
+// process made the chain and its first generation first, or if that
+// cannot be told now.
+func (s *Store) startChain() (bool, error) {
+	ch, err := createChain(s.misc)
+	if err != nil {
+		return false, err
+	}
+	s.setChain(ch)
+	n, err := ch.latest(-1)
+	return err == nil && n < 0, nil
+}
+
+// commitAs commits st as generation next of the chain, with what info
+// says of it, and reports whether it won the generation.
+func (s *Store) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
+	ci := info(st)
+	ci.nonce = newNonce()
+	if ci.by == "" {
+		ci.by = s.Job
+	}
+	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+	return s.ch.commit(next, s.wbuf, ci.nonce)
+}
+
+// chainMoved drops the store's chain and reports whether MISC/chain now
+// names another one: a repair started a new chain.
+func (s *Store) chainMoved() bool {
+	old := s.ch.dir
+	s.setChain(nil)
+	ch, err := openChain(s.misc)
+	if err != nil {
+		return false
+	}
+	ch.close()
+	return ch.dir != old
+}
+
+// loadNewest reads the newest generation after the one lost, into s.cur.
+// If the chain is closed (a repair made a new one), it drops it.
+func (s *Store) loadNewest(lost int64) error {
+	n, err := s.ch.latest(lost)
+	if err == nil {
+		err = s.load(n)
+	}
+	if errors.Is(err, errClosed) {
+		s.setChain(nil)
+	}
+	return err
 }
 
 // Claim hands out up to most consecutive unclaimed cases of run, in one
@@ -489,12 +539,8 @@ func closeChain(c *chain) error {
 	}
 }
 
-// IsTransient reports whether err is a filesystem error that may go away by
-// itself (fsretry.IsTransient).
-func IsTransient(err error) bool { return fsretry.IsTransient(err) }
-
-// readCase reads the first case line at or after st.Offset, returning it and
-// the offset just past it.
+// readCase reads the first case line of table at or after byte off,
+// returning it and the offset just past it; false at the end of the table.
 func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
 	if s.table == nil || s.tname != table {
 		if s.table != nil {

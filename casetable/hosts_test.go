@@ -5,40 +5,23 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/farm-hpc/farm/internal/testhost"
 )
 
-// Hosts are simulated with Linux namespaces: each "host" is a UTS namespace
-// (its own host name) and a PID namespace (its own PIDs, so a PID in another
-// host's lock may be dead — or alive as some other process — here), sharing
-// this filesystem as cluster nodes share a parallel filesystem. Needs root
-// and unshare(1); skipped otherwise.
-
-func needNamespaces(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("simulated hosts need root (unshare)")
-	}
-	if err := exec.Command("unshare", "--uts", "--pid", "--fork", "--mount-proc", "true").Run(); err != nil {
-		t.Skipf("simulated hosts need unshare: %v", err)
-	}
-}
-
-// onHost runs script with sh in a new UTS+PID namespace named host.
-func onHost(host, script string, env ...string) *exec.Cmd {
-	cmd := exec.Command("unshare", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", "hostname "+host+" && "+script)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
-}
+// Hosts are simulated with Linux namespaces (testhost): each "host" has its
+// own host name and PIDs (so a PID in another host's lock may be dead — or
+// alive as some other process — here), and shares this filesystem as
+// cluster nodes share a parallel filesystem. Needs root and unshare(1);
+// skipped otherwise.
 
 func TestClaimAcrossSimulatedHosts(t *testing.T) {
-	needNamespaces(t)
+	testhost.NeedNamespaces(t)
 	const n = 4000
 	dir := newFarm(t, n)
 	busy := claimOnHosts(t, dir, n, 3, 3, func(h int, script string, env ...string) *exec.Cmd {
-		return onHost(fmt.Sprintf("node%d", h), script, env...)
+		return testhost.Command(fmt.Sprintf("node%d", h), script, env...)
 	})
 	if busy < 2 {
 		t.Errorf("only %d simulated hosts claimed anything", busy)
@@ -77,8 +60,8 @@ func claimOnHosts(t *testing.T, dir string, n, hosts, perHost int, on func(h int
 // TestStalledClaimerCannotUndoOrDuplicate runs on another (simulated) host:
 // its host name and PIDs mean nothing here, and nothing depends on them.
 func TestStalledClaimerOnAnotherHost(t *testing.T) {
-	needNamespaces(t)
+	testhost.NeedNamespaces(t)
 	stallTrials(t, 20, 200, func(script string, env ...string) *exec.Cmd {
-		return onHost("nodeA", script, env...)
+		return testhost.Command("nodeA", script, env...)
 	})
 }

@@ -2,7 +2,6 @@ package casetable
 
 import (
 	"bufio"
-	"os"
 	"strconv"
 )
 
@@ -26,8 +25,5 @@ func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 			return w.WriteByte('\n')
 		})
 	}, "")
-	if err != nil {
-		os.Remove(dst + ".tmp")
-	}
 	return n, err
 }

@@ -1,5 +1,6 @@
-// Package casetable reads and numbers table.dat, and hands out its cases one at a
-// time to meta-jobs under the farm's shared lock.
+// Package casetable reads and numbers table.dat, and hands out its cases to
+// meta-jobs: Store claims a batch of them in one commit of the claim state,
+// a chain of generations (chain.go), with no lock.
 //
 // A table is a text file with one case per line. Blank lines and lines whose
 // first non-blank character is '#' are not cases. CRLF line endings are

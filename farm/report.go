@@ -186,83 +186,104 @@ type StatusOptions struct {
 // million cases print in constant memory beyond the summary itself.
 func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	notOK := func(c status.Case) bool { return c.State != status.Succeeded && c.State != status.Running }
-	pass := func(fn func(status.Case) error) error {
-		if opt.FailedOnly {
-			return sum.Each(func(c status.Case) error {
-				if notOK(c) {
-					return fn(c)
-				}
-				return nil
-			})
-		}
-		if !opt.FailedLast {
-			return sum.Each(fn)
-		}
-		if err := sum.Each(func(c status.Case) error {
-			if !notOK(c) {
-				return fn(c)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		return sum.Each(func(c status.Case) error {
-			if notOK(c) {
-				return fn(c)
-			}
-			return nil
-		})
-	}
+	each := func(fn func(status.Case) error) error { return eachStatusCase(sum, opt, fn) }
 	if opt.JSON {
-		quoted := map[string][]byte{}
-		q := func(s string) []byte {
-			b, ok := quoted[s]
-			if !ok {
-				b, _ = json.Marshal(s)
-				quoted[s] = b
-			}
-			return b
-		}
-		first := true
-		bw.WriteByte('[')
-		var b []byte
-		err := pass(func(c status.Case) error {
-			b = b[:0]
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = append(b, `{"id":`...)
-			b = strconv.AppendInt(b, c.ID, 10)
-			b = append(b, `,"state":"`...)
-			b = append(b, c.State.String()...)
-			b = append(b, `","status":`...)
-			b = strconv.AppendInt(b, int64(c.Status), 10)
-			b = append(b, `,"seconds":`...)
-			b = strconv.AppendFloat(b, c.Seconds, 'f', -1, 64)
-			b = append(b, `,"job":`...)
-			b = append(b, q(c.Job)...)
-			b = append(b, `,"host":`...)
-			b = append(b, q(c.Host)...)
-			b = append(b, `,"run":`...)
-			b = strconv.AppendInt(b, int64(c.Run), 10)
-			if c.Starts > 1 { // must never be: farm claims a case once per run
-				b = append(b, `,"starts":`...)
-				b = strconv.AppendInt(b, int64(c.Starts), 10)
-				b = append(b, `,"starts_run":`...)
-				b = strconv.AppendInt(b, int64(c.StartsRun), 10)
-			}
-			b = append(b, '}')
-			_, err := bw.Write(b)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		bw.WriteString("]\n")
-		return bw.Flush()
+		return writeStatusJSON(bw, each)
 	}
+	return writeStatusTable(bw, sum, opt.FailedOnly, each)
+}
+
+// statusNotOK reports whether c did not succeed and does not run: a case
+// --failed prints, and -f prints last.
+func statusNotOK(c status.Case) bool {
+	return c.State != status.Succeeded && c.State != status.Running
+}
+
+// statusWhere returns fn for the cases whose statusNotOK is notOK only.
+func statusWhere(notOK bool, fn func(status.Case) error) func(status.Case) error {
+	return func(c status.Case) error {
+		if statusNotOK(c) == notOK {
+			return fn(c)
+		}
+		return nil
+	}
+}
+
+// eachStatusCase calls fn for the cases WriteStatus prints, in its order.
+func eachStatusCase(sum *status.Summary, opt StatusOptions, fn func(status.Case) error) error {
+	if opt.FailedOnly {
+		return sum.Each(statusWhere(true, fn))
+	}
+	if !opt.FailedLast {
+		return sum.Each(fn)
+	}
+	if err := sum.Each(statusWhere(false, fn)); err != nil {
+		return err
+	}
+	return sum.Each(statusWhere(true, fn))
+}
+
+// writeStatusJSON writes the cases each gives as a JSON array, one object
+// a case, and flushes bw.
+func writeStatusJSON(bw *bufio.Writer, each func(func(status.Case) error) error) error {
+	quoted := map[string][]byte{}
+	q := func(s string) []byte {
+		b, ok := quoted[s]
+		if !ok {
+			b, _ = json.Marshal(s)
+			quoted[s] = b
+		}
+		return b
+	}
+	first := true
+	bw.WriteByte('[')
+	var b []byte
+	err := each(func(c status.Case) error {
+		b = b[:0]
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendStatusJSON(b, c, q)
+		_, err := bw.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bw.WriteString("]\n")
+	return bw.Flush()
+}
+
+// appendStatusJSON appends the JSON object of case c to b; q quotes a
+// string.
+func appendStatusJSON(b []byte, c status.Case, q func(string) []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, c.ID, 10)
+	b = append(b, `,"state":"`...)
+	b = append(b, c.State.String()...)
+	b = append(b, `","status":`...)
+	b = strconv.AppendInt(b, int64(c.Status), 10)
+	b = append(b, `,"seconds":`...)
+	b = strconv.AppendFloat(b, c.Seconds, 'f', -1, 64)
+	b = append(b, `,"job":`...)
+	b = append(b, q(c.Job)...)
+	b = append(b, `,"host":`...)
+	b = append(b, q(c.Host)...)
+	b = append(b, `,"run":`...)
+	b = strconv.AppendInt(b, int64(c.Run), 10)
+	if c.Starts > 1 { // must never be: farm claims a case once per run
+		b = append(b, `,"starts":`...)
+		b = strconv.AppendInt(b, int64(c.Starts), 10)
+		b = append(b, `,"starts_run":`...)
+		b = strconv.AppendInt(b, int64(c.StartsRun), 10)
+	}
+	return append(b, '}')
+}
+
+// writeStatusTable writes the cases each gives as a table, and flushes bw.
+// failedOnly is --failed: it says so when there is no such case.
+func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error) error {
 	// Column widths from the summary's extremes: no pass over the cases.
 	head := []string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST"}
 	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
@@ -279,38 +300,40 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 		max(3, jobW),
 		max(4, hostW),
 	}
-	var scratch [6][]byte
-	row := func(c status.Case) [][]byte {
-		r := &scratch
-		r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
-		r[1] = append(r[1][:0], c.State.String()...)
-		if c.State == status.Running || (c.State == status.Interrupted && c.Status == 0) {
-			r[2] = append(r[2][:0], '-') // no STATUS (yet), or none known
-		} else {
-			r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
-		}
-		r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
-		r[4] = append(r[4][:0], c.Job...)
-		r[5] = append(r[5][:0], c.Host...)
-		return r[:]
-	}
 	cells := make([][]byte, len(head))
 	for i, h := range head {
 		cells[i] = []byte(h)
 	}
 	writeRow(bw, wd, cells)
+	var scratch [6][]byte
 	rows := 0
-	if err := pass(func(c status.Case) error {
+	if err := each(func(c status.Case) error {
 		rows++
-		writeRow(bw, wd, row(c))
+		writeRow(bw, wd, statusCells(&scratch, c))
 		return nil
 	}); err != nil {
 		return err
 	}
-	if rows == 0 && opt.FailedOnly {
+	if rows == 0 && failedOnly {
 		fmt.Fprintln(bw, "(no failed or interrupted case)")
 	}
 	return bw.Flush()
+}
+
+// statusCells fills r with the cells of case c's row of the table, and
+// returns them.
+func statusCells(r *[6][]byte, c status.Case) [][]byte {
+	r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
+	r[1] = append(r[1][:0], c.State.String()...)
+	if c.State == status.Running || (c.State == status.Interrupted && c.Status == 0) {
+		r[2] = append(r[2][:0], '-') // no STATUS (yet), or none known
+	} else {
+		r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
+	}
+	r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
+	r[4] = append(r[4][:0], c.Job...)
+	r[5] = append(r[5][:0], c.Host...)
+	return r[:]
 }
 
 // fmtMillis appends ms as seconds with three decimals.

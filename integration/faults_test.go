@@ -141,114 +141,161 @@ func TestLocalInodesExhaustedDuringRun(t *testing.T) {
 // (so that those go on to claim cases: the claim and status paths). Every
 // line printed must be in the output at the end.
 func diskOutage(t *testing.T, opts string, inodes bool) {
-	const (
-		n      = 360
-		jobs   = 4 // one of them starts in the outage
-		outage = 3 * time.Second
-	)
-	mnt := mountTmpfs(t, opts)
+	o := startOutageFarm(t, opts)
+	defer func() {
+		if t.Failed() {
+			harness.Diagnose(t, o.dir)
+			farmIn(t, o.dir, nil, "kill")
+		}
+	}()
+	o.pickJobs(t)
+	o.fill(t, inodes)
+
+	r := farmIn(t, o.dir, nil, "wait", "--timeout", "2m")
+	t.Logf("farm wait returned %.1fs after submit: exit %d: %s%s", time.Since(o.t0).Seconds(), r.Code, r.Out, r.Err)
+	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", outageCases, outageCases)) {
+		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
+	}
+
+	bad := &fewErrors{t: t}
+	st := o.checkEachCaseOnce(t, bad)
+	starts := o.checkMidRun(t)
+	o.checkLateJob(t)
+	outFiles := o.checkJobsEnded(t)
+	output := o.checkRetried(t, inodes, outFiles)
+	o.checkCasesWrote(bad, starts, st, output)
+	bad.done()
+	t.Logf("run took %.1fs", time.Since(o.t0).Seconds())
+}
+
+// The farm of diskOutage.
+const (
+	outageCases  = 360
+	outageJobs   = 4 // one of them starts in the outage
+	outageLength = 3 * time.Second
+)
+
+// outage is a farm of diskOutage on its tmpfs, and when things happened.
+type outage struct {
+	mnt, dir string
+	gate     string   // the gate file, off the tmpfs
+	slot     *os.File // the job slot the test holds, nil once let go
+	loud     string   // the meta-job whose cases print during the outage
+	late     string   // the meta-job that starts in it
+	t0       time.Time
+	gateUp   time.Time
+	full     time.Time // the outage: from full to freed
+	freed    time.Time
+}
+
+// startOutageFarm makes the farm of diskOutage on a tmpfs mounted with
+// opts, holds one of its job slots, and submits its jobs.
+func startOutageFarm(t *testing.T, opts string) *outage {
+	o := &outage{mnt: mountTmpfs(t, opts)}
 	aux := t.TempDir() // off the tmpfs
-	gate, caseSh := filepath.Join(aux, "gate"), filepath.Join(aux, "case.sh")
+	caseSh := filepath.Join(aux, "case.sh")
+	o.gate = filepath.Join(aux, "gate")
 	if err := os.WriteFile(caseSh, []byte(caseScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), repeat(`. "$CASE_SH"`, n), "0-00:10")
+	o.dir = harness.NewFarmAt(t, filepath.Join(o.mnt, "farm"), repeat(`. "$CASE_SH"`, outageCases), "0-00:10")
 	// Job slots of our own, so that the other tests' jobs cannot take
 	// ours; the slot files and the node-local copy of single_case.sh
 	// (TMPDIR) are off the tmpfs. The test holds one slot (a flock on its
 	// file, as the local backend takes them) until the outage.
 	tmp := t.TempDir()
-	slot := holdSlot(t, tmp)
-	env := []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", jobs), "OUTAGE_GATE=" + gate, "CASE_SH=" + caseSh}
-	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
+	o.slot = holdSlot(t, tmp)
+	env := []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", outageJobs), "OUTAGE_GATE=" + o.gate, "CASE_SH=" + caseSh}
+	if r := farmIn(t, o.dir, env, "submit", fmt.Sprint(outageJobs), "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}
-	t0 := time.Now()
-	defer func() {
-		if t.Failed() {
-			harness.Diagnose(t, dir)
-			farmIn(t, dir, nil, "kill")
-		}
-	}()
-	// The outage starts once a quarter of the cases have started.
+	o.t0 = time.Now()
+	return o
+}
+
+// pickJobs waits for a quarter of the cases to start (then the outage
+// starts), and picks the loud job and the late one.
+func (o *outage) pickJobs(t *testing.T) {
 	waitFor(t, 60*time.Second, "a quarter of the cases to start", func() bool {
-		return len(readRecords(t, dir).Starts) >= n/4
+		return len(readRecords(t, o.dir).Starts) >= outageCases/4
 	})
-	var loud, late string // the meta-job whose cases print during the outage; the one that starts in it
-	for _, j := range harness.ListJSON(t, dir) {
+	for _, j := range harness.ListJSON(t, o.dir) {
 		switch {
-		case j.State == "PENDING" && late == "":
-			late = j.ID
-		case j.State == "RUNNING" && loud == "":
-			loud = j.ID
+		case j.State == "PENDING" && o.late == "":
+			o.late = j.ID
+		case j.State == "RUNNING" && o.loud == "":
+			o.loud = j.ID
 		case j.State != "RUNNING":
-			t.Fatalf("job %s is %s, want %d-1 jobs running and one pending", j.ID, j.State, jobs)
+			t.Fatalf("job %s is %s, want %d-1 jobs running and one pending", j.ID, j.State, outageJobs)
 		}
 	}
-	if loud == "" || late == "" {
-		t.Fatalf("no job running or none pending: %+v", harness.ListJSON(t, dir))
+	if o.loud == "" || o.late == "" {
+		t.Fatalf("no job running or none pending: %+v", harness.ListJSON(t, o.dir))
 	}
+}
+
+// fill is the outage: it puts the gate up, fills the tmpfs (its space, or
+// with inodes its inodes) and keeps it full for outageLength, letting go of
+// the held slot a quarter of the way in; then it frees the tmpfs and takes
+// the gate down.
+func (o *outage) fill(t *testing.T, inodes bool) {
 	// The gate is up well before the disk is full (a case takes 40 ms).
-	if err := os.WriteFile(gate, []byte(loud), 0o644); err != nil {
+	if err := os.WriteFile(o.gate, []byte(o.loud), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gateUp := time.Now()
+	o.gateUp = time.Now()
 	time.Sleep(300 * time.Millisecond)
-	x := &filler{dir: mnt, inodes: inodes}
-	var full, freed time.Time
+	x := &filler{dir: o.mnt, inodes: inodes}
 	for {
 		ok, err := x.top()
 		if err != nil {
 			x.remove()
 			t.Fatalf("filling the tmpfs: %v", err)
 		}
-		if ok && full.IsZero() {
-			full = time.Now()
+		if ok && o.full.IsZero() {
+			o.full = time.Now()
 		}
-		if !full.IsZero() && time.Since(full) >= outage/4 && slot != nil {
-			slot.Close() // the pending job may start
-			slot = nil
+		if !o.full.IsZero() && time.Since(o.full) >= outageLength/4 && o.slot != nil {
+			o.slot.Close() // the pending job may start
+			o.slot = nil
 		}
-		if !full.IsZero() && time.Since(full) >= outage {
+		if !o.full.IsZero() && time.Since(o.full) >= outageLength {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	x.remove()
-	freed = time.Now()
-	os.Remove(gate)
-	t.Logf("tmpfs full from %.2fs to %.2fs after submit (filler: %d files)", full.Sub(t0).Seconds(), freed.Sub(t0).Seconds(), x.files)
+	o.freed = time.Now()
+	os.Remove(o.gate)
+	t.Logf("tmpfs full from %.2fs to %.2fs after submit (filler: %d files)", o.full.Sub(o.t0).Seconds(), o.freed.Sub(o.t0).Seconds(), x.files)
+}
 
-	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	t.Logf("farm wait returned %.1fs after submit: exit %d: %s%s", time.Since(t0).Seconds(), r.Code, r.Out, r.Err)
-	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
-		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
-	}
-
-	// Every case exactly once, and succeeded.
-	bad := &fewErrors{t: t}
-	rec := readRecords(t, dir)
-	for id := int64(1); id <= n; id++ {
-		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
-			bad.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
-		}
-	}
-	st := statusJSON(t, dir)
-	for id := int64(1); id <= n; id++ {
+// checkEachCaseOnce checks that every case ran exactly once, and
+// succeeded; it returns the cases' status rows.
+func (o *outage) checkEachCaseOnce(t *testing.T, bad *fewErrors) map[int64]statusRow {
+	checkRanOnce(t, bad, o.dir, outageCases)
+	st := statusJSON(t, o.dir)
+	for id := int64(1); id <= outageCases; id++ {
 		if c := st[id]; c.State != "succeeded" {
 			bad.Errorf("case %d: %+v, want succeeded", id, c)
 		}
 	}
+	return st
+}
 
-	// The outage fell mid-run: cases started before it and after it.
-	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
-	starts := startByCase(t, dir)
+// unixSeconds is t as the status records write it.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
+
+// checkMidRun checks that the outage fell mid-run: cases started before it
+// and after it. It returns the start of every case.
+func (o *outage) checkMidRun(t *testing.T) map[int64]float64 {
+	starts := startByCase(t, o.dir)
 	before, during, after := 0, 0, 0
 	for _, s := range starts {
 		switch {
-		case s < unix(full):
+		case s < unixSeconds(o.full):
 			before++
-		case s > unix(freed):
+		case s > unixSeconds(o.freed):
 			after++
 		default:
 			during++
@@ -258,25 +305,27 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 	if before == 0 || after == 0 {
 		t.Errorf("cases started %d before and %d after the outage: it did not fall mid-run, the test proves nothing", before, after)
 	}
+	return starts
+}
 
-	// The late job started in the outage.
+// checkLateJob checks that the late job started in the outage.
+func (o *outage) checkLateJob(t *testing.T) {
 	var ls struct{ Start time.Time }
-	if b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", late+".state")); err != nil || json.Unmarshal(b, &ls) != nil {
-		t.Errorf("job %s: no state: %v %s", late, err, b)
-	} else if t.Logf("job %s started %.2fs after submit", late, ls.Start.Sub(t0).Seconds()); ls.Start.Before(full) || ls.Start.After(freed) {
-		t.Errorf("job %s started at %s, not in the outage (%s to %s): the test proves nothing of a job's start", late, ls.Start, full, freed)
+	if b, err := os.ReadFile(filepath.Join(o.dir, "MISC", "local", o.late+".state")); err != nil || json.Unmarshal(b, &ls) != nil {
+		t.Errorf("job %s: no state: %v %s", o.late, err, b)
+	} else if t.Logf("job %s started %.2fs after submit", o.late, ls.Start.Sub(o.t0).Seconds()); ls.Start.Before(o.full) || ls.Start.After(o.freed) {
+		t.Errorf("job %s started at %s, not in the outage (%s to %s): the test proves nothing of a job's start", o.late, ls.Start, o.full, o.freed)
 	}
+}
 
-	// Every job ended by itself, normally.
-	for _, j := range harness.ListJSON(t, dir) {
-		if j.State != "COMPLETED" {
-			t.Errorf("job %s ended %s, want COMPLETED", j.ID, j.State)
-		}
-	}
-	statusFiles, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
-	outFiles, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
-	if len(statusFiles) != jobs || len(outFiles) != jobs {
-		t.Fatalf("%d status files and %d output files, want %d of each", len(statusFiles), len(outFiles), jobs)
+// checkJobsEnded checks that every job ended by itself, normally, and
+// returns their output files.
+func (o *outage) checkJobsEnded(t *testing.T) []string {
+	checkJobsCompleted(t, o.dir)
+	statusFiles, _ := filepath.Glob(filepath.Join(o.dir, "STATUSES", "status.*"))
+	outFiles, _ := filepath.Glob(filepath.Join(o.dir, "OUTPUT", "*.out"))
+	if len(statusFiles) != outageJobs || len(outFiles) != outageJobs {
+		t.Fatalf("%d status files and %d output files, want %d of each", len(statusFiles), len(outFiles), outageJobs)
 	}
 	for _, p := range statusFiles {
 		b, _ := os.ReadFile(p)
@@ -284,7 +333,12 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 			t.Errorf("%s has no Q line saying \"No cases left; exiting.\"", filepath.Base(p))
 		}
 	}
-	// They said they retried.
+	return outFiles
+}
+
+// checkRetried checks that the jobs, in their output files outFiles, said
+// they retried, and returns all their output.
+func (o *outage) checkRetried(t *testing.T, inodes bool, outFiles []string) string {
 	retries, recovered, kept := 0, 0, 0
 	var output strings.Builder
 	for _, p := range outFiles {
@@ -317,25 +371,27 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 	if !inodes && kept == 0 {
 		t.Errorf("no meta-job's output says it could not be written for a while: the output path was not tried")
 	}
+	return output.String()
+}
 
-	// What the cases wrote is all there: their files, except in the
-	// outage (give or take a second), and their lines, except those the
-	// quiet meta-jobs' cases did not print then.
-	for id := int64(1); id <= n; id++ {
+// checkCasesWrote checks that what the cases wrote is all there: their
+// files, except in the outage (give or take a second), and their lines in
+// output, except those the quiet meta-jobs' cases did not print then.
+// starts and st are the cases' start times and status rows.
+func (o *outage) checkCasesWrote(bad *fewErrors, starts map[int64]float64, st map[int64]statusRow, output string) {
+	for id := int64(1); id <= outageCases; id++ {
 		s := starts[id]
-		quiet := s > unix(gateUp.Add(-time.Second)) && s < unix(freed)
+		quiet := s > unixSeconds(o.gateUp.Add(-time.Second)) && s < unixSeconds(o.freed)
 		if !quiet {
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("RUN%d", id), "out.txt"))
+			b, err := os.ReadFile(filepath.Join(o.dir, fmt.Sprintf("RUN%d", id), "out.txt"))
 			if err != nil || string(b) != fmt.Sprintf("case %d\n", id) {
 				bad.Errorf("case %d: RUN%d/out.txt = %q, %v", id, id, b, err)
 			}
 		}
-		if (!quiet || st[id].Job == loud) && !strings.Contains(output.String(), fmt.Sprintf("case %d done %01000d\n", id, 0)) {
+		if (!quiet || st[id].Job == o.loud) && !strings.Contains(output, fmt.Sprintf("case %d done %01000d\n", id, 0)) {
 			bad.Errorf("case %d's output line is missing from the jobs' output", id)
 		}
 	}
-	bad.done()
-	t.Logf("run took %.1fs", time.Since(t0).Seconds())
 }
 
 // caseScript is what the cases of diskOutage run (sourced: "$CASE_SH").
@@ -369,6 +425,27 @@ func (e *fewErrors) done() {
 	e.t.Helper()
 	if e.n > 5 {
 		e.t.Errorf("... and %d more such errors", e.n-5)
+	}
+}
+
+// checkRanOnce checks, through bad, that each of the n cases of the farm
+// in dir ran exactly once, and succeeded, by the status records.
+func checkRanOnce(t *testing.T, bad *fewErrors, dir string, n int64) {
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
+			bad.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
+		}
+	}
+}
+
+// checkJobsCompleted checks that every job of the farm in dir ended by
+// itself, normally.
+func checkJobsCompleted(t *testing.T, dir string) {
+	for _, j := range harness.ListJSON(t, dir) {
+		if j.State != "COMPLETED" {
+			t.Errorf("job %s ended %s, want COMPLETED", j.ID, j.State)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,33 +11,23 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testhost"
 	"github.com/farm-hpc/farm/proc"
 )
 
-// Another host is simulated as in casetable/hosts_test.go: its own UTS
-// namespace (host name) and PID namespace, sharing this filesystem as
-// cluster nodes share a network filesystem. Needs root and unshare(1).
+// Another host is simulated with testhost, as in casetable/hosts_test.go:
+// its own UTS namespace (host name) and PID namespace, sharing this
+// filesystem as cluster nodes share a network filesystem. Needs root and
+// unshare(1).
 
-func needNamespaces(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("simulated hosts need root (unshare)")
-	}
-	if err := exec.Command("unshare", "--uts", "--pid", "--fork", "--mount-proc", "true").Run(); err != nil {
-		t.Skipf("simulated hosts need unshare: %v", err)
-	}
-}
-
-// onHost starts script with sh in dir, on a simulated host named host: a
-// new UTS+PID namespace, which ends (every process in it killed) when the
+// onHost starts script with sh in dir, on a simulated host named host
+// (testhost.Command), which ends (every process in it killed) when the
 // script does. $FARM is the farm binary. It is killed at the test's end.
 // done is closed when it has ended; out is its output then.
 func onHost(t *testing.T, host, dir, script string, env ...string) (done <-chan struct{}, out *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command("unshare", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", "hostname "+host+" && "+script)
+	cmd := testhost.Command(host, script, append(env, "FARM="+bin(t))...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), append(env, "FARM="+bin(t))...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out = new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -88,7 +77,7 @@ func caseStarted(dir string, id string) bool {
 // are not alive here; farm list says where they run; farm kill here stops
 // them within a few seconds, through their cancel files.
 func TestLocalJobsOfAnotherHost(t *testing.T) {
-	needNamespaces(t)
+	testhost.NeedNamespaces(t)
 	t.Parallel()
 	dir := newFarm(t, []string{"sleep 300"}, "0-00:10")
 	// nodeA has one job slot of its own: of its 2 meta-jobs one runs the

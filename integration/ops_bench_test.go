@@ -212,66 +212,13 @@ var (
 // parents and executions, then to count.
 func countOps(b *testing.B, trace, dir string) map[string]*opCount {
 	b.Helper()
-	type exe struct {
-		line int
-		args string
-	}
-	parentOf := map[string]string{}
-	execs := map[string][]exe{}
-	scan := func(fn func(n int, line string)) {
-		f, err := os.Open(trace)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for n := 0; sc.Scan(); n++ {
-			fn(n, sc.Text())
-		}
-		if err := sc.Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	scan(func(n int, line string) {
-		if m := childPID.FindStringSubmatch(line); m != nil {
-			parentOf[m[2]] = m[1]
-		}
-		if m := execArgs.FindStringSubmatch(line); m != nil {
-			execs[m[1]] = append(execs[m[1]], exe{n, m[2]})
-		}
-	})
-	var role func(pid string, n, depth int) string
-	role = func(pid string, n, depth int) string {
-		if depth > 64 {
-			return "other"
-		}
-		var last *exe
-		for i := range execs[pid] {
-			if execs[pid][i].line <= n {
-				last = &execs[pid][i]
-			}
-		}
-		parent := "other"
-		if p, ok := parentOf[pid]; ok {
-			parent = role(p, n, depth+1)
-		}
-		switch {
-		case last == nil:
-			return parent
-		case strings.HasSuffix(last.args, `, "metajob"`) && strings.Contains(strings.SplitN(last.args, ",", 2)[0], "farm"):
-			return "metajob"
-		case parent == "metajob" || parent == "worker":
-			return "worker" // bash, and what the cases run
-		}
-		return "other"
-	}
+	procs := readTraceProcs(b, trace)
 	counts := map[string]*opCount{}
 	for _, w := range []string{"metajob", "worker", "other"} {
 		counts[w] = &opCount{by: map[string]int{}}
 	}
 	fdcwd := regexp.MustCompile(`AT_FDCWD<[^>]*>`)
-	scan(func(n int, line string) {
+	scanTrace(b, trace, func(n int, line string) {
 		if strings.Contains(line, " resumed>") || strings.Contains(line, "execve(") {
 			return // a call is counted where it starts
 		}
@@ -282,7 +229,7 @@ func countOps(b *testing.B, trace, dir string) map[string]*opCount {
 		if m == nil || localCalls[m[2]] {
 			return
 		}
-		c := counts[role(m[1], n, 0)]
+		c := counts[procs.role(m[1], n, 0)]
 		c.by[m[2]]++
 		if dataCalls[m[2]] {
 			c.data++
@@ -291,4 +238,78 @@ func countOps(b *testing.B, trace, dir string) map[string]*opCount {
 		}
 	})
 	return counts
+}
+
+// scanTrace calls fn with each line of the file trace, and its number
+// (from 0).
+func scanTrace(b *testing.B, trace string, fn func(n int, line string)) {
+	b.Helper()
+	f, err := os.Open(trace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 0; sc.Scan(); n++ {
+		fn(n, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// traceProcs are the processes of an strace -f log: the parent of each,
+// and what each executed, on which line of the log.
+type traceProcs struct {
+	parentOf map[string]string
+	execs    map[string][]traceExec
+}
+
+// traceExec is an execution: its line in the log, and its arguments.
+type traceExec struct {
+	line int
+	args string
+}
+
+// readTraceProcs reads the processes of the strace -f log trace.
+func readTraceProcs(b *testing.B, trace string) *traceProcs {
+	b.Helper()
+	p := &traceProcs{parentOf: map[string]string{}, execs: map[string][]traceExec{}}
+	scanTrace(b, trace, func(n int, line string) {
+		if m := childPID.FindStringSubmatch(line); m != nil {
+			p.parentOf[m[2]] = m[1]
+		}
+		if m := execArgs.FindStringSubmatch(line); m != nil {
+			p.execs[m[1]] = append(p.execs[m[1]], traceExec{n, m[2]})
+		}
+	})
+	return p
+}
+
+// role is what process pid was at line n of the log (see countOps):
+// "metajob", "worker" or "other". depth is how many parents were asked.
+func (p *traceProcs) role(pid string, n, depth int) string {
+	if depth > 64 {
+		return "other"
+	}
+	var last *traceExec
+	for i := range p.execs[pid] {
+		if p.execs[pid][i].line <= n {
+			last = &p.execs[pid][i]
+		}
+	}
+	parent := "other"
+	if pp, ok := p.parentOf[pid]; ok {
+		parent = p.role(pp, n, depth+1)
+	}
+	switch {
+	case last == nil:
+		return parent
+	case strings.HasSuffix(last.args, `, "metajob"`) && strings.Contains(strings.SplitN(last.args, ",", 2)[0], "farm"):
+		return "metajob"
+	case parent == "metajob" || parent == "worker":
+		return "worker" // bash, and what the cases run
+	}
+	return "other"
 }

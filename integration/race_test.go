@@ -234,68 +234,22 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 	const trials, cases = 10, 12
 	overlapped, outcomes := 0, map[string]int{}
 	for trial := 0; trial < trials; trial++ {
-		base := t.TempDir()
-		marker := filepath.Join(base, "marker")
-		jf := filepath.Join(base, "jobfeatures")
-		os.Mkdir(jf, 0o755)
-		table := []string{`echo $(( $(date +%s) - 1 )) > "$JOBFEATURES/shutdowntime_job"`}
-		for i := 2; i <= cases; i++ {
-			table = append(table, "test -e "+marker)
-		}
-		dir := harness.NewFarmAt(t, filepath.Join(base, "farm"), table, "0-00:10")
-		b := newBarrier(t, base)
-		pidFile := filepath.Join(base, "auto.pid")
-		script := "#!/bin/bash\n#SBATCH -t 0-00:10\n" +
-			"if [ \"$FARM_RUN\" = 1 ]; then echo $$ > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; read -r _ < " + b.path + "; fi\n" +
-			"exec \"${FARM_BIN:-farm}\" autojob\n"
-		if err := os.WriteFile(filepath.Join(dir, "resubmit_script.sh"), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		env := privateSlots(t, base)
-		if r := farmIn(t, dir, append([]string{"JOBFEATURES=" + jf}, env...), "submit", "2", "-auto", "--backend", "local"); r.Code != 0 {
-			t.Fatalf("submit: %s %s", r.Out, r.Err)
-		}
-		// Run 1 has ended when its -auto job reaches the barrier.
-		var autoPID int
-		waitFor(t, 30*time.Second, "the -auto job to reach the barrier", func() bool {
-			b, err := os.ReadFile(pidFile)
-			if err != nil {
-				return false
-			}
-			autoPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			return autoPID > 0
-		})
-		waitFor(t, 10*time.Second, "the -auto job to open the barrier", func() bool { return b.holds(autoPID) })
-		run1 := harness.ReadRunRecords(t, dir)[1]
-		if len(run1.Starts) == 0 || len(run1.Starts) >= cases {
-			t.Fatalf("trial %d: run 1 started %d of %d cases; want some left never run", trial, len(run1.Starts), cases)
-		}
-		os.WriteFile(marker, nil, 0o644)
-		os.Remove(filepath.Join(jf, "shutdowntime_job"))
+		a := startAutoRace(t, cases)
+		a.waitRun1(t, trial, cases)
 
 		offset := time.Duration(trial) * 5 * time.Millisecond
-		racers := []*racer{
-			startRacer(t, dir, env, b, 0, "resubmit", "2"),
-			startRacer(t, dir, env, b, offset, "resubmit", "2"),
-		}
-		for _, r := range racers {
-			waitFor(t, 10*time.Second, "a racer to reach the barrier", func() bool { return b.holds(r.cmd.Process.Pid) })
-		}
-		released := b.release()
-		for _, r := range racers {
-			r.wait(t)
-		}
-		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 0 {
+		racers, released := raceResubmits(t, a.dir, a.env, a.b, offset)
+		if r := farmIn(t, a.dir, a.env, "wait", "--timeout", "1m"); r.Code != 0 {
 			t.Errorf("trial %d: wait exit %d: %s %s", trial, r.Code, r.Out, r.Err)
 		}
 		// Every case must have run in the end: the -auto job's run 2 (with
 		// its own -auto job, which finds nothing left).
-		checkOneRun2(t, trial, dir, cases, map[string]int{"1 meta": 2, "1 auto": 1, "2 meta": 2, "2 auto": 1})
-		log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
+		checkOneRun2(t, trial, a.dir, cases, map[string]int{"1 meta": 2, "1 auto": 1, "2 meta": 2, "2 auto": 1})
+		log, _ := os.ReadFile(filepath.Join(a.dir, "farm.log"))
 		if !strings.Contains(string(log), "autojob (run 1): ") || !strings.Contains(string(log), "resubmitting with N=2") {
 			t.Errorf("trial %d: the -auto job did not resubmit:\n%s", trial, log)
 		}
-		autoEnd := localJobEnd(t, dir, 1, "auto")
+		autoEnd := localJobEnd(t, a.dir, 1, "auto")
 		var what []string
 		for i, r := range racers {
 			o := checkLoser(t, trial, r)
@@ -310,11 +264,87 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 		}
 		t.Logf("trial %d: -auto job ended %s after the release; %s", trial, autoEnd.Sub(released).Round(time.Millisecond), strings.Join(what, "; "))
 		if t.Failed() {
-			harness.Diagnose(t, dir)
+			harness.Diagnose(t, a.dir)
 			return
 		}
 	}
 	t.Logf("%d of %d racers started before the -auto job ended; outcomes: %v", overlapped, 2*trials, outcomes)
+}
+
+// autoRace is the farm of a trial of TestLocalAutoAndTwoResubmitsStartOneRun.
+type autoRace struct {
+	dir     string
+	marker  string // the cases fail until it exists
+	jf      string // $JOBFEATURES
+	pidFile string // where the -auto job of run 1 writes its PID
+	b       *barrier
+	env     []string
+}
+
+// startAutoRace makes the farm of a trial, whose -auto job waits at the
+// barrier, and submits it.
+func startAutoRace(t *testing.T, cases int) *autoRace {
+	base := t.TempDir()
+	a := &autoRace{marker: filepath.Join(base, "marker"), jf: filepath.Join(base, "jobfeatures"), pidFile: filepath.Join(base, "auto.pid")}
+	os.Mkdir(a.jf, 0o755)
+	table := []string{`echo $(( $(date +%s) - 1 )) > "$JOBFEATURES/shutdowntime_job"`}
+	for i := 2; i <= cases; i++ {
+		table = append(table, "test -e "+a.marker)
+	}
+	a.dir = harness.NewFarmAt(t, filepath.Join(base, "farm"), table, "0-00:10")
+	a.b = newBarrier(t, base)
+	script := "#!/bin/bash\n#SBATCH -t 0-00:10\n" +
+		"if [ \"$FARM_RUN\" = 1 ]; then echo $$ > " + a.pidFile + ".tmp; mv " + a.pidFile + ".tmp " + a.pidFile + "; read -r _ < " + a.b.path + "; fi\n" +
+		"exec \"${FARM_BIN:-farm}\" autojob\n"
+	if err := os.WriteFile(filepath.Join(a.dir, "resubmit_script.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.env = privateSlots(t, base)
+	if r := farmIn(t, a.dir, append([]string{"JOBFEATURES=" + a.jf}, a.env...), "submit", "2", "-auto", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s %s", r.Out, r.Err)
+	}
+	return a
+}
+
+// waitRun1 waits for run 1 to end, which it has when its -auto job
+// reaches the barrier; checks that it left cases never run; and lets the
+// cases of the next run succeed.
+func (a *autoRace) waitRun1(t *testing.T, trial, cases int) {
+	var autoPID int
+	waitFor(t, 30*time.Second, "the -auto job to reach the barrier", func() bool {
+		b, err := os.ReadFile(a.pidFile)
+		if err != nil {
+			return false
+		}
+		autoPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return autoPID > 0
+	})
+	waitFor(t, 10*time.Second, "the -auto job to open the barrier", func() bool { return a.b.holds(autoPID) })
+	run1 := harness.ReadRunRecords(t, a.dir)[1]
+	if len(run1.Starts) == 0 || len(run1.Starts) >= cases {
+		t.Fatalf("trial %d: run 1 started %d of %d cases; want some left never run", trial, len(run1.Starts), cases)
+	}
+	os.WriteFile(a.marker, nil, 0o644)
+	os.Remove(filepath.Join(a.jf, "shutdowntime_job"))
+}
+
+// raceResubmits starts two 'farm resubmit 2' in dir at the barrier b, the
+// second offset after the first, releases them once both are there, and
+// waits for both to end. It returns them, and when they were released.
+func raceResubmits(t *testing.T, dir string, env []string, b *barrier, offset time.Duration) ([]*racer, time.Time) {
+	t.Helper()
+	racers := []*racer{
+		startRacer(t, dir, env, b, 0, "resubmit", "2"),
+		startRacer(t, dir, env, b, offset, "resubmit", "2"),
+	}
+	for _, r := range racers {
+		waitFor(t, 10*time.Second, "a racer to reach the barrier", func() bool { return b.holds(r.cmd.Process.Pid) })
+	}
+	released := b.release()
+	for _, r := range racers {
+		r.wait(t)
+	}
+	return racers, released
 }
 
 // localJobEnd reads when the local job of the given run and kind ended.
@@ -369,17 +399,7 @@ func TestLocalTwoResubmitsStartOneRun(t *testing.T) {
 		os.WriteFile(marker, nil, 0o644)
 		b := newBarrier(t, base)
 		offset := time.Duration(trial) * 500 * time.Microsecond
-		racers := []*racer{
-			startRacer(t, dir, env, b, 0, "resubmit", "2"),
-			startRacer(t, dir, env, b, offset, "resubmit", "2"),
-		}
-		for _, r := range racers {
-			waitFor(t, 10*time.Second, "a racer to reach the barrier", func() bool { return b.holds(r.cmd.Process.Pid) })
-		}
-		released := b.release()
-		for _, r := range racers {
-			r.wait(t)
-		}
+		racers, released := raceResubmits(t, dir, env, b, offset)
 		var winners, losers []*racer
 		for _, r := range racers {
 			if r.code == 0 && strings.Contains(r.out.String(), "Submitted 2 meta-jobs for run") {

@@ -132,6 +132,17 @@ func TestLocalAutoStopsWhenOnlyFailedCasesAreLeft(t *testing.T) {
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	log := checkAutoStoppedOnFailed(t, dir)
+	if strings.Contains(log, "resubmit: run 2") {
+		t.Errorf("auto resubmitted a farm with only failed cases:\n%s", log)
+	}
+}
+
+// checkAutoStoppedOnFailed checks that the -auto job of the farm in dir,
+// whose jobs have ended, stopped because only failed cases were left, and
+// that final.sh did not run. It returns farm.log.
+func checkAutoStoppedOnFailed(t *testing.T, dir string) string {
+	t.Helper()
 	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
 	if !strings.Contains(string(log), "Only failed cases left; cannot auto-resubmit; exiting") {
 		t.Errorf("farm.log:\n%s", log)
@@ -139,9 +150,7 @@ func TestLocalAutoStopsWhenOnlyFailedCasesAreLeft(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "final.out")); !os.IsNotExist(err) {
 		t.Errorf("final.sh ran although a case failed")
 	}
-	if strings.Contains(string(log), "resubmit: run 2") {
-		t.Errorf("auto resubmitted a farm with only failed cases:\n%s", log)
-	}
+	return string(log)
 }
 
 func TestLocalFinalWithoutAutoRunsOnlyWhenAllSucceeded(t *testing.T) {

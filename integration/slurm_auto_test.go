@@ -64,11 +64,5 @@ func TestSlurmAutoStopsOnOnlyFailed(t *testing.T) {
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "slurm")
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
-	log, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
-	if !strings.Contains(string(log), "Only failed cases left; cannot auto-resubmit; exiting") {
-		t.Errorf("farm.log:\n%s", log)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "final.out")); !os.IsNotExist(err) {
-		t.Error("final.sh ran although a case failed")
-	}
+	checkAutoStoppedOnFailed(t, dir)
 }

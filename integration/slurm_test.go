@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,11 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testslurm"
 	"github.com/farm-hpc/farm/slurm"
 )
 
@@ -26,25 +25,13 @@ import (
 // t.TempDir(), so the tests run in parallel; the time-limit test alone takes
 // 60-100 s, the others overlap it.
 
-var (
-	slurmOnce     sync.Once
-	slurmWhy      string // why Slurm is unavailable; asked once per test binary
-	slurmSkipOnce sync.Once
-)
+// slurmGate asks once per test binary whether Slurm is available.
+var slurmGate = testslurm.Gate{Available: slurm.Available}
 
 // needSlurm skips (or, with FARM_REQUIRE_SLURM=1, fails) t without Slurm.
 func needSlurm(t *testing.T) {
 	t.Helper()
-	slurmOnce.Do(func() { slurmWhy = slurm.Available(context.Background()) })
-	why := slurmWhy
-	if why == "" {
-		return
-	}
-	if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
-		t.Fatalf("FARM_REQUIRE_SLURM=1 but Slurm is not available: %s (start it with integration/slurm-up)", why)
-	}
-	slurmSkipOnce.Do(func() { fmt.Fprintf(os.Stderr, "SLURM TESTS SKIPPED: %s\n", why) })
-	t.Skip("SLURM TESTS SKIPPED: " + why)
+	slurmGate.Need(t)
 }
 
 // slurmFarm makes a farm for a Slurm test. When the test fails it logs what

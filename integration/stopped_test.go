@@ -37,7 +37,6 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 		n      = 1200
 		jobs   = 3
 		rounds = 24
-		quick  = 2 * time.Second
 	)
 	dir := newFarm(t, repeat("sleep 0.05", n), "0-00:10")
 	// Job slots of our own (TMPDIR holds the slot files): the other tests'
@@ -60,110 +59,22 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 			farmIn(t, dir, nil, "kill")
 		}
 	}()
-
-	// The claim chain's segment directory, where commits make their
-	// private files t.* (casetable/chain.go).
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
-	if !ok {
-		t.Fatalf("MISC/chain: %q", b)
-	}
-	seg := filepath.Join(dir, "MISC", claims, "000000")
-	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seg, ino := watchCommits(t, dir)
 	defer unix.Close(ino)
-	if _, err := unix.InotifyAddWatch(ino, seg, unix.IN_CREATE); err != nil {
-		t.Fatal(err)
-	}
 
-	bin := harness.Bin(t)
-	slowest := map[string]time.Duration{}
+	readers := stoppedReaders{bin: harness.Bin(t), dir: dir, victim: victim, jobs: jobs, slowest: map[string]time.Duration{}}
 	others := map[string]bool{} // the other meta-jobs' chain instances (the middle of t.SELF.SEQ)
 	inCommit, probes, done := 0, 0, 0
 	for round := 0; round < rounds; round++ {
 		if len(readRecords(t, dir).Starts) > n*85/100 {
 			break // keep some cases for the resumed meta-jobs
 		}
-		if round%2 == 0 {
-			time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-			stop(t, pgid)
-			commitEvents(ino) // made before it stopped
-		} else {
-			// Up to 3 tries to stop it inside its own commit.
-			for try := 0; try < 3; try++ {
-				if !stopAtCommit(t, ino, pgid, others) {
-					break
-				}
-				probes++
-				if stoppedInCommit(seg) {
-					inCommit++
-					break
-				}
-				if try < 2 {
-					syscall.Kill(-pgid, syscall.SIGCONT)
-				}
-			}
-			if !stopped(pgid) {
-				stop(t, pgid)
-			}
-			commitEvents(ino) // made before it stopped
+		tries, in := stopRound(t, round, ino, pgid, seg, others)
+		probes += tries
+		if in {
+			inCommit++
 		}
-
-		// The readers, all at once, each within 2 s.
-		type answer struct {
-			args []string
-			r    result
-			d    time.Duration
-		}
-		answers := make(chan answer)
-		for _, args := range [][]string{{"Status", "--json"}, {"query", "--json"}, {"list", "--json"}, {"wait", "--timeout", "1s"}} {
-			go func() {
-				start := time.Now()
-				r := runFor(bin, dir, 10*time.Second, args...)
-				answers <- answer{args, r, time.Since(start)}
-			}()
-		}
-		for range 4 {
-			a := <-answers
-			cmd := strings.Join(a.args, " ")
-			slowest[a.args[0]] = max(slowest[a.args[0]], a.d)
-			if a.d > quick {
-				t.Errorf("round %d: farm %s took %s while job %s was stopped, want under %s", round, cmd, a.d.Round(time.Millisecond), victim, quick)
-			}
-			switch a.args[0] {
-			case "wait":
-				if a.r.Code != 2 || !strings.Contains(a.r.Err, "farm: timed out after 1s; jobs are still pending or running") {
-					t.Errorf("round %d: farm %s: exit %d, %q; want exit 2 and the timeout", round, cmd, a.r.Code, a.r.Err)
-				}
-			case "query":
-				var q struct {
-					Jobs struct{ Queued, Running, Finished int }
-				}
-				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &q) != nil || q.Jobs.Running != jobs {
-					t.Errorf("round %d: farm %s: exit %d, %q %q; want %d jobs running", round, cmd, a.r.Code, a.r.Out, a.r.Err, jobs)
-				}
-			case "list":
-				var rows []harness.ListRow
-				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &rows) != nil || len(rows) != jobs {
-					t.Errorf("round %d: farm %s: exit %d, %q %q", round, cmd, a.r.Code, a.r.Out, a.r.Err)
-				}
-				for _, j := range rows {
-					if j.State != "RUNNING" {
-						t.Errorf("round %d: job %s is %s, want RUNNING (stopped or not)", round, j.ID, j.State)
-					}
-				}
-			case "Status":
-				var rows []statusRow
-				if a.r.Code != 0 || json.Unmarshal([]byte(a.r.Out), &rows) != nil || len(rows) == 0 {
-					t.Errorf("round %d: farm %s: exit %d, %.200q %q", round, cmd, a.r.Code, a.r.Out, a.r.Err)
-				}
-			}
-		}
+		readers.check(t, round)
 		// What committed while it was stopped was the others.
 		for self := range commitEvents(ino) {
 			others[self] = true
@@ -174,7 +85,7 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 		done++
 	}
 	t.Logf("%d rounds in %.1fs, %d of them stopped inside the meta-job's own claim commit (%d tries); slowest answers: %v",
-		done, time.Since(t0).Seconds(), inCommit, probes, slowest)
+		done, time.Since(t0).Seconds(), inCommit, probes, readers.slowest)
 	if done < rounds/2 {
 		t.Errorf("only %d rounds of %d before the cases ran out: the test proves little", done, rounds)
 	}
@@ -186,23 +97,142 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
 		t.Errorf("wait: exit %d, %q %q; want every case succeeded", r.Code, r.Out, r.Err)
 	}
-	rec := readRecords(t, dir)
 	bad := &fewErrors{t: t}
-	for id := int64(1); id <= n; id++ {
-		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.EndStatus[id] != 0 {
-			bad.Errorf("case %d: %d starts, %d ends, status %d; want exactly one successful run", id, rec.Starts[id], rec.Ends[id], rec.EndStatus[id])
-		}
-	}
+	checkRanOnce(t, bad, dir, n)
 	bad.done()
-	for _, j := range harness.ListJSON(t, dir) {
-		if j.State != "COMPLETED" {
-			t.Errorf("job %s ended %s, want COMPLETED", j.ID, j.State)
-		}
-	}
+	checkJobsCompleted(t, dir)
 	if left, _ := filepath.Glob(filepath.Join(seg, "t.*")); len(left) > 0 {
 		t.Errorf("private files of commits left behind: %v", left)
 	}
 	t.Logf("farm done %.1fs after submit", time.Since(t0).Seconds())
+}
+
+// watchCommits returns the claim chain's first segment directory, where
+// commits make their private files t.* (casetable/chain.go), of the farm
+// in dir, and an inotify descriptor that watches it for new files.
+func watchCommits(t *testing.T, dir string) (seg string, ino int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	if !ok {
+		t.Fatalf("MISC/chain: %q", b)
+	}
+	seg = filepath.Join(dir, "MISC", claims, "000000")
+	ino, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(ino, seg, unix.IN_CREATE); err != nil {
+		unix.Close(ino)
+		t.Fatal(err)
+	}
+	return seg, ino
+}
+
+// stopRound stops the process group pgid for round: in an even round at a
+// random moment, in an odd one with up to 3 tries to stop it inside its
+// own claim commit (stopAtCommit; others are the chain instances of the
+// other meta-jobs, seg the segment directory the inotify descriptor ino
+// watches). It returns the tries, and whether one stopped it in a commit.
+func stopRound(t *testing.T, round, ino, pgid int, seg string, others map[string]bool) (tries int, inCommit bool) {
+	if round%2 == 0 {
+		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+		stop(t, pgid)
+		commitEvents(ino) // made before it stopped
+		return 0, false
+	}
+	for try := 0; try < 3; try++ {
+		if !stopAtCommit(t, ino, pgid, others) {
+			break
+		}
+		tries++
+		if stoppedInCommit(seg) {
+			inCommit = true
+			break
+		}
+		if try < 2 {
+			syscall.Kill(-pgid, syscall.SIGCONT)
+		}
+	}
+	if !stopped(pgid) {
+		stop(t, pgid)
+	}
+	commitEvents(ino) // made before it stopped
+	return tries, inCommit
+}
+
+// stoppedReaders are the readers run while a meta-job of the farm in dir,
+// victim, is stopped; the farm has jobs meta-jobs. slowest is each
+// reader's slowest answer so far.
+type stoppedReaders struct {
+	bin, dir, victim string
+	jobs             int
+	slowest          map[string]time.Duration
+}
+
+// stoppedQuick is how soon each reader must answer.
+const stoppedQuick = 2 * time.Second
+
+// check runs the readers, all at once, and checks that each answered
+// within stoppedQuick, and what.
+func (s stoppedReaders) check(t *testing.T, round int) {
+	type answer struct {
+		args []string
+		r    result
+		d    time.Duration
+	}
+	answers := make(chan answer)
+	for _, args := range [][]string{{"Status", "--json"}, {"query", "--json"}, {"list", "--json"}, {"wait", "--timeout", "1s"}} {
+		go func() {
+			start := time.Now()
+			r := runFor(s.bin, s.dir, 10*time.Second, args...)
+			answers <- answer{args, r, time.Since(start)}
+		}()
+	}
+	for range 4 {
+		a := <-answers
+		cmd := strings.Join(a.args, " ")
+		s.slowest[a.args[0]] = max(s.slowest[a.args[0]], a.d)
+		if a.d > stoppedQuick {
+			t.Errorf("round %d: farm %s took %s while job %s was stopped, want under %s", round, cmd, a.d.Round(time.Millisecond), s.victim, stoppedQuick)
+		}
+		s.checkAnswer(t, round, cmd, a.args[0], a.r)
+	}
+}
+
+// checkAnswer checks what the reader name (the command line cmd) said.
+func (s stoppedReaders) checkAnswer(t *testing.T, round int, cmd, name string, r result) {
+	switch name {
+	case "wait":
+		if r.Code != 2 || !strings.Contains(r.Err, "farm: timed out after 1s; jobs are still pending or running") {
+			t.Errorf("round %d: farm %s: exit %d, %q; want exit 2 and the timeout", round, cmd, r.Code, r.Err)
+		}
+	case "query":
+		var q struct {
+			Jobs struct{ Queued, Running, Finished int }
+		}
+		if r.Code != 0 || json.Unmarshal([]byte(r.Out), &q) != nil || q.Jobs.Running != s.jobs {
+			t.Errorf("round %d: farm %s: exit %d, %q %q; want %d jobs running", round, cmd, r.Code, r.Out, r.Err, s.jobs)
+		}
+	case "list":
+		var rows []harness.ListRow
+		if r.Code != 0 || json.Unmarshal([]byte(r.Out), &rows) != nil || len(rows) != s.jobs {
+			t.Errorf("round %d: farm %s: exit %d, %q %q", round, cmd, r.Code, r.Out, r.Err)
+		}
+		for _, j := range rows {
+			if j.State != "RUNNING" {
+				t.Errorf("round %d: job %s is %s, want RUNNING (stopped or not)", round, j.ID, j.State)
+			}
+		}
+	case "Status":
+		var rows []statusRow
+		if r.Code != 0 || json.Unmarshal([]byte(r.Out), &rows) != nil || len(rows) == 0 {
+			t.Errorf("round %d: farm %s: exit %d, %.200q %q", round, cmd, r.Code, r.Out, r.Err)
+		}
+	}
 }
 
 // stop stops the process group pgid and waits until its leader is stopped.
@@ -320,14 +350,9 @@ func runFor(bin, dir string, limit time.Duration, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
+	r, err := harness.Output(cmd)
+	if err != nil {
+		r.Code = -1
 	}
-	return result{Out: stdout.String(), Err: stderr.String(), Code: code}
+	return r
 }

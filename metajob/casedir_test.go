@@ -121,58 +121,10 @@ func TestCaseDirsOfDeadMetajobsAreRemoved(t *testing.T) {
 		}
 	}
 	dead.kill9()
-	deadPID := dead.cmd.Process.Pid
 	if !exists(dead.dir) {
 		t.Fatal("kill -9 removed the directory: the test shows nothing")
 	}
-
-	// What the next runner must leave or remove, besides those two.
-	old := time.Now().Add(-2 * caseDirGrace)
-	mk := func(name, lock string, age time.Time) string {
-		p := filepath.Join(tmp, name)
-		if err := os.Mkdir(p, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if lock != "" {
-			if err := os.WriteFile(filepath.Join(p, caseDirLock), []byte(lock), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Chtimes(p, age, age); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	deadLock := fmt.Sprintf("%d\n", deadPID)
-	keep := map[string]string{
-		"another host identity's, dead PID": mk(caseDirPrefix+"0123456789ab-x", deadLock, old),
-		"ours, no lock, new":                mk(ours+"new", "", time.Now()),
-		"ours, live PID of another process": mk(ours+"reused", fmt.Sprintf("%d\n", os.Getpid()), old),
-		"not a farm-case name":              mk("farm-cases-"+caseDirHost()+"-x", deadLock, old),
-	}
-	remove := map[string]string{
-		"ours, dead PID":            mk(ours+"dead", deadLock, time.Now()),
-		"ours, no lock, old":        mk(ours+"nolock", "", old),
-		"ours, junk in lock, old":   mk(ours+"junk", "junk\n", old),
-		"ours, killed with kill -9": dead.dir,
-	}
-	// A link named like ours to a dead directory elsewhere: neither is touched.
-	target := mk("elsewhere", deadLock, old)
-	os.Symlink(target, filepath.Join(tmp, ours+"link"))
-	keep["symbolic link"] = filepath.Join(tmp, ours+"link")
-	keep["symbolic link's target"] = target
-	os.WriteFile(filepath.Join(tmp, ours+"file"), nil, 0o600)
-	keep["a file"] = filepath.Join(tmp, ours+"file")
-	if os.Geteuid() == 0 {
-		p := mk(ours+"notours", deadLock, old)
-		if err := os.Chown(p, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-		keep["ours, dead PID, another user's"] = p
-		p = mk(ours+"lockNotOurs", deadLock, old)
-		os.Chown(filepath.Join(p, caseDirLock), 65534, 65534)
-		keep["ours, dead PID, the lock another user's"] = p
-	}
+	keep, remove := caseDirsAround(t, tmp, ours, dead)
 	// Another (simulated) host's runner, killed: its PIDs mean nothing here.
 	if os.Geteuid() == 0 && exec.Command("unshare", "--uts", "--pid", "--fork", "--mount-proc", "true").Run() == nil {
 		other := startCaseRunner(t, farmDir, tmp, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
@@ -207,4 +159,60 @@ func TestCaseDirsOfDeadMetajobsAreRemoved(t *testing.T) {
 			t.Errorf("%s left behind by a runner that ended", p)
 		}
 	}
+}
+
+// caseDirsAround makes in tmp what the next runner must leave or remove,
+// besides the runners' own directories, and returns them by what they are:
+// those it must keep, and those it must remove, with the directory of dead,
+// a runner killed with kill -9. ours is the prefix of this host identity's
+// directories.
+func caseDirsAround(t *testing.T, tmp, ours string, dead *caseRunnerProc) (keep, remove map[string]string) {
+	t.Helper()
+	old := time.Now().Add(-2 * caseDirGrace)
+	mk := func(name, lock string, age time.Time) string {
+		p := filepath.Join(tmp, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if lock != "" {
+			if err := os.WriteFile(filepath.Join(p, caseDirLock), []byte(lock), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(p, age, age); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	deadLock := fmt.Sprintf("%d\n", dead.cmd.Process.Pid)
+	keep = map[string]string{
+		"another host identity's, dead PID": mk(caseDirPrefix+"0123456789ab-x", deadLock, old),
+		"ours, no lock, new":                mk(ours+"new", "", time.Now()),
+		"ours, live PID of another process": mk(ours+"reused", fmt.Sprintf("%d\n", os.Getpid()), old),
+		"not a farm-case name":              mk("farm-cases-"+caseDirHost()+"-x", deadLock, old),
+	}
+	remove = map[string]string{
+		"ours, dead PID":            mk(ours+"dead", deadLock, time.Now()),
+		"ours, no lock, old":        mk(ours+"nolock", "", old),
+		"ours, junk in lock, old":   mk(ours+"junk", "junk\n", old),
+		"ours, killed with kill -9": dead.dir,
+	}
+	// A link named like ours to a dead directory elsewhere: neither is touched.
+	target := mk("elsewhere", deadLock, old)
+	os.Symlink(target, filepath.Join(tmp, ours+"link"))
+	keep["symbolic link"] = filepath.Join(tmp, ours+"link")
+	keep["symbolic link's target"] = target
+	os.WriteFile(filepath.Join(tmp, ours+"file"), nil, 0o600)
+	keep["a file"] = filepath.Join(tmp, ours+"file")
+	if os.Geteuid() == 0 {
+		p := mk(ours+"notours", deadLock, old)
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		keep["ours, dead PID, another user's"] = p
+		p = mk(ours+"lockNotOurs", deadLock, old)
+		os.Chown(filepath.Join(p, caseDirLock), 65534, 65534)
+		keep["ours, dead PID, the lock another user's"] = p
+	}
+	return keep, remove
 }

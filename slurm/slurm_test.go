@@ -2,40 +2,27 @@ package slurm
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/backend/backendtest"
+	"github.com/farm-hpc/farm/internal/testslurm"
 )
 
 // Tests against the real Slurm of this machine (integration/slurm-up). They
 // skip, with one loud line, when no Slurm answers — unless
 // FARM_REQUIRE_SLURM=1, where they fail.
 
-var (
-	slurmOnce sync.Once
-	slurmWhy  string // why Slurm is unavailable; asked once per test binary
-	skipOnce  sync.Once
-)
+// slurmGate asks once per test binary whether Slurm is available.
+var slurmGate = testslurm.Gate{Available: Available}
 
 func needSlurm(t *testing.T) {
 	t.Helper()
-	slurmOnce.Do(func() { slurmWhy = Available(context.Background()) })
-	why := slurmWhy
-	if why == "" {
-		return
-	}
-	if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
-		t.Fatalf("FARM_REQUIRE_SLURM=1 but Slurm is not available: %s (start it with integration/slurm-up)", why)
-	}
-	skipOnce.Do(func() { fmt.Fprintf(os.Stderr, "SLURM TESTS SKIPPED: %s\n", why) })
-	t.Skip("SLURM TESTS SKIPPED: " + why)
+	slurmGate.Need(t)
 }
 
 func TestConformanceSlurm(t *testing.T) {

@@ -64,7 +64,9 @@ type Job struct {
 // case IDs, 13 bytes a case, and in a map for IDs too sparse for pages
 // (caseStore, cases.go). Ten million cases 1..N take some 130 MB; memory
 // grows with the number of cases, not with the largest ID. While loading,
-// a bit per case and run finds the cases started twice in one run.
+// a bit per case and run (for a case in the map: the run of its first
+// start, and a set of its other starts) finds the cases started twice in
+// one run.
 type Summary struct {
 	Jobs []Job
 
@@ -164,6 +166,30 @@ func Load(dir string, opt Options) (*Summary, error) {
 		s.since = float64(opt.Since.UnixMilli()) / 1e3
 	}
 	s.cases.hint(opt.MaxID, opt.Cases)
+	names, err := statusFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.Jobs = make([]Job, len(names))
+	s.jobRun = make([]int, len(names))
+	if len(names) == 0 {
+		s.cases.done()
+		return s, nil
+	}
+	stop := make(chan struct{})
+	if err := s.mergeBatches(parseFiles(names, s.since, opt, stop), stop); err != nil {
+		return nil, err
+	}
+	s.cases.done()
+	if len(s.dupStarts) > 0 {
+		s.findDuplicates(dir, names)
+	}
+	return s, nil
+}
+
+// statusFiles lists the status files in dir, by name: the files status.*
+// whose names ParseFileName accepts.
+func statusFiles(dir string) ([]string, error) {
 	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
 	if err != nil {
 		return nil, err
@@ -175,14 +201,16 @@ func Load(dir string, opt Options) (*Summary, error) {
 		}
 	}
 	sort.Strings(names)
-	latest := latestRestarts(names)
-	s.Jobs = make([]Job, len(names))
-	s.jobRun = make([]int, len(names))
-	if len(names) == 0 {
-		s.cases.done()
-		return s, nil
-	}
+	return names, nil
+}
 
+// parseFiles parses the files names in parallel, one per CPU, and sends
+// their batches on the channel it returns, which it closes once all are
+// sent, or once the parsers have seen stop closed. The index of a file in
+// names is its batches' ji. Since is Summary.since; of opt, parseFiles
+// uses Live, LiveAsOf and Now.
+func parseFiles(names []string, since float64, opt Options, stop <-chan struct{}) <-chan *batch {
+	latest := latestRestarts(names)
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
@@ -198,7 +226,6 @@ func Load(dir string, opt Options) (*Summary, error) {
 	}
 	close(files)
 	batches := make(chan *batch, 2*workers)
-	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -209,14 +236,21 @@ func Load(dir string, opt Options) (*Summary, error) {
 				if job, r, _ := ParseFileName(filepath.Base(names[i])); r < latest[job] {
 					live = nil // a restarted job's earlier incarnation: dead
 				}
-				if !parseFile(names[i], i, s.since, now, liveAsOf, live, batches, stop) {
+				if !parseFile(names[i], i, since, now, liveAsOf, live, batches, stop) {
 					return
 				}
 			}
 		}()
 	}
 	go func() { wg.Wait(); close(batches) }()
+	return batches
+}
 
+// mergeBatches merges the batches into s as they come, until the channel
+// is closed. At a batch that carries an error, it closes stop, so that the
+// parsers stop, and reads on without merging until the channel is closed:
+// it returns the first error.
+func (s *Summary) mergeBatches(batches <-chan *batch, stop chan<- struct{}) error {
 	var firstErr error
 	for b := range batches {
 		if firstErr != nil {
@@ -227,30 +261,29 @@ func Load(dir string, opt Options) (*Summary, error) {
 			close(stop)
 			continue
 		}
-		s.jobRun[b.ji] = b.run
-		s.Warnings = append(s.Warnings, b.warnings...)
-		for _, a := range b.attempts {
-			s.merge(a, b.ji, b.run)
-		}
-		if b.first > 0 && (s.First == 0 || b.first < s.First) {
-			s.First = b.first
-		}
-		s.Last = max(s.Last, b.last)
-		s.Recent += b.recent
-		if b.job != nil {
-			s.Jobs[b.ji] = *b.job
-		}
-		b.attempts = b.attempts[:0]
-		batchPool.Put(b)
+		s.mergeBatch(b)
 	}
-	if firstErr != nil {
-		return nil, firstErr
+	return firstErr
+}
+
+// mergeBatch merges the attempts and the tallies of one batch into s, and
+// returns the batch to batchPool.
+func (s *Summary) mergeBatch(b *batch) {
+	s.jobRun[b.ji] = b.run
+	s.Warnings = append(s.Warnings, b.warnings...)
+	for _, a := range b.attempts {
+		s.merge(a, b.ji, b.run)
 	}
-	s.cases.done()
-	if len(s.dupStarts) > 0 {
-		s.findDuplicates(dir, names)
+	if b.first > 0 && (s.First == 0 || b.first < s.First) {
+		s.First = b.first
 	}
-	return s, nil
+	s.Last = max(s.Last, b.last)
+	s.Recent += b.recent
+	if b.job != nil {
+		s.Jobs[b.ji] = *b.job
+	}
+	b.attempts = b.attempts[:0]
+	batchPool.Put(b)
 }
 
 // batch carries parsed attempts of one file from a parser to the merger.
@@ -493,14 +526,16 @@ func (s *Summary) merge(a attempt, ji, run int) {
 }
 
 // startedAgain counts a start record of case id in run, which started it
-// before.
+// before: dupStarts[{run, id}] is the case's start records in the run.
 func (s *Summary) startedAgain(id int64, run int) {
 	k := runCase{run, id}
 	if s.dupStarts == nil {
 		s.dupStarts = map[runCase]int{}
 	}
 	if s.dupStarts[k] == 0 {
-		s.dupStarts[k] = 1 // the first start, seen before it was known to matter
+		// The first start was only noted as a start (a page's bit, or the
+		// far case's startRun or farStarted): count it too.
+		s.dupStarts[k] = 1
 	}
 	s.dupStarts[k]++
 }
@@ -511,8 +546,9 @@ const maxDuplicateWarnings = 20
 
 // findDuplicates lists the cases started more than once in one run, with
 // the files that hold their start records, and warns of them. The first
-// pass kept one bit per case and run; this one reads again only the files
-// of the runs concerned, which happens only when something went wrong.
+// pass noted only whether a case had started in a run (see startedAgain);
+// this one reads again only the files of the runs concerned, which happens
+// only when something went wrong.
 func (s *Summary) findDuplicates(dir string, names []string) {
 	runs := map[int]bool{}
 	for k := range s.dupStarts {
@@ -524,34 +560,17 @@ func (s *Summary) findDuplicates(dir string, names []string) {
 		if !runs[run] {
 			continue
 		}
-		f, err := os.Open(name)
-		if err != nil {
-			continue
-		}
 		rel := filepath.Join(filepath.Base(dir), filepath.Base(name))
-		r := bufio.NewReaderSize(f, 256<<10)
-		for {
-			line, err := r.ReadSlice('\n')
-			if len(line) > 0 && line[len(line)-1] == '\n' {
-				if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
-					k := runCase{run, rec.ID}
-					if _, dup := s.dupStarts[k]; dup {
-						if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
-							files[k] = append(l, rel)
-						}
+		eachCompleteLine(name, func(line []byte) { // a file gone meanwhile: skipped
+			if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
+				k := runCase{run, rec.ID}
+				if _, dup := s.dupStarts[k]; dup {
+					if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
+						files[k] = append(l, rel)
 					}
 				}
 			}
-			if err == bufio.ErrBufferFull {
-				for err == bufio.ErrBufferFull {
-					_, err = r.ReadSlice('\n')
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		f.Close()
+		})
 	}
 	for k, n := range s.dupStarts {
 		s.Duplicates = append(s.Duplicates, Duplicate{ID: k.id, Run: k.run, Starts: n, Files: files[k]})
@@ -584,16 +603,6 @@ func (d Duplicate) Warning() string {
 	return fmt.Sprintf("case %d started %d times in run %d (%s): farm claims a case once per run; please report this", d.ID, d.Starts, d.Run, where)
 }
 
-// withStarts fills in c's duplicate starts, if any.
-func (s *Summary) withStarts(c Case) Case {
-	if s.dupOf != nil {
-		if i, ok := s.dupOf[c.ID]; ok {
-			c.Starts, c.StartsRun = s.Duplicates[i].Starts, s.Duplicates[i].Run
-		}
-	}
-	return c
-}
-
 // Get returns the outcome of case id (State NeverRan if it has no record).
 func (s *Summary) Get(id int64) Case {
 	if p := s.cases.find(id); p != nil {
@@ -621,14 +630,16 @@ func (s *Summary) farAt(id int64, fc farCase) Case {
 }
 
 // withJob fills in the job (ji: index into Jobs, +1; 0 = none), host, run
-// and duplicate starts of c.
+// and duplicate starts (if any) of c.
 func (s *Summary) withJob(c *Case, ji uint32) {
 	if ji > 0 {
 		j := &s.Jobs[ji-1]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
 	}
 	if s.dupOf != nil {
-		*c = s.withStarts(*c)
+		if i, ok := s.dupOf[c.ID]; ok {
+			c.Starts, c.StartsRun = s.Duplicates[i].Starts, s.Duplicates[i].Run
+		}
 	}
 }
 

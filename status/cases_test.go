@@ -64,6 +64,23 @@ func allocated(t *testing.T, dir string, opt Options) (uint64, *Summary) {
 	return least, sum
 }
 
+// kept loads dir with opt, and returns the summary, the bytes of heap the
+// load kept (after a garbage collection) and those it allocated.
+func kept(t *testing.T, dir string, opt Options) (sum *Summary, heap int64, total uint64) {
+	t.Helper()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	sum, err := Load(dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC() // and the batches the pool kept
+	runtime.ReadMemStats(&after)
+	return sum, int64(after.HeapAlloc) - int64(before.HeapAlloc), after.TotalAlloc - before.TotalAlloc
+}
+
 // The summary of a one-case farm whose case ID is 2,000,000,000 allocates
 // about what that of case 1 does, with and without the table's hints
 // (issue 10: it took 26 GB).
@@ -126,6 +143,22 @@ func reference(runs map[int][]rec) map[int64]Case {
 // of the table, give the same cases in ID order as a plain map does; a
 // case started twice in one run is found wherever its records lie.
 func TestSummaryOfAnyIDs(t *testing.T) {
+	ids := anyIDs()
+	dir := t.TempDir()
+	want := writeTwoRuns(t, dir, ids)
+	for _, opt := range []Options{{}, {MaxID: 30000, Cases: 30000}, {MaxID: 1<<63 - 1, Cases: int64(len(ids))}, {MaxID: 1e12 + 20000, Cases: 20000}} {
+		sum, err := Load(dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.check(t, sum, opt)
+	}
+}
+
+// anyIDs returns case IDs of every kind, in random order: dense from 1,
+// dense far from 0, clustered, sparse over the int64s, the largest, and a
+// negative one.
+func anyIDs() []int64 {
 	rng := rand.New(rand.NewPCG(10, 10))
 	seen := map[int64]bool{}
 	var ids []int64
@@ -150,13 +183,29 @@ func TestSummaryOfAnyIDs(t *testing.T) {
 	add(1<<63 - 1)
 	add(-7) // a damaged record's ID still sorts
 	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids
+}
 
-	dir := t.TempDir()
+// summaryWant is what the summary of the status files of writeTwoRuns
+// must hold.
+type summaryWant struct {
+	cases  []Case // in ID order, without job, host and starts
+	totals Counts
+	maxSt  int
+	dup    []rec          // the cases started twice in run 2
+	isDup  map[int64]bool // their IDs
+}
+
+// writeTwoRuns writes to dir the status files of two runs over cases ids,
+// and returns what their summary must hold.
+//
+// Run 1: 4 jobs share the cases; every fifth fails, every 97th is cut
+// off. Run 2: one job reruns the cases that did not succeed, and some
+// that did (which fail now); it is started twice in run 2 by a second
+// job, which must never be.
+func writeTwoRuns(t *testing.T, dir string, ids []int64) summaryWant {
+	t.Helper()
 	runs := map[int][]rec{}
-	// Run 1: 4 jobs share the cases; every fifth fails, every 97th is cut
-	// off. Run 2: one job reruns the cases that did not succeed, and some
-	// that did (which fail now); it is started twice in run 2 by a second
-	// job, which must never be.
 	files := make([][]rec, 4)
 	for i, id := range ids {
 		r := rec{id: id}
@@ -183,65 +232,59 @@ func TestSummaryOfAnyIDs(t *testing.T) {
 	dup := []rec{again[3], again[len(again)/2], again[len(again)-1]}
 	writeFile(t, dir, "21", 2, dup)
 
-	ref := reference(runs)
-	var want []Case
-	for _, c := range ref {
-		want = append(want, c)
+	want := summaryWant{dup: dup, isDup: map[int64]bool{}}
+	for _, c := range reference(runs) {
+		want.cases = append(want.cases, c)
 	}
-	sort.Slice(want, func(i, j int) bool { return want[i].ID < want[j].ID })
-	var wantTotals Counts
-	wantMaxSt := 0
-	for _, c := range want {
-		wantTotals.Add(c.State)
-		wantMaxSt = max(wantMaxSt, c.Status)
+	sort.Slice(want.cases, func(i, j int) bool { return want.cases[i].ID < want.cases[j].ID })
+	for _, c := range want.cases {
+		want.totals.Add(c.State)
+		want.maxSt = max(want.maxSt, c.Status)
 	}
-	wantDup := map[int64]bool{}
 	for _, r := range dup {
-		wantDup[r.id] = true
+		want.isDup[r.id] = true
 	}
+	return want
+}
 
-	for _, opt := range []Options{{}, {MaxID: 30000, Cases: 30000}, {MaxID: 1<<63 - 1, Cases: int64(len(ids))}, {MaxID: 1e12 + 20000, Cases: 20000}} {
-		sum, err := Load(dir, opt)
-		if err != nil {
-			t.Fatal(err)
+// check compares sum, loaded with opt, with what it must hold.
+func (want summaryWant) check(t *testing.T, sum *Summary, opt Options) {
+	var got []Case
+	sum.Each(func(c Case) error {
+		if c.Run == 2 && want.isDup[c.ID] && (c.Starts != 2 || c.StartsRun != 2) {
+			t.Errorf("case %d: starts %d in run %d, want 2 in run 2", c.ID, c.Starts, c.StartsRun)
 		}
-		var got []Case
-		sum.Each(func(c Case) error {
-			if c.Run == 2 && wantDup[c.ID] && (c.Starts != 2 || c.StartsRun != 2) {
-				t.Errorf("case %d: starts %d in run %d, want 2 in run 2", c.ID, c.Starts, c.StartsRun)
-			}
-			c.Job, c.Host, c.Starts, c.StartsRun = "", "", 0, 0
-			got = append(got, c)
-			return nil
-		})
-		if len(got) != len(want) {
-			t.Errorf("MaxID %d, Cases %d: %d cases, want %d", opt.MaxID, opt.Cases, len(got), len(want))
+		c.Job, c.Host, c.Starts, c.StartsRun = "", "", 0, 0
+		got = append(got, c)
+		return nil
+	})
+	if len(got) != len(want.cases) {
+		t.Errorf("MaxID %d, Cases %d: %d cases, want %d", opt.MaxID, opt.Cases, len(got), len(want.cases))
+	}
+	for i, bad := 0, 0; i < min(len(got), len(want.cases)) && bad < 5; i++ {
+		if g, w := got[i], want.cases[i]; g.ID != w.ID || g.State != w.State || g.Status != w.Status || g.Run != w.Run || math.Abs(g.Seconds-w.Seconds) > 0.001 {
+			t.Errorf("MaxID %d, Cases %d: case %d is %+v, want %+v", opt.MaxID, opt.Cases, i, g, w)
+			bad++
 		}
-		for i, bad := 0, 0; i < min(len(got), len(want)) && bad < 5; i++ {
-			if g, w := got[i], want[i]; g.ID != w.ID || g.State != w.State || g.Status != w.Status || g.Run != w.Run || math.Abs(g.Seconds-w.Seconds) > 0.001 {
-				t.Errorf("MaxID %d, Cases %d: case %d is %+v, want %+v", opt.MaxID, opt.Cases, i, g, w)
-				bad++
-			}
+	}
+	for _, c := range want.cases[:200] {
+		if g := sum.Get(c.ID); g.State != c.State || g.Run != c.Run {
+			t.Errorf("Get(%d) = %+v, want %+v", c.ID, g, c)
 		}
-		for _, c := range want[:200] {
-			if g := sum.Get(c.ID); g.State != c.State || g.Run != c.Run {
-				t.Errorf("Get(%d) = %+v, want %+v", c.ID, g, c)
-			}
+	}
+	for _, id := range []int64{0, 30001, 1e12 - 1, 1e12 + 20000, 5e9 + 1} {
+		if g := sum.Get(id); g.State != NeverRan || g.ID != id {
+			t.Errorf("Get(%d) = %+v, want never ran", id, g)
 		}
-		for _, id := range []int64{0, 30001, 1e12 - 1, 1e12 + 20000, 5e9 + 1} {
-			if g := sum.Get(id); g.State != NeverRan || g.ID != id {
-				t.Errorf("Get(%d) = %+v, want never ran", id, g)
-			}
-		}
-		if got := sum.Totals(); got != wantTotals {
-			t.Errorf("totals %+v, want %+v", got, wantTotals)
-		}
-		if maxID, _, maxSt, _, _, _ := sum.Widths(); maxID != 1<<63-1 || maxSt != wantMaxSt {
-			t.Errorf("Widths: max ID %d, max STATUS %d", maxID, maxSt)
-		}
-		if len(sum.Duplicates) != len(dup) {
-			t.Errorf("duplicates %+v, want cases %v in run 2", sum.Duplicates, dup)
-		}
+	}
+	if got := sum.Totals(); got != want.totals {
+		t.Errorf("totals %+v, want %+v", got, want.totals)
+	}
+	if maxID, _, maxSt, _, _, _ := sum.Widths(); maxID != 1<<63-1 || maxSt != want.maxSt {
+		t.Errorf("Widths: max ID %d, max STATUS %d", maxID, maxSt)
+	}
+	if len(sum.Duplicates) != len(want.dup) {
+		t.Errorf("duplicates %+v, want cases %v in run 2", sum.Duplicates, want.dup)
 	}
 }
 
@@ -290,18 +333,9 @@ func TestSparseIDsCostPerCase(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "1", 1, recs)
 	for _, opt := range []Options{{}, {MaxID: 1 << 62, Cases: n}} {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		sum, err := Load(dir, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runtime.GC()
-		runtime.GC() // and the batches the pool kept
-		runtime.ReadMemStats(&after)
-		per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
-		t.Logf("MaxID %d: %d bytes a case kept, %d allocated", opt.MaxID, per, (after.TotalAlloc-before.TotalAlloc)/n)
+		sum, heap, total := kept(t, dir, opt)
+		per := heap / n
+		t.Logf("MaxID %d: %d bytes a case kept, %d allocated", opt.MaxID, per, total/n)
 		if per > 150 {
 			t.Errorf("MaxID %d: %d bytes a case", opt.MaxID, per)
 		}
@@ -324,18 +358,9 @@ func TestDenseIDsCostPerCase(t *testing.T) {
 		writeFile(t, dir, fmt.Sprint(j), 1, recs)
 	}
 	for _, opt := range []Options{{MaxID: n, Cases: n}, {}} {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		sum, err := Load(dir, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runtime.GC()
-		runtime.GC() // and the batches the pool kept
-		runtime.ReadMemStats(&after)
-		per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
-		t.Logf("MaxID %d: %.1f bytes a case kept, %d allocated", opt.MaxID, per, (after.TotalAlloc-before.TotalAlloc)/n)
+		sum, heap, total := kept(t, dir, opt)
+		per := float64(heap) / n
+		t.Logf("MaxID %d: %.1f bytes a case kept, %d allocated", opt.MaxID, per, total/n)
 		if per > 14 {
 			t.Errorf("MaxID %d: %.1f bytes a case", opt.MaxID, per)
 		}

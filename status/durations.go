@@ -3,46 +3,53 @@ package status
 import (
 	"bufio"
 	"os"
-	"path/filepath"
 	"sort"
 )
 
 // Durations returns the duration in seconds of every ended case (E records)
 // in every status file of dir: the farm-wide record of case run times.
 func Durations(dir string) ([]float64, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "status.*"))
+	names, err := statusFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []float64
 	for _, name := range names {
-		if _, _, ok := ParseFileName(filepath.Base(name)); !ok {
-			continue
-		}
-		f, err := os.Open(name)
+		err := eachCompleteLine(name, func(line []byte) {
+			if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindEnd {
+				out = append(out, rec.Seconds)
+			}
+		})
 		if err != nil {
 			return nil, err
 		}
-		r := bufio.NewReaderSize(f, 256<<10)
-		for {
-			line, err := r.ReadSlice('\n')
-			if len(line) > 0 && line[len(line)-1] == '\n' {
-				if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindEnd {
-					out = append(out, rec.Seconds)
-				}
-			}
-			if err == bufio.ErrBufferFull {
-				for err == bufio.ErrBufferFull {
-					_, err = r.ReadSlice('\n')
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		f.Close()
 	}
 	return out, nil
+}
+
+// eachCompleteLine calls fn with each complete line of the file name, with
+// its "\n": a line longer than the read buffer is skipped, and so is a last
+// line without its newline (being written). A read error ends it as the
+// end of the file does: only an error opening the file is returned.
+func eachCompleteLine(name string, fn func(line []byte)) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 256<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			fn(line)
+		}
+		for err == bufio.ErrBufferFull { // the rest of a line too long
+			_, err = r.ReadSlice('\n')
+		}
+		if err != nil {
+			return nil
+		}
+	}
 }
 
 // UpperQuantile returns the value below which a fraction 1-upper of d lies

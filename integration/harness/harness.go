@@ -80,16 +80,26 @@ func Run(t testing.TB, dir string, env []string, args ...string) Result {
 // there afterwards.
 func Exec(t testing.TB, cmd *exec.Cmd, args []string) Result {
 	t.Helper()
+	r, err := Output(cmd)
+	if err != nil {
+		t.Fatalf("farm %v: %v", args, err)
+	}
+	return r
+}
+
+// Output runs cmd, set up by the caller, and returns what it said and its
+// exit code, as Exec does; but where Exec fails the test it returns the
+// error of a command that could not be run or waited for (Code 0). It
+// does not touch the test: a goroutine may call it.
+func Output(cmd *exec.Cmd) (Result, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("farm %v: %v", args, err)
+		code, err = ee.ExitCode(), nil
 	}
-	return Result{stdout.String(), stderr.String(), code}
+	return Result{stdout.String(), stderr.String(), code}, err
 }
 
 // Must runs farm and fails the test on a non-zero exit.
