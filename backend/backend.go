@@ -160,6 +160,14 @@ type Capabilities struct {
 	CrossHost bool
 }
 
+// Preflighter is an optional ability: an engine that can tell, before
+// anything is submitted, that Submit would fail on this host (a
+// misconfiguration the user must fix) says so, and farm submit then
+// changes nothing. It makes no call to the batch system.
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
+
 // Backend is a batch system that runs a farm's jobs. See the package
 // documentation for what every method may assume and must guarantee.
 type Backend interface {

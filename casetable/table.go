@@ -307,7 +307,8 @@ func Number(path, backup string) error {
 // WriteAtomic writes a file through fill into a temporary file beside path and
 // renames it over path, so readers see the old or the new file, never a
 // half-written one. If backup is not "", the old file is first hard-linked
-// (or, failing that, copied) to backup.
+// (or, failing that, copied) to backup. The file gets mode perm exactly:
+// the umask does not apply (a new file's callers mask it: proc.Umask).
 func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, backup string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -351,8 +352,17 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(to)
+	st, err := in.Stat()
 	if err != nil {
+		return err
+	}
+	// The copy is as private as the original.
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if err := out.Chmod(st.Mode().Perm()); err != nil {
+		out.Close()
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {

@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/templates"
 )
 
@@ -156,20 +158,43 @@ func (f *Farm) Log(format string, args ...any) {
 }
 
 // Init makes a new farm directory with the templates. It refuses an existing
-// directory that is not empty, so nothing is overwritten.
+// directory that is not empty, so nothing is overwritten. The templates are
+// written into a temporary directory beside dir, which is renamed into
+// place once complete: an interrupted init (a full disk) leaves no
+// half-made farm, and the temporary directory is removed.
 func Init(dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return Userf("%s exists and is not empty; give 'farm init' a new directory name (nothing was changed)", dir)
 	} else if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o777); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".init-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
 	for _, t := range templates.All() {
-		if err := os.WriteFile(filepath.Join(dir, t.Name), t.Data, t.Mode); err != nil {
-			return err
+		if err := os.WriteFile(filepath.Join(tmp, t.Name), t.Data, t.Mode); err != nil {
+			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
 		}
+	}
+	if err := os.Chmod(tmp, 0o777&^proc.Umask()); err != nil {
+		return err
+	}
+	// rename(2) replaces dir if it is an empty directory, and fails if it
+	// has been filled meanwhile (os.Rename refuses any directory).
+	if err := syscall.Rename(tmp, abs); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return Userf("%s exists and is not empty; give 'farm init' a new directory name (nothing was changed)", dir)
+		}
+		return err
 	}
 	return nil
 }

@@ -65,6 +65,10 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 			opt.Backend = recs[len(recs)-1].Backend
 		}
 	}
+	su, err := f.setUp(ctx, opt)
+	if err != nil {
+		return err
+	}
 	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
@@ -86,7 +90,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return ErrNothingLeft
 	}
 	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
-	if err := f.launch(ctx, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
+	if err := f.launch(ctx, su, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
 		var st casetable.State
 		if s, rerr := f.readState(ctx); rerr == nil {
 			st = s

@@ -114,8 +114,18 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		if (opt.N == -1) != state.Simple {
 			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
 		}
+		su, err := f.setUp(ctx, opt)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
-		return f.launch(ctx, opt, state.Gen, state.Run, state.Table, 0, 0)
+		return f.launch(ctx, su, opt, state.Gen, state.Run, state.Table, 0, 0)
+	}
+	// Checked before table.dat is numbered: a refused submit changes
+	// nothing.
+	su, err := f.setUp(ctx, opt)
+	if err != nil {
+		return err
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
@@ -124,7 +134,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
 	}
-	return f.launch(ctx, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
+	return f.launch(ctx, su, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
 }
 
 func modeName(simple bool) string {
@@ -151,11 +161,8 @@ func tableErr(err error) error {
 // a first run (0: unchanged). base is the generation of the claim state
 // the caller decided on: if the state has moved on since (another submit
 // or resubmit started a run, or a meta-job claimed), nothing is started.
-func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
-	limit, err := f.checkSubmission(opt)
-	if err != nil {
-		return err
-	}
+func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
+	limit, be := su.limit, su.be
 	simple := opt.N == -1
 	count := opt.N
 	if simple {
@@ -169,10 +176,6 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 		extra = 1
 	}
 	if err := f.checkJobsMax(ctx, opt.Self, count, extra); err != nil {
-		return err
-	}
-	be, err := f.openBackend(ctx, opt.Backend)
-	if err != nil {
 		return err
 	}
 	if err := f.EnsureDirs(); err != nil {
@@ -219,6 +222,33 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 	}
 	return err
+}
+
+// launchSetup is what is settled before a run starts: the job script's
+// run-time, and the backend, which has said it can submit.
+type launchSetup struct {
+	limit time.Duration
+	be    backend.Backend
+}
+
+// setUp checks the job script and the arguments, opens the backend and,
+// if it can tell, asks it whether it can submit (backend.Preflighter):
+// all that can refuse a submission before anything is changed.
+func (f *Farm) setUp(ctx context.Context, opt SubmitOptions) (launchSetup, error) {
+	limit, err := f.checkSubmission(opt)
+	if err != nil {
+		return launchSetup{}, err
+	}
+	be, err := f.openBackend(ctx, opt.Backend)
+	if err != nil {
+		return launchSetup{}, err
+	}
+	if p, ok := be.(backend.Preflighter); ok {
+		if err := p.Preflight(ctx); err != nil {
+			return launchSetup{}, err
+		}
+	}
+	return launchSetup{limit: limit, be: be}, nil
 }
 
 // checkSubmission checks the job script and the arguments before anything

@@ -55,6 +55,11 @@ type Options struct {
 	// Slots is how many jobs of the user may run at once on this host,
 	// across all farms (the number of CPUs if zero).
 	Slots int
+
+	// SlotDir is the directory of the user's job slots on this host
+	// (DefaultSlotDir if ""). It must be the user's own and writable by
+	// no one else: CheckSlotDir refuses it otherwise.
+	SlotDir string
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -72,6 +77,12 @@ func New(dir string, opt Options) *Backend { return &Backend{Dir: dir, Options: 
 func Engine(opt Options) backend.Engine {
 	return backend.Engine{Name: Name, Open: func(dir string) backend.Backend { return New(dir, opt) }}
 }
+
+var _ backend.Preflighter = (*Backend)(nil)
+
+// Preflight implements backend.Preflighter: the job-slot directory must be
+// safe (CheckSlotDir).
+func (l *Backend) Preflight(ctx context.Context) error { return CheckSlotDir(l.slotDir()) }
 
 // Name implements backend.Backend.
 func (l *Backend) Name() string { return Name }
@@ -217,6 +228,10 @@ func (l *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	// Said now, not by every job failing to start.
+	if err := CheckSlotDir(l.slotDir()); err != nil {
+		return nil, err
+	}
 	ids, err := l.nextIDs(ctx, req.Count)
 	if err != nil {
 		return nil, err
@@ -250,7 +265,7 @@ func (l *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 // supervisorArgs is the command line of job id's supervisor: the farm
 // directory, the job and this backend's options.
 func (l *Backend) supervisorArgs(id string) []string {
-	args := []string{"_localjob", "--dir", l.Dir, "--id", id}
+	args := []string{"_localjob", "--dir", l.Dir, "--id", id, "--slot-dir", l.slotDir()}
 	if l.KillWait > 0 {
 		args = append(args, "--kill-wait", l.KillWait.String())
 	}

@@ -257,15 +257,18 @@ func (l *Backend) slots() int {
 
 // takeSlot tries to lock one of the host's job slots; the lock (flock) goes
 // away with the process, so a dead job never holds a slot. nil: all taken.
+// The slot directory is checked first (CheckSlotDir), and a slot file is
+// never opened through a link.
 func (l *Backend) takeSlot() (*os.File, error) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("farm-slots-%d", os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir := l.slotDir()
+	if err := CheckSlotDir(dir); err != nil {
 		return nil, err
 	}
 	for _, i := range rand.Perm(l.slots()) {
-		fh, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("slot.%d", i)), os.O_RDWR|os.O_CREATE, 0o600)
+		p := filepath.Join(dir, fmt.Sprintf("slot.%d", i))
+		fh, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("job slot %s: %w", p, err)
 		}
 		if syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 			return fh, nil
@@ -273,4 +276,11 @@ func (l *Backend) takeSlot() (*os.File, error) {
 		fh.Close()
 	}
 	return nil, nil
+}
+
+func (l *Backend) slotDir() string {
+	if l.SlotDir != "" {
+		return l.SlotDir
+	}
+	return DefaultSlotDir(os.TempDir())
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -79,5 +80,13 @@ func TestHostIDNamespaces(t *testing.T) {
 				t.Errorf("boot IDs differ: %q, %q", id, ours)
 			}
 		})
+	}
+}
+
+func TestUmaskIsTheProcesss(t *testing.T) {
+	m := syscall.Umask(0o22)
+	syscall.Umask(m)
+	if got := Umask(); got != os.FileMode(m) {
+		t.Errorf("Umask() = %o, want %o", got, m)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -30,9 +31,21 @@ func slurmOptions(getenv func(string) string) slurm.Options {
 	return slurm.Options{CallTimeout: envDuration(getenv, slurm.EnvCallTimeout)}
 }
 
-// localOptions reads $FARM_LOCAL_SLOTS and $FARM_LOCAL_KILL_WAIT.
+// localOptions reads $FARM_LOCAL_SLOTS, $FARM_LOCAL_KILL_WAIT and
+// $FARM_LOCAL_SLOT_DIR (default: under $TMPDIR).
 func localOptions(getenv func(string) string) local.Options {
-	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT")}
+	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT"), SlotDir: getenv(local.EnvSlotDir)}
+	if opt.SlotDir == "" {
+		tmp := getenv("TMPDIR")
+		if tmp == "" {
+			tmp = "/tmp"
+		}
+		opt.SlotDir = local.DefaultSlotDir(tmp)
+	}
+	// The jobs' supervisors run in the farm directory.
+	if abs, err := filepath.Abs(opt.SlotDir); err == nil {
+		opt.SlotDir = abs
+	}
 	if n, err := strconv.Atoi(getenv("FARM_LOCAL_SLOTS")); err == nil && n > 0 {
 		opt.Slots = n
 	}

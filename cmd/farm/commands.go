@@ -393,12 +393,13 @@ func localJobCmd() *cli.Command {
 			&cli.StringFlag{Name: "id"},
 			&cli.DurationFlag{Name: "kill-wait"},
 			&cli.IntFlag{Name: "slots"},
+			&cli.StringFlag{Name: "slot-dir"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("dir") == "" || c.String("id") == "" {
 				return usagef("_localjob needs --dir and --id")
 			}
-			l := local.New(c.String("dir"), local.Options{KillWait: c.Duration("kill-wait"), Slots: c.Int("slots")})
+			l := local.New(c.String("dir"), local.Options{KillWait: c.Duration("kill-wait"), Slots: c.Int("slots"), SlotDir: c.String("slot-dir")})
 			return l.RunJob(c.String("id"), os.Environ())
 		},
 	}
