@@ -181,6 +181,15 @@ type StatusOptions struct {
 	JSON       bool
 }
 
+// Status prints the status of every case that has a record (farm Status).
+func (f *Farm) Status(ctx context.Context, w io.Writer, opt StatusOptions) error {
+	sum, err := f.Summary(ctx)
+	if err != nil {
+		return err
+	}
+	return WriteStatus(w, sum, opt)
+}
+
 // WriteStatus prints one row per case that has a record, in ID order (with
 // -f, the cases that did not succeed after the others). It streams: ten
 // million cases print in constant memory beyond the summary itself.

@@ -210,11 +210,7 @@ func statusCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			sum, err := f.Summary(c.Context)
-			if err != nil {
-				return err
-			}
-			return farm.WriteStatus(c.App.Writer, sum, farm.StatusOptions{FailedLast: c.Bool("f"), FailedOnly: c.Bool("failed"), JSON: c.Bool("json")})
+			return f.Status(c.Context, c.App.Writer, farm.StatusOptions{FailedLast: c.Bool("f"), FailedOnly: c.Bool("failed"), JSON: c.Bool("json")})
 		},
 	}
 }
@@ -244,11 +240,7 @@ func queryCmd() *cli.Command {
 				}
 				return f.Watch(c.Context, c.App.Writer, farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTerminal(c.App.Writer)})
 			}
-			q, err := f.Query(c.Context, time.Now())
-			if err != nil {
-				return err
-			}
-			return farm.WriteQuery(c.App.Writer, q, format(c))
+			return f.Report(c.Context, c.App.Writer, format(c))
 		},
 	}
 }
