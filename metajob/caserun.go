@@ -36,10 +36,19 @@ type caseRunner interface {
 // starting a new one (no exec, no dynamic linking), which is most of the
 // per-case overhead of trivial cases. Requests come on fd 3 as two lines
 // (ID, COMM); the subshell's exit status goes back on fd 4. $1 is the
-// node-local copy of single_case.sh to source.
+// node-local copy of single_case.sh to source. The requests are read in the
+// C locale: in a UTF-8 one, bash's read takes an incomplete multibyte
+// sequence at a line's end and the newline after it for one character,
+// and the worker would wait for ever for a line already sent. Each case
+// gets the user's locale back.
 const workerScript = `FARM_CASE_SCRIPT=$1; shift
+if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
+LC_ALL=C
 while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM; do
-  ( exec 3<&- 4>&-; export ID COMM; . "$FARM_CASE_SCRIPT" )
+  ( exec 3<&- 4>&-
+    if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
+    unset farm_lc_all farm_lc_set
+    export ID COMM; . "$FARM_CASE_SCRIPT" )
   echo "$?" >&4
 done`
 

@@ -154,3 +154,40 @@ func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
 		t.Errorf("output %q does not say where single_case.sh comes from", out.String())
 	}
 }
+
+// TestCaseRunnerIncompleteUTF8AtLineEnd: a command ending in an incomplete
+// UTF-8 sequence, in a UTF-8 locale, runs and returns (the worker once
+// read the newline after it as part of a character and waited for ever),
+// and the cases run in the user's locale.
+func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "LC_ALL=C.UTF-8")
+	var out strings.Builder
+	r, err := newForkRunner(dir, "/bin/bash", env, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	type result struct{ code int }
+	done := make(chan result, 2)
+	go func() {
+		c1, _, _ := r.run("1", "printf %s\\| caf\xe9")
+		c2, _, _ := r.run("2", `x="é"; echo "${#x} $LC_ALL"`)
+		done <- result{c1 + c2}
+	}()
+	select {
+	case res := <-done:
+		if res.code != 0 {
+			t.Errorf("statuses sum to %d, want 0", res.code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner did not return within 10 s: the worker waits for a line already sent")
+	}
+	if got := out.String(); got != "caf\xe9|1 C.UTF-8\n" {
+		t.Errorf("output %q, want the bytes as given, then é as one character in the user's locale", got)
+	}
+}
