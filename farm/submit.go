@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,10 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 	out := map[string]backend.JobInfo{}
 	for name, ids := range byBackend {
 		b, err := f.openBackend(ctx, name)
+		var unknown *backend.UnknownError
+		if errors.As(err, &unknown) {
+			return nil, Userf("%s records job(s) %s on backend %q, which farm does not know: fix the records (RUN BACKEND KIND JOBID, BACKEND one of %s)", f.Path(MiscDir, "jobs"), strings.Join(ids, " "), name, strings.Join(unknown.Known, ", "))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +148,10 @@ func tableErr(err error) error {
 	if os.IsNotExist(err) {
 		return Userf("%s is missing: put one case (command line) per line in %s", Table, Table)
 	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && filepath.Base(pe.Path) == Table {
+		return Userf("%s cannot be read (%v): make it a file with one case (command line) per line", Table, pe.Err)
+	}
 	return err
 }
 
@@ -171,6 +180,14 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 	if err := f.checkJobsMax(ctx, opt.Self, count, extra); err != nil {
 		return err
 	}
+	var autoLimit time.Duration
+	if extra == 1 && cases > 0 {
+		// Checked before any job is submitted: a run must not start
+		// without the -auto/final.sh job it was asked for.
+		if autoLimit, err = f.checkAutoScript(); err != nil {
+			return err
+		}
+	}
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
 		return err
@@ -196,17 +213,18 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 		verb = "resubmit"
 	}
 	ids, err := f.submitJobs(ctx, be, req, run, kind, verb, "")
+	closed := false
 	if len(ids) == 0 && cases > 0 {
 		// The run started, but none of its jobs: close it, so that the next
 		// resubmit does not take it for a run whose jobs are being submitted.
-		f.closeRun(context.WithoutCancel(ctx), run, table)
+		closed = f.closeRun(context.WithoutCancel(ctx), run, table)
 	}
 	if err == nil {
 		f.saySubmitted(be, run, count, simple, ids)
 	}
 	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
 		var autoID string
-		autoID, err = f.submitAuto(ctx, be, opt, run, ids)
+		autoID, err = f.submitAuto(ctx, be, opt, run, ids, autoLimit)
 		if err == nil {
 			what := "-auto"
 			if !opt.Auto {
@@ -218,6 +236,14 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 	if err != nil && len(ids) > 0 {
 		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 	}
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C or SIGTERM: say what was left, in one line.
+		what := fmt.Sprintf("%d job(s) were submitted before it (see 'farm list')", len(ids))
+		if closed {
+			what = fmt.Sprintf("no job was submitted and run %d was closed: 'farm resubmit N' runs its cases", run)
+		}
+		return &InterruptedError{What: what, Err: ctx.Err()}
+	}
 	return err
 }
 
@@ -226,13 +252,13 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 func (f *Farm) checkSubmission(opt SubmitOptions) (time.Duration, error) {
 	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
 	if err != nil {
-		return 0, err
+		return 0, scriptErr(JobScript, err)
 	}
 	if !ok {
 		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
 	}
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
-		return 0, err
+		return 0, scriptErr(JobScript, err)
 	}
 	for i, a := range opt.Args {
 		if _, ok := timeFlag(opt.Args, i); ok {
@@ -347,17 +373,17 @@ func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids
 }
 
 // closeRun leaves nothing to claim in run, which is over table, if it is
-// still the current run.
-func (f *Farm) closeRun(ctx context.Context, run int, table string) {
+// still the current run; it reports whether it closed it.
+func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 	fi, err := os.Stat(f.Path(table))
 	if err != nil {
 		f.Log("could not close run %d, which has no job: %v", run, err)
-		return
+		return false
 	}
 	store, err := f.Store()
 	if err != nil {
 		f.Log("could not close run %d, which has no job: %v", run, err)
-		return
+		return false
 	}
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
@@ -372,6 +398,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) {
 	} else if !errors.Is(err, errStateMoved) {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 	}
+	return err == nil
 }
 
 func (f *Farm) hasFinal() bool {
@@ -385,20 +412,27 @@ func jobName(f *Farm, kind string) string {
 	return "farm-" + filepath.Base(f.Dir) + "-" + kind
 }
 
-// submitAuto adds the one extra job (resubmit_script.sh) that runs after the
-// run's jobs end: it resubmits what is left (-auto) and submits final.sh
-// once every case succeeded.
-func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOptions, run int, after []string) (string, error) {
+// checkAutoScript checks resubmit_script.sh, which the -auto/final.sh job
+// runs, and returns its run-time.
+func (f *Farm) checkAutoScript() (time.Duration, error) {
 	limit, ok, err := ScriptTimeLimit(f.Path(ResubmitScript))
 	if err != nil {
-		return "", err
+		return 0, scriptErr(ResubmitScript, err)
 	}
 	if !ok {
-		return "", Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
+		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
 	}
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
-		return "", err
+		return 0, scriptErr(ResubmitScript, err)
 	}
+	return limit, nil
+}
+
+// submitAuto adds the one extra job (resubmit_script.sh) that runs after the
+// run's jobs end: it resubmits what is left (-auto) and submits final.sh
+// once every case succeeded. limit is the script's run-time
+// (checkAutoScript).
+func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOptions, run int, after []string, limit time.Duration) (string, error) {
 	env := JobEnv{Run: run, Auto: opt.Auto, AutoN: opt.N, AutoArgs: opt.Args}
 	req, err := f.jobRequest(be, env, opt.Environ)
 	if err != nil {
@@ -456,4 +490,15 @@ func (f *Farm) hasRecords() bool {
 		}
 	}
 	return false
+}
+
+// scriptErr turns an error reading the job script name into advice.
+func scriptErr(name string, err error) error {
+	if IsUserError(err) {
+		return err
+	}
+	if os.IsNotExist(err) {
+		return Userf("%s is missing: restore it (the template is in any new farm: 'farm init DIR')", name)
+	}
+	return Userf("%s cannot be read (%v): restore it as a job script (the template is in any new farm: 'farm init DIR')", name, unwrapPath(err))
 }
