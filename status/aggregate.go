@@ -334,6 +334,9 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 		return fail(err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fail(fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name)))
+	}
 	id, restart, _ := ParseFileName(filepath.Base(name))
 	p := fileParser{job: Job{ID: id, Restart: restart}, since: since}
 	p.b = newBatch(ji, 0)
