@@ -158,6 +158,9 @@ func (f *Farm) Log(format string, args ...any) {
 // Init makes a new farm directory with the templates. It refuses an existing
 // directory that is not empty, so nothing is overwritten.
 func Init(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return Userf("%s exists and is not a directory; give 'farm init' a new directory name (nothing was changed)", dir)
+	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return Userf("%s exists and is not empty; give 'farm init' a new directory name (nothing was changed)", dir)
 	} else if err != nil && !os.IsNotExist(err) {
