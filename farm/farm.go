@@ -135,11 +135,10 @@ func (f *Farm) EnsureDirs() error {
 	return nil
 }
 
-// Store returns the farm's claim store; Close it when done.
+// Store returns the farm's claim store; Close it when done. It makes
+// nothing: a command that writes the state makes MISC first (EnsureDirs),
+// so that one refused, or one that only reads, leaves the farm as it was.
 func (f *Farm) Store() (*casetable.Store, error) {
-	if err := os.MkdirAll(f.Path(MiscDir), 0o755); err != nil {
-		return nil, err
-	}
 	return casetable.NewStore(f.Dir, f.Path(MiscDir)), nil
 }
 
