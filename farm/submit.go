@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
@@ -124,7 +125,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
-		return tableErr(err)
+		return f.writeErr(tableErr(err))
 	}
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
@@ -193,7 +194,7 @@ func (f *Farm) launch(ctx context.Context, opt SubmitOptions, base int64, run in
 		return err
 	}
 	if err := f.EnsureDirs(); err != nil {
-		return err
+		return f.writeErr(err)
 	}
 	if cases > 0 {
 		if err := f.startRun(ctx, base, run, table, simple, cases, maxID); err != nil {
@@ -501,4 +502,13 @@ func scriptErr(name string, err error) error {
 		return Userf("%s is missing: restore it (the template is in any new farm: 'farm init DIR')", name)
 	}
 	return Userf("%s cannot be read (%v): restore it as a job script (the template is in any new farm: 'farm init DIR')", name, unwrapPath(err))
+}
+
+// writeErr adds to an error writing in the farm directory (read-only, not
+// the user's) what to do.
+func (f *Farm) writeErr(err error) error {
+	if IsUserError(err) || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		return err
+	}
+	return Userf("%v: farm writes in the farm directory %s; make it writable (chmod u+w), or copy the farm to a directory of yours", err, f.Dir)
 }
