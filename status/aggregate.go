@@ -189,15 +189,21 @@ func Load(dir string, opt Options) (*Summary, error) {
 
 // statusFiles lists the status files in dir, by name: the files status.*
 // whose names ParseFileName accepts.
+// A directory that does not exist holds none; one that cannot be read is
+// an error (filepath.Glob would say "none": every case would look as if
+// it never ran, and resubmit would run again what succeeded).
 func statusFiles(dir string) ([]string, error) {
-	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, n := range all {
-		if _, _, ok := ParseFileName(filepath.Base(n)); ok {
-			names = append(names, n)
+	for _, e := range entries {
+		if _, _, ok := ParseFileName(e.Name()); ok {
+			names = append(names, filepath.Join(dir, e.Name()))
 		}
 	}
 	sort.Strings(names)
