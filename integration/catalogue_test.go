@@ -887,6 +887,10 @@ func statusEntries() []catEntry {
 			args: status, code: 1, msg: `^farm: .*/STATUSES/status\.7 is a directory, not a status file: move it out of .*/STATUSES$`},
 		{name: "statuses-directory-file-resubmit", base: baseRan, setup: func(t *testing.T, dir string) { os.Mkdir(filepath.Join(dir, "STATUSES/status.7"), 0o755) },
 			args: []string{"resubmit", "1", "--backend", "local"}, code: 1, msg: `^farm: .*/STATUSES/status\.7 is a directory, not a status file`},
+		{name: "statuses-is-a-file", base: baseRan, setup: both(remove("STATUSES"), write("STATUSES", "x\n")), args: status, code: 1,
+			msg: `^farm: .*/STATUSES is not a directory: it is where the status records go; move it away$`},
+		{name: "statuses-is-a-file-resubmit", base: baseRan, setup: both(remove("STATUSES"), write("STATUSES", "x\n")), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: .*/STATUSES is not a directory`},
 		{name: "statuses-stray-file", base: baseRan, setup: write("STATUSES/notes.txt", "mine\n"), args: status, code: 0},
 		{name: "statuses-empty-status-file", base: baseRan, setup: write("STATUSES/status.9", ""), args: query, code: 0},
 	}
