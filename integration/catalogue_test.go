@@ -787,6 +787,10 @@ func argumentEntries() []catEntry {
 				}
 			}},
 	}
+	for _, args := range [][]string{{"wait", "10m"}, {"kill", "123"}, {"prune", "123"}, {"Status", "-f", "extra"}, {"query", "watch"}, {"list", "all"}, {"clean", "yes"}, {"repair", "force"}, {"wait", "--timeout", "1s", "now"}} {
+		stray := args[len(args)-1]
+		out = append(out, usage("stray-argument-"+args[0]+"-"+stray, args, `^farm: `+args[0]+` takes no arguments, got "`+stray+`" \(flags go before arguments\)`))
+	}
 	for _, cmd := range []string{"wait", "Status", "status", "list", "query", "clean", "kill", "prune", "repair", "init"} {
 		name := "unknown-flag-" + cmd
 		if cmd == "Status" {
