@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -261,6 +262,15 @@ func (f *Farm) checkSubmission(opt SubmitOptions) (time.Duration, error) {
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return 0, scriptErr(JobScript, err)
 	}
+	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
+		return 0, scriptErr(SingleCase, err)
+	} else {
+		_, err := fh.Read(make([]byte, 1))
+		fh.Close()
+		if err != nil && err != io.EOF {
+			return 0, scriptErr(SingleCase, err)
+		}
+	}
 	for i, a := range opt.Args {
 		if _, ok := timeFlag(opt.Args, i); ok {
 			return 0, Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
@@ -493,7 +503,7 @@ func (f *Farm) hasRecords() bool {
 	return false
 }
 
-// scriptErr turns an error reading the job script name into advice.
+// scriptErr turns an error reading the script name into advice.
 func scriptErr(name string, err error) error {
 	if IsUserError(err) {
 		return err
@@ -501,7 +511,7 @@ func scriptErr(name string, err error) error {
 	if os.IsNotExist(err) {
 		return Userf("%s is missing: restore it (the template is in any new farm: 'farm init DIR')", name)
 	}
-	return Userf("%s cannot be read (%v): restore it as a job script (the template is in any new farm: 'farm init DIR')", name, unwrapPath(err))
+	return Userf("%s cannot be read (%v): restore it (the template is in any new farm: 'farm init DIR')", name, unwrapPath(err))
 }
 
 // writeErr adds to an error writing in the farm directory (read-only, not
