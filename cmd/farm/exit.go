@@ -54,6 +54,12 @@ func exitCode(err error, stderr io.Writer) int {
 		if code == exitUsage {
 			msg += " (see 'farm help')"
 		}
+		var said *farm.InterruptedError
+		if code == exitInterrupted && !errors.As(err, &said) {
+			// Ctrl-C in the middle of something: say so in words, not
+			// as Go's "context canceled".
+			msg = "interrupted: " + strings.TrimSuffix(msg, ": "+context.Canceled.Error())
+		}
 		if errors.Is(err, fs.ErrPermission) && !farm.IsUserError(err) {
 			// A bare "open X: permission denied": say what to do.
 			msg += ": farm must read and write the farm directory's files; check their owner and modes (ls -l), or run farm as their owner"
