@@ -971,6 +971,17 @@ func signalEntries() []catEntry {
 				after:  readsWell},
 		)
 	}
+	// A farm whose job is on a Slurm that does not answer: every command
+	// that asks for the job's state waits for squeue.
+	onSlurm := onGlob("MISC/jobs/*", func(n string) func(*testing.T, string) { return write(n, "1 slurm meta 1\n") })
+	for _, args := range [][]string{{"list"}, {"query"}, {"Status"}, {"kill"}, {"prune"}, {"clean"}, {"resubmit", "1"}} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			name := map[syscall.Signal]string{syscall.SIGINT: "int", syscall.SIGTERM: "term"}[sig]
+			out = append(out, catEntry{name: "signal-" + name + "-" + args[0] + "-asking-slurm", base: baseRan, setup: onSlurm, args: args,
+				slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
+				msg: `^farm: interrupted: asking Slurm for the state of 1 job\(s\): squeue -h -t all -j 1 `})
+		}
+	}
 	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
 		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: jobFiles, after: jobsGoOn})
 	return out
