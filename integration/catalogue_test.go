@@ -572,7 +572,7 @@ func catalogue() []catEntry {
 
 var submitLocal = []string{"submit", "1", "--backend", "local"}
 
-// fmtTable is a regexp naming table.dat's line n.
+// atLine is a regexp for the start of a message about line n of file.
 func atLine(file string, n int) string {
 	return "^farm: " + regexp.QuoteMeta(fmt.Sprintf("%s:%d: ", file, n))
 }
@@ -779,7 +779,7 @@ func argumentEntries() []catEntry {
 				harness.NewFarmAt(t, filepath.Join(dir, weird), []string{"echo ok > out.txt", "true"}, "0-00:10")
 				mustFarm(t, filepath.Join(dir, weird), "submit", "1", "--backend", "local")
 			},
-			args: []string{"-C", weird, "wait", "--timeout", "30s"}, code: 0,
+			args: []string{"-C", weird, "wait", "--timeout", "2m"}, code: 0,
 			change: []string{weird + "/STATUSES/", weird + "/OUTPUT/", weird + "/MISC/", weird + "/RUN1/", weird + "/RUN2/"},
 			after: func(t *testing.T, dir string) {
 				farm := filepath.Join(dir, weird)
