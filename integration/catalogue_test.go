@@ -619,6 +619,12 @@ func tableEntries() []catEntry {
 			msg: atLine("table.dat", 3) + `duplicate case ID 2 \(first used on line 2\); every case needs its own ID$`},
 		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
+		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
+			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
+		{name: "table-wait-missing-after-run", base: baseRan, setup: remove("table.dat"), args: []string{"wait"}, code: 1,
+			msg: `^farm: table\.dat is missing`},
+		{name: "table-wait-directory-after-run", base: baseRan, setup: toDir("table.dat"), args: []string{"wait", "--timeout", "1m"}, code: 1,
+			msg: `^farm: table\.dat cannot be read \(is a directory\)`},
 		{name: "table-resubmit-missing", base: baseRan, setup: remove("table.dat"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: table\.dat is missing`},
 	}
