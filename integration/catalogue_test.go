@@ -988,6 +988,24 @@ func signalEntries() []catEntry {
 				msg: `^farm: interrupted: asking Slurm for the state of 1 job\(s\): squeue -h -t all -j 1 `})
 		}
 	}
+	// A Slurm that refuses (the fake commands of every entry fail).
+	out = append(out,
+		catEntry{name: "slurm-sbatch-fails", base: baseNumbered, args: []string{"submit", "2", "--backend", "slurm"}, code: 1,
+			msg:    `^farm: Something wrong with sbatch farm submission: the bad-input catalogue uses no Slurm \(sbatch call 1 of 2; 0 job\(s\) submitted before it\)`,
+			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"},
+			after: func(t *testing.T, dir string) {
+				readsWell(t, dir)
+				if ids := harness.JobIDs(dir); len(ids) != 0 {
+					t.Errorf("jobs %v recorded, want none", ids)
+				}
+			}},
+		catEntry{name: "slurm-squeue-fails-list", base: baseRan, setup: onSlurm, args: []string{"list"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue -h -t all -j 1 .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+		catEntry{name: "slurm-squeue-fails-kill", base: baseRan, setup: onSlurm, args: []string{"kill"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+		catEntry{name: "slurm-squeue-fails-resubmit", base: baseRan, setup: onSlurm, args: []string{"resubmit", "1"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+	)
 	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
 		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: jobFiles, after: jobsGoOn})
 	return out
