@@ -238,9 +238,9 @@ func (e catEntry) runSignalled(t *testing.T, dir string, env []string) result {
 const nobodyID = 65534
 
 // asNobody, as root, gives the farm in dir to the user nobody, lets nobody
-// reach it (the temporary directories are root's, mode 0700) and a
-// copy of the farm binary beside it, and returns the command that runs
-// that copy with args, as nobody, in dir.
+// reach it and the farm binary (the temporary directories are root's, mode
+// 0700), and returns the command that runs farm with args, as nobody, in
+// dir.
 func asNobody(t *testing.T, dir string, args []string) *exec.Cmd {
 	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
@@ -262,12 +262,12 @@ func asNobody(t *testing.T, dir string, args []string) *exec.Cmd {
 			t.Fatal(err)
 		}
 	}
-	b, err := os.ReadFile(bin(t))
-	if err != nil {
+	// The binary's directory too (not a copy of the binary: a file
+	// written while another test forks cannot be run, ETXTBSY).
+	exe := bin(t)
+	if fi, err := os.Stat(filepath.Dir(exe)); err != nil {
 		t.Fatal(err)
-	}
-	exe := filepath.Join(filepath.Dir(dir), "farm-as-nobody")
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
+	} else if err := os.Chmod(filepath.Dir(exe), fi.Mode().Perm()|0o011); err != nil {
 		t.Fatal(err)
 	}
 	tmp := filepath.Join(filepath.Dir(dir), "tmp-of-nobody")
