@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -327,9 +328,7 @@ func snapshot(t *testing.T, dir string) map[string]fileState {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			st.link, _ = os.Readlink(p)
 		case fi.Mode().IsRegular():
-			if b, err := os.ReadFile(p); err == nil {
-				st.sum = sha256.Sum256(b)
-			}
+			st.sum = hashFile(p)
 		case fi.IsDir():
 			st.size = 0 // a directory's size says nothing
 		}
@@ -340,6 +339,24 @@ func snapshot(t *testing.T, dir string) map[string]fileState {
 		return nil
 	})
 	return snap
+}
+
+// hashFile is the SHA-256 of the file at p (zero if it cannot be read),
+// read in small pieces: the test process must stay small, as other tests
+// of this binary measure the memory of the farm processes it starts, and
+// a child's peak RSS counts the parent's at fork.
+func hashFile(p string) (sum [32]byte) {
+	f, err := os.Open(p)
+	if err != nil {
+		return sum
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, 32<<10)); err != nil {
+		return sum
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum
 }
 
 // diffSnapshots lists the paths made, removed or changed between two
@@ -577,6 +594,27 @@ func atLine(file string, n int) string {
 	return "^farm: " + regexp.QuoteMeta(fmt.Sprintf("%s:%d: ", file, n))
 }
 
+// longLineTable writes a table.dat whose first line is 3 MiB long (more
+// than the 1 MiB buffer farm reads lines with), and whose second repeats
+// its ID: in pieces, for the test process to stay small (hashFile).
+func longLineTable(t *testing.T, dir string) {
+	f, err := os.Create(filepath.Join(dir, "table.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("1 echo ")
+	piece := bytes.Repeat([]byte("y"), 32<<10)
+	for i := 0; i < 96; i++ {
+		if _, err := f.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.WriteString("\n1 true\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // tableEntries: table.dat that submit must refuse, changing nothing.
 func tableEntries() []catEntry {
 	fixIDs := `; fix the line, or remove all IDs to let farm number the table$`
@@ -612,7 +650,7 @@ func tableEntries() []catEntry {
 		refused("crlf-id-only", "1 true\r\n2\r\n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
 		refused("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
 		refused("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
-		refused("long-line-then-duplicate", "1 "+strings.Repeat("y", 3<<20)+"\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
+		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 2) + `duplicate case ID 1 \(first used on line 1\)`},
 		{name: "table-resubmit-malformed-line", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
 		{name: "table-resubmit-duplicate-added", base: baseRan, setup: appendTo("table.dat", "2 true\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
