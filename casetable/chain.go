@@ -176,6 +176,9 @@ func openChain(misc string) (*chain, error) {
 	if os.IsNotExist(err) {
 		return nil, ErrNoState
 	}
+	if errors.Is(err, unix.EISDIR) {
+		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: "a directory, not a file"}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -227,6 +227,10 @@ func Validate(path string) (Info, error) {
 		if !isCase(line) {
 			return nil
 		}
+		if i := bytes.IndexByte(line, 0); i >= 0 {
+			// bash drops it: the case would run another command than written.
+			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("a NUL byte at column %d: a case line must be text; remove it", i+1)}
+		}
 		info.Cases++
 		if first {
 			first = false
@@ -385,7 +389,7 @@ func ReadCases(path string, fn func(c Case) error) error {
 		}
 		id, cmd, _, err := splitID(line)
 		if err != nil {
-			return &LineError{File: path, Line: n, Msg: err.Error()}
+			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
 		}
 		return fn(Case{ID: id, Command: cmd})
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func LoadConfig(path string) (Config, error) {
 		return DefaultConfig(), nil
 	}
 	if err != nil {
-		return DefaultConfig(), err
+		return DefaultConfig(), Userf("%s cannot be read (%v): make it a file of KEY=value lines, or remove it to use the defaults", filepath.Base(path), unwrapPath(err))
 	}
 	return ParseConfig(filepath.Base(path), data)
 }
@@ -100,4 +101,14 @@ func quoteConfig(b []byte) string {
 		return strconv.Quote(string(b[:40])) + "..."
 	}
 	return strconv.Quote(string(b))
+}
+
+// unwrapPath is the reason of a *fs.PathError, without the path (which the
+// message names already); other errors as they are.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

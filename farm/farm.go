@@ -137,11 +137,10 @@ func (f *Farm) EnsureDirs() error {
 	return nil
 }
 
-// Store returns the farm's claim store; Close it when done.
+// Store returns the farm's claim store; Close it when done. It makes
+// nothing: a command that writes the state makes MISC first (EnsureDirs),
+// so that one refused, or one that only reads, leaves the farm as it was.
 func (f *Farm) Store() (*casetable.Store, error) {
-	if err := os.MkdirAll(f.Path(MiscDir), 0o755); err != nil {
-		return nil, err
-	}
 	return casetable.NewStore(f.Dir, f.Path(MiscDir)), nil
 }
 
@@ -163,6 +162,9 @@ func (f *Farm) Log(format string, args ...any) {
 // place once complete: an interrupted init (a full disk) leaves no
 // half-made farm, and the temporary directory is removed.
 func Init(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return Userf("%s exists and is not a directory; give 'farm init' a new directory name (nothing was changed)", dir)
+	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return Userf("%s exists and is not empty; give 'farm init' a new directory name (nothing was changed)", dir)
 	} else if err != nil && !os.IsNotExist(err) {

@@ -51,9 +51,13 @@ func (f *Farm) Jobs() ([]JobRecord, error) {
 			return nil, err
 		}
 		for _, n := range names { // sorted: names start with the time
-			if !strings.HasPrefix(n.Name(), ".") {
-				files = append(files, filepath.Join(f.jobsPath(), n.Name()))
+			if strings.HasPrefix(n.Name(), ".") {
+				continue
 			}
+			if n.IsDir() {
+				return nil, Userf("%s is a directory, not a job record: move it out of %s", filepath.Join(f.jobsPath(), n.Name()), f.jobsPath())
+			}
+			files = append(files, filepath.Join(f.jobsPath(), n.Name()))
 		}
 	}
 	for _, p := range files {
@@ -80,12 +84,12 @@ func readJobRecords(path string) ([]JobRecord, error) {
 	sc := bufio.NewScanner(fh)
 	for n := 1; sc.Scan(); n++ {
 		fl := strings.Fields(sc.Text())
-		if len(fl) != 4 {
-			return nil, fmt.Errorf("%s:%d: damaged job record %q", path, n, sc.Text())
+		run, err := 0, error(nil)
+		if len(fl) == 4 {
+			run, err = strconv.Atoi(fl[0])
 		}
-		run, err := strconv.Atoi(fl[0])
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: damaged job record %q", path, n, sc.Text())
+		if len(fl) != 4 || err != nil || run < 1 {
+			return nil, Userf("%s:%d: damaged job record %.60q: restore the line as 'RUN BACKEND KIND JOBID' (e.g. '1 local meta 7'), or remove it if that job has ended", path, n, sc.Text())
 		}
 		out = append(out, JobRecord{Run: run, Backend: fl[1], Kind: fl[2], ID: fl[3]})
 	}

@@ -202,7 +202,7 @@ type WatchOptions struct {
 }
 
 // Watch redraws the progress bar every interval until no job of the farm is
-// active or ctx ends. On a terminal the line is redrawn in place. Each
+// active, or ctx ends (an *InterruptedError: Ctrl-C). On a terminal the line is redrawn in place. Each
 // refresh costs one scheduler query per backend and reads only what the
 // status files gained since the last one (status.Tail).
 func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
@@ -230,7 +230,7 @@ func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
 			if tty {
 				fmt.Fprintln(w)
 			}
-			return nil
+			return &InterruptedError{What: "the farm's jobs go on; 'farm query' shows them", Err: ctx.Err()}
 		case <-time.After(interval):
 		}
 	}

@@ -88,6 +88,9 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		return err
 	}
 	st := casetable.State{Run: run, Table: Table, Offset: fi.Size(), Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}
+	if err := f.EnsureDirs(); err != nil {
+		return err
+	}
 	store, err := f.Store()
 	if err != nil {
 		return err

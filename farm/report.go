@@ -92,11 +92,16 @@ func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 		return nil
 	})
 	var le *casetable.LineError
-	if errors.As(err, &le) {
+	if errors.As(err, &le) && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
 		return Progress{}, nil
 	}
-	return p, err
+	if err != nil {
+		// A farm that ran counts the cases of its table: a line made
+		// unreadable since, or a table gone, must not read as "0 cases".
+		return p, tableErr(err)
+	}
+	return p, nil
 }
 
 // ErrWaitTimeout is what a *WaitTimeoutError is (errors.Is).

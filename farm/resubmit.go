@@ -65,7 +65,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 			opt.Backend = recs[len(recs)-1].Backend
 		}
 	}
-	su, err := f.setUp(ctx, opt)
+	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
 		return err
 	}

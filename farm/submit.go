@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
@@ -72,6 +75,10 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 	out := map[string]backend.JobInfo{}
 	for name, ids := range byBackend {
 		b, err := f.openBackend(ctx, name)
+		var unknown *backend.UnknownError
+		if errors.As(err, &unknown) {
+			return nil, Userf("%s records job(s) %s on backend %q, which farm does not know: fix the records (RUN BACKEND KIND JOBID, BACKEND one of %s)", f.Path(MiscDir, "jobs"), strings.Join(ids, " "), name, strings.Join(unknown.Known, ", "))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +121,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		if (opt.N == -1) != state.Simple {
 			return Userf("run %d is still active in %s mode; add jobs in the same mode or wait for it to end", state.Run, modeName(state.Simple))
 		}
-		su, err := f.setUp(ctx, opt)
+		su, err := f.setUp(ctx, opt, false)
 		if err != nil {
 			return err
 		}
@@ -123,13 +130,13 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	}
 	// Checked before table.dat is numbered: a refused submit changes
 	// nothing.
-	su, err := f.setUp(ctx, opt)
+	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
 		return err
 	}
 	info, err := casetable.Prepare(f.Path(Table))
 	if err != nil {
-		return tableErr(err)
+		return f.writeErr(tableErr(err))
 	}
 	if !info.Numbered {
 		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
@@ -152,6 +159,10 @@ func tableErr(err error) error {
 	}
 	if os.IsNotExist(err) {
 		return Userf("%s is missing: put one case (command line) per line in %s", Table, Table)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && filepath.Base(pe.Path) == Table {
+		return Userf("%s cannot be read (%v): make it a file with one case (command line) per line", Table, pe.Err)
 	}
 	return err
 }
@@ -179,7 +190,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 		return err
 	}
 	if err := f.EnsureDirs(); err != nil {
-		return err
+		return f.writeErr(err)
 	}
 	if cases > 0 {
 		if err := f.startRun(ctx, base, run, table, simple, cases, maxID); err != nil {
@@ -199,17 +210,18 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 		verb = "resubmit"
 	}
 	ids, err := f.submitJobs(ctx, be, req, run, kind, verb, "")
+	closed := false
 	if len(ids) == 0 && cases > 0 {
 		// The run started, but none of its jobs: close it, so that the next
 		// resubmit does not take it for a run whose jobs are being submitted.
-		f.closeRun(context.WithoutCancel(ctx), run, table)
+		closed = f.closeRun(context.WithoutCancel(ctx), run, table)
 	}
 	if err == nil {
 		f.saySubmitted(be, run, count, simple, ids)
 	}
 	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
 		var autoID string
-		autoID, err = f.submitAuto(ctx, be, opt, run, ids)
+		autoID, err = f.submitAuto(ctx, be, opt, run, ids, su.autoLimit)
 		if err == nil {
 			what := "-auto"
 			if !opt.Auto {
@@ -221,23 +233,41 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 	if err != nil && len(ids) > 0 {
 		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 	}
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C or SIGTERM: say what was left, in one line.
+		what := fmt.Sprintf("%d job(s) were submitted before it (see 'farm list')", len(ids))
+		if closed {
+			what = fmt.Sprintf("no job was submitted and run %d was closed: 'farm resubmit N' runs its cases", run)
+		}
+		return &InterruptedError{What: what, Err: ctx.Err()}
+	}
 	return err
 }
 
 // launchSetup is what is settled before a run starts: the job script's
 // run-time, and the backend, which has said it can submit.
 type launchSetup struct {
-	limit time.Duration
-	be    backend.Backend
+	limit     time.Duration
+	autoLimit time.Duration // resubmit_script.sh's, if a new run gets the -auto/final.sh job
+	be        backend.Backend
 }
 
-// setUp checks the job script and the arguments, opens the backend and,
+// setUp checks the job script, the arguments and, for a new run
+// (newRun) with -auto or final.sh, resubmit_script.sh; opens the backend and,
 // if it can tell, asks it whether it can submit (backend.Preflighter):
 // all that can refuse a submission before anything is changed.
-func (f *Farm) setUp(ctx context.Context, opt SubmitOptions) (launchSetup, error) {
+func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
 	limit, err := f.checkSubmission(opt)
 	if err != nil {
 		return launchSetup{}, err
+	}
+	var autoLimit time.Duration
+	if newRun && (opt.Auto || f.hasFinal()) {
+		// A run must not start without the -auto/final.sh job it was
+		// asked for.
+		if autoLimit, err = f.checkAutoScript(); err != nil {
+			return launchSetup{}, err
+		}
 	}
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
@@ -248,7 +278,7 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions) (launchSetup, error
 			return launchSetup{}, err
 		}
 	}
-	return launchSetup{limit: limit, be: be}, nil
+	return launchSetup{limit: limit, autoLimit: autoLimit, be: be}, nil
 }
 
 // checkSubmission checks the job script and the arguments before anything
@@ -256,13 +286,22 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions) (launchSetup, error
 func (f *Farm) checkSubmission(opt SubmitOptions) (time.Duration, error) {
 	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
 	if err != nil {
-		return 0, err
+		return 0, scriptErr(JobScript, err)
 	}
 	if !ok {
 		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
 	}
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
-		return 0, err
+		return 0, scriptErr(JobScript, err)
+	}
+	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
+		return 0, scriptErr(SingleCase, err)
+	} else {
+		_, err := fh.Read(make([]byte, 1))
+		fh.Close()
+		if err != nil && err != io.EOF {
+			return 0, scriptErr(SingleCase, err)
+		}
 	}
 	for i, a := range opt.Args {
 		if _, ok := timeFlag(opt.Args, i); ok {
@@ -377,17 +416,17 @@ func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids
 }
 
 // closeRun leaves nothing to claim in run, which is over table, if it is
-// still the current run.
-func (f *Farm) closeRun(ctx context.Context, run int, table string) {
+// still the current run; it reports whether it closed it.
+func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 	fi, err := os.Stat(f.Path(table))
 	if err != nil {
 		f.Log("could not close run %d, which has no job: %v", run, err)
-		return
+		return false
 	}
 	store, err := f.Store()
 	if err != nil {
 		f.Log("could not close run %d, which has no job: %v", run, err)
-		return
+		return false
 	}
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
@@ -402,6 +441,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) {
 	} else if !errors.Is(err, errStateMoved) {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 	}
+	return err == nil
 }
 
 func (f *Farm) hasFinal() bool {
@@ -415,20 +455,27 @@ func jobName(f *Farm, kind string) string {
 	return "farm-" + filepath.Base(f.Dir) + "-" + kind
 }
 
-// submitAuto adds the one extra job (resubmit_script.sh) that runs after the
-// run's jobs end: it resubmits what is left (-auto) and submits final.sh
-// once every case succeeded.
-func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOptions, run int, after []string) (string, error) {
+// checkAutoScript checks resubmit_script.sh, which the -auto/final.sh job
+// runs, and returns its run-time.
+func (f *Farm) checkAutoScript() (time.Duration, error) {
 	limit, ok, err := ScriptTimeLimit(f.Path(ResubmitScript))
 	if err != nil {
-		return "", err
+		return 0, scriptErr(ResubmitScript, err)
 	}
 	if !ok {
-		return "", Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
+		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
 	}
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
-		return "", err
+		return 0, scriptErr(ResubmitScript, err)
 	}
+	return limit, nil
+}
+
+// submitAuto adds the one extra job (resubmit_script.sh) that runs after the
+// run's jobs end: it resubmits what is left (-auto) and submits final.sh
+// once every case succeeded. limit is the script's run-time
+// (checkAutoScript).
+func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOptions, run int, after []string, limit time.Duration) (string, error) {
 	env := JobEnv{Run: run, Auto: opt.Auto, AutoN: opt.N, AutoArgs: opt.Args}
 	req, err := f.jobRequest(be, env, opt.Environ)
 	if err != nil {
@@ -486,4 +533,24 @@ func (f *Farm) hasRecords() bool {
 		}
 	}
 	return false
+}
+
+// scriptErr turns an error reading the script name into advice.
+func scriptErr(name string, err error) error {
+	if IsUserError(err) {
+		return err
+	}
+	if os.IsNotExist(err) {
+		return Userf("%s is missing: restore it (the template is in any new farm: 'farm init DIR')", name)
+	}
+	return Userf("%s cannot be read (%v): restore it (the template is in any new farm: 'farm init DIR')", name, unwrapPath(err))
+}
+
+// writeErr adds to an error writing in the farm directory (read-only, not
+// the user's) what to do.
+func (f *Farm) writeErr(err error) error {
+	if IsUserError(err) || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		return err
+	}
+	return Userf("%v: farm writes in the farm directory %s; make it writable (chmod u+w), or copy the farm to a directory of yours", err, f.Dir)
 }

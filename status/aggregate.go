@@ -2,6 +2,7 @@ package status
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -189,15 +191,24 @@ func Load(dir string, opt Options) (*Summary, error) {
 
 // statusFiles lists the status files in dir, by name: the files status.*
 // whose names ParseFileName accepts.
+// A directory that does not exist holds none; one that cannot be read is
+// an error (filepath.Glob would say "none": every case would look as if
+// it never ran, and resubmit would run again what succeeded).
 func statusFiles(dir string) ([]string, error) {
-	all, err := filepath.Glob(filepath.Join(dir, "status.*"))
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%s is not a directory: it is where the status records go; move it away", dir)
+	}
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, n := range all {
-		if _, _, ok := ParseFileName(filepath.Base(n)); ok {
-			names = append(names, n)
+	for _, e := range entries {
+		if _, _, ok := ParseFileName(e.Name()); ok {
+			names = append(names, filepath.Join(dir, e.Name()))
 		}
 	}
 	sort.Strings(names)
@@ -334,6 +345,9 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 		return fail(err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fail(fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name)))
+	}
 	id, restart, _ := ParseFileName(filepath.Base(name))
 	p := fileParser{job: Job{ID: id, Restart: restart}, since: since}
 	p.b = newBatch(ji, 0)

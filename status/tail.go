@@ -51,7 +51,7 @@ func NewTail(dir string) *Tail { return &Tail{Dir: dir, files: map[string]*tailF
 // counts. live tells which meta-jobs run now (as Options.Live); since starts the window of
 // TailCounts.Recent (Unix seconds).
 func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, error) {
-	names, err := filepath.Glob(filepath.Join(t.Dir, "status.*"))
+	names, err := statusFiles(t.Dir)
 	if err != nil {
 		return TailCounts{}, err
 	}

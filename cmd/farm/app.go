@@ -48,10 +48,22 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// withUsageErrors makes every command's flag errors usage errors.
+// withUsageErrors makes every command's flag errors usage errors, and
+// refuses arguments to a command that takes none ('farm wait 10m' would
+// wait for ever, 'farm kill 123' would cancel every job). Hidden commands,
+// which job scripts run, are left as they were.
 func withUsageErrors(cmds []*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = asUsage
+		if c.ArgsUsage == "" && !c.SkipFlagParsing && !c.Hidden && c.Action != nil {
+			name, act := c.Name, c.Action
+			c.Action = func(ctx *cli.Context) error {
+				if ctx.NArg() > 0 {
+					return usagef("%s takes no arguments, got %q (flags go before arguments)", name, ctx.Args().First())
+				}
+				return act(ctx)
+			}
+		}
 		withUsageErrors(c.Subcommands)
 	}
 	return cmds

@@ -82,6 +82,9 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 			opt.Backend = args[i]
 		case strings.HasPrefix(a, "--backend="):
 			opt.Backend = strings.TrimPrefix(a, "--backend=")
+			if opt.Backend == "" {
+				return opt, usagef("--backend needs a value: %s", strings.Join(registry(noEnv, io.Discard).Names(), " or "))
+			}
 		default:
 			opt.Args = append(opt.Args, a)
 		}
@@ -181,6 +184,9 @@ func waitCmd() *cli.Command {
 			f, err := openFarm(c)
 			if err != nil {
 				return err
+			}
+			if c.Duration("timeout") < 0 {
+				return usagef("--timeout must not be negative (0 waits for ever), got %s", c.Duration("timeout"))
 			}
 			p, err := f.Wait(c.Context, c.Duration("timeout"))
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/farm-hpc/farm/backend"
@@ -52,6 +53,16 @@ func exitCode(err error, stderr io.Writer) int {
 		msg := strings.TrimSpace(err.Error())
 		if code == exitUsage {
 			msg += " (see 'farm help')"
+		}
+		var said *farm.InterruptedError
+		if code == exitInterrupted && !errors.As(err, &said) {
+			// Ctrl-C in the middle of something: say so in words, not
+			// as Go's "context canceled".
+			msg = "interrupted: " + strings.TrimSuffix(msg, ": "+context.Canceled.Error())
+		}
+		if errors.Is(err, fs.ErrPermission) && !farm.IsUserError(err) {
+			// A bare "open X: permission denied": say what to do.
+			msg += ": farm must read and write the farm directory's files; check their owner and modes (ls -l), or run farm as their owner"
 		}
 		fmt.Fprintln(stderr, "farm: "+msg)
 	}

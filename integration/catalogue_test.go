@@ -1,0 +1,1050 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// TestBadInputCatalogue runs farm on a catalogue of bad inputs (issue 11):
+// damaged table.dat, config and job scripts, bad arguments, damaged MISC
+// and STATUSES files, paths with spaces and shell metacharacters, and
+// signals to the commands that run for long. Each entry makes a small farm,
+// damages it, runs one command line and checks
+//
+//   - the exit code;
+//   - that stderr is one line, "farm: ...", matching the entry's regexp
+//     (which names the file, the line where there is one, and what to do),
+//     or empty where the entry expects no message;
+//   - that no Go stack trace ("panic:", "goroutine N", "file.go:N") is
+//     printed;
+//   - that no file of the farm changed but those the entry allows (names,
+//     modes, sizes and contents, snapshotted before and after).
+//
+// A failing entry logs the one command that reruns it alone.
+func TestBadInputCatalogue(t *testing.T) {
+	t.Parallel()
+	ran := ranFarmTemplate(t)
+	// No entry may reach a real Slurm: the default backend would find
+	// these, which fail, and the slowSlurm entries get slow ones.
+	guard := fakeSlurm(t, "echo 'the bad-input catalogue uses no Slurm' >&2; exit 1")
+	slow := fakeSlurm(t, slowSlurmBody)
+	entries := catalogue()
+	if len(entries) < 100 {
+		t.Errorf("the catalogue has %d entries, want at least 100", len(entries))
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[e.name] {
+			t.Fatalf("two entries are named %q", e.name)
+		}
+		seen[e.name] = true
+	}
+	for _, e := range entries {
+		e := e
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				if t.Failed() {
+					t.Logf("rerun: go test ./integration -run 'TestBadInputCatalogue/%s$' -count=1 -v", e.name)
+				}
+			}()
+			path := guard
+			if e.slowSlurm {
+				path = slow
+			}
+			e.run(t, ran, path)
+		})
+	}
+}
+
+// catBase is the farm an entry starts from.
+type catBase int
+
+const (
+	baseTable    catBase = iota // farm init, table.dat "true" twice, unnumbered
+	baseNumbered                // the same, table.dat numbered "1 true", "2 true"
+	baseRan                     // a farm that ran: case 1 succeeded, case 2 failed
+	baseActive                  // a meta-job running "sleep 30" on the local backend
+	baseNone                    // an empty directory, no farm
+)
+
+// catEntry is one bad input and what farm must do with it.
+type catEntry struct {
+	name  string
+	base  catBase
+	setup func(t *testing.T, dir string) // damages the farm in dir
+	args  []string                       // run in the farm's directory
+	env   []string
+	code  int
+	// msg is a regexp the one line of stderr must match; "" if farm must
+	// say nothing on stderr.
+	msg string
+	// change lists the paths, relative to the farm, that may change:
+	// shell patterns, or "DIR/" for DIR and everything below it.
+	change []string
+	// unprivileged: the entry is about permissions, which do not stop
+	// root: as root, farm runs as the user nobody, on a farm it owns.
+	unprivileged bool
+	// signal, if set, is sent to farm once ready holds (or after 700 ms
+	// if ready is nil); stdout is what farm printed so far.
+	signal syscall.Signal
+	ready  func(dir string, stdout func() string) bool
+	// slowSlurm: Slurm's commands are fakes that sleep (slowSlurmBody).
+	slowSlurm bool
+	// after checks the farm once the command and the snapshot check are
+	// done, e.g. that the advice given works.
+	after func(t *testing.T, dir string)
+}
+
+var stackTrace = regexp.MustCompile(`panic:|goroutine \d+|\.go:\d+`)
+
+func (e catEntry) run(t *testing.T, ranTemplate, slurmPath string) {
+	dir := e.makeBase(t, ranTemplate)
+	var nobody *exec.Cmd
+	if e.unprivileged && os.Geteuid() == 0 {
+		nobody = asNobody(t, dir, e.args)
+	}
+	if e.setup != nil {
+		e.setup(t, dir)
+	}
+	before := snapshot(t, dir)
+	env := append([]string{"PATH=" + slurmPath + ":" + os.Getenv("PATH")}, e.env...)
+	var r result
+	switch {
+	case e.signal != 0:
+		r = e.runSignalled(t, dir, env)
+	case nobody != nil:
+		nobody.Env = append(nobody.Env, env...)
+		r = harness.Exec(t, nobody, e.args)
+	default:
+		r = farmIn(t, dir, env, e.args...)
+	}
+	cmdline := "farm " + strings.Join(e.args, " ")
+	if r.Code != e.code {
+		t.Errorf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", cmdline, r.Code, e.code, r.Out, r.Err)
+	}
+	if stackTrace.MatchString(r.Out) || stackTrace.MatchString(r.Err) {
+		t.Errorf("%s printed a Go stack trace:\nstdout: %s\nstderr: %s", cmdline, r.Out, r.Err)
+	}
+	e.checkMessage(t, cmdline, r.Err)
+	after := snapshot(t, dir)
+	for _, p := range diffSnapshots(before, after) {
+		if !allowedChange(p, e.change) {
+			t.Errorf("%s changed %s, which it must not (allowed: %v)", cmdline, p, e.change)
+		}
+	}
+	if e.after != nil && !t.Failed() {
+		e.after(t, dir)
+	}
+}
+
+// checkMessage checks that stderr is one line "farm: ..." matching e.msg,
+// or empty if e.msg is "".
+func (e catEntry) checkMessage(t *testing.T, cmdline, stderr string) {
+	if e.msg == "" {
+		if stderr != "" {
+			t.Errorf("%s: stderr %q, want nothing", cmdline, stderr)
+		}
+		return
+	}
+	line, ok := strings.CutSuffix(stderr, "\n")
+	if !ok || strings.Contains(line, "\n") || !strings.HasPrefix(line, "farm: ") {
+		t.Errorf("%s: stderr is not one line starting with \"farm: \":\n%s", cmdline, stderr)
+		return
+	}
+	if !regexp.MustCompile(e.msg).MatchString(line) {
+		t.Errorf("%s: stderr %q does not match %q", cmdline, line, e.msg)
+	}
+}
+
+// makeBase makes the farm the entry starts from and returns its directory.
+func (e catEntry) makeBase(t *testing.T, ranTemplate string) string {
+	switch e.base {
+	case baseNone:
+		return t.TempDir()
+	case baseNumbered:
+		return newFarm(t, []string{"1 true", "2 true"}, "0-00:10")
+	case baseRan:
+		dir := filepath.Join(t.TempDir(), "farm")
+		if out, err := exec.Command("cp", "-a", ranTemplate, dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp -a %s %s: %v\n%s", ranTemplate, dir, err, out)
+		}
+		return dir
+	case baseActive:
+		dir := newFarm(t, []string{"sleep 30"}, "0-00:10")
+		mustFarm(t, dir, "submit", "1", "--backend", "local")
+		t.Cleanup(func() {
+			// Stop the job, and let it end before its directory goes.
+			farmIn(t, dir, nil, "kill")
+			farmIn(t, dir, nil, "wait", "--timeout", "30s")
+		})
+		return dir
+	}
+	return newFarm(t, []string{"true", "true"}, "0-00:10")
+}
+
+// runSignalled starts farm, sends it e.signal once e.ready holds, and
+// returns what it said.
+func (e catEntry) runSignalled(t *testing.T, dir string, env []string) result {
+	cmd := exec.Command(bin(t), e.args...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ready := e.ready
+	if ready == nil {
+		start := time.Now()
+		ready = func(string, func() string) bool { return time.Since(start) > 700*time.Millisecond }
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !ready(dir, stdout.String) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("farm %v: not ready for the signal after 20s\nstdout: %s\nstderr: %s", e.args, stdout.String(), stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(e.signal)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("farm %v: still running 20s after %v", e.args, e.signal)
+	}
+	return result{Out: stdout.String(), Err: stderr.String(), Code: cmd.ProcessState.ExitCode()}
+}
+
+// nobodyID is the user and group ID of nobody.
+const nobodyID = 65534
+
+// asNobody, as root, gives the farm in dir to the user nobody, lets nobody
+// reach it and the farm binary (the temporary directories are root's, mode
+// 0700), and returns the command that runs farm with args, as nobody, in
+// dir.
+func asNobody(t *testing.T, dir string, args []string) *exec.Cmd {
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, nobodyID, nobodyID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Search permission only (x): nobody may pass, not list. $TMPDIR
+	// itself too (mode 0700 when made by mktemp -d).
+	for d := filepath.Dir(dir); d == os.TempDir() || strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The binary's directory too (not a copy of the binary: a file
+	// written while another test forks cannot be run, ETXTBSY).
+	exe := bin(t)
+	if fi, err := os.Stat(filepath.Dir(exe)); err != nil {
+		t.Fatal(err)
+	} else if err := os.Chmod(filepath.Dir(exe), fi.Mode().Perm()|0o011); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(dir), "tmp-of-nobody")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o777)
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
+	return cmd
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// fileState is what a snapshot keeps of one path.
+type fileState struct {
+	mode fs.FileMode
+	size int64
+	sum  [32]byte // contents of a regular file
+	link string   // target of a symbolic link
+}
+
+// snapshot records every path under dir: its mode, size and contents.
+func snapshot(t *testing.T, dir string) map[string]fileState {
+	t.Helper()
+	snap := map[string]fileState{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		if err != nil && d == nil {
+			snap[rel] = fileState{mode: fs.ModeIrregular}
+			return nil
+		}
+		fi, ierr := os.Lstat(p)
+		if ierr != nil {
+			return nil // gone meanwhile
+		}
+		st := fileState{mode: fi.Mode(), size: fi.Size()}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			st.link, _ = os.Readlink(p)
+		case fi.Mode().IsRegular():
+			st.sum = hashFile(p)
+		case fi.IsDir():
+			st.size = 0 // a directory's size says nothing
+		}
+		snap[rel] = st
+		if err != nil && d.IsDir() {
+			return fs.SkipDir // unreadable
+		}
+		return nil
+	})
+	return snap
+}
+
+// hashFile is the SHA-256 of the file at p (zero if it cannot be read),
+// read in small pieces: the test process must stay small, as other tests
+// of this binary measure the memory of the farm processes it starts, and
+// a child's peak RSS counts the parent's at fork.
+func hashFile(p string) (sum [32]byte) {
+	f, err := os.Open(p)
+	if err != nil {
+		return sum
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, 32<<10)); err != nil {
+		return sum
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// diffSnapshots lists the paths made, removed or changed between two
+// snapshots, sorted.
+func diffSnapshots(before, after map[string]fileState) []string {
+	var out []string
+	for p, b := range before {
+		if a, ok := after[p]; !ok || a != b {
+			out = append(out, p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// allowedChange reports whether p matches one of the patterns: shell
+// patterns, or "DIR/" (DIR a pattern too) for DIR and everything below it.
+func allowedChange(p string, patterns []string) bool {
+	for _, pat := range patterns {
+		if p == pat || p+"/" == pat {
+			return true
+		}
+		d, tree := strings.CutSuffix(pat, "/")
+		if !tree {
+			if ok, _ := path.Match(pat, p); ok {
+				return true
+			}
+			continue
+		}
+		parts := strings.Split(p, "/")
+		for i := 1; i <= len(parts); i++ {
+			if ok, _ := path.Match(d, strings.Join(parts[:i], "/")); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ranFarmTemplate makes, once for the catalogue, a farm that ran on the
+// local backend: case 1 succeeded, case 2 failed. Entries of baseRan
+// damage copies of it.
+func ranFarmTemplate(t *testing.T) string {
+	dir := newFarm(t, []string{"true", "false"}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	if r.Code != 1 || !strings.Contains(r.Out, "2 cases: 1 succeeded, 1 failed") {
+		t.Fatalf("the template farm: wait exit %d: %s%s", r.Code, r.Out, r.Err)
+	}
+	return dir
+}
+
+// fakeSlurm makes a directory of fake sbatch, squeue, scontrol and scancel
+// that run body, for PATH.
+func fakeSlurm(t *testing.T, body string) string {
+	dir := t.TempDir()
+	for _, name := range []string{"sbatch", "squeue", "scontrol", "scancel"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// Setups.
+
+func write(name, text string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func appendTo(name, text string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(text); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// edit replaces old (which must be there) by new in the file name.
+func edit(name, old, new string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s has no %q", name, old)
+		}
+		fi, _ := os.Stat(p)
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func remove(name string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// toDir replaces the file name by an empty directory.
+func toDir(name string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		remove(name)(t, dir)
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// symlink replaces the file name by a symbolic link to target.
+func symlink(name, target string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		remove(name)(t, dir)
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func chmod(name string, mode fs.FileMode) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(filepath.Join(dir, name), 0o755) })
+	}
+}
+
+// both runs the setups in turn.
+func both(fns ...func(*testing.T, string)) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		for _, fn := range fns {
+			fn(t, dir)
+		}
+	}
+}
+
+// glob1 returns the one path (relative to dir) that pattern matches; the
+// last, sorted by length then name, if several.
+func glob1(t *testing.T, dir, pattern string) string {
+	m, _ := filepath.Glob(filepath.Join(dir, pattern))
+	if len(m) == 0 {
+		t.Fatalf("nothing matches %s in %s", pattern, dir)
+	}
+	sort.Slice(m, func(i, j int) bool {
+		if len(m[i]) != len(m[j]) {
+			return len(m[i]) < len(m[j])
+		}
+		return m[i] < m[j]
+	})
+	rel, _ := filepath.Rel(dir, m[len(m)-1])
+	return rel
+}
+
+// onGlob runs fn on the path pattern matches (glob1).
+func onGlob(pattern string, fn func(name string) func(*testing.T, string)) func(*testing.T, string) {
+	return func(t *testing.T, dir string) { fn(glob1(t, dir, pattern))(t, dir) }
+}
+
+// lastGen is the newest generation file of the claim state.
+const lastGen = "MISC/claims.*/*/g.*"
+
+// Checks run after an entry.
+
+// repairWorks checks that the advice to run 'farm repair' works: it
+// rebuilds the state, and the farm reads again.
+func repairWorks(t *testing.T, dir string) {
+	mustFarm(t, dir, "repair")
+	if r := farmIn(t, dir, nil, "query"); r.Code != 0 || r.Err != "" {
+		t.Errorf("after farm repair, query: exit %d: %s", r.Code, r.Err)
+	}
+}
+
+// jobsGoOn checks that the farm's job is still pending or running.
+func jobsGoOn(t *testing.T, dir string) {
+	for _, j := range harness.ListJSON(t, dir) {
+		if j.State != "RUNNING" && j.State != "PENDING" {
+			t.Errorf("job %s is %s after the signal, want it to go on", j.ID, j.State)
+		}
+	}
+}
+
+// readsWell checks that the farm's state reads after the entry.
+func readsWell(t *testing.T, dir string) {
+	for _, args := range [][]string{{"query"}, {"list"}, {"Status"}} {
+		if r := farmIn(t, dir, nil, args...); r.Code != 0 || r.Err != "" {
+			t.Errorf("farm %s afterwards: exit %d: %s", args[0], r.Code, r.Err)
+		}
+	}
+}
+
+// slowSlurmBody is the fake Slurm of the entries with slowSlurm: it marks
+// that it started, beside the farm's directory (its working directory),
+// and sleeps, so that a signal reaches farm while it waits for sbatch.
+const slowSlurmBody = `: > "$PWD/../slurm-started"; exec sleep 30`
+
+// slurmStarted is the ready condition of slowSlurm entries.
+func slurmStarted(dir string, _ func() string) bool {
+	_, err := os.Stat(filepath.Join(filepath.Dir(dir), "slurm-started"))
+	return err == nil
+}
+
+// catalogue is every entry of TestBadInputCatalogue.
+func catalogue() []catEntry {
+	var all []catEntry
+	for _, part := range [][]catEntry{tableEntries(), configEntries(), scriptEntries(), argumentEntries(), miscEntries(), statusEntries(), permissionEntries(), signalEntries()} {
+		all = append(all, part...)
+	}
+	return all
+}
+
+var submitLocal = []string{"submit", "1", "--backend", "local"}
+
+// atLine is a regexp for the start of a message about line n of file.
+func atLine(file string, n int) string {
+	return "^farm: " + regexp.QuoteMeta(fmt.Sprintf("%s:%d: ", file, n))
+}
+
+// longLineTable writes a table.dat whose first line is 3 MiB long (more
+// than the 1 MiB buffer farm reads lines with), and whose second repeats
+// its ID: in pieces, for the test process to stay small (hashFile).
+func longLineTable(t *testing.T, dir string) {
+	f, err := os.Create(filepath.Join(dir, "table.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("1 echo ")
+	piece := bytes.Repeat([]byte("y"), 32<<10)
+	for i := 0; i < 96; i++ {
+		if _, err := f.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.WriteString("\n1 true\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tableEntries: table.dat that submit must refuse, changing nothing.
+func tableEntries() []catEntry {
+	fixIDs := `; fix the line, or remove all IDs to let farm number the table$`
+	refused := func(name, table, msg string) catEntry {
+		return catEntry{name: "table-" + name, setup: write("table.dat", table), args: submitLocal, code: 1, msg: msg}
+	}
+	return []catEntry{
+		refused("empty", "", `^farm: table\.dat: table has no cases; put one command per line$`),
+		refused("only-blanks-and-comments", "\n   \n\t\n# a comment\n  # another\n", `^farm: table\.dat: table has no cases; put one command per line$`),
+		refused("only-crlf-blanks", "\r\n\r\n# c\r\n", `^farm: table\.dat: table has no cases`),
+		{name: "table-missing", setup: remove("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat is missing: put one case \(command line\) per line in table\.dat$`},
+		{name: "table-dangling-symlink", setup: symlink("table.dat", "nowhere.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat is missing: put one case`},
+		{name: "table-symlink-loop", setup: symlink("table.dat", "table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(too many levels of symbolic links\): make it a file with one case \(command line\) per line$`},
+		{name: "table-is-a-directory", setup: toDir("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(is a directory\): make it a file with one case`},
+		refused("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixIDs),
+		refused("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
+		refused("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refused("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
+		refused("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
+		refused("id-duplicate-leading-zero", "1 true\n01 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
+		refused("id-duplicate-huge", "9223372036854775807 a\n1 b\n9223372036854775807 c\n", atLine("table.dat", 3)+`duplicate case ID 9223372036854775807 \(first used on line 1\)`),
+		refused("id-non-numeric", "1 true\nx true\n", atLine("table.dat", 2)+`malformed case ID "x": a numbered table needs "ID command".*`+fixIDs),
+		refused("mixed-numbered-then-unnumbered", "1 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "echo".*`+fixIDs),
+		refused("id-only-no-command", "1 true\n2\n", atLine("table.dat", 2)+`case 2 has an ID but no command`+fixIDs),
+		refused("id-only-trailing-blanks", "1 true\n2 \t \n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
+		refused("id-beyond-int64", "99999999999999999999 true\n", atLine("table.dat", 1)+`malformed case ID "99999999999999999999": IDs must be positive integers`+fixIDs),
+		refused("id-int64-max-plus-one", "1 a\n9223372036854775808 b\n", atLine("table.dat", 2)+`malformed case ID "9223372036854775808"`),
+		refused("id-float-in-numbered", "1 true\n2.5 true\n", atLine("table.dat", 2)+`malformed case ID "2\.5"`),
+		refused("id-plus-in-numbered", "1 true\n+2 true\n", atLine("table.dat", 2)+`malformed case ID "\+2"`),
+		refused("id-hex-in-numbered", "1 true\n0x2 true\n", atLine("table.dat", 2)+`malformed case ID "0x2"`),
+		refused("id-long-garbage", "1 true\n"+strings.Repeat("x", 5000)+" true\n", atLine("table.dat", 2)+`malformed case ID "x{40}\.\.\."`),
+		refused("crlf-duplicate", "# c\r\n1 true\r\n2 true\r\n2 false\r\n", atLine("table.dat", 4)+`duplicate case ID 2 \(first used on line 3\)`),
+		refused("crlf-id-only", "1 true\r\n2\r\n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
+		refused("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
+		refused("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
+		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 2) + `duplicate case ID 1 \(first used on line 1\)`},
+		{name: "table-resubmit-malformed-line", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
+		{name: "table-resubmit-duplicate-added", base: baseRan, setup: appendTo("table.dat", "2 true\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: atLine("table.dat", 3) + `duplicate case ID 2 \(first used on line 2\); every case needs its own ID$`},
+		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
+		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
+			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
+		{name: "table-wait-missing-after-run", base: baseRan, setup: remove("table.dat"), args: []string{"wait"}, code: 1,
+			msg: `^farm: table\.dat is missing`},
+		{name: "table-wait-directory-after-run", base: baseRan, setup: toDir("table.dat"), args: []string{"wait", "--timeout", "1m"}, code: 1,
+			msg: `^farm: table\.dat cannot be read \(is a directory\)`},
+		{name: "table-resubmit-missing", base: baseRan, setup: remove("table.dat"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: table\.dat is missing`},
+	}
+}
+
+// configEntries: a config every command must refuse, with its line.
+func configEntries() []catEntry {
+	bad := func(name, line string, args []string, msg string) catEntry {
+		return catEntry{name: "config-" + name, setup: appendTo("config", line+"\n"), args: args, code: 1, msg: atLine("config", 18) + msg}
+	}
+	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
+	return []catEntry{
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS\)$`),
+		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
+		bad("key-with-spaces", "N failed max=3", query, `unknown setting "N failed max"`),
+		bad("empty-key", "=5", list, `unknown setting "" \(known: `),
+		bad("missing-equals", "N_failed_max 5", submitLocal, `expected KEY=value, got "N_failed_max 5"$`),
+		bad("key-alone", "RUN_DIRS", []string{"wait"}, `expected KEY=value, got "RUN_DIRS"$`),
+		bad("empty-value", "N_failed_max=", []string{"clean"}, `N_failed_max must be a number >= 0, got ""$`),
+		bad("negative", "dt_failed=-1", submitLocal, `dt_failed must be a number >= 0, got "-1"$`),
+		bad("nan", "dt_failed=NaN", status, `dt_failed must be a number >= 0, got "NaN"$`),
+		bad("inf", "NJOBS_MAX=Inf", query, `NJOBS_MAX must be at most 1000000000, got "Inf"$`),
+		bad("minus-inf", "NJOBS_MAX=-Inf", list, `NJOBS_MAX must be a number >= 0, got "-Inf"$`),
+		bad("huge", "N_failed_max=1e30", []string{"repair"}, `N_failed_max must be at most 1000000000, got "1e30"$`),
+		bad("just-above-max", "NJOBS_MAX=1000000001", []string{"kill"}, `NJOBS_MAX must be at most 1000000000`),
+		bad("overflow", "dt_failed=1e400", []string{"prune"}, `dt_failed must be at most 1000000000, got "1e400"$`),
+		bad("hex", "NJOBS_MAX=0x10", status, `NJOBS_MAX must be a number >= 0, got "0x10"$`),
+		bad("word", "RUN_DIRS=yes", query, `RUN_DIRS must be a number >= 0, got "yes"$`),
+		bad("unit", "dt_failed=5s", submitLocal, `dt_failed must be a number >= 0, got "5s"$`),
+		bad("two-values", "NJOBS_MAX=1 2", list, `NJOBS_MAX must be a number >= 0, got "1 2"$`),
+		bad("nul-byte", "NJOBS_MAX=1\x00", status, `NJOBS_MAX must be a number >= 0, got "1\\x00"$`),
+		bad("binary", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01\x00\x00\x00\xd0\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", status, `expected KEY=value, got "\\x7fELF.*"\.\.\.$`),
+		{name: "config-is-a-directory", setup: toDir("config"), args: status, code: 1, msg: `^farm: config cannot be read \(is a directory\): make it a file of KEY=value lines, or remove it to use the defaults$`},
+		{name: "config-symlink-loop", setup: symlink("config", "config"), args: submitLocal, code: 1, msg: `^farm: config cannot be read \(too many levels of symbolic links\): make it a file of KEY=value lines`},
+		{name: "config-bad-line-crlf", setup: write("config", "N_failed_max=5\r\ndt_failed=x\r\n"), args: status, code: 1, msg: atLine("config", 2) + `dt_failed must be a number >= 0, got "x"$`},
+	}
+}
+
+// scriptEntries: job_script.sh, resubmit_script.sh and single_case.sh that
+// submit must refuse before it submits anything. The table is numbered
+// already (a refused submit must not number it; that it does for some,
+// issue 12, is not this catalogue's).
+func scriptEntries() []catEntry {
+	js := func(name string, setup func(*testing.T, string), args []string, msg string) catEntry {
+		return catEntry{name: "job-script-" + name, base: baseNumbered, setup: setup, args: args, code: 1, msg: msg}
+	}
+	badTime := func(name, line, val, why string) catEntry {
+		return js(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), submitLocal,
+			`^farm: .*/job_script\.sh:6: bad run-time "`+val+`" \(`+why+`\); use a Slurm time such as 0-01:00 or 30$`)
+	}
+	auto := []string{"submit", "1", "-auto", "--backend", "local"}
+	rs := func(name string, setup func(*testing.T, string), msg string) catEntry {
+		return catEntry{name: "resubmit-script-" + name, base: baseNumbered, setup: setup, args: auto, code: 1, msg: msg}
+	}
+	noTime := `^farm: Job runtime sbatch argument \(-t or --time\) is missing in job_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-01:00'\)$`
+	return []catEntry{
+		js("no-run-time", edit("job_script.sh", "#SBATCH -t 0-00:10\n", ""), submitLocal, noTime),
+		js("run-time-commented-out", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "##SBATCH -t 0-00:10\n"), submitLocal, noTime),
+		badTime("run-time-word", "#SBATCH -t abc", "abc", `bad number "abc"`),
+		badTime("run-time-too-many-fields", "#SBATCH -t 1:2:3:4", "1:2:3:4", `too many fields`),
+		badTime("run-time-empty", "#SBATCH -t", "", `empty`),
+		badTime("run-time-empty-long", "#SBATCH --time=", "", `empty`),
+		badTime("run-time-negative", "#SBATCH --time=-5", "-5", `bad days ""`),
+		badTime("run-time-days-only", "#SBATCH -t 1-", "1-", `bad number ""`),
+		badTime("run-time-negative-minutes", "#SBATCH -t 0:-5", "0:-5", `bad days "0:"`),
+		badTime("run-time-float", "#SBATCH -t 1.5", "1.5", `bad number "1\.5"`),
+		badTime("run-time-days-too-many", "#SBATCH -t 1-2:3:4:5", "1-2:3:4:5", `too many fields`),
+		{name: "job-script-missing", base: baseNumbered, setup: remove("job_script.sh"), args: submitLocal, code: 1,
+			msg: `^farm: Non-farm directory .* \(no job_script\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
+		js("is-a-directory", toDir("job_script.sh"), submitLocal, `^farm: job_script\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`),
+		js("no-metajob-line", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, "echo hello"), submitLocal,
+			`^farm: job_script\.sh does not run 'farm metajob': restore its last line, exec "\$\{FARM_BIN:-farm\}" metajob \(see 'farm init' for the template\)$`),
+		js("metajob-only-in-a-comment", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, `# exec farm metajob`), submitLocal, `^farm: job_script\.sh does not run 'farm metajob'`),
+		js("run-time-on-command-line", nil, []string{"submit", "1", "--backend", "local", "-t", "10"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
+		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
+		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
+		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10'\)$`),
+		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
+		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
+		rs("missing", remove("resubmit_script.sh"), `^farm: resubmit_script\.sh is missing: restore it \(the template is in any new farm: 'farm init DIR'\)$`),
+		rs("is-a-directory", toDir("resubmit_script.sh"), `^farm: resubmit_script\.sh cannot be read \(is a directory\): restore it`),
+		{name: "resubmit-script-missing-with-final", base: baseNumbered, setup: both(remove("resubmit_script.sh"), write("final.sh", "#!/bin/bash\n#SBATCH -t 5\necho done\n")),
+			args: submitLocal, code: 1, msg: `^farm: resubmit_script\.sh is missing: restore it`},
+		{name: "single-case-missing", base: baseNumbered, setup: remove("single_case.sh"), args: submitLocal, code: 1,
+			msg: `^farm: Non-farm directory .* \(no single_case\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
+		{name: "single-case-is-a-directory", base: baseNumbered, setup: toDir("single_case.sh"), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`},
+		{name: "single-case-is-a-directory-resubmit", base: baseRan, setup: toDir("single_case.sh"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: single_case\.sh cannot be read \(is a directory\)`},
+		{name: "single-case-dangling-symlink", base: baseNumbered, setup: symlink("single_case.sh", "gone.sh"), args: submitLocal, code: 1,
+			msg: `^farm: Non-farm directory .* \(no single_case\.sh\)`},
+	}
+}
+
+// argumentEntries: command lines farm must refuse (64 for usage, 1 for a
+// refusal), changing nothing; and paths with spaces and shell
+// metacharacters, which must work as any other.
+func argumentEntries() []catEntry {
+	usage := func(name string, args []string, msg string) catEntry {
+		return catEntry{name: "args-" + name, args: args, code: 64, msg: msg + `.* \(see 'farm help'\)$`}
+	}
+	wrongN := func(n string) string {
+		return `^farm: Wrong first argument: ` + regexp.QuoteMeta(n) + ` \(should be a positive integer or -1\) ; exiting`
+	}
+	undefined := `^farm: flag provided but not defined: -bogus`
+	weird := "a b;$(touch x)`touch y`'\"&|<>*?"
+	out := []catEntry{
+		usage("submit-zero", []string{"submit", "0"}, wrongN("0")),
+		usage("submit-minus-two", []string{"submit", "-2"}, wrongN("-2")),
+		usage("submit-word", []string{"submit", "abc"}, wrongN("abc")),
+		usage("submit-empty-n", []string{"submit", ""}, wrongN("")),
+		usage("submit-fraction", []string{"submit", "1.5"}, wrongN("1.5")),
+		usage("submit-n-beyond-int64", []string{"submit", "99999999999999999999"}, wrongN("99999999999999999999")),
+		usage("submit-no-n", []string{"submit"}, `^farm: give the number of meta-jobs: 'farm submit N' \(N > 0\), or 'farm submit -1' for one job per case`),
+		usage("submit-unknown-backend", []string{"submit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch": use --backend slurm or --backend local`),
+		usage("submit-unknown-backend-joined", []string{"submit", "1", "--backend=pbs"}, `^farm: unknown backend "pbs"`),
+		usage("submit-backend-without-value", []string{"submit", "1", "--backend"}, `^farm: --backend needs a value: slurm or local`),
+		usage("submit-backend-empty", []string{"submit", "1", "--backend="}, `^farm: --backend needs a value: slurm or local`),
+		usage("resubmit-zero", []string{"resubmit", "0"}, wrongN("0")),
+		usage("resubmit-word", []string{"resubmit", "many"}, wrongN("many")),
+		usage("resubmit-no-n", []string{"resubmit"}, `^farm: give the number of meta-jobs`),
+		usage("resubmit-unknown-backend", []string{"resubmit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch"`),
+		usage("wait-timeout-word", []string{"wait", "--timeout", "abc"}, `^farm: invalid value "abc" for flag -timeout: parse error`),
+		usage("wait-timeout-no-unit", []string{"wait", "--timeout", "10"}, `^farm: invalid value "10" for flag -timeout`),
+		usage("wait-timeout-negative", []string{"wait", "--timeout", "-5s"}, `^farm: --timeout must not be negative \(0 waits for ever\), got -5s`),
+		usage("query-interval-too-short", []string{"query", "--watch", "--interval", "1ms"}, `^farm: --interval must be at least 100ms`),
+		usage("query-interval-word", []string{"query", "--interval", "abc"}, `^farm: invalid value "abc" for flag -interval`),
+		usage("unknown-command", []string{"frobnicate"}, `^farm: unknown command "frobnicate"`),
+		usage("init-no-dir", []string{"init"}, `^farm: init takes one argument: the new farm directory`),
+		usage("init-two-dirs", []string{"init", "a", "b"}, `^farm: init takes one argument: the new farm directory`),
+		usage("completion-unknown-shell", []string{"completion", "fish"}, `^farm: completion takes one argument: bash or zsh`),
+		usage("completion-no-shell", []string{"completion"}, `^farm: completion takes one argument: bash or zsh`),
+		usage("global-flag-unknown", []string{"--bogus", "Status"}, undefined),
+		usage("global-farm-flag-after-command", []string{"Status", "-C"}, `^farm: flag provided but not defined: -C`),
+		{name: "args-resubmit-never-submitted", base: baseNumbered, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: this farm was never submitted: use 'farm submit N' first$`},
+		{name: "args-submit-twice", base: baseRan, args: submitLocal, code: 1,
+			msg: `^farm: this farm was already submitted \(run 1\): use 'farm resubmit N' to run what is left, or 'farm clean --yes' to start over$`},
+		{name: "args-submit-outside-a-farm", base: baseNone, args: submitLocal, code: 1,
+			msg: `^farm: Non-farm directory .* \(no job_script\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
+		{name: "args-farm-flag-missing-dir", base: baseNone, args: []string{"-C", "no/such/farm", "Status"}, code: 1, msg: `^farm: Non-farm directory .*/no/such/farm \(no job_script\.sh\)`},
+		{name: "args-farm-flag-a-file", setup: write("afile", "x"), args: []string{"-C", "afile", "query"}, code: 1, msg: `^farm: Non-farm directory .*/afile \(no job_script\.sh\)`},
+		{name: "args-farm-flag-weird-path", base: baseNone, args: []string{"-C", weird, "list"}, code: 1, msg: `^farm: Non-farm directory .*a b;\$\(touch x\)` + "`touch y`" + `.* \(no job_script\.sh\)`},
+		{name: "args-init-non-empty-dir", args: []string{"init", "."}, code: 1, msg: `^farm: \. exists and is not empty; give 'farm init' a new directory name \(nothing was changed\)$`},
+		{name: "args-init-a-file", args: []string{"init", "table.dat"}, code: 1, msg: `^farm: table\.dat exists and is not a directory; give 'farm init' a new directory name \(nothing was changed\)$`},
+		{name: "args-init-weird-path", base: baseNone, args: []string{"init", weird}, code: 0, change: []string{weird + "/"},
+			after: func(t *testing.T, dir string) {
+				// The shell metacharacters stay characters: nothing ran.
+				for _, n := range []string{"x", "y", filepath.Join(weird, "x"), filepath.Join(weird, "y")} {
+					if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+						t.Errorf("%s was made: a metacharacter of the path was run by a shell", n)
+					}
+				}
+			}},
+		{name: "path-weird-farm-runs", base: baseNone,
+			setup: func(t *testing.T, dir string) {
+				harness.NewFarmAt(t, filepath.Join(dir, weird), []string{"echo ok > out.txt", "true"}, "0-00:10")
+				mustFarm(t, filepath.Join(dir, weird), "submit", "1", "--backend", "local")
+			},
+			args: []string{"-C", weird, "wait", "--timeout", "2m"}, code: 0,
+			change: []string{weird + "/STATUSES/", weird + "/OUTPUT/", weird + "/MISC/", weird + "/RUN1/", weird + "/RUN2/"},
+			after: func(t *testing.T, dir string) {
+				farm := filepath.Join(dir, weird)
+				if b, _ := os.ReadFile(filepath.Join(farm, "RUN1", "out.txt")); string(b) != "ok\n" {
+					t.Errorf("RUN1/out.txt = %q, want the case's output", b)
+				}
+				for _, d := range []string{dir, farm, filepath.Join(farm, "RUN1")} {
+					for _, n := range []string{"x", "y"} {
+						if _, err := os.Stat(filepath.Join(d, n)); err == nil {
+							t.Errorf("%s/%s was made: a metacharacter of the path was run by a shell", d, n)
+						}
+					}
+				}
+			}},
+	}
+	for _, args := range [][]string{{"wait", "10m"}, {"kill", "123"}, {"prune", "123"}, {"Status", "-f", "extra"}, {"query", "watch"}, {"list", "all"}, {"clean", "yes"}, {"repair", "force"}, {"wait", "--timeout", "1s", "now"}} {
+		stray := args[len(args)-1]
+		out = append(out, usage("stray-argument-"+args[0]+"-"+stray, args, `^farm: `+args[0]+` takes no arguments, got "`+stray+`" \(flags go before arguments\)`))
+	}
+	for _, cmd := range []string{"wait", "Status", "status", "list", "query", "clean", "kill", "prune", "repair", "init"} {
+		name := "unknown-flag-" + cmd
+		if cmd == "Status" {
+			name = "unknown-flag-Status-capital"
+		}
+		out = append(out, usage(name, []string{cmd, "--bogus"}, undefined))
+	}
+	return out
+}
+
+// miscEntries: a damaged MISC (claim state, job records, local backend
+// records). A damaged claim state is refused with the advice to run
+// 'farm repair', and that advice must work.
+func miscEntries() []catEntry {
+	resubmit := []string{"resubmit", "1", "--backend", "local"}
+	repair := `: run 'farm repair' to rebuild it from the status records \(it refuses while jobs of the farm are queued or running\)$`
+	chain := func(name string, setup func(*testing.T, string), args []string, msg string) catEntry {
+		return catEntry{name: "misc-" + name, base: baseRan, setup: setup, args: args, code: 1, msg: msg, after: repairWorks}
+	}
+	jobs := func(name, record string, args []string, msg string) catEntry {
+		return catEntry{name: "misc-jobs-" + name, base: baseRan, setup: onGlob("MISC/jobs/*", func(n string) func(*testing.T, string) { return write(n, record) }), args: args, code: 1, msg: msg}
+	}
+	damagedRecord := func(rec string) string {
+		return `^farm: .*/MISC/jobs/[0-9]+\.[0-9a-f]+:1: damaged job record "` + regexp.QuoteMeta(rec) + `": restore the line as 'RUN BACKEND KIND JOBID' \(e\.g\. '1 local meta 7'\), or remove it if that job has ended$`
+	}
+	truncate := func(n string) func(*testing.T, string) {
+		return func(t *testing.T, dir string) {
+			b, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(n, string(b[:len(b)/2]))(t, dir)
+		}
+	}
+	return []catEntry{
+		chain("chain-garbage", write("MISC/chain", "garbage\n"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content "garbage\\n"\)`+repair),
+		chain("chain-empty", write("MISC/chain", ""), []string{"query"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content ""\)`+repair),
+		chain("chain-truncated", onGlob("MISC/chain", truncate), []string{"query", "--json"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content`),
+		chain("chain-names-missing-claims", write("MISC/chain", "farm-chain v1 claims.0123456789abcdef\n"), resubmit, `^farm: the farm's claim state .*/MISC/claims\.0123456789abcdef is damaged \(the chain directory is gone\)`+repair),
+		chain("chain-is-a-directory", toDir("MISC/chain"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(a directory, not a file\)`+repair),
+		{name: "misc-chain-missing", base: baseRan, setup: remove("MISC/chain"), args: resubmit, code: 1, after: repairWorks,
+			msg: `^farm: the farm's claim state \(MISC/chain\) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records$`},
+		{name: "misc-chain-missing-submit", base: baseRan, setup: remove("MISC/chain"), args: submitLocal, code: 1, after: repairWorks,
+			msg: `^farm: the farm's claim state \(MISC/chain\) is missing but the farm has run before: run 'farm repair'`},
+		chain("generation-truncated", onGlob(lastGen, truncate), resubmit, `^farm: the farm's claim state .*/MISC/claims\.[0-9a-f]+/[0-9]+/g\.[0-9]+ is damaged \(not a generation record\)`+repair),
+		chain("generation-empty", onGlob(lastGen, func(n string) func(*testing.T, string) { return write(n, "") }), []string{"query"}, `^farm: the farm's claim state .*/g\.[0-9]+ is damaged \(not a generation record\)`+repair),
+		chain("generation-garbage", onGlob(lastGen, func(n string) func(*testing.T, string) { return write(n, "run=x\n") }), resubmit, `^farm: the farm's claim state .*/g\.[0-9]+ is damaged \(not a generation record\)`+repair),
+		chain("generation-bad-field", onGlob(lastGen, func(n string) func(*testing.T, string) {
+			return write(n, "farm-gen v1 gen=3 run=1 table=table.dat simple=false offset=zz cases=2\n")
+		}), resubmit, `^farm: the farm's claim state .*/g\.[0-9]+ is damaged \(bad field "offset=zz"`),
+		chain("claims-directory-gone", onGlob("MISC/claims.*", remove), []string{"query"}, `^farm: the farm's claim state .*/MISC/claims\.[0-9a-f]+ is damaged \(the chain directory is gone\)`+repair),
+		jobs("garbage", "garbage\n", []string{"list"}, damagedRecord("garbage")),
+		jobs("bad-run", "x local meta 1\n", []string{"query"}, damagedRecord("x local meta 1")),
+		jobs("run-zero", "0 local meta 1\n", []string{"wait"}, damagedRecord("0 local meta 1")),
+		jobs("three-fields", "1 local meta\n", resubmit, damagedRecord("1 local meta")),
+		jobs("five-fields", "1 local meta 1 x\n", []string{"Status"}, damagedRecord("1 local meta 1 x")),
+		jobs("unknown-backend", "1 pbs meta 1\n", []string{"list"},
+			`^farm: .*/MISC/jobs records job\(s\) 1 on backend "pbs", which farm does not know: fix the records \(RUN BACKEND KIND JOBID, BACKEND one of slurm, local\)$`),
+		{name: "misc-jobs-directory-inside", base: baseRan, setup: func(t *testing.T, dir string) {
+			os.Mkdir(filepath.Join(dir, "MISC/jobs/00000000000000000001.aaaa"), 0o755)
+		},
+			args: []string{"kill"}, code: 1, msg: `^farm: .*/MISC/jobs/00000000000000000001\.aaaa is a directory, not a job record: move it out of .*/MISC/jobs$`},
+		// The local backend's records: a job whose record does not read is
+		// one that never started (pending, failed a minute after it was
+		// submitted) or is gone; the farm goes on.
+		{name: "misc-local-state-garbage", base: baseRan, setup: write("MISC/local/1.state", "garbage"), args: []string{"query", "--json"}, code: 0},
+		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
+		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
+	}
+}
+
+// statusEntries: damaged status records. A line that does not read is
+// skipped with one warning line naming it, and the farm goes on.
+func statusEntries() []catEntry {
+	warn := func(name, line string, args []string, code int, msg string) catEntry {
+		return catEntry{name: "statuses-" + name, base: baseRan, setup: appendTo("STATUSES/status.1", line+"\n"), args: args, code: code,
+			msg: `^farm: warning: .*/STATUSES/status\.1:7: ` + msg + `; line skipped$`}
+	}
+	status, query, list, wait := []string{"Status"}, []string{"query"}, []string{"list"}, []string{"wait"}
+	return []catEntry{
+		warn("garbage-line", "garbage line", status, 0, `unknown record "garbage"`),
+		warn("garbage-line-query", "zzz", query, 0, `unknown record "zzz"`),
+		warn("garbage-line-wait", "%%%", wait, 1, `unknown record "%%%"`),
+		warn("start-nan", "S 3 NaN vm", status, 0, `S record: bad START "NaN"`),
+		warn("end-start-nan", "E 1 0 NaN 1 vm", list, 0, `E record: bad START "NaN"`),
+		warn("end-seconds-inf", "E 1 0 1795385182.982 Inf vm", status, 0, `E record: bad SECONDS "Inf"`),
+		warn("end-seconds-huge", "E 1 0 1795385182.982 1e11 vm", query, 0, `E record: bad SECONDS "1e11"`),
+		warn("start-beyond-range", "S 3 1e17 vm", wait, 1, `S record: bad START "1e17"`),
+		warn("field-after-host", "E 1 0 1795385182.982 0.002 vm extra", status, 0, `E record: unexpected "extra" after HOST`),
+		warn("short-end-record", "E 1 0", query, 0, `short E record "E 1 0": want E ID STATUS START SECONDS HOST`),
+		warn("not-a-header", "# junk", list, 0, `a line starting with # that is not a "# farm-status v1" header`),
+		warn("interrupt-bad-signal", "I 2 x 1795385182.982 0.1 vm", status, 0, `I record: bad SIGNAL "x"`),
+		{name: "statuses-torn-last-line", base: baseRan, setup: appendTo("STATUSES/status.1", "E 9 0 17953"), args: status, code: 0},
+		{name: "statuses-truncated-file", base: baseRan, setup: onGlob("STATUSES/status.1", func(n string) func(*testing.T, string) {
+			return func(t *testing.T, dir string) { os.Truncate(filepath.Join(dir, n), 60) }
+		}), args: status, code: 0},
+		{name: "statuses-file-is-a-directory", base: baseRan, setup: func(t *testing.T, dir string) { os.Mkdir(filepath.Join(dir, "STATUSES/status.7"), 0o755) },
+			args: status, code: 1, msg: `^farm: .*/STATUSES/status\.7 is a directory, not a status file: move it out of .*/STATUSES$`},
+		{name: "statuses-directory-file-resubmit", base: baseRan, setup: func(t *testing.T, dir string) { os.Mkdir(filepath.Join(dir, "STATUSES/status.7"), 0o755) },
+			args: []string{"resubmit", "1", "--backend", "local"}, code: 1, msg: `^farm: .*/STATUSES/status\.7 is a directory, not a status file`},
+		{name: "statuses-is-a-file", base: baseRan, setup: both(remove("STATUSES"), write("STATUSES", "x\n")), args: status, code: 1,
+			msg: `^farm: .*/STATUSES is not a directory: it is where the status records go; move it away$`},
+		{name: "statuses-is-a-file-resubmit", base: baseRan, setup: both(remove("STATUSES"), write("STATUSES", "x\n")), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: .*/STATUSES is not a directory`},
+		{name: "statuses-stray-file", base: baseRan, setup: write("STATUSES/notes.txt", "mine\n"), args: status, code: 0},
+		{name: "statuses-empty-status-file", base: baseRan, setup: write("STATUSES/status.9", ""), args: query, code: 0},
+	}
+}
+
+// permissionEntries: files farm may not read or write. Root reads and
+// writes whatever the modes say: as root (CI), farm runs as nobody
+// (unprivileged).
+func permissionEntries() []catEntry {
+	perm := func(name, path string, args []string, what string) catEntry {
+		return catEntry{name: "perm-" + name, unprivileged: true, base: baseRan, setup: chmod(path, 0), args: args, code: 1,
+			msg: `^farm: open .*/` + what + `: permission denied: farm must read and write the farm directory's files; check their owner and modes \(ls -l\), or run farm as their owner$`}
+	}
+	return []catEntry{
+		{name: "perm-table-unreadable", unprivileged: true, setup: chmod("table.dat", 0), args: submitLocal, code: 1,
+			msg: `^farm: table\.dat cannot be read \(permission denied\): make it a file with one case`},
+		{name: "perm-config-unreadable", unprivileged: true, setup: chmod("config", 0), args: []string{"Status"}, code: 1,
+			msg: `^farm: config cannot be read \(permission denied\)`},
+		{name: "perm-job-script-unreadable", unprivileged: true, base: baseNumbered, setup: chmod("job_script.sh", 0), args: submitLocal, code: 1,
+			msg: `^farm: job_script\.sh cannot be read \(permission denied\)`},
+		{name: "perm-farm-dir-read-only", unprivileged: true, setup: chmod(".", 0o555), args: submitLocal, code: 1,
+			msg: `^farm: open .*/\.table\.dat\.tmp[0-9]+: permission denied: farm writes in the farm directory .*; make it writable \(chmod u\+w\), or copy the farm to a directory of yours$`},
+		{name: "perm-farm-dir-read-only-numbered", unprivileged: true, base: baseNumbered, setup: chmod(".", 0o555), args: submitLocal, code: 1,
+			msg: `^farm: mkdir .*/STATUSES: permission denied: farm writes in the farm directory .*; make it writable`},
+		perm("statuses-unreadable", "STATUSES", []string{"Status"}, `STATUSES`),
+		perm("statuses-unreadable-resubmit", "STATUSES", []string{"resubmit", "1", "--backend", "local"}, `STATUSES`),
+		perm("status-file-unreadable", "STATUSES/status.1", []string{"query"}, `STATUSES/status\.1`),
+		perm("misc-unreadable", "MISC", []string{"query"}, `MISC/chain`),
+		perm("misc-jobs-unreadable", "MISC/jobs", []string{"list"}, `MISC/jobs`),
+		{name: "perm-resubmit-script-unreadable", unprivileged: true, base: baseNumbered, setup: chmod("resubmit_script.sh", 0), args: []string{"submit", "1", "-auto", "--backend", "local"}, code: 1,
+			msg: `^farm: resubmit_script\.sh cannot be read \(permission denied\)`},
+	}
+}
+
+// signalEntries: SIGINT and SIGTERM to the commands that run for long.
+// Each exits 130 with one line saying what was left, and leaves a farm
+// that reads well; wait and watch leave the jobs running.
+func signalEntries() []catEntry {
+	jobFiles := []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+	goOn := `^farm: interrupted: the farm's jobs go on; 'farm query' shows them$`
+	watchStarted := func(_ string, stdout func() string) bool { return strings.Contains(stdout(), "\n") }
+	var out []catEntry
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		name := "int"
+		if sig == syscall.SIGTERM {
+			name = "term"
+		}
+		out = append(out,
+			catEntry{name: "signal-" + name + "-wait", base: baseActive, args: []string{"wait"}, signal: sig, code: 130, msg: goOn, change: jobFiles,
+				after: func(t *testing.T, dir string) { jobsGoOn(t, dir); readsWell(t, dir) }},
+			catEntry{name: "signal-" + name + "-wait-timeout", base: baseActive, args: []string{"wait", "--timeout", "1h"}, signal: sig, code: 130, msg: goOn, change: jobFiles, after: jobsGoOn},
+			catEntry{name: "signal-" + name + "-query-watch", base: baseActive, args: []string{"query", "--watch", "--interval", "100ms"}, signal: sig, ready: watchStarted, code: 130, msg: goOn, change: jobFiles,
+				after: func(t *testing.T, dir string) { jobsGoOn(t, dir); readsWell(t, dir) }},
+			catEntry{name: "signal-" + name + "-submit", base: baseNumbered, args: []string{"submit", "2", "--backend", "slurm"}, slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
+				msg:    `^farm: interrupted: no job was submitted and run 1 was closed: 'farm resubmit N' runs its cases$`,
+				change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"},
+				after: func(t *testing.T, dir string) {
+					readsWell(t, dir)
+					if ids := harness.JobIDs(dir); len(ids) != 0 {
+						t.Errorf("jobs %v recorded, want none", ids)
+					}
+				}},
+			catEntry{name: "signal-" + name + "-resubmit", base: baseRan, args: []string{"resubmit", "1", "--backend", "slurm"}, slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
+				msg:    `^farm: interrupted: no job was submitted and run 2 was closed: 'farm resubmit N' runs its cases$`,
+				change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"},
+				after:  readsWell},
+		)
+	}
+	// A farm whose job is on a Slurm that does not answer: every command
+	// that asks for the job's state waits for squeue.
+	onSlurm := onGlob("MISC/jobs/*", func(n string) func(*testing.T, string) { return write(n, "1 slurm meta 1\n") })
+	for _, args := range [][]string{{"list"}, {"query"}, {"Status"}, {"kill"}, {"prune"}, {"clean"}, {"resubmit", "1"}} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			name := map[syscall.Signal]string{syscall.SIGINT: "int", syscall.SIGTERM: "term"}[sig]
+			out = append(out, catEntry{name: "signal-" + name + "-" + args[0] + "-asking-slurm", base: baseRan, setup: onSlurm, args: args,
+				slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
+				msg: `^farm: interrupted: asking Slurm for the state of 1 job\(s\): squeue -h -t all -j 1 `})
+		}
+	}
+	// A Slurm that refuses (the fake commands of every entry fail).
+	out = append(out,
+		catEntry{name: "slurm-sbatch-fails", base: baseNumbered, args: []string{"submit", "2", "--backend", "slurm"}, code: 1,
+			msg:    `^farm: Something wrong with sbatch farm submission: the bad-input catalogue uses no Slurm \(sbatch call 1 of 2; 0 job\(s\) submitted before it\)`,
+			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"},
+			after: func(t *testing.T, dir string) {
+				readsWell(t, dir)
+				if ids := harness.JobIDs(dir); len(ids) != 0 {
+					t.Errorf("jobs %v recorded, want none", ids)
+				}
+			}},
+		catEntry{name: "slurm-squeue-fails-list", base: baseRan, setup: onSlurm, args: []string{"list"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue -h -t all -j 1 .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+		catEntry{name: "slurm-squeue-fails-kill", base: baseRan, setup: onSlurm, args: []string{"kill"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+		catEntry{name: "slurm-squeue-fails-resubmit", base: baseRan, setup: onSlurm, args: []string{"resubmit", "1"}, code: 1,
+			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
+	)
+	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
+		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: jobFiles, after: jobsGoOn})
+	return out
+}
