@@ -23,6 +23,10 @@ type engine interface {
 	// signal sends sig to every process of the job's script (the
 	// meta-job, its case worker and the case).
 	signal(dir, job string, sig syscall.Signal) error
+	// signaller returns a function that signals the job's processes
+	// (those of now, for an engine that must look them up): as fast as
+	// can be, to stop a meta-job inside its commit.
+	signaller(dir, job string) func(syscall.Signal) error
 	// leader is the PID of the job's meta-job process (0 if unknown).
 	leader(dir, job string) int
 	// kill kills the job the way how says (one of hows).
@@ -53,6 +57,11 @@ func (local) state(dir, job string) (pid, pgid int) {
 func (l local) alive(dir, job string) bool {
 	_, pgid := l.state(dir, job)
 	return pgid > 0 && syscall.Kill(-pgid, 0) == nil && !zombie(pgid)
+}
+
+func (l local) signaller(dir, job string) func(syscall.Signal) error {
+	_, pgid := l.state(dir, job)
+	return func(sig syscall.Signal) error { return syscall.Kill(-pgid, sig) }
 }
 
 func (l local) leader(dir, job string) int {
@@ -151,6 +160,19 @@ func (slurmEngine) procs(job string) (pids []int, metajob int) {
 func (s slurmEngine) alive(_, job string) bool {
 	_, m := s.procs(job)
 	return m > 0
+}
+
+func (s slurmEngine) signaller(_, job string) func(syscall.Signal) error {
+	pids, _ := s.procs(job)
+	return func(sig syscall.Signal) error {
+		var err error
+		for _, p := range pids {
+			if e := syscall.Kill(p, sig); e != nil {
+				err = e
+			}
+		}
+		return err
+	}
 }
 
 func (s slurmEngine) leader(_, job string) int {

@@ -12,7 +12,7 @@ import (
 	"github.com/farm-hpc/farm/integration/harness"
 )
 
-// TestFrozenHolders: FARM_FAULT_TRIALS trials (default 12) on the local
+// TestFrozenHolders: FARM_FAULT_FROZEN_TRIALS trials (default 12) on the local
 // backend, two at a time. Each submits 3-6 meta-jobs on 60-150 cases of
 // 5-40 ms and freezes one of them (SIGSTOP to its process group) at one of
 // three points, in turn:
@@ -42,7 +42,7 @@ func TestFrozenHolders(t *testing.T) {
 	var mu sync.Mutex
 	points := map[string]int{}
 	t.Run("trials", func(t *testing.T) {
-		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_TRIALS", 12)) {
+		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_FROZEN_TRIALS", 12)) {
 			// The seed picks the point, so that it reruns the same.
 			point := []string{"before", "inside", "after"}[seed%3]
 			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
@@ -164,12 +164,13 @@ func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 	if point == "after" {
 		match = isGeneration
 	}
+	sig := tr.eng.signaller(tr.dir, victim)
 	for try := 0; try < 15; try++ {
 		name := w.next(3*time.Second, match)
 		if name == "" {
 			break
 		}
-		tr.eng.signal(tr.dir, victim, syscall.SIGSTOP)
+		sig(syscall.SIGSTOP)
 		tr.waitStopped(victim)
 		switch point {
 		case "inside":
@@ -181,7 +182,7 @@ func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 				return "after"
 			}
 		}
-		tr.eng.signal(tr.dir, victim, syscall.SIGCONT)
+		sig(syscall.SIGCONT)
 	}
 	tr.eng.signal(tr.dir, victim, syscall.SIGSTOP)
 	tr.waitStopped(victim)

@@ -34,12 +34,12 @@ func TestKill9Local(t *testing.T) {
 var slurmGate = testslurm.Gate{Available: slurm.Available}
 
 // TestKill9Slurm: the trials of TestKill9Local on the real Slurm
-// (FARM_FAULT_SLURM_TRIALS, default 3), one at a time, killing with
+// (FARM_FAULT_SLURM_TRIALS, default 3), two at a time, killing with
 // scancel --signal=KILL, kill -9 of the meta-job process alone, or of
 // every process of the job's script.
 func TestKill9Slurm(t *testing.T) {
 	slurmGate.Need(t)
-	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), false)
+	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), true)
 }
 
 func killTrials(t *testing.T, test, label string, eng engine, n int, parallel bool) {
@@ -114,6 +114,9 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 	if rng.IntN(3) == 0 {
 		add(2)
 	}
+	sort.SliceStable(plan, func(i, j int) bool {
+		return plan[i].run < plan[j].run || plan[i].run == plan[j].run && plan[i].after < plan[j].after
+	})
 	t.Logf("seed %d: %d meta-jobs, %d cases of %d-%d ms, kills %+v", seed, jobs, n, lo, hi, plan)
 
 	tr := newTrial(t, eng, dur)
@@ -146,6 +149,8 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 		}
 		sort.Strings(runJobs)
 		killedNow := map[string]bool{}
+		// The delays count from the moment the run's first meta-job runs.
+		tr.live(runJobs, nil, 60*time.Second)
 		t0 := time.Now()
 		for _, kp := range plan {
 			if kp.run != run {
@@ -159,7 +164,9 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 				}
 			}
 		}
+		tk := time.Now()
 		tr.wait()
+		t.Logf("run %d: %d jobs, kills done %s after the first ran, jobs ended %s later", run, len(runJobs), tk.Sub(t0).Round(time.Millisecond), time.Since(tk).Round(time.Millisecond))
 		c.NotInterrupted += checkInterrupted(t, tr.dir, killedNow)
 	}
 	f := final(t, tr.dir, tr.exec, n)
@@ -301,18 +308,19 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 		// the file is still there once it is stopped, the kill lands
 		// inside the commit; else resume it and wait for the next, up
 		// to 15 times.
+		sig := tr.eng.signaller(tr.dir, victim)
 		for ; tries < 15; tries++ {
 			if w.next(3*time.Second, isPrivate) == "" {
 				break
 			}
-			if tr.eng.signal(tr.dir, victim, syscall.SIGSTOP) != nil {
+			if sig(syscall.SIGSTOP) != nil {
 				break
 			}
 			tr.waitStopped(victim)
 			if newFile(before, w.privateFiles()) {
 				break
 			}
-			tr.eng.signal(tr.dir, victim, syscall.SIGCONT)
+			sig(syscall.SIGCONT)
 		}
 	}
 	if err := tr.eng.kill(tr.dir, victim, kp.how); err != nil {
