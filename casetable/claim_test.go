@@ -263,8 +263,8 @@ func stallTrials(t *testing.T, host string, def, n int, start func(script string
 		})
 	}
 	if p := os.Getenv("FARM_FAULT_FIGURES"); p != "" {
-		line := fmt.Sprintf("frozen-claimer host=%s trials=%d-per-point points=before(write),inside(link),after(linked) claimers=1+3 cases=%d dup-claims=%d cursor-back=%d failed=%t seconds=%.0f",
-			host, trials, n, dups["write"]+dups["link"]+dups["linked"], back["write"]+back["link"]+back["linked"], t.Failed(), time.Since(t0).Seconds())
+		line := fmt.Sprintf("frozen-claimer-%s-host trials=%d points=before(write),inside(link),after(linked) claimers=1+3 cases=%d/trial dup-claims=%d cursor-back=%d failed=%t seconds=%.0f",
+			host, trials*len(stages), n, dups["write"]+dups["link"]+dups["linked"], back["write"]+back["link"]+back["linked"], t.Failed(), time.Since(t0).Seconds())
 		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
 			fmt.Fprintln(f, line)
 			f.Close()

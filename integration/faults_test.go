@@ -213,7 +213,7 @@ func (o *outage) figure(t *testing.T, inodes bool, st map[int64]statusRow) {
 	if inodes {
 		what = "inodes"
 	}
-	line := fmt.Sprintf("tmpfs-full-%s runs=1 cases=%d metajobs=%d outage=%s lost=%d not-once=%d corrupt-records=%d metajob-exits=%d failed-runs=%d",
+	line := fmt.Sprintf("tmpfs-full-%s runs=1 cases=%d/run metajobs=%d/run outage=%s lost=%d not-once=%d corrupt-records=%d metajob-exits=%d failed-runs=%d",
 		what, outageCases, outageJobs, outageLength, lost, notOnce, corrupt, exits, map[bool]int{false: 0, true: 1}[t.Failed()])
 	t.Log(line)
 	if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
