@@ -54,7 +54,8 @@ const (
 )
 
 // testHook, if set (by tests only), is called at each stage of a commit:
-// "write" before the generation is written, "link" before it is linked.
+// "write" before the generation is written, "link" before it is linked,
+// "linked" once it is linked (and the private file unlinked).
 var testHook func(stage string)
 
 // errBuried is returned when a generation has been buried.
@@ -393,6 +394,9 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	lerr := unix.Linkat(d, tmp, d, genName(n), 0)
 	unix.Unlinkat(d, tmp, 0)
 	if lerr == nil {
+		if testHook != nil {
+			testHook("linked")
+		}
 		c.afterCommit(n)
 		return true, nil
 	}

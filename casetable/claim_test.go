@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 // CASETABLE_STOP_AT=STAGE:N stops it (SIGSTOP to itself, after
 // saying "stopped" on stdout) at the Nth time a commit reaches STAGE
 // ("write": state read and the next computed, nothing written; "link": the
-// next generation written, not yet linked).
+// next generation written, not yet linked; "linked": linked, its claim
+// committed and not yet returned).
 func claimer() int {
 	dir, out := os.Getenv("FARM_DIR"), os.Getenv("OUT")
 	st := NewStore(dir, filepath.Join(dir, "MISC"))
@@ -236,59 +237,90 @@ func stalledClaimer(t *testing.T, dir, out, stage string, nth int, start func(sc
 	return cmd
 }
 
-// stallTrials: a claimer stopped in the middle of a commit (SIGSTOP), for
-// as long as the others take to claim every case, then resumed, must not
-// claim a case twice or move the cursor back: its commit fails and it
-// reads on. Meanwhile the state can be read without waiting for it.
-func stallTrials(t *testing.T, trials, n int, start func(script string, env ...string) *exec.Cmd) {
-	for _, stage := range []string{"write", "link"} {
+// stallTrials: a claimer stopped before, inside or right after a commit
+// (SIGSTOP), for as long as the others take to claim every case, then
+// resumed, must not claim a case twice or move the cursor back: inside, its
+// commit fails and it reads on. Meanwhile the state can be read without
+// waiting for it. trials per stage: FARM_FAULT_FROZEN_TRIALS (make
+// faults), else def. host names the claimer's host in the summary line
+// written to $FARM_FAULT_FIGURES (make faults) if set.
+func stallTrials(t *testing.T, host string, def, n int, start func(script string, env ...string) *exec.Cmd) {
+	trials := def
+	if v, err := strconv.Atoi(os.Getenv("FARM_FAULT_FROZEN_TRIALS")); err == nil && v > 0 {
+		trials = v
+	}
+	t0 := time.Now()
+	dups, back := map[string]int{}, map[string]int{}
+	stages := []string{"write", "link", "linked"}
+	for _, stage := range stages {
 		t.Run(stage, func(t *testing.T) {
-			dups := 0
 			for trial := 0; trial < trials; trial++ {
-				dir := newFarm(t, n)
-				stalled := stalledClaimer(t, dir, dir+"/out.stalled", stage, 1+trial%5, start)
-				var cmds []*exec.Cmd
-				outs := []string{dir + "/out.stalled"}
-				for i := 0; i < 3; i++ {
-					out := fmt.Sprintf("%s/out.%d", dir, i)
-					cmd := exec.Command(os.Args[0], "-test.run=^$")
-					cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "OUT="+out)
-					cmds = append(cmds, cmd)
-					outs = append(outs, out)
-				}
-				runAll(t, cmds)
-				// Every case is claimed; the stalled claimer still sits in
-				// its commit. Readers do not wait for it.
-				st := NewStore(dir, filepath.Join(dir, "MISC"))
-				t0 := time.Now()
-				s, err := st.Read(context.Background())
-				if d := time.Since(t0); err != nil || d > 2*time.Second {
-					t.Fatalf("Read with a claimer stopped in its commit: %v after %s", err, d)
-				}
-				if s.Claimed != int64(n) && s.Claimed != int64(n-1) {
-					t.Errorf("claimed %d of %d before the stalled claimer resumed", s.Claimed, n)
-				}
-				syscall.Kill(stalled.Process.Pid, syscall.SIGCONT)
-				if err := stalled.Wait(); err != nil {
-					t.Fatalf("the resumed claimer: %v", err)
-				}
-				before := t.Failed()
-				checkClaimedOnce(t, n, outs)
-				if !before && t.Failed() {
-					dups++
-				}
-				s2, _ := st.Read(context.Background())
-				if s2.Claimed != int64(n) || s2.Gen < s.Gen {
-					t.Errorf("after the resumed claimer: claimed %d of %d, generation %d (was %d)", s2.Claimed, n, s2.Gen, s.Gen)
-				}
+				d, b := stallTrial(t, n, stage, 1+trial%5, start)
+				dups[stage] += d
+				back[stage] += b
 			}
-			t.Logf("%d trials, %d with a case claimed twice", trials, dups)
+			t.Logf("%d trials, %d with a case claimed twice, %d with the cursor moved back", trials, dups[stage], back[stage])
 		})
+	}
+	if p := os.Getenv("FARM_FAULT_FIGURES"); p != "" {
+		line := fmt.Sprintf("frozen-claimer-%s-host trials=%d points=before(write),inside(link),after(linked) claimers=1+3 cases=%d/trial dup-claims=%d cursor-back=%d failed=%t seconds=%.0f",
+			host, trials*len(stages), n, dups["write"]+dups["link"]+dups["linked"], back["write"]+back["link"]+back["linked"], t.Failed(), time.Since(t0).Seconds())
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
 	}
 }
 
+// stallTrial is one trial of stallTrials: the claimer stopped at stage
+// of its nth commit. It returns 1, 0 whether a case was claimed twice, and
+// whether the cursor moved back.
+func stallTrial(t *testing.T, n int, stage string, nth int, start func(script string, env ...string) *exec.Cmd) (dup, back int) {
+	dir := newFarm(t, n)
+	stalled := stalledClaimer(t, dir, dir+"/out.stalled", stage, nth, start)
+	var cmds []*exec.Cmd
+	outs := []string{dir + "/out.stalled"}
+	for i := 0; i < 3; i++ {
+		out := fmt.Sprintf("%s/out.%d", dir, i)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "OUT="+out)
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	runAll(t, cmds)
+	// Every case is claimed; the stalled claimer still sits where it
+	// stopped. Readers do not wait for it.
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	t0 := time.Now()
+	s, err := st.Read(context.Background())
+	if d := time.Since(t0); err != nil || d > 2*time.Second {
+		t.Fatalf("Read with a claimer stopped in its commit: %v after %s", err, d)
+	}
+	if s.Claimed != int64(n) && s.Claimed != int64(n-1) {
+		t.Errorf("claimed %d of %d before the stalled claimer resumed", s.Claimed, n)
+	}
+	syscall.Kill(stalled.Process.Pid, syscall.SIGCONT)
+	if err := stalled.Wait(); err != nil {
+		t.Fatalf("the resumed claimer: %v", err)
+	}
+	before := t.Failed()
+	checkClaimedOnce(t, n, outs)
+	if !before && t.Failed() {
+		dup = 1
+	}
+	s2, _ := st.Read(context.Background())
+	if s2.Claimed != int64(n) || s2.Gen < s.Gen {
+		t.Errorf("after the resumed claimer: claimed %d of %d, generation %d (was %d)", s2.Claimed, n, s2.Gen, s.Gen)
+		if s2.Gen < s.Gen || s2.Claimed < s.Claimed {
+			back = 1
+		}
+	}
+	return dup, back
+}
+
 func TestStalledClaimerCannotUndoOrDuplicate(t *testing.T) {
-	stallTrials(t, 20, 200, func(script string, env ...string) *exec.Cmd {
+	stallTrials(t, "same", 20, 200, func(script string, env ...string) *exec.Cmd {
 		cmd := exec.Command("sh", "-c", script)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -61,7 +61,7 @@ func claimOnHosts(t *testing.T, dir string, n, hosts, perHost int, on func(h int
 // its host name and PIDs mean nothing here, and nothing depends on them.
 func TestStalledClaimerOnAnotherHost(t *testing.T) {
 	testhost.NeedNamespaces(t)
-	stallTrials(t, 20, 200, func(script string, env ...string) *exec.Cmd {
+	stallTrials(t, "other", 20, 200, func(script string, env ...string) *exec.Cmd {
 		return testhost.Command("nodeA", script, env...)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/status"
 )
 
 // mountTmpfs mounts a new tmpfs with the given options in a temporary
@@ -166,6 +167,59 @@ func diskOutage(t *testing.T, opts string, inodes bool) {
 	o.checkCasesWrote(bad, starts, st, output)
 	bad.done()
 	t.Logf("run took %.1fs", time.Since(o.t0).Seconds())
+	o.figure(t, inodes, st)
+}
+
+// figure writes the summary line of a diskOutage run to $FARM_FAULT_FIGURES
+// (make faults), if set: cases not succeeded (lost), run other than once,
+// status-file lines that do not parse or are cut (corrupt), and jobs that
+// did not end by themselves with "No cases left; exiting." (exits).
+func (o *outage) figure(t *testing.T, inodes bool, st map[int64]statusRow) {
+	p := os.Getenv("FARM_FAULT_FIGURES")
+	if p == "" {
+		return
+	}
+	lost, notOnce, corrupt, exits := 0, 0, 0, 0
+	rec := readRecords(t, o.dir)
+	for id := int64(1); id <= outageCases; id++ {
+		if st[id].State != "succeeded" {
+			lost++
+		}
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {
+			notOnce++
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(o.dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			corrupt++ // a record cut short
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if _, err := status.ParseRecord([]byte(l)); err != nil {
+				corrupt++
+			}
+		}
+		if !regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`).Match(b) {
+			exits++
+		}
+	}
+	for _, j := range harness.ListJSON(t, o.dir) {
+		if j.State != "COMPLETED" {
+			exits++
+		}
+	}
+	what := "space"
+	if inodes {
+		what = "inodes"
+	}
+	line := fmt.Sprintf("tmpfs-full-%s runs=1 cases=%d/run metajobs=%d/run outage=%s lost=%d not-once=%d corrupt-records=%d metajob-exits=%d failed-runs=%d",
+		what, outageCases, outageJobs, outageLength, lost, notOnce, corrupt, exits, map[bool]int{false: 0, true: 1}[t.Failed()])
+	t.Log(line)
+	if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintln(f, line)
+		f.Close()
+	}
 }
 
 // The farm of diskOutage.

@@ -1,0 +1,20 @@
+// Package faulttrials holds the randomised fault trials of issue 11, run
+// by 'make faults' (long) and 'make test' (a short subset): meta-jobs
+// killed with kill -9 on the local backend and on the real Slurm, at random
+// moments and inside their claim commits, then resubmitted to completion;
+// and meta-jobs frozen (SIGSTOP) before, inside and after a claim commit
+// while the others finish the farm. Each trial has a seed; a failing trial
+// prints it and the one command that reruns it. RELIABILITY.md (at the
+// repository's root) holds the figures of a 'make faults' run and what
+// each trial counts.
+//
+// The environment sets the size of a run:
+//
+//	FARM_FAULT_TRIALS        local kill -9 trials (default 12)
+//	FARM_FAULT_SLURM_TRIALS  Slurm kill trials (default 3)
+//	FARM_FAULT_FROZEN_TRIALS frozen-holder trials (default 12; casetable's
+//	                         stalled-claimer trials per point, default 20)
+//	FARM_FAULT_SEED          run only the trial of this seed
+//	FARM_FAULT_BASE          the first seed of a run (default from the clock)
+//	FARM_FAULT_FIGURES       append one summary line per test to this file
+package faulttrials

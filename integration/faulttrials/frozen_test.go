@@ -1,0 +1,190 @@
+package faulttrials
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// TestFrozenHolders: FARM_FAULT_FROZEN_TRIALS trials (default 12) on the local
+// backend, two at a time. Each submits 3-6 meta-jobs on 60-150 cases of
+// 5-40 ms and freezes one of them (SIGSTOP to its process group) at one of
+// three points, in turn:
+//
+//   - before: at a random moment, outside any commit of its own (it holds
+//     the cases of its last claim);
+//   - inside: inside its claim commit, its next generation written to its
+//     private file and not yet linked (the others are stopped for the
+//     moment; the victim is stopped as its private file appears, and the
+//     trial checks that the file is still there);
+//   - after: right after it linked its generation (its claim is committed
+//     and none of the claimed cases recorded as started yet, or just).
+//
+// The frozen meta-job stays stopped while the others run every other case
+// and end, and 0-2 s more: farm has no lock and no stale age, so no time
+// would be long enough for anything to take over from a frozen holder;
+// the trial checks that nothing does. Then it is resumed (SIGCONT): its
+// commit, if it was inside one, fails (the name exists) and it reads on;
+// it runs the cases it held. At the end every case has run exactly once,
+// by its execution log and by farm's records, with no resubmit. The
+// simulated other host is in casetable (TestStalledClaimerOnAnotherHost,
+// the same three points on a claimer process in namespaces of its own).
+func TestFrozenHolders(t *testing.T) {
+	harness.Bin(t)
+	const test = "TestFrozenHolders"
+	ta := &tally{started: time.Now()}
+	var mu sync.Mutex
+	points := map[string]int{}
+	t.Run("trials", func(t *testing.T) {
+		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_FROZEN_TRIALS", 12)) {
+			// The seed picks the point, so that it reruns the same.
+			point := []string{"before", "inside", "after"}[seed%3]
+			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
+				t.Parallel()
+				c, got := frozenTrial(t, seed, point)
+				if t.Failed() || c.bad() {
+					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
+				}
+				ta.add(c, seed, t.Failed())
+				mu.Lock()
+				points[got]++
+				mu.Unlock()
+			})
+		}
+	})
+	c := ta.c
+	figure(t, fmt.Sprintf("frozen-local trials=%d metajobs=3-6 before=%d inside=%d after=%d missed=%d dup-claims=%d dup-exec=%d lost=%d failed-trials=%d seconds=%.0f",
+		c.Trials, points["before"], points["inside"], points["after"], points["missed"], c.DupClaims, c.DupExec, c.Lost, len(ta.failed), time.Since(ta.started).Seconds()))
+	if len(ta.failed) > 0 {
+		var cmds []string
+		for _, s := range ta.failed {
+			cmds = append(cmds, "  "+rerun(test, s))
+		}
+		t.Errorf("%d trials failed; rerun them with:\n%s", len(ta.failed), strings.Join(cmds, "\n"))
+	}
+}
+
+// frozenTrial runs the trial of seed, freezing at point; it returns its
+// counts and the point it froze at ("missed": no commit of the victim was
+// caught inside or after, and it was frozen where it was).
+func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	jobs := 3 + rng.IntN(4)
+	n := 60 + rng.IntN(91)
+	dur := durations(rng, n, 5, 40)
+	hold := time.Duration(rng.IntN(2000)) * time.Millisecond
+	delay := time.Duration(50+rng.IntN(300)) * time.Millisecond
+	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, held %s after the others end", seed, jobs, n, point, delay, hold)
+	eng := local{}
+	tr := newTrial(t, eng, dur)
+	harness.Must(t, tr.dir, append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	ids := harness.JobIDs(tr.dir)
+	if len(tr.live(ids, nil, 60*time.Second)) == 0 {
+		t.Fatal("no meta-job ran")
+	}
+	time.Sleep(delay)
+	live := tr.live(ids, nil, 0)
+	if len(live) < 2 {
+		t.Logf("the farm ended before the freeze")
+		return counts{Trials: 1}, "missed"
+	}
+	victim := live[rng.IntN(len(live))]
+	w := tr.watch()
+	got := point
+	if point == "before" {
+		eng.signal(tr.dir, victim, syscall.SIGSTOP)
+		tr.waitStopped(victim)
+	} else {
+		got = tr.freezeAtCommit(w, victim, point)
+	}
+	t.Logf("froze job %s %s its commit", victim, got)
+	defer eng.signal(tr.dir, victim, syscall.SIGCONT)
+	// The others run every other case and end.
+	var others []string
+	for _, j := range ids {
+		if j != victim {
+			others = append(others, j)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(tr.live(others, nil, 0)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other meta-jobs did not end within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(hold)
+	if !procState(eng.leader(tr.dir, victim), 'T') {
+		t.Errorf("job %s is no longer stopped", victim)
+	}
+	eng.signal(tr.dir, victim, syscall.SIGCONT)
+	tr.wait()
+	c := final(t, tr.dir, tr.exec, n)
+	c.Trials, c.Kills = 1, 1
+	if got == "inside" {
+		c.InCommit = 1
+	}
+	if c.Reruns > 0 {
+		t.Errorf("%d cases ran again after an unrecorded end: nothing was killed", c.Reruns)
+	}
+	if t.Failed() {
+		harness.Diagnose(t, tr.dir)
+	}
+	return c, got
+}
+
+// freezeAtCommit stops the job victim inside its next claim commit (point
+// "inside": its private file made and still there once it is stopped) or
+// right after it (point "after": its generation linked), with the other
+// jobs stopped meanwhile so that the next commit is the victim's. Up to 15
+// commits are tried; it returns the point reached, or "missed" (the victim
+// is then stopped where it is).
+func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
+	var stopped []string
+	for _, j := range harness.JobIDs(tr.dir) {
+		if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
+			stopped = append(stopped, j)
+		}
+	}
+	defer func() {
+		for _, j := range stopped {
+			tr.eng.signal(tr.dir, j, syscall.SIGCONT)
+		}
+	}()
+	time.Sleep(10 * time.Millisecond)
+	w.drain()
+	before := w.privateFiles()
+	match := isPrivate
+	if point == "after" {
+		match = isGeneration
+	}
+	sig := tr.eng.signaller(tr.dir, victim)
+	for try := 0; try < 15; try++ {
+		name := w.next(3*time.Second, match)
+		if name == "" {
+			break
+		}
+		sig(syscall.SIGSTOP)
+		tr.waitStopped(victim)
+		switch point {
+		case "inside":
+			if newFile(before, w.privateFiles()) {
+				return "inside"
+			}
+		case "after":
+			if w.madeBy(name) == victim {
+				return "after"
+			}
+		}
+		sig(syscall.SIGCONT)
+	}
+	tr.eng.signal(tr.dir, victim, syscall.SIGSTOP)
+	tr.waitStopped(victim)
+	return "missed"
+}

@@ -1,0 +1,368 @@
+package faulttrials
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testslurm"
+	"github.com/farm-hpc/farm/slurm"
+)
+
+// TestKill9Local: FARM_FAULT_TRIALS trials (default 12) on the local
+// backend, two at a time. Each trial makes a farm of 30-100 cases of
+// 5-60 ms and submits 4-8 meta-jobs; it kills one or more of them with
+// kill -9 (their process group, or it and the job's supervisor) at random
+// moments, half of the kills inside the victim's claim commit (the others
+// are stopped, the next commit's private file appears, the victim is
+// killed at once); sometimes it kills every meta-job, sometimes one of the
+// resubmitted run too. Once the run's jobs have ended, every case a killed
+// job was running must be reported interrupted; then it resubmits until
+// every case succeeded, and counts.
+func TestKill9Local(t *testing.T) {
+	killTrials(t, "TestKill9Local", "kill9-local", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), true)
+}
+
+var slurmGate = testslurm.Gate{Available: slurm.Available}
+
+// TestKill9Slurm: the trials of TestKill9Local on the real Slurm
+// (FARM_FAULT_SLURM_TRIALS, default 3), two at a time, killing with
+// scancel --signal=KILL, kill -9 of the meta-job process alone, or of
+// every process of the job's script.
+func TestKill9Slurm(t *testing.T) {
+	slurmGate.Need(t)
+	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), true)
+}
+
+func killTrials(t *testing.T, test, label string, eng engine, n int, parallel bool) {
+	harness.Bin(t)
+	ta := &tally{started: time.Now()}
+	t.Run("trials", func(t *testing.T) {
+		for _, seed := range seeds(t, n) {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				if parallel {
+					t.Parallel()
+				}
+				c := killTrial(t, eng, seed)
+				if t.Failed() || c.bad() {
+					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
+				}
+				ta.add(c, seed, t.Failed())
+			})
+		}
+	})
+	c := ta.c
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 kills=%d inside-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
+		label, c.Trials, c.Kills, c.InCommit, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
+	if len(ta.failed) > 0 {
+		var cmds []string
+		for _, s := range ta.failed {
+			cmds = append(cmds, "  "+rerun(test, s))
+		}
+		t.Errorf("%d trials failed; rerun them with:\n%s", len(ta.failed), strings.Join(cmds, "\n"))
+	}
+}
+
+// killPlan is one kill of a trial: in run, after a delay from the run's
+// start, at once or at the victim's next claim commit, the way how.
+type killPlan struct {
+	run      int
+	after    time.Duration
+	atCommit bool
+	how      string
+}
+
+// killTrial runs the trial of seed on eng and returns its counts.
+func killTrial(t *testing.T, eng engine, seed uint64) counts {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	jobs := 4 + rng.IntN(5)
+	n := 30 + rng.IntN(71)
+	lo, hi := 5, 60
+	if eng.name() == "slurm" {
+		// Slurm starts the jobs up to a second or two apart: longer cases,
+		// so that the kills find a run going on.
+		n, lo, hi = 60+rng.IntN(91), 20, 120
+	}
+	dur := durations(rng, n, lo, hi)
+	total := 0
+	for _, d := range dur {
+		total += d
+	}
+	// The run lasts about total/jobs ms once the jobs run.
+	span := time.Duration(total/jobs) * time.Millisecond
+	var plan []killPlan
+	kills := 1 + rng.IntN(jobs/2)
+	if rng.IntN(8) == 0 {
+		kills = jobs // every meta-job of the run
+	}
+	add := func(run int) {
+		at := rng.IntN(2) == 0
+		hows := eng.hows(at)
+		plan = append(plan, killPlan{run, time.Duration(rng.Int64N(int64(span))), at, hows[rng.IntN(len(hows))]})
+	}
+	for range kills {
+		add(1)
+	}
+	if rng.IntN(3) == 0 {
+		add(2)
+	}
+	sort.SliceStable(plan, func(i, j int) bool {
+		return plan[i].run < plan[j].run || plan[i].run == plan[j].run && plan[i].after < plan[j].after
+	})
+	t.Logf("seed %d: %d meta-jobs, %d cases of %d-%d ms, kills %+v", seed, jobs, n, lo, hi, plan)
+
+	tr := newTrial(t, eng, dur)
+	c := counts{Trials: 1}
+	known := map[string]bool{}
+	killed := map[string]bool{}
+	for run := 1; ; run++ {
+		if run > 6 {
+			t.Errorf("seed %d: cases left after 5 resubmits", seed)
+			break
+		}
+		k := jobs
+		var what []string
+		if run == 1 {
+			what = append([]string{"submit", fmt.Sprint(k)}, eng.args()...)
+		} else {
+			if tr.allSucceeded() {
+				break
+			}
+			k = 2 + rng.IntN(jobs-1)
+			what = append([]string{"resubmit", fmt.Sprint(k)}, eng.args()[2:]...)
+		}
+		harness.Must(t, tr.dir, what...)
+		var runJobs []string
+		for _, id := range harness.JobIDs(tr.dir) {
+			if !known[id] {
+				known[id] = true
+				runJobs = append(runJobs, id)
+			}
+		}
+		sort.Strings(runJobs)
+		killedNow := map[string]bool{}
+		// The delays count from the moment the run's first meta-job runs.
+		tr.live(runJobs, nil, 60*time.Second)
+		t0 := time.Now()
+		for _, kp := range plan {
+			if kp.run != run {
+				continue
+			}
+			if v, in, ok := tr.killOne(kp, t0, runJobs, killed); ok {
+				c.Kills++
+				killed[v], killedNow[v] = true, true
+				if in {
+					c.InCommit++
+				}
+			}
+		}
+		tk := time.Now()
+		tr.wait()
+		t.Logf("run %d: %d jobs, kills done %s after the first ran, jobs ended %s later", run, len(runJobs), tk.Sub(t0).Round(time.Millisecond), time.Since(tk).Round(time.Millisecond))
+		c.NotInterrupted += checkInterrupted(t, tr.dir, killedNow)
+	}
+	f := final(t, tr.dir, tr.exec, n)
+	f.Trials, f.Kills, f.InCommit, f.NotInterrupted = c.Trials, c.Kills, c.InCommit, c.NotInterrupted
+	if f.Reruns > f.Kills {
+		t.Errorf("%d cases completed unrecorded and ran again, more than the %d kills", f.Reruns, f.Kills)
+	}
+	if t.Failed() {
+		harness.Diagnose(t, tr.dir)
+	}
+	return f
+}
+
+// trial is one trial's farm.
+type trial struct {
+	t    *testing.T
+	eng  engine
+	dir  string
+	exec string // the cases' execution logs
+	n    int    // cases
+	w    *commitWatch
+}
+
+// newTrial makes a farm of the cases of the given durations; at the
+// test's end it resumes anything stopped and kills what is left.
+func newTrial(t *testing.T, eng engine, dur []int) *trial {
+	root := t.TempDir()
+	tr := &trial{t: t, eng: eng, exec: filepath.Join(root, "exec"), n: len(dur)}
+	if err := os.Mkdir(tr.exec, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr.dir = harness.NewFarmAt(t, filepath.Join(root, "farm"), caseTable(tr.exec, dur), "0-00:10")
+	t.Cleanup(func() {
+		if tr.w != nil {
+			tr.w.close()
+		}
+		for _, id := range harness.JobIDs(tr.dir) {
+			eng.signal(tr.dir, id, syscall.SIGCONT)
+		}
+		harness.Run(t, tr.dir, nil, "kill")
+	})
+	return tr
+}
+
+func (tr *trial) watch() *commitWatch {
+	if tr.w == nil {
+		w, err := watchCommits(tr.dir)
+		if err != nil {
+			tr.t.Fatal(err)
+		}
+		tr.w = w
+	}
+	return tr.w
+}
+
+// wait waits for the farm's jobs to end.
+func (tr *trial) wait() {
+	r := harness.Run(tr.t, tr.dir, nil, "wait", "--timeout", "5m")
+	if r.Code != 0 && r.Code != 1 {
+		tr.t.Fatalf("farm wait: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+}
+
+func (tr *trial) allSucceeded() bool {
+	rows := harness.StatusJSON(tr.t, tr.dir)
+	for _, row := range rows {
+		if row.State != "succeeded" {
+			return false
+		}
+	}
+	return len(rows) == tr.n
+}
+
+// live returns the jobs among jobs not in skip whose meta-job runs,
+// waiting up to d for one.
+func (tr *trial) live(jobs []string, skip map[string]bool, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		var out []string
+		for _, j := range jobs {
+			if !skip[j] && tr.eng.alive(tr.dir, j) {
+				out = append(out, j)
+			}
+		}
+		if len(out) > 0 || time.Now().After(deadline) || tr.ended(jobs) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ended reports whether the farm has no job pending or running.
+func (tr *trial) ended(jobs []string) bool {
+	for _, r := range harness.ListJSON(tr.t, tr.dir) {
+		if slices.Contains(jobs, r.ID) && (r.State == "PENDING" || r.State == "RUNNING") {
+			return false
+		}
+	}
+	return true
+}
+
+// killOne carries out kp on a live job of runJobs not yet killed: it
+// returns the victim, whether the kill left the victim's commit private
+// file behind (killed inside its claim commit), and whether it killed
+// anything (false when the run had already ended).
+func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map[string]bool) (victim string, inCommit, ok bool) {
+	t := tr.t
+	live := tr.live(runJobs, killed, 60*time.Second)
+	if len(live) == 0 {
+		return "", false, false
+	}
+	time.Sleep(time.Until(t0.Add(kp.after)))
+	live = tr.live(runJobs, killed, 0)
+	if len(live) == 0 {
+		return "", false, false
+	}
+	victim = live[int(kp.after)%len(live)]
+	w := tr.watch()
+	var stopped []string
+	if kp.atCommit {
+		// Only the victim may commit: the next private file is its own.
+		for _, j := range harness.JobIDs(tr.dir) {
+			if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
+				stopped = append(stopped, j)
+			}
+		}
+		defer func() {
+			for _, j := range stopped {
+				tr.eng.signal(tr.dir, j, syscall.SIGCONT)
+			}
+		}()
+		time.Sleep(10 * time.Millisecond)
+		w.drain()
+	}
+	before := w.privateFiles()
+	tries := 0
+	if kp.atCommit {
+		// Stop the victim as its next commit makes its private file; if
+		// the file is still there once it is stopped, the kill lands
+		// inside the commit; else resume it and wait for the next, up
+		// to 15 times.
+		sig := tr.eng.signaller(tr.dir, victim)
+		for ; tries < 15; tries++ {
+			if w.next(3*time.Second, isPrivate) == "" {
+				break
+			}
+			if sig(syscall.SIGSTOP) != nil {
+				break
+			}
+			tr.waitStopped(victim)
+			if newFile(before, w.privateFiles()) {
+				break
+			}
+			sig(syscall.SIGCONT)
+		}
+	}
+	if err := tr.eng.kill(tr.dir, victim, kp.how); err != nil {
+		if !tr.eng.alive(tr.dir, victim) {
+			return "", false, false // it ended meanwhile
+		}
+		t.Fatalf("kill %s of job %s: %v", kp.how, victim, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for tr.eng.alive(tr.dir, victim) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still alive 30 s after %s", victim, kp.how)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A private file that appeared and stays is the victim's: others
+	// unlink theirs within microseconds (and are stopped at a commit).
+	time.Sleep(30 * time.Millisecond)
+	after := w.privateFiles()
+	time.Sleep(30 * time.Millisecond)
+	again := w.privateFiles()
+	inCommit = newFile(before, after) && newFile(before, again)
+	t.Logf("killed job %s (%s, %s after the run's start, at commit %v, %d tries): inside its commit %v", victim, kp.how, time.Since(t0).Round(time.Millisecond), kp.atCommit, tries, inCommit)
+	return victim, inCommit, true
+}
+
+// newFile reports whether now holds a name that before does not.
+func newFile(before, now map[string]bool) bool {
+	for f := range now {
+		if !before[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// waitStopped waits (up to 2 s) until the job's meta-job process is
+// stopped.
+func (tr *trial) waitStopped(job string) {
+	pid := tr.eng.leader(tr.dir, job)
+	deadline := time.Now().Add(2 * time.Second)
+	for pid > 0 && !procState(pid, 'T') && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,360 @@
+package faulttrials
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+func TestMain(m *testing.M) {
+	// Job slots of our own (the local backend keeps them in
+	// $TMPDIR/farm-slots-UID), enough for every meta-job of two trials at
+	// once; the cases' node-local copies of single_case.sh go there too.
+	tmp, err := os.MkdirTemp("", "faulttrials")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("TMPDIR", tmp)
+	os.Setenv("FARM_LOCAL_SLOTS", "32")
+	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	code := m.Run()
+	harness.Cleanup()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// envInt reads a positive integer from the environment, def if unset.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// seeds returns the seeds of a test's trials: FARM_FAULT_SEED alone, or n
+// consecutive seeds from a base taken from the clock (logged, so that a
+// whole run can be repeated with FARM_FAULT_BASE).
+func seeds(t *testing.T, n int) []uint64 {
+	if v := os.Getenv("FARM_FAULT_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FARM_FAULT_SEED=%q: %v", v, err)
+		}
+		return []uint64{s}
+	}
+	base := uint64(time.Now().UnixNano()/1000) % 1_000_000_000 * 1000
+	if v := os.Getenv("FARM_FAULT_BASE"); v != "" {
+		b, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FARM_FAULT_BASE=%q: %v", v, err)
+		}
+		base = b
+	}
+	t.Logf("%d trials, seeds %d to %d (FARM_FAULT_BASE=%d repeats them)", n, base, base+uint64(n)-1, base)
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = base + uint64(i)
+	}
+	return out
+}
+
+// rerun is the one command that reruns the trial of seed of test.
+func rerun(test string, seed uint64) string {
+	return fmt.Sprintf("FARM_FAULT_SEED=%d go test ./integration/faulttrials -run '%s$' -count=1 -v", seed, test)
+}
+
+// figure appends line to $FARM_FAULT_FIGURES, if set, and logs it.
+func figure(t *testing.T, line string) {
+	t.Log(line)
+	p := os.Getenv("FARM_FAULT_FIGURES")
+	if p == "" {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Errorf("figures: %v", err)
+		return
+	}
+	fmt.Fprintln(f, line)
+	f.Close()
+}
+
+// counts are what the trials count; every field but Kills, InCommit,
+// Reruns and Trials must stay 0.
+type counts struct {
+	Trials   int
+	Kills    int // kills (or freezes) delivered to a live meta-job
+	InCommit int // of them, inside the victim's own claim commit
+	// DupClaims: cases started twice within one run (by the cases'
+	// execution logs, or by farm's start records).
+	DupClaims int
+	// DupExec: cases started again after farm had recorded their
+	// success.
+	DupExec int
+	// Lost: cases not succeeded at the end, or whose recorded success
+	// has no completion in the execution log.
+	Lost int
+	// NotInterrupted: cases whose meta-job was killed while they ran
+	// that farm Status did not report interrupted once the run ended.
+	NotInterrupted int
+	// Reruns: cases that completed in a meta-job killed before it
+	// recorded their end, and ran again (expected: at most one per kill;
+	// farm cannot know that a case ended whose end it did not record).
+	Reruns int
+}
+
+func (c *counts) add(o counts) {
+	c.Trials += o.Trials
+	c.Kills += o.Kills
+	c.InCommit += o.InCommit
+	c.DupClaims += o.DupClaims
+	c.DupExec += o.DupExec
+	c.Lost += o.Lost
+	c.NotInterrupted += o.NotInterrupted
+	c.Reruns += o.Reruns
+}
+
+func (c counts) bad() bool {
+	return c.DupClaims+c.DupExec+c.Lost+c.NotInterrupted > 0
+}
+
+// tally gathers the counts of a test's trials, which may run in parallel.
+type tally struct {
+	mu      sync.Mutex
+	c       counts
+	failed  []uint64
+	started time.Time
+}
+
+func (ta *tally) add(c counts, seed uint64, failed bool) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	ta.c.add(c)
+	if failed {
+		ta.failed = append(ta.failed, seed)
+	}
+}
+
+// caseTable makes the table of a trial's farm: n cases of the given
+// durations (ms), each appending "S JOB" to its own file in execDir when it
+// starts and "E JOB" when it ends: the side effect that counts executions,
+// whatever farm records.
+func caseTable(execDir string, durMS []int) []string {
+	table := make([]string, len(durMS))
+	for i, d := range durMS {
+		f := filepath.Join(execDir, strconv.Itoa(i+1))
+		table[i] = fmt.Sprintf("echo S $METAJOB_ID >> %s; sleep %d.%03d; echo E $METAJOB_ID >> %s", f, d/1000, d%1000, f)
+	}
+	return table
+}
+
+// durations draws n case durations of lo to hi ms.
+func durations(rng *rand.Rand, n, lo, hi int) []int {
+	d := make([]int, n)
+	for i := range d {
+		d[i] = lo + rng.IntN(hi-lo+1)
+	}
+	return d
+}
+
+// event is one line of a case's execution log.
+type event struct {
+	kind byte // 'S' or 'E'
+	job  string
+}
+
+// readExec reads the execution logs of cases 1..n.
+func readExec(execDir string, n int) map[int64][]event {
+	out := map[int64][]event{}
+	for id := 1; id <= n; id++ {
+		b, err := os.ReadFile(filepath.Join(execDir, strconv.Itoa(id)))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && (f[0] == "S" || f[0] == "E") {
+				out[int64(id)] = append(out[int64(id)], event{f[0][0], f[1]})
+			}
+		}
+	}
+	return out
+}
+
+// jobRecords is what one status file says: its run, and per case whether
+// it started, ended (E or I) and succeeded (E with status 0).
+type jobRecords struct {
+	run                       int
+	started, ended, succeeded map[int64]bool
+	starts                    map[int64]int
+}
+
+// readJobRecords reads every status file of the farm in dir, by job ID.
+func readJobRecords(t *testing.T, dir string) map[string]jobRecords {
+	out := map[string]jobRecords{}
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		job := strings.TrimPrefix(filepath.Base(f), "status.")
+		r := jobRecords{run: -1, started: map[int64]bool{}, ended: map[int64]bool{}, succeeded: map[int64]bool{}, starts: map[int64]int{}}
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "# farm-status ") {
+				for _, kv := range strings.Fields(line) {
+					if v, ok := strings.CutPrefix(kv, "run="); ok {
+						r.run, _ = strconv.Atoi(v)
+					}
+				}
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			id, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				continue
+			}
+			switch f[0] {
+			case "S":
+				r.started[id] = true
+				r.starts[id]++
+			case "E":
+				r.ended[id] = true
+				if len(f) > 2 && f[2] == "0" {
+					r.succeeded[id] = true
+				}
+			case "I":
+				r.ended[id] = true
+			}
+		}
+		fh.Close()
+		out[job] = r
+	}
+	return out
+}
+
+// final counts, once every job of the farm in dir has ended, the
+// duplicate claims, duplicate executions, lost cases and reruns of its n
+// cases, from their execution logs in execDir and the status records.
+func final(t *testing.T, dir, execDir string, n int) counts {
+	var c counts
+	recs := readJobRecords(t, dir)
+	ex := readExec(execDir, n)
+	st := harness.StatusJSON(t, dir)
+	// farm's own records: a case started twice in one run.
+	perRun := map[int]map[int64]int{}
+	for _, r := range recs {
+		if perRun[r.run] == nil {
+			perRun[r.run] = map[int64]int{}
+		}
+		for id, k := range r.starts {
+			perRun[r.run][id] += k
+		}
+	}
+	for id := int64(1); id <= int64(n); id++ {
+		dupClaim := false
+		for run, m := range perRun {
+			if m[id] > 1 {
+				t.Errorf("case %d: %d start records in run %d", id, m[id], run)
+				dupClaim = true
+			}
+		}
+		// The execution log: starts per run (a job's run is its status
+		// file's), a start after a recorded success, a start after an
+		// unrecorded end.
+		runStarts := map[int]int{}
+		recordedOK, unrecordedEnd, okEnd := false, false, false
+		dupExec, rerun := false, false
+		for _, e := range ex[id] {
+			r := recs[e.job]
+			switch e.kind {
+			case 'S':
+				runStarts[r.run]++
+				if runStarts[r.run] > 1 {
+					dupClaim = true
+					t.Errorf("case %d: started %d times in run %d (execution log %v)", id, runStarts[r.run], r.run, ex[id])
+				}
+				if recordedOK {
+					dupExec = true
+					t.Errorf("case %d: started again in job %s after its success was recorded (execution log %v)", id, e.job, ex[id])
+				}
+				if unrecordedEnd {
+					rerun = true
+				}
+			case 'E':
+				if r.succeeded[id] {
+					recordedOK, okEnd = true, true
+				} else {
+					unrecordedEnd = true
+				}
+			}
+		}
+		if dupClaim {
+			c.DupClaims++
+		}
+		if dupExec {
+			c.DupExec++
+		}
+		if rerun {
+			c.Reruns++
+		}
+		if row := st[id]; row.State != "succeeded" || !okEnd {
+			c.Lost++
+			t.Errorf("case %d lost: farm Status says %+v; execution log %v", id, row, ex[id])
+		}
+		if st[id].Starts > 0 {
+			t.Errorf("case %d: farm Status reports it started %d times in run %d", id, st[id].Starts, st[id].StartsRun)
+		}
+	}
+	return c
+}
+
+// checkInterrupted counts, once the run's jobs have ended, the cases that
+// a killed job had started and not ended (by its status file) that farm
+// Status does not report interrupted in that job; and any case still
+// reported running.
+func checkInterrupted(t *testing.T, dir string, killed map[string]bool) int {
+	bad := 0
+	recs := readJobRecords(t, dir)
+	st := harness.StatusJSON(t, dir)
+	for id, row := range st {
+		if row.State == "running" {
+			bad++
+			t.Errorf("case %d still reported running after every job ended: %+v", id, row)
+		}
+	}
+	for job := range killed {
+		r := recs[job]
+		for id := range r.started {
+			if r.ended[id] {
+				continue
+			}
+			if row := st[id]; row.State != "interrupted" || row.Job != job {
+				if row.State != "running" {
+					bad++
+				}
+				t.Errorf("case %d was running in killed job %s: farm Status says %+v, want interrupted", id, job, row)
+			}
+		}
+	}
+	return bad
+}

@@ -1,0 +1,114 @@
+package faulttrials
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// commitWatch watches the claim chain's first segment directory of a farm
+// (MISC/claims.NONCE/000000), where every claim commit makes its private
+// file t.SELF.SEQ before it links it to its generation's name g.N and
+// unlinks it (casetable/chain.go). A meta-job killed between the two
+// leaves its private file behind: that is how the trials tell a kill
+// inside a commit.
+type commitWatch struct {
+	seg string
+	ino int
+}
+
+// watchCommits starts watching the farm in dir (whose chain must exist:
+// after submit).
+func watchCommits(dir string) (*commitWatch, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
+	if err != nil {
+		return nil, err
+	}
+	claims, _ := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	seg := filepath.Join(dir, "MISC", claims, "000000")
+	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.InotifyAddWatch(ino, seg, unix.IN_CREATE); err != nil {
+		unix.Close(ino)
+		return nil, err
+	}
+	return &commitWatch{seg: seg, ino: ino}, nil
+}
+
+func (w *commitWatch) close() { unix.Close(w.ino) }
+
+// drain forgets what happened so far.
+func (w *commitWatch) drain() {
+	buf := make([]byte, 64<<10)
+	for {
+		if n, _ := unix.Read(w.ino, buf); n <= 0 {
+			return
+		}
+	}
+}
+
+// next waits up to d for a new file whose name match accepts and returns
+// its name ("" if none came).
+func (w *commitWatch) next(d time.Duration, match func(string) bool) string {
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		fds := []unix.PollFd{{Fd: int32(w.ino), Events: unix.POLLIN}}
+		if k, err := unix.Poll(fds, 20); err != nil || k == 0 {
+			continue
+		}
+		n, err := unix.Read(w.ino, buf)
+		if err != nil || n <= 0 {
+			continue
+		}
+		for _, name := range eventNames(buf[:n]) {
+			if match(name) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+func eventNames(b []byte) []string {
+	var names []string
+	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[off]))
+		end := min(off+unix.SizeofInotifyEvent+int(ev.Len), len(b))
+		names = append(names, string(bytes.TrimRight(b[off+unix.SizeofInotifyEvent:end], "\x00")))
+		off = end
+	}
+	return names
+}
+
+// privateFiles lists the commits' private files t.* now in the directory.
+func (w *commitWatch) privateFiles() map[string]bool {
+	m := map[string]bool{}
+	left, _ := filepath.Glob(filepath.Join(w.seg, "t.*"))
+	for _, l := range left {
+		m[filepath.Base(l)] = true
+	}
+	return m
+}
+
+func isPrivate(name string) bool { return strings.HasPrefix(name, "t.") }
+
+func isGeneration(name string) bool { return strings.HasPrefix(name, "g.") }
+
+// madeBy says which job made the generation name (its by= field).
+func (w *commitWatch) madeBy(name string) string {
+	b, _ := os.ReadFile(filepath.Join(w.seg, name))
+	for _, kv := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(kv, "by="); ok {
+			return v
+		}
+	}
+	return ""
+}
