@@ -100,14 +100,7 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
 	sc := filepath.Join(dir, farm.SingleCase)
-	if err := os.WriteFile(sc, []byte("#!/bin/bash\nexit 4\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := &slowWriter{}
-	r, err := newForkRunner(dir, "/bin/bash", os.Environ(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, out := startRunner(t, dir, "/bin/bash", "#!/bin/bash\nexit 4\n")
 	defer r.close()
 	if code, _, _ := r.run("1", ""); code != 4 {
 		t.Fatalf("status %d, want 4", code)
@@ -138,14 +131,7 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", filepath.Join(dir, "no-such-dir"))
-	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\nexit 6\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := &slowWriter{}
-	r, err := newForkRunner(dir, "/bin/bash", os.Environ(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, out := startRunner(t, dir, "/bin/bash", "#!/bin/bash\nexit 6\n")
 	defer r.close()
 	if code, _, err := r.run("1", ""); err != nil || code != 6 {
 		t.Errorf("status %d, %v; want 6 from the farm's own single_case.sh", code, err)
@@ -190,4 +176,19 @@ func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
 	if got := out.String(); got != "caf\xe9|1 C.UTF-8\n" {
 		t.Errorf("output %q, want the bytes as given, then é as one character in the user's locale", got)
 	}
+}
+
+// startRunner writes single_case.sh into dir and starts a fork runner on
+// it with bash, its output to a slowWriter.
+func startRunner(t *testing.T, dir, bash, script string) (*forkRunner, *slowWriter) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := &slowWriter{}
+	r, err := newForkRunner(dir, bash, os.Environ(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, out
 }

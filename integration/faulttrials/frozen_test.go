@@ -146,18 +146,7 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 // commits are tried; it returns the point reached, or "missed" (the victim
 // is then stopped where it is).
 func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
-	var stopped []string
-	for _, j := range harness.JobIDs(tr.dir) {
-		if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
-			stopped = append(stopped, j)
-		}
-	}
-	defer func() {
-		for _, j := range stopped {
-			tr.eng.signal(tr.dir, j, syscall.SIGCONT)
-		}
-	}()
-	time.Sleep(10 * time.Millisecond)
+	defer tr.stopOthers(victim)()
 	w.drain()
 	before := w.privateFiles()
 	match := isPrivate
@@ -187,4 +176,22 @@ func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 	tr.eng.signal(tr.dir, victim, syscall.SIGSTOP)
 	tr.waitStopped(victim)
 	return "missed"
+}
+
+// stopOthers stops (SIGSTOP) the farm's live jobs other than victim, so
+// that the next claim commit is the victim's, waits a moment for them to
+// stop, and returns the function that resumes them.
+func (tr *trial) stopOthers(victim string) (resume func()) {
+	var stopped []string
+	for _, j := range harness.JobIDs(tr.dir) {
+		if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
+			stopped = append(stopped, j)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	return func() {
+		for _, j := range stopped {
+			tr.eng.signal(tr.dir, j, syscall.SIGCONT)
+		}
+	}
 }

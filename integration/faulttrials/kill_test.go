@@ -285,20 +285,9 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 	}
 	victim = live[int(kp.after)%len(live)]
 	w := tr.watch()
-	var stopped []string
 	if kp.atCommit {
 		// Only the victim may commit: the next private file is its own.
-		for _, j := range harness.JobIDs(tr.dir) {
-			if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
-				stopped = append(stopped, j)
-			}
-		}
-		defer func() {
-			for _, j := range stopped {
-				tr.eng.signal(tr.dir, j, syscall.SIGCONT)
-			}
-		}()
-		time.Sleep(10 * time.Millisecond)
+		defer tr.stopOthers(victim)()
 		w.drain()
 	}
 	before := w.privateFiles()
