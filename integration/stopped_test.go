@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/farm-hpc/farm/integration/harness"
 	"golang.org/x/sys/unix"
@@ -287,23 +286,12 @@ func commitEvents(ino int) map[string]bool {
 		if n <= 0 {
 			return selves
 		}
-		for _, name := range eventNames(buf[:n]) {
+		for _, name := range harness.EventNames(buf[:n]) {
 			if self, ok := commitSelf(name); ok {
 				selves[self] = true
 			}
 		}
 	}
-}
-
-func eventNames(b []byte) []string {
-	var names []string
-	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
-		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[off]))
-		end := min(off+unix.SizeofInotifyEvent+int(ev.Len), len(b))
-		names = append(names, string(bytes.TrimRight(b[off+unix.SizeofInotifyEvent:end], "\x00")))
-		off = end
-	}
-	return names
 }
 
 // commitSelf reads t.SELF.SEQ, the name of a commit's private file.
@@ -334,7 +322,7 @@ func stopAtCommit(t *testing.T, ino, pgid int, others map[string]bool) bool {
 		if err != nil {
 			continue
 		}
-		for _, name := range eventNames(buf[:n]) {
+		for _, name := range harness.EventNames(buf[:n]) {
 			if self, ok := commitSelf(name); ok && !others[self] {
 				stop(t, pgid)
 				return true

@@ -1,13 +1,12 @@
 package faulttrials
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-	"unsafe"
 
+	"github.com/farm-hpc/farm/integration/harness"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,24 +67,13 @@ func (w *commitWatch) next(d time.Duration, match func(string) bool) string {
 		if err != nil || n <= 0 {
 			continue
 		}
-		for _, name := range eventNames(buf[:n]) {
+		for _, name := range harness.EventNames(buf[:n]) {
 			if match(name) {
 				return name
 			}
 		}
 	}
 	return ""
-}
-
-func eventNames(b []byte) []string {
-	var names []string
-	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
-		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[off]))
-		end := min(off+unix.SizeofInotifyEvent+int(ev.Len), len(b))
-		names = append(names, string(bytes.TrimRight(b[off+unix.SizeofInotifyEvent:end], "\x00")))
-		off = end
-	}
-	return names
 }
 
 // privateFiles lists the commits' private files t.* now in the directory.
