@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
@@ -23,6 +24,9 @@ type State struct {
 	Table  string // the run's table, relative to the farm directory
 	Simple bool   // SIMPLE mode: one case per job
 	Offset int64  // byte offset of the next unread line of Table
+	Lines  int64  // lines of Table before Offset; -1: not known (counted when needed)
+	TSize  int64  // Table's size when the run started; 0: not recorded
+	TIno   uint64 // Table's inode number when the run started; 0: not recorded
 	Cases  int64  // cases in Table
 	MaxID  int64  // largest case ID of the farm's table.dat
 	Total  int64  // cases in the farm's table.dat
@@ -53,8 +57,8 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if by == "" || strings.ContainsAny(by, " \n=") {
 		by = "-"
 	}
-	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
-		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
+	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
+		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
 		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next, by, ci.first, ci.n, ci.nonce)
 }
 
@@ -67,6 +71,7 @@ func (s *State) unmarshal(b []byte) error {
 		return errors.New("not a generation record")
 	}
 	seen := 0
+	s.Lines = -1 // a generation of an older farm has no line=
 	for _, kv := range strings.Fields(rest) {
 		if kv == "closed" {
 			return errClosed
@@ -90,6 +95,12 @@ func (s *State) unmarshal(b []byte) error {
 		case "offset":
 			s.Offset, err = strconv.ParseInt(v, 10, 64)
 			seen++
+		case "line":
+			s.Lines, err = strconv.ParseInt(v, 10, 64)
+		case "tsize":
+			s.TSize, err = strconv.ParseInt(v, 10, 64)
+		case "tino":
+			s.TIno, err = strconv.ParseUint(v, 10, 64)
 		case "cases":
 			s.Cases, err = strconv.ParseInt(v, 10, 64)
 		case "total":
@@ -237,6 +248,11 @@ func (s *Store) load(n int64) error {
 	s.gen, s.cur = n, st
 	return nil
 }
+
+// Last returns the state the store read or committed last (by Read,
+// Update or Claim), with no I/O: after a Claim, the state that holds its
+// cases (Table names their table).
+func (s *Store) Last() State { return s.cur }
 
 // Read returns the current state. It takes no lock and never waits for
 // another process.
@@ -424,22 +440,43 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		if st.Run != run {
 			return nil
 		}
+		if st.TSize > 0 && st.Offset >= st.TSize {
+			return nil // every line read: whatever the table is now
+		}
+		if err := s.checkTable(st); err != nil {
+			return err
+		}
 		// Near the end of the run, leave some for the others.
 		lim := most
 		if left := st.Cases - st.Claimed; st.Cases > 0 && left < int64(16*most) {
 			lim = 1 + int(max(left, 0)/16)
 		}
-		off := st.Offset
+		off, lines := st.Offset, int64(0) // lines read in this claim
 		for len(cases) < lim {
-			c, next, ok, err := s.readCase(st.Table, off)
+			c, next, n, ok, err := s.readCase(st, off)
 			off = next
+			lines += n
 			if err != nil {
 				return err
 			}
 			if !ok {
 				break
 			}
+			c.Line = lines // for now, relative to st.Offset
 			cases = append(cases, c)
+		}
+		if st.Lines < 0 && len(cases) > 0 {
+			n, err := countLines(s.table, st.Offset)
+			if err != nil {
+				return err
+			}
+			st.Lines = n
+		}
+		if st.Lines >= 0 {
+			for i := range cases {
+				cases[i].Line += st.Lines
+			}
+			st.Lines += lines
 		}
 		st.Offset = off
 		st.Claimed += int64(len(cases))
@@ -539,38 +576,154 @@ func closeChain(c *chain) error {
 	}
 }
 
-// readCase reads the first case line of table at or after byte off,
-// returning it and the offset just past it; false at the end of the table.
-func (s *Store) readCase(table string, off int64) (Case, int64, bool, error) {
-	if s.table == nil || s.tname != table {
-		if s.table != nil {
-			s.table.Close()
-		}
-		f, err := os.Open(filepath.Join(s.Dir, table))
-		if err != nil {
-			return Case{}, off, false, err
-		}
-		s.table, s.tname = f, table
-		s.win = s.win[:0]
+// openTable makes s.table the open table of st (again, if fresh).
+func (s *Store) openTable(table string, fresh bool) error {
+	if s.table != nil && s.tname == table && !fresh {
+		return nil
 	}
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	f, err := os.Open(filepath.Join(s.Dir, table))
+	if err != nil {
+		return err
+	}
+	s.table, s.tname = f, table
+	s.win = s.win[:0]
+	return nil
+}
+
+// TableChangedError: the run's table is not the file it was when the run
+// started (its size or its inode differ), so the byte offsets of the claim
+// state no longer point at its lines: nothing more is claimed from it.
+type TableChangedError struct {
+	Table         string
+	Run           int
+	Size, WasSize int64
+	Ino, WasIno   uint64
+}
+
+func (e *TableChangedError) Error() string {
+	what := fmt.Sprintf("it had %d bytes and has %d now", e.WasSize, e.Size)
+	if e.Size == e.WasSize {
+		what = "it was replaced by another file"
+	}
+	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
+}
+
+// checkTable opens st's table if needed and checks that the file of its
+// name is the one the run started with: same size, same inode. (A store
+// that has the table open reads what it had, but the other meta-jobs
+// would not: all stop alike.) A difference is looked at once more on a
+// fresh descriptor (a client may cache a file's attributes) before it is
+// believed.
+func (s *Store) checkTable(st *State) error {
+	if err := s.openTable(st.Table, false); err != nil {
+		return err
+	}
+	if st.TSize <= 0 {
+		return nil // not recorded (a state of an older farm)
+	}
+	var err error
+	for try := 0; try < 2; try++ {
+		var fi os.FileInfo
+		var serr error
+		if try == 0 {
+			fi, serr = os.Stat(filepath.Join(s.Dir, st.Table))
+		} else if serr = s.openTable(st.Table, true); serr == nil {
+			fi, serr = s.table.Stat()
+		}
+		if serr != nil {
+			return serr
+		}
+		ino := uint64(0)
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = sys.Ino
+		}
+		if fi.Size() == st.TSize && (st.TIno == 0 || ino == st.TIno) {
+			return nil
+		}
+		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: fi.Size(), WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
+	}
+	return err
+}
+
+// CountLines counts the lines of the file at path, the last one also
+// when it has no newline (as sed and awk do, not wc -l).
+func CountLines(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	n, err := countLines(f, fi.Size())
+	if err != nil || fi.Size() == 0 {
+		return n, err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return 0, err
+	}
+	if last[0] != '\n' {
+		n++
+	}
+	return n, nil
+}
+
+// countLines counts the lines of f before byte off.
+func countLines(f *os.File, off int64) (int64, error) {
+	buf := make([]byte, 1<<20)
+	var n int64
+	for pos := int64(0); pos < off; {
+		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
+		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
+		pos += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// readCase reads the first case line of st's table at or after byte off,
+// returning it, the offset just past it and the number of lines read
+// (those that are not cases and the case's); false at the end of the
+// table, or at the size the table had when the run started.
+func (s *Store) readCase(st *State, off int64) (Case, int64, int64, bool, error) {
+	if err := s.openTable(st.Table, false); err != nil {
+		return Case{}, off, 0, false, err
+	}
+	var lines int64
 	for {
+		if st.TSize > 0 && off >= st.TSize {
+			return Case{}, off, lines, false, nil
+		}
 		line, next, err := s.line(off)
 		if err == io.EOF {
-			return Case{}, off, false, nil
+			return Case{}, off, lines, false, nil
 		}
 		if err != nil {
-			return Case{}, off, false, err
+			return Case{}, off, lines, false, err
 		}
 		off = next
+		lines++
 		line = trimEOL(line)
 		if !isCase(line) {
 			continue
 		}
 		id, cmd, _, perr := splitID(line)
 		if perr != nil {
-			return Case{}, off, false, fmt.Errorf("%s at byte %d: %v", table, next, perr)
+			return Case{}, off, lines, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
 		}
-		return Case{ID: id, Command: cmd}, off, true, nil
+		return Case{ID: id, Command: cmd}, off, lines, true, nil
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 type Case struct {
 	ID      int64  // the case ID, stable across resubmits
 	Command string // the line without its ID field
+	Line    int64  // its line number in the run's table (from 1), when claimed; 0 if not known
 }
 
 // LineError is a problem with one line of a table file. Its message names the
@@ -393,4 +394,53 @@ func ReadCases(path string, fn func(c Case) error) error {
 		}
 		return fn(Case{ID: id, Command: cmd})
 	})
+}
+
+// FindCase returns case id of the table at path, with its line number: in
+// a numbered table the line that carries the ID, in an unnumbered one the
+// id-th case line (the ID farm submit would give it).
+func FindCase(path string, id int64) (Case, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Case{}, err
+	}
+	defer f.Close()
+	var found Case
+	var k, maxID int64
+	numbered, first := false, true
+	errFound := errors.New("found")
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		k++
+		if first {
+			_, _, numbered, _ = splitID(line)
+			first = false
+		}
+		c := Case{ID: k, Command: string(bytes.TrimSpace(line)), Line: int64(n)}
+		if numbered {
+			cid, cmd, _, err := splitID(line)
+			if err != nil {
+				return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
+			}
+			c.ID, c.Command = cid, cmd
+		}
+		maxID = max(maxID, c.ID)
+		if c.ID == id {
+			found = c
+			return errFound
+		}
+		return nil
+	})
+	if err == errFound {
+		return found, nil
+	}
+	if err != nil {
+		return Case{}, err
+	}
+	if k == 0 {
+		return Case{}, fmt.Errorf("%s: %w; put one command per line", filepath.Base(path), ErrEmptyTable)
+	}
+	return Case{}, fmt.Errorf("%s has no case %d (its IDs go up to %d)", filepath.Base(path), id, maxID)
 }

@@ -87,7 +87,7 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	if err != nil {
 		return err
 	}
-	st := casetable.State{Run: run, Table: Table, Offset: fi.Size(), Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}
+	st := casetable.State{Run: run, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}

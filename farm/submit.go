@@ -337,6 +337,14 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 // startRun makes run, over table with cases cases, the current run, if the
 // claim state is still at generation base.
 func (f *Farm) startRun(ctx context.Context, base int64, run int, table string, simple bool, cases int, maxID int64) error {
+	fi, err := os.Stat(f.Path(table))
+	if err != nil {
+		return err
+	}
+	size, ino := fi.Size(), uint64(0)
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = sys.Ino
+	}
 	store, err := f.Store()
 	if err != nil {
 		return err
@@ -347,6 +355,9 @@ func (f *Farm) startRun(ctx context.Context, base int64, run int, table string, 
 			return errStateMoved
 		}
 		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
+		// The table as it is now is the run's: a claim refuses to read
+		// it once it has another size or inode.
+		st.Lines, st.TSize, st.TIno = 0, size, ino
 		if maxID > 0 { // a first run: table.dat itself
 			st.MaxID, st.Total = maxID, int64(cases)
 		}
@@ -433,7 +444,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		if st.Run != run || st.Table != table {
 			return errStateMoved
 		}
-		st.Offset, st.Claimed = fi.Size(), st.Cases
+		st.Offset, st.Claimed, st.Lines = fi.Size(), st.Cases, -1
 		return nil
 	})
 	if err == nil {

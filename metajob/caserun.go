@@ -21,10 +21,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// caseRequest is what single_case.sh gets for one case, as META gives it:
+// ID and COMM in its environment (with METAJOB_ID, set once per runner),
+// and the run's table and the case's line number in it as $1 and $2, with
+// N_cases the number of lines of that table, for scripts written for META
+// that read the line themselves (sed -n "${2}p" "$1").
+type caseRequest struct {
+	ID, Comm   string
+	Table      string // relative to the farm directory, the cases' working directory
+	Line       int64  // from 1
+	TableLines int64
+}
+
 // caseRunner runs single_case.sh for one case and returns its STATUS
 // (128+n when signal n killed it; sig is then n).
 type caseRunner interface {
-	run(id, comm string) (code, sig int, err error)
+	run(c caseRequest) (code, sig int, err error)
 	// refresh picks up an edited single_case.sh; the meta-job calls it
 	// before each batch of claimed cases.
 	refresh() error
@@ -34,21 +46,39 @@ type caseRunner interface {
 // workerScript is a bash loop that runs each case in a forked subshell that
 // sources single_case.sh. Forking a running bash costs about a third of
 // starting a new one (no exec, no dynamic linking), which is most of the
-// per-case overhead of trivial cases. Requests come on fd 3 as two lines
-// (ID, COMM); the subshell's exit status goes back on fd 4. $1 is the
-// node-local copy of single_case.sh to source. The requests are read in the
-// C locale: in a UTF-8 one, bash's read takes an incomplete multibyte
-// sequence at a line's end and the newline after it for one character,
-// and the worker would wait for ever for a line already sent. Each case
-// gets the user's locale back.
+// per-case overhead of trivial cases. Requests come on fd 3 as five lines
+// (ID, COMM, table, line number, the table's lines); the subshell's exit
+// status goes back on fd 4. $1 is the node-local copy of single_case.sh to
+// source; the table and the line number are its $1 and $2, as META calls
+// it. The requests are read in the C locale: in a UTF-8 one, bash's read
+// takes an incomplete multibyte sequence at a line's end and the newline
+// after it for one character, and the worker would wait for ever for a
+// line already sent. Each case gets the user's locale back.
+//
+// The case's STATUS is the script's exit status when it exits; when it
+// ends without exit, as META's single_case.sh does (it sets STATUS and
+// writes "ID STATUS" itself), it is $STATUS if the script set it, else the
+// status of its last command. A STATUS that is not a number counts as 1,
+// one over 255 as 255: never as a success.
 const workerScript = `FARM_CASE_SCRIPT=$1; shift
 if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
 LC_ALL=C
-while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM; do
+while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
+  IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases; do
   ( exec 3<&- 4>&-
     if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
-    unset farm_lc_all farm_lc_set
-    export ID COMM; . "$FARM_CASE_SCRIPT" )
+    unset farm_lc_all farm_lc_set STATUS
+    export ID COMM N_cases
+    . "$FARM_CASE_SCRIPT" "$farm_table" "$farm_line"
+    farm_rc=$?
+    if [ "${STATUS+set}" ]; then
+      case $STATUS in
+      ''|*[!0-9]*) farm_rc=1 ;;
+      *[1-9]*) farm_rc=255; [ ${#STATUS} -le 3 ] && [ $((10#$STATUS)) -le 255 ] && farm_rc=$((10#$STATUS)) ;;
+      *) farm_rc=0 ;;
+      esac
+    fi
+    exit $farm_rc )
   echo "$?" >&4
 done`
 
@@ -344,13 +374,13 @@ func (r *forkRunner) start() error {
 	return nil
 }
 
-func (r *forkRunner) run(id, comm string) (int, int, error) {
+func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	if r.cmd == nil {
 		if err := r.start(); err != nil {
 			return 0, 0, err
 		}
 	}
-	if _, err := io.WriteString(r.req, id+"\n"+comm+"\n"); err != nil {
+	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines); err != nil {
 		return r.died()
 	}
 	line, ok := r.wait()
@@ -493,12 +523,12 @@ type execRunner struct {
 	out  *os.File
 }
 
-func (r *execRunner) run(id, comm string) (int, int, error) {
+func (r *execRunner) run(c caseRequest) (int, int, error) {
 	cmd := &exec.Cmd{
 		Path:   r.argv[0],
-		Args:   r.argv,
+		Args:   append(r.argv[:len(r.argv):len(r.argv)], c.Table, strconv.FormatInt(c.Line, 10)),
 		Dir:    r.dir,
-		Env:    append(r.env[:len(r.env):len(r.env)], "ID="+id, "COMM="+comm),
+		Env:    append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10)),
 		Stdout: r.out,
 		Stderr: r.out,
 	}

@@ -63,7 +63,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 	type result struct{ code int }
 	done := make(chan result, 1)
 	go func() {
-		code, _, _ := r.run("1", `echo case-one-says-hello; cat /dev/zero & echo $! > bg.pid; sleep 0.2; exit 3`)
+		code, _, _ := r.run(caseRequest{ID: "1", Comm: `echo case-one-says-hello; cat /dev/zero & echo $! > bg.pid; sleep 0.2; exit 3`})
 		done <- result{code}
 	}()
 	select {
@@ -87,7 +87,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 		t.Errorf("output starts %.40q; want the case's own line first", got)
 	}
 	// The next case runs normally.
-	if code, _, err := r.run("2", "exit 0"); err != nil || code != 0 {
+	if code, _, err := r.run(caseRequest{ID: "2", Comm: "exit 0"}); err != nil || code != 0 {
 		t.Errorf("next case: status %d, %v", code, err)
 	}
 }
@@ -102,14 +102,14 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 	sc := filepath.Join(dir, farm.SingleCase)
 	r, out := startRunner(t, dir, "/bin/bash", "#!/bin/bash\nexit 4\n")
 	defer r.close()
-	if code, _, _ := r.run("1", ""); code != 4 {
+	if code, _, _ := r.run(caseRequest{ID: "1", Comm: ""}); code != 4 {
 		t.Fatalf("status %d, want 4", code)
 	}
 	os.Remove(sc)
 	if err := r.refresh(); err != nil {
 		t.Fatalf("refresh with single_case.sh gone: %v; want the copy kept", err)
 	}
-	if code, _, _ := r.run("2", ""); code != 4 {
+	if code, _, _ := r.run(caseRequest{ID: "2", Comm: ""}); code != 4 {
 		t.Errorf("status %d with the copy, want 4", code)
 	}
 	if !strings.Contains(out.String(), "the cases go on with the copy") {
@@ -121,7 +121,7 @@ func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 	if err := r.refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := r.run("3", ""); code != 5 {
+	if code, _, _ := r.run(caseRequest{ID: "3", Comm: ""}); code != 5 {
 		t.Errorf("status %d after the edit, want 5", code)
 	}
 }
@@ -133,7 +133,7 @@ func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
 	t.Setenv("TMPDIR", filepath.Join(dir, "no-such-dir"))
 	r, out := startRunner(t, dir, "/bin/bash", "#!/bin/bash\nexit 6\n")
 	defer r.close()
-	if code, _, err := r.run("1", ""); err != nil || code != 6 {
+	if code, _, err := r.run(caseRequest{ID: "1", Comm: ""}); err != nil || code != 6 {
 		t.Errorf("status %d, %v; want 6 from the farm's own single_case.sh", code, err)
 	}
 	if !strings.Contains(out.String(), "sourcing single_case.sh from the farm directory instead") {
@@ -161,8 +161,8 @@ func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
 	type result struct{ code int }
 	done := make(chan result, 2)
 	go func() {
-		c1, _, _ := r.run("1", "printf %s\\| caf\xe9")
-		c2, _, _ := r.run("2", `x="é"; echo "${#x} $LC_ALL"`)
+		c1, _, _ := r.run(caseRequest{ID: "1", Comm: "printf %s\\| caf\xe9"})
+		c2, _, _ := r.run(caseRequest{ID: "2", Comm: `x="é"; echo "${#x} $LC_ALL"`})
 		done <- result{c1 + c2}
 	}()
 	select {
@@ -191,4 +191,74 @@ func startRunner(t *testing.T, dir, bash, script string) (*forkRunner, *slowWrit
 		t.Fatal(err)
 	}
 	return r, out
+}
+
+// TestCaseRunnerCallsSingleCaseAsMETADoes: single_case.sh gets the run's
+// table and the case's line number as $1 and $2 and N_cases in its
+// environment, as META's scripts call it; a script that ends without
+// exit, as META's does, reports $STATUS; a STATUS that is not a number,
+// or over 255, never counts as a success. The same for a script sourced
+// by the bash worker and for one run as a program.
+func TestCaseRunnerCallsSingleCaseAsMETADoes(t *testing.T) {
+	const script = `#!/bin/bash
+echo "args=$1:$2 n=$N_cases id=$ID comm=$COMM"
+case $COMM in
+exit*) eval "$COMM" ;;
+keep) ;;
+*) STATUS=$COMM ;;
+esac
+echo "the last command succeeds"
+`
+	statuses := []struct {
+		comm string
+		want int
+	}{
+		{"3", 3}, {"0", 0}, {"000", 0}, {"007", 7}, {"256", 255}, {"99999999999999999999", 255},
+		{"abc", 1}, {"-1", 1}, {"exit 4", 4}, {"keep", 0},
+	}
+	check := func(t *testing.T, run func(caseRequest) (int, int, error), out func() string) {
+		for i, s := range statuses {
+			c := caseRequest{ID: strconv.Itoa(10 + i), Comm: s.comm, Table: "MISC/table.run2", Line: int64(i + 2), TableLines: 42}
+			code, _, err := run(c)
+			if err != nil || code != s.want {
+				t.Errorf("STATUS=%q: status %d, %v; want %d", s.comm, code, err, s.want)
+			}
+			want := "args=MISC/table.run2:" + strconv.Itoa(i+2) + " n=42 id=" + c.ID + " comm=" + s.comm
+			if !strings.Contains(out(), want) {
+				t.Errorf("the script's output %q does not hold %q", out(), want)
+			}
+		}
+	}
+	t.Run("sourced", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("TMPDIR", t.TempDir())
+		r, out := startRunner(t, dir, "/bin/bash", script)
+		defer r.close()
+		check(t, r.run, out.String)
+	})
+	t.Run("executed", func(t *testing.T) {
+		dir := t.TempDir()
+		// Not a bash script by its first line: run as a program.
+		sc := filepath.Join(dir, farm.SingleCase)
+		if err := os.WriteFile(sc, []byte(strings.Replace(script, "#!/bin/bash", "#!/bin/dash", 1)+"exit ${STATUS:-0}\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.CreateTemp(t.TempDir(), "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := newCaseRunner(dir, "/bin/bash", os.Environ(), f, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.(*execRunner); !ok {
+			t.Fatalf("runner %T, want an execRunner", r)
+		}
+		out := func() string { b, _ := os.ReadFile(f.Name()); return string(b) }
+		// A program reports its exit status only: keep the cases that
+		// exit with a status bash can give.
+		statuses = statuses[:4]
+		check(t, r.run, out)
+	})
 }

@@ -57,6 +57,9 @@ type Metajob struct {
 	sw     *status.Writer
 	runner caseRunner
 	stop   stopWatch
+
+	table      string // the table of the cases claimed last
+	tableLines int64  // its lines
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -142,7 +145,7 @@ func caseEnv(environ []string, job string) []string {
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != "ID" && k != "COMM" && k != "METAJOB_ID" {
+		if k != "ID" && k != "COMM" && k != "METAJOB_ID" && k != "N_cases" && k != "STATUS" {
 			env = append(env, kv)
 		}
 	}
@@ -255,6 +258,12 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		return nil, "", fmt.Errorf("before claiming more cases: %w", err)
 	}
 	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
+	var changed *casetable.TableChangedError
+	if errors.As(err, &changed) {
+		// Said in the job's output and its status file (farm Status
+		// shows it), and the job ends with an error.
+		return nil, "farm: " + changed.Error(), changed
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
@@ -386,7 +395,17 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 			return 0, 0, err
 		}
 	}
-	return r.run(id, c.Command)
+	st := m.store.Last()
+	if st.Table != m.table {
+		// The lines of the run's table, for scripts written for META
+		// (N_cases): counted once per meta-job.
+		n, err := casetable.CountLines(m.Farm.Path(st.Table))
+		if err != nil {
+			return 0, 0, err
+		}
+		m.table, m.tableLines = st.Table, n
+	}
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: m.table, Line: c.Line, TableLines: m.tableLines})
 }
 
 // fastFailure detects a meta-job whose first max cases all failed quickly:

@@ -383,6 +383,9 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 			return fail(err)
 		}
 	}
+	if p.meta {
+		p.job.Quit = "META" // recorded by META, before farm: not a live job
+	}
 	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
 	for _, o := range p.open {
 		a := attempt{id: o.id, state: Interrupted, start: o.start, started: true}
@@ -406,6 +409,9 @@ type fileParser struct {
 	since float64
 	b     *batch
 	open  []openCase // started, not yet ended: one at a time, normally
+	// header: a farm header was read; meta: the file is one of META's
+	// (its first record an "ID STATUS" line).
+	header, meta bool
 }
 
 type attempt struct {
@@ -431,7 +437,26 @@ func (p *fileParser) parseLine(line []byte) error {
 	job := &p.job
 	b := p.b
 	switch r.Kind {
+	case KindMETA:
+		// A file of META's, kept by farm adopt (no header before it): its
+		// "ID STATUS" lines are cases that ended, in run 0, before farm.
+		// In a file of farm's own, they come from a single_case.sh written
+		// for META that writes them itself: farm's E record says the same.
+		if p.header {
+			return nil
+		}
+		p.meta = true
+		job.Ended++
+		a := attempt{id: r.ID, status: r.Status, state: Succeeded}
+		if r.Status != 0 {
+			a.state = Failed
+		}
+		b.attempts = append(b.attempts, a)
 	case KindHeader:
+		if p.meta {
+			return errors.New("a farm header in a file of META's \"ID STATUS\" lines")
+		}
+		p.header = true
 		job.Run = r.Run
 		b.run = job.Run
 		job.Host = string(r.Host)

@@ -350,3 +350,61 @@ func TestManyDuplicatesAreCountedNotListed(t *testing.T) {
 		t.Errorf("last warning %q", last)
 	}
 }
+
+// TestAggregateReadsMETAStatusFiles: a status file of META's ("ID STATUS"
+// lines, no header, as farm adopt keeps them) counts its cases as ended in
+// run 0, before farm's runs; the "ID STATUS" lines that a single_case.sh
+// written for META appends to farm's own file are ignored (farm's E record
+// says the same), with no warning.
+func TestAggregateReadsMETAStatusFiles(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	if err := os.WriteFile(filepath.Join(dir, "status.5001"), []byte("1 0\n2 0\n3 1\n4 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status.5002"), []byte("5 0\n6 0\n7 127\n8 -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Run 1 under farm: case 3 succeeds now, case 9 fails, and the script
+	// wrote its own line after each.
+	write(t, dir, "30", 1, func(w *Writer) {
+		w.Start(3, t0)
+		w.End(3, 0, t0, time.Second)
+		w.Start(9, t0)
+		w.End(9, 2, t0, time.Second)
+	})
+	fh, _ := os.OpenFile(filepath.Join(dir, "status.30"), os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("3 0\n9 2\n")
+	fh.Close()
+	sum, err := Load(dir, Options{Now: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Warnings) > 0 {
+		t.Errorf("warnings: %q", sum.Warnings)
+	}
+	want := map[int64]State{1: Succeeded, 2: Succeeded, 3: Succeeded, 4: Succeeded, 5: Succeeded, 6: Succeeded, 7: Failed, 8: Failed, 9: Failed}
+	for id, st := range want {
+		if got := sum.Get(id); got.State != st {
+			t.Errorf("case %d: %v, want %v", id, got.State, st)
+		}
+	}
+	if got := sum.Get(7).Status; got != 127 {
+		t.Errorf("case 7: STATUS %d, want 127", got)
+	}
+	if c := sum.RunCounts[0]; c == nil || c.Succeeded != 5 || c.Failed != 3 {
+		t.Errorf("run 0 (META's) counts %+v, want 5 succeeded, 3 failed", c)
+	}
+	if c := sum.RunCounts[1]; c == nil || c.Succeeded != 1 || c.Failed != 1 {
+		t.Errorf("run 1 counts %+v, want 1 succeeded and 1 failed: the script's own lines do not count twice", c)
+	}
+	// A line that is neither is reported, as any damaged line is.
+	os.WriteFile(filepath.Join(dir, "status.5003"), []byte("10 0\n11 zero\n"), 0o644)
+	sum, err = Load(dir, Options{Now: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Warnings) != 1 || !strings.Contains(sum.Warnings[0], `status.5003:2: bad line "11 zero"`) {
+		t.Errorf("warnings %q, want one for status.5003 line 2", sum.Warnings)
+	}
+}

@@ -17,6 +17,10 @@ const (
 	KindEnd         Kind = 'E' // E ID STATUS START SECONDS HOST
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindQuit        Kind = 'Q' // Q TIME MESSAGE
+	// KindMETA is a line of META's own status files, "ID STATUS": the case
+	// ended with STATUS. It is no first field (a META line starts with a
+	// digit, no farm record does).
+	KindMETA Kind = 'M'
 )
 
 // Record is one line of a status file, as ParseRecord reads it. Which
@@ -66,6 +70,9 @@ func ParseRecord(line []byte) (Record, error) {
 		line = line[:n-1]
 	}
 	var r Record
+	if j := skip(line, 0); j < len(line) && line[j] >= '0' && line[j] <= '9' {
+		return parseMETA(line, j)
+	}
 	kind, i := field(line, 0)
 	if len(kind) == 0 {
 		if i == 0 {
@@ -160,6 +167,29 @@ func (r *Record) parseEnded(line []byte, i int) (int, error) {
 		return i, bad(line, i, form, "SECONDS")
 	}
 	return i, nil
+}
+
+// parseMETA parses a line of META's status files, "ID STATUS" (META's
+// single_case.sh writes it with echo $ID $STATUS), from i, its first digit.
+func parseMETA(line []byte, i int) (Record, error) {
+	r := Record{Kind: KindMETA}
+	bad := fmt.Errorf("bad line %s: a record is a letter and its fields, or META's \"ID STATUS\"", quote(line))
+	var ok bool
+	if r.ID, i, ok = intAt(line, i); !ok || r.ID < 1 || !endsField(line, i) {
+		return r, bad
+	}
+	if i = skip(line, i); i == len(line) {
+		return r, bad
+	}
+	var st int64
+	if st, i, ok = intAt(line, i); !ok || int64(int32(st)) != st || !endsField(line, i) {
+		return r, bad
+	}
+	r.Status = int(st)
+	if f, _ := field(line, i); len(f) > 0 {
+		return r, bad
+	}
+	return r, nil
 }
 
 // parseHeader parses the rest of a header line, from i (just past "#").

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/metajob"
 	"github.com/urfave/cli/v2"
@@ -45,6 +46,12 @@ type notDoneError struct{}
 
 func (notDoneError) Error() string { return "not every case succeeded" }
 
+// exitStatus is a command's answer that is an exit status of its own (farm
+// run-case: the case's STATUS), with nothing more to say.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // exitCode prints err (unless it was said already) and returns the exit
 // code it calls for.
 func exitCode(err error, stderr io.Writer) int {
@@ -76,16 +83,19 @@ func classify(err error) (code int, say bool) {
 		usage   usageError
 		unknown *backend.UnknownError
 	)
+	var status exitStatus
 	switch {
 	case err == nil:
 		return exitOK, false
+	case errors.As(err, &status):
+		return int(status), false
 	case errors.As(err, &usage), errors.As(err, &unknown):
 		return exitUsage, true
 	case errors.Is(err, farm.ErrWaitTimeout):
 		return exitTimeout, true
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted, true
-	case errors.Is(err, notDoneError{}), errors.Is(err, metajob.ErrFastFailure):
+	case errors.Is(err, notDoneError{}), errors.Is(err, metajob.ErrFastFailure), errors.As(err, new(*casetable.TableChangedError)):
 		// Already said: the summary, or the job's output.
 		return exitFailed, false
 	}

@@ -5,8 +5,34 @@
 #   $ID         the case ID from table.dat (a unique seed for the case, etc.)
 #   $COMM       the case's line of table.dat without its ID
 #   $METAJOB_ID the job ID of the meta-job running the case (for per-job files)
+#   $1 $2       the run's table and the case's line number in it, as META
+#               passes them ($1 is table.dat, or MISC/table.runR.* in a
+#               resubmitted run), and $N_cases the lines of that table
 # The script's exit status is the case's STATUS: 0 means success, anything
 # else means the case failed and `farm resubmit` will run it again.
+#
+# To try one case by hand (on an interactive node), as with META:
+#   ./single_case.sh table.dat 3      runs the case on line 3 of table.dat
+# or `farm run-case ID`, which runs it exactly as a meta-job would.
+if [ -z "${METAJOB_ID:-}" ]; then
+  if [ $# -ne 2 ] || ! [ "$2" -ge 1 ] 2>/dev/null; then
+    echo "usage: ./single_case.sh TABLE LINE (e.g. ./single_case.sh table.dat 3): runs the case on line LINE of TABLE" >&2
+    exit 2
+  fi
+  # The line, with its ID; an unnumbered table's cases are numbered in
+  # order, as farm submit numbers them.
+  farm_case=$(awk -v n="$2" '{ sub(/\r$/, "") }
+    /^[ \t]*(#|$)/ { if (NR == n) { print "-"; exit } next }
+    { k++; if (k == 1) numbered = ($1 ~ /^[0-9]+$/) }
+    NR == n { if (numbered) print; else print k " " $0; exit }' "$1") || exit 2
+  case $farm_case in
+  "") echo "single_case.sh: $1 has no line $2" >&2; exit 2 ;;
+  -) echo "single_case.sh: line $2 of $1 is blank or a comment, not a case" >&2; exit 2 ;;
+  esac
+  read -r ID COMM <<< "$farm_case"
+  unset farm_case
+  echo "Case $ID (line $2 of $1): $COMM"
+fi
 
 # ++++++++++++++++++++++  This part can be customized:  ++++++++++++++++++++++++
 # Each case runs in its own subdirectory RUN$ID, which the meta-job makes

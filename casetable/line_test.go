@@ -1,0 +1,156 @@
+package casetable
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTableRun makes a farm of table (its content) and starts run 1 over
+// it as farm submit does: its size and inode recorded.
+func startTableRun(t *testing.T, table string) (dir string, st *Store) {
+	t.Helper()
+	dir = t.TempDir()
+	os.Mkdir(filepath.Join(dir, "MISC"), 0o755)
+	p := filepath.Join(dir, "table.dat")
+	if err := os.WriteFile(p, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = NewStore(dir, filepath.Join(dir, "MISC"))
+	t.Cleanup(func() { st.Close() })
+	if err := st.Update(context.Background(), func(s *State) error {
+		s.Run, s.Table, s.Cases = 1, "table.dat", int64(strings.Count(table, " echo "))
+		s.Lines, s.TSize, s.TIno = 0, fi.Size(), fi.Sys().(*syscall.Stat_t).Ino
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, st
+}
+
+// TestClaimGivesLineNumbers: each claimed case carries its line number in
+// the run's table (comments and blank lines counted, as sed counts them),
+// also when the claims come from several stores and when the state was
+// written by a farm that did not record it (counted from the offset).
+func TestClaimGivesLineNumbers(t *testing.T) {
+	table := "# a comment\n1 echo a\n\n2 echo b\n3 echo c\n# another\n4 echo d\n5 echo e\n6 echo f"
+	want := map[int64]int64{1: 2, 2: 4, 3: 5, 4: 7, 5: 8, 6: 9}
+	dir, st := startTableRun(t, table)
+	other := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer other.Close()
+	got := map[int64]int64{}
+	for i := 0; i < 10; i++ {
+		s := []*Store{st, other}[i%2]
+		cases, err := s.Claim(context.Background(), 1, 1+i%2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			got[c.ID] = c.Line
+		}
+		if i == 1 {
+			// As an older farm left it: no line= in the newest generation.
+			if err := st.Update(context.Background(), func(s *State) error { s.Lines = -1; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("claimed %v, want the 6 cases", got)
+	}
+	for id, line := range want {
+		if got[id] != line {
+			t.Errorf("case %d: line %d, want %d (all: %v)", id, got[id], line, got)
+		}
+	}
+	if n, err := CountLines(filepath.Join(dir, "table.dat")); err != nil || n != 9 {
+		t.Errorf("CountLines = %d, %v; want 9 (the last line has no newline)", n, err)
+	}
+}
+
+// TestClaimRefusesAChangedTable: once the run's table has another size or
+// another inode than when the run started (a line appended, the file
+// replaced by an editor), nothing more is claimed from it, with a message
+// that says what to do; a table touched but not changed goes on; and a
+// run whose lines were all read ends as usual whatever the table is now.
+func TestClaimRefusesAChangedTable(t *testing.T) {
+	table := "1 echo a\n2 echo b\n3 echo c\n"
+	changes := map[string]func(p string) error{
+		"appended": func(p string) error {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteString("2 echo b again\n")
+			return err
+		},
+		"replaced": func(p string) error {
+			if err := os.WriteFile(p+".new", []byte("1 echo a\n3 echo c\n2 echo b\n"), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(p+".new", p)
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			dir, st := startTableRun(t, table)
+			if cases, err := st.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 1 {
+				t.Fatalf("first claim: %v, %v", cases, err)
+			}
+			if err := change(filepath.Join(dir, "table.dat")); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []*Store{st, NewStore(dir, filepath.Join(dir, "MISC"))} {
+				cases, err := s.Claim(context.Background(), 1, 1, nil)
+				var tc *TableChangedError
+				if !errors.As(err, &tc) || len(cases) != 0 {
+					t.Fatalf("claim after the table %s: %v, %v; want a TableChangedError", name, cases, err)
+				}
+				msg := err.Error()
+				for _, w := range []string{"table.dat changed during run 1", "no more cases are claimed from it", "'farm resubmit'"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("message %q does not say %q", msg, w)
+					}
+				}
+			}
+		})
+	}
+	t.Run("touched", func(t *testing.T) {
+		dir, st := startTableRun(t, table)
+		p := filepath.Join(dir, "table.dat")
+		if err := os.Chtimes(p, time.Unix(1e9, 0), time.Unix(1e9, 0)); err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for {
+			cases, err := st.Claim(context.Background(), 1, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cases) == 0 {
+				break
+			}
+			ids = append(ids, cases[0].ID)
+		}
+		if len(ids) != 3 {
+			t.Errorf("claimed %v from a touched table, want 1 2 3", ids)
+		}
+		// Every line read: a change now ends the run as usual.
+		if err := os.WriteFile(p, []byte("9 echo z\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if cases, err := st.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 0 {
+			t.Errorf("claim at the end of a run whose table changed since: %v, %v; want none, no error", cases, err)
+		}
+	})
+}

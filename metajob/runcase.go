@@ -1,0 +1,49 @@
+package metajob
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/farm"
+)
+
+// RunCaseBy is METAJOB_ID for a case that 'farm run-case' runs.
+const RunCaseBy = "run-case"
+
+// RunCase runs case id of the farm's table.dat in the foreground, as a
+// meta-job would run it (its RUN directory made if the config says so,
+// single_case.sh sourced by the same bash worker, with ID, COMM,
+// METAJOB_ID=run-case, N_cases, and table.dat and its line as $1 and $2),
+// its output going to out. Nothing is claimed and nothing is recorded: it
+// is for trying a case by hand. It returns the case's STATUS, and the
+// case found.
+func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) {
+	table := f.Path(farm.Table)
+	c, err := casetable.FindCase(table, id)
+	if err != nil {
+		return 0, c, err
+	}
+	lines, err := casetable.CountLines(table)
+	if err != nil {
+		return 0, c, err
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return 0, c, err
+	}
+	if f.Config.RunDirs {
+		if err := os.Mkdir(f.Path("RUN"+strconv.FormatInt(c.ID, 10)), 0o755); err != nil && !os.IsExist(err) {
+			return 0, c, err
+		}
+	}
+	r, err := newCaseRunner(f.Dir, bash, caseEnv(os.Environ(), RunCaseBy), out, out)
+	if err != nil {
+		return 0, c, fmt.Errorf("%s: %w", farm.SingleCase, err)
+	}
+	defer r.close()
+	code, _, err := r.run(caseRequest{ID: strconv.FormatInt(c.ID, 10), Comm: c.Command, Table: farm.Table, Line: c.Line, TableLines: lines})
+	return code, c, err
+}
