@@ -168,6 +168,14 @@ type Preflighter interface {
 	Preflight(ctx context.Context) error
 }
 
+// DirJobs is an optional ability: an engine that can list the user's
+// active (queued or running) jobs whose working directory is dir or below
+// it, whoever submitted them. farm adopt asks it for the jobs META
+// submitted for a farm it is to take over. One scheduler query.
+type DirJobs interface {
+	ActiveIn(ctx context.Context, dir string) ([]string, error)
+}
+
 // Backend is a batch system that runs a farm's jobs. See the package
 // documentation for what every method may assume and must guarantee.
 type Backend interface {

@@ -184,6 +184,7 @@ type StatusOptions struct {
 	FailedLast bool // -f: non-zero statuses last
 	FailedOnly bool // --failed: only cases that did not succeed
 	JSON       bool
+	META       bool // --meta: META's "ID STATUS" lines, of the cases that ended
 }
 
 // Status prints the status of every case that has a record (farm Status).
@@ -203,6 +204,9 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	each := func(fn func(status.Case) error) error { return eachStatusCase(sum, opt, fn) }
 	if opt.JSON {
 		return writeStatusJSON(bw, each)
+	}
+	if opt.META {
+		return writeStatusMETA(bw, each)
 	}
 	return writeStatusTable(bw, sum, opt.FailedOnly, each)
 }
@@ -235,6 +239,28 @@ func eachStatusCase(sum *status.Summary, opt StatusOptions, fn func(status.Case)
 		return err
 	}
 	return sum.Each(statusWhere(true, fn))
+}
+
+// writeStatusMETA writes the cases each gives as META's Status.run prints
+// them: "ID STATUS" lines, for the cases that ended with a STATUS
+// (succeeded or failed; META has no line for the others), and flushes bw.
+func writeStatusMETA(bw *bufio.Writer, each func(func(status.Case) error) error) error {
+	var b []byte
+	err := each(func(c status.Case) error {
+		if c.State != status.Succeeded && c.State != status.Failed {
+			return nil
+		}
+		b = strconv.AppendInt(b[:0], c.ID, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(c.Status), 10)
+		b = append(b, '\n')
+		_, err := bw.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // writeStatusJSON writes the cases each gives as a JSON array, one object

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -913,3 +914,34 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(line)
 }
+
+// ActiveIn implements backend.DirJobs with one `squeue --me` call (active
+// jobs only: squeue lists no ended job without -t): the job IDs whose
+// working directory (%Z) is dir or below it.
+func (b *Backend) ActiveIn(ctx context.Context, dir string) ([]string, error) {
+	out, err := b.run(ctx, queryEnv(), "squeue", "-h", "--me", "-o", "%A|%Z")
+	if err != nil {
+		return nil, fmt.Errorf("asking Slurm for your jobs: %w", err)
+	}
+	dirs := []string{filepath.Clean(dir)}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dirs[0] {
+		dirs = append(dirs, real)
+	}
+	var ids []string
+	for _, line := range strings.Split(out, "\n") {
+		id, wd, ok := strings.Cut(strings.TrimSpace(line), "|")
+		if !ok {
+			continue
+		}
+		wd = filepath.Clean(wd)
+		for _, d := range dirs {
+			if wd == d || strings.HasPrefix(wd, d+"/") {
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	return ids, nil
+}
+
+var _ backend.DirJobs = (*Backend)(nil)

@@ -31,6 +31,7 @@ func commands() []*cli.Command {
 		killCmd(backend.AllActive),
 		killCmd(backend.PendingOnly),
 		repairCmd(),
+		adoptCmd(),
 		runCaseCmd(),
 		metajobCmd(),
 		autojobCmd(),
@@ -211,18 +212,24 @@ func statusCmd() *cli.Command {
 		Usage:   "the status of every case that has a record",
 		Description: "One row per case: ID, state (succeeded, failed, interrupted, running), STATUS,\n" +
 			"duration in seconds, meta-job and host. A case's row is its farm-wide outcome over all runs.\n\n" +
-			"EXAMPLES:\n   farm Status -f\n   farm Status --json | jq '.[] | select(.state != \"succeeded\")'",
+			"With --meta, the lines of META's Status.run instead: \"ID STATUS\" for every case that\n" +
+			"ended (succeeded or failed), in ID order, with -f the non-zero ones last.\n\n" +
+			"EXAMPLES:\n   farm Status -f\n   farm Status --meta -f | tail\n   farm Status --json | jq '.[] | select(.state != \"succeeded\")'",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "f", Usage: "list non-zero statuses last"},
 			&cli.BoolFlag{Name: "failed", Usage: "list only cases that did not succeed"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
+			&cli.BoolFlag{Name: "meta", Usage: "print META's \"ID STATUS\" lines (cases that ended), for scripts written for META"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("meta") && c.Bool("json") {
+				return usagef("Status takes --meta or --json, not both")
+			}
 			f, err := openFarm(c)
 			if err != nil {
 				return err
 			}
-			return f.Status(c.Context, c.App.Writer, farm.StatusOptions{FailedLast: c.Bool("f"), FailedOnly: c.Bool("failed"), JSON: c.Bool("json")})
+			return f.Status(c.Context, c.App.Writer, farm.StatusOptions{FailedLast: c.Bool("f"), FailedOnly: c.Bool("failed"), JSON: c.Bool("json"), META: c.Bool("meta")})
 		},
 	}
 }
@@ -340,6 +347,43 @@ func repairCmd() *cli.Command {
 				mode = farm.RepairForce
 			}
 			return f.Repair(c.Context, mode)
+		},
+	}
+}
+
+func adoptCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "adopt",
+		Usage:     "turn a META farm directory into a farm, in place",
+		ArgsUsage: "[DIR]",
+		Description: "Takes over a farm directory made and run by META (config.h, job_script.sh ending\n" +
+			"with task.run, single_case.sh, table.dat, status.* files of \"ID STATUS\" lines):\n" +
+			"   - config.h's NJOBS_MAX, N_failed_max and dt_failed become config (RUN_DIRS=0);\n" +
+			"   - the last line of job_script.sh (task.run) and of resubmit_script.sh\n" +
+			"     (autojob.run) become farm's; the originals are kept as *.meta;\n" +
+			"   - META's status files become STATUSES/status.meta-JOBID, read as the records\n" +
+			"     of the runs before farm: farm Status shows them, farm resubmit runs only\n" +
+			"     the cases that did not succeed;\n" +
+			"   - single_case.sh and table.dat stay as they are: farm calls single_case.sh\n" +
+			"     as META does (table and line number as $1 $2).\n" +
+			"It refuses, changing nothing, while jobs of the farm are queued or running\n" +
+			"(asked of Slurm by working directory), and for a farm it cannot run\n" +
+			"(WHOLE_NODE=1). DIR defaults to --farm (the current directory).\n\n" +
+			"EXAMPLE:\n   farm adopt ~/scratch/my_meta_farm && cd ~/scratch/my_meta_farm && farm resubmit 8",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "backend", Usage: "the batch system to ask for jobs still running in the directory (default: auto)"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usagef("adopt takes at most one directory, e.g. 'farm adopt DIR'")
+			}
+			dir := c.String("farm")
+			if c.NArg() == 1 {
+				dir = c.Args().First()
+			}
+			f, err := farm.Open(dir, farm.Options{Out: c.App.Writer, Backends: registry(os.Getenv, c.App.ErrWriter)})
+			if err != nil {
+				return err
+			}
+			return f.Adopt(c.Context, c.String("backend"))
 		},
 	}
 }

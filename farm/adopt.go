@@ -1,0 +1,428 @@
+package farm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/templates"
+)
+
+// METAConfig is META's configuration file, which farm adopt reads.
+const METAConfig = "config.h"
+
+// adoptedMark starts a config written by farm adopt.
+const adoptedMark = "# farm adopt: from META's config.h"
+
+// The lines that farm adopt puts in place of META's last lines.
+const (
+	farmMetajobLine = `exec "${FARM_BIN:-farm}" metajob`
+	farmAutojobLine = `exec "${FARM_BIN:-farm}" autojob`
+)
+
+// metaStatusPrefix names META's status files once adopted:
+// STATUSES/status.meta-JOBID, out of the way of farm's own.
+const metaStatusPrefix = "status.meta-"
+
+// adoption is what Adopt will do, decided before anything is written.
+type adoption struct {
+	config     []byte
+	scripts    []scriptEdit
+	moves      [][2]string // status files: from, to (both absolute)
+	retryTable bool        // META's table.dat_, kept as table.dat_.meta
+	numbered   bool        // table.dat carries IDs: a run of META is recorded
+	settings   []string    // what config got, for the summary
+}
+
+// scriptEdit replaces one script, keeping the original as NAME.meta (or
+// writes a script that was not there, with keep false).
+type scriptEdit struct {
+	name string
+	old  []byte
+	new  []byte
+	mode os.FileMode
+	keep bool
+}
+
+// Adopt turns the META farm in f.Dir into a farm, in place: config.h's
+// knobs become config, the last line of job_script.sh (task.run) and of
+// resubmit_script.sh (autojob.run) are replaced by farm's (the originals
+// kept as *.meta), META's status files ("ID STATUS" lines, in STATUSES/ or
+// in the farm directory) become STATUSES/status.meta-JOBID, which farm
+// reads as the records of the runs before it, and the claim state starts
+// with run 1 closed, so that 'farm resubmit' runs what did not succeed.
+// single_case.sh and table.dat are left as they are. It refuses, changing
+// nothing, when the directory is not a META farm, when it is one farm
+// cannot run, and when jobs of it are still queued or running (asked of
+// the backend named, or of the default one).
+func (f *Farm) Adopt(ctx context.Context, backendName string) error {
+	a, err := f.planAdoption(ctx, backendName)
+	if err != nil {
+		return err
+	}
+	if err := f.EnsureDirs(); err != nil {
+		return err
+	}
+	if err := f.adopt(ctx, a); err != nil {
+		return fmt.Errorf("%w (farm adopt stopped half-way: run it again to finish)", err)
+	}
+	return f.sayAdopted(ctx, a)
+}
+
+// planAdoption checks everything Adopt needs and decides what it will
+// write; it writes nothing.
+func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption, error) {
+	if _, err := os.Stat(f.Path(METAConfig)); err != nil {
+		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, METAConfig)
+	}
+	if _, err := os.Lstat(f.Path(MiscDir, "chain")); err == nil {
+		return nil, Userf("%s is already a farm (it has a claim state, MISC/chain): nothing to adopt", f.Dir)
+	}
+	a := &adoption{}
+	var err error
+	if a.config, a.settings, err = f.adoptedConfig(); err != nil {
+		return nil, err
+	}
+	js, err := f.scriptEdit(JobScript, "task.run", farmMetajobLine, true)
+	if err != nil {
+		return nil, err
+	}
+	a.scripts = append(a.scripts, js)
+	rs, err := f.scriptEdit(ResubmitScript, ".run", farmAutojobLine, false)
+	if err != nil {
+		return nil, err
+	}
+	if rs.new != nil {
+		a.scripts = append(a.scripts, rs)
+	}
+	info, err := casetable.Validate(f.Path(Table))
+	if err != nil {
+		return nil, tableErr(err)
+	}
+	a.numbered = info.Numbered
+	if a.moves, err = f.metaStatusFiles(); err != nil {
+		return nil, err
+	}
+	if len(a.moves) > 0 && !a.numbered {
+		return nil, Userf("%s is not numbered, but the farm has META status files: number it as META did (\"ID command\" on every line) before farm adopt; nothing was changed", Table)
+	}
+	if _, err := os.Lstat(f.Path(RetryTable)); err == nil {
+		a.retryTable = true
+		if _, err := os.Lstat(f.Path(RetryTable + ".meta")); err == nil {
+			return nil, Userf("both %s and %s.meta exist: move one away, then run farm adopt again; nothing was changed", RetryTable, RetryTable)
+		}
+	}
+	if err := f.checkNoMETAJobs(ctx, backendName); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// adoptedConfig reads config.h (bash assignments KEY=VALUE) and makes the
+// config file from its knobs.
+func (f *Farm) adoptedConfig() ([]byte, []string, error) {
+	if b, err := os.ReadFile(f.Path(ConfigFile)); err == nil && !bytes.HasPrefix(b, []byte(adoptedMark)) {
+		return nil, nil, Userf("%s has both META's %s and farm's %s: remove %s (farm adopt writes it from %s), then run farm adopt again; nothing was changed", f.Dir, METAConfig, ConfigFile, ConfigFile, METAConfig)
+	}
+	data, err := os.ReadFile(f.Path(METAConfig))
+	if err != nil {
+		return nil, nil, err
+	}
+	vals := map[string]string{}
+	lines := map[string]int{}
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		line = strings.TrimSpace(strings.TrimPrefix(line, "export "))
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue // export lists, blank lines, anything else bash runs
+		}
+		vals[k], lines[k] = strings.Trim(strings.TrimSpace(v), `"'`), n+1
+	}
+	num := func(k string) (string, error) {
+		v, ok := vals[k]
+		if !ok {
+			return "", nil
+		}
+		if n, err := strconv.ParseUint(v, 10, 31); err != nil || strconv.FormatUint(n, 10) != v {
+			return "", Userf("%s:%d: %s=%s is not a whole number farm can read: write the number itself, then run farm adopt again; nothing was changed", METAConfig, lines[k], k, v)
+		}
+		return v, nil
+	}
+	if v, err := num("WHOLE_NODE"); err != nil {
+		return nil, nil, err
+	} else if v != "" && v != "0" {
+		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s: farm has no whole-node mode yet; set WHOLE_NODE=0 to adopt it as a farm of one-core jobs, or go on running it with META; nothing was changed", METAConfig, lines["WHOLE_NODE"], v)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s (kept as it was); see 'farm help'.\n", adoptedMark)
+	var settings []string
+	for _, k := range []string{"N_failed_max", "dt_failed", "NJOBS_MAX"} {
+		v, err := num(k)
+		if err != nil {
+			return nil, nil, err
+		}
+		if v != "" {
+			fmt.Fprintf(&b, "%s=%s\n", k, v)
+			settings = append(settings, k+"="+v)
+		}
+	}
+	// META's single_case.sh makes the case's directory itself, if any.
+	b.WriteString("# META's single_case.sh makes a case's directory itself, if it wants one.\nRUN_DIRS=0\n")
+	for _, k := range []string{"RUNTIME_MIN", "RUNTIME_MAX", "NWHOLE"} {
+		if v, ok := vals[k]; ok {
+			fmt.Fprintf(&b, "# config.h's %s=%s has no farm setting.\n", k, v)
+		}
+	}
+	if _, err := ParseConfig(ConfigFile, b.Bytes()); err != nil {
+		return nil, nil, fmt.Errorf("the config made from %s does not read back: %w", METAConfig, err)
+	}
+	return b.Bytes(), settings, nil
+}
+
+// scriptEdit plans the replacement of the last command line of script
+// name, which must hold want (META's), by line. A script already ending
+// with line needs nothing; a missing one is an error if required, else it
+// gets farm's template.
+func (f *Farm) scriptEdit(name, want, line string, required bool) (scriptEdit, error) {
+	e := scriptEdit{name: name}
+	fi, err := os.Stat(f.Path(name))
+	if os.IsNotExist(err) && !required {
+		for _, t := range templates.All() {
+			if t.Name == name {
+				e.new, e.mode = t.Data, t.Mode
+			}
+		}
+		return e, nil
+	}
+	if err != nil {
+		return e, err
+	}
+	if e.old, err = os.ReadFile(f.Path(name)); err != nil {
+		return e, err
+	}
+	e.mode, e.keep = fi.Mode().Perm(), true
+	lines := strings.Split(strings.TrimRight(string(e.old), "\n"), "\n")
+	last := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		if t := strings.TrimSpace(lines[i]); t != "" && !strings.HasPrefix(t, "#") {
+			last = i
+			break
+		}
+	}
+	switch {
+	case last >= 0 && strings.TrimSpace(lines[last]) == line:
+		if required {
+			return e, Userf("%s already ends with farm's line (%s): the farm was adopted already, or made by farm init", name, line)
+		}
+		return scriptEdit{}, nil // already farm's
+	case last < 0 || !strings.Contains(lines[last], want):
+		got := ""
+		if last >= 0 {
+			got = strings.TrimSpace(lines[last])
+		}
+		return e, Userf("%s:%d: META's %s ends with a line that runs %s, this one with %q: change that line to %s and run farm adopt again; nothing was changed", name, last+1, name, want, got, line)
+	}
+	lines[last] = fmt.Sprintf("# farm adopt: META's line was %q (%s.meta is the original).\n%s", strings.TrimSpace(lines[last]), name, line)
+	e.new = []byte(strings.Join(lines, "\n") + "\n")
+	return e, nil
+}
+
+// metaStatusFiles finds META's status files ("ID STATUS" lines: no farm
+// header), in STATUSES/ and, as older META wrote them, in the farm
+// directory, and plans their moves to STATUSES/status.meta-JOBID.
+func (f *Farm) metaStatusFiles() ([][2]string, error) {
+	var moves [][2]string
+	targets := map[string]bool{}
+	for _, dir := range []string{f.Path(StatusDir), f.Dir} {
+		entries, err := os.ReadDir(dir)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		for _, e := range entries {
+			job, _, ok := status.ParseFileName(e.Name())
+			if !ok || !e.Type().IsRegular() || strings.HasPrefix(e.Name(), metaStatusPrefix) {
+				continue
+			}
+			from := filepath.Join(dir, e.Name())
+			if isFarm, err := hasFarmHeader(from); err != nil || isFarm {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			to := f.Path(StatusDir, metaStatusPrefix+job)
+			if _, err := os.Lstat(to); err == nil || targets[to] {
+				return nil, Userf("%s would be moved to %s, which exists: move one of them away, then run farm adopt again; nothing was changed", from, to)
+			}
+			targets[to] = true
+			moves = append(moves, [2]string{from, to})
+		}
+	}
+	sort.Slice(moves, func(i, j int) bool { return moves[i][0] < moves[j][0] })
+	return moves, nil
+}
+
+// hasFarmHeader reports whether the file at path starts as farm's status
+// files do.
+func hasFarmHeader(path string) (bool, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer fh.Close()
+	line, err := bufio.NewReader(fh).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil // empty: no record of either kind
+	}
+	return strings.HasPrefix(line, "# farm-status"), nil
+}
+
+// checkNoMETAJobs refuses while jobs of the batch system run, or wait to
+// run, in the farm directory: META's meta-jobs or its -auto job.
+func (f *Farm) checkNoMETAJobs(ctx context.Context, name string) error {
+	be, err := f.openBackend(ctx, name)
+	if err != nil {
+		return err
+	}
+	dj, ok := be.(backend.DirJobs)
+	if !ok {
+		fmt.Fprintf(f.Out, "farm: the %s backend cannot list jobs by directory: make sure no META job of this farm is still queued or running.\n", be.Name())
+		return nil
+	}
+	ids, err := dj.ActiveIn(ctx, f.Dir)
+	if err != nil {
+		return fmt.Errorf("%w: cannot tell whether META jobs of this farm are still queued or running; nothing was changed", err)
+	}
+	if len(ids) > 0 {
+		return Userf("%d job(s) of this farm are still queued or running (%s job(s) %s): let them end, or cancel them, then run farm adopt again; nothing was changed", len(ids), be.Name(), strings.Join(ids, " "))
+	}
+	return nil
+}
+
+// adopt writes what a planned.
+func (f *Farm) adopt(ctx context.Context, a *adoption) error {
+	if err := writeFile(f.Path(ConfigFile), a.config, 0o644); err != nil {
+		return err
+	}
+	for _, m := range a.moves {
+		if err := os.Rename(m[0], m[1]); err != nil {
+			return err
+		}
+	}
+	if a.retryTable {
+		if err := os.Rename(f.Path(RetryTable), f.Path(RetryTable+".meta")); err != nil {
+			return err
+		}
+	}
+	if a.numbered {
+		if err := f.startAdoptedState(ctx); err != nil {
+			return err
+		}
+	}
+	// job_script.sh last: as long as it is META's, farm adopt can be run
+	// again to finish.
+	for i := len(a.scripts) - 1; i >= 0; i-- {
+		e := a.scripts[i]
+		if e.keep {
+			if err := writeFile(f.Path(e.name+".meta"), e.old, e.mode); err != nil {
+				return err
+			}
+		}
+		if err := writeFile(f.Path(e.name), e.new, e.mode); err != nil {
+			return err
+		}
+	}
+	f.Log("adopt: META farm adopted: config from %s (%s), %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", METAConfig, strings.Join(a.settings, " "), len(a.moves), StatusDir, metaStatusPrefix)
+	return nil
+}
+
+// startAdoptedState makes the claim state of an adopted farm: run 1, over
+// table.dat, closed (META ran it), so that 'farm resubmit' runs every case
+// that did not succeed, by the records.
+func (f *Farm) startAdoptedState(ctx context.Context) error {
+	var total, maxID int64
+	if err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+		total++
+		maxID = max(maxID, c.ID)
+		return nil
+	}); err != nil {
+		return tableErr(err)
+	}
+	fi, err := os.Stat(f.Path(Table))
+	if err != nil {
+		return err
+	}
+	sum, err := f.Summary(ctx)
+	if err != nil {
+		return err
+	}
+	t := sum.Totals()
+	st := casetable.State{Run: 1, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total,
+		Done: t.Succeeded + t.Failed + t.Interrupted}
+	store, err := f.Store()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	store.Job = "adopt"
+	return store.Repair(ctx, st)
+}
+
+// sayAdopted tells the user what Adopt did and what comes next.
+func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
+	fmt.Fprintf(f.Out, "Adopted the META farm in %s:\n", f.Dir)
+	fmt.Fprintf(f.Out, "  %s -> %s (%s; RUN_DIRS=0)\n", METAConfig, ConfigFile, strings.Join(a.settings, ", "))
+	for _, e := range a.scripts {
+		if e.keep {
+			fmt.Fprintf(f.Out, "  %s: its last line now runs farm (the original is %s.meta)\n", e.name, e.name)
+		} else {
+			fmt.Fprintf(f.Out, "  %s: written (farm's, for -auto)\n", e.name)
+		}
+	}
+	if a.retryTable {
+		fmt.Fprintf(f.Out, "  %s -> %s.meta\n", RetryTable, RetryTable)
+	}
+	fmt.Fprintf(f.Out, "  %d META status file(s) -> %s/%s* (read as the records of META's runs)\n", len(a.moves), StatusDir, metaStatusPrefix)
+	if !a.numbered {
+		fmt.Fprintf(f.Out, "%s is not numbered yet (META never submitted it): 'farm submit N' starts it.\n", Table)
+		return nil
+	}
+	sum, err := f.Summary(ctx)
+	if err != nil {
+		return err
+	}
+	var total, done int64
+	err = casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+		total++
+		if sum.Get(c.ID).State == status.Succeeded {
+			done++
+		}
+		return nil
+	})
+	if err != nil {
+		return tableErr(err)
+	}
+	fmt.Fprintf(f.Out, "%d of the %d cases of %s succeeded; 'farm resubmit N' runs the other %d on N meta-jobs.\n", done, total, Table, total-done)
+	return nil
+}
+
+// writeFile writes data to path through a temporary file and a rename.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	return casetable.WriteAtomic(path, mode, func(w *bufio.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, "")
+}
