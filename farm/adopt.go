@@ -353,25 +353,15 @@ func (f *Farm) adopt(ctx context.Context, a *adoption) error {
 // table.dat, closed (META ran it), so that 'farm resubmit' runs every case
 // that did not succeed, by the records.
 func (f *Farm) startAdoptedState(ctx context.Context) error {
-	var total, maxID int64
-	if err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
-		total++
-		maxID = max(maxID, c.ID)
-		return nil
-	}); err != nil {
-		return tableErr(err)
-	}
-	fi, err := os.Stat(f.Path(Table))
-	if err != nil {
-		return err
-	}
 	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
 	}
 	t := sum.Totals()
-	st := casetable.State{Run: 1, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total,
-		Done: t.Succeeded + t.Failed + t.Interrupted}
+	st, err := f.closedRun(1, t.Succeeded+t.Failed+t.Interrupted)
+	if err != nil {
+		return err
+	}
 	store, err := f.Store()
 	if err != nil {
 		return err

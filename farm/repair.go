@@ -75,19 +75,10 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		fmt.Fprintln(f.Out, "The farm was never submitted: nothing to repair.")
 		return nil
 	}
-	var total, maxID int64
-	if err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
-		total++
-		maxID = max(maxID, c.ID)
-		return nil
-	}); err != nil {
-		return tableErr(err)
-	}
-	fi, err := os.Stat(f.Path(Table))
+	st, err := f.closedRun(run, done)
 	if err != nil {
 		return err
 	}
-	st := casetable.State{Run: run, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
@@ -104,4 +95,23 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	fmt.Fprintf(f.Out, "Rebuilt the claim state from the records: run %d is closed (no case left to claim in it).\n"+
 		"'farm resubmit N' runs the cases that did not succeed; no case that succeeded runs again.\n", run)
 	return nil
+}
+
+// closedRun is the claim state of run over table.dat with every case
+// claimed, nothing left to claim in it, and done cases finished farm-wide
+// (farm repair, farm adopt).
+func (f *Farm) closedRun(run int, done int64) (casetable.State, error) {
+	var total, maxID int64
+	if err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+		total++
+		maxID = max(maxID, c.ID)
+		return nil
+	}); err != nil {
+		return casetable.State{}, tableErr(err)
+	}
+	fi, err := os.Stat(f.Path(Table))
+	if err != nil {
+		return casetable.State{}, err
+	}
+	return casetable.State{Run: run, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}, nil
 }
