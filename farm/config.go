@@ -44,9 +44,13 @@ const maxConfigValue = 1e9
 
 // ParseConfig reads the content of a config file named name: KEY=value
 // lines, '#' starting a comment, the value a number, possibly quoted. A
-// line it rejects gets a UserError of one line, "NAME:LINE: what".
+// line it rejects gets a UserError of one line, "NAME:LINE: what": an
+// unknown key, a key set twice (naming both lines: the last one winning
+// silently would hide an edit), a value that is not a number in range, or
+// a fraction where a count is wanted.
 func ParseConfig(name string, data []byte) (Config, error) {
 	cfg := DefaultConfig()
+	seen := map[string]int{} // key -> line
 	for n := 1; len(data) > 0; n++ {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -61,26 +65,14 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		if len(line) == 0 {
 			continue
 		}
-		bad := func(msg string, args ...any) error {
-			return Userf("%s:%d: %s", name, n, fmt.Sprintf(msg, args...))
+		k, num, err := parseConfigLine(line)
+		if err == nil && seen[k] > 0 {
+			err = fmt.Errorf("%s is set twice, on lines %d and %d: keep one of them", k, seen[k], n)
 		}
-		k, v, ok := strings.Cut(string(line), "=")
-		if !ok {
-			return cfg, bad("expected KEY=value, got %s", quoteConfig(line))
+		if err != nil {
+			return cfg, Userf("%s:%d: %v", name, n, err)
 		}
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
-		switch k {
-		case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS":
-		default:
-			return cfg, bad("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", quoteConfig([]byte(k)))
-		}
-		num, err := strconv.ParseFloat(v, 64)
-		if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
-			return cfg, bad("%s must be a number >= 0, got %s", k, quoteConfig([]byte(v)))
-		}
-		if num > maxConfigValue {
-			return cfg, bad("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
-		}
+		seen[k] = n
 		switch k {
 		case "N_failed_max":
 			cfg.NFailedMax = int(num)
@@ -93,6 +85,33 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// parseConfigLine reads one KEY=value line (trimmed, without its comment)
+// and checks the value: a number from 0 to maxConfigValue, and a whole one
+// but for dt_failed, which is in seconds (NJOBS_MAX=1.9 is not read as 1).
+func parseConfigLine(line []byte) (string, float64, error) {
+	k, v, ok := strings.Cut(string(line), "=")
+	if !ok {
+		return "", 0, fmt.Errorf("expected KEY=value, got %s", quoteConfig(line))
+	}
+	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+	switch k {
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS":
+	default:
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", quoteConfig([]byte(k)))
+	}
+	num, err := strconv.ParseFloat(v, 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
+		return k, 0, fmt.Errorf("%s must be a number >= 0, got %s", k, quoteConfig([]byte(v)))
+	}
+	if num > maxConfigValue {
+		return k, 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
+	}
+	if k != "dt_failed" && num != math.Trunc(num) {
+		return k, 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
+	}
+	return k, num, nil
 }
 
 // quoteConfig quotes b for an error message: at most 40 bytes, on one line.

@@ -17,6 +17,8 @@ func TestParseConfig(t *testing.T) {
 		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true},
 		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true},
 		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true},
+		"NJOBS_MAX=2.0\nN_failed_max=1e2":    {NFailedMax: 100, DtFailed: 5 * time.Second, NJobsMax: 2, RunDirs: true},
+		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true},
 	} {
 		got, err := ParseConfig("config", []byte(content))
 		if err != nil || got != want {
@@ -36,6 +38,17 @@ func TestParseConfig(t *testing.T) {
 		"bad=\xff\n": `config:1: unknown setting "bad"`,
 		"\xff\n":     `config:1: expected KEY=value, got "\xff"`,
 		"0\r0=\n":    `config:1: unknown setting "0\r0"`,
+		// Counts are whole numbers: NJOBS_MAX=1.9 was read as 1.
+		"NJOBS_MAX=1.9\n":                  `config:1: NJOBS_MAX must be a whole number, got "1.9": write 1 or 2`,
+		"N_failed_max=0.5\n":               `config:1: N_failed_max must be a whole number, got "0.5": write 0 or 1`,
+		"RUN_DIRS=1e-3\n":                  `config:1: RUN_DIRS must be a whole number, got "1e-3": write 0 or 1`,
+		"NJOBS_MAX=99999999999999999999\n": `config:1: NJOBS_MAX must be at most 1000000000, got "99999999999999999999"`,
+		"N_failed_max=1e30\n":              `config:1: N_failed_max must be at most 1000000000, got "1e30"`,
+		"dt_failed=Inf\n":                  `config:1: dt_failed must be at most 1000000000, got "Inf"`,
+		"dt_failed=nan\n":                  `config:1: dt_failed must be a number >= 0, got "nan"`,
+		// A key set twice: the last one won.
+		"NJOBS_MAX=2\n# c\nNJOBS_MAX=3\n": `config:3: NJOBS_MAX is set twice, on lines 1 and 3: keep one of them`,
+		"dt_failed=1\ndt_failed = '1'\n":  `config:2: dt_failed is set twice, on lines 1 and 2: keep one of them`,
 	} {
 		_, err := ParseConfig("config", []byte(content))
 		if err == nil || !strings.HasPrefix(err.Error(), msg) || !IsUserError(err) {
