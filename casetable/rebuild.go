@@ -3,6 +3,7 @@ package casetable
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 )
@@ -13,7 +14,8 @@ import (
 // never seen half-written; it gets src's mode (a table kept private stays
 // private). A line that does not read, or repeats an ID (a line added since
 // the table was validated), is refused with its line: the new run would
-// start that case twice.
+// start that case twice; so is a command longer than MaxCommand, which
+// cannot run.
 func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -27,28 +29,59 @@ func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 	n := 0
 	err = WriteAtomic(dst, st.Mode().Perm(), func(w *bufio.Writer) error {
 		var num []byte
-		var ids idSet
-		return eachLine(in, func(line int, b []byte) error {
-			if !isCase(b) {
-				return nil
-			}
-			id, cmd, _, err := splitID(b)
-			if err != nil {
-				return &LineError{File: src, Line: line, Msg: err.Error() + "; fix the line"}
-			}
-			if ids.add(id) {
-				return &LineError{File: src, Line: line, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, firstLineOf(src, id))}
-			}
-			if !keep(id) {
-				return nil
-			}
-			n++
+		var err error
+		n, err = scanKept(in, src, keep, func(id int64, cmd string) {
 			num = strconv.AppendInt(num[:0], id, 10)
 			w.Write(num)
 			w.WriteByte(' ')
 			w.WriteString(cmd)
-			return w.WriteByte('\n')
+			w.WriteByte('\n') // an error sticks: WriteAtomic's Flush reports it
 		})
+		return err
 	}, "")
+	return n, err
+}
+
+// CountKept is Rebuild that writes nothing: it checks src as Rebuild does
+// and returns how many cases Rebuild would write. A command that may still
+// be refused counts the cases first, and writes once it will go on.
+func CountKept(src string, keep func(id int64) bool) (int, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	return scanKept(in, src, keep, nil)
+}
+
+// scanKept reads the numbered table src from in, checks every case line,
+// and calls emit (if not nil) for each case keep keeps; it returns how many
+// it kept.
+func scanKept(in io.Reader, src string, keep func(id int64) bool, emit func(id int64, cmd string)) (int, error) {
+	n := 0
+	var ids idSet
+	err := eachLine(in, func(line int, b []byte) error {
+		if !isCase(b) {
+			return nil
+		}
+		id, cmd, _, err := splitID(b)
+		if err != nil {
+			return &LineError{File: src, Line: line, Msg: err.Error() + "; fix the line"}
+		}
+		if ids.add(id) {
+			return &LineError{File: src, Line: line, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, firstLineOf(src, id))}
+		}
+		if len(cmd) > MaxCommand {
+			return tooLong(src, line, len(cmd))
+		}
+		if !keep(id) {
+			return nil
+		}
+		n++
+		if emit != nil {
+			emit(id, cmd)
+		}
+		return nil
+	})
 	return n, err
 }

@@ -6,7 +6,9 @@
 // first non-blank character is '#' are not cases. CRLF line endings are
 // tolerated. A numbered table has "ID command" on every case line, with ID a
 // positive integer unique in the table; an unnumbered table is numbered
-// 1, 2, 3, ... in line order by Number.
+// 1, 2, 3, ... in line order by Number. The first case line decides: if it
+// starts with an integer (signed or not: "-1 echo a" is a bad ID, as
+// "0 echo a" is, not a command named -1), the table is numbered.
 package casetable
 
 import (
@@ -47,12 +49,62 @@ type Info struct {
 	Cases    int   // number of case lines
 	MaxID    int64 // largest case ID
 	Numbered bool  // the table already carried IDs before Prepare ran
+	// TooLong is the first case line whose command is longer than
+	// MaxCommand, which cannot run (nil: none). Validate reports it here,
+	// not as its error: the table reads, and numbering it is harmless; a
+	// command that submits jobs over the table refuses it (CheckLength).
+	TooLong *LineError
+}
+
+// CheckLength returns the error of the first command too long to run, if
+// the table has one.
+func (i Info) CheckLength() error {
+	if i.TooLong != nil {
+		return i.TooLong
+	}
+	return nil
 }
 
 // isCase reports whether a (CR-trimmed) line holds a case.
 func isCase(line []byte) bool {
 	t := bytes.TrimLeft(line, " \t")
 	return len(t) > 0 && t[0] != '#' && len(bytes.TrimSpace(t)) > 0
+}
+
+// MaxCommand is the longest command (a case line without its ID) a case
+// may have, in bytes. The command reaches single_case.sh in the environment
+// variable COMM, and Linux refuses to start a program whose environment
+// holds a string longer than 128 KiB with its terminating NUL
+// (MAX_ARG_STRLEN, 32 pages of 4 KiB): every program the case would start,
+// its own or single_case.sh's, would fail with E2BIG, "Argument list too
+// long" (only a case of shell builtins alone would run).
+const MaxCommand = 128<<10 - len("COMM=") - 1
+
+// tooLong is the error of a case line whose command (n bytes) is longer
+// than MaxCommand.
+func tooLong(path string, line, n int) *LineError {
+	return &LineError{File: path, Line: line, Msg: fmt.Sprintf("the command is %d bytes long, more than the %d a case may have (it reaches single_case.sh in the environment variable COMM, which Linux limits to 128 KiB); shorten the line, e.g. put long data in a file the command reads", n, MaxCommand)}
+}
+
+// startsWithInteger reports whether a case line's first field is an
+// integer, with or without a sign: an ID, well formed or not.
+func startsWithInteger(line []byte) bool {
+	t := bytes.TrimLeft(line, " \t")
+	if end := bytes.IndexAny(t, " \t"); end >= 0 {
+		t = t[:end]
+	}
+	if len(t) > 1 && (t[0] == '-' || t[0] == '+') {
+		t = t[1:]
+	}
+	if len(t) == 0 {
+		return false
+	}
+	for _, c := range t {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // splitID splits a numbered case line into its ID and command. ok is false
@@ -213,8 +265,9 @@ func firstLineOf(path string, id int64) int {
 }
 
 // Validate checks a table without changing it. A table whose first case line
-// starts with a number is treated as numbered, and every case line must then
-// carry a unique positive ID.
+// starts with an integer (signed or not) is treated as numbered, and every
+// case line must then carry a unique positive ID. The first command longer
+// than MaxCommand is Info.TooLong.
 func Validate(path string) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -235,19 +288,24 @@ func Validate(path string) (Info, error) {
 		info.Cases++
 		if first {
 			first = false
-			_, _, digits, _ := splitID(line)
-			info.Numbered = digits
+			info.Numbered = startsWithInteger(line)
 		}
 		if !info.Numbered {
+			if c := len(bytes.TrimSpace(line)); c > MaxCommand && info.TooLong == nil {
+				info.TooLong = tooLong(path, n, c)
+			}
 			return nil
 		}
-		id, _, _, err := splitID(line)
+		id, cmd, _, err := splitID(line)
 		if err != nil {
 			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line, or remove all IDs to let farm number the table"}
 		}
 		if ids.add(id) {
 			prev := firstLineOf(path, id)
 			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, prev)}
+		}
+		if len(cmd) > MaxCommand && info.TooLong == nil {
+			info.TooLong = tooLong(path, n, len(cmd))
 		}
 		info.MaxID = max(info.MaxID, id)
 		return nil
@@ -280,8 +338,14 @@ func Prepare(path string) (Info, error) {
 
 // Number rewrites the unnumbered table at path as "ID command" lines,
 // keeping comment and blank lines, and leaves a copy of the original at
-// backup (unless backup is "").
+// backup (unless backup is ""). A path that is a symbolic link is
+// followed: its target is numbered in place (written beside it and renamed
+// over it), and the link stays as it was.
 func Number(path, backup string) error {
+	path, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
 	in, err := os.Open(path)
 	if err != nil {
 		return err

@@ -163,3 +163,157 @@ func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 		t.Errorf("claimed cases (-want +got):\n%s", diff)
 	}
 }
+
+// TestSignedFirstFieldIsAnID: a first case line that starts with a signed
+// integer is a numbered table's line with a malformed ID, as one starting
+// with 0 is; it used to be numbered "1 -1 echo a". A first field that is
+// not an integer makes an unnumbered table.
+func TestSignedFirstFieldIsAnID(t *testing.T) {
+	for table, msg := range map[string]string{
+		"-1 echo a\n":               `table.dat:1: malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer; fix the line, or remove all IDs to let farm number the table`,
+		"# c\n\n+1 echo a\n":        `table.dat:3: malformed case ID "+1"`,
+		"0 echo a\n":                `table.dat:1: malformed case ID "0": IDs must be positive integers; fix the line`,
+		"-0\techo a\n2 b\n":         `table.dat:1: malformed case ID "-0"`,
+		"  -12 echo a\r\n":          `table.dat:1: malformed case ID "-12"`,
+		"1 a\n-2 echo b\n":          `table.dat:2: malformed case ID "-2"`,
+		"-99999999999999999999 x\n": `table.dat:1: malformed case ID "-99999999999999999999"`,
+	} {
+		p := writeTable(t, table)
+		_, err := Prepare(p)
+		if err == nil || !strings.HasPrefix(err.Error(), msg) {
+			t.Errorf("%q: err %v, want %s", table, err, msg)
+		}
+		if got, _ := os.ReadFile(p); string(got) != table {
+			t.Errorf("%q: a refused table was changed: %q", table, got)
+		}
+	}
+	for table, want := range map[string]string{
+		"- echo a\n":     "1 - echo a\n",
+		"-x echo a\n":    "1 -x echo a\n",
+		"1.5 echo a\n":   "1 1.5 echo a\n",
+		"--1 echo a\n":   "1 --1 echo a\n",
+		"echo a\n-1 b\n": "1 echo a\n2 -1 b\n", // the first case line decides
+	} {
+		p := writeTable(t, table)
+		if info, err := Prepare(p); err != nil || info.Numbered {
+			t.Errorf("%q: %+v, %v; want it numbered by farm", table, info, err)
+		}
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%q numbered as %q, want %q", table, got, want)
+		}
+	}
+}
+
+// TestTooLongCommand: a command longer than MaxCommand (it could not be
+// passed to single_case.sh in COMM) is Info.TooLong, at its line, in a
+// numbered or unnumbered table, after the errors of the table's form;
+// Rebuild and CountKept refuse it.
+func TestTooLongCommand(t *testing.T) {
+	fits, over := strings.Repeat("y", MaxCommand), strings.Repeat("y", MaxCommand+1)
+	for _, tc := range []struct {
+		table string
+		line  int // of TooLong; 0: none
+	}{
+		{"echo a\n" + fits + "\n", 0},
+		{"1 echo a\n2 " + fits + "\n", 0},
+		{"echo a\n\n" + over + "\n" + over + "\n", 3},
+		{"1 echo a\n# c\n2  " + over + "  \n", 3},
+	} {
+		p := writeTable(t, tc.table)
+		info, err := Validate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cerr := info.CheckLength()
+		if tc.line == 0 {
+			if cerr != nil {
+				t.Errorf("line of %d bytes: %v", MaxCommand, cerr)
+			}
+			continue
+		}
+		want := fmt.Sprintf("table.dat:%d: the command is %d bytes long, more than the %d a case may have (it reaches single_case.sh in the environment variable COMM, which Linux limits to 128 KiB); shorten the line", tc.line, MaxCommand+1, MaxCommand)
+		if cerr == nil || !strings.HasPrefix(cerr.Error(), want) || info.TooLong.Line != tc.line {
+			t.Errorf("TooLong = %v, want %s", cerr, want)
+		}
+	}
+	// The table's form first: a duplicate after a long line.
+	p := writeTable(t, "1 "+over+"\n1 true\n")
+	if _, err := Validate(p); err == nil || !strings.HasPrefix(err.Error(), "table.dat:2: duplicate case ID 1") {
+		t.Errorf("duplicate after a long line: %v", err)
+	}
+	p = writeTable(t, "1 true\n2 "+over+"\n")
+	all := func(int64) bool { return true }
+	if _, err := Rebuild(p, p+"_", all); err == nil || !strings.HasPrefix(err.Error(), "table.dat:2: the command is") {
+		t.Errorf("Rebuild: %v", err)
+	}
+	if _, err := os.Stat(p + "_"); !os.IsNotExist(err) {
+		t.Errorf("a refused Rebuild left %s: %v", p+"_", err)
+	}
+	if _, err := CountKept(p, all); err == nil || !strings.HasPrefix(err.Error(), "table.dat:2: the command is") {
+		t.Errorf("CountKept: %v", err)
+	}
+}
+
+// TestCountKeptWritesNothing: CountKept counts what Rebuild writes, with
+// its checks, and makes no file.
+func TestCountKeptWritesNothing(t *testing.T) {
+	p := writeTable(t, "1 a\n# c\n2 b\n3 c\n4 d\n")
+	odd := func(id int64) bool { return id%2 == 1 }
+	entries := func() int { e, _ := os.ReadDir(filepath.Dir(p)); return len(e) }
+	before := entries()
+	n, err := CountKept(p, odd)
+	if err != nil || n != 2 || entries() != before {
+		t.Errorf("CountKept = %d, %v (%d files, were %d); want 2", n, err, entries(), before)
+	}
+	if m, err := Rebuild(p, p+"_", odd); err != nil || m != n {
+		t.Errorf("Rebuild = %d, %v; want %d", m, err, n)
+	}
+	p = writeTable(t, "1 a\n2 b\n1 c\n")
+	if _, err := CountKept(p, odd); err == nil || !strings.HasPrefix(err.Error(), "table.dat:3: duplicate case ID 1 (first used on line 1)") {
+		t.Errorf("CountKept of a duplicate: %v", err)
+	}
+}
+
+// TestNumberFollowsSymlink: a table.dat that is a symbolic link is
+// numbered in place, at its target (written beside the target and renamed
+// over it): the link stays a link, and the original is kept at the
+// backup; a numbered one is left alone.
+func TestNumberFollowsSymlink(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "farm"), 0o755)
+	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	target := filepath.Join(dir, "data", "cases.txt")
+	orig := "echo a\n# c\necho b\n"
+	os.WriteFile(target, []byte(orig), 0o640)
+	link := filepath.Join(dir, "farm", "table.dat")
+	if err := os.Symlink("../data/cases.txt", link); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Prepare(link)
+	if err != nil || info.Numbered || info.Cases != 2 {
+		t.Fatalf("Prepare = %+v, %v", info, err)
+	}
+	if to, err := os.Readlink(link); err != nil || to != "../data/cases.txt" {
+		t.Errorf("table.dat is no longer the link: %q, %v", to, err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "1 echo a\n# c\n2 echo b\n" {
+		t.Errorf("target = %q", got)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o640 {
+		t.Errorf("target mode %v, want 0640", fi.Mode().Perm())
+	}
+	if got, _ := os.ReadFile(link + ".orig"); string(got) != orig {
+		t.Errorf("backup = %q, want the original", got)
+	}
+	if e, _ := os.ReadDir(filepath.Join(dir, "data")); len(e) != 1 {
+		t.Errorf("data/ holds %d files, want the table alone", len(e))
+	}
+	// Already numbered: nothing is written.
+	fi, _ := os.Stat(target)
+	if info, err := Prepare(link); err != nil || !info.Numbered {
+		t.Errorf("second Prepare = %+v, %v", info, err)
+	}
+	if fi2, _ := os.Stat(target); !os.SameFile(fi, fi2) || fi2.ModTime() != fi.ModTime() {
+		t.Errorf("a numbered table was written again")
+	}
+}
