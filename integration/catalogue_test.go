@@ -913,13 +913,36 @@ func miscEntries() []catEntry {
 			os.Mkdir(filepath.Join(dir, "MISC/jobs/00000000000000000001.aaaa"), 0o755)
 		},
 			args: []string{"kill"}, code: 1, msg: `^farm: .*/MISC/jobs/00000000000000000001\.aaaa is a directory, not a job record: move it out of .*/MISC/jobs$`},
-		// The local backend's records: a job whose record does not read is
-		// one that never started (pending, failed a minute after it was
-		// submitted) or is gone; the farm goes on.
-		{name: "misc-local-state-garbage", base: baseRan, setup: write("MISC/local/1.state", "garbage"), args: []string{"query", "--json"}, code: 0},
+		// The local backend's records: a job spec that does not read is a
+		// job gone; the farm goes on. A state record that does not read
+		// (only ever replaced whole: damaged) is refused, naming it: the
+		// job was shown PENDING, then FAILED, though it might run.
+		{name: "misc-local-state-garbage", base: baseRan, setup: write("MISC/local/1.state", "garbage"), args: []string{"query", "--json"}, code: 1,
+			msg:   localDamaged(`not a job state record: invalid character 'g' looking for beginning of value`),
+			after: removeDamagedState},
+		{name: "misc-local-state-empty", base: baseRan, setup: write("MISC/local/1.state", ""), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: localDamaged(`not a job state record: unexpected end of JSON input`), after: removeDamagedState},
+		{name: "misc-local-state-unknown", base: baseRan, setup: write("MISC/local/1.state", `{"State":"SLEEPING"}`), args: []string{"list"}, code: 1,
+			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
 		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
 	}
+}
+
+// localDamaged is the message about the damaged state record of local job
+// 1 that says why.
+func localDamaged(why string) string {
+	return `^farm: .*/MISC/local/1\.state is damaged \(` + regexp.QuoteMeta(why) + `\): farm cannot tell whether local job 1 still runs; once no 'farm _localjob \.\.\. --id 1' process is left \(ps -ef \| grep _localjob\), remove the file, and the job counts as failed \(a minute after its submission\)$`
+}
+
+// removeDamagedState follows localDamaged's advice: with no supervisor of
+// job 1 left, the file removed, the farm reads again.
+func removeDamagedState(t *testing.T, dir string) {
+	if out, _ := exec.Command("pgrep", "-f", "_localjob --dir "+dir+" --id 1 ").Output(); len(out) > 0 {
+		t.Fatalf("job 1's supervisor still runs: %s", out)
+	}
+	remove("MISC/local/1.state")(t, dir)
+	readsWell(t, dir)
 }
 
 // statusEntries: damaged status records. A line that does not read is

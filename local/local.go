@@ -275,51 +275,93 @@ func (l *Backend) supervisorArgs(id string) []string {
 	return args
 }
 
-// job reads one job's spec and state and derives its current state.
-func (l *Backend) job(id string) (localSpec, localState, backend.JobInfo) {
+// DamagedError is a job's state record (MISC/local/ID.state) that does
+// not read. The record is only ever replaced whole (written aside and
+// renamed), so it is not one being written: it was damaged, and nothing
+// tells whether the job still runs.
+type DamagedError struct {
+	Path, ID string
+	Err      error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("%s is damaged (%v): farm cannot tell whether local job %s still runs; once no 'farm _localjob ... --id %s' process is left (ps -ef | grep _localjob), remove the file, and the job counts as failed (a minute after its submission)", e.Path, e.Err, e.ID, e.ID)
+}
+
+// job reads one job's spec and state and derives its current state. err
+// is the state record's error, if it does not read (a *DamagedError, or
+// the error reading it); info is then what the job would be without it:
+// pending for a minute after its submission, then failed.
+func (l *Backend) job(id string) (localSpec, localState, backend.JobInfo, error) {
 	var spec localSpec
 	var st localState
 	info := backend.JobInfo{ID: id, State: backend.Gone}
 	if err := readJSON(l.path(id, ".job"), &spec); err != nil {
-		return spec, st, info
+		return spec, st, info, nil
 	}
-	if err := readJSON(l.path(id, ".state"), &st); err != nil {
+	if err := readState(l.path(id, ".state"), id, &st); err != nil {
 		// Not started yet; a job that never wrote its state within a
 		// minute of submission died at birth.
 		info.State = backend.Pending
 		if time.Since(spec.Submitted) > time.Minute {
 			info.State = backend.Failed
 		}
-		return spec, st, info
+		if os.IsNotExist(err) {
+			err = nil
+		}
+		return spec, st, info, err
 	}
 	info.State, info.Start, info.End = st.State, st.Start, st.End
 	if info.OtherHost = st.elsewhere(); info.OtherHost != "" {
 		if st.State.Active() && proc.EarlierBoot(st.Host) {
 			// This host has rebooted since: the job died with it.
 			info.State, info.OtherHost = backend.Failed, ""
-			return spec, st, info
+			return spec, st, info, nil
 		}
 		// Its PIDs mean nothing here: it is as it last said.
-		return spec, st, info
+		return spec, st, info, nil
 	}
 	if st.State.Active() && !proc.AliveSince(st.PID, st.PIDStart) {
 		// Its supervisor died: the job script may still run on.
 		if st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) == nil {
-			return spec, st, info
+			return spec, st, info, nil
 		}
 		info.State = backend.Failed
 	}
-	return spec, st, info
+	return spec, st, info, nil
 }
 
-// Jobs implements Backend.
+// readState reads the state record of job id at path: a *DamagedError if
+// it is not one.
+func readState(path, id string, st *localState) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return &DamagedError{Path: path, ID: id, Err: fmt.Errorf("not a job state record: %w", err)}
+	}
+	switch st.State {
+	case backend.Pending, backend.Running, backend.Completed, backend.Failed, backend.Cancelled, backend.Timeout:
+		return nil
+	}
+	return &DamagedError{Path: path, ID: id, Err: fmt.Errorf("unknown state %.20q", st.State)}
+}
+
+// Jobs implements Backend. A job whose state record does not read is
+// reported as it would be without it, and Jobs returns the first such
+// error: the state of a job farm cannot tell is not guessed for the user.
 func (l *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.JobInfo, error) {
 	out := make(map[string]backend.JobInfo, len(ids))
+	var first error
 	for _, id := range ids {
-		_, _, info := l.job(id)
+		_, _, info, err := l.job(id)
 		out[id] = info
+		if first == nil {
+			first = err
+		}
 	}
-	return out, nil
+	return out, first
 }
 
 // Cancel implements backend.Backend. It writes each job's cancel file,
@@ -331,7 +373,7 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	var cancelled []string
 	wait := l.killWait() + 5*time.Second
 	for _, id := range ids {
-		_, st, info := l.job(id)
+		_, st, info, _ := l.job(id)
 		if !info.State.Active() || (pendingOnly && info.State != backend.Pending) {
 			continue
 		}
@@ -356,7 +398,7 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	deadline := time.Now().Add(wait)
 	for _, id := range cancelled {
 		for time.Now().Before(deadline) {
-			if _, _, info := l.job(id); !info.State.Active() {
+			if _, _, info, _ := l.job(id); !info.State.Active() {
 				break
 			}
 			select {

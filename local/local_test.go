@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -86,5 +87,47 @@ func TestJobEnvironDropsTheSubmittingJobsOwn(t *testing.T) {
 	got := jobEnviron([]string{"PATH=/bin", "FARM_JOB_ID=7", "FARM_END_TIME=1800000000", "FARM_RUN=2"})
 	if strings.Join(got, " ") != "PATH=/bin FARM_RUN=2" {
 		t.Errorf("jobEnviron = %q", got)
+	}
+}
+
+// TestDamagedStateRecord: a job state record that does not read (it is
+// only ever replaced whole, so it is not one being written) is an error
+// of Jobs naming it and what to do, not a job shown PENDING and then
+// FAILED; the other jobs are reported. Removed, as the error says, the job
+// counts as failed.
+func TestDamagedStateRecord(t *testing.T) {
+	l := New(t.TempDir(), Options{})
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submitted := time.Now().Add(-2 * time.Minute)
+	for _, id := range []string{"1", "2"} {
+		if err := writeJSON(l.path(id, ".job"), localSpec{ID: id, Submitted: submitted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeJSON(l.path("2", ".state"), localState{State: backend.Completed, Host: proc.HostID()})
+	for content, why := range map[string]string{
+		"garbage":                   `not a job state record: invalid character 'g' looking for beginning of value`,
+		"":                          `not a job state record: unexpected end of JSON input`,
+		`{"State":"RUNNING","PID":`: `not a job state record: unexpected end of JSON input`,
+		`{"State":"BOGUS"}`:         `unknown state "BOGUS"`,
+		`{}`:                        `unknown state ""`,
+	} {
+		os.WriteFile(l.path("1", ".state"), []byte(content), 0o644)
+		infos, err := l.Jobs(context.Background(), []string{"1", "2"})
+		want := l.path("1", ".state") + " is damaged (" + why + "): farm cannot tell whether local job 1 still runs; once no 'farm _localjob ... --id 1' process is left (ps -ef | grep _localjob), remove the file, and the job counts as failed (a minute after its submission)"
+		var de *DamagedError
+		if !errors.As(err, &de) || err.Error() != want {
+			t.Errorf("%q: err %v\nwant %s", content, err, want)
+		}
+		if infos["2"].State != backend.Completed {
+			t.Errorf("%q: the other job is %s", content, infos["2"].State)
+		}
+	}
+	os.Remove(l.path("1", ".state"))
+	infos, err := l.Jobs(context.Background(), []string{"1", "2"})
+	if err != nil || infos["1"].State != backend.Failed {
+		t.Errorf("state record removed: %v, %v; want FAILED", infos["1"].State, err)
 	}
 }

@@ -129,6 +129,8 @@ func (s *supervisor) ready() bool {
 	if len(s.spec.After) == 0 {
 		return true
 	}
+	// A job whose state does not read counts as it would without it
+	// (Jobs's infos): pending a minute, then ended.
 	infos, _ := s.l.Jobs(context.Background(), s.spec.After)
 	for _, in := range infos {
 		if in.State.Active() {
