@@ -192,7 +192,11 @@ type Backend interface {
 	// returns their IDs, in order. On error it still returns the IDs of
 	// the jobs that were submitted before the error, so that none is lost
 	// track of. Cost: one scheduler call per job (per array), which is why
-	// farm submits a few meta-jobs rather than one job per case.
+	// farm submits a few meta-jobs rather than one job per case. A
+	// cancelled ctx (Ctrl-C) may stop it before its next scheduler call,
+	// but never kills a call that may have submitted a job: that call is
+	// let finish, and its job returned (with ctx's error), so that farm
+	// records it.
 	Submit(ctx context.Context, req SubmitRequest) ([]string, error)
 
 	// Jobs reports the state of each job in ids. Every ID gets an entry; a

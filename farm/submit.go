@@ -234,14 +234,29 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 	}
 	if err != nil && ctx.Err() != nil {
-		// Ctrl-C or SIGTERM: say what was left, in one line.
-		what := fmt.Sprintf("%d job(s) were submitted before it (see 'farm list')", len(ids))
-		if closed {
-			what = fmt.Sprintf("no job was submitted and run %d was closed: 'farm resubmit N' runs its cases", run)
-		}
-		return &InterruptedError{What: what, Err: ctx.Err()}
+		return interrupted(ctx, run, len(ids), closed, err)
 	}
 	return err
+}
+
+// interrupted is the error of a launch stopped by Ctrl-C or SIGTERM, in one
+// line: n jobs of run were submitted (and recorded), the run was closed if
+// none was; err is the submission's error. The submission in flight was let
+// finish (submitJobs): if it failed, as a call that timed out does, its
+// error says whether a job may have been submitted all the same.
+func interrupted(ctx context.Context, run, n int, closed bool, err error) error {
+	what := fmt.Sprintf("%d job(s) were submitted before it (see 'farm list')", n)
+	if closed {
+		what = fmt.Sprintf("no job was submitted and run %d was closed: 'farm resubmit N' runs its cases", run)
+	}
+	if !errors.Is(err, context.Canceled) {
+		what = fmt.Sprintf("%d job(s) were recorded (see 'farm list')", n)
+		if closed {
+			what = fmt.Sprintf("no job was recorded and run %d was closed (a job submitted all the same finds no case to run): 'farm resubmit N' runs its cases", run)
+		}
+		what += "; the submission in flight failed: " + err.Error()
+	}
+	return &InterruptedError{What: what, Err: ctx.Err()}
 }
 
 // launchSetup is what is settled before a run starts: the job script's
@@ -393,8 +408,24 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 // submitJobs submits req on be and records the jobs it got as jobs of kind
 // in run — also when the submission failed half-way, so that none is lost
 // track of — and logs it to farm.log as verb, with note after the IDs.
+//
+// Ctrl-C (ctx cancelled) during the submission stops it after the
+// scheduler call in flight, which is let finish (backend.Backend.Submit),
+// so that the job it submits is recorded here, not lost track of.
 func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.SubmitRequest, run int, kind, verb, note string) ([]string, error) {
+	submitted := make(chan struct{})
+	said := make(chan struct{})
+	go func() {
+		defer close(said)
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(f.Out, "Interrupted: letting the submission in flight end, so that its job is recorded; no further job is submitted.")
+		case <-submitted:
+		}
+	}()
 	ids, err := be.Submit(ctx, req)
+	close(submitted)
+	<-said
 	var recs []JobRecord
 	for _, id := range ids {
 		recs = append(recs, JobRecord{Run: run, Backend: be.Name(), Kind: kind, ID: id})

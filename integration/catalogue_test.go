@@ -68,6 +68,9 @@ func TestBadInputCatalogue(t *testing.T) {
 			if e.slowSlurm {
 				path = slow
 			}
+			if e.slurmBody != "" {
+				path = fakeSlurm(t, e.slurmBody)
+			}
 			e.run(t, ran, path)
 		})
 	}
@@ -107,6 +110,13 @@ type catEntry struct {
 	ready  func(dir string, stdout func() string) bool
 	// slowSlurm: Slurm's commands are fakes that sleep (slowSlurmBody).
 	slowSlurm bool
+	// slurmBody, if set, is the body of the entry's own fake Slurm
+	// commands (fakeSlurm), instead of the guard that fails.
+	slurmBody string
+	// group: the signal goes to farm's process group, as a Ctrl-C at a
+	// terminal goes to the foreground group (farm and its children), not
+	// to farm alone.
+	group bool
 	// after checks the farm once the command and the snapshot check are
 	// done, e.g. that the advice given works.
 	after func(t *testing.T, dir string)
@@ -204,6 +214,9 @@ func (e catEntry) makeBase(t *testing.T, ranTemplate string) string {
 func (e catEntry) runSignalled(t *testing.T, dir string, env []string) result {
 	cmd := exec.Command(bin(t), e.args...)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	if e.group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -224,7 +237,11 @@ func (e catEntry) runSignalled(t *testing.T, dir string, env []string) result {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cmd.Process.Signal(e.signal)
+	if e.group {
+		syscall.Kill(-cmd.Process.Pid, e.signal)
+	} else {
+		cmd.Process.Signal(e.signal)
+	}
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
@@ -571,6 +588,32 @@ func readsWell(t *testing.T, dir string) {
 // that it started, beside the farm's directory (its working directory),
 // and sleeps, so that a signal reaches farm while it waits for sbatch.
 const slowSlurmBody = `: > "$PWD/../slurm-started"; exec sleep 30`
+
+// sbatchTakesTwoSeconds is a fake Slurm whose sbatch, like a real one on
+// a busy controller, has the job submitted (its ID in sbatch-submitted,
+// beside the farm) two seconds before it prints the ID; it marks that it
+// started, as slowSlurmBody does. squeue knows no job.
+const sbatchTakesTwoSeconds = `case "${0##*/}" in
+sbatch)
+  : > "$PWD/../slurm-started"
+  n=$(( $(cat "$PWD/../sbatch-count" 2>/dev/null || echo 1000) + 1 ))
+  echo $n > "$PWD/../sbatch-count"
+  echo $n >> "$PWD/../sbatch-submitted"
+  sleep 2
+  echo $n ;;
+*) exit 0 ;;
+esac`
+
+// recordsMatchSbatch checks that the jobs recorded in MISC/jobs are those
+// sbatchTakesTwoSeconds submitted: none lost track of, none made up.
+func recordsMatchSbatch(t *testing.T, dir string) {
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(dir), "sbatch-submitted"))
+	submitted, recorded := strings.Fields(string(b)), harness.JobIDs(dir)
+	sort.Strings(recorded)
+	if strings.Join(submitted, " ") != strings.Join(recorded, " ") {
+		t.Errorf("sbatch submitted jobs %v, MISC/jobs records %v", submitted, recorded)
+	}
+}
 
 // slurmStarted is the ready condition of slowSlurm entries.
 func slurmStarted(dir string, _ func() string) bool {
@@ -1031,8 +1074,13 @@ func signalEntries() []catEntry {
 			catEntry{name: "signal-" + name + "-wait-timeout", base: baseActive, args: []string{"wait", "--timeout", "1h"}, signal: sig, code: 130, msg: goOn, change: jobFiles, after: jobsGoOn},
 			catEntry{name: "signal-" + name + "-query-watch", base: baseActive, args: []string{"query", "--watch", "--interval", "100ms"}, signal: sig, ready: watchStarted, code: 130, msg: goOn, change: jobFiles,
 				after: func(t *testing.T, dir string) { jobsGoOn(t, dir); readsWell(t, dir) }},
+			// The sbatch in flight is let finish (killed, it might have
+			// submitted a job all the same, with its ID lost): this one
+			// never answers, so its timeout ends it, and farm says what
+			// that means.
 			catEntry{name: "signal-" + name + "-submit", base: baseNumbered, args: []string{"submit", "2", "--backend", "slurm"}, slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
-				msg:    `^farm: interrupted: no job was submitted and run 1 was closed: 'farm resubmit N' runs its cases$`,
+				env:    []string{"FARM_SLURM_CALL_TIMEOUT=2s"},
+				msg:    `^farm: interrupted: no job was recorded and run 1 was closed \(a job submitted all the same finds no case to run\): 'farm resubmit N' runs its cases; the submission in flight failed: Something wrong with sbatch farm submission: sbatch gave no answer within 2s; the job may or may not have been submitted \(check squeue; set FARM_SLURM_CALL_TIMEOUT to wait longer\) \(sbatch call 1 of 2; 0 job\(s\) submitted before it\)`,
 				change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"},
 				after: func(t *testing.T, dir string) {
 					readsWell(t, dir)
@@ -1041,10 +1089,27 @@ func signalEntries() []catEntry {
 					}
 				}},
 			catEntry{name: "signal-" + name + "-resubmit", base: baseRan, args: []string{"resubmit", "1", "--backend", "slurm"}, slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
-				msg:    `^farm: interrupted: no job was submitted and run 2 was closed: 'farm resubmit N' runs its cases$`,
+				env:    []string{"FARM_SLURM_CALL_TIMEOUT=2s"},
+				msg:    `^farm: interrupted: no job was recorded and run 2 was closed \(a job submitted all the same finds no case to run\): 'farm resubmit N' runs its cases; the submission in flight failed: Something wrong with sbatch farm submission: sbatch gave no answer within 2s; the job may or may not have been submitted`,
 				change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"},
 				after:  readsWell},
 		)
+	}
+	// Ctrl-C at a terminal (SIGINT to farm's process group, sbatch's
+	// too) or SIGTERM while sbatch submits: the sbatch in flight is let
+	// finish, its job recorded, and no further sbatch is started. Every
+	// job the fake Slurm took is in MISC/jobs, none else. (SIMPLE mode's
+	// two cases are one job array, one sbatch: the submission is then
+	// complete, and farm says so, exit 0.)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		name := map[syscall.Signal]string{syscall.SIGINT: "int", syscall.SIGTERM: "term"}[sig]
+		inFlight := catEntry{base: baseNumbered, slurmBody: sbatchTakesTwoSeconds, ready: slurmStarted, signal: sig, group: sig == syscall.SIGINT,
+			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: recordsMatchSbatch}
+		meta, simple := inFlight, inFlight
+		meta.name, meta.args, meta.code = "signal-"+name+"-submit-records-the-job-in-flight", []string{"submit", "3", "--backend", "slurm"}, 130
+		meta.msg = `^farm: interrupted: 1 job\(s\) were submitted before it \(see 'farm list'\)$`
+		simple.name, simple.args, simple.code = "signal-"+name+"-submit-simple-records-the-array-in-flight", []string{"submit", "-1", "--backend", "slurm"}, 0
+		out = append(out, meta, simple)
 	}
 	// A farm whose job is on a Slurm that does not answer: every command
 	// that asks for the job's state waits for squeue.

@@ -354,6 +354,44 @@ echo $((100 + n))`})
 	}
 }
 
+// TestSubmitInterruptedLetsTheCallInFlightFinish: a Submit whose context
+// is cancelled while sbatch runs lets that sbatch finish (its job
+// submitted at the controller, as a real sbatch's may already be) and
+// returns its ID with the context's error, and starts no further sbatch.
+// The sbatch runs in a process group of its own: a Ctrl-C at the
+// terminal, which signals the foreground group, does not kill it.
+func TestSubmitInterruptedLetsTheCallInFlightFinish(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "submitted")
+	started := filepath.Join(dir, "started")
+	fakeBin(t, map[string]string{"sbatch": `n=$(( $(cat ` + log + ` 2>/dev/null | wc -l) + 301 ))
+echo $n >> ` + log + `
+[ "$(ps -o pgid= $$ | tr -d ' ')" = "$$" ] || echo "not a group leader" >> ` + log + `
+: > ` + started + `
+sleep 1
+echo $n`})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(started); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	ids, err := New(dir).Submit(ctx, backend.SubmitRequest{Dir: dir, Script: "s.sh", Count: 3})
+	if strings.Join(ids, " ") != "301" || !errors.Is(err, context.Canceled) {
+		t.Errorf("Submit interrupted during its first sbatch = %v, %v; want [301] and context.Canceled", ids, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "stopped before sbatch call 2 of 3 (1 job(s) submitted before it)") {
+		t.Errorf("error %v", err)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "301\n" {
+		t.Errorf("sbatch log %q, want one call, in a group of its own", b)
+	}
+}
+
 func TestSubmitArrayChunks(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "sbatch.log")

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
@@ -162,11 +163,21 @@ func (b *Backend) callTimeout() time.Duration {
 // run runs one scheduler command under the call timeout and returns its
 // standard output.
 func (b *Backend) run(ctx context.Context, env []string, name string, args ...string) (string, error) {
+	return b.runCmd(ctx, env, false, name, args)
+}
+
+// runCmd is run; own starts the command in a process group of its own, so
+// that a Ctrl-C at the terminal, which signals the whole foreground group,
+// does not reach it.
+func (b *Backend) runCmd(ctx context.Context, env []string, own bool, name string, args []string) (string, error) {
 	timeout := b.callTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, name, args...)
 	cmd.Env = env
+	if own {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	// A killed command's children must not keep us waiting on its pipes.
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -250,6 +261,12 @@ func submitEnv(base, extra []string) []string {
 // not passed on. On an sbatch failure the error starts with "Something wrong
 // with sbatch farm submission" and holds sbatch's own message; the IDs
 // submitted before it are returned with it.
+//
+// When ctx is cancelled (Ctrl-C), no further sbatch is started, and the one
+// in flight is let finish, within the call timeout: killed, it might have
+// submitted its job all the same, with its ID lost. It runs in a process
+// group of its own, out of the reach of the terminal's Ctrl-C. The IDs it
+// and the calls before it gave are returned with ctx's error.
 func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]string, error) {
 	if req.Count < 1 {
 		return nil, nil
@@ -274,7 +291,10 @@ func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 			args = append(args, "--array="+array)
 		}
 		args = append(args, req.Script)
-		out, err := b.run(ctx, env, "sbatch", args...)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped before sbatch call %d of %d (%d job(s) submitted before it): %w", n, of, len(ids), err)
+		}
+		out, err := b.runCmd(context.WithoutCancel(ctx), env, true, "sbatch", args)
 		if err != nil {
 			return submitError(err, n, of, len(ids))
 		}
