@@ -73,24 +73,37 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
+	keep := func(id int64) bool { return sum.Get(id).State != status.Succeeded }
+	// Counted first, writing nothing: the count may still be refused.
+	n, err := casetable.CountKept(f.Path(Table), keep)
+	if err != nil {
+		return tableErr(err)
+	}
+	if n == 0 {
+		return ErrNothingLeft
+	}
+	return f.launchResubmit(ctx, su, opt, state, n, keep)
+}
+
+// launchResubmit launches the run after state's, over the n cases of
+// table.dat that keep keeps, written to a table of its own once nothing can
+// refuse it (launchSetup.prepare).
+func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool) error {
 	// The new run's table gets a name of its own, so that two resubmits
 	// racing never write one file; the one whose run starts also leaves it
 	// as table.dat_, as META does.
 	// (Not by PID alone: processes on two hosts, or in two containers,
 	// may have the same PID.)
 	runTable := fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, state.Run+1, os.Getpid(), rand.Uint32())
-	n, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), func(id int64) bool {
-		return sum.Get(id).State != status.Succeeded
-	})
-	if err != nil {
+	su.prepare = func() error {
+		m, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), keep)
+		if err == nil && m != n {
+			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)
+		}
 		return tableErr(err)
 	}
-	if n == 0 {
-		os.Remove(f.Path(runTable))
-		return ErrNothingLeft
-	}
-	fmt.Fprintf(f.Out, "Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).\n", n, RetryTable)
-	if err := f.launch(ctx, su, opt, state.Gen, state.Run+1, runTable, n, 0); err != nil {
+	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).", n, RetryTable)
+	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		var st casetable.State
 		if s, rerr := f.readState(ctx); rerr == nil {
 			st = s

@@ -125,23 +125,41 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(f.Out, "Run %d is active: adding jobs to it.\n", state.Run)
-		return f.launch(ctx, su, opt, state.Gen, state.Run, state.Table, 0, 0)
+		su.announce = fmt.Sprintf("Run %d is active: adding jobs to it.", state.Run)
+		return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run, table: state.Table})
 	}
-	// Checked before table.dat is numbered: a refused submit changes
-	// nothing.
+	// Everything is checked before table.dat is numbered (in launch,
+	// once nothing can refuse): a refused submit changes nothing.
 	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
 		return err
 	}
-	info, err := casetable.Prepare(f.Path(Table))
+	info, err := casetable.Validate(f.Path(Table))
+	if err == nil {
+		err = info.CheckLength()
+	}
 	if err != nil {
-		return f.writeErr(tableErr(err))
+		return tableErr(err)
 	}
 	if !info.Numbered {
-		fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+		su.prepare = func() error { return f.numberTable(info) }
 	}
-	return f.launch(ctx, su, opt, state.Gen, 1, Table, info.Cases, info.MaxID)
+	return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: Table, cases: info.Cases, maxID: info.MaxID})
+}
+
+// numberTable numbers table.dat, which info describes, keeping the original
+// as table.dat.orig. A table.dat that is a symbolic link is numbered at its
+// target, in the target's directory.
+func (f *Farm) numberTable(info casetable.Info) error {
+	err := casetable.Number(f.Path(Table), f.Path(Table+".orig"))
+	if err != nil {
+		if to, lerr := filepath.EvalSymlinks(f.Path(Table)); lerr == nil && to != f.Path(Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+			return Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
+		}
+		return f.writeErr(tableErr(err))
+	}
+	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+	return nil
 }
 
 func modeName(simple bool) string {
@@ -167,20 +185,28 @@ func tableErr(err error) error {
 	return err
 }
 
-// launch starts run (or adds jobs to it, when cases is 0): run is over
-// table, which holds cases cases; maxID is the largest ID of table.dat for
-// a first run (0: unchanged). base is the generation of the claim state
-// the caller decided on: if the state has moved on since (another submit
-// or resubmit started a run, or a meta-job claimed), nothing is started.
-func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, base int64, run int, table string, cases int, maxID int64) error {
-	limit, be := su.limit, su.be
+// runSpec is the run launch starts or adds jobs to.
+type runSpec struct {
+	// base is the generation of the claim state the caller decided on:
+	// if the state has moved on since (another submit or resubmit started
+	// a run, or a meta-job claimed), nothing is started.
+	base  int64
+	run   int
+	table string // the table the run is over
+	cases int    // the cases of table; 0: adding jobs to the active run
+	maxID int64  // a first run: table.dat's largest ID (0: unchanged)
+}
+
+// launch starts the run nr (or adds jobs to it, when nr.cases is 0). What
+// may refuse comes first (NJOBS_MAX), then what writes: su.prepare, the
+// farm's directories, the run.
+func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr runSpec) error {
 	simple := opt.N == -1
 	count := opt.N
 	if simple {
-		count = cases
-		if cases == 0 { // adding to an active SIMPLE run: one job per unclaimed case is unknown; add one
-			count = 1
-		}
+		// Adding to an active SIMPLE run: one job per unclaimed case is
+		// unknown; add one.
+		count = max(nr.cases, 1)
 	}
 	extra := 0
 	if opt.Auto || f.hasFinal() {
@@ -189,39 +215,54 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 	if err := f.checkJobsMax(ctx, opt.Self, count, extra); err != nil {
 		return err
 	}
-	if err := f.EnsureDirs(); err != nil {
-		return f.writeErr(err)
-	}
-	if cases > 0 {
-		if err := f.startRun(ctx, base, run, table, simple, cases, maxID); err != nil {
+	if su.prepare != nil {
+		if err := su.prepare(); err != nil {
 			return err
 		}
 	}
-	req, err := f.jobRequest(be, JobEnv{Run: run, Simple: simple}, opt.Environ)
+	if err := f.EnsureDirs(); err != nil {
+		return f.writeErr(err)
+	}
+	if nr.cases > 0 {
+		if err := f.startRun(ctx, nr, simple); err != nil {
+			return err
+		}
+	}
+	if su.announce != "" {
+		fmt.Fprintln(f.Out, su.announce)
+	}
+	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple}, opt.Environ)
 	if err != nil {
 		return err
 	}
-	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(JobScript), jobName(f, "meta"), count, simple, opt.Args, limit
+	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(JobScript), jobName(f, "meta"), count, simple, opt.Args, su.limit
 	kind, verb := KindMeta, "submit"
 	if simple {
 		kind = KindSimple
 	}
-	if run > 1 {
+	if nr.run > 1 {
 		verb = "resubmit"
 	}
-	ids, err := f.submitJobs(ctx, be, req, run, kind, verb, "")
+	ids, err := f.submitJobs(ctx, su.be, req, nr.run, kind, verb, "")
+	return f.launched(ctx, su, opt, nr, count, extra, ids, err)
+}
+
+// launched follows the submission of run nr's count jobs, ids of which were
+// submitted, err its error: it closes a run that got none, submits the
+// -auto/final.sh job (extra), and says what was done.
+func (f *Farm) launched(ctx context.Context, su launchSetup, opt SubmitOptions, nr runSpec, count, extra int, ids []string, err error) error {
 	closed := false
-	if len(ids) == 0 && cases > 0 {
+	if len(ids) == 0 && nr.cases > 0 {
 		// The run started, but none of its jobs: close it, so that the next
 		// resubmit does not take it for a run whose jobs are being submitted.
-		closed = f.closeRun(context.WithoutCancel(ctx), run, table)
+		closed = f.closeRun(context.WithoutCancel(ctx), nr.run, nr.table)
 	}
 	if err == nil {
-		f.saySubmitted(be, run, count, simple, ids)
+		f.saySubmitted(su.be, nr.run, count, opt.N == -1, ids)
 	}
-	if err == nil && extra == 1 && cases > 0 && len(ids) > 0 {
+	if err == nil && extra == 1 && nr.cases > 0 && len(ids) > 0 {
 		var autoID string
-		autoID, err = f.submitAuto(ctx, be, opt, run, ids, su.autoLimit)
+		autoID, err = f.submitAuto(ctx, su.be, opt, nr.run, ids, su.autoLimit)
 		if err == nil {
 			what := "-auto"
 			if !opt.Auto {
@@ -234,7 +275,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, ba
 		fmt.Fprintf(f.Out, "Submitted before the error (recorded, see 'farm list'): %s\n", strings.Join(ids, " "))
 	}
 	if err != nil && ctx.Err() != nil {
-		return interrupted(ctx, run, len(ids), closed, err)
+		return interrupted(ctx, nr.run, len(ids), closed, err)
 	}
 	return err
 }
@@ -265,6 +306,12 @@ type launchSetup struct {
 	limit     time.Duration
 	autoLimit time.Duration // resubmit_script.sh's, if a new run gets the -auto/final.sh job
 	be        backend.Backend
+	// prepare, if set, writes what the run needs (numbers table.dat,
+	// writes the resubmit's table) once nothing can refuse the launch.
+	prepare func() error
+	// announce, if set, is said once the run has started: the launch
+	// will happen.
+	announce string
 }
 
 // setUp checks the job script, the arguments and, for a new run
@@ -349,10 +396,10 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 	return nil
 }
 
-// startRun makes run, over table with cases cases, the current run, if the
-// claim state is still at generation base.
-func (f *Farm) startRun(ctx context.Context, base int64, run int, table string, simple bool, cases int, maxID int64) error {
-	fi, err := os.Stat(f.Path(table))
+// startRun makes the run nr the current run, if the claim state is still
+// at generation nr.base.
+func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
+	fi, err := os.Stat(f.Path(nr.table))
 	if err != nil {
 		return err
 	}
@@ -366,15 +413,15 @@ func (f *Farm) startRun(ctx context.Context, base int64, run int, table string, 
 	}
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
-		if st.Gen != base {
+		if st.Gen != nr.base {
 			return errStateMoved
 		}
-		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = run, table, simple, 0, 0, int64(cases)
+		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
 		st.Lines, st.TSize, st.TIno = 0, size, ino
-		if maxID > 0 { // a first run: table.dat itself
-			st.MaxID, st.Total = maxID, int64(cases)
+		if nr.maxID > 0 { // a first run: table.dat itself
+			st.MaxID, st.Total = nr.maxID, int64(nr.cases)
 		}
 		return nil
 	})

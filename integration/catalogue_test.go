@@ -117,6 +117,9 @@ type catEntry struct {
 	// terminal goes to the foreground group (farm and its children), not
 	// to farm alone.
 	group bool
+	// notOut, if set, is a regexp stdout must not match (a message said
+	// too early).
+	notOut string
 	// after checks the farm once the command and the snapshot check are
 	// done, e.g. that the advice given works.
 	after func(t *testing.T, dir string)
@@ -153,6 +156,9 @@ func (e catEntry) run(t *testing.T, ranTemplate, slurmPath string) {
 		t.Errorf("%s printed a Go stack trace:\nstdout: %s\nstderr: %s", cmdline, r.Out, r.Err)
 	}
 	e.checkMessage(t, cmdline, r.Err)
+	if e.notOut != "" && regexp.MustCompile(e.notOut).MatchString(r.Out) {
+		t.Errorf("%s: stdout says %q, which it must not:\n%s", cmdline, e.notOut, r.Out)
+	}
 	after := snapshot(t, dir)
 	for _, p := range diffSnapshots(before, after) {
 		if !allowedChange(p, e.change) {
@@ -658,7 +664,36 @@ func longLineTable(t *testing.T, dir string) {
 	}
 }
 
-// tableEntries: table.dat that submit must refuse, changing nothing.
+// symlinkedTable makes table.dat a symbolic link to data/cases.txt, which
+// holds content.
+func symlinkedTable(content string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write("data/cases.txt", content)(t, dir)
+		symlink("table.dat", "data/cases.txt")(t, dir)
+	}
+}
+
+// commandOf is a case command of n bytes: /bin/true (a program, which a
+// command too long for COMM could not start) and an argument.
+func commandOf(n int) string {
+	return "/bin/true " + strings.Repeat("y", n-len("/bin/true "))
+}
+
+// waitsWell checks that the farm's jobs end with every case succeeded.
+func waitsWell(t *testing.T, dir string) {
+	if r := farmIn(t, dir, nil, "wait", "--timeout", "1m"); r.Code != 0 {
+		t.Errorf("farm wait afterwards: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+}
+
+// runFiles are the files a farm that runs on the local backend writes.
+var runFiles = []string{"MISC/", "STATUSES/", "OUTPUT/", "RUN*/", "farm.log"}
+
+// tableEntries: table.dat that submit must refuse, changing nothing; and
+// what it must take.
 func tableEntries() []catEntry {
 	fixIDs := `; fix the line, or remove all IDs to let farm number the table$`
 	refused := func(name, table, msg string) catEntry {
@@ -674,6 +709,11 @@ func tableEntries() []catEntry {
 		{name: "table-is-a-directory", setup: toDir("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(is a directory\): make it a file with one case`},
 		refused("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixIDs),
 		refused("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
+		// A signed first ID is an ID, as 0 is: it was numbered "1 -1 echo a".
+		refused("first-id-negative", "-1 echo a\n", atLine("table.dat", 1)+`malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refused("first-id-negative-then-unnumbered", "# c\n-7 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "-7": .*`+fixIDs),
+		refused("first-id-plus", "+1 echo a\n+2 echo b\n", atLine("table.dat", 1)+`malformed case ID "\+1": .*`+fixIDs),
+		refused("first-id-minus-zero", "-0 echo a\n", atLine("table.dat", 1)+`malformed case ID "-0": .*`+fixIDs),
 		refused("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
 		refused("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
 		refused("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
@@ -694,6 +734,37 @@ func tableEntries() []catEntry {
 		refused("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
 		refused("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
 		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 2) + `duplicate case ID 1 \(first used on line 1\)`},
+		// A command that reaches single_case.sh in COMM must fit in 128 KiB
+		// with "COMM=": one byte more, and no program of the case starts
+		// (E2BIG). The longest that fits runs.
+		refused("command-too-long", "echo a\n\n"+commandOf(131067)+"\n", atLine("table.dat", 3)+`the command is 131067 bytes long, more than the 131066 a case may have \(it reaches single_case\.sh in the environment variable COMM, which Linux limits to 128 KiB\); shorten the line, e\.g\. put long data in a file the command reads$`),
+		refused("command-too-long-numbered", "1 true\n2 "+commandOf(200000)+"\n3 "+commandOf(131067)+"\n", atLine("table.dat", 2)+`the command is 200000 bytes long, more than the 131066`),
+		refused("command-too-long-simple", commandOf(131067)+"\n", atLine("table.dat", 1)+`the command is 131067 bytes long`),
+		{name: "table-command-longest-runs", setup: write("table.dat", commandOf(131066)+"\ntrue\n"), args: submitLocal, code: 0,
+			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
+		{name: "table-resubmit-command-too-long", base: baseRan, setup: appendTo("table.dat", "3 "+commandOf(131067)+"\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: atLine("table.dat", 3) + `the command is 131067 bytes long, more than the 131066 a case may have`, notOut: `Resubmitting`},
+		// A table.dat that is a link is numbered at its target, and stays
+		// a link (it was replaced by a regular file).
+		{name: "table-symlink-numbered-in-place", setup: symlinkedTable("echo a\n# c\necho b\n"), args: submitLocal, code: 0,
+			change: append([]string{"data/cases.txt", "table.dat.orig"}, runFiles...),
+			after: func(t *testing.T, dir string) {
+				waitsWell(t, dir)
+				if b, _ := os.ReadFile(filepath.Join(dir, "data/cases.txt")); string(b) != "1 echo a\n# c\n2 echo b\n" {
+					t.Errorf("the link's target reads %q, want it numbered", b)
+				}
+				if b, _ := os.ReadFile(filepath.Join(dir, "table.dat.orig")); string(b) != "echo a\n# c\necho b\n" {
+					t.Errorf("table.dat.orig reads %q, want the original", b)
+				}
+			}},
+		{name: "table-symlink-already-numbered", setup: symlinkedTable("1 echo a\n2 echo b\n"), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
+		{name: "table-symlink-to-read-only-dir", unprivileged: true, setup: both(symlinkedTable("echo a\n"), chmod("data", 0o555)), args: submitLocal, code: 1,
+			msg: `^farm: open .*/data/\.cases\.txt\.tmp[0-9]+: permission denied: table\.dat is a symbolic link to .*/data/cases\.txt, which farm numbers in place \(in its own directory\); make that directory writable, or number the table yourself \('1 command', '2 command', \.\.\. on its case lines\)$`},
+		// A refused submit does not number the table (NJOBS_MAX was
+		// checked after numbering).
+		{name: "table-not-numbered-when-njobs-max-refuses", setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1"), args: []string{"submit", "2", "--backend", "local"}, code: 1,
+			msg: `^farm: NJOBS_MAX=1 in config: the farm has 0 active job\(s\) and may submit at most 1 more now \(with 0 kept for the -auto/final\.sh job\); ask for fewer$`},
 		{name: "table-resubmit-malformed-line", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
 		{name: "table-resubmit-duplicate-added", base: baseRan, setup: appendTo("table.dat", "2 true\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
@@ -849,6 +920,9 @@ func argumentEntries() []catEntry {
 		usage("completion-no-shell", []string{"completion"}, `^farm: completion takes one argument: bash or zsh`),
 		usage("global-flag-unknown", []string{"--bogus", "Status"}, undefined),
 		usage("global-farm-flag-after-command", []string{"Status", "-C"}, `^farm: flag provided but not defined: -C`),
+		// A refused resubmit does not say "Resubmitting the N case(s)".
+		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1"), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
+			msg: `^farm: NJOBS_MAX=1 in config: the farm has 0 active job\(s\) and may submit at most 1 more now`, notOut: `Resubmitting`},
 		{name: "args-resubmit-never-submitted", base: baseNumbered, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: this farm was never submitted: use 'farm submit N' first$`},
 		{name: "args-submit-twice", base: baseRan, args: submitLocal, code: 1,
@@ -964,7 +1038,7 @@ func miscEntries() []catEntry {
 			msg:   localDamaged(`not a job state record: invalid character 'g' looking for beginning of value`),
 			after: removeDamagedState},
 		{name: "misc-local-state-empty", base: baseRan, setup: write("MISC/local/1.state", ""), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
-			msg: localDamaged(`not a job state record: unexpected end of JSON input`), after: removeDamagedState},
+			msg: localDamaged(`not a job state record: unexpected end of JSON input`), notOut: `Resubmitting`, after: removeDamagedState},
 		{name: "misc-local-state-unknown", base: baseRan, setup: write("MISC/local/1.state", `{"State":"SLEEPING"}`), args: []string{"list"}, code: 1,
 			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
