@@ -2,19 +2,35 @@ package farm
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 )
 
+// RunTime is the run-time line of a job script.
+type RunTime struct {
+	Limit time.Duration // 0: no limit (0, UNLIMITED, INFINITE)
+	Line  int           // the line of the script that sets it
+	Value string        // the value as written
+}
+
 // ScriptTimeLimit reads the run-time (#SBATCH -t / --time) of a job script.
 // ok is false when the script has none.
 func ScriptTimeLimit(path string) (limit time.Duration, ok bool, err error) {
+	rt, ok, err := ScriptRunTime(path)
+	return rt.Limit, ok, err
+}
+
+// ScriptRunTime reads the run-time (#SBATCH -t / --time) of a job script,
+// with its line. ok is false when the script has none.
+func ScriptRunTime(path string) (rt RunTime, ok bool, err error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return 0, false, err
+		return rt, false, err
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -32,12 +48,34 @@ func ScriptTimeLimit(path string) (limit time.Duration, ok bool, err error) {
 			}
 			d, err := ParseSlurmTime(val)
 			if err != nil {
-				return 0, false, Userf("%s:%d: bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", path, n, val, err)
+				return rt, false, Userf("%s:%d: bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", path, n, val, err)
 			}
-			return d, true, nil
+			return RunTime{Limit: d, Line: n, Value: val}, true, nil
 		}
 	}
-	return 0, false, sc.Err()
+	return rt, false, sc.Err()
+}
+
+// The run-times META accepts: a job script whose run-time is outside is
+// refused (checkRunTime).
+const (
+	MinRunTime = 30 * time.Second
+	MaxRunTime = 35 * 24 * time.Hour
+)
+
+// checkRunTime refuses, as META does, the run-time rt of the job script
+// name if it is under 30 seconds or over 35 days: "Wrong job runtime in
+// job_script.sh - T . Exiting", after the script's name and line. No limit
+// (0, UNLIMITED) is over 35 days. The minimum holds only where the engine
+// does not enforce the limit itself (exact false: Slurm, which counts whole
+// minutes and checks limits every 30 s or so); the local engine stops a job
+// to the second, and a short limit is how one tries a farm's time limits on
+// it.
+func checkRunTime(name string, rt RunTime, exact bool) error {
+	if rt.Limit > 0 && rt.Limit <= MaxRunTime && (exact || rt.Limit >= MinRunTime) {
+		return nil
+	}
+	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')", name, rt.Line, name, rt.Value)
 }
 
 // timeFlag reports whether args[i] gives the run-time — -t VAL, --time VAL,
@@ -73,8 +111,8 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 	days, hasDays := 0, false
 	if d, rest, ok := strings.Cut(s, "-"); ok {
 		hasDays = true
-		v, err := strconv.Atoi(d)
-		if err != nil || v < 0 {
+		v, err := slurmNumber(d)
+		if err != nil {
 			return 0, fmt.Errorf("bad days %q", d)
 		}
 		days, s = v, rest
@@ -82,8 +120,8 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 	parts := strings.Split(s, ":")
 	nums := make([]int, len(parts))
 	for i, p := range parts {
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 {
+		v, err := slurmNumber(p)
+		if err != nil {
 			return 0, fmt.Errorf("bad number %q", p)
 		}
 		nums[i] = v
@@ -114,6 +152,24 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("too many fields")
 		}
 	}
-	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour +
-		time.Duration(m)*time.Minute + time.Duration(sec)*time.Second, nil
+	// In float64, exact below 2^53 s, so that a huge value cannot wrap
+	// around to a small one: it is MaxDuration, which no check passes.
+	total := float64(days)*86400 + float64(h)*3600 + float64(m)*60 + float64(sec)
+	if total > float64(math.MaxInt64/int64(time.Second)) {
+		return time.Duration(math.MaxInt64), nil
+	}
+	return time.Duration(total) * time.Second, nil
+}
+
+// slurmNumber reads one field of a Slurm time: digits, any number of them
+// (one beyond int's range reads as the largest int).
+func slurmNumber(s string) (int, error) {
+	v, err := strconv.Atoi(s)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
+		return math.MaxInt, nil
+	}
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad number %q", s)
+	}
+	return v, nil
 }

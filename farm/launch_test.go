@@ -24,7 +24,8 @@ func files(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestRefusedSubmitWritesNothing: a command too long and NJOBS_MAX refuse before table.dat is numbered or anything else
+// TestRefusedSubmitWritesNothing: a wrong run-time, a command too long
+// and NJOBS_MAX all refuse before table.dat is numbered or anything else
 // is written.
 func TestRefusedSubmitWritesNothing(t *testing.T) {
 	ctx := context.Background()
@@ -35,6 +36,8 @@ func TestRefusedSubmitWritesNothing(t *testing.T) {
 		opt  SubmitOptions
 		msg  string
 	}{
+		{"run-time", func(f *Farm) { setRunTime(t, f, "36-0") }, SubmitOptions{N: 2}, "job_script.sh:6: Wrong job runtime in job_script.sh - 36-0 . Exiting"},
+		{"short run-time", func(f *Farm) { setRunTime(t, f, "0:10") }, SubmitOptions{N: 2}, "job_script.sh:6: Wrong job runtime in job_script.sh - 0:10 . Exiting"},
 		{"too long", func(f *Farm) {
 			os.WriteFile(f.Path(Table), []byte("true\n"+strings.Repeat("y", 200000)+"\n"), 0o644)
 		}, SubmitOptions{N: 2}, "table.dat:2: the command is 200000 bytes long"},

@@ -319,15 +319,16 @@ type launchSetup struct {
 // if it can tell, asks it whether it can submit (backend.Preflighter):
 // all that can refuse a submission before anything is changed.
 func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
-	limit, err := f.checkSubmission(opt)
+	rt, err := f.checkSubmission(opt)
 	if err != nil {
 		return launchSetup{}, err
 	}
-	var autoLimit time.Duration
-	if newRun && (opt.Auto || f.hasFinal()) {
+	var auto RunTime
+	withAuto := newRun && (opt.Auto || f.hasFinal())
+	if withAuto {
 		// A run must not start without the -auto/final.sh job it was
 		// asked for.
-		if autoLimit, err = f.checkAutoScript(); err != nil {
+		if auto, err = f.checkAutoScript(); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -335,42 +336,51 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 	if err != nil {
 		return launchSetup{}, err
 	}
+	exact := be.Capabilities().EnforcesTimeLimit
+	if err := checkRunTime(JobScript, rt, exact); err != nil {
+		return launchSetup{}, err
+	}
+	if withAuto {
+		if err := checkRunTime(ResubmitScript, auto, exact); err != nil {
+			return launchSetup{}, err
+		}
+	}
 	if p, ok := be.(backend.Preflighter); ok {
 		if err := p.Preflight(ctx); err != nil {
 			return launchSetup{}, err
 		}
 	}
-	return launchSetup{limit: limit, autoLimit: autoLimit, be: be}, nil
+	return launchSetup{limit: rt.Limit, autoLimit: auto.Limit, be: be}, nil
 }
 
 // checkSubmission checks the job script and the arguments before anything
 // is submitted, and returns the script's run-time.
-func (f *Farm) checkSubmission(opt SubmitOptions) (time.Duration, error) {
-	limit, ok, err := ScriptTimeLimit(f.Path(JobScript))
+func (f *Farm) checkSubmission(opt SubmitOptions) (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(JobScript))
 	if err != nil {
-		return 0, scriptErr(JobScript, err)
+		return rt, scriptErr(JobScript, err)
 	}
 	if !ok {
-		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
+		return rt, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
 	}
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
-		return 0, scriptErr(JobScript, err)
+		return rt, scriptErr(JobScript, err)
 	}
 	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
-		return 0, scriptErr(SingleCase, err)
+		return rt, scriptErr(SingleCase, err)
 	} else {
 		_, err := fh.Read(make([]byte, 1))
 		fh.Close()
 		if err != nil && err != io.EOF {
-			return 0, scriptErr(SingleCase, err)
+			return rt, scriptErr(SingleCase, err)
 		}
 	}
 	for i, a := range opt.Args {
 		if _, ok := timeFlag(opt.Args, i); ok {
-			return 0, Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
+			return rt, Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
 		}
 	}
-	return limit, nil
+	return rt, nil
 }
 
 // checkJobsMax refuses count more jobs (and extra for -auto/final.sh) if
@@ -546,18 +556,18 @@ func jobName(f *Farm, kind string) string {
 
 // checkAutoScript checks resubmit_script.sh, which the -auto/final.sh job
 // runs, and returns its run-time.
-func (f *Farm) checkAutoScript() (time.Duration, error) {
-	limit, ok, err := ScriptTimeLimit(f.Path(ResubmitScript))
+func (f *Farm) checkAutoScript() (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript))
 	if err != nil {
-		return 0, scriptErr(ResubmitScript, err)
+		return rt, scriptErr(ResubmitScript, err)
 	}
 	if !ok {
-		return 0, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
+		return rt, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
 	}
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
-		return 0, scriptErr(ResubmitScript, err)
+		return rt, scriptErr(ResubmitScript, err)
 	}
-	return limit, nil
+	return rt, nil
 }
 
 // submitAuto adds the one extra job (resubmit_script.sh) that runs after the

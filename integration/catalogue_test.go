@@ -840,7 +840,37 @@ func scriptEntries() []catEntry {
 		return catEntry{name: "resubmit-script-" + name, base: baseNumbered, setup: setup, args: auto, code: 1, msg: msg}
 	}
 	noTime := `^farm: Job runtime sbatch argument \(-t or --time\) is missing in job_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-01:00'\)$`
+	// META's check: a run-time under 30 s (on Slurm, which counts whole
+	// minutes; the local backend keeps short limits to the second) or
+	// over 35 days.
+	wrongTime := func(name, line, val string, args []string) catEntry {
+		return js(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), args,
+			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - `+regexp.QuoteMeta(val)+` \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`)
+	}
+	submitSlurm := []string{"submit", "1", "--backend", "slurm"}
 	return []catEntry{
+		wrongTime("run-time-10s-slurm", "#SBATCH -t 0:10", "0:10", submitSlurm),
+		wrongTime("run-time-29s-slurm", "#SBATCH --time=0:29", "0:29", submitSlurm),
+		wrongTime("run-time-0-slurm", "#SBATCH -t 0", "0", submitSlurm),
+		wrongTime("run-time-over-35-days", "#SBATCH -t 35-00:00:01", "35-00:00:01", submitLocal),
+		wrongTime("run-time-over-35-days-slurm", "#SBATCH --time 36-0", "36-0", submitSlurm),
+		wrongTime("run-time-unlimited", "#SBATCH -t UNLIMITED", "UNLIMITED", submitLocal),
+		wrongTime("run-time-infinite-slurm", "#SBATCH -t infinite", "infinite", submitSlurm),
+		wrongTime("run-time-zero-local", "#SBATCH -t 0", "0", submitLocal),
+		wrongTime("run-time-huge", "#SBATCH -t 99999999999", "99999999999", submitLocal),
+		wrongTime("run-time-beyond-int64", "#SBATCH -t 99999999999999999999", "99999999999999999999", submitLocal),
+		wrongTime("run-time-huge-days", "#SBATCH --time=9999999999999-00:00", "9999999999999-00:00", []string{"submit", "-1", "--backend", "local"}),
+		wrongTime("run-time-quoted", `#SBATCH -t "40-0"`, `"40-0"`, submitLocal),
+		// Refused before table.dat is numbered.
+		{name: "job-script-run-time-unnumbered-table", setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:05\n"), args: submitSlurm, code: 1,
+			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:05 \. Exiting`},
+		{name: "job-script-run-time-resubmit", base: baseRan, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 50-0\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 50-0 \. Exiting`, notOut: `Resubmitting`},
+		// At 30 s it goes on to sbatch (the guard's, which fails).
+		{name: "job-script-run-time-30s-slurm-passes", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:30\n"), args: submitSlurm, code: 1,
+			msg: `^farm: Something wrong with sbatch farm submission: the bad-input catalogue uses no Slurm`, change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}},
+		rs("run-time-over-35-days", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 40-0\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 40-0 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
+		js("run-time-on-command-line-huge", nil, []string{"submit", "1", "--backend", "local", "-t", "99999999999"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
 		js("no-run-time", edit("job_script.sh", "#SBATCH -t 0-00:10\n", ""), submitLocal, noTime),
 		js("run-time-commented-out", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "##SBATCH -t 0-00:10\n"), submitLocal, noTime),
 		badTime("run-time-word", "#SBATCH -t abc", "abc", `bad number "abc"`),
