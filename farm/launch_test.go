@@ -24,24 +24,30 @@ func files(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestRefusedSubmitWritesNothing: a wrong run-time, a command too long
-// and NJOBS_MAX all refuse before table.dat is numbered or anything else
-// is written.
+// TestRefusedSubmitWritesNothing: a wrong run-time, a command too long,
+// NJOBS_MAX and the question above 1000 jobs all refuse before table.dat
+// is numbered or anything else is written; the question comes last, and
+// --yes skips it.
 func TestRefusedSubmitWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	table := strings.Repeat("true\n", 1001)
+	asked := 0
+	no := func(jobs int) error { asked = jobs; return Userf("no") }
 	for _, tc := range []struct {
-		name string
-		edit func(f *Farm)
-		opt  SubmitOptions
-		msg  string
+		name  string
+		edit  func(f *Farm)
+		opt   SubmitOptions
+		msg   string
+		asked int
 	}{
-		{"run-time", func(f *Farm) { setRunTime(t, f, "36-0") }, SubmitOptions{N: 2}, "job_script.sh:6: Wrong job runtime in job_script.sh - 36-0 . Exiting"},
-		{"short run-time", func(f *Farm) { setRunTime(t, f, "0:10") }, SubmitOptions{N: 2}, "job_script.sh:6: Wrong job runtime in job_script.sh - 0:10 . Exiting"},
+		{"run-time", func(f *Farm) { setRunTime(t, f, "36-0") }, SubmitOptions{N: 2, Confirm: no}, "job_script.sh:6: Wrong job runtime in job_script.sh - 36-0 . Exiting", 0},
+		{"short run-time", func(f *Farm) { setRunTime(t, f, "0:10") }, SubmitOptions{N: 2, Confirm: no}, "job_script.sh:6: Wrong job runtime in job_script.sh - 0:10 . Exiting", 0},
 		{"too long", func(f *Farm) {
 			os.WriteFile(f.Path(Table), []byte("true\n"+strings.Repeat("y", 200000)+"\n"), 0o644)
-		}, SubmitOptions{N: 2}, "table.dat:2: the command is 200000 bytes long"},
-		{"NJOBS_MAX first", func(f *Farm) { f.Config.NJobsMax = 1000 }, SubmitOptions{N: -1}, "NJOBS_MAX=1000 in config"},
+		}, SubmitOptions{N: 2, Confirm: no}, "table.dat:2: the command is 200000 bytes long", 0},
+		{"NJOBS_MAX first", func(f *Farm) { f.Config.NJobsMax = 1000 }, SubmitOptions{N: -1, Confirm: no}, "NJOBS_MAX=1000 in config", 0},
+		{"simple over 1000", nil, SubmitOptions{N: -1, Confirm: no}, "no", 1001},
+		{"meta over 1000", nil, SubmitOptions{N: 5000, Confirm: no}, "no", 5000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, out := newTestFarm(t, table, &fakeBackend{})
@@ -49,14 +55,24 @@ func TestRefusedSubmitWritesNothing(t *testing.T) {
 				tc.edit(f)
 			}
 			before := files(t, f.Dir)
+			asked = 0
 			err := f.Submit(ctx, tc.opt)
-			if err == nil || !strings.HasPrefix(err.Error(), tc.msg) {
-				t.Errorf("err %v, want %q", err, tc.msg)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.msg) || asked != tc.asked {
+				t.Errorf("err %v (asked about %d jobs), want %q (asked about %d)", err, asked, tc.msg, tc.asked)
 			}
 			if after := files(t, f.Dir); strings.Join(after, "\n") != strings.Join(before, "\n") || out.Len() > 0 {
 				t.Errorf("a refused submit wrote something, or said %q", out.String())
 			}
 		})
+	}
+	f, out := newTestFarm(t, table, &fakeBackend{})
+	asked = 0
+	if err := f.Submit(ctx, SubmitOptions{N: 1000, Confirm: no}); err != nil || asked != 0 {
+		t.Errorf("1000 jobs: %v (asked %d)", err, asked)
+	}
+	f, out = newTestFarm(t, table, &fakeBackend{})
+	if err := f.Submit(ctx, SubmitOptions{N: -1, Confirm: no, Yes: true}); err != nil || asked != 0 || !strings.Contains(out.String(), "Submitted 1001 jobs") {
+		t.Errorf("--yes: %v (asked %d): %s", err, asked, out)
 	}
 }
 
@@ -77,6 +93,10 @@ func TestResubmitSaysSoOnlyWhenItHappens(t *testing.T) {
 		t.Errorf("resubmit over NJOBS_MAX: %v; said %q; left %v", err, out, runTables())
 	}
 	f.Config.NJobsMax = 0
+	err = f.Resubmit(ctx, SubmitOptions{N: 2000, Confirm: func(int) error { return Userf("no") }})
+	if err == nil || strings.Contains(out.String(), "Resubmitting") || len(runTables()) != 0 {
+		t.Errorf("resubmit not confirmed: %v; said %q; left %v", err, out, runTables())
+	}
 	if err := f.Resubmit(ctx, SubmitOptions{N: 2}); err != nil || !strings.HasPrefix(out.String(), "Resubmitting the 3 case(s)") {
 		t.Errorf("resubmit: %v; said %q", err, out)
 	}

@@ -29,7 +29,17 @@ type SubmitOptions struct {
 	// Environ is the submitting environment, which every job (and case)
 	// gets: os.Environ() of farm submit, or the -auto job's.
 	Environ []string
+	// Confirm, if set, is asked before more than ConfirmAbove jobs are
+	// submitted, once nothing else can refuse them and before anything
+	// is written; an error refuses them. The CLI asks the user; the -auto
+	// job has none.
+	Confirm func(jobs int) error
+	Yes     bool // --yes: Confirm is not asked
 }
+
+// ConfirmAbove is the number of jobs above which submit and resubmit ask
+// "Are you sure?" (SubmitOptions.Confirm), as META does.
+const ConfirmAbove = 1000
 
 // ParseN checks the first argument of submit/resubmit.
 func ParseN(s string) (int, error) {
@@ -198,8 +208,8 @@ type runSpec struct {
 }
 
 // launch starts the run nr (or adds jobs to it, when nr.cases is 0). What
-// may refuse comes first (NJOBS_MAX), then what writes: su.prepare, the
-// farm's directories, the run.
+// may refuse comes first (NJOBS_MAX, the question above ConfirmAbove jobs),
+// then what writes: su.prepare, the farm's directories, the run.
 func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr runSpec) error {
 	simple := opt.N == -1
 	count := opt.N
@@ -214,6 +224,11 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	}
 	if err := f.checkJobsMax(ctx, opt.Self, count, extra); err != nil {
 		return err
+	}
+	if opt.Confirm != nil && !opt.Yes && count > ConfirmAbove {
+		if err := opt.Confirm(count); err != nil {
+			return err
+		}
 	}
 	if su.prepare != nil {
 		if err := su.prepare(); err != nil {

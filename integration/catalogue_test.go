@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -910,6 +911,35 @@ func scriptEntries() []catEntry {
 	}
 }
 
+// sure is the message of a submission of n jobs (more than 1000) refused
+// for want of a terminal to ask "Are you sure?" on.
+func sure(n, verb string) string {
+	return `^farm: ` + n + ` jobs to ` + verb + ` \(more than 1000\), and no terminal to ask "Are you sure\?" on: add --yes to ` + verb + ` them; nothing was submitted$`
+}
+
+// sbatchLogsAndFails is a fake Slurm whose sbatch logs its arguments
+// beside the farm (sbatch-args) and fails.
+const sbatchLogsAndFails = `case "${0##*/}" in
+sbatch) echo "$*" >> "$PWD/../sbatch-args"; echo "refused by the fake" >&2; exit 1 ;;
+*) exit 0 ;;
+esac`
+
+// sbatchArgsWithout checks that sbatch (sbatchLogsAndFails) got none of
+// the arguments flags.
+func sbatchArgsWithout(flags ...string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(dir), "sbatch-args"))
+		if err != nil {
+			t.Fatalf("sbatch was not called: %v", err)
+		}
+		for _, a := range strings.Fields(string(b)) {
+			if slices.Contains(flags, a) {
+				t.Errorf("sbatch got farm's %s: %s", a, b)
+			}
+		}
+	}
+}
+
 // argumentEntries: command lines farm must refuse (64 for usage, 1 for a
 // refusal), changing nothing; and paths with spaces and shell
 // metacharacters, which must work as any other.
@@ -950,6 +980,24 @@ func argumentEntries() []catEntry {
 		usage("completion-no-shell", []string{"completion"}, `^farm: completion takes one argument: bash or zsh`),
 		usage("global-flag-unknown", []string{"--bogus", "Status"}, undefined),
 		usage("global-farm-flag-after-command", []string{"Status", "-C"}, `^farm: flag provided but not defined: -C`),
+		// Above 1000 jobs META asks "Are you sure?"; with no terminal to
+		// ask on, farm refuses before it writes anything (the table stays
+		// unnumbered), and says to add --yes.
+		{name: "args-submit-over-1000-no-terminal", args: []string{"submit", "1001", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
+		{name: "args-submit-simple-over-1000-cases", setup: write("table.dat", strings.Repeat("true\n", 1001)), args: []string{"submit", "-1", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
+		{name: "args-resubmit-over-1000-no-terminal", base: baseRan, args: []string{"resubmit", "5000", "--backend", "local"}, code: 1, msg: sure("5000", "resubmit"), notOut: `Resubmitting`},
+		// --yes (-y) is farm's: the submission goes on, and sbatch does not
+		// get it.
+		{name: "args-submit-over-1000-yes", base: baseNumbered, args: []string{"submit", "1001", "--yes", "--backend", "slurm", "--mem=1G"}, slurmBody: sbatchLogsAndFails, code: 1,
+			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
+			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
+		{name: "args-resubmit-over-1000-y", base: baseRan, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
+			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
+			change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
+		// 1000 is not asked about (NJOBS_MAX refuses it, the question would
+		// have come first).
+		{name: "args-submit-1000-not-asked", setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999"), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
+			msg: `^farm: NJOBS_MAX=999 in config: the farm has 0 active job\(s\) and may submit at most 999 more now`},
 		// A refused resubmit does not say "Resubmitting the N case(s)".
 		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1"), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
 			msg: `^farm: NJOBS_MAX=1 in config: the farm has 0 active job\(s\) and may submit at most 1 more now`, notOut: `Resubmitting`},

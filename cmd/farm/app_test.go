@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farm-hpc/farm/farm"
 	"github.com/google/go-cmp/cmp"
@@ -19,6 +24,10 @@ func TestParseSubmitArgs(t *testing.T) {
 		{[]string{"-1", "--mem=8G", "-A", "def-me"}, farm.SubmitOptions{N: -1, Args: []string{"--mem=8G", "-A", "def-me"}}, ""},
 		{[]string{"2", "-auto", "--backend", "local", "--qos=x"}, farm.SubmitOptions{N: 2, Auto: true, Backend: "local", Args: []string{"--qos=x"}}, ""},
 		{[]string{"2", "--backend=slurm"}, farm.SubmitOptions{N: 2, Backend: "slurm"}, ""},
+		// --yes is farm's, not sbatch's, wherever it is.
+		{[]string{"2000", "--mem=1G", "--yes"}, farm.SubmitOptions{N: 2000, Yes: true, Args: []string{"--mem=1G"}}, ""},
+		{[]string{"-1", "-y", "-auto"}, farm.SubmitOptions{N: -1, Yes: true, Auto: true}, ""},
+		{[]string{"1500", "-yes"}, farm.SubmitOptions{N: 1500, Yes: true}, ""},
 		{[]string{"0"}, farm.SubmitOptions{}, "Wrong first argument: 0 (should be a positive integer or -1) ; exiting"},
 		{[]string{"-2"}, farm.SubmitOptions{}, "Wrong first argument: -2"},
 		{[]string{"2", "--backend"}, farm.SubmitOptions{}, "--backend needs a value"},
@@ -99,8 +108,60 @@ func TestSubmitHelp(t *testing.T) {
 	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"resubmit", "--help"}} {
 		var out, errb bytes.Buffer
 		code := Run(append([]string{"farm", "-C", t.TempDir()}, args...), &out, &errb)
-		if code != 0 || !strings.Contains(out.String(), "farm "+args[0]+" - ") || !strings.Contains(out.String(), "EXAMPLE") || errb.Len() != 0 {
+		if code != 0 || !strings.Contains(out.String(), "farm "+args[0]+" - ") || !strings.Contains(out.String(), "EXAMPLE") || !strings.Contains(out.String(), "--yes") || errb.Len() != 0 {
 			t.Errorf("farm %v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestConfirmer: above 1000 jobs, submit asks "Are you sure? (type yes)"
+// on a terminal and goes on only on "yes"; without a terminal it refuses,
+// saying to add --yes; Ctrl-C at the question refuses with exit 130.
+func TestConfirmer(t *testing.T) {
+	ctx := context.Background()
+	err := confirmer(ctx, "submit", strings.NewReader("yes\n"), false, io.Discard)(1001)
+	want := `1001 jobs to submit (more than 1000), and no terminal to ask "Are you sure?" on: add --yes to submit them; nothing was submitted`
+	if err == nil || err.Error() != want || !farm.IsUserError(err) {
+		t.Errorf("no terminal: %v, want %s", err, want)
+	}
+	for answer, want := range map[string]string{
+		"yes\n":     "",
+		" yes \r\n": "",
+		"yes":       "", // then end of input
+		"no\n":      `not confirmed (the answer was "no", not yes): nothing was submitted`,
+		"y\n":       `not confirmed (the answer was "y", not yes)`,
+		"":          `not confirmed (the answer was "", not yes)`, // Ctrl-D
+	} {
+		var out bytes.Buffer
+		err := confirmer(ctx, "resubmit", strings.NewReader(answer), true, &out)(2500)
+		if out.String() != "2500 jobs to resubmit (more than 1000). Are you sure? (type yes) " {
+			t.Errorf("%q: asked %q", answer, out.String())
+		}
+		if (want == "" && err != nil) || (want != "" && (err == nil || !strings.HasPrefix(err.Error(), want))) {
+			t.Errorf("answer %q: %v, want %q", answer, err, want)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	r, w := io.Pipe()
+	defer w.Close()
+	time.AfterFunc(50*time.Millisecond, cancel)
+	err = confirmer(cctx, "submit", r, true, io.Discard)(5000)
+	if code, _ := classify(err); !errors.Is(err, context.Canceled) || code != exitInterrupted || err.Error() != "interrupted: nothing was submitted" {
+		t.Errorf("Ctrl-C at the question: %v (exit %d)", err, code)
+	}
+	if isTTY(strings.NewReader("")) {
+		t.Error("a strings.Reader taken for a terminal")
+	}
+	if null, err := os.Open(os.DevNull); err == nil {
+		if isTTY(null) {
+			t.Error("/dev/null (a character device) taken for a terminal")
+		}
+		null.Close()
+	}
+	if pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0); err == nil {
+		if !isTTY(pty) {
+			t.Error("a pseudo-terminal not taken for a terminal")
+		}
+		pty.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 func commands() []*cli.Command {
@@ -60,8 +62,9 @@ func initCmd() *cli.Command {
 	}
 }
 
-// parseSubmitArgs parses "N [-auto] [--backend B] [sbatch args...]". Flag
-// parsing is done by hand because N may be -1 and the rest goes to sbatch.
+// parseSubmitArgs parses "N [-auto] [--yes] [--backend B] [sbatch args...]".
+// Flag parsing is done by hand because N may be -1 and the rest goes to
+// sbatch.
 func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 	var opt farm.SubmitOptions
 	if len(args) == 0 {
@@ -77,6 +80,8 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 		switch {
 		case a == "-auto" || a == "--auto":
 			opt.Auto = true
+		case a == "--yes" || a == "-yes" || a == "-y":
+			opt.Yes = true
 		case a == "--backend" || a == "-backend":
 			if i+1 >= len(args) {
 				return opt, usagef("--backend needs a value: %s", strings.Join(registry(noEnv, io.Discard).Names(), " or "))
@@ -99,16 +104,18 @@ func submitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "submit",
 		Usage:     "submit the farm: N meta-jobs, or -1 for one job per case",
-		ArgsUsage: "N [-auto] [--backend local|slurm] [sbatch arguments...]",
+		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
 			"case until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
-			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t).\n" +
+			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t),\n" +
+			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
+			submitYesHelp +
 			"Without --backend, Slurm is used when a controller answers, else this machine.\n" +
 			"The environment of the shell reaches every case.\n" +
 			"-auto adds one small job (resubmit_script.sh) that runs after the farm's jobs end and\n" +
 			"resubmits what is left, again with -auto, until every case ran; with final.sh in the\n" +
 			"farm, that job submits final.sh once every case succeeded.\n\nEXAMPLES:\n" +
-			"   farm submit 4\n   farm submit -1 --mem=8G\n   VAR=1 farm submit 2 --backend local",
+			"   farm submit 4\n   farm submit -1 --mem=8G\n   farm submit 2000 --yes\n   VAR=1 farm submit 2 --backend local",
 		SkipFlagParsing: true,
 		Action:          submitAction((*farm.Farm).Submit),
 	}
@@ -127,6 +134,7 @@ func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error
 			return err
 		}
 		opt.Environ = os.Environ()
+		opt.Confirm = confirmer(c.Context, c.Command.Name, c.App.Reader, isTTY(c.App.Reader), c.App.Writer)
 		f, err := openFarm(c)
 		if err != nil {
 			return err
@@ -144,14 +152,59 @@ func resubmitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "resubmit",
 		Usage:     "run again the cases that failed, were interrupted or never ran",
-		ArgsUsage: "N [-auto] [--backend local|slurm] [sbatch arguments...]",
+		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
 		Description: "Refused while any job of the farm is pending or running. Writes the cases still to do\n" +
 			"(farm-wide, over every run) to table.dat_ with their original IDs and submits N jobs over\n" +
-			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n\nEXAMPLES:\n" +
+			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n" +
+			submitYesHelp + "\nEXAMPLES:\n" +
 			"   farm resubmit 4\n   farm resubmit -1 -auto",
 		SkipFlagParsing: true,
 		Action:          submitAction((*farm.Farm).Resubmit),
 	}
+}
+
+// submitYesHelp is the part of submit's and resubmit's help about --yes.
+const submitYesHelp = "More than 1000 jobs (N, or with -1 the number of cases) are submitted only once you\n" +
+	"type yes to \"Are you sure?\", as META asks; --yes (-y) answers it beforehand, and is\n" +
+	"needed where stdin is not a terminal (a script).\n"
+
+// confirmer is SubmitOptions.Confirm for the command verb (submit or
+// resubmit): on a terminal (tty) it asks "Are you sure? (type yes)" on out
+// and reads the answer from in; elsewhere it refuses, saying to add --yes.
+// Ctrl-C while it waits refuses too, with nothing submitted.
+func confirmer(ctx context.Context, verb string, in io.Reader, tty bool, out io.Writer) func(int) error {
+	return func(jobs int) error {
+		if !tty {
+			return farm.Userf("%d jobs to %s (more than %d), and no terminal to ask \"Are you sure?\" on: add --yes to %s them; nothing was submitted", jobs, verb, farm.ConfirmAbove, verb)
+		}
+		fmt.Fprintf(out, "%d jobs to %s (more than %d). Are you sure? (type yes) ", jobs, verb, farm.ConfirmAbove)
+		answer := make(chan string, 1)
+		go func() {
+			line, _ := bufio.NewReader(in).ReadString('\n')
+			answer <- strings.TrimSpace(line)
+		}()
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out)
+			return &farm.InterruptedError{What: "nothing was submitted", Err: ctx.Err()}
+		case a := <-answer:
+			if a != "yes" {
+				return farm.Userf("not confirmed (the answer was %q, not yes): nothing was submitted", a)
+			}
+			return nil
+		}
+	}
+}
+
+// isTTY reports whether r is a terminal (not merely a character device:
+// /dev/null is one too).
+func isTTY(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func autojobCmd() *cli.Command {
