@@ -826,8 +826,9 @@ func configEntries() []catEntry {
 
 // scriptEntries: job_script.sh, resubmit_script.sh and single_case.sh that
 // submit must refuse before it submits anything. The table is numbered
-// already (a refused submit must not number it; that it does for some,
-// issue 12, is not this catalogue's).
+// already in most (a refused submit must not number it either: the
+// entries on an unnumbered table, and table-not-numbered-when-njobs-max-
+// refuses, hold that).
 func scriptEntries() []catEntry {
 	js := func(name string, setup func(*testing.T, string), args []string, msg string) catEntry {
 		return catEntry{name: "job-script-" + name, base: baseNumbered, setup: setup, args: args, code: 1, msg: msg}
