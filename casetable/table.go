@@ -479,7 +479,7 @@ func FindCase(path string, id int64) (Case, error) {
 		}
 		k++
 		if first {
-			_, _, numbered, _ = splitID(line)
+			numbered = startsWithInteger(line) // as Validate decides
 			first = false
 		}
 		c := Case{ID: k, Command: string(bytes.TrimSpace(line)), Line: int64(n)}

@@ -317,3 +317,12 @@ func TestNumberFollowsSymlink(t *testing.T) {
 		t.Errorf("a numbered table was written again")
 	}
 }
+
+// TestFindCaseSignedFirstID: FindCase (farm run-case) reads a table as
+// Validate does: a signed first ID makes it numbered, and malformed.
+func TestFindCaseSignedFirstID(t *testing.T) {
+	p := writeTable(t, "-1 echo a\necho b\n")
+	if _, err := FindCase(p, 1); err == nil || !strings.HasPrefix(err.Error(), `table.dat:1: malformed case ID "-1"`) {
+		t.Errorf("FindCase: %v", err)
+	}
+}
