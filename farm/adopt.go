@@ -54,7 +54,8 @@ type scriptEdit struct {
 }
 
 // Adopt turns the META farm in f.Dir into a farm, in place: config.h's
-// knobs become config, the last line of job_script.sh (task.run) and of
+// knobs (NJOBS_MAX, N_failed_max, dt_failed, WHOLE_NODE, NWHOLE) become
+// config, the last line of job_script.sh (task.run) and of
 // resubmit_script.sh (autojob.run) are replaced by farm's (the originals
 // kept as *.meta), META's status files ("ID STATUS" lines, in STATUSES/ or
 // in the farm directory) become STATUSES/status.meta-JOBID, which farm
@@ -161,15 +162,18 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 		}
 		return v, nil
 	}
-	if v, err := num("WHOLE_NODE"); err != nil {
+	if v, err := num("NWHOLE"); err != nil {
 		return nil, nil, err
-	} else if v != "" && v != "0" {
-		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s: farm has no whole-node mode yet; set WHOLE_NODE=0 to adopt it as a farm of one-core jobs, or go on running it with META; nothing was changed", METAConfig, lines["WHOLE_NODE"], v)
+	} else if n, _ := strconv.Atoi(v); n > MaxNWhole {
+		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", METAConfig, lines["NWHOLE"], v, MaxNWhole)
+	}
+	if w, _ := num("WHOLE_NODE"); w != "" && w != "0" && vals["NWHOLE"] == "" {
+		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", METAConfig, lines["WHOLE_NODE"], w)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s (kept as it was); see 'farm help'.\n", adoptedMark)
 	var settings []string
-	for _, k := range []string{"N_failed_max", "dt_failed", "NJOBS_MAX"} {
+	for _, k := range []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "WHOLE_NODE", "NWHOLE"} {
 		v, err := num(k)
 		if err != nil {
 			return nil, nil, err
@@ -181,13 +185,13 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 	}
 	// META's single_case.sh makes the case's directory itself, if any.
 	b.WriteString("# META's single_case.sh makes a case's directory itself, if it wants one.\nRUN_DIRS=0\n")
-	for _, k := range []string{"RUNTIME_MIN", "RUNTIME_MAX", "NWHOLE"} {
+	for _, k := range []string{"RUNTIME_MIN", "RUNTIME_MAX"} {
 		if v, ok := vals[k]; ok {
 			fmt.Fprintf(&b, "# config.h's %s=%s has no farm setting.\n", k, v)
 		}
 	}
 	if _, err := ParseConfig(ConfigFile, b.Bytes()); err != nil {
-		return nil, nil, fmt.Errorf("the config made from %s does not read back: %w", METAConfig, err)
+		return nil, nil, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", METAConfig, err, METAConfig)
 	}
 	return b.Bytes(), settings, nil
 }

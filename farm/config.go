@@ -19,6 +19,20 @@ type Config struct {
 	DtFailed   time.Duration // dt_failed: a failure shorter than this is "very short"
 	NJobsMax   int           // NJOBS_MAX: cap on the farm's queued+running jobs; 0 = none
 	RunDirs    bool          // RUN_DIRS: make RUN$ID for every case before it runs
+	WholeNode  bool          // WHOLE_NODE: each meta-job runs NWhole cases at once
+	NWhole     int           // NWHOLE: cases a whole-node meta-job runs at once
+}
+
+// MaxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
+const MaxNWhole = 4096
+
+// Slots is how many cases a meta-job runs at once: NWHOLE in WHOLE_NODE
+// mode, else 1.
+func (c Config) Slots() int {
+	if c.WholeNode {
+		return c.NWhole
+	}
+	return 1
 }
 
 // DefaultConfig is META's defaults.
@@ -82,7 +96,17 @@ func ParseConfig(name string, data []byte) (Config, error) {
 			cfg.NJobsMax = int(num)
 		case "RUN_DIRS":
 			cfg.RunDirs = num != 0
+		case "WHOLE_NODE":
+			cfg.WholeNode = num != 0
+		case "NWHOLE":
+			cfg.NWhole = int(num)
 		}
+	}
+	if cfg.WholeNode && cfg.NWhole < 1 {
+		return cfg, Userf("%s:%d: WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node (its cores, e.g. NWHOLE=192)", name, seen["WHOLE_NODE"])
+	}
+	if cfg.NWhole > MaxNWhole {
+		return cfg, Userf("%s:%d: NWHOLE must be at most %d, got %d", name, seen["NWHOLE"], MaxNWhole, cfg.NWhole)
 	}
 	return cfg, nil
 }
@@ -97,9 +121,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {

@@ -214,9 +214,12 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	simple := opt.N == -1
 	count := opt.N
 	if simple {
-		// Adding to an active SIMPLE run: one job per unclaimed case is
-		// unknown; add one.
-		count = max(nr.cases, 1)
+		// One job per case, or per NWHOLE cases in WHOLE_NODE mode (as
+		// META: each of a job's NWHOLE loops runs one case). Adding to an
+		// active SIMPLE run: one job per unclaimed case is unknown; add
+		// one.
+		slots := f.Config.Slots()
+		count = max((nr.cases+slots-1)/slots, 1)
 	}
 	extra := 0
 	if opt.Auto || f.hasFinal() {
@@ -515,7 +518,11 @@ func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.S
 // saySubmitted tells the user what launch submitted.
 func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids []string) {
 	if simple {
-		fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, one case each) for run %d on the %s backend", count, run, be.Name())
+		each := "one case each"
+		if n := f.Config.Slots(); n > 1 {
+			each = fmt.Sprintf("%d cases each at once", n)
+		}
+		fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, %s) for run %d on the %s backend", count, each, run, be.Name())
 		if len(ids) != count {
 			fmt.Fprintf(f.Out, ", as job array(s) %s", strings.Join(ids, " "))
 		}

@@ -216,7 +216,7 @@ func TestAdoptMETAFarm(t *testing.T) {
 	dir := metaFarm(t, 10, []int{1, 2, 3, 4, 5, 6}, []int{7})
 	out := mustFarm(t, dir, "adopt", "--backend=local")
 	for _, want := range []string{
-		"config.h -> config (N_failed_max=5, dt_failed=1, NJOBS_MAX=998; RUN_DIRS=0)",
+		"config.h -> config (N_failed_max=5, dt_failed=1, NJOBS_MAX=998, WHOLE_NODE=0, NWHOLE=40; RUN_DIRS=0)",
 		"job_script.sh: its last line now runs farm (the original is job_script.sh.meta)",
 		"3 META status file(s) -> STATUSES/status.meta-*",
 		"6 of the 10 cases of table.dat succeeded; 'farm resubmit N' runs the other 4 on N meta-jobs.",
@@ -299,8 +299,8 @@ func TestAdoptRefusals(t *testing.T) {
 		damage func(dir string)
 		msg    string
 	}{
-		{"whole node", func(dir string) { appendFile(t, dir, "config.h", "WHOLE_NODE=1\n") },
-			`^farm: config.h:11: WHOLE_NODE=1: farm has no whole-node mode yet; set WHOLE_NODE=0 to adopt it as a farm of one-core jobs, or go on running it with META; nothing was changed\n$`},
+		{"whole node too big", func(dir string) { appendFile(t, dir, "config.h", "WHOLE_NODE=1\nNWHOLE=9999\n") },
+			`^farm: config.h:12: NWHOLE=9999: farm runs at most 4096 cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed\n$`},
 		{"not a number", func(dir string) { appendFile(t, dir, "config.h", "NJOBS_MAX=$((1000-1))\n") },
 			`^farm: config.h:11: NJOBS_MAX=\$\(\(1000-1\)\) is not a whole number farm can read: write the number itself, then run farm adopt again; nothing was changed\n$`},
 		{"no task.run", func(dir string) { appendFile(t, dir, "job_script.sh", "echo done\n") },

@@ -40,6 +40,8 @@ type caseRunner interface {
 	// refresh picks up an edited single_case.sh; the meta-job calls it
 	// before each batch of claimed cases.
 	refresh() error
+	// bind makes the cases run on cpus only (WHOLE_NODE: a slot's share).
+	bind(cpus []int)
 	close()
 }
 
@@ -104,6 +106,7 @@ type forkRunner struct {
 	copied     time.Time
 	refreshErr error // why the last refresh failed, nil if it did not
 
+	cpus  []int // the CPUs its cases run on; nil: any
 	cmd   *exec.Cmd
 	req   *os.File
 	outR  int // read ends, non-blocking: the cases' output, the replies
@@ -351,6 +354,9 @@ func (r *forkRunner) start() error {
 	reqR.Close()
 	repW.Close()
 	outW.Close()
+	if err == nil && r.cpus != nil {
+		bindPID(cmd.Process.Pid, r.cpus, r.out)
+	}
 	if err == nil {
 		err = unix.SetNonblock(outR, true)
 	}
@@ -521,6 +527,16 @@ type execRunner struct {
 	argv []string
 	env  []string
 	out  *os.File
+	cpus []int
+}
+
+func (r *execRunner) bind(cpus []int) { r.cpus = cpus }
+
+func (r *forkRunner) bind(cpus []int) {
+	r.cpus = cpus
+	if r.cmd != nil && r.cmd.Process != nil {
+		bindPID(r.cmd.Process.Pid, cpus, r.out)
+	}
 }
 
 func (r *execRunner) run(c caseRequest) (int, int, error) {
@@ -534,6 +550,9 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
+	}
+	if r.cpus != nil {
+		bindPID(cmd.Process.Pid, r.cpus, r.out)
 	}
 	werr := cmd.Wait()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,17 +50,38 @@ type Metajob struct {
 	Env     farm.JobEnv // the job's environment (ParseJobEnv)
 	Out     io.Writer   // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
-	self   backend.Self
-	log    io.Writer // Out, retrying transient errors (fsretry.Writer)
-	bash   string
-	dirFD  *os.File // the farm directory, for the *at calls
-	store  *casetable.Store
-	sw     *status.Writer
-	runner caseRunner
-	stop   stopWatch
+	self  backend.Self
+	log   io.Writer // Out, retrying transient errors (fsretry.Writer); safe for the loops
+	bash  string
+	dirMu sync.Mutex
+	dirFD *os.File // the farm directory, for the *at calls
+	sw    *status.Writer
+	swMu  sync.Mutex // the loops share sw
+	slots []*slot
+	stop  stopWatch
 
-	table      string // the table of the cases claimed last
+	// Claiming is shared by the loops: mu guards the claim store, the
+	// cases claimed and not started yet, and the counters of the claims.
+	mu     sync.Mutex
+	store  *casetable.Store
+	queue  []casetable.Case
+	batch  int // claims made: a loop refreshes its copy of single_case.sh at each
+	rt     *runtimeGuard
+	bs     batchSizer
+	halted bool // a loop ended with an error: the others take no more cases
+
+	table      string // the run's table (one per meta-job), set at its first claim
 	tableLines int64  // its lines
+}
+
+// slot is one of the loops of a meta-job: one in the usual mode, NWHOLE in
+// WHOLE_NODE mode, each running one case at a time with its own case
+// runner, all claiming through the meta-job's one claim store.
+type slot struct {
+	k      int // from 1
+	runner caseRunner
+	ff     fastFailure
+	batch  int // the claim whose cases it takes now
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -114,7 +136,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	if m.sw, err = status.CreateLog(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, m.log); err != nil {
 		return err
 	}
-	if m.runner, err = newCaseRunner(f.Dir, m.bash, caseEnv(m.Env.Environ, m.self.ID), out, m.log); err != nil {
+	if err := m.openSlots(out); err != nil {
 		return err
 	}
 	// RUN directories are made relative to the open farm directory: one
@@ -128,8 +150,8 @@ func (m *Metajob) close() {
 	if m.dirFD != nil {
 		m.dirFD.Close()
 	}
-	if m.runner != nil {
-		m.runner.close()
+	for _, s := range m.slots {
+		s.runner.close()
 	}
 	if m.sw != nil {
 		m.sw.Close()
@@ -145,7 +167,7 @@ func caseEnv(environ []string, job string) []string {
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != "ID" && k != "COMM" && k != "METAJOB_ID" && k != "N_cases" && k != "STATUS" {
+		if k != "ID" && k != "COMM" && k != "METAJOB_ID" && k != "N_cases" && k != "STATUS" && k != "FARM_LOOP" {
 			env = append(env, kv)
 		}
 	}
@@ -190,49 +212,135 @@ func (w *stopWatch) end() {
 // stopped reports whether a stop signal came.
 func (w *stopWatch) stopped() bool { return w.sig.Load() != 0 }
 
-// loop claims and runs cases until one of the meta-job's ends.
+// loop claims and runs cases until one of the meta-job's ends: in each of
+// its slots at once, and the meta-job ends when the last slot does.
 func (m *Metajob) loop(ctx context.Context) error {
 	f := m.Farm
-	ff := fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
-	rt := &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
-	if end := rt.end.at(); !end.IsZero() {
+	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
+	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
-	var queue []casetable.Case // claimed, not started yet
-	bs := batchSizer{}
+	m.bs = batchSizer{slots: len(m.slots)}
 	if m.Env.Simple {
-		bs.max = 1
+		m.bs.max = 1
 	}
+	for _, s := range m.slots {
+		s.ff = fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
+	}
+	if len(m.slots) == 1 {
+		return m.quit(m.runSlot(ctx, m.slots[0]))
+	}
+	fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.slots))
+	ends := make([]slotEnd, len(m.slots))
+	var wg sync.WaitGroup
+	for i, s := range m.slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, err := m.runSlot(ctx, s)
+			ends[i] = slotEnd{msg, err}
+			if err != nil {
+				m.mu.Lock()
+				m.halted = true
+				m.mu.Unlock()
+				fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
+			} else if msg != "" {
+				fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, msg)
+			}
+		}()
+	}
+	wg.Wait()
+	return m.quit(jobEnd(ends))
+}
+
+// slotEnd is how one slot's loop ended.
+type slotEnd struct {
+	msg string
+	err error
+}
+
+// jobEnd is the end of a meta-job whose slots ended so: the first error,
+// else a stop signal, else the run-time, else no case left; fast-failure
+// protection ends the job only when it ended every slot.
+func jobEnd(ends []slotEnd) (string, error) {
+	seen := map[string]bool{}
+	for _, e := range ends {
+		if e.err != nil && !errors.Is(e.err, ErrFastFailure) {
+			return e.msg, e.err
+		}
+		seen[e.msg] = true
+	}
+	for _, msg := range []string{MsgStopped, MsgNoRuntime, MsgNoCases, MsgSimpleDone} {
+		if seen[msg] {
+			return msg, nil
+		}
+	}
+	if seen[MsgFastFailure] {
+		return MsgFastFailure, ErrFastFailure
+	}
+	return MsgNoCases, nil
+}
+
+// runSlot is one slot's loop: take the next claimed case (claiming more
+// when none is left), run it, until one of the ends; it returns the
+// message to end with and the error, if any.
+func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 	for {
 		if m.stop.stopped() {
-			return m.quit(MsgStopped, nil)
+			return MsgStopped, nil
 		}
-		if len(queue) == 0 {
-			cases, msg, err := m.claim(ctx, rt, bs.next(rt))
-			if msg != "" || err != nil {
-				return m.quit(msg, err)
-			}
-			queue = cases
-		} else if rt.tooLate() {
-			// The rest of the batch would likely not finish: it stays
-			// never started, for the next run.
-			return m.quit(MsgNoRuntime, nil)
-		}
-		c := queue[0]
-		queue = queue[1:]
-		code, d, msg, err := m.runOne(c)
+		c, msg, err := m.next(ctx, s)
 		if msg != "" || err != nil {
-			return m.quit(msg, err)
+			return msg, err
 		}
-		bs.observe(d)
-		rt.finished++
-		if ff.add(code, d) {
-			return m.quit(MsgFastFailure, ErrFastFailure)
+		code, d, msg, err := m.runOne(s, c)
+		if msg != "" || err != nil {
+			return msg, err
+		}
+		m.mu.Lock()
+		m.bs.observe(d)
+		m.rt.finished++
+		m.mu.Unlock()
+		if s.ff.add(code, d) {
+			return MsgFastFailure, ErrFastFailure
 		}
 		if m.Env.Simple {
-			return m.quit(MsgSimpleDone, nil)
+			return MsgSimpleDone, nil
 		}
 	}
+}
+
+// next hands slot s the next claimed case, claiming a batch when none is
+// left; or the message to end the slot's loop with (no case left, not
+// enough time), or an error.
+func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.halted {
+		return casetable.Case{}, MsgNoCases, nil
+	}
+	if len(m.queue) == 0 {
+		cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
+		if msg != "" || err != nil {
+			return casetable.Case{}, msg, err
+		}
+		m.queue = cases
+		m.batch++
+	} else if m.rt.tooLate() {
+		// The rest of the batch would likely not finish: it stays
+		// never started, for the next run.
+		return casetable.Case{}, MsgNoRuntime, nil
+	}
+	if s.batch != m.batch {
+		// Pick up an edited single_case.sh, once per batch of cases.
+		s.batch = m.batch
+		if err := s.runner.refresh(); err != nil {
+			return casetable.Case{}, "", fmt.Errorf("before running more cases: %w", err)
+		}
+	}
+	c := m.queue[0]
+	m.queue = m.queue[1:]
+	return c, "", nil
 }
 
 // quit ends the loop: msg, if any, goes to the job's output and its status
@@ -247,15 +355,15 @@ func (m *Metajob) quit(msg string, err error) error {
 
 // claim claims the next batch of at most n cases. It returns them, or the
 // message to end the loop with (no case left, not enough time), or an
-// error.
+// error. m.mu is held.
 func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetable.Case, string, error) {
 	// The last case's end record is written before the claim that counts
 	// it as finished.
-	if err := m.sw.Flush(); err != nil {
+	m.swMu.Lock()
+	err := m.sw.Flush()
+	m.swMu.Unlock()
+	if err != nil {
 		return nil, "", err
-	}
-	if err := m.runner.refresh(); err != nil {
-		return nil, "", fmt.Errorf("before claiming more cases: %w", err)
 	}
 	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
 	var changed *casetable.TableChangedError
@@ -274,6 +382,15 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
 	}
+	if st := m.store.Last(); st.Table != m.table {
+		// The lines of the run's table, for scripts written for META
+		// (N_cases): counted once per meta-job.
+		n, err := casetable.CountLines(m.Farm.Path(st.Table))
+		if err != nil {
+			return nil, "", err
+		}
+		m.table, m.tableLines = st.Table, n
+	}
 	if rt.recompute {
 		rt.update(ctx, m.store, m.Farm.Path(farm.StatusDir), m.log)
 	}
@@ -283,12 +400,15 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or the message to end the loop with (a stop
 // signal came), or an error.
-func (m *Metajob) runOne(c casetable.Case) (code int, d time.Duration, msg string, err error) {
+func (m *Metajob) runOne(s *slot, c casetable.Case) (code int, d time.Duration, msg string, err error) {
 	start := time.Now()
-	if err := m.sw.Start(c.ID, start); err != nil {
+	m.swMu.Lock()
+	err = m.sw.Start(c.ID, start)
+	m.swMu.Unlock()
+	if err != nil {
 		return 0, 0, "", err
 	}
-	code, sig, err := m.runCase(m.runner, c)
+	code, sig, err := m.runCase(s.runner, c)
 	d = time.Since(start)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("case %d: %w", c.ID, err)
@@ -308,10 +428,15 @@ func (m *Metajob) runOne(c casetable.Case) (code int, d time.Duration, msg strin
 	if stopped && sig != 0 {
 		// Killed by the job's stop signal: the case did not fail, it was
 		// cut short.
+		m.swMu.Lock()
 		m.sw.Interrupted(c.ID, sig, start, d)
+		m.swMu.Unlock()
 		return 0, 0, MsgStopped, nil
 	}
-	if err := m.sw.End(c.ID, code, start, d); err != nil {
+	m.swMu.Lock()
+	err = m.sw.End(c.ID, code, start, d)
+	m.swMu.Unlock()
+	if err != nil {
 		return 0, 0, "", err
 	}
 	if stopped { // the case ended by itself as the stop came
@@ -334,6 +459,7 @@ const MaxBatch = 1024
 // most doubling from one claim to the next), never more than fit in the
 // job's remaining time.
 type batchSizer struct {
+	slots int // cases the meta-job runs at once; 0 counts as 1
 	max   int // 0: MaxBatch
 	k     int
 	n     int
@@ -354,7 +480,8 @@ func (b *batchSizer) next(rt *runtimeGuard) int {
 		b.k = 1
 		return min(b.k, lim)
 	}
-	mean := b.total.Seconds() / float64(b.n)
+	// With several slots, the cases go as many times faster.
+	mean := b.total.Seconds() / float64(b.n) / float64(max(b.slots, 1))
 	want := lim
 	if mean > 0 {
 		want = int(BatchSeconds / mean)
@@ -377,14 +504,21 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 		// inode left, a quota, an I/O error: retried, as a claim is.
 		r := fsretry.Retrier{Log: m.log}
 		err := r.Do(context.Background(), func() error {
-			err := unix.Mkdirat(int(m.dirFD.Fd()), "RUN"+id, 0o755)
+			m.dirMu.Lock()
+			dir := m.dirFD
+			m.dirMu.Unlock()
+			err := unix.Mkdirat(int(dir.Fd()), "RUN"+id, 0o755)
 			if err == unix.ESTALE {
 				// The farm directory's handle went stale (an NFS
-				// failover): look it up again.
-				if fd, oerr := os.OpenFile(m.Farm.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
-					m.dirFD.Close()
-					m.dirFD = fd
+				// failover): look it up again. (The old one stays
+				// open: another loop may be using it.)
+				m.dirMu.Lock()
+				if m.dirFD == dir {
+					if fd, oerr := os.OpenFile(m.Farm.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
+						m.dirFD = fd
+					}
 				}
+				m.dirMu.Unlock()
 			}
 			if err != nil && err != unix.EEXIST {
 				return &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
@@ -394,16 +528,6 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 		if err != nil {
 			return 0, 0, err
 		}
-	}
-	st := m.store.Last()
-	if st.Table != m.table {
-		// The lines of the run's table, for scripts written for META
-		// (N_cases): counted once per meta-job.
-		n, err := casetable.CountLines(m.Farm.Path(st.Table))
-		if err != nil {
-			return 0, 0, err
-		}
-		m.table, m.tableLines = st.Table, n
 	}
 	return r.run(caseRequest{ID: id, Comm: c.Command, Table: m.table, Line: c.Line, TableLines: m.tableLines})
 }
