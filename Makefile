@@ -37,7 +37,7 @@ demo: build
 # Claim benchmarks and end-to-end throughput (see BENCHMARKS.md).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./casetable/
-	$(GO) test -run '^$$' -bench 'Throughput|Status10M' -benchtime 1x ./integration/
+	$(GO) test -run '^$$' -bench 'Throughput|Status10M|WholeNode' -benchtime 1x ./integration/
 
 # Operations on the farm directory per claimed case (strace-counted) and
 # claims per second, for 1, 2 and 8 meta-jobs (BENCHMARKS.md). Needs strace.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -245,4 +246,40 @@ func TestWholeNodeSlurm(t *testing.T) {
 		t.Fatalf("wait said %q", out)
 	}
 	checkPacking(t, dir, 4, 1)
+}
+
+// BenchmarkWholeNode runs one WHOLE_NODE meta-job with NWHOLE = 2 × this
+// machine's cores over 4,000 trivial cases through the default
+// single_case.sh on the local backend, and reports cases per second from
+// the first case's start to the last case's end; beside it, the same farm
+// with WHOLE_NODE off (one loop), for scale.
+func BenchmarkWholeNode(b *testing.B) {
+	const n = 4000
+	nwhole := 2 * runtime.NumCPU()
+	for _, mode := range []struct {
+		name   string
+		config string
+	}{
+		{fmt.Sprintf("NWHOLE=%d", nwhole), fmt.Sprintf("WHOLE_NODE=1\nNWHOLE=%d\n", nwhole)},
+		{"one-loop", ""},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				dir := newFarm(b, repeat("true", n), "0-00:10")
+				f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.WriteString(mode.config)
+				f.Close()
+				mustFarm(b, dir, "submit", "1", "--backend", "local")
+				mustFarm(b, dir, "wait", "--timeout", "5m")
+				rec := readRecords(b, dir)
+				if len(rec.Ends) != n {
+					b.Fatalf("%d cases ended, want %d", len(rec.Ends), n)
+				}
+				b.ReportMetric(float64(n)/(rec.Last-rec.First), "cases/s")
+			}
+		})
+	}
 }
