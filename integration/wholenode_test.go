@@ -283,3 +283,64 @@ func BenchmarkWholeNode(b *testing.B) {
 		})
 	}
 }
+
+// TestWholeNodeFastFailurePerLoop: fast-failure protection stops a loop,
+// not the job: the loops whose first N_failed_max cases fail fast stop,
+// and the others run the rest; only when every loop stopped so
+// does the job end with META's message (and exit non-zero).
+func TestWholeNodeFastFailurePerLoop(t *testing.T) {
+	t.Parallel()
+	t.Run("some", func(t *testing.T) {
+		t.Parallel()
+		table := []string{"exit 2", "exit 2"}
+		for i := 0; i < 30; i++ {
+			table = append(table, "sleep 0.1")
+		}
+		dir := newFarm(t, table, "0-00:10")
+		// A loop whose first case fails fast stops: one or two of them.
+		setConfig(t, dir, "N_failed_max", "1")
+		appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=3\n")
+		mustFarm(t, dir, "submit", "1", "--backend", "local")
+		if out := farmIn(t, dir, nil, "wait", "--timeout", "1m").Out; !strings.Contains(out, "32 cases: 30 succeeded, 2 failed, 0 interrupted, 0 never ran") {
+			t.Errorf("wait said %q: a loop that stopped must not stop the others", out)
+		}
+	})
+	t.Run("all", func(t *testing.T) {
+		t.Parallel()
+		dir := newFarm(t, repeat("exit 2", 40), "0-00:10")
+		setConfig(t, dir, "N_failed_max", "2")
+		appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=3\n")
+		mustFarm(t, dir, "submit", "1", "--backend", "local")
+		if out := farmIn(t, dir, nil, "wait", "--timeout", "1m").Out; !strings.Contains(out, "40 cases: 0 succeeded, 6 failed, 0 interrupted, 34 never ran") {
+			t.Errorf("wait said %q; want each of the 3 loops stopped after its 2 fast failures", out)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+		if !strings.HasSuffix(string(b), "\nToo many failed (very short) cases - exiting\n") || strings.Count(string(b), ": Too many failed (very short) cases - exiting") != 3 {
+			t.Errorf("the job's output does not end with META's message after each loop's:\n%s", b)
+		}
+	})
+}
+
+// setConfig sets key to value in the farm's config, in place.
+func setConfig(t *testing.T, dir, key, value string) {
+	t.Helper()
+	p := filepath.Join(dir, "config")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, key+"=") {
+			l, found = key+"="+value, true
+		}
+		out = append(out, l)
+	}
+	if !found {
+		t.Fatalf("config has no %s line", key)
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

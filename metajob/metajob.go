@@ -239,12 +239,15 @@ func (m *Metajob) loop(ctx context.Context) error {
 			defer wg.Done()
 			msg, err := m.runSlot(ctx, s)
 			ends[i] = slotEnd{msg, err}
-			if err != nil {
+			switch {
+			case err == errHalted:
+			case err != nil && !errors.Is(err, ErrFastFailure):
+				// The other loops take no more cases.
 				m.mu.Lock()
 				m.halted = true
 				m.mu.Unlock()
 				fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
-			} else if msg != "" {
+			case msg != "":
 				fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, msg)
 			}
 		}()
@@ -252,6 +255,10 @@ func (m *Metajob) loop(ctx context.Context) error {
 	wg.Wait()
 	return m.quit(jobEnd(ends))
 }
+
+// errHalted ends a loop because another loop of the job ended with an
+// error: the job ends with that one.
+var errHalted = errors.New("another loop of the job failed")
 
 // slotEnd is how one slot's loop ended.
 type slotEnd struct {
@@ -265,7 +272,7 @@ type slotEnd struct {
 func jobEnd(ends []slotEnd) (string, error) {
 	seen := map[string]bool{}
 	for _, e := range ends {
-		if e.err != nil && !errors.Is(e.err, ErrFastFailure) {
+		if e.err != nil && e.err != errHalted && !errors.Is(e.err, ErrFastFailure) {
 			return e.msg, e.err
 		}
 		seen[e.msg] = true
@@ -317,7 +324,7 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, string, er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.halted {
-		return casetable.Case{}, MsgNoCases, nil
+		return casetable.Case{}, "", errHalted
 	}
 	if len(m.queue) == 0 {
 		cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
