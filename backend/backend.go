@@ -128,6 +128,20 @@ type Self struct {
 	// Restart counts the times the batch system restarted the job under the
 	// same ID (Slurm requeues a job whose node failed): 0 for its first run.
 	Restart int
+	// Alloc is what the job was given to run its cases on.
+	Alloc Alloc
+}
+
+// Alloc is what a job was given: the meta-job packs its cases into it.
+// Slurm: SLURM_CPUS_ON_NODE, SLURM_JOB_GPUS (or CUDA_VISIBLE_DEVICES),
+// SLURM_MEM_PER_NODE (or SLURM_MEM_PER_CPU x CPUs); the local engine: this
+// machine's CPUs (those the process may run on), the GPUs FARM_GPUS names
+// (a comma-separated list of device indexes: this machine's are not
+// probed), its memory (MemTotal).
+type Alloc struct {
+	CPUs  int      // 0: unknown
+	GPUs  []string // device indexes, as CUDA_VISIBLE_DEVICES takes them
+	MemMB int64    // 0: unknown
 }
 
 // CancelScope says which of the jobs given to Cancel to cancel.

@@ -27,6 +27,7 @@ type Case struct {
 	ID      int64  // the case ID, stable across resubmits
 	Command string // the line without its ID field
 	Line    int64  // its line number in the run's table (from 1), when claimed; 0 if not known
+	Needs   Needs  // what it declares it needs (ParseNeeds); Command is without it
 }
 
 // LineError is a problem with one line of a table file. Its message names the
