@@ -3,6 +3,8 @@ package casetable
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"golang.org/x/sys/unix"
 )
 
 // State is the farm's claim state: the content of the newest generation of
@@ -27,6 +30,7 @@ type State struct {
 	Lines  int64  // lines of Table before Offset; -1: not known (counted when needed)
 	TSize  int64  // Table's size when the run started; 0: not recorded
 	TIno   uint64 // Table's inode number when the run started; 0: not recorded
+	TFP    string // Table's fingerprint (TableID) when the run started; "": not recorded
 	Cases  int64  // cases in Table
 	MaxID  int64  // largest case ID of the farm's table.dat
 	Total  int64  // cases in the farm's table.dat
@@ -57,8 +61,12 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if by == "" || strings.ContainsAny(by, " \n=") {
 		by = "-"
 	}
-	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
-		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
+	tfp := s.TFP
+	if tfp == "" || strings.ContainsAny(tfp, " \n") {
+		tfp = "-"
+	}
+	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
+		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
 		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next, by, ci.first, ci.n, ci.nonce)
 }
 
@@ -101,6 +109,10 @@ func (s *State) unmarshal(b []byte) error {
 			s.TSize, err = strconv.ParseInt(v, 10, 64)
 		case "tino":
 			s.TIno, err = strconv.ParseUint(v, 10, 64)
+		case "tfp":
+			if v != "-" {
+				s.TFP = v
+			}
 		case "cases":
 			s.Cases, err = strconv.ParseInt(v, 10, 64)
 		case "total":
@@ -151,6 +163,10 @@ type Store struct {
 	win    []byte // a window of the table, from byte winOff
 	winOff int64
 	wbuf   []byte
+
+	dirFD   *os.File // the farm directory, for statTable
+	fpIno   uint64   // an inode number of fpTable that its fingerprint vouched for
+	fpTable string
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -164,6 +180,10 @@ func (s *Store) Close() error {
 	if s.table != nil {
 		s.table.Close()
 		s.table = nil
+	}
+	if s.dirFD != nil {
+		s.dirFD.Close()
+		s.dirFD = nil
 	}
 	s.setChain(nil)
 	return nil
@@ -612,12 +632,18 @@ func (e *TableChangedError) Error() string {
 	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
 }
 
+// tableRecheck is how long checkTable waits before it looks at a table
+// that seems changed once more: longer than a network filesystem client
+// keeps a file's attributes (FUSE and GlusterFS: about a second).
+var tableRecheck = 1500 * time.Millisecond
+
 // checkTable opens st's table if needed and checks that the file of its
-// name is the one the run started with: same size, same inode. (A store
-// that has the table open reads what it had, but the other meta-jobs
-// would not: all stop alike.) A difference is looked at once more on a
-// fresh descriptor (a client may cache a file's attributes) before it is
-// believed.
+// name is the one the run started with: the same size, and the same inode
+// or, where inode numbers differ between hosts (some Lustre, NFS and FUSE
+// mounts), the same fingerprint. (A store that has the table open reads
+// what it had, but the other meta-jobs would not: all stop alike.) A
+// difference is looked at once more, past the attribute caches, on a
+// fresh descriptor, before it is believed.
 func (s *Store) checkTable(st *State) error {
 	if err := s.openTable(st.Table, false); err != nil {
 		return err
@@ -627,26 +653,102 @@ func (s *Store) checkTable(st *State) error {
 	}
 	var err error
 	for try := 0; try < 2; try++ {
-		var fi os.FileInfo
+		var size int64
+		var ino uint64
 		var serr error
 		if try == 0 {
-			fi, serr = os.Stat(filepath.Join(s.Dir, st.Table))
-		} else if serr = s.openTable(st.Table, true); serr == nil {
-			fi, serr = s.table.Stat()
+			size, ino, serr = s.statTable(st.Table)
+		} else {
+			time.Sleep(tableRecheck)
+			if serr = s.openTable(st.Table, true); serr == nil {
+				size, ino, serr = fileID(s.table)
+			}
 		}
 		if serr != nil {
 			return serr
 		}
-		ino := uint64(0)
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-			ino = sys.Ino
-		}
-		if fi.Size() == st.TSize && (st.TIno == 0 || ino == st.TIno) {
+		if size == st.TSize && (st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable)) {
 			return nil
 		}
-		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: fi.Size(), WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
+		if size == st.TSize && st.TFP != "" {
+			// Another inode number: the same file seen from another
+			// host, or another file of the same size.
+			if ferr := s.openTable(st.Table, true); ferr != nil {
+				return ferr
+			}
+			if fp, ferr := fingerprint(s.table, size); ferr == nil && fp == st.TFP {
+				s.fpIno, s.fpTable = ino, st.Table
+				return nil
+			}
+		}
+		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
 	}
 	return err
+}
+
+// statTable returns the size and inode of the file table names, looked up
+// from the farm directory's open descriptor (one lookup at the server for
+// "table.dat", not one per component of the farm's path).
+func (s *Store) statTable(table string) (int64, uint64, error) {
+	if s.dirFD == nil {
+		fd, err := os.OpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, 0, err
+		}
+		s.dirFD = fd
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0); err != nil {
+		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
+	}
+	return st.Size, st.Ino, nil
+}
+
+// fileID returns the size and inode of the open file f.
+func fileID(f *os.File) (int64, uint64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	var ino uint64
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = sys.Ino
+	}
+	return fi.Size(), ino, nil
+}
+
+// fingerprintSpan is how much of each end of a table its fingerprint reads.
+const fingerprintSpan = 4096
+
+// fingerprint is a short hash of the first and last fingerprintSpan bytes
+// of the first size bytes of f, and of size.
+func fingerprint(f *os.File, size int64) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n", size)
+	buf := make([]byte, min(size, fingerprintSpan))
+	for _, off := range []int64{0, max(0, size-fingerprintSpan)} {
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return "", err
+		}
+		h.Write(buf)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+}
+
+// TableID returns what a run records of its table at path, so that a
+// claim can tell whether it changed since: its size, its inode number and
+// its fingerprint.
+func TableID(path string) (size int64, ino uint64, fp string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer f.Close()
+	if size, ino, err = fileID(f); err != nil {
+		return 0, 0, "", err
+	}
+	fp, err = fingerprint(f, size)
+	return size, ino, fp, err
 }
 
 // CountLines counts the lines of the file at path, the last one also

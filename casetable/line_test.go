@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -21,7 +20,7 @@ func startTableRun(t *testing.T, table string) (dir string, st *Store) {
 	if err := os.WriteFile(p, []byte(table), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(p)
+	size, ino, fp, err := TableID(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +28,7 @@ func startTableRun(t *testing.T, table string) (dir string, st *Store) {
 	t.Cleanup(func() { st.Close() })
 	if err := st.Update(context.Background(), func(s *State) error {
 		s.Run, s.Table, s.Cases = 1, "table.dat", int64(strings.Count(table, " echo "))
-		s.Lines, s.TSize, s.TIno = 0, fi.Size(), fi.Sys().(*syscall.Stat_t).Ino
+		s.Lines, s.TSize, s.TIno, s.TFP = 0, size, ino, fp
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -83,6 +82,8 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 // that says what to do; a table touched but not changed goes on; and a
 // run whose lines were all read ends as usual whatever the table is now.
 func TestClaimRefusesAChangedTable(t *testing.T) {
+	defer func(d time.Duration) { tableRecheck = d }(tableRecheck)
+	tableRecheck = 10 * time.Millisecond
 	table := "1 echo a\n2 echo b\n3 echo c\n"
 	changes := map[string]func(p string) error{
 		"appended": func(p string) error {
@@ -125,6 +126,23 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 			}
 		})
 	}
+	// The same bytes under another inode number: what a host whose mount
+	// numbers inodes otherwise sees (the fingerprint vouches for it).
+	t.Run("copied", func(t *testing.T) {
+		dir, st := startTableRun(t, table)
+		p := filepath.Join(dir, "table.dat")
+		if err := os.WriteFile(p+".new", []byte(table), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*Store{st, NewStore(dir, filepath.Join(dir, "MISC"))} {
+			if cases, err := s.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 1 {
+				t.Errorf("claim from the same bytes under another inode: %v, %v; want a case", cases, err)
+			}
+		}
+	})
 	t.Run("touched", func(t *testing.T) {
 		dir, st := startTableRun(t, table)
 		p := filepath.Join(dir, "table.dat")

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -85,8 +87,8 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption,
 	if _, err := os.Stat(f.Path(METAConfig)); err != nil {
 		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, METAConfig)
 	}
-	if _, err := os.Lstat(f.Path(MiscDir, "chain")); err == nil {
-		return nil, Userf("%s is already a farm (it has a claim state, MISC/chain): nothing to adopt", f.Dir)
+	if err := f.checkNoFarmRun(ctx); err != nil {
+		return nil, err
 	}
 	a := &adoption{}
 	var err error
@@ -126,6 +128,25 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption,
 		return nil, err
 	}
 	return a, nil
+}
+
+// checkNoFarmRun refuses a directory whose claim state farm has run from:
+// the only state it may find is the one an adopt that stopped half-way
+// made (run 1, closed), which a new adopt makes again.
+func (f *Farm) checkNoFarmRun(ctx context.Context) error {
+	store, err := f.Store()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, err := store.Read(ctx)
+	if errors.Is(err, casetable.ErrNoState) {
+		return nil
+	}
+	if err != nil || st.Run != 1 || st.Claimed < st.Cases {
+		return Userf("%s is already a farm (it has a claim state, MISC/chain, of run %d): nothing to adopt", f.Dir, st.Run)
+	}
+	return nil
 }
 
 // adoptedConfig reads config.h (bash assignments KEY=VALUE) and makes the
@@ -239,6 +260,11 @@ func (f *Farm) scriptEdit(name, want, line string, required bool) (scriptEdit, e
 		}
 		return e, Userf("%s:%d: META's %s ends with a line that runs %s, this one with %q: change that line to %s and run farm adopt again; nothing was changed", name, last+1, name, want, got, line)
 	}
+	if kept, err := os.ReadFile(f.Path(name + ".meta")); err == nil && !bytes.Equal(kept, e.old) {
+		return e, Userf("%s.meta exists (farm adopt keeps META's %s there): move it away, then run farm adopt again; nothing was changed", name, name)
+	} else if err != nil && !os.IsNotExist(err) {
+		return e, Userf("%s.meta cannot be read (%v): move it away, then run farm adopt again; nothing was changed", name, unwrapPath(err))
+	}
 	lines[last] = fmt.Sprintf("# farm adopt: META's line was %q (%s.meta is the original).\n%s", strings.TrimSpace(lines[last]), name, line)
 	e.new = []byte(strings.Join(lines, "\n") + "\n")
 	return e, nil
@@ -256,16 +282,16 @@ func (f *Farm) metaStatusFiles() ([][2]string, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			job, _, ok := status.ParseFileName(e.Name())
-			if !ok || !e.Type().IsRegular() || strings.HasPrefix(e.Name(), metaStatusPrefix) {
+			job, ok := metaStatusJob(e.Name())
+			if !ok || !e.Type().IsRegular() {
 				continue
 			}
 			from := filepath.Join(dir, e.Name())
-			if isFarm, err := hasFarmHeader(from); err != nil || isFarm {
+			if isMETA, err := hasMETALines(from); err != nil || !isMETA {
 				if err != nil {
 					return nil, err
 				}
-				continue
+				continue // farm's own, or not a status file
 			}
 			to := f.Path(StatusDir, metaStatusPrefix+job)
 			if _, err := os.Lstat(to); err == nil || targets[to] {
@@ -279,19 +305,43 @@ func (f *Farm) metaStatusFiles() ([][2]string, error) {
 	return moves, nil
 }
 
-// hasFarmHeader reports whether the file at path starts as farm's status
-// files do.
-func hasFarmHeader(path string) (bool, error) {
+// metaStatusJob reads the name of a status file of META's: status.JOBID,
+// JOBID a Slurm job ID (digits, or digits_digits for an array task).
+func metaStatusJob(name string) (string, bool) {
+	job, ok := strings.CutPrefix(name, "status.")
+	if !ok {
+		return "", false
+	}
+	a, b, arr := strings.Cut(job, "_")
+	digits := func(s string) bool {
+		return s != "" && strings.Trim(s, "0123456789") == ""
+	}
+	return job, digits(a) && (!arr || digits(b))
+}
+
+// hasMETALines reports whether the file at path is empty or starts with a
+// line of META's, "ID STATUS" (it reads at most 64 bytes of it: a damaged
+// file may have no line end).
+func hasMETALines(path string) (bool, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer fh.Close()
-	line, err := bufio.NewReader(fh).ReadString('\n')
-	if err != nil && line == "" {
-		return false, nil // empty: no record of either kind
+	b := make([]byte, 64)
+	n, err := io.ReadFull(fh, b)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return false, err
 	}
-	return strings.HasPrefix(line, "# farm-status"), nil
+	if n == 0 {
+		return true, nil
+	}
+	line, _, found := bytes.Cut(b[:n], []byte("\n"))
+	if !found && n == len(b) {
+		return false, nil
+	}
+	r, err := status.ParseRecord(line)
+	return err == nil && r.Kind == status.KindMETA, nil
 }
 
 // checkNoMETAJobs refuses while jobs of the batch system run, or wait to
@@ -331,26 +381,33 @@ func (f *Farm) adopt(ctx context.Context, a *adoption) error {
 			return err
 		}
 	}
+	// job_script.sh (a.scripts[0]) last, after the claim state: as long
+	// as it is META's, farm adopt can be run again to finish.
+	for _, e := range a.scripts[1:] {
+		if err := f.writeScript(e); err != nil {
+			return err
+		}
+	}
 	if a.numbered {
 		if err := f.startAdoptedState(ctx); err != nil {
 			return err
 		}
 	}
-	// job_script.sh last: as long as it is META's, farm adopt can be run
-	// again to finish.
-	for i := len(a.scripts) - 1; i >= 0; i-- {
-		e := a.scripts[i]
-		if e.keep {
-			if err := writeFile(f.Path(e.name+".meta"), e.old, e.mode); err != nil {
-				return err
-			}
-		}
-		if err := writeFile(f.Path(e.name), e.new, e.mode); err != nil {
-			return err
-		}
+	if err := f.writeScript(a.scripts[0]); err != nil {
+		return err
 	}
 	f.Log("adopt: META farm adopted: config from %s (%s), %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", METAConfig, strings.Join(a.settings, " "), len(a.moves), StatusDir, metaStatusPrefix)
 	return nil
+}
+
+// writeScript writes e, keeping the original as NAME.meta first.
+func (f *Farm) writeScript(e scriptEdit) error {
+	if e.keep {
+		if err := writeFile(f.Path(e.name+".meta"), e.old, e.mode); err != nil {
+			return err
+		}
+	}
+	return writeFile(f.Path(e.name), e.new, e.mode)
 }
 
 // startAdoptedState makes the claim state of an adopted farm: run 1, over

@@ -427,13 +427,9 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 // startRun makes the run nr the current run, if the claim state is still
 // at generation nr.base.
 func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
-	fi, err := os.Stat(f.Path(nr.table))
+	size, ino, fp, err := casetable.TableID(f.Path(nr.table))
 	if err != nil {
 		return err
-	}
-	size, ino := fi.Size(), uint64(0)
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ino = sys.Ino
 	}
 	store, err := f.Store()
 	if err != nil {
@@ -447,7 +443,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
-		st.Lines, st.TSize, st.TIno = 0, size, ino
+		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
 		if nr.maxID > 0 { // a first run: table.dat itself
 			st.MaxID, st.Total = nr.maxID, int64(nr.cases)
 		}
@@ -554,7 +550,8 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		if st.Run != run || st.Table != table {
 			return errStateMoved
 		}
-		st.Offset, st.Claimed, st.Lines = fi.Size(), st.Cases, -1
+		// Past every line the run recorded, whatever the table is now.
+		st.Offset, st.Claimed, st.Lines = max(fi.Size(), st.TSize), st.Cases, -1
 		return nil
 	})
 	if err == nil {

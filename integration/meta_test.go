@@ -90,9 +90,14 @@ func TestSingleCaseByHandAsInMETA(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "STATUSES")); err == nil {
 		t.Errorf("farm run-case recorded something in STATUSES")
 	}
-	r = farmIn(t, dir, nil, "run-case", "3")
-	if r.Code != 1 || r.Err != "farm: table.dat has no case 3 (its IDs go up to 2)\n" {
-		t.Errorf("farm run-case 3: exit %d, stderr %q", r.Code, r.Err)
+	// As in a meta-job: $FARM_DIR and $FARM_LOOP are set.
+	appendFile(t, dir, "table.dat", "echo dir=$FARM_DIR loop=$FARM_LOOP id=$METAJOB_ID\n")
+	if r := farmIn(t, dir, nil, "run-case", "3"); r.Code != 0 || r.Out != "dir="+dir+" loop=1 id=run-case\n" {
+		t.Errorf("farm run-case 3: exit %d, stdout %q", r.Code, r.Out)
+	}
+	r = farmIn(t, dir, nil, "run-case", "4")
+	if r.Code != 1 || r.Err != "farm: table.dat has no case 4 (its IDs go up to 3)\n" {
+		t.Errorf("farm run-case 4: exit %d, stderr %q", r.Code, r.Err)
 	}
 }
 
@@ -417,4 +422,56 @@ func appendFile(t *testing.T, dir, name, s string) {
 	if _, err := f.WriteString(s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAdoptEdges: a status.* file that is not META's stays where it is;
+// an adopt that stopped before its last step (job_script.sh still META's)
+// is finished by running it again; a Slurm that does not answer makes
+// adopt refuse, changing nothing.
+func TestAdoptEdges(t *testing.T) {
+	t.Parallel()
+	t.Run("half-way", func(t *testing.T) {
+		dir := metaFarm(t, 10, []int{1, 2, 3}, nil)
+		os.WriteFile(filepath.Join(dir, "status.txt"), []byte("notes of mine\n"), 0o644)
+		mustFarm(t, dir, "adopt", "--backend=local")
+		if b, err := os.ReadFile(filepath.Join(dir, "status.txt")); err != nil || string(b) != "notes of mine\n" {
+			t.Errorf("status.txt was moved or changed: %q, %v", b, err)
+		}
+		// As if it had stopped before replacing job_script.sh.
+		b, _ := os.ReadFile(filepath.Join(dir, "job_script.sh.meta"))
+		os.WriteFile(filepath.Join(dir, "job_script.sh"), b, 0o755)
+		out := mustFarm(t, dir, "adopt", "--backend=local")
+		if !strings.Contains(out, "3 of the 10 cases of table.dat succeeded") {
+			t.Errorf("the second adopt said %q", out)
+		}
+		mustFarm(t, dir, "resubmit", "2", "--backend", "local")
+		if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "10 cases: 10 succeeded") {
+			t.Errorf("wait said %q", out)
+		}
+	})
+	t.Run("slurm silent", func(t *testing.T) {
+		dir := metaFarm(t, 10, []int{1}, nil)
+		bin := t.TempDir()
+		os.WriteFile(filepath.Join(bin, "squeue"), []byte("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller' >&2\nexit 1\n"), 0o755)
+		before := snapshot(t, dir)
+		r := farmIn(t, dir, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, "adopt")
+		if r.Code != 1 || !strings.Contains(r.Err, "cannot tell whether META jobs of this farm are still queued or running; nothing was changed") {
+			t.Errorf("adopt with a silent Slurm: exit %d, %q", r.Code, r.Err)
+		}
+		if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("a refused adopt changed the directory")
+		}
+	})
+	t.Run("meta copy in the way", func(t *testing.T) {
+		dir := metaFarm(t, 10, []int{1}, nil)
+		os.WriteFile(filepath.Join(dir, "job_script.sh.meta"), []byte("something else\n"), 0o644)
+		before := snapshot(t, dir)
+		r := farmIn(t, dir, nil, "adopt", "--backend=local")
+		if r.Code != 1 || r.Err != "farm: job_script.sh.meta exists (farm adopt keeps META's job_script.sh there): move it away, then run farm adopt again; nothing was changed\n" {
+			t.Errorf("adopt with a job_script.sh.meta in the way: exit %d, %q", r.Code, r.Err)
+		}
+		if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("a refused adopt changed the directory")
+		}
+	})
 }

@@ -542,9 +542,12 @@ func (r *forkRunner) bind(cpus []int) {
 func (r *execRunner) run(c caseRequest) (int, int, error) {
 	cmd := &exec.Cmd{
 		Path:   r.argv[0],
-		Args:   append(r.argv[:len(r.argv):len(r.argv)], c.Table, strconv.FormatInt(c.Line, 10)),
+		Args:   r.argv,
 		Dir:    r.dir,
-		Env:    append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10)),
+		// No arguments: a program may parse its own (argparse); the table
+		// and the line number come in the environment instead.
+		Env: append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
+			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)),
 		Stdout: r.out,
 		Stderr: r.out,
 	}

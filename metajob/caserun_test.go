@@ -193,15 +193,16 @@ func startRunner(t *testing.T, dir, bash, script string) (*forkRunner, *slowWrit
 	return r, out
 }
 
-// TestCaseRunnerCallsSingleCaseAsMETADoes: single_case.sh gets the run's
-// table and the case's line number as $1 and $2 and N_cases in its
-// environment, as META's scripts call it; a script that ends without
+// TestCaseRunnerCallsSingleCaseAsMETADoes: a bash single_case.sh gets the
+// run's table and the case's line number as $1 and $2 and N_cases in its
+// environment, as META's scripts call it (a program run directly gets them
+// as FARM_TABLE and FARM_LINE, and no arguments); a script that ends without
 // exit, as META's does, reports $STATUS; a STATUS that is not a number,
 // or over 255, never counts as a success. The same for a script sourced
 // by the bash worker and for one run as a program.
 func TestCaseRunnerCallsSingleCaseAsMETADoes(t *testing.T) {
 	const script = `#!/bin/bash
-echo "args=$1:$2 n=$N_cases id=$ID comm=$COMM"
+echo "args=${1-$FARM_TABLE}:${2-$FARM_LINE} n=$N_cases id=$ID comm=$COMM"
 case $COMM in
 exit*) eval "$COMM" ;;
 keep) ;;

@@ -113,7 +113,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	}
 	// The output file may be on the farm's filesystem: a full disk must
 	// not lose what the meta-job and its cases say meanwhile.
-	m.log = &fsretry.Writer{F: out}
+	m.log = &lockedWriter{w: &fsretry.Writer{F: out}} // the loops of WHOLE_NODE share it
 	var err error
 	if m.self, err = m.Backend.Self(ctx, backend.SelfRequest{Env: m.Env.Getenv, NoEnd: m.Env.Simple}); err != nil {
 		return err
@@ -325,6 +325,9 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, string, er
 	defer m.mu.Unlock()
 	if m.halted {
 		return casetable.Case{}, "", errHalted
+	}
+	if m.stop.stopped() { // came while this loop waited for the others
+		return casetable.Case{}, MsgStopped, nil
 	}
 	if len(m.queue) == 0 {
 		cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))

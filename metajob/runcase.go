@@ -16,7 +16,8 @@ const RunCaseBy = "run-case"
 // RunCase runs case id of the farm's table.dat in the foreground, as a
 // meta-job would run it (its RUN directory made if the config says so,
 // single_case.sh sourced by the same bash worker, with ID, COMM,
-// METAJOB_ID=run-case, N_cases, and table.dat and its line as $1 and $2),
+// METAJOB_ID=run-case, N_cases, FARM_DIR, FARM_LOOP=1, and table.dat and
+// its line as $1 and $2),
 // its output going to out. Nothing is claimed and nothing is recorded: it
 // is for trying a case by hand. It returns the case's STATUS, and the
 // case found.
@@ -39,7 +40,8 @@ func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) 
 			return 0, c, err
 		}
 	}
-	r, err := newCaseRunner(f.Dir, bash, caseEnv(os.Environ(), RunCaseBy), out, out)
+	env := append(caseEnv(os.Environ(), RunCaseBy), "FARM_DIR="+f.Dir, "FARM_LOOP=1")
+	r, err := newCaseRunner(f.Dir, bash, env, out, out)
 	if err != nil {
 		return 0, c, fmt.Errorf("%s: %w", farm.SingleCase, err)
 	}

@@ -20,9 +20,6 @@ import (
 // it; with more slots than CPUs, slots share CPUs in turn.
 func (m *Metajob) openSlots(out *os.File) error {
 	n := m.Farm.Config.Slots()
-	if n > 1 {
-		m.log = &lockedWriter{w: m.log}
-	}
 	var shares [][]int
 	if n > 1 {
 		shares = shareCPUs(allowedCPUs(), n)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -24,6 +25,21 @@ func registry(getenv func(string) string, stderr io.Writer) *backend.Registry {
 	)
 	r.Notice = func(msg string) { fmt.Fprintln(stderr, msg) }
 	return r
+}
+
+// adoptBackend is the engine farm adopt asks for the jobs still running in
+// a META farm (META runs on Slurm only): the one named, else Slurm wherever
+// its squeue is installed — a Slurm that does not answer then makes adopt
+// refuse rather than fall back to an engine that knows nothing of META's
+// jobs.
+func adoptBackend(name string) string {
+	if name != "" && name != "auto" {
+		return name
+	}
+	if _, err := exec.LookPath("squeue"); err == nil {
+		return slurm.Name
+	}
+	return name
 }
 
 // slurmOptions reads $FARM_SLURM_CALL_TIMEOUT.
