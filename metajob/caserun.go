@@ -541,9 +541,9 @@ func (r *forkRunner) bind(cpus []int) {
 
 func (r *execRunner) run(c caseRequest) (int, int, error) {
 	cmd := &exec.Cmd{
-		Path:   r.argv[0],
-		Args:   r.argv,
-		Dir:    r.dir,
+		Path: r.argv[0],
+		Args: r.argv,
+		Dir:  r.dir,
 		// No arguments: a program may parse its own (argparse); the table
 		// and the line number come in the environment instead.
 		Env: append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
