@@ -31,6 +31,7 @@ type caseRequest struct {
 	Table      string // relative to the farm directory, the cases' working directory
 	Line       int64  // from 1
 	TableLines int64
+	Set        caseSetting // OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES of a managed case
 }
 
 // caseRunner runs single_case.sh for one case and returns its STATUS
@@ -66,10 +67,13 @@ const workerScript = `FARM_CASE_SCRIPT=$1; shift
 if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
 LC_ALL=C
 while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
-  IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases; do
+  IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases && IFS= read -r -u 3 farm_omp &&
+  IFS= read -r -u 3 farm_cuda; do
   ( exec 3<&- 4>&-
     if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
-    unset farm_lc_all farm_lc_set STATUS
+    if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
+    case $farm_cuda in +*) export CUDA_VISIBLE_DEVICES="${farm_cuda#+}" ;; esac
+    unset farm_lc_all farm_lc_set farm_omp farm_cuda STATUS
     export ID COMM N_cases
     . "$FARM_CASE_SCRIPT" "$farm_table" "$farm_line"
     farm_rc=$?
@@ -107,6 +111,7 @@ type forkRunner struct {
 	refreshErr error // why the last refresh failed, nil if it did not
 
 	cpus  []int // the CPUs its cases run on; nil: any
+	bound bool  // it was bound once: unbinding is a call
 	cmd   *exec.Cmd
 	req   *os.File
 	outR  int // read ends, non-blocking: the cases' output, the replies
@@ -354,7 +359,7 @@ func (r *forkRunner) start() error {
 	reqR.Close()
 	repW.Close()
 	outW.Close()
-	if err == nil && r.cpus != nil {
+	if err == nil && r.bound {
 		bindPID(cmd.Process.Pid, r.cpus, r.out)
 	}
 	if err == nil {
@@ -386,7 +391,11 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 			return 0, 0, err
 		}
 	}
-	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines); err != nil {
+	cuda := "-" // leaves the job's
+	if c.Set.setCUDA {
+		cuda = "+" + c.Set.cuda
+	}
+	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n%s\n%s\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines, c.Set.omp, cuda); err != nil {
 		return r.died()
 	}
 	line, ok := r.wait()
@@ -526,14 +535,20 @@ type execRunner struct {
 	dir  string
 	argv []string
 	env  []string
-	out  *os.File
-	cpus []int
+	out   *os.File
+	cpus  []int
+	bound bool
 }
 
-func (r *execRunner) bind(cpus []int) { r.cpus = cpus }
+func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
 
+// bind binds the worker, whose forked subshells inherit its CPUs, to cpus;
+// nil, to the job's CPUs again, after a case that was bound.
 func (r *forkRunner) bind(cpus []int) {
-	r.cpus = cpus
+	if cpus == nil && !r.bound {
+		return // never bound: nothing to undo
+	}
+	r.cpus, r.bound = cpus, true
 	if r.cmd != nil && r.cmd.Process != nil {
 		bindPID(r.cmd.Process.Pid, cpus, r.out)
 	}
@@ -546,15 +561,15 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		Dir:  r.dir,
 		// No arguments: a program may parse its own (argparse); the table
 		// and the line number come in the environment instead.
-		Env: append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
-			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)),
+		Env: append(append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
+			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)), c.Set.env()...),
 		Stdout: r.out,
 		Stderr: r.out,
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
 	}
-	if r.cpus != nil {
+	if r.bound {
 		bindPID(cmd.Process.Pid, r.cpus, r.out)
 	}
 	werr := cmd.Wait()

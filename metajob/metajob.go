@@ -59,6 +59,16 @@ type Metajob struct {
 	swMu  sync.Mutex // the loops share sw
 	slots []*slot
 	stop  stopWatch
+	out   *os.File // the job's output file itself, for the runners of programs
+
+	// What the job packs its cases into (pack.go).
+	pool       *pool
+	wholeNode  bool
+	jobSetsOMP bool // the job's environment sets OMP_NUM_THREADS: cases keep it
+
+	wg    sync.WaitGroup // the loops
+	ends  []slotEnd      // how each loop ended (under mu)
+	grown bool           // the loops beyond the first were started (under mu)
 
 	// Claiming is shared by the loops: mu guards the claim store, the
 	// cases claimed and not started yet, and the counters of the claims.
@@ -133,10 +143,13 @@ func (m *Metajob) open(ctx context.Context) error {
 	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
-	if m.sw, err = status.CreateLog(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, m.log); err != nil {
+	m.out = out
+	m.pool = m.newPool()
+	capacity := status.Capacity{CPUs: len(m.pool.cpuFree), GPUs: len(m.pool.gpus)}
+	if m.sw, err = status.CreateCap(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
 		return err
 	}
-	if err := m.openSlots(out); err != nil {
+	if err := m.openSlots(); err != nil {
 		return err
 	}
 	// RUN directories are made relative to the open farm directory: one
@@ -213,47 +226,84 @@ func (w *stopWatch) end() {
 func (w *stopWatch) stopped() bool { return w.sig.Load() != 0 }
 
 // loop claims and runs cases until one of the meta-job's ends: in each of
-// its slots at once, and the meta-job ends when the last slot does.
+// its loops at once, and the meta-job ends when the last loop does. It
+// starts one loop (NWHOLE in WHOLE_NODE mode), and the others, up to one
+// per CPU of the job, once a case declares needs smaller than the job.
 func (m *Metajob) loop(ctx context.Context) error {
-	f := m.Farm
 	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
 	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
-	m.bs = batchSizer{slots: len(m.slots)}
+	m.bs = batchSizer{}
 	if m.Env.Simple {
 		m.bs.max = 1
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-m.stop.ch:
+			m.pool.stop() // loops waiting for their turn stop
+		case <-done:
+		}
+	}()
+	if m.wholeNode {
+		fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.slots))
+	}
+	m.mu.Lock()
 	for _, s := range m.slots {
-		s.ff = fastFailure{max: f.Config.NFailedMax, short: f.Config.DtFailed}
+		m.startSlot(ctx, s)
 	}
-	if len(m.slots) == 1 {
-		return m.quit(m.runSlot(ctx, m.slots[0]))
+	m.mu.Unlock()
+	m.wg.Wait()
+	return m.quit(jobEnd(m.ends))
+}
+
+// startSlot starts slot s's loop. m.mu is held.
+func (m *Metajob) startSlot(ctx context.Context, s *slot) {
+	s.ff = fastFailure{max: m.Farm.Config.NFailedMax, short: m.Farm.Config.DtFailed}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		msg, err := m.runSlot(ctx, s)
+		m.mu.Lock()
+		m.ends = append(m.ends, slotEnd{msg, err})
+		several := len(m.slots) > 1
+		if err != nil && err != errHalted && !errors.Is(err, ErrFastFailure) {
+			m.halted = true // the other loops take no more cases
+		}
+		m.mu.Unlock()
+		switch {
+		case !several || err == errHalted:
+		case err != nil && !errors.Is(err, ErrFastFailure):
+			fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
+		case msg != "":
+			fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, msg)
+		}
+	}()
+}
+
+// growSlots starts the meta-job's other loops, up to one per CPU of the
+// job, the first time a case declares needs (outside WHOLE_NODE mode,
+// where they all run from the start). m.mu is held.
+func (m *Metajob) growSlots(ctx context.Context) {
+	if m.grown || m.wholeNode || m.Env.Simple {
+		return
 	}
-	fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.slots))
-	ends := make([]slotEnd, len(m.slots))
-	var wg sync.WaitGroup
-	for i, s := range m.slots {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			msg, err := m.runSlot(ctx, s)
-			ends[i] = slotEnd{msg, err}
-			switch {
-			case err == errHalted:
-			case err != nil && !errors.Is(err, ErrFastFailure):
-				// The other loops take no more cases.
-				m.mu.Lock()
-				m.halted = true
-				m.mu.Unlock()
-				fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
-			case msg != "":
-				fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, msg)
-			}
-		}()
+	m.grown = true
+	n := len(m.pool.cpuFree)
+	if n > 1 {
+		fmt.Fprintf(m.log, "farm: cases declare what they need: up to %d at once in this job's %d CPUs\n", n, n)
 	}
-	wg.Wait()
-	return m.quit(jobEnd(ends))
+	for k := len(m.slots) + 1; k <= n; k++ {
+		s, err := m.newSlot(k)
+		if err != nil {
+			fmt.Fprintf(m.log, "farm: starting loop %d: %v; the job goes on with %d\n", k, err, len(m.slots))
+			return
+		}
+		m.slots = append(m.slots, s)
+		m.startSlot(ctx, s)
+	}
 }
 
 // errHalted ends a loop because another loop of the job ended with an
@@ -296,11 +346,16 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 		if m.stop.stopped() {
 			return MsgStopped, nil
 		}
-		c, msg, err := m.next(ctx, s)
+		c, w, t, msg, err := m.next(ctx, s)
 		if msg != "" || err != nil {
 			return msg, err
 		}
-		code, d, msg, err := m.runOne(s, c)
+		g, ok := m.pool.acquire(t, w)
+		if !ok {
+			return MsgStopped, nil
+		}
+		code, d, msg, err := m.runPacked(s, c, w, g)
+		m.pool.release(g)
 		if msg != "" || err != nil {
 			return msg, err
 		}
@@ -320,37 +375,75 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 // next hands slot s the next claimed case, claiming a batch when none is
 // left; or the message to end the slot's loop with (no case left, not
 // enough time), or an error.
-func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, string, error) {
+func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint64, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.halted {
-		return casetable.Case{}, "", errHalted
-	}
-	if m.stop.stopped() { // came while this loop waited for the others
-		return casetable.Case{}, MsgStopped, nil
-	}
-	if len(m.queue) == 0 {
-		cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
-		if msg != "" || err != nil {
-			return casetable.Case{}, msg, err
+	for {
+		if m.halted {
+			return casetable.Case{}, want{}, 0, "", errHalted
 		}
-		m.queue = cases
-		m.batch++
-	} else if m.rt.tooLate() {
-		// The rest of the batch would likely not finish: it stays
-		// never started, for the next run.
-		return casetable.Case{}, MsgNoRuntime, nil
-	}
-	if s.batch != m.batch {
-		// Pick up an edited single_case.sh, once per batch of cases.
-		s.batch = m.batch
-		if err := s.runner.refresh(); err != nil {
-			return casetable.Case{}, "", fmt.Errorf("before running more cases: %w", err)
+		if m.stop.stopped() { // came while this loop waited for the others
+			return casetable.Case{}, want{}, 0, MsgStopped, nil
 		}
+		if len(m.queue) == 0 {
+			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
+			if msg != "" || err != nil {
+				return casetable.Case{}, want{}, 0, msg, err
+			}
+			m.queue = cases
+			m.batch++
+		} else if m.rt.tooLate() {
+			// The rest of the batch would likely not finish: it stays
+			// never started, for the next run.
+			return casetable.Case{}, want{}, 0, MsgNoRuntime, nil
+		}
+		if s.batch != m.batch {
+			// Pick up an edited single_case.sh, once per batch of cases.
+			s.batch = m.batch
+			if err := s.runner.refresh(); err != nil {
+				return casetable.Case{}, want{}, 0, "", fmt.Errorf("before running more cases: %w", err)
+			}
+		}
+		c := m.queue[0]
+		m.queue = m.queue[1:]
+		w := m.pool.wants(c.Needs, m.wholeNode)
+		if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
+			if err := m.recordUnfit(c, why); err != nil {
+				return casetable.Case{}, want{}, 0, "", err
+			}
+			continue
+		}
+		if c.Needs.Declared {
+			m.growSlots(ctx)
+		}
+		return c, w, m.pool.ticket(), "", nil
 	}
-	c := m.queue[0]
-	m.queue = m.queue[1:]
-	return c, "", nil
+}
+
+// recordUnfit records that case c was taken and is not started, and why.
+func (m *Metajob) recordUnfit(c casetable.Case, why string) error {
+	fmt.Fprintf(m.log, "farm: case %d not started: it %s; it is left for the next run\n", c.ID, why)
+	m.swMu.Lock()
+	defer m.swMu.Unlock()
+	return m.sw.Unfit(c.ID, time.Now(), "it "+why)
+}
+
+// runPacked runs case c, which wants w, on what it was granted: bound to
+// its CPUs and with its settings when it is managed.
+func (m *Metajob) runPacked(s *slot, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
+	var cpus []int
+	if w.managed {
+		cpus = m.pool.bound(g)
+	}
+	s.runner.bind(cpus) // nil: the job's CPUs, as an unmanaged case has them
+	p := status.Placement{CPUs: cpus}
+	if w.managed {
+		p.GPUs = g.gpus
+	}
+	if len(m.slots) > 1 {
+		p.Loop = s.k
+	}
+	return m.runOne(s, c, p, m.pool.setting(w, g, cpus, m.jobSetsOMP))
 }
 
 // quit ends the loop: msg, if any, goes to the job's output and its status
@@ -410,15 +503,15 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or the message to end the loop with (a stop
 // signal came), or an error.
-func (m *Metajob) runOne(s *slot, c casetable.Case) (code int, d time.Duration, msg string, err error) {
+func (m *Metajob) runOne(s *slot, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
 	start := time.Now()
 	m.swMu.Lock()
-	err = m.sw.Start(c.ID, start)
+	err = m.sw.StartAt(c.ID, start, p)
 	m.swMu.Unlock()
 	if err != nil {
 		return 0, 0, "", err
 	}
-	code, sig, err := m.runCase(s.runner, c)
+	code, sig, err := m.runCase(s.runner, c, set)
 	d = time.Since(start)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("case %d: %w", c.ID, err)
@@ -465,20 +558,22 @@ const BatchSeconds = 1.0
 const MaxBatch = 1024
 
 // batchSizer picks how many cases the next claim takes: one at first, then
-// about BatchSeconds of work by the mean time of the cases run so far (at
-// most doubling from one claim to the next), never more than fit in the
-// job's remaining time.
+// about BatchSeconds of the job's work by the pace at which its cases have
+// ended so far — the time since the first started, over the cases ended,
+// which counts the cases its loops run at once — (at most doubling from one
+// claim to the next), never more than fit in the job's remaining time.
 type batchSizer struct {
-	slots int // cases the meta-job runs at once; 0 counts as 1
 	max   int // 0: MaxBatch
 	k     int
 	n     int
-	total time.Duration
+	first time.Time // when the first case observed started
 }
 
 func (b *batchSizer) observe(d time.Duration) {
+	if b.n == 0 {
+		b.first = time.Now().Add(-d)
+	}
 	b.n++
-	b.total += d
 }
 
 func (b *batchSizer) next(rt *runtimeGuard) int {
@@ -490,8 +585,7 @@ func (b *batchSizer) next(rt *runtimeGuard) int {
 		b.k = 1
 		return min(b.k, lim)
 	}
-	// With several slots, the cases go as many times faster.
-	mean := b.total.Seconds() / float64(b.n) / float64(max(b.slots, 1))
+	mean := time.Since(b.first).Seconds() / float64(b.n)
 	want := lim
 	if mean > 0 {
 		want = int(BatchSeconds / mean)
@@ -506,7 +600,7 @@ func (b *batchSizer) next(rt *runtimeGuard) int {
 }
 
 // runCase makes the case's directory and runs single_case.sh for c.
-func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err error) {
+func (m *Metajob) runCase(r caseRunner, c casetable.Case, set caseSetting) (code, sig int, err error) {
 	id := strconv.FormatInt(c.ID, 10)
 	if m.Farm.Config.RunDirs {
 		// Made here, not in single_case.sh: a mkdir process per case would
@@ -539,7 +633,7 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case) (code, sig int, err er
 			return 0, 0, err
 		}
 	}
-	return r.run(caseRequest{ID: id, Comm: c.Command, Table: m.table, Line: c.Line, TableLines: m.tableLines})
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: m.table, Line: c.Line, TableLines: m.tableLines, Set: set})
 }
 
 // fastFailure detects a meta-job whose first max cases all failed quickly:
@@ -605,6 +699,15 @@ func (g *runtimeGuard) before(st *casetable.State) error {
 		}
 	}
 	return nil
+}
+
+// left is the job's time left; 0 if its end is not known (or passed).
+func (g *runtimeGuard) left() time.Duration {
+	end := g.end.at()
+	if end.IsZero() {
+		return 0
+	}
+	return max(time.Until(end), time.Nanosecond)
 }
 
 // claimed is called after a claim committed: its finished cases are counted.

@@ -3,7 +3,6 @@ package metajob
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,39 +10,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openSlots makes the meta-job's slots, each with a case runner of its
-// own: one, or NWHOLE in WHOLE_NODE mode. A case learns its slot from
-// $FARM_LOOP (1 to NWHOLE). In WHOLE_NODE mode the CPUs the job may use
-// are shared out between the slots, and each slot's cases are bound to its
-// share (sched_setaffinity on its bash worker, which the cases inherit),
-// with OMP_NUM_THREADS set to its size unless the job's environment sets
-// it; with more slots than CPUs, slots share CPUs in turn.
-func (m *Metajob) openSlots(out *os.File) error {
-	n := m.Farm.Config.Slots()
-	var shares [][]int
-	if n > 1 {
-		shares = shareCPUs(allowedCPUs(), n)
+// newPool makes what the meta-job packs its cases into (pack.go): NWHOLE
+// logical CPUs in WHOLE_NODE mode, else the job's CPUs, bound over the
+// CPUs this process may run on; the job's GPUs and memory.
+func (m *Metajob) newPool() *pool {
+	cfg := m.Farm.Config
+	m.wholeNode = cfg.WholeNode
+	m.jobSetsOMP = hasEnv(m.Env.Environ, "OMP_NUM_THREADS")
+	cpus := max(m.self.Alloc.CPUs, 1)
+	if cfg.WholeNode {
+		cpus = cfg.NWhole
+	}
+	return newPool(cpus, allowedCPUs(), m.self.Alloc)
+}
+
+// openSlots makes the meta-job's first loops: NWHOLE in WHOLE_NODE mode,
+// else one (growSlots adds the others when cases declare needs).
+func (m *Metajob) openSlots() error {
+	n := 1
+	if m.wholeNode {
+		n = len(m.pool.cpuFree)
 	}
 	for k := 1; k <= n; k++ {
-		env := caseEnv(m.Env.Environ, m.self.ID)
-		env = append(env, "FARM_LOOP="+strconv.Itoa(k))
-		var cpus []int
-		if shares != nil {
-			cpus = shares[k-1]
-			if !hasEnv(env, "OMP_NUM_THREADS") {
-				env = append(env, "OMP_NUM_THREADS="+strconv.Itoa(len(cpus)))
-			}
-		}
-		r, err := newCaseRunner(m.Farm.Dir, m.bash, env, out, m.log)
+		s, err := m.newSlot(k)
 		if err != nil {
 			return err
 		}
-		m.slots = append(m.slots, &slot{k: k, runner: r})
-		if cpus != nil {
-			r.bind(cpus)
-		}
+		m.slots = append(m.slots, s)
 	}
 	return nil
+}
+
+// newSlot makes loop k, with a case runner of its own. A case learns its
+// loop from $FARM_LOOP (1, 2, ...).
+func (m *Metajob) newSlot(k int) (*slot, error) {
+	env := append(caseEnv(m.Env.Environ, m.self.ID), "FARM_LOOP="+strconv.Itoa(k))
+	r, err := newCaseRunner(m.Farm.Dir, m.bash, env, m.out, m.log)
+	if err != nil {
+		return nil, err
+	}
+	return &slot{k: k, runner: r}, nil
 }
 
 // hasEnv reports whether env sets key.
@@ -91,9 +97,13 @@ func shareCPUs(cpus []int, n int) [][]int {
 	return shares
 }
 
-// bindPID binds process pid to cpus; a failure is said on w and otherwise
-// ignored (the case runs unbound).
+// bindPID binds process pid to cpus (nil: every CPU this process may run
+// on); a failure is said on w and otherwise ignored (the case runs
+// unbound).
 func bindPID(pid int, cpus []int, w io.Writer) {
+	if cpus == nil {
+		cpus = allowedCPUs()
+	}
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
