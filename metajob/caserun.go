@@ -532,9 +532,9 @@ func (r *forkRunner) close() {
 // execRunner starts single_case.sh anew for every case; used when the
 // script is not a bash script and so cannot be sourced.
 type execRunner struct {
-	dir  string
-	argv []string
-	env  []string
+	dir   string
+	argv  []string
+	env   []string
 	out   *os.File
 	cpus  []int
 	bound bool

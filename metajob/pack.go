@@ -165,18 +165,6 @@ func (p *pool) acquire(t uint64, w want) (grant, bool) {
 	return g, true
 }
 
-// skip passes ticket t's turn on without taking anything (a case not
-// started).
-func (p *pool) skip(t uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for !p.stopped && t != p.serving {
-		p.cond.Wait()
-	}
-	p.serving = max(p.serving, t+1)
-	p.cond.Broadcast()
-}
-
 // fits reports whether w is free now. p.mu is held.
 func (p *pool) fits(w want) bool {
 	free := func(b []bool) int {
