@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Per-case resources (issue 13): cases declare what they need with
+// "#FARM cpus=N gpus=N mem=SIZE min_time=TIME" at the end of their line,
+// and each meta-job packs them into what its job has.
+
+// checkCapacity checks from the records that the cases each job ran at
+// once never needed more CPUs than capacity: cpus maps a case to the CPUs
+// it declared. It returns the most CPUs busy at once in any job.
+func checkCapacity(t *testing.T, dir string, cpus map[int64]int, capacity int) int {
+	t.Helper()
+	most := 0
+	for job, spans := range jobSpans(t, dir) {
+		for _, s := range spans {
+			busy := 0
+			for _, o := range spans {
+				if o.start <= s.start && s.start < o.end-0.002 {
+					busy += cpus[o.id]
+				}
+			}
+			if busy > capacity {
+				t.Errorf("%s: %d CPUs busy at %.3f (case %d's start), the job has %d", job, busy, s.start, s.id, capacity)
+			}
+			most = max(most, busy)
+		}
+	}
+	return most
+}
+
+// TestPackMixedCPUs: a table of 1-CPU and 2-CPU cases in a whole-node job
+// of 4 CPUs (NWHOLE=4) never has more than 4 CPUs busy, and fills them:
+// some instant has all 4 busy.
+func TestPackMixedCPUs(t *testing.T) {
+	t.Parallel()
+	var table []string
+	cpus := map[int64]int{}
+	for i := 1; i <= 24; i++ {
+		n := 1 + i%2
+		table = append(table, fmt.Sprintf("sleep 0.4; echo omp=$OMP_NUM_THREADS #FARM cpus=%d", n))
+		cpus[int64(i)] = n
+	}
+	dir := newFarm(t, table, "0-00:10")
+	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=4\n")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "24 cases: 24 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	if most := checkCapacity(t, dir, cpus, 4); most < 4 {
+		t.Errorf("at most %d CPUs were busy at once: the cases were not packed into the 4", most)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+	if !strings.Contains(string(b), "omp=2") || !strings.Contains(string(b), "omp=1") {
+		t.Errorf("OMP_NUM_THREADS does not follow the CPUs a case declared:\n%s", b)
+	}
+}
+
+// TestPackGPUs: with FARM_GPUS=0,1 (the local backend's fake devices), cases
+// that need one GPU each get CUDA_VISIBLE_DEVICES set to one device, and
+// no two cases running at once share one.
+func TestPackGPUs(t *testing.T) {
+	t.Parallel()
+	var table []string
+	for i := 1; i <= 12; i++ {
+		table = append(table, `echo "$ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)" >> ../gpu.log; sleep 0.3; echo "$ID end $(date +%s.%N)" >> ../gpu.log #FARM gpus=1`)
+	}
+	dir := newFarm(t, table, "0-00:10")
+	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=4\n")
+	if r := farmIn(t, dir, []string{"FARM_GPUS=0,1"}, "submit", "1", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %d %s", r.Code, r.Err)
+	}
+	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "12 cases: 12 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "gpu.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type use struct {
+		dev        string
+		start, end float64
+	}
+	uses := map[string]*use{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var id, a string
+		var x float64
+		fmt.Sscan(line, &id, &a, &x)
+		if a == "end" {
+			uses[id].end = x
+			continue
+		}
+		if a != "0" && a != "1" {
+			t.Errorf("case %s: CUDA_VISIBLE_DEVICES=%q, want one of the devices 0 and 1", id, a)
+		}
+		uses[id] = &use{dev: a, start: x}
+	}
+	for i, u := range uses {
+		for j, v := range uses {
+			if i < j && u.dev == v.dev && u.start < v.end && v.start < u.end {
+				t.Errorf("cases %s and %s ran at once on device %s", i, j, u.dev)
+			}
+		}
+	}
+}
+
+// TestPackUnfit: a case that needs more CPUs than any job has is not run,
+// Status says why, wait exits 1; the cases around it run.
+func TestPackUnfit(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true", "true #FARM cpus=4096", "true"}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Errorf("wait: exit %d, %q; want 1, with the case unfit", r.Code, r.Out)
+	}
+	st := statusJSON(t, dir)
+	if st[2].State != "unfit" {
+		t.Errorf("case 2: %+v, want unfit", st[2])
+	}
+	out := mustFarm(t, dir, "Status")
+	if !strings.Contains(out, "needs 4096 CPUs, the job has") {
+		t.Errorf("Status does not say why case 2 did not run:\n%s", out)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+	if !strings.Contains(string(b), "farm: case 2 not started: it needs 4096 CPUs, the job has") {
+		t.Errorf("the job's output does not say why case 2 was not started:\n%s", b)
+	}
+}
+
+// TestPackSlurm: on the real Slurm, a job of 4 CPUs (--cpus-per-task=4)
+// packs 1-CPU and 2-CPU cases into its 4 (SLURM_CPUS_ON_NODE), never more.
+func TestPackSlurm(t *testing.T) {
+	needSlurm(t)
+	t.Parallel()
+	var table []string
+	cpus := map[int64]int{}
+	for i := 1; i <= 16; i++ {
+		n := 1 + i%2
+		table = append(table, fmt.Sprintf("sleep 0.5 #FARM cpus=%d", n))
+		cpus[int64(i)] = n
+	}
+	dir := slurmFarm(t, table, "0-00:10")
+	p := filepath.Join(dir, "job_script.sh")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "#SBATCH --mem", "#SBATCH --cpus-per-task=4\n#SBATCH --mem", 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustFarm(t, dir, "submit", "1", "--backend", "slurm")
+	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "16 cases: 16 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	if most := checkCapacity(t, dir, cpus, 4); most < 3 {
+		t.Errorf("at most %d CPUs were busy at once in a job of 4", most)
+	}
+}
+
