@@ -55,6 +55,7 @@ bench-cluster: build
 # their seed corpora (testdata/fuzz/); inputs that fail are added there.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRecord$$' -fuzztime $(FUZZTIME) ./status/
+	$(GO) test -run '^$$' -fuzz '^FuzzPlacement$$' -fuzztime $(FUZZTIME) ./status/
 	$(GO) test -run '^$$' -fuzz '^FuzzTableLine$$' -fuzztime $(FUZZTIME) ./casetable/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./farm/
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -31,6 +32,32 @@ type Query struct {
 	// ETASeconds estimates when the current run's cases will all have
 	// ended, at that throughput; -1 when unknown (nothing active, no rate).
 	ETASeconds float64 `json:"eta_seconds"`
+	// Busy says, for each running meta-job that packs its cases into the
+	// CPUs and GPUs it was given (its status file's header says how many),
+	// how many of them its running cases hold.
+	Busy []JobBusy `json:"busy,omitempty"`
+}
+
+// JobBusy is how much of what a running meta-job packs its cases into
+// they hold.
+type JobBusy struct {
+	Job      string `json:"job"`
+	CPUs     int    `json:"cpus"`      // the job's (0: it does not manage CPUs)
+	BusyCPUs int    `json:"busy_cpus"` // those its running cases were given
+	GPUs     int    `json:"gpus"`
+	BusyGPUs int    `json:"busy_gpus"`
+}
+
+// String is its line in farm query: "job 123: 6/8 CPUs, 1/2 GPUs busy".
+func (b JobBusy) String() string {
+	var parts []string
+	if b.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d/%d CPUs", b.BusyCPUs, b.CPUs))
+	}
+	if b.GPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d/%d GPUs", b.BusyGPUs, b.GPUs))
+	}
+	return fmt.Sprintf("job %s: %s busy", b.Job, strings.Join(parts, ", "))
 }
 
 // JobCounts counts the farm's jobs (all runs) by state.
@@ -40,13 +67,15 @@ type JobCounts struct {
 	Finished int `json:"finished"`
 }
 
-// CaseCounts counts cases by state. Left are cases not yet started
-// (in the current run) or never run (farm-wide).
+// CaseCounts counts cases by state. Left are cases not yet taken (in the
+// current run) or never run (farm-wide); Unfit, those a meta-job took and
+// did not start, because they did not fit it (for the next run).
 type CaseCounts struct {
 	Total       int64 `json:"total"`
 	Succeeded   int64 `json:"succeeded"`
 	Failed      int64 `json:"failed"`
 	Interrupted int64 `json:"interrupted"`
+	Unfit       int64 `json:"unfit"`
 	Running     int64 `json:"running"`
 	Left        int64 `json:"left"`
 }
@@ -72,16 +101,43 @@ func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
 	q.Run = st.Run
 	q.Jobs = countJobs(recs, infos)
 	if rc := sum.RunCounts[st.Run]; rc != nil {
-		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, Running: rc.Running}
+		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, Unfit: rc.Unfit, Running: rc.Running}
 	}
 	q.RunCases.Total = st.Cases
 	q.RunCases.Left = max(0, st.Cases-st.Claimed)
 	tot := sum.Totals()
-	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Running: tot.Running}
-	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Running)
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Unfit: tot.Unfit, Running: tot.Running}
+	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Unfit-tot.Running)
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
+	q.Busy = busyJobs(sum.Jobs, infos)
 	return q, nil
+}
+
+// busyJobs returns, for each running meta-job whose status file says its
+// capacity, what its running cases hold, in the order of the job IDs.
+// Only a job's newest incarnation (restart) runs; a job that ended by
+// itself has nothing busy.
+func busyJobs(jobs []status.Job, infos map[string]backend.JobInfo) []JobBusy {
+	latest := map[string]int{}
+	for _, j := range jobs {
+		latest[j.ID] = max(latest[j.ID], j.Restart)
+	}
+	var out []JobBusy
+	for _, j := range jobs {
+		if j.Capacity == (status.Capacity{}) || j.Restart < latest[j.ID] || j.Quit != "" {
+			continue
+		}
+		if !runsCases(infos[j.ID].State) && j.Open == 0 {
+			continue
+		}
+		out = append(out, JobBusy{Job: j.ID, CPUs: j.Capacity.CPUs, BusyCPUs: len(j.OpenCPUs), GPUs: j.Capacity.GPUs, BusyGPUs: len(j.OpenGPUs)})
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		x, y := out[a].Job, out[b].Job
+		return len(x) < len(y) || (len(x) == len(y) && x < y)
+	})
+	return out
 }
 
 // countJobs counts jobs by state.
@@ -140,15 +196,18 @@ func WriteQuery(w io.Writer, q Query, format Format) error {
 		return nil
 	}
 	fmt.Fprintf(w, "Jobs: %d queued, %d running, %d finished\n", q.Jobs.Queued, q.Jobs.Running, q.Jobs.Finished)
-	t := newTable(w, "CASES", "TOTAL", "SUCCEEDED", "FAILED", "INTERRUPTED", "RUNNING", "LEFT")
+	t := newTable(w, "CASES", "TOTAL", "SUCCEEDED", "FAILED", "INTERRUPTED", "UNFIT", "RUNNING", "LEFT")
 	row := func(name string, c CaseCounts) {
 		t.Append([]string{name, fmt.Sprint(c.Total), fmt.Sprint(c.Succeeded), fmt.Sprint(c.Failed),
-			fmt.Sprint(c.Interrupted), fmt.Sprint(c.Running), fmt.Sprint(c.Left)})
+			fmt.Sprint(c.Interrupted), fmt.Sprint(c.Unfit), fmt.Sprint(c.Running), fmt.Sprint(c.Left)})
 	}
 	row(fmt.Sprintf("run %d", q.Run), q.RunCases)
 	row("farm", q.FarmCases)
 	t.Render()
 	fmt.Fprintf(w, "Progress: %s of the farm's cases processed; %s\n", percent(q.FarmCases), rateETA(q))
+	for _, b := range q.Busy {
+		fmt.Fprintln(w, b)
+	}
 	return nil
 }
 
@@ -190,8 +249,12 @@ func ProgressBar(q Query, width int) string {
 	}
 	fill := int(frac * float64(width))
 	bar := strings.Repeat("#", fill) + strings.Repeat("-", width-fill)
-	return fmt.Sprintf("[%s] %5.1f%%  %d/%d cases  %d failed  %d jobs running, %d queued  %s",
-		bar, 100*frac, q.FarmCases.Processed(), q.FarmCases.Total, q.FarmCases.Failed,
+	unfit := ""
+	if q.FarmCases.Unfit > 0 {
+		unfit = fmt.Sprintf("  %d unfit", q.FarmCases.Unfit)
+	}
+	return fmt.Sprintf("[%s] %5.1f%%  %d/%d cases  %d failed%s  %d jobs running, %d queued  %s",
+		bar, 100*frac, q.FarmCases.Processed(), q.FarmCases.Total, q.FarmCases.Failed, unfit,
 		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
 }
 
@@ -237,8 +300,8 @@ func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
 }
 
 // watchQuery is Query from a Tail: the current run's counts are exact, and
-// farm-wide a case succeeds at most once; the failed, interrupted and
-// running cases are the current run's, which holds every case not yet
+// farm-wide a case succeeds at most once; the failed, interrupted, unfit
+// and running cases are the current run's, which holds every case not yet
 // succeeded.
 func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time) (Query, error) {
 	var q Query
@@ -266,9 +329,9 @@ func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time)
 		run = *c
 	}
 	q.RunCases = CaseCounts{Total: st.Cases, Succeeded: run.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted,
-		Running: run.Running, Left: max(0, st.Cases-st.Claimed)}
-	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tc.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, Running: run.Running}
-	q.FarmCases.Left = max(0, st.Total-tc.Succeeded-run.Failed-run.Interrupted-run.Running)
+		Unfit: run.Unfit, Running: run.Running, Left: max(0, st.Cases-st.Claimed)}
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tc.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, Unfit: run.Unfit, Running: run.Running}
+	q.FarmCases.Left = max(0, st.Total-tc.Succeeded-run.Failed-run.Interrupted-run.Unfit-run.Running)
 	first := 0.0
 	if tc.First > 0 {
 		first = tc.First

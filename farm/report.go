@@ -79,6 +79,13 @@ type Progress struct {
 // Done reports whether every case succeeded.
 func (p Progress) Done() bool { return p.Total > 0 && p.Succeeded == p.Total }
 
+// String is the line farm wait ends with: "10 cases: 6 succeeded, 1
+// failed, 1 interrupted, 1 never ran, 1 unfit".
+func (p Progress) String() string {
+	return fmt.Sprintf("%d cases: %d succeeded, %d failed, %d interrupted, %d never ran, %d unfit",
+		p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
+}
+
 // Progress counts the cases of table.dat by their farm-wide state.
 func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 	var p Progress
@@ -211,8 +218,9 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	return writeStatusTable(bw, sum, opt.FailedOnly, each)
 }
 
-// statusNotOK reports whether c did not succeed and does not run: a case
-// --failed prints, and -f prints last.
+// statusNotOK reports whether c did not succeed and does not run (it
+// failed, was interrupted or is unfit): a case --failed prints, and -f
+// prints last.
 func statusNotOK(c status.Case) bool {
 	return c.State != status.Succeeded && c.State != status.Running
 }
@@ -312,6 +320,34 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte) []byte {
 	b = append(b, q(c.Host)...)
 	b = append(b, `,"run":`...)
 	b = strconv.AppendInt(b, int64(c.Run), 10)
+	if c.Loop > 0 {
+		b = append(b, `,"loop":`...)
+		b = strconv.AppendInt(b, int64(c.Loop), 10)
+	}
+	if len(c.CPUs) > 0 {
+		b = append(b, `,"cpus":[`...)
+		for i, cpu := range c.CPUs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(cpu), 10)
+		}
+		b = append(b, ']')
+	}
+	if len(c.GPUs) > 0 {
+		b = append(b, `,"gpus":[`...)
+		for i, gpu := range c.GPUs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, q(gpu)...)
+		}
+		b = append(b, ']')
+	}
+	if c.State == status.Unfit {
+		b = append(b, `,"reason":`...)
+		b = append(b, q(c.Reason)...)
+	}
 	if c.Starts > 1 { // must never be: farm claims a case once per run
 		b = append(b, `,"starts":`...)
 		b = strconv.AppendInt(b, int64(c.Starts), 10)
@@ -322,14 +358,19 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte) []byte {
 }
 
 // writeStatusTable writes the cases each gives as a table, and flushes bw.
-// failedOnly is --failed: it says so when there is no such case.
+// failedOnly is --failed: it says so when there is no such case. When some
+// case is unfit, a last column says why.
 func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error) error {
 	// Column widths from the summary's extremes: no pass over the cases.
 	head := []string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST"}
 	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
-	if maxID == 0 && sum.Totals() == (status.Counts{}) {
+	totals := sum.Totals()
+	if maxID == 0 && totals == (status.Counts{}) {
 		fmt.Fprintln(bw, "No case has a record yet.")
 		return bw.Flush()
+	}
+	if totals.Unfit > 0 {
+		head = append(head, "REASON")
 	}
 	digits := func(v int64) int { return len(strconv.AppendInt(nil, v, 10)) }
 	wd := []int{
@@ -339,40 +380,46 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 		max(7, len(fmtMillis(nil, maxMs))),
 		max(3, jobW),
 		max(4, hostW),
+		0, // REASON, last
 	}
 	cells := make([][]byte, len(head))
 	for i, h := range head {
 		cells[i] = []byte(h)
 	}
 	writeRow(bw, wd, cells)
-	var scratch [6][]byte
+	var scratch [7][]byte
 	rows := 0
 	if err := each(func(c status.Case) error {
 		rows++
-		writeRow(bw, wd, statusCells(&scratch, c))
+		writeRow(bw, wd, statusCells(&scratch, c)[:len(head)])
 		return nil
 	}); err != nil {
 		return err
 	}
 	if rows == 0 && failedOnly {
-		fmt.Fprintln(bw, "(no failed or interrupted case)")
+		fmt.Fprintln(bw, "(no failed, interrupted or unfit case)")
 	}
 	return bw.Flush()
 }
 
 // statusCells fills r with the cells of case c's row of the table, and
-// returns them.
-func statusCells(r *[6][]byte, c status.Case) [][]byte {
+// returns them: ID, STATE, STATUS, SECONDS, JOB, HOST and REASON.
+func statusCells(r *[7][]byte, c status.Case) [][]byte {
 	r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
 	r[1] = append(r[1][:0], c.State.String()...)
-	if c.State == status.Running || (c.State == status.Interrupted && c.Status == 0) {
+	if c.State == status.Running || c.State == status.Unfit || (c.State == status.Interrupted && c.Status == 0) {
 		r[2] = append(r[2][:0], '-') // no STATUS (yet), or none known
 	} else {
 		r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
 	}
-	r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
+	if c.State == status.Unfit {
+		r[3] = append(r[3][:0], '-') // it did not run
+	} else {
+		r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
+	}
 	r[4] = append(r[4][:0], c.Job...)
 	r[5] = append(r[5][:0], c.Host...)
+	r[6] = append(r[6][:0], c.Reason...)
 	return r[:]
 }
 
@@ -386,8 +433,12 @@ func fmtMillis(b []byte, ms int64) []byte {
 var spaces = []byte("                                                                ")
 
 // writeRow writes cells left-aligned in columns of widths wd, two spaces
-// apart, as the other tables of farm do.
+// apart, as the other tables of farm do; empty cells at the end of the row
+// are left out, with the blanks before them.
 func writeRow(w *bufio.Writer, wd []int, cells [][]byte) {
+	for len(cells) > 1 && len(cells[len(cells)-1]) == 0 {
+		cells = cells[:len(cells)-1]
+	}
 	for i, c := range cells {
 		w.Write(c)
 		if i < len(cells)-1 {

@@ -148,10 +148,15 @@ func TestQueryGolden(t *testing.T) {
 	q := Query{
 		Run:        2,
 		Jobs:       JobCounts{Queued: 3, Running: 2, Finished: 7},
-		RunCases:   CaseCounts{Total: 400, Succeeded: 150, Failed: 2, Interrupted: 1, Running: 2, Left: 245},
-		FarmCases:  CaseCounts{Total: 1000, Succeeded: 750, Failed: 5, Interrupted: 1, Running: 2, Left: 242},
+		RunCases:   CaseCounts{Total: 400, Succeeded: 150, Failed: 2, Interrupted: 1, Unfit: 3, Running: 2, Left: 242},
+		FarmCases:  CaseCounts{Total: 1000, Succeeded: 750, Failed: 5, Interrupted: 1, Unfit: 4, Running: 2, Left: 238},
 		PerMinute:  42.5,
 		ETASeconds: 349,
+		Busy: []JobBusy{
+			{Job: "4011", CPUs: 8, BusyCPUs: 6, GPUs: 2, BusyGPUs: 1},
+			{Job: "4012", CPUs: 192, BusyCPUs: 190},
+			{Job: "4013", GPUs: 4, BusyGPUs: 4},
+		},
 	}
 	var b bytes.Buffer
 	if err := WriteQuery(&b, q, Text); err != nil {
@@ -161,6 +166,7 @@ func TestQueryGolden(t *testing.T) {
 	done := q
 	done.Jobs = JobCounts{Finished: 12}
 	done.FarmCases = CaseCounts{Total: 1000, Succeeded: 1000}
+	done.Busy = nil
 	done.ETASeconds = -1
 	b.WriteString(ProgressBar(done, 30) + "\n")
 	golden(t, "query.golden", b.Bytes())

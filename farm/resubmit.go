@@ -23,8 +23,9 @@ const (
 // ErrNothingLeft is returned by Resubmit when every case succeeded.
 var ErrNothingLeft = errors.New(MsgNothingLeft)
 
-// Resubmit starts a new run over the cases that failed, were interrupted or
-// never ran, farm-wide over every earlier run: it writes them with their
+// Resubmit starts a new run over the cases that failed, were interrupted,
+// were unfit or never ran (every case that did not succeed), farm-wide
+// over every earlier run: it writes them with their
 // original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
 // any job of the farm (other than opt.Self) is pending or running.
 func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
@@ -102,7 +103,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		}
 		return tableErr(err)
 	}
-	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted or never ran (%s).", n, RetryTable)
+	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted, were unfit or never ran (%s).", n, RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		var st casetable.State
 		if s, rerr := f.readState(ctx); rerr == nil {
@@ -166,19 +167,22 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		say("All %d cases succeeded; submitted %s as job %s.", p.Total, FinalScript, strings.Join(ids, " "))
 		return nil
 	}
+	left := fmt.Sprintf("%d failed, %d interrupted, %d never ran, %d unfit", p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
 	if !opt.Auto {
-		say("Not every case succeeded (%d failed, %d interrupted, %d never ran); %s not submitted.", p.Failed, p.Interrupted, p.NeverRan, FinalScript)
+		say("Not every case succeeded (%s); %s not submitted.", left, FinalScript)
 		return nil
 	}
-	if p.Interrupted+p.NeverRan == 0 {
+	if p.Interrupted+p.NeverRan+p.Unfit == 0 {
 		say("%s (%d failed).", MsgOnlyFailed, p.Failed)
 		return nil
 	}
 	if c := sum.RunCounts[run]; c == nil || c.Succeeded == 0 {
-		say("No case succeeded in run %d; cannot auto-resubmit; exiting (%d failed, %d interrupted, %d never ran).", run, p.Failed, p.Interrupted, p.NeverRan)
+		// Also what stops a case that fits no job from being taken and
+		// left unfit run after run.
+		say("No case succeeded in run %d; cannot auto-resubmit; exiting (%s).", run, left)
 		return nil
 	}
-	say("%d case(s) left (%d failed, %d interrupted, %d never ran); resubmitting with N=%d.", p.Failed+p.Interrupted+p.NeverRan, p.Failed, p.Interrupted, p.NeverRan, opt.N)
+	say("%d case(s) left (%s); resubmitting with N=%d.", p.Failed+p.Interrupted+p.NeverRan+p.Unfit, left, opt.N)
 	if err := f.Resubmit(ctx, opt); err != nil {
 		say("Resubmission failed: %v", err)
 		return err

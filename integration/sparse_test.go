@@ -189,7 +189,7 @@ func TestSparseCaseIDsRecords(t *testing.T) {
 		}
 	}
 	r = checkRSS(t, dir, env, 0, "query", "--json")
-	if !strings.Contains(r.Out, `"farm_cases":{"total":10,"succeeded":6,"failed":3,"interrupted":0,"running":0,"left":1}`) {
+	if !strings.Contains(r.Out, `"farm_cases":{"total":10,"succeeded":6,"failed":3,"interrupted":0,"unfit":0,"running":0,"left":1}`) {
 		t.Errorf("query said %s", r.Out)
 	}
 	checkRSS(t, dir, env, 0, "resubmit", "1", "--backend", "local")

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,19 +23,23 @@ type State uint8
 // The states of a case, from least to most final.
 const (
 	NeverRan    State = iota // no record at all
+	Unfit                    // taken by a meta-job and not started: it did not fit the job (a U record)
 	Running                  // started in a meta-job that still runs
 	Interrupted              // started, but its meta-job died or was stopped before it ended
 	Failed                   // ended with a non-zero STATUS
 	Succeeded                // ended with STATUS 0 (in any run)
 )
 
-var stateNames = [...]string{"never ran", "running", "interrupted", "failed", "succeeded"}
+var stateNames = [...]string{"never ran", "unfit", "running", "interrupted", "failed", "succeeded"}
 
 func (s State) String() string { return stateNames[s] }
 
 // Case is the farm-wide outcome of one case: its decisive attempt. A success
 // in any run wins; then a running attempt; then the failure or interruption
-// of the latest run.
+// of the latest run; then, for a case that no meta-job started, its latest
+// unfit record (an unfit case never hides an attempt that started, of any
+// run: a later run that runs the case replaces it, and an earlier failure
+// stays what farm shows).
 type Case struct {
 	ID      int64
 	State   State
@@ -42,6 +48,15 @@ type Case struct {
 	Job     string  // meta-job ID
 	Host    string
 	Run     int
+	// Loop, CPUs and GPUs are where the attempt ran in its meta-job, when
+	// its start record says (StartAt): its loop (0: not said), the CPUs it
+	// was bound to, the GPUs it was given. The lists are shared by every
+	// case placed alike: do not modify them.
+	Loop int
+	CPUs []int
+	GPUs []string
+	// Reason is why an unfit case was not started (its U record).
+	Reason string
 	// Starts is how many times the case was started in one run, when more
 	// than once (in run StartsRun): farm claims a case once per run, so it
 	// must never be; 0 otherwise.
@@ -60,6 +75,14 @@ type Job struct {
 	Quit    string // the meta-job's own exit message, if it exited by itself
 	Ended   int64  // cases it ended (E and I records)
 	Open    int64  // cases it started and has not ended
+	Unfit   int64  // cases it took and did not start (U records)
+	// Capacity is what the meta-job packs its cases into (its header's
+	// cpus= and gpus=; zero if it does not say).
+	Capacity Capacity
+	// OpenCPUs and OpenGPUs are the CPUs and GPUs its running cases (Open)
+	// were given, in ascending order, each once.
+	OpenCPUs []int
+	OpenGPUs []string
 }
 
 // Summary holds every case's outcome, compactly: in pages of consecutive
@@ -69,6 +92,11 @@ type Job struct {
 // a bit per case and run (for a case in the map: the run of its first
 // start, and a set of its other starts) finds the cases started twice in
 // one run.
+//
+// A case's 4 bytes of job say its placement and unfit reason too, at no
+// cost per case: they hold 1 + the index of its job in Jobs, or, past
+// len(Jobs), 1 + len(Jobs) + the index in wheres of a job and a note — a
+// placement or reason, interned farm-wide — of which a farm has few.
 type Summary struct {
 	Jobs []Job
 
@@ -98,6 +126,11 @@ type Summary struct {
 	since  float64
 	jobRun []int // run of each job, known before its file is fully read
 
+	notes     []note            // placements and reasons, each once
+	noteOf    map[string]uint32 // while loading: a note's key -> its index in notes
+	wheres    []where           // the jobs with notes of the cases' job bytes
+	fileNotes [][]uint32        // while loading, per job: its file's notes, by local number - 1, as job bytes
+
 	// While loading: the starts counted more than once.
 	dupStarts map[runCase]int
 }
@@ -115,14 +148,29 @@ type runCase struct {
 	id  int64
 }
 
+// note is what an attempt's records say beyond its job: where it ran (its
+// S record's placement), or why it was not started (its U record's reason).
+type note struct {
+	place  Placement
+	reason string
+}
+
+// where is a job (its index in Summary.Jobs) and a note (its index in
+// Summary.notes).
+type where struct {
+	ji, note uint32
+}
+
 // Counts tallies cases by state.
 type Counts struct {
-	Running, Interrupted, Failed, Succeeded int64
+	Running, Interrupted, Failed, Succeeded, Unfit int64
 }
 
 // Add counts one case in state s.
 func (c *Counts) Add(s State) {
 	switch s {
+	case Unfit:
+		c.Unfit++
 	case Running:
 		c.Running++
 	case Interrupted:
@@ -174,6 +222,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 	}
 	s.Jobs = make([]Job, len(names))
 	s.jobRun = make([]int, len(names))
+	s.fileNotes = make([][]uint32, len(names))
 	if len(names) == 0 {
 		s.cases.done()
 		return s, nil
@@ -183,6 +232,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 		return nil, err
 	}
 	s.cases.done()
+	s.noteOf, s.fileNotes = nil, nil
 	if len(s.dupStarts) > 0 {
 		s.findDuplicates(dir, names)
 	}
@@ -282,6 +332,9 @@ func (s *Summary) mergeBatches(batches <-chan *batch, stop chan<- struct{}) erro
 func (s *Summary) mergeBatch(b *batch) {
 	s.jobRun[b.ji] = b.run
 	s.Warnings = append(s.Warnings, b.warnings...)
+	for _, key := range b.notes {
+		s.fileNotes[b.ji] = append(s.fileNotes[b.ji], s.addNote(b.ji, key))
+	}
 	for _, a := range b.attempts {
 		s.merge(a, b.ji, b.run)
 	}
@@ -297,11 +350,51 @@ func (s *Summary) mergeBatch(b *batch) {
 	batchPool.Put(b)
 }
 
+// addNote interns the note of key (see fileParser.intern) farm-wide, and
+// returns the job bytes of an attempt of job ji with it.
+func (s *Summary) addNote(ji int, key string) uint32 {
+	n, ok := s.noteOf[key]
+	if !ok {
+		if s.noteOf == nil {
+			s.noteOf = map[string]uint32{}
+		}
+		n = uint32(len(s.notes))
+		s.notes = append(s.notes, parseNote(key))
+		s.noteOf[key] = n
+	}
+	s.wheres = append(s.wheres, where{ji: uint32(ji), note: n})
+	return uint32(len(s.jobRun) + len(s.wheres))
+}
+
+// parseNote reads a note's key: "S" LOOP " " CPUS " " GPUS (as written in
+// an S record), or "U" REASON.
+func parseNote(key string) note {
+	if key[0] == 'U' {
+		return note{reason: key[1:]}
+	}
+	loop, rest, _ := strings.Cut(key[1:], " ")
+	cpus, gpus, _ := strings.Cut(rest, " ")
+	var n note
+	n.place.Loop, _ = strconv.Atoi(loop)
+	n.place.CPUs, _ = ParseCPUs([]byte(cpus))
+	n.place.GPUs, _ = ParseGPUs([]byte(gpus))
+	return n
+}
+
+// jobOf returns the index in Jobs of the job of a case's job bytes w (> 0).
+func (s *Summary) jobOf(w uint32) int {
+	if n := uint32(len(s.jobRun)); w > n {
+		return int(s.wheres[w-n-1].ji)
+	}
+	return int(w) - 1
+}
+
 // batch carries parsed attempts of one file from a parser to the merger.
 type batch struct {
 	ji       int
 	run      int
 	attempts []attempt
+	notes    []string // the file's notes first seen in this batch, in order (their keys)
 	first    float64
 	last     float64
 	recent   int64
@@ -321,6 +414,7 @@ func newBatch(ji, run int) *batch {
 	b := batchPool.Get().(*batch)
 	b.ji, b.run, b.first, b.last, b.recent, b.job, b.err = ji, run, 0, 0, 0, nil, nil
 	b.warnings = b.warnings[:0]
+	b.notes = b.notes[:0]
 	return b
 }
 
@@ -388,16 +482,23 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 	}
 	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
 	for _, o := range p.open {
-		a := attempt{id: o.id, state: Interrupted, start: o.start, started: true}
+		a := attempt{id: o.id, state: Interrupted, start: o.start, started: true, note: o.note}
 		if isLive || (p.job.Quit == "" && liveAsOf > 0 && o.start >= liveAsOf) {
 			a.state = Running
 			a.secs = max(0, now-o.start) // so far
 			p.job.Open++
+			if o.note > 0 {
+				p.busy(p.notes[o.note-1])
+			}
 		} else {
 			p.job.Ended++
 		}
 		p.b.attempts = append(p.b.attempts, a)
 	}
+	slices.Sort(p.job.OpenCPUs)
+	p.job.OpenCPUs = slices.Compact(p.job.OpenCPUs)
+	slices.Sort(p.job.OpenGPUs)
+	p.job.OpenGPUs = slices.Compact(p.job.OpenGPUs)
 	job := p.job
 	p.b.job = &job
 	return send(p.b)
@@ -412,21 +513,76 @@ type fileParser struct {
 	// header: a farm header was read; meta: the file is one of META's
 	// (its first record an "ID STATUS" line).
 	header, meta bool
+	// The file's notes (placements, reasons) by their keys, numbered
+	// from 1 in the order first seen: notes[n-1] is note n's key.
+	noteNum map[string]uint32
+	notes   []string
+	key     []byte // scratch for a note's key
 }
 
 type attempt struct {
 	id      int64
 	state   State
+	started bool   // the file holds the attempt's start record
+	note    uint32 // its note in the file (fileParser.notes), 0 if none
 	status  int
 	start   float64
 	secs    float64
-	started bool // the file holds the attempt's start record
 }
 
 // openCase is a case started and not yet ended in one status file.
 type openCase struct {
 	id    int64
 	start float64
+	note  uint32
+}
+
+// placeNote returns the note of the placement of S record r, 0 if it
+// says none. Its key is "S" LOOP " " CPUS " " GPUS, the lists as written.
+func (p *fileParser) placeNote(r *Record) uint32 {
+	if r.Loop == 0 && len(r.CPUs) == 0 && len(r.GPUs) == 0 {
+		return 0
+	}
+	k := strconv.AppendInt(append(p.key[:0], 'S'), int64(r.Loop), 10)
+	k = append(append(k, ' '), r.CPUs...)
+	k = append(append(k, ' '), r.GPUs...)
+	p.key = k
+	return p.intern(k)
+}
+
+// reasonNote returns the note of an unfit reason, 0 if it is empty. Its
+// key is "U" REASON.
+func (p *fileParser) reasonNote(reason []byte) uint32 {
+	if len(reason) == 0 {
+		return 0
+	}
+	p.key = append(append(p.key[:0], 'U'), reason...)
+	return p.intern(p.key)
+}
+
+// intern returns the number of the note of key in the file, numbering it
+// (and handing it to the merger with the batch) if it is new.
+func (p *fileParser) intern(k []byte) uint32 {
+	if n, ok := p.noteNum[string(k)]; ok {
+		return n
+	}
+	key := string(k)
+	if p.noteNum == nil {
+		p.noteNum = map[string]uint32{}
+	}
+	p.notes = append(p.notes, key)
+	n := uint32(len(p.notes))
+	p.noteNum[key] = n
+	p.b.notes = append(p.b.notes, key)
+	return n
+}
+
+// busy adds the CPUs and GPUs of a running case's note (key) to the job's.
+func (p *fileParser) busy(key string) {
+	if n := parseNote(key); n.reason == "" {
+		p.job.OpenCPUs = append(p.job.OpenCPUs, n.place.CPUs...)
+		p.job.OpenGPUs = append(p.job.OpenGPUs, n.place.GPUs...)
+	}
 }
 
 func (p *fileParser) parseLine(line []byte) error {
@@ -461,21 +617,33 @@ func (p *fileParser) parseLine(line []byte) error {
 		b.run = job.Run
 		job.Host = string(r.Host)
 		job.ID = string(r.Job)
+		job.Capacity = r.Capacity
 	case KindQuit:
 		job.Quit = string(r.Message)
 		if job.Quit == "" {
 			job.Quit = "exited"
 		}
 	case KindStart:
-		p.open = append(p.open, openCase{r.ID, r.Start})
+		o := openCase{id: r.ID, start: r.Start}
+		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
+			o.note = p.placeNote(&r)
+		}
+		p.open = append(p.open, o)
 		if b.first == 0 || r.Start < b.first {
 			b.first = r.Start
 		}
+	case KindUnfit:
+		// Taken and not started: an attempt without a start, that no
+		// start record of another run can be a duplicate of.
+		job.Unfit++
+		b.attempts = append(b.attempts, attempt{id: r.ID, state: Unfit, start: r.Time, note: p.reasonNote(r.Message)})
 	case KindEnd, KindInterrupted:
 		id, start, secs := r.ID, r.Start, r.Seconds
 		started := false
+		var note uint32
 		for i := len(p.open) - 1; i >= 0; i-- {
 			if p.open[i].id == id {
+				note = p.open[i].note
 				p.open = append(p.open[:i], p.open[i+1:]...)
 				started = true
 				break
@@ -488,7 +656,7 @@ func (p *fileParser) parseLine(line []byte) error {
 		if p.since > 0 && start+secs >= p.since {
 			b.recent++
 		}
-		a := attempt{id: id, status: r.Status, start: start, secs: secs, started: started}
+		a := attempt{id: id, status: r.Status, start: start, secs: secs, started: started, note: note}
 		switch {
 		case r.Kind == KindInterrupted:
 			a.state = Interrupted
@@ -508,6 +676,11 @@ func (p *fileParser) parseLine(line []byte) error {
 func wins(a attempt, run int, old State, oldRun int) bool {
 	switch {
 	case old == NeverRan:
+		return true
+	case a.state == Unfit:
+		// Never started: it replaces nothing but an older unfit attempt.
+		return old == Unfit && run >= oldRun
+	case old == Unfit:
 		return true
 	case a.state == Succeeded:
 		return old != Succeeded || run >= oldRun
@@ -529,6 +702,10 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		s.RunCounts[run] = c
 	}
 	c.Add(a.state)
+	w := uint32(ji + 1)
+	if a.note > 0 {
+		w = s.fileNotes[ji][a.note-1]
+	}
 	if p := s.cases.page(a.id); p != nil {
 		i := int(a.id & pageMask)
 		if a.started && p.start(run, i) {
@@ -536,14 +713,14 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		}
 		col := p.cols
 		oldRun := 0
-		if ji := col.job[i]; ji > 0 {
-			oldRun = s.jobRun[ji-1]
+		if ow := col.job[i]; ow > 0 {
+			oldRun = s.jobRun[s.jobOf(ow)]
 		}
 		if wins(a, run, col.state[i], oldRun) {
 			col.state[i] = a.state
 			col.status[i] = int32(a.status)
 			col.secs[i] = float32(a.secs)
-			col.job[i] = uint32(ji + 1)
+			col.job[i] = w
 		}
 		return
 	}
@@ -554,10 +731,10 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	oldRun := 0
 	if old.job > 0 {
-		oldRun = s.jobRun[old.job-1]
+		oldRun = s.jobRun[s.jobOf(old.job)]
 	}
 	if wins(a, run, old.state, oldRun) {
-		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), float32(a.secs), uint32(ji+1)
+		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), float32(a.secs), w
 	}
 	if fc != old {
 		s.cases.putFar(a.id, fc)
@@ -668,12 +845,16 @@ func (s *Summary) farAt(id int64, fc farCase) Case {
 	return c
 }
 
-// withJob fills in the job (ji: index into Jobs, +1; 0 = none), host, run
-// and duplicate starts (if any) of c.
-func (s *Summary) withJob(c *Case, ji uint32) {
-	if ji > 0 {
-		j := &s.Jobs[ji-1]
+// withJob fills in the job, host, run, placement or reason (from w, the
+// case's job bytes: see Summary) and duplicate starts (if any) of c.
+func (s *Summary) withJob(c *Case, w uint32) {
+	if w > 0 {
+		j := &s.Jobs[s.jobOf(w)]
 		c.Job, c.Host, c.Run = j.ID, j.Host, j.Run
+		if n := uint32(len(s.jobRun)); w > n {
+			note := &s.notes[s.wheres[w-n-1].note]
+			c.Loop, c.CPUs, c.GPUs, c.Reason = note.place.Loop, note.place.CPUs, note.place.GPUs, note.reason
+		}
 	}
 	if s.dupOf != nil {
 		if i, ok := s.dupOf[c.ID]; ok {

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -12,10 +13,11 @@ type Kind byte
 
 // The kinds of status records.
 const (
-	KindHeader      Kind = '#' // # farm-status v1 job=JOBID run=RUN host=HOST [restart=N]
-	KindStart       Kind = 'S' // S ID START HOST
+	KindHeader      Kind = '#' // # farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
+	KindStart       Kind = 'S' // S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST]
 	KindEnd         Kind = 'E' // E ID STATUS START SECONDS HOST
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
+	KindUnfit       Kind = 'U' // U ID TIME REASON
 	KindQuit        Kind = 'Q' // Q TIME MESSAGE
 	// KindMETA is a line of META's own status files, "ID STATUS": the case
 	// ended with STATUS. It is no first field (a META line starts with a
@@ -29,16 +31,24 @@ const (
 // nothing.)
 type Record struct {
 	Kind    Kind
-	ID      int64   // S, E, I: the case ID
+	ID      int64   // S, E, I, U: the case ID
 	Status  int     // E: the case's STATUS; I: the signal that stopped it
 	Start   float64 // S, E, I: when the case started (Unix seconds)
 	Seconds float64 // E, I: how long it ran
 	Host    []byte  // S, E, I, header: the meta-job's host (may be empty)
-	Time    float64 // Q: when the meta-job exited (Unix seconds)
-	Message []byte  // Q: why it exited (may be empty)
+	Time    float64 // Q: when the meta-job exited; U: when it took the case (Unix seconds)
+	Message []byte  // Q: why it exited; U: why the case was not started (may be empty)
 	Job     []byte  // header: the job ID
 	Run     int     // header: the run
 	Restart int     // header: the incarnation (restart=N), 0 if absent
+	// Capacity is, in a header, what the meta-job packs its cases into
+	// (cpus=N gpus=N), 0 for what it does not say.
+	Capacity Capacity
+	// Loop, CPUs and GPUs are, in an S record, where the case runs (loop=N
+	// cpus=LIST gpus=LIST): its loop, 0 if not said, and its lists as
+	// written ("0-3,8", "0,1"), empty if not said; Placement expands them.
+	Loop       int
+	CPUs, GPUs []byte
 }
 
 // ParseRecord accepts times and durations below these magnitudes: the
@@ -54,10 +64,12 @@ var errEmptyLine = errors.New("empty line")
 
 // ParseRecord parses one line of a status file, with or without its
 // line ending ("\n" or "\r\n"). Fields are separated by blanks (spaces or
-// tabs); a Q record's MESSAGE is the rest of the line after TIME and one
-// blank. The header's keys may come in any order; keys other than job,
-// run, host and restart are ignored. A line it rejects gets an error of one
-// line that says what is wrong (quoting at most 40 bytes of the line).
+// tabs); a Q record's MESSAGE and a U record's REASON are the rest of the
+// line after TIME and one blank. The header's keys, and the KEY=VALUE
+// fields after an S record's HOST, may come in any order; keys other than
+// job, run, host, restart, cpus and gpus (header) and loop, cpus and gpus
+// (S) are ignored. A line it rejects gets an error of one line that says
+// what is wrong (quoting at most 40 bytes of the line).
 //
 // ParseRecord does not allocate, except for the error of a line it rejects
 // and for numbers in a form Writer does not write (such as "1e3"), which it
@@ -117,17 +129,71 @@ func ParseRecord(line []byte) (Record, error) {
 			r.Message = line[i+1:]
 		}
 		return r, nil
+	case KindUnfit:
+		const form = "U ID TIME REASON"
+		if i = skip(line, i); i == len(line) {
+			return r, short(line, form)
+		}
+		if r.ID, i, ok = intAt(line, i); !ok {
+			return r, bad(line, i, form, "ID")
+		}
+		if i = skip(line, i); i == len(line) {
+			return r, short(line, form)
+		}
+		if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
+			return r, bad(line, i, form, "TIME")
+		}
+		if i < len(line) {
+			r.Message = line[i+1:]
+		}
+		return r, nil
 	case KindHeader:
 		return parseHeader(line, i)
 	default:
 		return r, fmt.Errorf("unknown record %s", quote(kind))
 	}
-	// The host, possibly empty, ends the line.
+	// The host, possibly empty, ends the line; in an S record, the
+	// placement's fields may follow it.
 	r.Host, i = field(line, i)
-	if f, _ := field(line, i); len(f) > 0 {
+	f, i := field(line, i)
+	if len(f) == 0 {
+		return r, nil
+	}
+	if r.Kind != KindStart {
 		return r, fmt.Errorf("%c record: unexpected %s after HOST", r.Kind, quote(f))
 	}
-	return r, nil
+	return r, r.parsePlacement(line, f, i)
+}
+
+// parsePlacement reads the KEY=VALUE fields of an S record after HOST:
+// f, the first, and those of line from i.
+func (r *Record) parsePlacement(line, f []byte, i int) error {
+	for ; len(f) > 0; f, i = field(line, i) {
+		eq := bytes.IndexByte(f, '=')
+		if eq < 0 {
+			return fmt.Errorf("S record: unexpected %s after HOST", quote(f))
+		}
+		k, v := f[:eq], f[eq+1:]
+		switch string(k) {
+		case "loop":
+			n, ok := parseInt(v)
+			if !ok || n < 0 || int64(int(n)) != n {
+				return fmt.Errorf("S record: bad loop %s", quote(v))
+			}
+			r.Loop = int(n)
+		case "cpus":
+			if !checkCPUs(v) {
+				return fmt.Errorf("S record: bad cpus %s", quote(v))
+			}
+			r.CPUs = v
+		case "gpus":
+			if !checkGPUs(v) {
+				return fmt.Errorf("S record: bad gpus %s", quote(v))
+			}
+			r.GPUs = v
+		}
+	}
+	return nil
 }
 
 // parseEnded reads the fields of an E or I record from line[i:], up to
@@ -237,6 +303,16 @@ func parseHeader(line []byte, i int) (Record, error) {
 				return r, fmt.Errorf("header: bad restart %s", quote(v))
 			}
 			r.Restart = int(n)
+		case "cpus", "gpus":
+			n, ok := parseInt(v)
+			if !ok || n < 0 || int64(int(n)) != n {
+				return r, fmt.Errorf("header: bad %s %s", k, quote(v))
+			}
+			if k[0] == 'c' {
+				r.Capacity.CPUs = int(n)
+			} else {
+				r.Capacity.GPUs = int(n)
+			}
 		}
 	}
 	for j, k := range [...]string{"job", "run", "host"} {

@@ -179,6 +179,10 @@ func checkParse(t *testing.T, line []byte) {
 	case KindStart:
 		integer("ID", 1, r.ID)
 		float("START", 2, r.Start)
+		checkPlacement(t, line, fields, r)
+	case KindUnfit:
+		integer("ID", 1, r.ID)
+		float("TIME", 2, r.Time)
 	case KindEnd, KindInterrupted:
 		integer("ID", 1, r.ID)
 		integer("STATUS", 2, int64(r.Status))
@@ -186,6 +190,9 @@ func checkParse(t *testing.T, line []byte) {
 		float("SECONDS", 4, r.Seconds)
 	case KindQuit:
 		float("TIME", 1, r.Time)
+	case KindMETA:
+		integer("ID", 0, r.ID)
+		integer("STATUS", 1, int64(r.Status))
 	case KindHeader:
 	default:
 		t.Fatalf("ParseRecord(%q): kind %q", line, r.Kind)
@@ -209,7 +216,7 @@ func checkRoundTrip(t *testing.T, id int64, status int, startMs int64, d time.Du
 		return r
 	}
 	restart := int(uint64(id) % 5)
-	line := appendHeader(nil, job, restart, status, host)
+	line := appendHeader(nil, job, restart, status, host, Capacity{})
 	if r := parse(line, KindHeader); string(r.Job) != job || r.Run != status || string(r.Host) != host || r.Restart != restart {
 		t.Fatalf("%q read back as %+v", line, r)
 	}

@@ -1,8 +1,9 @@
 package status
 
 import (
-	"errors"
 	"io"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -20,19 +21,230 @@ type Capacity struct {
 	CPUs, GPUs int
 }
 
+// MaxCPU is the largest CPU number a status record holds: a cpus= list
+// with a larger one is damage (it would expand to that many numbers).
+// StartAt leaves out CPU numbers below 0 or above it.
+const MaxCPU = 1<<16 - 1
+
 // CreateCap is CreateLog for a meta-job that packs cases into c.
 func CreateCap(path, jobID string, restart, run int, host string, c Capacity, log io.Writer) (*Writer, error) {
-	return nil, errors.New("not implemented yet")
+	return create(path, jobID, restart, run, host, c, log)
 }
 
 // StartAt records that case id started at t, placed at p.
 func (w *Writer) StartAt(id int64, t time.Time, p Placement) error {
-	return errors.New("not implemented yet")
+	w.buf = appendStartAt(w.buf, id, t, w.host, p)
+	return w.Flush()
 }
 
 // Unfit records that the meta-job took case id at t and did not start it,
 // and why (it needs more than the job has, or more time than it has
 // left): the case is left for the next run.
 func (w *Writer) Unfit(id int64, t time.Time, reason string) error {
-	return errors.New("not implemented yet")
+	w.buf = appendUnfit(w.buf, id, t, reason)
+	return w.Flush()
+}
+
+// appendStartAt appends an S record with the fields of p that are not
+// zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST". HOST is
+// written "-" if it is empty and fields follow it (an empty HOST would
+// make the first of them read as HOST).
+func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []byte {
+	b = appendStart(b, id, t, host)
+	b = b[:len(b)-1] // the '\n'
+	n := len(b)
+	if p.Loop > 0 {
+		b = append(b, " loop="...)
+		b = strconv.AppendInt(b, int64(p.Loop), 10)
+	}
+	if m := len(b); len(p.CPUs) > 0 {
+		b = appendCPUs(append(b, " cpus="...), p.CPUs)
+		if len(b) == m+len(" cpus=") {
+			b = b[:m] // no CPU in range
+		}
+	}
+	if m := len(b); len(p.GPUs) > 0 {
+		b = appendGPUs(append(b, " gpus="...), p.GPUs)
+		if len(b) == m+len(" gpus=") {
+			b = b[:m] // no GPU with a name
+		}
+	}
+	if len(b) > n && host == "" {
+		b = slices.Insert(b, n, '-')
+	}
+	return append(b, '\n')
+}
+
+// appendCPUs appends cpus as a compact list ("0-3,8"), in ascending order,
+// each once; numbers below 0 or above MaxCPU are left out.
+func appendCPUs(b []byte, cpus []int) []byte {
+	if !slices.IsSorted(cpus) {
+		cpus = slices.Sorted(slices.Values(cpus))
+	}
+	first := true
+	for i := 0; i < len(cpus); {
+		lo := cpus[i]
+		j := i + 1
+		if lo < 0 || lo > MaxCPU {
+			i = j
+			continue
+		}
+		hi := lo
+		for j < len(cpus) && (cpus[j] == hi || cpus[j] == hi+1) && cpus[j] <= MaxCPU {
+			hi = cpus[j]
+			j++
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = strconv.AppendInt(b, int64(lo), 10)
+		if hi > lo {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(hi), 10)
+		}
+		i = j
+	}
+	return b
+}
+
+// appendGPUs appends gpus separated by commas, each as one field of a
+// list: its blanks, line breaks and commas written '_'. Empty names are
+// left out.
+func appendGPUs(b []byte, gpus []string) []byte {
+	first := true
+	for _, g := range gpus {
+		if g == "" {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		for i := 0; i < len(g); i++ {
+			c := g[i]
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ',' {
+				c = '_'
+			}
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// appendUnfit appends a U record; reason's line breaks are written as
+// blanks.
+func appendUnfit(b []byte, id int64, t time.Time, reason string) []byte {
+	b = append(b, 'U', ' ')
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, ' ')
+	b = appendTime(b, t)
+	b = append(b, ' ')
+	b = appendLine(b, reason)
+	return append(b, '\n')
+}
+
+// checkCPUs reports whether v is a list of CPUs as appendCPUs writes it:
+// "N" and "N-M" items (decimal digits, N <= M <= MaxCPU) separated by
+// commas, each above the one before. An empty v is no CPU.
+func checkCPUs(v []byte) bool {
+	prev := -1
+	for i := 0; i < len(v); {
+		lo, j, ok := cpuAt(v, i)
+		if !ok || lo <= prev {
+			return false
+		}
+		hi := lo
+		if j < len(v) && v[j] == '-' {
+			if hi, j, ok = cpuAt(v, j+1); !ok || hi < lo {
+				return false
+			}
+		}
+		prev = hi
+		if j < len(v) {
+			if v[j] != ',' || j == len(v)-1 {
+				return false
+			}
+			j++
+		}
+		i = j
+	}
+	return true
+}
+
+// cpuAt reads the CPU number at v[i:]: decimal digits, at most MaxCPU.
+func cpuAt(v []byte, i int) (n, end int, ok bool) {
+	from := i
+	for ; i < len(v) && v[i]-'0' <= 9; i++ {
+		n = n*10 + int(v[i]-'0')
+		if n > MaxCPU {
+			return 0, i, false
+		}
+	}
+	return n, i, i > from
+}
+
+// checkGPUs reports whether v is a list of GPUs as appendGPUs writes it:
+// non-empty names separated by commas. An empty v is no GPU.
+func checkGPUs(v []byte) bool {
+	if len(v) == 0 {
+		return true
+	}
+	if v[0] == ',' || v[len(v)-1] == ',' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] == ',' && v[i-1] == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseCPUs expands a cpus= list ("0-3,8") into CPU numbers, in ascending
+// order; it reports false for a list that ParseRecord would refuse.
+func ParseCPUs(v []byte) ([]int, bool) {
+	if !checkCPUs(v) {
+		return nil, false
+	}
+	var out []int
+	for i := 0; i < len(v); {
+		lo, j, _ := cpuAt(v, i)
+		hi := lo
+		if j < len(v) && v[j] == '-' {
+			hi, j, _ = cpuAt(v, j+1)
+		}
+		for c := lo; c <= hi; c++ {
+			out = append(out, c)
+		}
+		i = j + 1
+	}
+	return out, true
+}
+
+// ParseGPUs splits a gpus= list ("0,1") into device names; it reports
+// false for a list that ParseRecord would refuse.
+func ParseGPUs(v []byte) ([]string, bool) {
+	if !checkGPUs(v) {
+		return nil, false
+	}
+	var out []string
+	for i := 0; i < len(v); {
+		j := i
+		for j < len(v) && v[j] != ',' {
+			j++
+		}
+		out = append(out, string(v[i:j]))
+		i = j + 1
+	}
+	return out, true
+}
+
+// Placement returns where an S record says its case ran (its loop=,
+// cpus= and gpus= fields; zero if it has none). It allocates the lists.
+func (r *Record) Placement() Placement {
+	p := Placement{Loop: r.Loop}
+	p.CPUs, _ = ParseCPUs(r.CPUs)
+	p.GPUs, _ = ParseGPUs(r.GPUs)
+	return p
 }

@@ -4,14 +4,30 @@
 // Each meta-job appends only to its own file, so no two hosts ever append to
 // one file. A file is a header line followed by one line per event:
 //
-//	# farm-status v1 job=JOBID run=RUN host=HOST
-//	S ID START HOST                  case ID started at START (Unix seconds)
+//	# farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
+//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST]
+//	                                 case ID started at START (Unix seconds)
 //	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
 //	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
+//	U ID TIME REASON                 case ID was taken at TIME and not started
 //	Q TIME MESSAGE                   the meta-job exited by itself
 //
 // A case with an S line and no E or I line in the same file was cut short
 // when its meta-job died, unless that meta-job is still running it.
+//
+// A meta-job that packs several cases at once into what it was given
+// (CreateCap, StartAt, Unfit) says in its header how many CPUs and GPUs it
+// has (cpus=N gpus=N), and in each S record where the case runs: loop=N
+// its loop (slot), cpus=LIST the CPUs it is bound to, in ascending order
+// with runs of consecutive numbers as ranges ("0-3,8"), gpus=LIST the
+// devices it was given, names separated by commas ("0,1"). A field that
+// would be empty or zero is left out; HOST is then "-" if it is empty.
+// Readers ignore header keys and S fields they do not know (KEY=VALUE).
+// A case that cannot fit the job — it needs more CPUs, GPUs or memory
+// than the job has, or more time than it has left — is taken and not
+// started: its U record says why (REASON, the rest of the line, as Q's
+// MESSAGE), and it is left for the next run. These are optional parts of
+// v1: a file without them reads as before.
 //
 // Writer writes these lines and ParseRecord reads them: Load, Tail,
 // Durations, everything that reads a status file, reads with it.
@@ -112,6 +128,11 @@ func Create(path, jobID string, restart, run int, host string) (*Writer, error) 
 // that starts on a filesystem out of inodes) and writing its header are
 // retried like every write, and reported on log.
 func CreateLog(path, jobID string, restart, run int, host string, log io.Writer) (*Writer, error) {
+	return create(path, jobID, restart, run, host, Capacity{}, log)
+}
+
+// create is CreateLog, and CreateCap with a capacity c.
+func create(path, jobID string, restart, run int, host string, c Capacity, log io.Writer) (*Writer, error) {
 	jobID, host = oneField(jobID), oneField(host)
 	w := &Writer{path: path, host: host, Log: log}
 	err := w.retry(func() (err error) {
@@ -123,7 +144,7 @@ func CreateLog(path, jobID string, restart, run int, host string, log io.Writer)
 	}
 	st, err := w.f.Stat()
 	if err == nil && st.Size() == 0 {
-		w.buf = appendHeader(w.buf[:0], jobID, restart, run, host)
+		w.buf = appendHeader(w.buf[:0], jobID, restart, run, host, c)
 		if err := w.Flush(); err != nil {
 			w.f.Close()
 			return nil, err
@@ -177,11 +198,18 @@ func (w *Writer) retry(op func() error) error {
 // them back.
 
 // appendHeader appends a file's header; jobID and host must be one field
-// each (see oneField).
-func appendHeader(b []byte, jobID string, restart, run int, host string) []byte {
+// each (see oneField). restart and the capacity's counts are written only
+// if above 0.
+func appendHeader(b []byte, jobID string, restart, run int, host string, c Capacity) []byte {
 	b = fmt.Appendf(b, "# farm-status v1 job=%s run=%d host=%s", jobID, run, host)
 	if restart > 0 {
 		b = fmt.Appendf(b, " restart=%d", restart)
+	}
+	if c.CPUs > 0 {
+		b = fmt.Appendf(b, " cpus=%d", c.CPUs)
+	}
+	if c.GPUs > 0 {
+		b = fmt.Appendf(b, " gpus=%d", c.GPUs)
 	}
 	return append(b, '\n')
 }
@@ -221,14 +249,20 @@ func appendQuit(b []byte, t time.Time, why string) []byte {
 	b = append(b, 'Q', ' ')
 	b = appendTime(b, t)
 	b = append(b, ' ')
-	for i := 0; i < len(why); i++ {
-		c := why[i]
+	b = appendLine(b, why)
+	return append(b, '\n')
+}
+
+// appendLine appends s with its line breaks made blanks.
+func appendLine(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if c == '\n' || c == '\r' {
 			c = ' '
 		}
 		b = append(b, c)
 	}
-	return append(b, '\n')
+	return b
 }
 
 // Start records that case id started at t.

@@ -28,13 +28,14 @@ type tailFile struct {
 	restart int
 	run     int
 	open    int64
-	c       Counts // ended attempts: Succeeded, Failed, Interrupted
+	c       Counts // ended attempts: Succeeded, Failed, Interrupted; and Unfit
 }
 
 // TailCounts are the counts Refresh returns.
 type TailCounts struct {
-	// Runs counts, per run, the attempts that ended, and the cases running
-	// (started in a live job and not ended).
+	// Runs counts, per run, the attempts that ended, the cases running
+	// (started in a live job and not ended), and those taken and not
+	// started (unfit).
 	Runs map[int]*Counts
 	// Succeeded counts the farm's succeeded cases over all runs.
 	Succeeded int64
@@ -80,6 +81,7 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		c.Succeeded += tf.c.Succeeded
 		c.Failed += tf.c.Failed
 		c.Interrupted += tf.c.Interrupted
+		c.Unfit += tf.c.Unfit
 		if live != nil && tf.restart >= latest[tf.job] && live(tf.job) {
 			c.Running += tf.open
 		} else {
@@ -155,6 +157,8 @@ func (t *Tail) lines(tf *tailFile, buf []byte) {
 			tf.run = r.Run
 		case KindStart:
 			tf.open++
+		case KindUnfit:
+			tf.c.Unfit++
 		case KindEnd, KindInterrupted:
 			tf.open = max(0, tf.open-1)
 			switch {

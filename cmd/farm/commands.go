@@ -151,7 +151,7 @@ func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error
 func resubmitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "resubmit",
-		Usage:     "run again the cases that failed, were interrupted or never ran",
+		Usage:     "run again the cases that failed, were interrupted, were unfit or never ran",
 		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
 		Description: "Refused while any job of the farm is pending or running. Writes the cases still to do\n" +
 			"(farm-wide, over every run) to table.dat_ with their original IDs and submits N jobs over\n" +
@@ -248,8 +248,7 @@ func waitCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "%d cases: %d succeeded, %d failed, %d interrupted, %d never ran\n",
-				p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan)
+			fmt.Fprintln(c.App.Writer, p)
 			if !p.Done() {
 				return notDoneError{}
 			}
@@ -263,8 +262,11 @@ func statusCmd() *cli.Command {
 		Name:    "Status",
 		Aliases: []string{"status"},
 		Usage:   "the status of every case that has a record",
-		Description: "One row per case: ID, state (succeeded, failed, interrupted, running), STATUS,\n" +
-			"duration in seconds, meta-job and host. A case's row is its farm-wide outcome over all runs.\n\n" +
+		Description: "One row per case: ID, state (succeeded, failed, interrupted, running, unfit), STATUS,\n" +
+			"duration in seconds, meta-job and host. A case's row is its farm-wide outcome over all runs.\n" +
+			"An unfit case was taken by a meta-job that could not fit it (it needs more CPUs, GPUs or\n" +
+			"memory than the job has, or more time than it had left): a last column says why, and the\n" +
+			"next resubmit runs it. --json adds where a case ran (loop, cpus, gpus) when known.\n\n" +
 			"With --meta, the lines of META's Status.run instead: \"ID STATUS\" for every case that\n" +
 			"ended (succeeded or failed), in ID order, with -f the non-zero ones last.\n\n" +
 			"EXAMPLES:\n   farm Status -f\n   farm Status --meta -f | tail\n   farm Status --json | jq '.[] | select(.state != \"succeeded\")'",

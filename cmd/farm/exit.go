@@ -27,7 +27,7 @@ const (
 
 const helpExitCodes = `EXIT CODES:
    0   success (farm wait: every case of the farm succeeded)
-   1   an error, or (farm wait) some case failed, was interrupted or never ran
+   1   an error, or (farm wait) some case failed, was interrupted, was unfit or never ran
    2   farm wait: the --timeout ran out first
    64  bad usage: unknown command, flag, argument or backend
    130 interrupted (Ctrl-C or SIGTERM) before the command was done
