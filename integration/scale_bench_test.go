@@ -18,7 +18,13 @@ import (
 // makeRecordFarm writes a farm whose STATUSES hold n cases, each with a
 // start and an end record, spread over jobs meta-jobs; every 1000th case
 // failed. It writes the files directly, as fast as the disk allows.
-func makeRecordFarm(b *testing.B, n, jobs int) string {
+func makeRecordFarm(b *testing.B, n, jobs int) string { return makeRecords(b, n, jobs, false) }
+
+// makeRecords is makeRecordFarm; with placed, the meta-jobs place their
+// cases as WHOLE_NODE jobs of 192 CPUs and 4 GPUs do (issue 13): each
+// start record says its loop, CPUs and GPUs, and every 1000th case but
+// one is unfit instead (a U record) rather than failed.
+func makeRecords(b *testing.B, n, jobs int, placed bool) string {
 	b.Helper()
 	dir := newFarm(b, []string{"true"}, "0-00:10")
 	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
@@ -37,7 +43,11 @@ func makeRecordFarm(b *testing.B, n, jobs int) string {
 			b.Fatal(err)
 		}
 		w := bufio.NewWriterSize(fh, 1<<20)
-		fmt.Fprintf(w, "# farm-status v1 job=%d run=1 host=node%03d\n", 1000+j, j)
+		if placed {
+			fmt.Fprintf(w, "# farm-status v1 job=%d run=1 host=node%03d cpus=192 gpus=4\n", 1000+j, j)
+		} else {
+			fmt.Fprintf(w, "# farm-status v1 job=%d run=1 host=node%03d\n", 1000+j, j)
+		}
 		for i := 0; i < per; i++ {
 			id := int64(i*jobs + j + 1)
 			st := 0
@@ -45,7 +55,16 @@ func makeRecordFarm(b *testing.B, n, jobs int) string {
 				st = 2
 			}
 			start := t0 + int64(i)
-			fmt.Fprintf(w, "S %d %d.123 node%03d\nE %d %d %d.123 0.517 node%03d\n", id, start, j, id, st, start, j)
+			switch {
+			case placed && id%1000 == 1:
+				fmt.Fprintf(w, "U %d %d.123 needs %d CPUs, the job has 192\n", id, start, 193+id%7)
+			case placed:
+				loop := i % 48
+				fmt.Fprintf(w, "S %d %d.123 node%03d loop=%d cpus=%d-%d gpus=%d\nE %d %d %d.123 0.517 node%03d\n",
+					id, start, j, loop+1, 4*loop, 4*loop+3, loop%4, id, st, start, j)
+			default:
+				fmt.Fprintf(w, "S %d %d.123 node%03d\nE %d %d %d.123 0.517 node%03d\n", id, start, j, id, st, start, j)
+			}
 		}
 		fmt.Fprintln(w, "Q 0 No cases left; exiting.")
 		w.Flush()
@@ -57,8 +76,16 @@ func makeRecordFarm(b *testing.B, n, jobs int) string {
 
 // BenchmarkStatus10M runs 'farm Status -f' over 10,000,000 status records
 // (cases) and reports its wall time and peak memory (max RSS).
-func BenchmarkStatus10M(b *testing.B) {
-	dir := makeRecordFarm(b, 10_000_000, 100)
+func BenchmarkStatus10M(b *testing.B) { benchmarkStatus(b, makeRecordFarm(b, 10_000_000, 100)) }
+
+// BenchmarkStatus10MPlaced is BenchmarkStatus10M over meta-jobs that
+// place their cases (loop, CPUs, GPUs) and leave some unfit: what a case
+// says of its placement and reason must cost no memory per case.
+func BenchmarkStatus10MPlaced(b *testing.B) {
+	benchmarkStatus(b, makeRecords(b, 10_000_000, 100, true))
+}
+
+func benchmarkStatus(b *testing.B, dir string) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, args := range [][]string{{"Status", "-f"}, {"Status", "--json"}} {
