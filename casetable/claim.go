@@ -825,7 +825,15 @@ func (s *Store) readCase(st *State, off int64) (Case, int64, int64, bool, error)
 		if perr != nil {
 			return Case{}, off, lines, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
 		}
-		return Case{ID: id, Command: cmd}, off, lines, true, nil
+		// What the case needs, and its command without that part. A part
+		// that does not read was refused by submit and resubmit (Validate,
+		// Rebuild); in a run started before farm read such parts (by an
+		// older farm) the line runs as written, bash taking the part for a
+		// comment, with nothing declared: a claim never fails on it, which
+		// would stop the run at that line.
+		c := Case{ID: id}
+		c.Command, c.Needs, _ = ParseNeeds(cmd)
+		return c, off, lines, true, nil
 	}
 }
 

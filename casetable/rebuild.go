@@ -9,13 +9,14 @@ import (
 )
 
 // Rebuild writes to dst the cases of the numbered table src for which keep
-// returns true, as "ID command" lines with their original IDs, and returns
-// how many it wrote. dst is written to a temporary file and renamed, so it is
+// returns true, as "ID command" lines with their original IDs (the command
+// as written, its NeedsMark part included), and returns how many it
+// wrote. dst is written to a temporary file and renamed, so it is
 // never seen half-written; it gets src's mode (a table kept private stays
 // private). A line that does not read, or repeats an ID (a line added since
 // the table was validated), is refused with its line: the new run would
-// start that case twice; so is a command longer than MaxCommand, which
-// cannot run.
+// start that case twice; so is a NeedsMark part that does not read
+// (ParseNeeds), and a command longer than MaxCommand, which cannot run.
 func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -70,6 +71,9 @@ func scanKept(in io.Reader, src string, keep func(id int64) bool, emit func(id i
 		}
 		if ids.add(id) {
 			return &LineError{File: src, Line: line, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, firstLineOf(src, id))}
+		}
+		if err := checkNeeds(src, line, cmd); err != nil {
+			return err
 		}
 		if len(cmd) > MaxCommand {
 			return tooLong(src, line, len(cmd))

@@ -87,6 +87,21 @@ func tooLong(path string, line, n int) *LineError {
 	return &LineError{File: path, Line: line, Msg: fmt.Sprintf("the command is %d bytes long, more than the %d a case may have (it reaches single_case.sh in the environment variable COMM, which Linux limits to 128 KiB); shorten the line, e.g. put long data in a file the command reads", n, MaxCommand)}
 }
 
+// checkNeeds returns the error of the case on line n of path whose
+// command is cmd if its NeedsMark part does not read (ParseNeeds).
+func checkNeeds(path string, n int, cmd string) error {
+	if _, _, err := ParseNeeds(cmd); err != nil {
+		return needsError(path, n, err)
+	}
+	return nil
+}
+
+// needsError is the error of line n of path whose NeedsMark part does not
+// read: "table.dat:7: #FARM: unknown key "cpu" (known: ...); fix the line".
+func needsError(path string, n int, err error) *LineError {
+	return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
+}
+
 // startsWithInteger reports whether a case line's first field is an
 // integer, with or without a sign: an ID, well formed or not.
 func startsWithInteger(line []byte) bool {
@@ -267,8 +282,9 @@ func firstLineOf(path string, id int64) int {
 
 // Validate checks a table without changing it. A table whose first case line
 // starts with an integer (signed or not) is treated as numbered, and every
-// case line must then carry a unique positive ID. The first command longer
-// than MaxCommand is Info.TooLong.
+// case line must then carry a unique positive ID. A case line whose
+// NeedsMark part does not read (ParseNeeds) is refused with its line. The
+// first command longer than MaxCommand is Info.TooLong.
 func Validate(path string) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -292,7 +308,13 @@ func Validate(path string) (Info, error) {
 			info.Numbered = startsWithInteger(line)
 		}
 		if !info.Numbered {
-			if c := len(bytes.TrimSpace(line)); c > MaxCommand && info.TooLong == nil {
+			cmd := bytes.TrimSpace(line)
+			if bytes.Contains(cmd, []byte(NeedsMark)) {
+				if err := checkNeeds(path, n, string(cmd)); err != nil {
+					return err
+				}
+			}
+			if c := len(cmd); c > MaxCommand && info.TooLong == nil {
 				info.TooLong = tooLong(path, n, c)
 			}
 			return nil
@@ -304,6 +326,9 @@ func Validate(path string) (Info, error) {
 		if ids.add(id) {
 			prev := firstLineOf(path, id)
 			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, prev)}
+		}
+		if err := checkNeeds(path, n, cmd); err != nil {
+			return err
 		}
 		if len(cmd) > MaxCommand && info.TooLong == nil {
 			info.TooLong = tooLong(path, n, len(cmd))
@@ -442,7 +467,9 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// ReadCases calls fn for every case of a numbered table, in file order.
+// ReadCases calls fn for every case of a numbered table, in file order,
+// its command without its NeedsMark part, which is in Needs. A line that
+// does not read, its NeedsMark part included, is an error naming it.
 func ReadCases(path string, fn func(c Case) error) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -457,13 +484,19 @@ func ReadCases(path string, fn func(c Case) error) error {
 		if err != nil {
 			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
 		}
-		return fn(Case{ID: id, Command: cmd})
+		cmd, needs, err := ParseNeeds(cmd)
+		if err != nil {
+			return needsError(path, n, err)
+		}
+		return fn(Case{ID: id, Command: cmd, Needs: needs})
 	})
 }
 
 // FindCase returns case id of the table at path, with its line number: in
 // a numbered table the line that carries the ID, in an unnumbered one the
-// id-th case line (the ID farm submit would give it).
+// id-th case line (the ID farm submit would give it). Its command is
+// without its NeedsMark part, which is in Needs; a part that does not read
+// is an error naming the line.
 func FindCase(path string, id int64) (Case, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -493,6 +526,10 @@ func FindCase(path string, id int64) (Case, error) {
 		}
 		maxID = max(maxID, c.ID)
 		if c.ID == id {
+			var err error
+			if c.Command, c.Needs, err = ParseNeeds(c.Command); err != nil {
+				return needsError(path, n, err)
+			}
 			found = c
 			return errFound
 		}

@@ -58,7 +58,7 @@ func TestPrepareNumbersUnnumberedTable(t *testing.T) {
 	if string(again) != want {
 		t.Errorf("second Prepare changed the table")
 	}
-	wantCases := []Case{{ID: 1, Command: "./code 1.0"}, {ID: 2, Command: "./code 2.0; echo done"}, {ID: 3, Command: "last line without newline"}}
+	wantCases := []Case{{ID: 1, Command: "./code 1.0", Needs: Needs{GPUs: -1}}, {ID: 2, Command: "./code 2.0; echo done", Needs: Needs{GPUs: -1}}, {ID: 3, Command: "last line without newline", Needs: Needs{GPUs: -1}}}
 	if diff := cmp.Diff(wantCases, readAll(t, p)); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
 	}
@@ -76,7 +76,7 @@ func TestValidateKeepsNumberedIDs(t *testing.T) {
 	if _, err := os.Stat(p + ".orig"); !os.IsNotExist(err) {
 		t.Errorf("a numbered table got a backup: %v", err)
 	}
-	want := []Case{{ID: 10, Command: "echo a"}, {ID: 7, Command: "echo b"}, {ID: 12, Command: "echo c"}}
+	want := []Case{{ID: 10, Command: "echo a", Needs: Needs{GPUs: -1}}, {ID: 7, Command: "echo b", Needs: Needs{GPUs: -1}}, {ID: 12, Command: "echo c", Needs: Needs{GPUs: -1}}}
 	if diff := cmp.Diff(want, readAll(t, p)); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
 	}

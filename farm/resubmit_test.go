@@ -121,3 +121,46 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 		t.Fatalf("after repair and resubmit, state %+v; want run 3 anew", st)
 	}
 }
+
+// TestResubmitTableKeepsNeeds: table.dat_ carries each case's #FARM part
+// as table.dat has it, so that resubmitted cases declare what they need;
+// a bad #FARM part is refused by submit, naming the line, before anything
+// is written.
+func TestResubmitTableKeepsNeeds(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "farm")
+	if err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	bad := "./run a #FARM cpus=4\n./run b #FARM cpu=2\n"
+	os.WriteFile(filepath.Join(dir, Table), []byte(bad), 0o644)
+	f, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.backends = fixed{&fakeBackend{}}
+	err = f.Submit(ctx, SubmitOptions{N: 1})
+	if want := `table.dat:2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time); fix the line`; err == nil || err.Error() != want {
+		t.Fatalf("submit of a bad #FARM part: %v; want %s", err, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, Table)); string(b) != bad {
+		t.Errorf("the refused submit changed table.dat: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, Table+".orig")); !os.IsNotExist(err) {
+		t.Errorf("the refused submit numbered table.dat: %v", err)
+	}
+
+	os.WriteFile(filepath.Join(dir, Table), []byte("./run a #FARM cpus=4 gpus=1 mem=8G min_time=30m\n# c\n./run b\n./run c  #FARM\tmem=512\n"), 0o644)
+	// The jobs are submitted, and end without running a case: every case
+	// goes to table.dat_.
+	if err := f.Submit(ctx, SubmitOptions{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Resubmit(ctx, SubmitOptions{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.Path(RetryTable))
+	if want := "1 ./run a #FARM cpus=4 gpus=1 mem=8G min_time=30m\n2 ./run b\n3 ./run c  #FARM\tmem=512\n"; err != nil || string(b) != want {
+		t.Errorf("%s reads %q, %v; want %q", RetryTable, b, err, want)
+	}
+}
