@@ -1147,6 +1147,15 @@ func miscEntries() []catEntry {
 			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
 		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
+		// FARM_GPUS, the GPUs of the local backend's jobs: one that does
+		// not read is refused before anything is submitted; one that
+		// reads reaches the jobs, whose meta-jobs start with it.
+		{name: "misc-local-farm-gpus-bad", env: []string{"FARM_GPUS=0,x"}, args: submitLocal, code: 1,
+			msg: `^farm: local backend: FARM_GPUS="0,x": "x" is not a GPU index \(a whole number, 0 or more\); set it to the indexes of the GPUs of this machine that the farm's jobs may use, comma-separated \(e\.g\. FARM_GPUS=0,1\), or unset it$`},
+		{name: "misc-local-farm-gpus-repeated-resubmit", base: baseRan, env: []string{"FARM_GPUS=1,1"}, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: local backend: FARM_GPUS="1,1": GPU 1 is listed twice; set it to`, notOut: `Resubmitting`},
+		{name: "misc-local-farm-gpus-runs", env: []string{"FARM_GPUS=0,1"}, setup: write("table.dat", "true #FARM gpus=1\ntrue\n"), args: submitLocal, code: 0,
+			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
 	}
 }
 
