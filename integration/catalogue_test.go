@@ -780,6 +780,28 @@ func tableEntries() []catEntry {
 			msg: `^farm: table\.dat cannot be read \(is a directory\)`},
 		{name: "table-resubmit-missing", base: baseRan, setup: remove("table.dat"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: table\.dat is missing`},
+		// What a case needs, after #FARM (issue 13): a part that does not
+		// read is refused, naming the line, before anything is written.
+		refused("needs-unknown-key", "echo a #FARM cpus=2\necho b #FARM cpu=2\n", atLine("table.dat", 2)+`#FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refused("needs-numbered-bad-mem", "1 true\n# c\n2 true #FARM mem=8GiB\n", atLine("table.dat", 3)+`#FARM: bad mem="8GiB": want a size above 0: a number of MiB, or with a unit K, M, G or T \(of 1024\), e\.g\. 512M or 8G; fix the line$`),
+		refused("needs-bad-cpus", "true #FARM cpus=0\n", atLine("table.dat", 1)+`#FARM: bad cpus="0": want a whole number of CPUs, 1 or more; fix the line$`),
+		refused("needs-bad-gpus", "true #FARM gpus=-1\n", atLine("table.dat", 1)+`#FARM: bad gpus="-1": want a whole number of GPUs, 0 or more; fix the line$`),
+		refused("needs-bad-min-time", "true\ntrue #FARM min_time=366-00:00:00\n", atLine("table.dat", 2)+`#FARM: bad min_time="366-00:00:00": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line$`),
+		refused("needs-duplicate-key", "true #FARM cpus=2 mem=1G cpus=4\n", atLine("table.dat", 1)+`#FARM: cpus is given twice; give each key once \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refused("needs-empty-value", "true #FARM mem=\n", atLine("table.dat", 1)+`#FARM: mem= has no value \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refused("needs-nothing-after-mark", "true #FARM \t\r\n", atLine("table.dat", 1)+`#FARM: no key=value after it \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refused("needs-not-key-value", "true #FARM needs four cpus\n", atLine("table.dat", 1)+`#FARM: "needs" is not key=value \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refused("needs-no-command", "1 true\n2 #FARM cpus=1\n", atLine("table.dat", 2)+`a case needs a command before #FARM; fix the line$`),
+		// A good part runs: the command without it (bash would take it for
+		// a comment anyway), its cases succeed.
+		{name: "table-needs-run", setup: write("table.dat", "echo a #FARM cpus=1 mem=64M min_time=1\ntrue #FARM gpus=0\n"), args: submitLocal, code: 0,
+			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
+		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
+		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: 1,
+			msg: atLine("table.dat", 3) + `#FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time\); fix the line$`},
+		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
+			msg: atLine("table.dat", 2) + `#FARM: bad mem="lots": want a size above 0`, change: []string{"RUN*/"}},
 	}
 }
 
@@ -1125,6 +1147,15 @@ func miscEntries() []catEntry {
 			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
 		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
+		// FARM_GPUS, the GPUs of the local backend's jobs: one that does
+		// not read is refused before anything is submitted; one that
+		// reads reaches the jobs, whose meta-jobs start with it.
+		{name: "misc-local-farm-gpus-bad", env: []string{"FARM_GPUS=0,x"}, args: submitLocal, code: 1,
+			msg: `^farm: local backend: FARM_GPUS="0,x": "x" is not a GPU index \(a whole number, 0 or more\); set it to the indexes of the GPUs of this machine that the farm's jobs may use, comma-separated \(e\.g\. FARM_GPUS=0,1\), or unset it$`},
+		{name: "misc-local-farm-gpus-repeated-resubmit", base: baseRan, env: []string{"FARM_GPUS=1,1"}, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: local backend: FARM_GPUS="1,1": GPU 1 is listed twice; set it to`, notOut: `Resubmitting`},
+		{name: "misc-local-farm-gpus-runs", env: []string{"FARM_GPUS=0,1"}, setup: write("table.dat", "true #FARM gpus=1\ntrue\n"), args: submitLocal, code: 0,
+			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
 	}
 }
 

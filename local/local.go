@@ -60,6 +60,11 @@ type Options struct {
 	// (DefaultSlotDir if ""). It must be the user's own and writable by
 	// no one else: CheckSlotDir refuses it otherwise.
 	SlotDir string
+
+	// GPUs is FARM_GPUS as the submitting command has it, which its jobs
+	// inherit (ParseGPUs): Preflight refuses one that does not read, so
+	// that farm submit says so before any job fails on it.
+	GPUs string
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -80,9 +85,14 @@ func Engine(opt Options) backend.Engine {
 
 var _ backend.Preflighter = (*Backend)(nil)
 
-// Preflight implements backend.Preflighter: the job-slot directory must be
-// safe (CheckSlotDir).
-func (l *Backend) Preflight(ctx context.Context) error { return CheckSlotDir(l.slotDir()) }
+// Preflight implements backend.Preflighter: FARM_GPUS must read
+// (Options.GPUs), and the job-slot directory must be safe (CheckSlotDir).
+func (l *Backend) Preflight(ctx context.Context) error {
+	if _, err := ParseGPUs(l.GPUs); err != nil {
+		return err
+	}
+	return CheckSlotDir(l.slotDir())
+}
 
 // Name implements backend.Backend.
 func (l *Backend) Name() string { return Name }
@@ -419,13 +429,19 @@ func (l *Backend) killWait() time.Duration {
 }
 
 // Self implements backend.Backend: the job's supervisor passes its ID and
-// end time in FARM_JOB_ID and FARM_END_TIME.
+// end time in FARM_JOB_ID and FARM_END_TIME; Alloc is this machine's (the
+// CPUs this process may run on, the GPUs FARM_GPUS lists, MemTotal), and
+// a FARM_GPUS that does not read is an error.
 func (l *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Self, error) {
 	id := req.Env("FARM_JOB_ID")
 	if id == "" {
 		return backend.Self{}, errors.New("FARM_JOB_ID is not set: not inside a local farm job")
 	}
 	s := backend.Self{ID: id}
+	var err error
+	if s.Alloc, err = selfAlloc(req.Env); err != nil {
+		return backend.Self{}, err
+	}
 	if v, err := strconv.ParseInt(req.Env("FARM_END_TIME"), 10, 64); err == nil && v > 0 {
 		s.End = time.Unix(v, 0)
 	}

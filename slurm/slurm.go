@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,8 +232,10 @@ func queryEnv() []string {
 // the submitting environment base (this process's if nil) plus extra. Variables that Slurm sets inside a
 // job and does not reset in a job submitted from it are dropped: a plain job
 // submitted from an array task would otherwise inherit the task's
-// SLURM_ARRAY_JOB_ID and take itself for that task. SBATCH_ARRAY_INX is
-// dropped too, as it would turn every meta-job into an array.
+// SLURM_ARRAY_JOB_ID and take itself for that task; and a job without
+// GPUs submitted from a job with some would take the submitter's
+// SLURM_JOB_GPUS for its own (allocVars). SBATCH_ARRAY_INX is dropped too,
+// as it would turn every meta-job into an array.
 func submitEnv(base, extra []string) []string {
 	if base == nil {
 		base = os.Environ()
@@ -240,7 +243,7 @@ func submitEnv(base, extra []string) []string {
 	var env []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" {
+		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" || slices.Contains(allocVars, k) {
 			continue
 		}
 		env = append(env, kv)
@@ -885,7 +888,7 @@ func (b *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Se
 	if err != nil {
 		return backend.Self{}, err
 	}
-	s := backend.Self{ID: id}
+	s := backend.Self{ID: id, Alloc: selfAlloc(env)}
 	// Set by Slurm when it restarted (requeued) the job under the same ID.
 	if n, err := strconv.Atoi(strings.TrimSpace(env("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
 		s.Restart = n

@@ -271,8 +271,10 @@ func (h *harness) cancel(ids []string, scope backend.CancelScope) []string {
 // test to create the file release.
 const waitRelease = `for i in $(seq 1200); do [ -e release ] && break; sleep 0.1; done`
 
-// testSelf: inside a job, Backend.Self gives the ID that Submit returned and
-// the job's end time (about the time limit after its start).
+// testSelf: inside a job, Backend.Self gives the ID that Submit returned,
+// the job's end time (about the time limit after its start), and what the
+// job was given: at least one CPU (the suite's jobs ask for no more), no
+// GPU named "", no negative memory.
 func testSelf(t *testing.T, h *harness) {
 	script := h.script("self.sh", `env -0 > env.tmp && mv env.tmp env.dump
 `+waitRelease)
@@ -305,6 +307,9 @@ func testSelf(t *testing.T, h *harness) {
 		t.Errorf("Self().End is zero; want the job's start plus its one-minute limit")
 	} else if self.End.Before(now.Add(-5*time.Second)) || self.End.After(now.Add(time.Minute+5*time.Second)) {
 		t.Errorf("Self().End = %s, now %s: want within the job's one-minute limit", self.End, now)
+	}
+	if a := self.Alloc; a.CPUs < 1 || a.MemMB < 0 || slices.Contains(a.GPUs, "") {
+		t.Errorf("Self().Alloc = %+v inside job %s: want at least one CPU, no GPU named \"\", no negative memory", a, ids[0])
 	}
 }
 

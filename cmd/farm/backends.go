@@ -47,10 +47,11 @@ func slurmOptions(getenv func(string) string) slurm.Options {
 	return slurm.Options{CallTimeout: envDuration(getenv, slurm.EnvCallTimeout)}
 }
 
-// localOptions reads $FARM_LOCAL_SLOTS, $FARM_LOCAL_KILL_WAIT and
-// $FARM_LOCAL_SLOT_DIR (default: under $TMPDIR).
+// localOptions reads $FARM_LOCAL_SLOTS, $FARM_LOCAL_KILL_WAIT,
+// $FARM_LOCAL_SLOT_DIR (default: under $TMPDIR) and $FARM_GPUS (checked
+// by the engine's Preflight).
 func localOptions(getenv func(string) string) local.Options {
-	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT"), SlotDir: getenv(local.EnvSlotDir)}
+	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT"), SlotDir: getenv(local.EnvSlotDir), GPUs: getenv(local.EnvGPUs)}
 	if opt.SlotDir == "" {
 		tmp := getenv("TMPDIR")
 		if tmp == "" {
