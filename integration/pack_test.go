@@ -164,4 +164,3 @@ func TestPackSlurm(t *testing.T) {
 		t.Errorf("at most %d CPUs were busy at once in a job of 4", most)
 	}
 }
-

@@ -223,12 +223,12 @@ func TestWholeNodeKill9(t *testing.T) {
 
 // TestWholeNodeSlurm: the same on the real Slurm, the job script asking
 // for 4 CPUs a job (as a WHOLE_NODE job script asks for its node's cores):
-// two meta-jobs run 24 cases of 1 s, 4 at a time each.
+// two meta-jobs run 40 cases of 1 s, 4 at a time each.
 func TestWholeNodeSlurm(t *testing.T) {
 	needSlurm(t)
 	t.Parallel()
 	var table []string
-	for i := 0; i < 24; i++ {
+	for i := 0; i < 40; i++ {
 		table = append(table, "sleep 1")
 	}
 	dir := slurmFarm(t, table, "0-00:10")
@@ -242,7 +242,7 @@ func TestWholeNodeSlurm(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
-	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "24 cases: 24 succeeded") {
+	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "40 cases: 40 succeeded") {
 		t.Fatalf("wait said %q", out)
 	}
 	checkPacking(t, dir, 4, 1)

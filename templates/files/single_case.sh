@@ -3,7 +3,8 @@
 #
 # The meta-job runs this script once per case, in the farm directory, with:
 #   $ID         the case ID from table.dat (a unique seed for the case, etc.)
-#   $COMM       the case's line of table.dat without its ID
+#   $COMM       the case's line of table.dat without its ID (and without
+#               what it declares it needs, #FARM ..., if anything)
 #   $METAJOB_ID the job ID of the meta-job running the case (for per-job files)
 #   $1 $2       the run's table and the case's line number in it, as META
 #               passes them ($1 is table.dat, or MISC/table.runR.* in a
