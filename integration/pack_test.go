@@ -148,14 +148,7 @@ func TestPackSlurm(t *testing.T) {
 		cpus[int64(i)] = n
 	}
 	dir := slurmFarm(t, table, "0-00:10")
-	p := filepath.Join(dir, "job_script.sh")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "#SBATCH --mem", "#SBATCH --cpus-per-task=4\n#SBATCH --mem", 1)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	askCPUs(t, dir, 4)
 	mustFarm(t, dir, "submit", "1", "--backend", "slurm")
 	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "16 cases: 16 succeeded") {
 		t.Fatalf("wait said %q", out)

@@ -233,14 +233,7 @@ func TestWholeNodeSlurm(t *testing.T) {
 	}
 	dir := slurmFarm(t, table, "0-00:10")
 	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=4\n")
-	p := filepath.Join(dir, "job_script.sh")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "#SBATCH --mem", "#SBATCH --cpus-per-task=4\n#SBATCH --mem", 1)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	askCPUs(t, dir, 4)
 	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
 	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "40 cases: 40 succeeded") {
 		t.Fatalf("wait said %q", out)
@@ -319,6 +312,20 @@ func TestWholeNodeFastFailurePerLoop(t *testing.T) {
 			t.Errorf("the job's output does not end with META's message after each loop's:\n%s", b)
 		}
 	})
+}
+
+// askCPUs makes the farm's job script ask Slurm for n CPUs a job.
+func askCPUs(t *testing.T, dir string, n int) {
+	t.Helper()
+	p := filepath.Join(dir, "job_script.sh")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := fmt.Sprintf("#SBATCH --cpus-per-task=%d\n#SBATCH --mem", n)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "#SBATCH --mem", ask, 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setConfig sets key to value in the farm's config, in place.
