@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,75 @@ func TestPackSlurm(t *testing.T) {
 	}
 	if most := checkCapacity(t, dir, cpus, 4); most < 3 {
 		t.Errorf("at most %d CPUs were busy at once in a job of 4", most)
+	}
+}
+
+// TestPackAfterWaiting: a case that waited for its turn is looked at again
+// when its turn comes: here its min_time no longer fits in what the job
+// has left (the first case held both CPUs for 6 of the job's 10 s), so it
+// is not started and is reported unfit.
+func TestPackAfterWaiting(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"sleep 6 #FARM cpus=2", "echo started >> ../late.log #FARM cpus=1 min_time=8s"}, "0:10")
+	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=2\n")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	if _, err := os.Stat(filepath.Join(dir, "late.log")); err == nil {
+		t.Errorf("case 2 started with less than its min_time left")
+	}
+	if st := statusJSON(t, dir); st[2].State != "unfit" || !strings.Contains(st[2].Reason, "needs at least 8s of run-time, the job has") {
+		t.Errorf("case 2: %+v; want unfit for its min_time", st[2])
+	}
+}
+
+// TestPackPartialNeeds: a case that declares some needs takes one CPU and
+// no GPU for what it does not declare (not the whole job): with two fake
+// GPUs, cases that say only cpus=1 run side by side with no GPU.
+func TestPackPartialNeeds(t *testing.T) {
+	t.Parallel()
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	var table []string
+	for i := 0; i < 4; i++ {
+		table = append(table, `echo "[$CUDA_VISIBLE_DEVICES]"; sleep 1 #FARM cpus=1`)
+	}
+	dir := newFarm(t, table, "0-00:10")
+	if r := farmIn(t, dir, []string{"FARM_GPUS=0,1"}, "submit", "1", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s", r.Err)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+	if strings.Count(string(b), "[]\n") != 4 {
+		t.Errorf("the cases did not all run with CUDA_VISIBLE_DEVICES empty:\n%s", b)
+	}
+	cpus := map[int64]int{1: 1, 2: 1, 3: 1, 4: 1}
+	if most := checkCapacity(t, dir, cpus, runtime.NumCPU()); most < 2 {
+		t.Errorf("the cases ran one at a time: cpus=1 took the whole job")
+	}
+}
+
+// TestPackFastFailureJobWide: outside WHOLE_NODE mode, fast-failure
+// protection counts the job's cases, whatever loop ran them: with
+// N_failed_max=3 the job stops after 3 fast failures (one more per other
+// loop at most, a case it was running), not 3 per loop.
+func TestPackFastFailureJobWide(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("false #FARM cpus=1", 20), "0-00:10")
+	setConfig(t, dir, "N_failed_max", "3")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	failed := 0
+	for _, r := range statusJSON(t, dir) {
+		if r.State == "failed" {
+			failed++
+		}
+	}
+	if failed < 3 || failed > 3+runtime.NumCPU()-1 {
+		t.Errorf("%d cases failed before the job stopped, want 3 (to %d)", failed, 3+runtime.NumCPU()-1)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+	if !strings.HasSuffix(string(b), "Too many failed (very short) cases - exiting\n") {
+		t.Errorf("the job's output does not end with META's message:\n%s", b)
 	}
 }

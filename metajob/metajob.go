@@ -69,6 +69,8 @@ type Metajob struct {
 	wg    sync.WaitGroup // the loops
 	ends  []slotEnd      // how each loop ended (under mu)
 	grown bool           // the loops beyond the first were started (under mu)
+	ff        fastFailure // the job's, outside WHOLE_NODE mode (under mu)
+	ffTripped bool
 
 	// Claiming is shared by the loops: mu guards the claim store, the
 	// cases claimed and not started yet, and the counters of the claims.
@@ -235,6 +237,7 @@ func (m *Metajob) loop(ctx context.Context) error {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
 	m.bs = batchSizer{}
+	m.ff = fastFailure{max: m.Farm.Config.NFailedMax, short: m.Farm.Config.DtFailed}
 	if m.Env.Simple {
 		m.bs.max = 1
 	}
@@ -350,26 +353,70 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 		if msg != "" || err != nil {
 			return msg, err
 		}
-		g, ok := m.pool.acquire(t, w)
+		g, ok := m.pool.acquire(t, w, s.k-1)
 		if !ok {
 			return MsgStopped, nil
+		}
+		if start, msg, err := m.stillStarts(c, w); !start {
+			// Waited for its turn past a stop, the run-time or its
+			// min_time: not started.
+			m.pool.release(g)
+			if msg != "" || err != nil {
+				return msg, err
+			}
+			continue // recorded unfit; the next
 		}
 		code, d, msg, err := m.runPacked(s, c, w, g)
 		m.pool.release(g)
 		if msg != "" || err != nil {
 			return msg, err
 		}
-		m.mu.Lock()
-		m.bs.observe(d)
-		m.rt.finished++
-		m.mu.Unlock()
-		if s.ff.add(code, d) {
+		if m.ended(s, code, d) {
 			return MsgFastFailure, ErrFastFailure
 		}
 		if m.Env.Simple {
 			return MsgSimpleDone, nil
 		}
 	}
+}
+
+// stillStarts reports whether case c may still start once its turn came
+// (it may have waited long): not after a stop signal (message MsgStopped),
+// nor when the job's time left is below the runtime cutoff (MsgNoRuntime),
+// nor when it is below c's min_time (c is recorded unfit, no message: the
+// loop goes on).
+func (m *Metajob) stillStarts(c casetable.Case, w want) (bool, string, error) {
+	if m.stop.stopped() {
+		return false, MsgStopped, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rt.tooLate() {
+		return false, MsgNoRuntime, nil
+	}
+	if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
+		return false, "", m.recordUnfit(c, why)
+	}
+	return true, "", nil
+}
+
+// ended counts case ended with code after d: the job's pace, the cases
+// finished for the next claim, and fast-failure protection — per loop in
+// WHOLE_NODE mode (as META's loops each have theirs), else for the whole
+// job, however many loops run its cases. It reports whether the loop must
+// stop.
+func (m *Metajob) ended(s *slot, code int, d time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.bs.observe(d)
+	m.rt.finished++
+	if m.wholeNode {
+		return s.ff.add(code, d)
+	}
+	if m.ff.add(code, d) {
+		m.ffTripped = true
+	}
+	return m.ffTripped
 }
 
 // next hands slot s the next claimed case, claiming a batch when none is
@@ -381,6 +428,9 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 	for {
 		if m.halted {
 			return casetable.Case{}, want{}, 0, "", errHalted
+		}
+		if m.ffTripped { // the job's fast-failure protection
+			return casetable.Case{}, want{}, 0, MsgFastFailure, ErrFastFailure
 		}
 		if m.stop.stopped() { // came while this loop waited for the others
 			return casetable.Case{}, want{}, 0, MsgStopped, nil

@@ -79,19 +79,21 @@ type want struct {
 	managed    bool // bound, with OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES set
 }
 
-// wants is what case needs n take in a job of pool p: the declared needs,
-// the defaults for the rest.
+// wants is what case needs n take in a job of pool p: the declared needs;
+// for the rest, one CPU and no GPU for a case that declares some needs (or
+// any case in WHOLE_NODE mode), the whole job for one that declares none.
 func (p *pool) wants(n casetable.Needs, wholeNode bool) want {
 	w := want{cpus: n.CPUs, gpus: n.GPUs, memMB: n.MemMB, managed: n.Declared || wholeNode}
+	small := n.Declared || wholeNode // what it does not say is one CPU and no GPU
 	if w.cpus == 0 {
 		w.cpus = len(p.cpuFree)
-		if wholeNode {
+		if small {
 			w.cpus = 1
 		}
 	}
 	if w.gpus < 0 {
 		w.gpus = len(p.gpus)
-		if wholeNode {
+		if small {
 			w.gpus = 0
 		}
 	}
@@ -134,7 +136,9 @@ type grant struct {
 
 // acquire waits for ticket t's turn and for w to be free, takes it and
 // returns it; false if the meta-job stopped meanwhile (the turn passes on).
-func (p *pool) acquire(t uint64, w want) (grant, bool) {
+// Logical CPU prefer (the loop's own: its share of the job's CPUs) is taken
+// first when it is free, so that a WHOLE_NODE loop's cases run on its share.
+func (p *pool) acquire(t uint64, w want, prefer int) (grant, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.stopped && (t != p.serving || !p.fits(w)) {
@@ -146,6 +150,10 @@ func (p *pool) acquire(t uint64, w want) (grant, bool) {
 		return grant{}, false
 	}
 	var g grant
+	if prefer >= 0 && prefer < len(p.cpuFree) && p.cpuFree[prefer] && w.cpus > 0 {
+		p.cpuFree[prefer] = false
+		g.cpus = append(g.cpus, prefer)
+	}
 	for i := 0; i < len(p.cpuFree) && len(g.cpus) < w.cpus; i++ {
 		if p.cpuFree[i] {
 			p.cpuFree[i] = false

@@ -24,7 +24,8 @@ func TestPoolWants(t *testing.T) {
 	}{
 		{none, false, want{cpus: 8, gpus: 2}},
 		{none, true, want{cpus: 1, gpus: 0, managed: true}},
-		{casetable.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{cpus: 2, gpus: 2, managed: true}},
+		{casetable.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{cpus: 2, gpus: 0, managed: true}},
+		{casetable.Needs{Declared: true, GPUs: 1}, false, want{cpus: 1, gpus: 1, managed: true}},
 		{casetable.Needs{Declared: true, GPUs: 1, MemMB: 300}, true, want{cpus: 1, gpus: 1, memMB: 300, managed: true}},
 	} {
 		if got := p.wants(c.n, c.whole); got != c.want {
@@ -73,7 +74,7 @@ func TestPoolStartsInClaimOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, ok := p.acquire(tickets[i], wants[i])
+			g, ok := p.acquire(tickets[i], wants[i], -1)
 			if !ok {
 				t.Errorf("case %d: stopped", i)
 				return
@@ -107,10 +108,10 @@ func TestPoolStartsInClaimOrder(t *testing.T) {
 		t.Errorf("%d CPUs busy at once, the job has 4", most)
 	}
 	// A stop wakes a loop waiting for more than is free.
-	g, _ := p.acquire(p.ticket(), want{cpus: 4})
+	g, _ := p.acquire(p.ticket(), want{cpus: 4}, -1)
 	done := make(chan bool)
 	go func() {
-		_, ok := p.acquire(p.ticket(), want{cpus: 1})
+		_, ok := p.acquire(p.ticket(), want{cpus: 1}, -1)
 		done <- ok
 	}()
 	time.Sleep(10 * time.Millisecond)
@@ -125,7 +126,7 @@ func TestPoolStartsInClaimOrder(t *testing.T) {
 // job may run on; a managed case's settings follow what it was given.
 func TestPoolBinding(t *testing.T) {
 	p := newPool(2, []int{0, 1, 2, 3}, backend.Alloc{GPUs: []string{"3", "5"}})
-	g, _ := p.acquire(p.ticket(), want{cpus: 1, gpus: 1, managed: true})
+	g, _ := p.acquire(p.ticket(), want{cpus: 1, gpus: 1, managed: true}, 0)
 	cpus := p.bound(g)
 	if fmt.Sprint(cpus) != "[0 1]" || fmt.Sprint(g.gpus) != "[3]" {
 		t.Errorf("bound to CPUs %v, GPUs %v; want [0 1] and [3]", cpus, g.gpus)

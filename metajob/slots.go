@@ -104,12 +104,24 @@ func bindPID(pid int, cpus []int, w io.Writer) {
 	if cpus == nil {
 		cpus = allowedCPUs()
 	}
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
+	set := func(cpus []int) error {
+		if len(cpus) == 0 {
+			return unix.EINVAL
+		}
+		var s unix.CPUSet
+		for _, c := range cpus {
+			s.Set(c)
+		}
+		return unix.SchedSetaffinity(pid, &s)
 	}
-	if err := unix.SchedSetaffinity(pid, &set); err != nil {
-		fmt.Fprintf(w, "farm: binding a case runner to CPUs %v: %v; its cases run unbound\n", cpus, err)
+	if err := set(cpus); err != nil {
+		// Not left on the CPUs of its last case, which may be another
+		// loop's now: on all of the job's.
+		if err2 := set(allowedCPUs()); err2 != nil {
+			fmt.Fprintf(w, "farm: binding a case runner to CPUs %v: %v; it stays on the CPUs of its last case\n", cpus, err)
+			return
+		}
+		fmt.Fprintf(w, "farm: binding a case runner to CPUs %v: %v; its cases run on all of the job's CPUs\n", cpus, err)
 	}
 }
 

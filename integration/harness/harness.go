@@ -169,6 +169,7 @@ type StatusRow struct {
 	Job     string  `json:"job"`
 	Host    string  `json:"host"`
 	Run     int     `json:"run"`
+	Reason  string  `json:"reason"` // an unfit case's
 	// Starts and StartsRun are set only for a case started more than once
 	// in one run, which must never be.
 	Starts    int `json:"starts"`
