@@ -66,10 +66,10 @@ type Metajob struct {
 	wholeNode  bool
 	jobSetsOMP bool // the job's environment sets OMP_NUM_THREADS: cases keep it
 
-	wg    sync.WaitGroup // the loops
-	ends  []slotEnd      // how each loop ended (under mu)
-	grown bool           // the loops beyond the first were started (under mu)
-	ff        fastFailure // the job's, outside WHOLE_NODE mode (under mu)
+	wg        sync.WaitGroup // the loops
+	ends      []slotEnd      // how each loop ended (under mu)
+	grown     bool           // the loops beyond the first were started (under mu)
+	ff        fastFailure    // the job's, outside WHOLE_NODE mode (under mu)
 	ffTripped bool
 
 	// Claiming is shared by the loops: mu guards the claim store, the
