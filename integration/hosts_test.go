@@ -43,20 +43,34 @@ func onHost(t *testing.T, host, dir, script string, env ...string) (done <-chan 
 }
 
 // localState reads the fields the tests need of MISC/local/ID.state.
+//
+// It waits (10 s at most) for the job's process group to be recorded: a
+// case may start before its supervisor has written the group down, and a
+// PGID of 0 given to kill(-pgid) would signal the test's own process group
+// (the test binary, go test and whatever started them).
 func localState(t *testing.T, dir, id string) (pid, pgid int, host string) {
 	t.Helper()
 	var st struct {
 		PID, PGID int
 		Host      string
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if st.PGID > 1 && st.PGID != syscall.Getpgrp() {
+			return st.PID, st.PGID, st.Host
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("local job %s: no process group recorded after 10 s (%s)", id, b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	return st.PID, st.PGID, st.Host
 }
 
 // caseStarted reports whether a status file of the farm in dir records

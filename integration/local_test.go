@@ -84,16 +84,8 @@ func TestLocalFailedCaseStatusAndWaitExit(t *testing.T) {
 
 // jobPGID returns the process group of a running local job's script.
 func jobPGID(t *testing.T, dir, id string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(string(b), `"PGID":`)
-	if i < 0 {
-		t.Fatalf("no PGID in %s", b)
-	}
-	var pgid int
-	fmt.Sscanf(string(b[i+7:]), "%d", &pgid)
+	t.Helper()
+	_, pgid, _ := localState(t, dir, id)
 	return pgid
 }
 

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,12 +185,8 @@ func TestWholeNodeKill9(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "STATUSES", "status.1"))
 		return strings.Count(string(b), "\nS ") >= 6 // a first round ended, the second started
 	})
-	var st struct{ PGID int }
-	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "local", "1.state"))
-	if err := json.Unmarshal(b, &st); err != nil || st.PGID <= 0 {
-		t.Fatalf("MISC/local/1.state: %q, %v", b, err)
-	}
-	if err := syscall.Kill(-st.PGID, syscall.SIGKILL); err != nil {
+	pgid := jobPGID(t, dir, "1")
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	farmIn(t, dir, nil, "wait", "--timeout", "1m")

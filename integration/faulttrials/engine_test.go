@@ -61,6 +61,10 @@ func (l local) alive(dir, job string) bool {
 
 func (l local) signaller(dir, job string) func(syscall.Signal) error {
 	_, pgid := l.state(dir, job)
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
+		// kill(-0) would signal the test's own process group.
+		return func(syscall.Signal) error { return fmt.Errorf("job %s: no process group recorded", job) }
+	}
 	return func(sig syscall.Signal) error { return syscall.Kill(-pgid, sig) }
 }
 
@@ -71,7 +75,7 @@ func (l local) leader(dir, job string) int {
 
 func (l local) signal(dir, job string, sig syscall.Signal) error {
 	_, pgid := l.state(dir, job)
-	if pgid <= 0 {
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
 		return fmt.Errorf("job %s: no process group recorded", job)
 	}
 	return syscall.Kill(-pgid, sig)
