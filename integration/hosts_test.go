@@ -43,31 +43,37 @@ func onHost(t *testing.T, host, dir, script string, env ...string) (done <-chan 
 }
 
 // localState reads the fields the tests need of MISC/local/ID.state.
-//
-// It waits (10 s at most) for the job's process group to be recorded: a
-// case may start before its supervisor has written the group down, and a
-// PGID of 0 given to kill(-pgid) would signal the test's own process group
-// (the test binary, go test and whatever started them).
 func localState(t *testing.T, dir, id string) (pid, pgid int, host string) {
 	t.Helper()
 	var st struct {
 		PID, PGID int
 		Host      string
 	}
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return st.PID, st.PGID, st.Host
+}
+
+// jobPGID returns the process group of running local job id of the farm
+// in dir, to signal. It waits (10 s at most) for the group to be recorded:
+// a case may start before its supervisor has written the group down, and
+// a PGID of 0 given to kill(-pgid) would signal the test's own process
+// group (the test binary, go test and whatever started them).
+func jobPGID(t *testing.T, dir, id string) int {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		if st.PGID > 1 && st.PGID != syscall.Getpgrp() {
-			return st.PID, st.PGID, st.Host
+		_, pgid, _ := localState(t, dir, id)
+		if pgid > 1 && pgid != syscall.Getpgrp() {
+			return pgid
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("local job %s: no process group recorded after 10 s (%s)", id, b)
+			t.Fatalf("local job %s: no process group recorded after 10 s", id)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -180,7 +186,8 @@ func TestLocalSupervisorKill9ShowsFailed(t *testing.T) {
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	waitFor(t, 30*time.Second, "case 1 to start", func() bool { return caseStarted(dir, "1") })
 	id := harness.JobIDs(dir)[0]
-	pid, pgid, host := localState(t, dir, id)
+	pid, _, host := localState(t, dir, id)
+	pgid := jobPGID(t, dir, id)
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 	if host != proc.HostID() {
 		t.Errorf("recorded host %q, want ours %q", host, proc.HostID())

@@ -83,12 +83,6 @@ func TestLocalFailedCaseStatusAndWaitExit(t *testing.T) {
 }
 
 // jobPGID returns the process group of a running local job's script.
-func jobPGID(t *testing.T, dir, id string) int {
-	t.Helper()
-	_, pgid, _ := localState(t, dir, id)
-	return pgid
-}
-
 func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
 	t.Parallel()
 	table := repeat("sleep 0.05", 80)
