@@ -256,7 +256,7 @@ func requeuedJobJoinsTheRun(t *testing.T, r *rig) {
 		t.Errorf("wait exit %d (%s%s), want 1: a case was interrupted", res.Code, res.Out, res.Err)
 	}
 	b, _ := os.ReadFile(restarted)
-	if !strings.HasPrefix(string(b), "# farm-status v1 job="+job+" run=1 ") || !strings.Contains(string(b), " restart=1\n") {
+	if hdr := " " + firstLine(b) + " "; !strings.HasPrefix(hdr, " # farm-status v1 job="+job+" run=1 ") || !strings.Contains(hdr, " restart=1 ") {
 		t.Errorf("%s starts %q; want the header of job %s's restart 1 in run 1", restarted, firstLine(b), job)
 	}
 	if strings.Count(string(b), "\nE ") == 0 {
