@@ -44,6 +44,9 @@ type pool struct {
 	cpuFree []bool   // logical CPUs
 	gpus    []string // device indexes
 	gpuFree []bool
+	// How many of each are free: what fits looks at, once per wake-up of
+	// every waiting loop.
+	cpusFree, gpusFree int
 	memMB   int64 // 0: unknown, not counted
 	memFree int64
 	next    uint64 // the next ticket to hand out
@@ -68,6 +71,7 @@ func newPool(cpus int, allowed []int, alloc backend.Alloc) *pool {
 	for i := range p.gpuFree {
 		p.gpuFree[i] = true
 	}
+	p.cpusFree, p.gpusFree = cpus, len(alloc.GPUs)
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -170,21 +174,14 @@ func (p *pool) acquire(t uint64, w want, prefer int) (grant, bool) {
 		g.memMB = w.memMB
 		p.memFree -= w.memMB
 	}
+	p.cpusFree -= len(g.cpus)
+	p.gpusFree -= len(g.gpus)
 	return g, true
 }
 
 // fits reports whether w is free now. p.mu is held.
 func (p *pool) fits(w want) bool {
-	free := func(b []bool) int {
-		n := 0
-		for _, f := range b {
-			if f {
-				n++
-			}
-		}
-		return n
-	}
-	return free(p.cpuFree) >= w.cpus && free(p.gpuFree) >= w.gpus && (p.memMB == 0 || p.memFree >= w.memMB)
+	return p.cpusFree >= w.cpus && p.gpusFree >= w.gpus && (p.memMB == 0 || p.memFree >= w.memMB)
 }
 
 // release gives back what g took.
@@ -198,6 +195,8 @@ func (p *pool) release(g grant) {
 		p.gpuFree[slices.Index(p.gpus, d)] = true
 	}
 	p.memFree += g.memMB
+	p.cpusFree += len(g.cpus)
+	p.gpusFree += len(g.gpus)
 	p.cond.Broadcast()
 }
 
