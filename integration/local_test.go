@@ -322,10 +322,23 @@ func TestInitMakesTemplates(t *testing.T) {
 // default single_case.sh on the local backend and reports cases per second,
 // from the first case's start to the last case's end.
 func BenchmarkThroughput(b *testing.B) {
-	const n = 2000
+	benchmarkCases(b, 2000, 2, "")
+}
+
+// benchmarkCases runs jobs local meta-jobs over n trivial cases through
+// the default single_case.sh, config added to the farm's config, b.N
+// times, and reports cases per second from the first case's start to the
+// last case's end.
+func benchmarkCases(b *testing.B, n, jobs int, config string) {
 	for i := 0; i < b.N; i++ {
 		dir := newFarm(b, repeat("true", n), "0-00:10")
-		mustFarm(b, dir, "submit", "2", "--backend", "local")
+		f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.WriteString(config)
+		f.Close()
+		mustFarm(b, dir, "submit", fmt.Sprint(jobs), "--backend", "local")
 		mustFarm(b, dir, "wait", "--timeout", "5m")
 		rec := readRecords(b, dir)
 		if len(rec.Ends) != n {

@@ -251,24 +251,7 @@ func BenchmarkWholeNode(b *testing.B) {
 		{fmt.Sprintf("NWHOLE=%d", nwhole), fmt.Sprintf("WHOLE_NODE=1\nNWHOLE=%d\n", nwhole)},
 		{"one-loop", ""},
 	} {
-		b.Run(mode.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				dir := newFarm(b, repeat("true", n), "0-00:10")
-				f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_APPEND|os.O_WRONLY, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				f.WriteString(mode.config)
-				f.Close()
-				mustFarm(b, dir, "submit", "1", "--backend", "local")
-				mustFarm(b, dir, "wait", "--timeout", "5m")
-				rec := readRecords(b, dir)
-				if len(rec.Ends) != n {
-					b.Fatalf("%d cases ended, want %d", len(rec.Ends), n)
-				}
-				b.ReportMetric(float64(n)/(rec.Last-rec.First), "cases/s")
-			}
-		})
+		b.Run(mode.name, func(b *testing.B) { benchmarkCases(b, n, 1, mode.config) })
 	}
 }
 
