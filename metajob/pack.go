@@ -47,11 +47,11 @@ type pool struct {
 	// How many of each are free: what fits looks at, once per wake-up of
 	// every waiting loop.
 	cpusFree, gpusFree int
-	memMB   int64 // 0: unknown, not counted
-	memFree int64
-	next    uint64 // the next ticket to hand out
-	serving uint64 // the ticket whose case starts next
-	stopped bool
+	memMB              int64 // 0: unknown, not counted
+	memFree            int64
+	next               uint64 // the next ticket to hand out
+	serving            uint64 // the ticket whose case starts next
+	stopped            bool
 }
 
 // newPool makes the pool of a job of cpus logical CPUs, bound over the
