@@ -172,7 +172,19 @@ type Capabilities struct {
 	// be seen as it last said (JobInfo.OtherHost) and cancelled through the
 	// farm directory.
 	CrossHost bool
+	// Directive is the prefix of the job-script lines that carry the
+	// engine's own options, from which farm reads a script's run-time:
+	// DirectiveSlurm ("#SBATCH -t 0-01:00") or DirectiveGridEngine
+	// ("#$ -l h_rt=01:00:00"). "" means either (an engine that only needs
+	// the run-time: the local one).
+	Directive string
 }
+
+// The job-script directives an engine reads (Capabilities.Directive).
+const (
+	DirectiveSlurm      = "#SBATCH"
+	DirectiveGridEngine = "#$"
+)
 
 // Preflighter is an optional ability: an engine that can tell, before
 // anything is submitted, that Submit would fail on this host (a

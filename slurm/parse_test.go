@@ -62,8 +62,8 @@ func TestTaskMatches(t *testing.T) {
 		{"[2-4]", "3", true},
 		{"", "1", false}, {"1-3", "x", false},
 	} {
-		if got := taskMatches(tc.expr, tc.task); got != tc.want {
-			t.Errorf("taskMatches(%q, %q) = %t, want %t", tc.expr, tc.task, got, tc.want)
+		if got := backend.TaskMatches(tc.expr, tc.task); got != tc.want {
+			t.Errorf("backend.TaskMatches(%q, %q) = %t, want %t", tc.expr, tc.task, got, tc.want)
 		}
 	}
 }
@@ -478,8 +478,8 @@ func TestChunksStayUnderTheArgumentLimit(t *testing.T) {
 
 func TestTaskCount(t *testing.T) {
 	for expr, want := range map[string]int{"": 1, "4": 1, "3-12": 10, "[3-12]": 10, "1,4-7:3": 3, "1-100%5": 100, "5-20": 16} {
-		if got := taskCount(expr); got != want {
-			t.Errorf("taskCount(%q) = %d, want %d", expr, got, want)
+		if got := backend.TaskCount(expr); got != want {
+			t.Errorf("backend.TaskCount(%q) = %d, want %d", expr, got, want)
 		}
 	}
 }

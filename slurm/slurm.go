@@ -99,7 +99,7 @@ func Engine(opt Options) backend.Engine {
 // Capabilities implements backend.Backend: SIMPLE-mode submissions are job
 // arrays; the run-time is the job script's (#SBATCH -t).
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Arrays: true}
+	return backend.Capabilities{Arrays: true, Directive: backend.DirectiveSlurm}
 }
 
 // Available returns "" when Slurm can be used here: sbatch is in $PATH and
@@ -545,7 +545,7 @@ func (a *agg) add(r row) {
 	switch r.State {
 	case backend.Pending:
 		a.pending = true
-		a.tasks += taskCount(r.Task)
+		a.tasks += backend.TaskCount(r.Task)
 	case backend.Running:
 		a.running = true
 		a.tasks++
@@ -616,7 +616,7 @@ func newQueue(asked []string, rows []row) *queue {
 		}
 		if parent, task, ok := strings.Cut(id, "_"); ok {
 			for _, r := range byArray[parent] {
-				if taskMatches(r.Task, task) {
+				if backend.TaskMatches(r.Task, task) {
 					a.add(r)
 				}
 			}
@@ -650,70 +650,6 @@ func (q *queue) infos() map[string]backend.JobInfo {
 		out[id] = backend.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
 	}
 	return out
-}
-
-// span is one part of an array index expression: lo-hi:step.
-type span struct{ lo, hi, step int }
-
-// spans parses an index expression of a group of array tasks ("3-12",
-// "[1,4-7:3]", "1-100%5"); parts it cannot read are left out.
-func spans(expr string) []span {
-	expr = strings.Trim(expr, "[]")
-	expr, _, _ = strings.Cut(expr, "%") // a throttle: 1-100%5
-	var out []span
-	for _, part := range strings.Split(expr, ",") {
-		rng, stepS, hasStep := strings.Cut(part, ":")
-		loS, hiS, isRange := strings.Cut(rng, "-")
-		lo, err1 := strconv.Atoi(loS)
-		hi := lo
-		var err2 error
-		if isRange {
-			hi, err2 = strconv.Atoi(hiS)
-		}
-		step := 1
-		if hasStep {
-			if v, err := strconv.Atoi(stepS); err == nil && v > 0 {
-				step = v
-			}
-		}
-		if err1 == nil && err2 == nil && hi >= lo {
-			out = append(out, span{lo, hi, step})
-		}
-	}
-	return out
-}
-
-// taskCount is the number of tasks a row stands for: one for a plain job or
-// a single task, the size of the index expression of a group of pending
-// tasks ("3-12" is 10).
-func taskCount(expr string) int {
-	if expr == "" || jobIDRe.MatchString(expr) {
-		return 1
-	}
-	n := 0
-	for _, sp := range spans(expr) {
-		n += (sp.hi-sp.lo)/sp.step + 1
-	}
-	return max(n, 1)
-}
-
-// taskMatches reports whether array task index task is expr: a single index
-// ("4") or the index expression of a group of pending tasks ("3-12",
-// "1,4-7:3", "1-100%5").
-func taskMatches(expr, task string) bool {
-	if expr == task {
-		return true
-	}
-	n, err := strconv.Atoi(task)
-	if err != nil || expr == "" {
-		return false
-	}
-	for _, sp := range spans(expr) {
-		if n >= sp.lo && n <= sp.hi && (n-sp.lo)%sp.step == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // MapState maps a Slurm job state name (squeue %T, scontrol JobState) to the
