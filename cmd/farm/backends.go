@@ -10,6 +10,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/local"
+	"github.com/farm-hpc/farm/sge"
 	"github.com/farm-hpc/farm/slurm"
 )
 
@@ -21,6 +22,7 @@ import (
 func registry(getenv func(string) string, stderr io.Writer) *backend.Registry {
 	r := backend.NewRegistry(
 		slurm.Engine(slurmOptions(getenv)),
+		sge.Engine(sgeOptions(getenv)),
 		local.Engine(localOptions(getenv)),
 	)
 	r.Notice = func(msg string) { fmt.Fprintln(stderr, msg) }
@@ -45,6 +47,11 @@ func adoptBackend(name string) string {
 // slurmOptions reads $FARM_SLURM_CALL_TIMEOUT.
 func slurmOptions(getenv func(string) string) slurm.Options {
 	return slurm.Options{CallTimeout: envDuration(getenv, slurm.EnvCallTimeout)}
+}
+
+// sgeOptions reads $FARM_SGE_CALL_TIMEOUT and $FARM_SGE_ACCOUNTING.
+func sgeOptions(getenv func(string) string) sge.Options {
+	return sge.Options{CallTimeout: envDuration(getenv, sge.EnvCallTimeout), Accounting: getenv(sge.EnvAccounting)}
 }
 
 // localOptions reads $FARM_LOCAL_SLOTS, $FARM_LOCAL_KILL_WAIT,

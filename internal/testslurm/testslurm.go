@@ -1,31 +1,44 @@
-// Package testslurm gates the tests that need the real Slurm of this
-// machine (integration/slurm-up): they skip, with one loud line, when no
-// Slurm answers, unless FARM_REQUIRE_SLURM=1, where they fail.
+// Package testslurm gates the tests that need a real batch system of this
+// machine: Slurm (integration/slurm-up) or Grid Engine (integration/sge-up).
+// They skip, with one loud line, when it does not answer, unless it is
+// required (FARM_REQUIRE_SLURM=1 / FARM_REQUIRE_SGE=1), where they fail.
 package testslurm
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// Gate asks once, for all the tests of a test binary, whether Slurm is
-// available. (It takes the question as a function: the slurm package's own
-// tests use a Gate, and this package must not import slurm.)
+// Gate asks once, for all the tests of a test binary, whether the batch
+// system is available. (It takes the question as a function: the engine
+// packages' own tests use a Gate, and this package must not import them.)
 type Gate struct {
-	// Available says why Slurm is not available, "" if it is
-	// (slurm.Available).
+	// Available says why the batch system is not available, "" if it is
+	// (slurm.Available, sge.Available).
 	Available func(context.Context) string
+	// System names it in messages ("Slurm" if empty); Require is the
+	// variable that makes its absence a failure (FARM_REQUIRE_SLURM if
+	// empty); Up is the script that starts it (integration/slurm-up if
+	// empty).
+	System, Require, Up string
 
 	once     sync.Once
 	why      string
 	skipOnce sync.Once
 }
 
-// Need skips t, or with FARM_REQUIRE_SLURM=1 fails it, when Slurm is not
-// available. The first skip of the test binary also says so on stderr.
+// SGE is a Gate for Grid Engine, given its Available.
+func SGE(available func(context.Context) string) *Gate {
+	return &Gate{Available: available, System: "Grid Engine", Require: "FARM_REQUIRE_SGE", Up: "integration/sge-up"}
+}
+
+// Need skips t, or with the Require variable set to 1 fails it, when the
+// batch system is not available. The first skip of the test binary also
+// says so on stderr.
 func (g *Gate) Need(t testing.TB) {
 	t.Helper()
 	g.once.Do(func() { g.why = g.Available(context.Background()) })
@@ -33,9 +46,14 @@ func (g *Gate) Need(t testing.TB) {
 	if why == "" {
 		return
 	}
-	if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
-		t.Fatalf("FARM_REQUIRE_SLURM=1 but Slurm is not available: %s (start it with integration/slurm-up)", why)
+	system, require, up := g.System, g.Require, g.Up
+	if system == "" {
+		system, require, up = "Slurm", "FARM_REQUIRE_SLURM", "integration/slurm-up"
 	}
-	g.skipOnce.Do(func() { fmt.Fprintf(os.Stderr, "SLURM TESTS SKIPPED: %s\n", why) })
-	t.Skip("SLURM TESTS SKIPPED: " + why)
+	if os.Getenv(require) == "1" {
+		t.Fatalf("%s=1 but %s is not available: %s (start it with %s)", require, system, why, up)
+	}
+	banner := strings.ToUpper(strings.ReplaceAll(system, " ", "")) + " TESTS SKIPPED: "
+	g.skipOnce.Do(func() { fmt.Fprintf(os.Stderr, "%s%s\n", banner, why) })
+	t.Skip(banner + why)
 }

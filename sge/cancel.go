@@ -1,0 +1,175 @@
+package sge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+)
+
+// maxCancelArgs is the most job IDs given to one qdel or qhold call.
+const maxCancelArgs = 2000
+
+// Cancel implements backend.Backend. It asks qstat once which of ids are
+// active, marks them in the farm directory (so that a job deleted while
+// pending, which leaves no accounting record, is reported CANCELLED), and
+// deletes them with qdel. It then polls qstat, for up to CancelWait, until
+// they have left it.
+//
+// With PendingOnly, qdel (which has no state filter) must not kill a job
+// that started since qstat was asked: the pending jobs are first held
+// (qhold, which a running job ignores), qstat is asked again, and only
+// what is still pending is deleted — whole jobs, or an array's pending
+// tasks ("JOB.3-7:1") when some of its tasks run. The holds of jobs that
+// started meanwhile are released.
+func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.CancelScope) ([]string, error) {
+	pendingOnly := scope == backend.PendingOnly
+	before, err := b.query(ctx, ids, false)
+	if err != nil {
+		return nil, fmt.Errorf("cancelling jobs: %w", err)
+	}
+	targets := pick(ids, before, func(a *agg) bool { return a.pending || (!pendingOnly && a.running) })
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	var args []string
+	if pendingOnly {
+		if err := b.batch(ctx, "qhold", targets); err != nil {
+			return nil, fmt.Errorf("holding the pending jobs before deleting them: %w", err)
+		}
+		held, err := b.query(ctx, targets, false)
+		if err != nil {
+			return nil, fmt.Errorf("cancelling jobs: %w", err)
+		}
+		var started []string
+		targets, started, args = pendingArgs(targets, held)
+		if len(started) > 0 {
+			// After the deletion: an array's held pending tasks must
+			// not be released before they are deleted.
+			defer b.batch(context.WithoutCancel(ctx), "qrls", started)
+		}
+		if len(targets) == 0 {
+			return nil, nil
+		}
+	} else {
+		args = targets
+	}
+	for _, id := range targets {
+		b.mark(id)
+	}
+	delErr := b.batch(ctx, "qdel", args)
+	done := func(a *agg) bool {
+		if pendingOnly {
+			return !a.pending
+		}
+		return !a.active()
+	}
+	after, err := b.waitDone(ctx, targets, done)
+	if err != nil && after != nil {
+		return targets, err // ctx ended the wait
+	}
+	if err != nil {
+		if delErr != nil {
+			return nil, fmt.Errorf("cancelling %d job(s): %w", len(targets), delErr)
+		}
+		return targets, fmt.Errorf("checking the cancelled jobs: %w", err)
+	}
+	var cancelled, stuck []string
+	for _, id := range targets {
+		if delErr != nil && !done(after.aggs[id]) {
+			stuck = append(stuck, id)
+		} else {
+			cancelled = append(cancelled, id)
+		}
+	}
+	if len(stuck) > 0 {
+		return cancelled, fmt.Errorf("cancelling job(s) %s: %w", strings.Join(stuck, " "), delErr)
+	}
+	return cancelled, nil
+}
+
+// pick returns the IDs of ids (each once, valid ones only) whose agg in q
+// satisfies cond.
+func pick(ids []string, q *queue, cond func(*agg) bool) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if a := q.aggs[id]; !seen[id] && a != nil && validID(id) && cond(a) {
+			out = append(out, id)
+		}
+		seen[id] = true
+	}
+	return out
+}
+
+// pendingArgs sorts the held targets into those still pending (and the
+// qdel arguments that delete only their pending part) and those that
+// started before the hold took (to be released).
+func pendingArgs(targets []string, held *queue) (pending, started, args []string) {
+	for _, id := range targets {
+		a := held.aggs[id]
+		if a.running {
+			started = append(started, id)
+		}
+		if !a.pending {
+			continue
+		}
+		pending = append(pending, id)
+		if !a.running || strings.Contains(id, ".") {
+			args = append(args, id)
+			continue
+		}
+		// An array with running tasks: its pending tasks only.
+		for _, expr := range a.pendExprs {
+			for _, part := range strings.Split(strings.Trim(expr, "[]"), ",") {
+				args = append(args, id+"."+part)
+			}
+		}
+	}
+	return pending, started, args
+}
+
+// batch runs cmd on ids, at most maxCancelArgs at a time; it returns the
+// first error.
+func (b *Backend) batch(ctx context.Context, cmd string, ids []string) error {
+	var first error
+	for i := 0; i < len(ids); i += maxCancelArgs {
+		if _, err := b.run(ctx, nil, false, cmd, ids[i:min(i+maxCancelArgs, len(ids))]...); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// waitDone polls qstat until done holds for every job of targets, or
+// CancelWait has passed, or ctx is done, and returns the last answer: with
+// ctx's error if ctx ended the wait, with none if a query failed.
+func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg) bool) (*queue, error) {
+	wait := b.CancelWait
+	if wait <= 0 {
+		wait = DefaultCancelWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		after, err := b.query(ctx, targets, false)
+		if err != nil {
+			return nil, err
+		}
+		left := 0
+		for _, id := range targets {
+			if !done(after.aggs[id]) {
+				left++
+			}
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return after, nil
+		}
+		select {
+		case <-ctx.Done():
+			return after, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
