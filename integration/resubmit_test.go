@@ -81,7 +81,7 @@ func TestLocalResubmitRefusedWhileJobsRun(t *testing.T) {
 
 func writeFinal(t *testing.T, dir string) {
 	t.Helper()
-	script := "#!/bin/bash\n#SBATCH -t 1\necho \"final ran $FARM_RUN\" >> final.out\n"
+	script := "#!/bin/bash\n#SBATCH -t 1\n#$ -l h_rt=60\necho \"final ran $FARM_RUN\" >> final.out\n"
 	if err := os.WriteFile(filepath.Join(dir, "final.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,14 @@ import (
 //
 // Not parallel: the 8 meta-jobs must start together, so that 8 cases have
 // ended (and dt_cutoff is known) before any meta-job's third claim.
-func TestSlurmAutoEarlyExitAndFinal(t *testing.T) {
-	needSlurm(t)
-	dir := slurmFarm(t, repeat("sleep 20", 24), "1")
+func TestSlurmAutoEarlyExitAndFinal(t *testing.T) { testAutoEarlyExitAndFinal(t, slurmEngine) }
+func TestSGEAutoEarlyExitAndFinal(t *testing.T)   { testAutoEarlyExitAndFinal(t, sgeEngine) }
+
+func testAutoEarlyExitAndFinal(t *testing.T, e engine) {
+	e.need(t)
+	dir := e.farm(t, repeat("sleep 20", 24), "1")
 	writeFinal(t, dir)
-	mustFarm(t, dir, "submit", "8", "-auto", "--backend", "slurm")
+	mustFarm(t, dir, "submit", "8", "-auto", "--backend", e.name)
 	mustFarm(t, dir, "wait", "--timeout", "6m")
 
 	st := statusJSON(t, dir)
@@ -57,12 +60,15 @@ func TestSlurmAutoEarlyExitAndFinal(t *testing.T) {
 
 // TestSlurmAutoStopsOnOnlyFailed: with one case always failing, -auto stops
 // and final.sh never runs.
-func TestSlurmAutoStopsOnOnlyFailed(t *testing.T) {
-	needSlurm(t)
+func TestSlurmAutoStopsOnOnlyFailed(t *testing.T) { testAutoStopsOnOnlyFailed(t, slurmEngine) }
+func TestSGEAutoStopsOnOnlyFailed(t *testing.T)   { testAutoStopsOnOnlyFailed(t, sgeEngine) }
+
+func testAutoStopsOnOnlyFailed(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
-	dir := slurmFarm(t, []string{"true", "exit 4", "true"}, "1")
+	dir := e.farm(t, []string{"true", "exit 4", "true"}, "1")
 	writeFinal(t, dir)
-	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "slurm")
+	mustFarm(t, dir, "submit", "2", "-auto", "--backend", e.name)
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
 	checkAutoStoppedOnFailed(t, dir)
 }

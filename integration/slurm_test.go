@@ -13,17 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/integration/harness"
 	"github.com/farm-hpc/farm/internal/testslurm"
+	"github.com/farm-hpc/farm/sge"
 	"github.com/farm-hpc/farm/slurm"
 )
 
-// End-to-end tests of the built farm binary on the real Slurm of this
-// machine (integration/slurm-up; integration/run-tests starts it). They skip
-// with one loud line when no Slurm controller answers, unless
-// FARM_REQUIRE_SLURM=1, where they fail. Every farm lives in its own
-// t.TempDir(), so the tests run in parallel; the time-limit test alone takes
-// 60-100 s, the others overlap it.
+// End-to-end tests of the built farm binary on the real batch systems of
+// this machine: Slurm (integration/slurm-up) and Grid Engine
+// (integration/sge-up); integration/run-tests starts both. Each test is
+// written once, for an engine, and run on both (TestSlurmX, TestSGEX). They
+// skip with one loud line when the batch system does not answer, unless
+// FARM_REQUIRE_SLURM=1 / FARM_REQUIRE_SGE=1, where they fail. Every farm
+// lives in its own t.TempDir(), so the tests run in parallel; the
+// time-limit test alone takes 60-100 s, the others overlap it.
 
 // slurmGate asks once per test binary whether Slurm is available.
 var slurmGate = testslurm.Gate{Available: slurm.Available}
@@ -32,6 +36,114 @@ var slurmGate = testslurm.Gate{Available: slurm.Available}
 func needSlurm(t *testing.T) {
 	t.Helper()
 	slurmGate.Need(t)
+}
+
+// engine is a batch system the end-to-end tests run on: what differs
+// between Slurm and Grid Engine for a test.
+type engine struct {
+	name string // --backend
+	need func(t *testing.T)
+	// farm makes a farm whose job scripts carry the engine's run-time
+	// limit (a Slurm time: "1", "0-00:10").
+	farm func(t *testing.T, table []string, limit string) string
+	// queued lists the jobs among ids that the scheduler still shows
+	// (pending or running): "" when none.
+	queued func(t *testing.T, ids []string) string
+	slots  func(t *testing.T) int // how many one-CPU jobs can run at once
+	hold   []string               // submit arguments that keep a job pending
+	task   func(array string, i int) string
+}
+
+var (
+	slurmEngine = engine{name: "slurm", need: needSlurm, farm: slurmFarm, queued: queued, slots: slurmCPUs,
+		hold: []string{"--begin=now+1hour"}, task: func(a string, i int) string { return fmt.Sprintf("%s_%d", a, i) }}
+	sgeEngine = engine{name: "sge", need: needSGE, farm: sgeFarm, queued: sgeQueued, slots: sgeSlots,
+		hold: []string{"-h"}, task: func(a string, i int) string { return fmt.Sprintf("%s.%d", a, i) }}
+)
+
+// sgeGate asks once per test binary whether Grid Engine is available.
+var sgeGate = testslurm.SGE(sge.Available)
+
+// needSGE skips (or, with FARM_REQUIRE_SGE=1, fails) t without Grid Engine.
+func needSGE(t *testing.T) {
+	t.Helper()
+	sgeGate.Need(t)
+}
+
+// sgeFarm makes a farm for a Grid Engine test: job_script.sh carries the
+// run-time as "#$ -l h_rt=" (limit is a Slurm time, as for slurmFarm). When
+// the test fails it logs what Grid Engine says of the farm's jobs; in any
+// case it deletes the farm's jobs that are left.
+func sgeFarm(t *testing.T, table []string, limit string) string {
+	t.Helper()
+	dir := newFarm(t, table, limit)
+	setSGELimit(t, dir, "job_script.sh", limit)
+	setSGELimit(t, dir, "resubmit_script.sh", "1")
+	t.Cleanup(func() {
+		ids := harness.JobIDs(dir)
+		if t.Failed() {
+			harness.Diagnose(t, dir)
+			out, _ := exec.Command("qstat", "-u", "*").CombinedOutput()
+			t.Logf("diagnostics: qstat:\n%s", out)
+		}
+		if len(ids) > 0 {
+			exec.Command("qdel", ids...).Run()
+		}
+	})
+	return dir
+}
+
+// setSGELimit puts "#$ -l h_rt=SECONDS" for the Slurm time limit after the
+// first line of the farm's script name.
+func setSGELimit(t *testing.T, dir, name, limit string) {
+	t.Helper()
+	d, err := casetable.ParseSlurmTime(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	text := fmt.Sprintf("%s\n#$ -l h_rt=%d\n%s", first, int(d.Seconds()), rest)
+	if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sgeQueued returns the jobs among ids that qstat lists, one "ID STATE"
+// line each.
+func sgeQueued(t *testing.T, ids []string) string {
+	t.Helper()
+	out, err := exec.Command("qstat", "-u", "*").CombinedOutput()
+	if err != nil {
+		t.Fatalf("qstat: %v\n%s", err, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && slices.Contains(ids, f[0]) {
+			lines = append(lines, f[0]+" "+f[4])
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sgeSlots is the number of slots of Grid Engine's queue all.q.
+func sgeSlots(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command("qconf", "-sq", "all.q").CombinedOutput()
+	if err != nil {
+		t.Fatalf("qconf -sq all.q: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^slots\s+(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no slots in qconf -sq all.q:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // slurmFarm makes a farm for a Slurm test. When the test fails it logs what
@@ -121,11 +233,14 @@ func slurmCPUs(t *testing.T) int {
 // TestSlurmTwoHundredCasesFourJobs: 4 meta-jobs share 200 cases; every case
 // runs exactly once, every meta-job takes part, and the status files are
 // named by the Slurm job IDs that farm list reports.
-func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
-	needSlurm(t)
+func TestSlurmTwoHundredCasesFourJobs(t *testing.T) { testTwoHundredCasesFourJobs(t, slurmEngine) }
+func TestSGETwoHundredCasesFourJobs(t *testing.T)   { testTwoHundredCasesFourJobs(t, sgeEngine) }
+
+func testTwoHundredCasesFourJobs(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
-	if n := slurmCPUs(t); n < 4 {
-		msg := fmt.Sprintf("the Slurm node has %d CPUs; 4 meta-jobs must run at once: FARM_SLURM_CPUS=8 integration/slurm-down && FARM_SLURM_CPUS=8 integration/slurm-up", n)
+	if n := e.slots(t); n < 4 {
+		msg := fmt.Sprintf("the %s node has %d CPUs (slots); 4 meta-jobs must run at once: FARM_SLURM_CPUS=8 / FARM_SGE_SLOTS=8 with integration/slurm-up or sge-up", e.name, n)
 		if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
 			t.Fatal(msg)
 		}
@@ -139,14 +254,14 @@ func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		table[i] = `for i in $(seq 600); do [ $(ls ../STATUSES | wc -l) -ge 4 ] && break; sleep 0.1; done`
 	}
-	dir := slurmFarm(t, table, "0-00:10")
+	dir := e.farm(t, table, "0-00:10")
 	start := time.Now()
-	out := mustFarm(t, dir, "submit", "4", "--backend", "slurm")
+	out := mustFarm(t, dir, "submit", "4", "--backend", e.name)
 	if !strings.Contains(out, "Submitted 4 meta-jobs") {
 		t.Errorf("submit said %q", out)
 	}
 	out = mustFarm(t, dir, "wait", "--timeout", "5m")
-	t.Logf("200 cases on 4 Slurm jobs in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("200 cases on 4 %s jobs in %s", e.name, time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
 		t.Errorf("wait said %q", out)
 	}
@@ -158,8 +273,8 @@ func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
 	}
 	var listed []string
 	for _, r := range listJSON(t, dir) {
-		if r.Kind != "meta" || r.Backend != "slurm" || r.State != "COMPLETED" {
-			t.Errorf("job %+v, want a COMPLETED slurm meta-job", r)
+		if r.Kind != "meta" || r.Backend != e.name || r.State != "COMPLETED" {
+			t.Errorf("job %+v, want a COMPLETED %s meta-job", r, e.name)
 		}
 		listed = append(listed, r.ID)
 	}
@@ -178,12 +293,15 @@ func TestSlurmTwoHundredCasesFourJobs(t *testing.T) {
 
 // TestSlurmSimpleModeOneCasePerTask: submit -1 makes one job array whose 20
 // tasks run one case each, each task writing its own status file.
-func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
-	needSlurm(t)
+func TestSlurmSimpleModeOneCasePerTask(t *testing.T) { testSimpleModeOneCasePerTask(t, slurmEngine) }
+func TestSGESimpleModeOneCasePerTask(t *testing.T)   { testSimpleModeOneCasePerTask(t, sgeEngine) }
+
+func testSimpleModeOneCasePerTask(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
 	const n = 20
-	dir := slurmFarm(t, repeat("true", n), "0-00:10")
-	out := mustFarm(t, dir, "submit", "-1", "--backend", "slurm")
+	dir := e.farm(t, repeat("true", n), "0-00:10")
+	out := mustFarm(t, dir, "submit", "-1", "--backend", e.name)
 	if !strings.Contains(out, "SIMPLE mode") {
 		t.Errorf("submit said %q", out)
 	}
@@ -195,7 +313,7 @@ func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
 	array := rows[0].ID
 	var want []string
 	for i := 1; i <= n; i++ {
-		want = append(want, fmt.Sprintf("%s_%d", array, i))
+		want = append(want, e.task(array, i))
 	}
 	sort.Strings(want)
 	if got := statusFileIDs(dir); !slices.Equal(got, want) {
@@ -209,7 +327,7 @@ func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
 	rec := readRecords(t, dir)
 	st := statusJSON(t, dir)
 	for id := int64(1); id <= n; id++ {
-		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || st[id].State != "succeeded" || !strings.HasPrefix(st[id].Job, array+"_") {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || st[id].State != "succeeded" || !strings.HasPrefix(st[id].Job, strings.TrimSuffix(e.task(array, 0), "0")) {
 			t.Errorf("case %d: %d starts, %d ends, %+v", id, rec.Starts[id], rec.Ends[id], st[id])
 		}
 	}
@@ -218,14 +336,17 @@ func TestSlurmSimpleModeOneCasePerTask(t *testing.T) {
 // TestSlurmKillLeavesNoJob: farm kill cancels the running and the pending
 // meta-jobs, and when it returns squeue shows no job of the farm; the cases
 // that ran are interrupted.
-func TestSlurmKillLeavesNoJob(t *testing.T) {
-	needSlurm(t)
+func TestSlurmKillLeavesNoJob(t *testing.T) { testKillLeavesNoJob(t, slurmEngine) }
+func TestSGEKillLeavesNoJob(t *testing.T)   { testKillLeavesNoJob(t, sgeEngine) }
+
+func testKillLeavesNoJob(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
-	dir := slurmFarm(t, repeat("sleep 300", 4), "0-00:10")
-	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	dir := e.farm(t, repeat("sleep 300", 4), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", e.name)
 	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).Starts) == 2 })
 	// One more meta-job, held pending for an hour.
-	mustFarm(t, dir, "submit", "1", "--backend", "slurm", "--begin=now+1hour")
+	mustFarm(t, dir, append([]string{"submit", "1", "--backend", e.name}, e.hold...)...)
 	ids := farmJobIDs(dir)
 	if s := states(listJSON(t, dir)); len(ids) != 3 || s[ids[0]] != "RUNNING" || s[ids[1]] != "RUNNING" || s[ids[2]] != "PENDING" {
 		t.Fatalf("before kill: %v; want 2 RUNNING and 1 PENDING", s)
@@ -236,8 +357,8 @@ func TestSlurmKillLeavesNoJob(t *testing.T) {
 	if !strings.Contains(out, "Cancelled 3 job(s)") {
 		t.Errorf("kill said %q", out)
 	}
-	if q := queued(t, ids); q != "" {
-		t.Errorf("right after farm kill, squeue still shows jobs of the farm:\n%s", q)
+	if q := e.queued(t, ids); q != "" {
+		t.Errorf("right after farm kill, the scheduler still shows jobs of the farm:\n%s", q)
 	}
 	for id, s := range states(listJSON(t, dir)) {
 		if s != "CANCELLED" {
@@ -259,14 +380,17 @@ func TestSlurmKillLeavesNoJob(t *testing.T) {
 // TestSlurmPruneCancelsPendingOnly: with two meta-jobs running and two held
 // pending (--begin passed through to sbatch), farm prune cancels the pending
 // ones only; the running ones go on and finish every case.
-func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
-	needSlurm(t)
+func TestSlurmPruneCancelsPendingOnly(t *testing.T) { testPruneCancelsPendingOnly(t, slurmEngine) }
+func TestSGEPruneCancelsPendingOnly(t *testing.T)   { testPruneCancelsPendingOnly(t, sgeEngine) }
+
+func testPruneCancelsPendingOnly(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
-	dir := slurmFarm(t, repeat(fmt.Sprintf("for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done", release), 6), "0-00:10")
-	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	dir := e.farm(t, repeat(fmt.Sprintf("for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done", release), 6), "0-00:10")
+	mustFarm(t, dir, "submit", "2", "--backend", e.name)
 	waitFor(t, 90*time.Second, "both meta-jobs to start a case", func() bool { return len(readRecords(t, dir).Starts) == 2 })
-	out := mustFarm(t, dir, "submit", "2", "--backend", "slurm", "--begin=now+1hour")
+	out := mustFarm(t, dir, append([]string{"submit", "2", "--backend", e.name}, e.hold...)...)
 	if !strings.Contains(out, "Run 1 is active: adding jobs to it") {
 		t.Errorf("second submit said %q", out)
 	}
@@ -290,8 +414,8 @@ func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
 			t.Errorf("after prune, pending job %s is %s", id, s[id])
 		}
 	}
-	if q := queued(t, ids); len(strings.Split(q, "\n")) != 2 {
-		t.Errorf("after prune squeue shows\n%s\nwant the 2 running jobs only", q)
+	if q := e.queued(t, ids); len(strings.Split(q, "\n")) != 2 {
+		t.Errorf("after prune the scheduler shows\n%s\nwant the 2 running jobs only", q)
 	}
 	os.WriteFile(release, nil, 0o644)
 	out = mustFarm(t, dir, "wait", "--timeout", "2m")
@@ -317,15 +441,18 @@ func TestSlurmPruneCancelsPendingOnly(t *testing.T) {
 // (job_script.sh "#SBATCH -t 1") while it runs a long case; that case is
 // interrupted, every other case ran once and succeeded, and farm list shows
 // the job TIMEOUT. Slurm checks limits only every ~30 s: this takes 60-100 s.
-func TestSlurmTimeLimitInterruptsCase(t *testing.T) {
-	needSlurm(t)
+func TestSlurmTimeLimitInterruptsCase(t *testing.T) { testTimeLimitInterruptsCase(t, slurmEngine) }
+func TestSGETimeLimitInterruptsCase(t *testing.T)   { testTimeLimitInterruptsCase(t, sgeEngine) }
+
+func testTimeLimitInterruptsCase(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
 	const n = 10
 	table := repeat("sleep 0.1", n)
 	table[2] = "sleep 300" // case 3
-	dir := slurmFarm(t, table, "1")
+	dir := e.farm(t, table, "1")
 	start := time.Now()
-	mustFarm(t, dir, "submit", "2", "--backend", "slurm")
+	mustFarm(t, dir, "submit", "2", "--backend", e.name)
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "4m")
 	t.Logf("the time limit stopped the farm after %s", time.Since(start).Round(time.Second))
 	st := statusJSON(t, dir)
@@ -355,11 +482,14 @@ func TestSlurmTimeLimitInterruptsCase(t *testing.T) {
 
 // TestSlurmEnvironmentReachesCases: a variable set on the farm submit
 // process (VAR=1 farm submit 2) reaches every case through sbatch.
-func TestSlurmEnvironmentReachesCases(t *testing.T) {
-	needSlurm(t)
+func TestSlurmEnvironmentReachesCases(t *testing.T) { testEnvironmentReachesCases(t, slurmEngine) }
+func TestSGEEnvironmentReachesCases(t *testing.T)   { testEnvironmentReachesCases(t, sgeEngine) }
+
+func testEnvironmentReachesCases(t *testing.T, e engine) {
+	e.need(t)
 	t.Parallel()
-	dir := slurmFarm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
-	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", "slurm"); r.Code != 0 {
+	dir := e.farm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
+	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", e.name); r.Code != 0 {
 		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
 	}
 	mustFarm(t, dir, "wait", "--timeout", "2m")
@@ -371,7 +501,7 @@ func TestSlurmEnvironmentReachesCases(t *testing.T) {
 		}
 		f := strings.Fields(string(b))
 		if len(f) != 3 || f[0] != "1" || f[1] != strconv.Itoa(id) || !slices.Contains(ids, f[2]) {
-			t.Errorf("case %d saw %q, want VAR=1, its ID and its meta-job's Slurm ID (one of %v)", id, b, ids)
+			t.Errorf("case %d saw %q, want VAR=1, its ID and its meta-job's ID (one of %v)", id, b, ids)
 		}
 	}
 }

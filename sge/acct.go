@@ -122,7 +122,7 @@ func readAccounting(path string, nums map[string]bool) (map[string][]record, err
 	}
 	out := map[string][]record{}
 	seen := map[string]bool{} // "num.task" already taken (the latest)
-	var bound time.Time        // S: the latest submission of a job numbered below lowest
+	var bound time.Time       // S: the latest submission of a job numbered below lowest
 	var carry []byte
 	for pos := st.Size(); pos > 0; {
 		n := min(int64(accountingChunk), pos)

@@ -102,4 +102,3 @@ func selfAlloc(env func(string) string) backend.Alloc {
 	}
 	return a
 }
-
