@@ -3,6 +3,7 @@ package farm
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,45 @@ func TestFinalScriptRunTimeByDirective(t *testing.T) {
 	os.WriteFile(f.Path(FinalScript), []byte("#!/bin/bash\n#$ -l h_rt=20:00\necho done\n"), 0o755)
 	if _, err := f.submitFinal(ctx, SubmitOptions{}, 1); err == nil || !strings.Contains(err.Error(), "final.sh:2: bad run-time h_rt=20:00 (2 fields;") || len(b.reqs) != 0 {
 		t.Errorf("submitFinal: %v; requests %+v", err, b.reqs)
+	}
+}
+
+// TestInitForGridEngine: a farm made for Grid Engine submits on an engine
+// that reads #$ lines, and on the local engine (directive ""), with the
+// templates' run-times; on one that reads #SBATCH lines it is refused,
+// naming them. An unknown engine makes nothing.
+func TestInitForGridEngine(t *testing.T) {
+	ctx := context.Background()
+	for _, directive := range []string{backend.DirectiveGridEngine, "", backend.DirectiveSlurm} {
+		dir := filepath.Join(t.TempDir(), "farm")
+		if err := Init(dir, "sge"); err != nil {
+			t.Fatal(err)
+		}
+		if rt, ok, err := ScriptRunTime(filepath.Join(dir, JobScript), directive); err != nil || ok != (directive != backend.DirectiveSlurm) ||
+			ok && rt != (RunTime{Limit: 10 * time.Minute, Line: 9, Value: "00:10:00", Directive: backend.DirectiveGridEngine}) {
+			t.Errorf("directive %q: ScriptRunTime = %+v, %t, %v", directive, rt, ok, err)
+		}
+		b := &directiveBackend{directive: directive}
+		f, err := Open(dir, Options{Backends: fixed{b}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.Submit(ctx, SubmitOptions{N: 1, Auto: true})
+		if directive == backend.DirectiveSlurm {
+			if err == nil || !strings.HasPrefix(err.Error(), "Job runtime sbatch argument (-t or --time) is missing in job_script.sh") {
+				t.Errorf("#SBATCH engine: %v", err)
+			}
+			continue
+		}
+		if err != nil || len(b.reqs) != 2 || b.reqs[0].TimeLimit != 10*time.Minute || b.reqs[1].TimeLimit != 10*time.Minute {
+			t.Errorf("directive %q: %v; requests %+v", directive, err, b.reqs)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "farm")
+	if err := Init(dir, "pbs"); err == nil || !IsUserError(err) || err.Error() != `no templates for the engine "pbs": one of slurm, sge (nothing was made)` {
+		t.Errorf("Init(pbs) = %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Init(pbs) made %s", dir)
 	}
 }
