@@ -123,7 +123,8 @@ func submitCmd() *cli.Command {
 		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
 			"case until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
-			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t),\n" +
+			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t,\n" +
+			"or #$ -l h_rt= in a farm made with farm init --engine sge),\n" +
 			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
 			submitYesHelp +
 			"Without --backend, Slurm is used when a controller answers, else this machine.\n" +
