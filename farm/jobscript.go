@@ -94,7 +94,8 @@ func slurmRunTime(path string, lines []string) (rt RunTime, ok bool, err error) 
 // requested is the one the job gets.
 //
 // s_rt is not read: it is a soft limit (the job is sent SIGUSR1 when it
-// passes, and goes on until h_rt), not the run-time farm plans with. A
+// passes, and killed the queue's notify time later; sge_queue_conf(5)),
+// not the run-time farm plans with. A
 // -soft h_rt is a preference of the scheduler's, no limit at all: it is an
 // error, rather than a run-time farm would plan with and Grid Engine not
 // keep.
