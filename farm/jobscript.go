@@ -60,7 +60,9 @@ func ScriptRunTime(path, directive string) (rt RunTime, ok bool, err error) {
 		}
 		return gridEngineRunTime(path, lines)
 	}
-	return rt, false, fmt.Errorf("%s: no way to read a run-time from %q lines", path, directive)
+	// An engine's Capabilities.Directive that farm does not know: said as
+	// it is, not as a script that cannot be read.
+	return rt, false, Userf("farm cannot read a run-time from %q lines, which the engine reads (backend.Capabilities.Directive)", directive)
 }
 
 // slurmRunTime reads the first #SBATCH -t / --time of a script's lines.

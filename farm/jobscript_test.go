@@ -202,3 +202,11 @@ func TestCheckRunTimeExample(t *testing.T) {
 		t.Errorf("got %v, want it to end %q", err, want)
 	}
 }
+
+func TestScriptRunTimeUnknownDirective(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "js")
+	os.WriteFile(p, []byte("#PBS -l walltime=1:00:00\n"), 0o644)
+	if _, _, err := ScriptRunTime(p, "#PBS"); err == nil || err.Error() != `farm cannot read a run-time from "#PBS" lines, which the engine reads (backend.Capabilities.Directive)` {
+		t.Errorf("ScriptRunTime(#PBS) = %v", err)
+	}
+}
