@@ -225,7 +225,9 @@ func (f *Farm) scriptEdit(name, want, line string, required bool) (scriptEdit, e
 	e := scriptEdit{name: name}
 	fi, err := os.Stat(f.Path(name))
 	if os.IsNotExist(err) && !required {
-		for _, t := range templates.All() {
+		// META runs on Slurm: its farms get Slurm's template.
+		files, _ := templates.All("slurm")
+		for _, t := range files {
 			if t.Name == name {
 				e.new, e.mode = t.Data, t.Mode
 			}

@@ -156,12 +156,18 @@ func (f *Farm) Log(format string, args ...any) {
 	fh.Close()
 }
 
-// Init makes a new farm directory with the templates. It refuses an existing
-// directory that is not empty, so nothing is overwritten. The templates are
-// written into a temporary directory beside dir, which is renamed into
-// place once complete: an interrupted init (a full disk) leaves no
-// half-made farm, and the temporary directory is removed.
-func Init(dir string) error {
+// Init makes a new farm directory with the templates for engine (one of
+// templates.Engines: its job scripts carry that engine's directives; ""
+// is Slurm's). It refuses an existing directory that is not empty, so
+// nothing is overwritten. The templates are written into a temporary
+// directory beside dir, which is renamed into place once complete: an
+// interrupted init (a full disk) leaves no half-made farm, and the
+// temporary directory is removed.
+func Init(dir, engine string) error {
+	files, err := templates.All(engine)
+	if err != nil {
+		return Userf("%v (nothing was made)", err)
+	}
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return Userf("%s exists and is not a directory; give 'farm init' a new directory name (nothing was changed)", dir)
 	}
@@ -182,7 +188,7 @@ func Init(dir string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp) // nothing left once renamed
-	for _, t := range templates.All() {
+	for _, t := range files {
 		if err := os.WriteFile(filepath.Join(tmp, t.Name), t.Data, t.Mode); err != nil {
 			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
 		}

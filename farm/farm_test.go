@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -48,14 +49,14 @@ func TestScriptTimeLimit(t *testing.T) {
 	} {
 		p := filepath.Join(dir, "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		got, ok, err := ScriptTimeLimit(p)
+		got, ok, err := ScriptTimeLimit(p, backend.DirectiveSlurm)
 		if err != nil || ok != tc.ok || got != tc.want {
 			t.Errorf("%q: %v %v %v; want %v %v", tc.script, got, ok, err, tc.want, tc.ok)
 		}
 	}
 	p := filepath.Join(dir, "js")
 	os.WriteFile(p, []byte("\n#SBATCH -t ten\n"), 0o644)
-	if _, _, err := ScriptTimeLimit(p); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
+	if _, _, err := ScriptTimeLimit(p, backend.DirectiveSlurm); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
 		t.Errorf("bad time: %v", err)
 	}
 }
@@ -97,14 +98,14 @@ func TestOpenRefusesNonFarm(t *testing.T) {
 func TestInitRefusesNonEmptyDir(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644)
-	if err := Init(dir); err == nil || !IsUserError(err) {
+	if err := Init(dir, ""); err == nil || !IsUserError(err) {
 		t.Fatalf("Init(non-empty) = %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("Init wrote into a non-empty dir: %v", entries)
 	}
 	fresh := filepath.Join(dir, "new")
-	if err := Init(fresh); err != nil {
+	if err := Init(fresh, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(fresh, Options{}); err != nil {

@@ -1,57 +1,222 @@
 package farm
 
 import (
-	"bufio"
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 )
 
 // RunTime is the run-time line of a job script.
 type RunTime struct {
-	Limit time.Duration // 0: no limit (0, UNLIMITED, INFINITE)
+	Limit time.Duration // 0: no limit (0, UNLIMITED, INFINITE, INFINITY)
 	Line  int           // the line of the script that sets it
 	Value string        // the value as written
+	// Directive is the directive it was read from: backend.DirectiveSlurm
+	// (#SBATCH -t) or backend.DirectiveGridEngine (#$ -l h_rt=).
+	Directive string
 }
 
-// ScriptTimeLimit reads the run-time (#SBATCH -t / --time) of a job script.
-// ok is false when the script has none.
-func ScriptTimeLimit(path string) (limit time.Duration, ok bool, err error) {
-	rt, ok, err := ScriptRunTime(path)
+// ScriptTimeLimit reads the run-time of a job script as ScriptRunTime
+// does. ok is false when the script has none.
+func ScriptTimeLimit(path, directive string) (limit time.Duration, ok bool, err error) {
+	rt, ok, err := ScriptRunTime(path, directive)
 	return rt.Limit, ok, err
 }
 
-// ScriptRunTime reads the run-time (#SBATCH -t / --time) of a job script,
-// with its line. ok is false when the script has none.
-func ScriptRunTime(path string) (rt RunTime, ok bool, err error) {
-	fh, err := os.Open(path)
+// ScriptRunTime reads the run-time of a job script, with its line, as the
+// engine whose Capabilities().Directive is directive reads it:
+//
+//   - backend.DirectiveSlurm: #SBATCH -t / --time, in Slurm's time
+//     formats (ParseSlurmTime);
+//   - backend.DirectiveGridEngine: h_rt in the -l resource requests of the
+//     #$ lines (#$ -l h_rt=01:00:00, #$ -l h_vmem=2G,h_rt=3600), in Grid
+//     Engine's time format (ParseGridEngineTime);
+//   - "" (an engine that only needs the run-time: the local one): the
+//     #SBATCH one if the script has one, else the #$ one, so that a farm
+//     made for either batch system can be tried on it.
+//
+// ok is false when the script has none. A value that does not read is an
+// error naming the script's line.
+func ScriptRunTime(path, directive string) (rt RunTime, ok bool, err error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return rt, false, err
 	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		rest, isDirective := strings.CutPrefix(line, "#SBATCH")
+	lines := strings.Split(string(b), "\n")
+	switch directive {
+	case backend.DirectiveSlurm:
+		return slurmRunTime(path, lines)
+	case backend.DirectiveGridEngine:
+		return gridEngineRunTime(path, lines)
+	case "":
+		if rt, ok, err = slurmRunTime(path, lines); ok || err != nil {
+			return rt, ok, err
+		}
+		return gridEngineRunTime(path, lines)
+	}
+	// An engine's Capabilities.Directive that farm does not know: said as
+	// it is, not as a script that cannot be read.
+	return rt, false, Userf("farm cannot read a run-time from %q lines, which the engine reads (backend.Capabilities.Directive)", directive)
+}
+
+// slurmRunTime reads the first #SBATCH -t / --time of a script's lines.
+func slurmRunTime(path string, lines []string) (rt RunTime, ok bool, err error) {
+	for i, line := range lines {
+		rest, isDirective := strings.CutPrefix(strings.TrimSpace(line), backend.DirectiveSlurm)
 		if !isDirective {
 			continue
 		}
 		fields := strings.Fields(rest)
-		for i := range fields {
-			val, ok := timeFlag(fields, i)
+		for j := range fields {
+			val, ok := timeFlag(fields, j)
 			if !ok {
 				continue
 			}
 			d, err := ParseSlurmTime(val)
 			if err != nil {
-				return rt, false, Userf("%s:%d: bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", path, n, val, err)
+				return rt, false, Userf("%s:%d: bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", path, i+1, val, err)
 			}
-			return RunTime{Limit: d, Line: n, Value: val}, true, nil
+			return RunTime{Limit: d, Line: i + 1, Value: val, Directive: backend.DirectiveSlurm}, true, nil
 		}
 	}
-	return rt, false, sc.Err()
+	return rt, false, nil
+}
+
+// gridEngineRunTime reads h_rt, the hard run-time limit, from the -l
+// resource requests of a script's #$ lines, as qsub reads them: a #$ line
+// counts only from the line's first column; the words of each line are
+// options (-l LIST, where LIST is name=value,...), -hard and -soft apply to
+// the requests after them on the same line only, and the last h_rt
+// requested is the one the job gets.
+//
+// s_rt is not read: it is a soft limit (the job is sent SIGUSR1 when it
+// passes, and killed the queue's notify time later; sge_queue_conf(5)),
+// not the run-time farm plans with. A
+// -soft h_rt is a preference of the scheduler's, no limit at all: it is an
+// error, rather than a run-time farm would plan with and Grid Engine not
+// keep.
+func gridEngineRunTime(path string, lines []string) (rt RunTime, ok bool, err error) {
+	for i, line := range lines {
+		rest, isDirective := strings.CutPrefix(line, backend.DirectiveGridEngine)
+		if !isDirective {
+			continue
+		}
+		// qsub drops the double quotes of a directive's words.
+		fields := strings.Fields(strings.ReplaceAll(rest, `"`, ""))
+		soft := false
+		for j := 0; j < len(fields); j++ {
+			switch fields[j] {
+			case "-hard":
+				soft = false
+			case "-soft":
+				soft = true
+			case "-l":
+				if j+1 == len(fields) {
+					continue // qsub's error to give
+				}
+				j++
+				val, found := hrtRequest(fields[j])
+				if !found {
+					continue
+				}
+				if soft {
+					return rt, false, Userf("%s:%d: h_rt=%s is requested after -soft, which does not limit the job's run-time; request it as a hard limit: '#$ -l h_rt=%s'", path, i+1, val, val)
+				}
+				d, err := ParseGridEngineTime(val)
+				if err != nil {
+					return rt, false, Userf("%s:%d: bad run-time h_rt=%s (%v); use a Grid Engine time such as h_rt=01:00:00 (hours:minutes:seconds) or h_rt=3600 (seconds)", path, i+1, val, err)
+				}
+				rt, ok = RunTime{Limit: d, Line: i + 1, Value: val, Directive: backend.DirectiveGridEngine}, true
+			}
+		}
+	}
+	return rt, ok, nil
+}
+
+// hrtRequest returns the value of h_rt in a -l resource list
+// ("h_vmem=2G,h_rt=1:00:00"), the last one if it is given twice.
+func hrtRequest(list string) (val string, found bool) {
+	for _, req := range strings.Split(list, ",") {
+		if name, v, _ := strings.Cut(req, "="); name == "h_rt" {
+			val, found = v, true
+		}
+	}
+	return val, found
+}
+
+// ParseGridEngineTime parses Grid Engine's time format (sge_types(5),
+// time_specifier), as h_rt takes it: seconds ("3600"), or hours, minutes
+// and seconds ("01:30:00", "48:00:00", "0:90:0"), each of any number of
+// digits, one left out being 0 ("1::30"); "INFINITY" (any case) is 0, no
+// limit. Grid Engine also reads a number that begins with 0 as octal or
+// hexadecimal ("0600" is 384 seconds), fractions and a k/m multiplier:
+// those are refused, as nobody means them for a run-time. A value too large
+// for a Duration is the largest Duration, never one that wrapped around.
+func ParseGridEngineTime(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	if strings.EqualFold(s, "INFINITY") {
+		return 0, nil
+	}
+	parts := strings.Split(s, ":")
+	switch len(parts) {
+	case 1:
+		if len(s) > 1 && s[0] == '0' {
+			return 0, fmt.Errorf("%q begins with 0, which Grid Engine reads as octal or hexadecimal: write the seconds without it", s)
+		}
+		sec, err := geNumber(s)
+		if err != nil {
+			return 0, err
+		}
+		return geSeconds(0, 0, sec), nil
+	case 3:
+		var n [3]float64
+		for i, p := range parts {
+			if p == "" {
+				continue // 1::30 is 1:0:30
+			}
+			v, err := geNumber(p)
+			if err != nil {
+				return 0, err
+			}
+			n[i] = v
+		}
+		return geSeconds(n[0], n[1], n[2]), nil
+	}
+	return 0, fmt.Errorf("%d fields; Grid Engine takes hours:minutes:seconds (three fields, 0:30:0 for 30 minutes) or seconds", len(parts))
+}
+
+// geNumber reads one field of a Grid Engine time: digits, any number of
+// them, as a float64 (exact below 2^53, and never wrapping around).
+func geNumber(s string) (float64, error) {
+	v := 0.0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("bad number %q", s)
+		}
+		v = v*10 + float64(c-'0')
+	}
+	if s == "" {
+		return 0, fmt.Errorf("bad number %q", s)
+	}
+	return v, nil
+}
+
+// geSeconds is h hours, m minutes and s seconds; the largest Duration if
+// that is beyond it.
+func geSeconds(h, m, s float64) time.Duration {
+	total := h*3600 + m*60 + s
+	if total > float64(math.MaxInt64/int64(time.Second)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(total) * time.Second
 }
 
 // The run-times META accepts: a job script whose run-time is outside is
@@ -63,17 +228,59 @@ const (
 
 // checkRunTime refuses, as META does, the run-time rt of the job script
 // name if it is under 30 seconds or over 35 days: "Wrong job runtime in
-// job_script.sh - T . Exiting", after the script's name and line. No limit
-// (0, UNLIMITED) is over 35 days. The minimum holds only where the engine
-// does not enforce the limit itself (exact false: Slurm, which counts whole
-// minutes and checks limits every 30 s or so); the local engine stops a job
-// to the second, and a short limit is how one tries a farm's time limits on
-// it.
+// job_script.sh - T . Exiting", after the script's name and line, with an
+// example in the form rt was read from. No limit (0, UNLIMITED, INFINITY)
+// is over 35 days. The minimum holds only where the engine does not
+// enforce the limit itself (exact false: Slurm, which counts whole minutes
+// and checks limits every 30 s or so); the local engine stops a job to the
+// second, and a short limit is how one tries a farm's time limits on it.
 func checkRunTime(name string, rt RunTime, exact bool) error {
 	if rt.Limit > 0 && rt.Limit <= MaxRunTime && (exact || rt.Limit >= MinRunTime) {
 		return nil
 	}
-	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')", name, rt.Line, name, rt.Value)
+	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, runTimeLine(rt.Directive, time.Hour))
+}
+
+// runTimeLine is a job-script line that sets the run-time d (an hour or
+// ten minutes) in the form of directive ("" is Slurm's).
+func runTimeLine(directive string, d time.Duration) string {
+	if directive == backend.DirectiveGridEngine {
+		return fmt.Sprintf("#$ -l h_rt=%02d:%02d:00", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("#SBATCH -t 0-%02d:%02d", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// missingRunTime is the error for the script name, which has no run-time,
+// as the engine whose directive is directive words it; d is the run-time
+// of the line it suggests. META's words are kept for Slurm, and for the
+// local engine, which also reads Grid Engine's.
+func missingRunTime(name, directive string, d time.Duration) error {
+	switch directive {
+	case backend.DirectiveGridEngine:
+		return Userf("Job run-time qsub argument (-l h_rt) is missing in %s. Exiting (add a line like '%s')", name, runTimeLine(directive, d))
+	case "":
+		return Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '%s', or '%s' for Grid Engine)", name, runTimeLine(backend.DirectiveSlurm, d), runTimeLine(backend.DirectiveGridEngine, d))
+	}
+	return Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '%s')", name, runTimeLine(directive, d))
+}
+
+// runTimeArg refuses a run-time among args, the extra arguments of a
+// submission, in the forms the engine whose directive is directive reads
+// (both for ""): it must be in the job script, where farm reads it.
+func runTimeArg(args []string, directive string) error {
+	for i, a := range args {
+		if directive != backend.DirectiveGridEngine {
+			if _, ok := timeFlag(args, i); ok {
+				return Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
+			}
+		}
+		if directive != backend.DirectiveSlurm && a == "-l" && i+1 < len(args) {
+			if _, ok := hrtRequest(args[i+1]); ok {
+				return Userf("the run-time (-l %s) cannot be given on the command line: set it with '#$ -l h_rt=' in %s", args[i+1], JobScript)
+			}
+		}
+	}
+	return nil
 }
 
 // timeFlag reports whether args[i] gives the run-time — -t VAL, --time VAL,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/backend"
 )
 
 func TestParseSlurmTimeNeverWraps(t *testing.T) {
@@ -48,7 +50,7 @@ func TestCheckRunTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value}, tc.exact)
+		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Directive: backend.DirectiveSlurm}, tc.exact)
 		want := "job_script.sh:6: Wrong job runtime in job_script.sh - " + tc.value + " . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"
 		if tc.accepted && err != nil || !tc.accepted && (err == nil || err.Error() != want || !IsUserError(err)) {
 			t.Errorf("%s (exact %t): %v", tc.value, tc.exact, err)
@@ -56,7 +58,7 @@ func TestCheckRunTime(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "js")
 	os.WriteFile(p, []byte("#!/bin/bash\n#SBATCH --mem=1G\n\n#SBATCH --time=\"2-0\" -A x\n"), 0o644)
-	if rt, ok, err := ScriptRunTime(p); err != nil || !ok || rt != (RunTime{Limit: 48 * time.Hour, Line: 4, Value: `"2-0"`}) {
+	if rt, ok, err := ScriptRunTime(p, backend.DirectiveSlurm); err != nil || !ok || rt != (RunTime{Limit: 48 * time.Hour, Line: 4, Value: `"2-0"`, Directive: backend.DirectiveSlurm}) {
 		t.Errorf("ScriptRunTime = %+v, %t, %v", rt, ok, err)
 	}
 }
@@ -65,4 +67,146 @@ func setRunTime(t *testing.T, f *Farm, value string) {
 	t.Helper()
 	b, _ := os.ReadFile(f.Path(JobScript))
 	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
+}
+
+func TestParseGridEngineTime(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"01:00:00", time.Hour},
+		{"1:30:00", 90 * time.Minute},
+		{"48:00:00", 48 * time.Hour},
+		{"0:90:0", 90 * time.Minute},
+		{"0:0:45", 45 * time.Second},
+		{"1::30", time.Hour + 30*time.Second},
+		{"::30", 30 * time.Second},
+		{"3600", time.Hour},
+		{"30", 30 * time.Second},
+		{"0", 0},
+		{"INFINITY", 0},
+		{"infinity", 0},
+		{"99999999999999999999", time.Duration(math.MaxInt64)},
+		{"99999999999999999999:00:00", time.Duration(math.MaxInt64)},
+		{"840:00:00", MaxRunTime},
+	} {
+		if got, err := ParseGridEngineTime(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseGridEngineTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, err string }{
+		{"", "empty"},
+		{"1h", `bad number "1h"`},
+		{"1:00", "2 fields; Grid Engine takes hours:minutes:seconds (three fields, 0:30:0 for 30 minutes) or seconds"},
+		{"1:0:0:0", "4 fields"},
+		{"0600", `"0600" begins with 0, which Grid Engine reads as octal or hexadecimal: write the seconds without it`},
+		{"0x10", "begins with 0"},
+		{"1.5:00:00", `bad number "1.5"`},
+		{"-5", `bad number "-5"`},
+		{"+5", `bad number "+5"`},
+		{"1k", `bad number "1k"`},
+		{"UNLIMITED", `bad number "UNLIMITED"`},
+		{"0-01:00", "2 fields"},
+		{"0-01:00:00", `bad number "0-01"`},
+	} {
+		if _, err := ParseGridEngineTime(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseGridEngineTime(%q) = %v; want an error %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+// TestScriptRunTimeByDirective: the run-time as each engine reads it —
+// Slurm's #SBATCH -t, Grid Engine's #$ -l h_rt=, and for the local engine
+// (directive "") the #SBATCH one if there is one, else the #$ one.
+func TestScriptRunTimeByDirective(t *testing.T) {
+	const (
+		slurm = backend.DirectiveSlurm
+		ge    = backend.DirectiveGridEngine
+	)
+	for _, tc := range []struct {
+		name, script, directive string
+		want                    RunTime // zero: none
+	}{
+		{"ge", "#!/bin/bash\n#$ -l h_rt=01:00:00\n", ge, RunTime{time.Hour, 2, "01:00:00", ge}},
+		{"ge seconds", "#$ -l h_rt=3600\n", ge, RunTime{time.Hour, 1, "3600", ge}},
+		{"ge list", "#$ -cwd\n#$ -l h_vmem=2G,h_rt=1:30:00\n", ge, RunTime{90 * time.Minute, 2, "1:30:00", ge}},
+		{"ge list last", "#$ -l h_rt=1:30:00,h_vmem=2G\n", ge, RunTime{90 * time.Minute, 1, "1:30:00", ge}},
+		{"ge two -l", "#$ -l h_rt=01:00:00 -l h_vmem=2G\n", ge, RunTime{time.Hour, 1, "01:00:00", ge}},
+		{"ge second -l", "#$ -l h_vmem=2G -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 1, "2:00:00", ge}},
+		{"ge -hard", "#$ -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
+		{"ge soft then hard", "#$ -soft -l arch=lx-amd64 -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
+		{"ge -soft ends with the line", "#$ -soft -l arch=lx-amd64\n#$ -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 2, "0:10:0", ge}},
+		{"ge quoted", "#$ -l \"h_rt=0:10:0\"\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
+		{"ge no space", "#$-l h_rt=600\n", ge, RunTime{10 * time.Minute, 1, "600", ge}},
+		{"ge last wins", "#$ -l h_rt=1:00:00\n#$ -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 2, "2:00:00", ge}},
+		{"ge CRLF", "#$ -l h_rt=0:10:0\r\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
+		{"ge INFINITY", "#$ -l h_rt=INFINITY\n", ge, RunTime{0, 1, "INFINITY", ge}},
+		{"ge s_rt is not the run-time", "#$ -l s_rt=1:00:00\n", ge, RunTime{}},
+		{"ge other resources", "#$ -l h_vmem=4G\n#$ -pe smp 4\n", ge, RunTime{}},
+		{"ge indented", " #$ -l h_rt=1:00:00\n", ge, RunTime{}},
+		{"ge commented", "##$ -l h_rt=1:00:00\n# $ -l h_rt=1:00:00\n", ge, RunTime{}},
+		{"ge joined -l", "#$ -lh_rt=1:00:00\n", ge, RunTime{}},
+		{"ge ignores #SBATCH", "#SBATCH -t 0-01:00\n", ge, RunTime{}},
+		{"slurm ignores #$", "#$ -l h_rt=1:00:00\n", slurm, RunTime{}},
+		{"slurm", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", slurm, RunTime{time.Hour, 2, "0-01:00", slurm}},
+		{"local reads #SBATCH", "#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 1, "0-01:00", slurm}},
+		{"local reads #$", "#$ -l h_rt=2:00:00\n", "", RunTime{2 * time.Hour, 1, "2:00:00", ge}},
+		{"local prefers #SBATCH", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 2, "0-01:00", slurm}},
+		{"local none", "#!/bin/bash\necho -l h_rt=1:00:00\n", "", RunTime{}},
+	} {
+		p := filepath.Join(t.TempDir(), "js")
+		os.WriteFile(p, []byte(tc.script), 0o644)
+		rt, ok, err := ScriptRunTime(p, tc.directive)
+		if err != nil || ok != (tc.want != RunTime{}) || rt != tc.want {
+			t.Errorf("%s: ScriptRunTime = %+v, %t, %v; want %+v", tc.name, rt, ok, err, tc.want)
+		}
+		if limit, lok, lerr := ScriptTimeLimit(p, tc.directive); limit != tc.want.Limit || lok != ok || lerr != nil {
+			t.Errorf("%s: ScriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
+		}
+	}
+}
+
+// TestScriptRunTimeErrors: a run-time that does not read is one line
+// naming the script's line, with an example of the engine's form; for
+// the local engine, a bad #SBATCH one is an error even with a good #$ one.
+func TestScriptRunTimeErrors(t *testing.T) {
+	for _, tc := range []struct{ script, directive, err string }{
+		{"#!/bin/bash\n#$ -l h_rt=1:00\n", backend.DirectiveGridEngine,
+			"js:2: bad run-time h_rt=1:00 (2 fields; Grid Engine takes hours:minutes:seconds (three fields, 0:30:0 for 30 minutes) or seconds); use a Grid Engine time such as h_rt=01:00:00 (hours:minutes:seconds) or h_rt=3600 (seconds)"},
+		{"#$ -l h_vmem=1G,h_rt=ten\n", backend.DirectiveGridEngine, `js:1: bad run-time h_rt=ten (bad number "ten"); use a Grid Engine time such as h_rt=01:00:00`},
+		{"#$ -l h_rt=\n", backend.DirectiveGridEngine, "js:1: bad run-time h_rt= (empty); use a Grid Engine time"},
+		{"#$ -l h_rt=1:00:00\n#$ -l h_rt=0600\n", "", `js:2: bad run-time h_rt=0600 ("0600" begins with 0, which Grid Engine reads as octal or hexadecimal: write the seconds without it)`},
+		{"#$ -soft -l h_rt=1:00:00\n", backend.DirectiveGridEngine,
+			"js:1: h_rt=1:00:00 is requested after -soft, which does not limit the job's run-time; request it as a hard limit: '#$ -l h_rt=1:00:00'"},
+		{"#$ -l h_rt=1:00:00\n#SBATCH -t ten\n", "", `js:2: bad run-time "ten" (bad number "ten"); use a Slurm time such as 0-01:00 or 30`},
+	} {
+		p := filepath.Join(t.TempDir(), "js")
+		os.WriteFile(p, []byte(tc.script), 0o644)
+		_, _, err := ScriptRunTime(p, tc.directive)
+		if err == nil || !IsUserError(err) || !strings.HasPrefix(err.Error(), p[:len(p)-2]) || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q (directive %q): %v; want %q", tc.script, tc.directive, err, tc.err)
+		}
+	}
+}
+
+// TestCheckRunTimeExample: META's "Wrong job runtime" names an example in
+// the form the run-time was read from.
+func TestCheckRunTimeExample(t *testing.T) {
+	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Directive: backend.DirectiveGridEngine}, true)
+	want := "resubmit_script.sh:3: Wrong job runtime in resubmit_script.sh - INFINITY . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#$ -l h_rt=01:00:00')"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Directive: backend.DirectiveSlurm}, false)
+	if want := "(the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("got %v, want it to end %q", err, want)
+	}
+}
+
+func TestScriptRunTimeUnknownDirective(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "js")
+	os.WriteFile(p, []byte("#PBS -l walltime=1:00:00\n"), 0o644)
+	if _, _, err := ScriptRunTime(p, "#PBS"); err == nil || err.Error() != `farm cannot read a run-time from "#PBS" lines, which the engine reads (backend.Capabilities.Directive)` {
+		t.Errorf("ScriptRunTime(#PBS) = %v", err)
+	}
 }

@@ -205,7 +205,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	limit, _, err := ScriptTimeLimit(f.Path(FinalScript))
+	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Directive)
 	if err != nil {
 		return nil, err
 	}

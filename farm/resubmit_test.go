@@ -60,7 +60,7 @@ func (o fixed) Open(context.Context, string, string) (backend.Backend, error) { 
 func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir); err != nil {
+	if err := Init(dir, ""); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, Table), []byte("true\ntrue\nfalse\n"), 0o644)
@@ -129,7 +129,7 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 func TestResubmitTableKeepsNeeds(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir); err != nil {
+	if err := Init(dir, ""); err != nil {
 		t.Fatal(err)
 	}
 	bad := "./run a #FARM cpus=4\n./run b #FARM cpu=2\n"

@@ -36,7 +36,7 @@ func TestUpperQuantile(t *testing.T) {
 // are kept, with their original IDs and commands.
 func TestRetryTableFromEveryMix(t *testing.T) {
 	dir := t.TempDir()
-	if err := Init(filepath.Join(dir, "f")); err != nil {
+	if err := Init(filepath.Join(dir, "f"), ""); err != nil {
 		t.Fatal(err)
 	}
 	f, err := Open(filepath.Join(dir, "f"), Options{})

@@ -332,12 +332,19 @@ type launchSetup struct {
 	announce string
 }
 
-// setUp checks the job script, the arguments and, for a new run
-// (newRun) with -auto or final.sh, resubmit_script.sh; opens the backend and,
-// if it can tell, asks it whether it can submit (backend.Preflighter):
-// all that can refuse a submission before anything is changed.
+// setUp opens the backend; checks the job script, the arguments and, for
+// a new run (newRun) with -auto or final.sh, resubmit_script.sh, reading
+// their run-times as the engine does (Capabilities.Directive); and, if it
+// can tell, asks the backend whether it can submit (backend.Preflighter):
+// all that can refuse a submission before anything is changed (opening a
+// backend writes nothing).
 func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
-	rt, err := f.checkSubmission(opt)
+	be, err := f.openBackend(ctx, opt.Backend)
+	if err != nil {
+		return launchSetup{}, err
+	}
+	caps := be.Capabilities()
+	rt, err := f.checkSubmission(opt, caps.Directive)
 	if err != nil {
 		return launchSetup{}, err
 	}
@@ -346,20 +353,15 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 	if withAuto {
 		// A run must not start without the -auto/final.sh job it was
 		// asked for.
-		if auto, err = f.checkAutoScript(); err != nil {
+		if auto, err = f.checkAutoScript(caps.Directive); err != nil {
 			return launchSetup{}, err
 		}
 	}
-	be, err := f.openBackend(ctx, opt.Backend)
-	if err != nil {
-		return launchSetup{}, err
-	}
-	exact := be.Capabilities().EnforcesTimeLimit
-	if err := checkRunTime(JobScript, rt, exact); err != nil {
+	if err := checkRunTime(JobScript, rt, caps.EnforcesTimeLimit); err != nil {
 		return launchSetup{}, err
 	}
 	if withAuto {
-		if err := checkRunTime(ResubmitScript, auto, exact); err != nil {
+		if err := checkRunTime(ResubmitScript, auto, caps.EnforcesTimeLimit); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -372,14 +374,15 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 }
 
 // checkSubmission checks the job script and the arguments before anything
-// is submitted, and returns the script's run-time.
-func (f *Farm) checkSubmission(opt SubmitOptions) (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(JobScript))
+// is submitted, and returns the script's run-time, read as an engine whose
+// Capabilities().Directive is directive reads it.
+func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(JobScript), directive)
 	if err != nil {
 		return rt, scriptErr(JobScript, err)
 	}
 	if !ok {
-		return rt, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-01:00')", JobScript)
+		return rt, missingRunTime(JobScript, directive, time.Hour)
 	}
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return rt, scriptErr(JobScript, err)
@@ -393,12 +396,7 @@ func (f *Farm) checkSubmission(opt SubmitOptions) (RunTime, error) {
 			return rt, scriptErr(SingleCase, err)
 		}
 	}
-	for i, a := range opt.Args {
-		if _, ok := timeFlag(opt.Args, i); ok {
-			return rt, Userf("the run-time (%s) cannot be given on the command line: set it with '#SBATCH -t' in %s", a, JobScript)
-		}
-	}
-	return rt, nil
+	return rt, runTimeArg(opt.Args, directive)
 }
 
 // checkJobsMax refuses count more jobs (and extra for -auto/final.sh) if
@@ -574,14 +572,15 @@ func jobName(f *Farm, kind string) string {
 }
 
 // checkAutoScript checks resubmit_script.sh, which the -auto/final.sh job
-// runs, and returns its run-time.
-func (f *Farm) checkAutoScript() (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript))
+// runs, and returns its run-time, read as an engine whose
+// Capabilities().Directive is directive reads it.
+func (f *Farm) checkAutoScript(directive string) (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript), directive)
 	if err != nil {
 		return rt, scriptErr(ResubmitScript, err)
 	}
 	if !ok {
-		return rt, Userf("Job runtime sbatch argument (-t or --time) is missing in %s. Exiting (add a line like '#SBATCH -t 0-00:10')", ResubmitScript)
+		return rt, missingRunTime(ResubmitScript, directive, 10*time.Minute)
 	}
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
 		return rt, scriptErr(ResubmitScript, err)

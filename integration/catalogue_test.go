@@ -866,7 +866,8 @@ func scriptEntries() []catEntry {
 	rs := func(name string, setup func(*testing.T, string), msg string) catEntry {
 		return catEntry{name: "resubmit-script-" + name, base: baseNumbered, setup: setup, args: auto, code: 1, msg: msg}
 	}
-	noTime := `^farm: Job runtime sbatch argument \(-t or --time\) is missing in job_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-01:00'\)$`
+	// The local backend reads either engine's run-time: its message names both.
+	noTime := `^farm: Job runtime sbatch argument \(-t or --time\) is missing in job_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-01:00', or '#\$ -l h_rt=01:00:00' for Grid Engine\)$`
 	// META's check: a run-time under 30 s (on Slurm, which counts whole
 	// minutes; the local backend keeps short limits to the second) or
 	// over 35 days.
@@ -919,7 +920,7 @@ func scriptEntries() []catEntry {
 		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
 		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
 		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
-		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10'\)$`),
+		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
 		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
 		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
 		rs("missing", remove("resubmit_script.sh"), `^farm: resubmit_script\.sh is missing: restore it \(the template is in any new farm: 'farm init DIR'\)$`),

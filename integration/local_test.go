@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -312,6 +313,44 @@ func TestInitMakesTemplates(t *testing.T) {
 	out := mustFarm(t, dir, "wait", "--timeout", "1m")
 	if !strings.Contains(out, "3 cases: 3 succeeded") {
 		t.Errorf("example farm: %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "RUN3", "answer.txt")); strings.TrimSpace(string(b)) != "Case three: 42" {
+		t.Errorf("RUN3/answer.txt = %q", b)
+	}
+}
+
+// TestInitForGridEngineRunsOnLocal: farm init --engine sge writes job
+// scripts with Grid Engine's #$ lines, which bash reads, and the farm so
+// made runs as it is on the local backend, which reads its run-time
+// (#$ -l h_rt=), with -auto; the same farm is refused by Slurm, which
+// reads #SBATCH lines only, before anything is submitted.
+func TestInitForGridEngineRunsOnLocal(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "f")
+	out := mustFarm(t, filepath.Dir(dir), "init", "--engine", "sge", dir)
+	if !strings.Contains(out, "job_script.sh (#$ -l h_rt, -P)") {
+		t.Errorf("init said %q", out)
+	}
+	for _, name := range []string{"job_script.sh", "resubmit_script.sh", "single_case.sh"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		if name != "single_case.sh" && (!strings.Contains(string(b), "\n#$ -l h_rt=00:10:00\n") || strings.Contains(string(b), "#SBATCH")) {
+			t.Errorf("%s is not Grid Engine's:\n%s", name, b)
+		}
+		if out, err := exec.Command("bash", "-n", filepath.Join(dir, name)).CombinedOutput(); err != nil {
+			t.Errorf("bash -n %s: %v %s", name, err, out)
+		}
+	}
+	r := farmIn(t, dir, []string{"PATH=" + t.TempDir()}, "submit", "1", "--backend", "slurm")
+	if r.Code != 1 || !strings.HasPrefix(r.Err, "farm: Job runtime sbatch argument (-t or --time) is missing in job_script.sh. Exiting (add a line like '#SBATCH -t 0-01:00')") {
+		t.Errorf("submit on Slurm: exit %d, %q", r.Code, r.Err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MISC")); !os.IsNotExist(err) {
+		t.Errorf("the refused submit wrote MISC/ (%v)", err)
+	}
+	mustFarm(t, dir, "submit", "1", "-auto", "--backend", "local")
+	out = mustFarm(t, dir, "wait", "--timeout", "1m")
+	if !strings.Contains(out, "3 cases: 3 succeeded") {
+		t.Errorf("wait said %q", out)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "RUN3", "answer.txt")); strings.TrimSpace(string(b)) != "Case three: 42" {
 		t.Errorf("RUN3/answer.txt = %q", b)

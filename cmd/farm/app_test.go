@@ -165,3 +165,39 @@ func TestConfirmer(t *testing.T) {
 		pty.Close()
 	}
 }
+
+// TestInitEngine: farm init --engine sge writes Grid Engine's job scripts
+// and says what to edit in them; the default is Slurm's; another engine
+// is a usage error that names the choices.
+func TestInitEngine(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		code      int
+		out, errs string
+		line      string // a line job_script.sh must have
+	}{
+		{[]string{"init"}, 0, "job_script.sh (#SBATCH -t, -A) and single_case.sh", "", "#SBATCH -t 0-00:10"},
+		{[]string{"init", "--engine", "slurm"}, 0, "job_script.sh (#SBATCH -t, -A) and single_case.sh", "", "#SBATCH -t 0-00:10"},
+		{[]string{"init", "--engine", "sge"}, 0, "job_script.sh (#$ -l h_rt, -P) and single_case.sh", "", "#$ -l h_rt=00:10:00"},
+		{[]string{"init", "--engine=sge"}, 0, "(#$ -l h_rt, -P)", "", "#$ -l h_rt=00:10:00"},
+		{[]string{"init", "--engine", "pbs"}, exitUsage, "", `farm: unknown engine "pbs" for farm init --engine: slurm or sge`, ""},
+		{[]string{"init", "--engine", ""}, exitUsage, "", `farm: unknown engine "" for farm init --engine: slurm or sge`, ""},
+	} {
+		dir := t.TempDir() + "/f"
+		var out, errb bytes.Buffer
+		code := Run(append(append([]string{"farm"}, tc.args...), dir), &out, &errb)
+		if code != tc.code || !strings.Contains(out.String(), tc.out) || !strings.HasPrefix(errb.String(), tc.errs) || (tc.errs == "") != (errb.Len() == 0) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tc.args, code, out.String(), errb.String())
+		}
+		b, err := os.ReadFile(dir + "/job_script.sh")
+		if tc.line == "" {
+			if !os.IsNotExist(err) {
+				t.Errorf("%v: a farm was made (%v)", tc.args, err)
+			}
+			continue
+		}
+		if !strings.Contains("\n"+string(b), "\n"+tc.line+"\n") {
+			t.Errorf("%v: job_script.sh lacks %q:\n%s", tc.args, tc.line, b)
+		}
+	}
+}

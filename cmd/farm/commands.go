@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
+	"github.com/farm-hpc/farm/templates"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
@@ -47,16 +49,30 @@ func initCmd() *cli.Command {
 		Usage:     "make a new farm directory with editable templates",
 		ArgsUsage: "DIR",
 		Description: "Creates DIR with job_script.sh, single_case.sh, resubmit_script.sh, config and an\n" +
-			"example table.dat. DIR must not exist or be empty.\n\nEXAMPLE:\n   farm init myfarm && cd myfarm && farm submit 2",
+			"example table.dat. DIR must not exist or be empty. The job scripts carry the batch\n" +
+			"system's options: Slurm's #SBATCH lines, or Grid Engine's #$ lines with --engine sge\n" +
+			"(the local backend reads the run-time of either).\n\nEXAMPLES:\n" +
+			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine sge myfarm",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "engine", Value: templates.Engines[0], Usage: "the batch system the job scripts are for: " + strings.Join(templates.Engines, " or ")},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("init takes one argument: the new farm directory")
 			}
+			engine := c.String("engine")
+			if !slices.Contains(templates.Engines, engine) {
+				return usagef("unknown engine %q for farm init --engine: %s", engine, strings.Join(templates.Engines, " or "))
+			}
 			dir := c.Args().First()
-			if err := farm.Init(dir); err != nil {
+			if err := farm.Init(dir, engine); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (#SBATCH -t, -A) and single_case.sh, then run 'farm submit N' in it.\n", dir)
+			edit := "#SBATCH -t, -A"
+			if engine == "sge" {
+				edit = "#$ -l h_rt, -P"
+			}
+			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (%s) and single_case.sh, then run 'farm submit N' in it.\n", dir, edit)
 			return nil
 		},
 	}
@@ -107,7 +123,8 @@ func submitCmd() *cli.Command {
 		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
 			"case until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
-			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t),\n" +
+			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t,\n" +
+			"or #$ -l h_rt= in a farm made with farm init --engine sge),\n" +
 			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
 			submitYesHelp +
 			"Without --backend, Slurm is used when a controller answers, else this machine.\n" +
