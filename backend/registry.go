@@ -77,7 +77,7 @@ func (r *Registry) Open(ctx context.Context, name, dir string) (Backend, error) 
 	if err := r.Check(name); err != nil {
 		return nil, err
 	}
-	var skipped, why string
+	var skipped, why []string
 	for _, e := range r.engines {
 		if name != "" && name != "auto" {
 			if e.Name == name {
@@ -87,16 +87,17 @@ func (r *Registry) Open(ctx context.Context, name, dir string) (Backend, error) 
 		}
 		if e.Available != nil {
 			if reason := e.Available(ctx); reason != "" {
-				if skipped == "" {
-					skipped, why = e.Name, reason
-				}
+				skipped, why = append(skipped, e.Name), append(why, reason)
 				continue
 			}
 		}
-		if skipped != "" && r.Notice != nil {
-			r.Notice(fmt.Sprintf("farm: %s; using the %s backend (--backend %s to insist)", why, e.Name, skipped))
+		if len(skipped) > 0 && r.Notice != nil {
+			r.Notice(fmt.Sprintf("farm: %s; using the %s backend (--backend %s to insist)", strings.Join(why, ", "), e.Name, strings.Join(skipped, " or --backend ")))
 		}
 		return e.Open(dir), nil
 	}
-	return nil, fmt.Errorf("no backend can be used here (%s: %s)", skipped, why)
+	if len(skipped) == 0 {
+		return nil, fmt.Errorf("no backend is registered")
+	}
+	return nil, fmt.Errorf("no backend can be used here (%s: %s)", strings.Join(skipped, ", "), strings.Join(why, ", "))
 }

@@ -59,3 +59,34 @@ func TestRegistryUnknownName(t *testing.T) {
 		t.Error("Open with no engine available: no error")
 	}
 }
+
+// With Slurm, Grid Engine and local registered in that order, the default
+// is the first that answers, and the notice gives every reason why the
+// ones before it were passed over.
+func TestRegistryThreeEngines(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		slurm, sge string // why not available
+		want, note string
+	}{
+		{"", "", "slurm", ""},
+		{"", "qsub not found", "slurm", ""},
+		{"no Slurm controller answers", "", "sge", "farm: no Slurm controller answers; using the sge backend (--backend slurm to insist)"},
+		{"sbatch not found", "qsub not found", "local", "farm: sbatch not found, qsub not found; using the local backend (--backend slurm or --backend sge to insist)"},
+	} {
+		var opened string
+		track := func(e Engine) Engine {
+			e.Open = func(dir string) Backend { opened = e.Name; return nil }
+			return e
+		}
+		r := NewRegistry(track(engine("slurm", tc.slurm)), track(engine("sge", tc.sge)), track(Engine{Name: "local"}))
+		var notes []string
+		r.Notice = func(m string) { notes = append(notes, m) }
+		if _, err := r.Open(ctx, "", "/f"); err != nil {
+			t.Fatal(err)
+		}
+		if opened != tc.want || (tc.note == "" && len(notes) != 0) || (tc.note != "" && (len(notes) != 1 || notes[0] != tc.note)) {
+			t.Errorf("slurm %q, sge %q: opened %s with notices %q; want %s with %q", tc.slurm, tc.sge, opened, notes, tc.want, tc.note)
+		}
+	}
+}

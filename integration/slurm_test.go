@@ -70,13 +70,18 @@ func needSGE(t *testing.T) {
 	sgeGate.Need(t)
 }
 
-// sgeFarm makes a farm for a Grid Engine test: job_script.sh carries the
-// run-time as "#$ -l h_rt=" (limit is a Slurm time, as for slurmFarm). When
+// sgeFarm makes a farm for a Grid Engine test with `farm init --engine
+// sge`: its job scripts carry the run-time as "#$ -l h_rt=" (limit is a
+// Slurm time, as for slurmFarm; resubmit_script.sh gets one minute). When
 // the test fails it logs what Grid Engine says of the farm's jobs; in any
 // case it deletes the farm's jobs that are left.
 func sgeFarm(t *testing.T, table []string, limit string) string {
 	t.Helper()
-	dir := newFarm(t, table, limit)
+	dir := filepath.Join(t.TempDir(), "farm")
+	harness.Must(t, filepath.Dir(dir), "init", "--engine", "sge", dir)
+	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte(strings.Join(table, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	setSGELimit(t, dir, "job_script.sh", limit)
 	setSGELimit(t, dir, "resubmit_script.sh", "1")
 	t.Cleanup(func() {
@@ -93,8 +98,8 @@ func sgeFarm(t *testing.T, table []string, limit string) string {
 	return dir
 }
 
-// setSGELimit puts "#$ -l h_rt=SECONDS" for the Slurm time limit after the
-// first line of the farm's script name.
+// setSGELimit sets the "#$ -l h_rt=" line of the farm's script name to the
+// Slurm time limit, in seconds.
 func setSGELimit(t *testing.T, dir, name, limit string) {
 	t.Helper()
 	d, err := casetable.ParseSlurmTime(limit)
@@ -106,9 +111,12 @@ func setSGELimit(t *testing.T, dir, name, limit string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, rest, _ := strings.Cut(string(b), "\n")
-	text := fmt.Sprintf("%s\n#$ -l h_rt=%d\n%s", first, int(d.Seconds()), rest)
-	if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+	re := regexp.MustCompile(`(?m)^#\$ -l h_rt=.*$`)
+	if !re.Match(b) {
+		t.Fatalf("%s has no '#$ -l h_rt=' line:\n%s", name, b)
+	}
+	b = re.ReplaceAll(b, []byte(fmt.Sprintf("#$ -l h_rt=%d", int(d.Seconds()))))
+	if err := os.WriteFile(p, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

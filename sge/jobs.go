@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,7 +66,7 @@ func parseQstat(out string) ([]row, error) {
 			r.Start = parseTime(j.Start)
 			for _, h := range j.Requests {
 				if h.Name == "h_rt" && !r.Start.IsZero() {
-					if d, err := ParseTime(h.Value); err == nil && d > 0 {
+					if d, err := backend.ParseGridEngineTime(strings.TrimSpace(h.Value)); err == nil && d > 0 {
 						r.End = r.Start.Add(d)
 					}
 				}
@@ -88,35 +87,6 @@ func parseTime(s string) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// ParseTime reads a Grid Engine time value (sge_types(1)): seconds, or
-// [[hours:]minutes:]seconds with parts of any number of digits
-// ("01:00:00", "0:90:0", "3600"). INFINITY is 0, no limit.
-func ParseTime(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if strings.EqualFold(s, "INFINITY") {
-		return 0, nil
-	}
-	parts := strings.Split(s, ":")
-	if len(parts) > 3 || s == "" {
-		return 0, fmt.Errorf("%q is not a time: want seconds or [[hours:]minutes:]seconds", s)
-	}
-	var total float64
-	for _, p := range parts {
-		if p == "" {
-			p = "0"
-		}
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || v < 0 || strings.ContainsAny(p, "eE+-") || math.IsInf(v, 0) || math.IsNaN(v) {
-			return 0, fmt.Errorf("%q is not a time: want seconds or [[hours:]minutes:]seconds", s)
-		}
-		total = total*60 + v
-	}
-	if total > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, fmt.Errorf("%q is too long a time", s)
-	}
-	return time.Duration(total * float64(time.Second)), nil
 }
 
 // queue is what qstat and the accounting file say of a set of asked IDs.

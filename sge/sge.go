@@ -128,7 +128,9 @@ func (b *Backend) Capabilities() backend.Capabilities {
 // are in $PATH and qstat answers within a few seconds. Otherwise it
 // returns a short reason.
 func Available(ctx context.Context) string {
-	for _, c := range []string{"qsub", "qstat", "qdel"} {
+	// qconf tells Grid Engine from PBS/Torque, which has qsub, qstat and
+	// qdel too.
+	for _, c := range []string{"qsub", "qstat", "qdel", "qconf"} {
 		if _, err := exec.LookPath(c); err != nil {
 			return c + " not found"
 		}
