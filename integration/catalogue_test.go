@@ -987,10 +987,10 @@ func argumentEntries() []catEntry {
 		usage("submit-fraction", []string{"submit", "1.5"}, wrongN("1.5")),
 		usage("submit-n-beyond-int64", []string{"submit", "99999999999999999999"}, wrongN("99999999999999999999")),
 		usage("submit-no-n", []string{"submit"}, `^farm: give the number of meta-jobs: 'farm submit N' \(N > 0\), or 'farm submit -1' for one job per case`),
-		usage("submit-unknown-backend", []string{"submit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch": use --backend slurm or --backend local`),
+		usage("submit-unknown-backend", []string{"submit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch": use --backend slurm or --backend sge or --backend local`),
 		usage("submit-unknown-backend-joined", []string{"submit", "1", "--backend=pbs"}, `^farm: unknown backend "pbs"`),
-		usage("submit-backend-without-value", []string{"submit", "1", "--backend"}, `^farm: --backend needs a value: slurm or local`),
-		usage("submit-backend-empty", []string{"submit", "1", "--backend="}, `^farm: --backend needs a value: slurm or local`),
+		usage("submit-backend-without-value", []string{"submit", "1", "--backend"}, `^farm: --backend needs a value: slurm or sge or local`),
+		usage("submit-backend-empty", []string{"submit", "1", "--backend="}, `^farm: --backend needs a value: slurm or sge or local`),
 		usage("resubmit-zero", []string{"resubmit", "0"}, wrongN("0")),
 		usage("resubmit-word", []string{"resubmit", "many"}, wrongN("many")),
 		usage("resubmit-no-n", []string{"resubmit"}, `^farm: give the number of meta-jobs`),
@@ -1130,7 +1130,7 @@ func miscEntries() []catEntry {
 		jobs("three-fields", "1 local meta\n", resubmit, damagedRecord("1 local meta")),
 		jobs("five-fields", "1 local meta 1 x\n", []string{"Status"}, damagedRecord("1 local meta 1 x")),
 		jobs("unknown-backend", "1 pbs meta 1\n", []string{"list"},
-			`^farm: .*/MISC/jobs records job\(s\) 1 on backend "pbs", which farm does not know: fix the records \(RUN BACKEND KIND JOBID, BACKEND one of slurm, local\)$`),
+			`^farm: .*/MISC/jobs records job\(s\) 1 on backend "pbs", which farm does not know: fix the records \(RUN BACKEND KIND JOBID, BACKEND one of slurm, sge, local\)$`),
 		{name: "misc-jobs-directory-inside", base: baseRan, setup: func(t *testing.T, dir string) {
 			os.Mkdir(filepath.Join(dir, "MISC/jobs/00000000000000000001.aaaa"), 0o755)
 		},

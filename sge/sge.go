@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -148,13 +147,18 @@ func Available(ctx context.Context) string {
 	return "no Grid Engine qmaster answers"
 }
 
-// userName is the user qstat is asked about: this process's.
+// userName is the user qstat is asked about: this process's, from $USER
+// or $LOGNAME (Grid Engine sets both in a job), else `id -un`, else every
+// user's jobs. (Not os/user: it would link cgo into farm, whose threads
+// then need more address space than the memory tests give the binary.)
 func userName() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
+	for _, k := range []string{"USER", "LOGNAME"} {
+		if u := strings.TrimSpace(os.Getenv(k)); u != "" {
+			return u
+		}
 	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
+	if out, err := exec.Command("id", "-un").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		return strings.TrimSpace(string(out))
 	}
 	return "*"
 }
