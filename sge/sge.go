@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,21 +276,12 @@ func submitEnv(base, extra []string) []string {
 	var env []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SGE_HGR_") || contains(jobVars, k) {
+		if strings.HasPrefix(k, "SGE_HGR_") || slices.Contains(jobVars, k) {
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env, extra...)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // jobName makes name a valid Grid Engine job name: no blanks or
