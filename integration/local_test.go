@@ -19,6 +19,12 @@ func TestMain(m *testing.M) {
 	// several small farms at once.
 	os.Setenv("FARM_LOCAL_SLOTS", "8")
 	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	// A job whose environment sets OMP_NUM_THREADS or CUDA_VISIBLE_DEVICES
+	// keeps them for its cases (README, "Per-case resources"); the tests
+	// that check what farm sets must not inherit the shell's (CI's had
+	// OMP_NUM_THREADS=1).
+	os.Unsetenv("OMP_NUM_THREADS")
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
 	code := m.Run()
 	harness.Cleanup()
 	os.Exit(code)

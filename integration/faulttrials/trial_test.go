@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 	os.Setenv("TMPDIR", tmp)
 	os.Setenv("FARM_LOCAL_SLOTS", "32")
 	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	// Cases keep a job's own OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES;
+	// the shell's must not reach the tests' jobs.
+	os.Unsetenv("OMP_NUM_THREADS")
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
 	code := m.Run()
 	harness.Cleanup()
 	os.RemoveAll(tmp)

@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		// Slurm, not to slurm-up's.
 		os.Setenv("SLURM_CONF", theRig.env["SLURM_CONF"])
 	}
+	// Cases keep a job's own OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES;
+	// the shell's must not reach the tests' jobs.
+	os.Unsetenv("OMP_NUM_THREADS")
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
 	code := m.Run()
 	harness.Cleanup()
 	os.Exit(code)
