@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -89,14 +90,21 @@ func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 // Query computes the summary: one scheduler query per backend, one read of
 // the status files.
 func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
+	q, _, _, err := f.query(ctx, now)
+	return q, err
+}
+
+// query is Query, with what the backends said of the farm's jobs and the
+// claim state it read.
+func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]backend.JobInfo, casetable.State, error) {
 	var q Query
 	st, err := f.readState(ctx)
 	if err != nil {
-		return q, err
+		return q, nil, st, err
 	}
 	sum, recs, infos, err := f.load(ctx, now.Add(-RateWindow))
 	if err != nil {
-		return q, err
+		return q, nil, st, err
 	}
 	q.Run = st.Run
 	q.Jobs = countJobs(recs, infos)
@@ -111,7 +119,7 @@ func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
-	return q, nil
+	return q, infos, st, nil
 }
 
 // busyJobs returns, for each running meta-job whose status file says its
@@ -258,62 +266,89 @@ func ProgressBar(q Query, width int) string {
 		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
 }
 
-// WatchOptions are how Watch redraws.
+// WatchOptions are how Watch (and Wait, with a Bar) draw the progress bar.
 type WatchOptions struct {
 	Interval time.Duration // between refreshes
 	TTY      bool          // w is a terminal: redraw the bar in place
+	Columns  int           // the terminal's width (0: unknown, 80)
+}
+
+// bar draws the progress bar on a terminal, in place on one line cut to its
+// width (no wrapping, so no scrolling), or as plain lines elsewhere.
+type bar struct {
+	w     io.Writer
+	opt   WatchOptions
+	drawn bool // a line is on the terminal without its newline
+}
+
+func (b *bar) draw(q Query) {
+	line := ProgressBar(q, 30)
+	if !b.opt.TTY {
+		fmt.Fprintln(b.w, line)
+		return
+	}
+	cols := b.opt.Columns
+	if cols <= 0 {
+		cols = 80
+	}
+	if r := []rune(line); len(r) > cols-1 {
+		line = string(r[:cols-1])
+	}
+	fmt.Fprintf(b.w, "\r\033[K%s", line)
+	b.drawn = true
+}
+
+// done ends the bar's line, so that what follows starts on a line of its
+// own.
+func (b *bar) done() {
+	if b.drawn {
+		fmt.Fprintln(b.w)
+		b.drawn = false
+	}
 }
 
 // Watch redraws the progress bar every interval until no job of the farm is
-// active, or ctx ends (an *InterruptedError: Ctrl-C). On a terminal the line is redrawn in place. Each
-// refresh costs one scheduler query per backend and reads only what the
-// status files gained since the last one (status.Tail).
+// active, or ctx ends (an *InterruptedError: Ctrl-C). On a terminal the
+// line is redrawn in place. Each refresh costs one scheduler query per
+// backend and reads only what the status files gained since the last one
+// (status.Tail).
 func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
-	interval, tty := opt.Interval, opt.TTY
+	b := &bar{w: w, opt: opt}
+	defer b.done()
 	tail := status.NewTail(f.Path(StatusDir))
 	for {
-		q, err := f.watchQuery(ctx, tail, time.Now())
+		recs, err := f.Jobs()
 		if err != nil {
 			return err
 		}
-		line := ProgressBar(q, 30)
-		if tty {
-			fmt.Fprintf(w, "\r\033[K%s", line)
-		} else {
-			fmt.Fprintln(w, line)
+		infos, err := f.jobInfos(ctx, recs)
+		if err != nil {
+			return err
 		}
+		q, err := f.watchQuery(ctx, tail, time.Now(), recs, infos)
+		if err != nil {
+			return err
+		}
+		b.draw(q)
 		if !q.Active() {
-			if tty {
-				fmt.Fprintln(w)
-			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if tty {
-				fmt.Fprintln(w)
-			}
 			return &InterruptedError{What: "the farm's jobs go on; 'farm query' shows them", Err: ctx.Err()}
-		case <-time.After(interval):
+		case <-time.After(opt.Interval):
 		}
 	}
 }
 
-// watchQuery is Query from a Tail: the current run's counts are exact, and
+// watchQuery is Query from a Tail and what the backends said of the jobs
+// recs (infos): the current run's counts are exact, and
 // farm-wide a case succeeds at most once; the failed, interrupted, unfit
 // and running cases are the current run's, which holds every case not yet
 // succeeded.
-func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time) (Query, error) {
+func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time, recs []JobRecord, infos map[string]backend.JobInfo) (Query, error) {
 	var q Query
 	st, err := f.readState(ctx)
-	if err != nil {
-		return q, err
-	}
-	recs, err := f.Jobs()
-	if err != nil {
-		return q, err
-	}
-	infos, err := f.jobInfos(ctx, recs)
 	if err != nil {
 		return q, err
 	}

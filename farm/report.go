@@ -138,6 +138,21 @@ func (e *InterruptedError) Unwrap() error { return e.Err }
 // (0: none) passes (a *WaitTimeoutError), or ctx is cancelled (an
 // *InterruptedError). It returns the farm-wide progress then.
 func (f *Farm) Wait(ctx context.Context, timeout time.Duration) (Progress, error) {
+	return f.WaitProgress(ctx, timeout, nil, WatchOptions{})
+}
+
+// WaitProgress is Wait that, if w is not nil, draws farm query's progress
+// bar on w as it waits (as Watch does), at most every opt.Interval; the
+// bar costs no scheduler query of its own. The bar's line is ended before
+// it returns.
+func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Writer, opt WatchOptions) (Progress, error) {
+	var b *bar
+	var tail *status.Tail
+	var drawn time.Time
+	if w != nil {
+		b, tail = &bar{w: w, opt: opt}, status.NewTail(f.Path(StatusDir))
+		defer b.done()
+	}
 	parent := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -152,7 +167,14 @@ func (f *Farm) Wait(ctx context.Context, timeout time.Duration) (Progress, error
 	}
 	delay := 50 * time.Millisecond
 	for {
-		active, recs, _, err := f.activeAndAll(ctx)
+		active, recs, infos, err := f.activeAndAll(ctx)
+		if err == nil && b != nil && (len(active) == 0 || time.Since(drawn) >= opt.Interval) {
+			var q Query
+			if q, err = f.watchQuery(ctx, tail, time.Now(), recs, infos); err == nil {
+				b.draw(q)
+				drawn = time.Now()
+			}
+		}
 		if err == nil && len(active) == 0 {
 			// A job may have submitted others and ended between the
 			// reading of the records and that of the states (the -auto

@@ -262,3 +262,31 @@ func TestListOtherHost(t *testing.T) {
 		t.Errorf("JSON has other_host for a job of this host: %s", b.String())
 	}
 }
+
+// TestBarFitsTerminal: on a terminal the bar is redrawn in place, cut to
+// one column less than the terminal's width (a full-width line would wrap
+// on some terminals, and wrapping scrolls); elsewhere it is a plain line,
+// whole.
+func TestBarFitsTerminal(t *testing.T) {
+	q := Query{Run: 1, Jobs: JobCounts{Running: 2}, FarmCases: CaseCounts{Total: 1000, Succeeded: 400, Failed: 3}, PerMinute: 12.5, ETASeconds: 3600}
+	full := ProgressBar(q, 30)
+	if len(full) <= 40 {
+		t.Fatalf("the bar %q is too short for the test", full)
+	}
+	var b strings.Builder
+	tty := &bar{w: &b, opt: WatchOptions{TTY: true, Columns: 40}}
+	tty.draw(q)
+	tty.draw(q)
+	tty.done()
+	want := "\r\033[K" + full[:39] + "\r\033[K" + full[:39] + "\n"
+	if b.String() != want {
+		t.Errorf("on a 40-column terminal:\n got %q\nwant %q", b.String(), want)
+	}
+	b.Reset()
+	plain := &bar{w: &b, opt: WatchOptions{Columns: 40}}
+	plain.draw(q)
+	plain.done()
+	if b.String() != full+"\n" {
+		t.Errorf("not on a terminal: %q, want the whole line %q", b.String(), full+"\n")
+	}
+}

@@ -113,3 +113,40 @@ func benchmarkStatus(b *testing.B, dir string) {
 		}
 	}
 }
+
+// BenchmarkReport10M runs 'farm report' (the HTML page, and the PNG) over
+// 10,000,000 cases in 1,000 meta-jobs and reports its wall time, peak
+// memory (max RSS) and the size of what it wrote. Targets (issue 15):
+// under 30 s and 1 GB, a page under 10 MB.
+func BenchmarkReport10M(b *testing.B) {
+	dir := makeRecordFarm(b, 10_000_000, 1000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, c := range []struct {
+			name string
+			args []string
+			file string
+		}{
+			{"html", []string{"report", "-o", "r.html"}, "r.html"},
+			{"png", []string{"report", "--png", "r.png", "--scale", "1"}, "r.png"},
+		} {
+			cmd := exec.Command(bin(b), c.args...)
+			cmd.Dir = dir
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			start := time.Now()
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("farm %v: %v %s", c.args, err, stderr.String())
+			}
+			wall := time.Since(start)
+			rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+			st, err := os.Stat(filepath.Join(dir, c.file))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(wall.Seconds(), c.name+"-s")
+			b.ReportMetric(float64(rss)/1024, c.name+"-peakMB")
+			b.ReportMetric(float64(st.Size())/(1<<20), c.name+"-MB")
+		}
+	}
+}

@@ -3,6 +3,7 @@ package status
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -64,4 +65,24 @@ func UpperQuantile(d []float64, upper float64) float64 {
 	rank := int(q*float64(len(d))+0.999999999) - 1 // ceil(q*n) - 1
 	rank = max(0, min(rank, len(d)-1))
 	return d[rank]
+}
+
+// Files returns the paths of the status files in dir (status.JOBID and
+// status.JOBID.rN), sorted; none if dir does not exist.
+func Files(dir string) ([]string, error) { return statusFiles(dir) }
+
+// EachLine calls fn with each complete line of the status file name, as
+// every reader of this package reads them: a last line without its newline
+// (being written) is left for later, and so is a line too long to be a
+// record. Only an error opening the file is returned.
+func EachLine(name string, fn func(line []byte)) error { return eachCompleteLine(name, fn) }
+
+// Superseded reports, for the status files names, which are an earlier
+// incarnation of a job restarted under the same ID: they cannot be running.
+func Superseded(names []string) func(name string) bool {
+	latest := latestRestarts(names)
+	return func(name string) bool {
+		job, r, ok := ParseFileName(filepath.Base(name))
+		return ok && r < latest[job]
+	}
 }

@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
+	"github.com/farm-hpc/farm/report"
 	"github.com/farm-hpc/farm/templates"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -30,6 +33,7 @@ func commands() []*cli.Command {
 		statusCmd(),
 		listCmd(),
 		queryCmd(),
+		reportCmd(),
 		cleanCmd(),
 		completionCmd(),
 		killCmd(backend.AllActive),
@@ -248,10 +252,13 @@ func waitCmd() *cli.Command {
 		Name:  "wait",
 		Usage: "block until no job of the farm is pending or running",
 		Description: "Exit 0 if every case of the farm then succeeded, 1 otherwise, 2 if --timeout ran out,\n" +
-			"130 on Ctrl-C (the jobs go on).\n\n" +
-			"EXAMPLE:\n   farm submit 4 && farm wait --timeout 2h && echo all done",
+			"130 on Ctrl-C (the jobs go on). --progress draws farm query's progress bar as it waits:\n" +
+			"redrawn in place on a terminal, a line every --interval otherwise.\n\n" +
+			"EXAMPLES:\n   farm submit 4 && farm wait --timeout 2h && echo all done\n   farm wait --progress --interval 5s",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Usage: "give up after this long (e.g. 90s, 2h); 0 waits for ever"},
+			&cli.BoolFlag{Name: "progress", Aliases: []string{"p"}, Usage: "draw farm query's progress bar while waiting"},
+			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --progress"},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := openFarm(c)
@@ -261,7 +268,14 @@ func waitCmd() *cli.Command {
 			if c.Duration("timeout") < 0 {
 				return usagef("--timeout must not be negative (0 waits for ever), got %s", c.Duration("timeout"))
 			}
-			p, err := f.Wait(c.Context, c.Duration("timeout"))
+			var bar io.Writer
+			if c.Bool("progress") {
+				if c.Duration("interval") < 100*time.Millisecond {
+					return usagef("--interval must be at least 100ms")
+				}
+				bar = c.App.Writer
+			}
+			p, err := f.WaitProgress(c.Context, c.Duration("timeout"), bar, watchOptions(c))
 			if err != nil {
 				return err
 			}
@@ -329,11 +343,89 @@ func queryCmd() *cli.Command {
 				if c.Duration("interval") < 100*time.Millisecond {
 					return usagef("--interval must be at least 100ms")
 				}
-				return f.Watch(c.Context, c.App.Writer, farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTerminal(c.App.Writer)})
+				return f.Watch(c.Context, c.App.Writer, watchOptions(c))
 			}
 			return f.Report(c.Context, c.App.Writer, format(c))
 		},
 	}
+}
+
+func reportCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "draw the farm: durations, a timeline of the meta-jobs, throughput, failures by host",
+		Description: "Writes one self-contained HTML page (no network needed to view it: copy it to a laptop\n" +
+			"and open it in a browser) with a histogram of case durations with dt_cutoff marked, a\n" +
+			"timeline with a row per meta-job (per loop in WHOLE_NODE mode), the cases ended per\n" +
+			"minute with farm query's ETA, failures by host and by exit status, the slowest cases and\n" +
+			"the summary numbers. -o names the page (default: report.html in the farm directory);\n" +
+			"--png and --svg write the same figures as one image instead (or as well, with -o).\n\n" +
+			"EXAMPLES:\n   farm report && scp cluster:myfarm/report.html .\n   farm report --png figures.png\n" +
+			"   farm report -o run3.html --svg run3.svg",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "the HTML page to write"},
+			&cli.StringFlag{Name: "png", Usage: "write the figures as one PNG image to this file"},
+			&cli.StringFlag{Name: "svg", Usage: "write the figures as one SVG image to this file"},
+			&cli.Float64Flag{Name: "scale", Value: 2, Usage: "pixels per unit of the PNG (1: 960 pixels wide)"},
+		},
+		Action: func(c *cli.Context) error {
+			if s := c.Float64("scale"); s < 0.25 || s > 8 {
+				return usagef("--scale must be between 0.25 and 8, got %g", s)
+			}
+			f, err := openFarm(c)
+			if err != nil {
+				return err
+			}
+			out := c.String("o")
+			if out == "" && c.String("png") == "" && c.String("svg") == "" {
+				out = filepath.Join(f.Dir, "report.html")
+			}
+			d, err := f.ReportData(c.Context, time.Now())
+			if err != nil {
+				return err
+			}
+			name := filepath.Base(f.Dir)
+			if abs, err := filepath.Abs(f.Dir); err == nil {
+				name = abs
+			}
+			figs := append([]*report.Canvas{report.SummaryFigure(d, name)}, report.Figures(d)...)
+			for _, o := range []struct {
+				path  string
+				write func(w *bufio.Writer) error
+			}{
+				{out, func(w *bufio.Writer) error { return report.WriteHTML(w, d, name) }},
+				{c.String("svg"), func(w *bufio.Writer) error { return report.WriteSVG(w, figs) }},
+				{c.String("png"), func(w *bufio.Writer) error { return report.WritePNG(w, figs, c.Float64("scale")) }},
+			} {
+				if o.path == "" {
+					continue
+				}
+				if err := casetable.WriteAtomic(o.path, 0o644, o.write, ""); err != nil {
+					return fmt.Errorf("writing %s: %w", o.path, err)
+				}
+				size := ""
+				if st, err := os.Stat(o.path); err == nil {
+					size = fmt.Sprintf(" (%s)", fmtBytes(st.Size()))
+				}
+				fmt.Fprintf(c.App.Writer, "Wrote %s%s\n", o.path, size)
+			}
+			if out != "" {
+				fmt.Fprintf(c.App.Writer, "Open it in a browser; it needs no network (copy it to a laptop with scp, for one).\n")
+			}
+			return nil
+		},
+	}
+}
+
+// fmtBytes is a size for people: "1.2 MB".
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func cleanCmd() *cli.Command {
@@ -574,6 +666,18 @@ func format(c *cli.Context) farm.Format {
 func noEnv(string) string { return "" }
 
 // isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
+// watchOptions are how --watch and --progress draw the progress bar on the
+// command's output: in place on a terminal, cut to its width.
+func watchOptions(c *cli.Context) farm.WatchOptions {
+	opt := farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTerminal(c.App.Writer)}
+	if f, ok := c.App.Writer.(*os.File); ok && opt.TTY {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil {
+			opt.Columns = int(ws.Col)
+		}
+	}
+	return opt
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {

@@ -1,0 +1,804 @@
+// Package report draws a farm: the data behind each figure of farm report
+// (Build, from the status files), the figures as shapes (Figures), and
+// those shapes as an HTML page, SVG or PNG.
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farm-hpc/farm/status"
+)
+
+// Input is what Build needs besides the status files: what the batch
+// system says of the farm's jobs, and farm query's figures.
+type Input struct {
+	StatusDir string
+	Now       time.Time
+	// Jobs is what the batch system says of each meta-job, by job ID; a
+	// job it does not list has unknown start and end and is not running.
+	Jobs map[string]JobInfo
+	// Cutoff is dt_cutoff as the meta-jobs last stored it in the claim
+	// state (0: not computed yet).
+	Cutoff float64
+	// Summary is the farm's summary numbers, in order (farm query's).
+	Summary []Stat
+	// PerMinute, ETASeconds and Active are farm query's throughput over its
+	// window, its ETA of the current run (-1: unknown), and whether any job
+	// of the farm is pending or running.
+	PerMinute  float64
+	ETASeconds float64
+	Active     bool
+	// Limits; the defaults if zero.
+	MaxBars, MaxRows, Columns int
+}
+
+// JobInfo is what the batch system says of one job.
+type JobInfo struct {
+	Start, End time.Time // zero if unknown; End is the expected end while it runs
+	Live       bool      // it is running cases now
+}
+
+// Stat is one summary number.
+type Stat struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// The timeline draws a bar per case up to DefaultMaxBars cases and
+// DefaultMaxRows rows; beyond, DefaultColumns columns per row, each shaded
+// by how busy the row was, and rows of several meta-jobs (or loops) when
+// there are more than DefaultMaxRows.
+const (
+	DefaultMaxBars = 20000
+	DefaultMaxRows = 300
+	DefaultColumns = 300
+	// SlowestCount is how many of the slowest cases the report lists.
+	SlowestCount = 20
+)
+
+// Data is what the report shows, figure by figure. Times are Unix seconds.
+type Data struct {
+	Generated  float64      `json:"generated"`
+	Summary    []Stat       `json:"summary"`
+	Histogram  Histogram    `json:"histogram"`
+	Timeline   Timeline     `json:"timeline"`
+	Throughput Throughput   `json:"throughput"`
+	Hosts      []HostCount  `json:"hosts"`
+	Statuses   []StatusCase `json:"statuses"`
+	Slowest    []Attempt    `json:"slowest"`
+}
+
+// The states of an attempt, as the figures tell them apart.
+const (
+	Succeeded   = "succeeded"
+	Failed      = "failed"
+	Interrupted = "interrupted"
+	Running     = "running"
+)
+
+// states in the order of their index in att.state.
+var states = [...]string{Succeeded, Failed, Interrupted, Running}
+
+const (
+	stSucceeded uint8 = iota
+	stFailed
+	stInterrupted
+	stRunning
+)
+
+// Histogram is the distribution of the durations of the attempts that
+// ended: bins between Edges (seconds; logarithmic if Log), counted by
+// state.
+type Histogram struct {
+	Log         bool      `json:"log"`
+	Edges       []float64 `json:"edges"`
+	Succeeded   []int64   `json:"succeeded"`
+	Failed      []int64   `json:"failed"`
+	Interrupted []int64   `json:"interrupted"`
+	// Quantile is the upper 12.5% quantile of the durations of the cases
+	// that ended (E records), as a meta-job computes dt_cutoff now (0 if
+	// none ended); Cutoff is dt_cutoff as the meta-jobs last stored it.
+	Quantile float64 `json:"quantile"`
+	Cutoff   float64 `json:"cutoff"`
+	// Estimated counts the interrupted cases with no record of their end:
+	// their duration is counted to their job's end (or its last record).
+	Estimated int64 `json:"estimated"`
+}
+
+// Timeline is a row per meta-job (per loop of a meta-job that runs
+// several cases at once), from T0 to T1. In Mode "cases" each row has a
+// bar per case; in Mode "aggregate", Columns columns per row, runs of
+// equal ones as Cells.
+type Timeline struct {
+	T0      float64 `json:"t0"`
+	T1      float64 `json:"t1"`
+	Mode    string  `json:"mode"`
+	Note    string  `json:"note"`
+	Columns int     `json:"columns,omitempty"`
+	Rows    []Row   `json:"rows"`
+	Cases   int64   `json:"cases"` // attempts drawn
+}
+
+// Row is one row of the timeline.
+type Row struct {
+	Label string `json:"label"`
+	// Start and End are the job's start and end as the batch system says
+	// (0: unknown).
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	// Quit is the meta-job's own exit message (QuitAt when), if it exited
+	// by itself.
+	Quit   string  `json:"quit,omitempty"`
+	QuitAt float64 `json:"quit_at,omitempty"`
+	Bars   []Bar   `json:"bars,omitempty"`
+	Cells  []Cell  `json:"cells,omitempty"`
+	Lanes  int     `json:"lanes"` // the meta-jobs or loops the row stands for
+}
+
+// Bar is one case in the timeline.
+type Bar struct {
+	ID     int64   `json:"id"`
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+	State  string  `json:"state"`
+	Status int     `json:"status"`
+}
+
+// Cell is a run of columns [From, To) of an aggregated row: Busy is the
+// fraction of the row's time taken by cases (rounded up to a quarter),
+// State the state that took most of it.
+type Cell struct {
+	From  int     `json:"from"`
+	To    int     `json:"to"`
+	Busy  float64 `json:"busy"`
+	State string  `json:"state"`
+}
+
+// Throughput counts the attempts that ended in each bin of BinMinutes
+// minutes from T0, by state.
+type Throughput struct {
+	T0          float64 `json:"t0"`
+	BinMinutes  int     `json:"bin_minutes"`
+	Succeeded   []int64 `json:"succeeded"`
+	Failed      []int64 `json:"failed"`
+	Interrupted []int64 `json:"interrupted"`
+	PerMinute   float64 `json:"per_minute"`
+	ETASeconds  float64 `json:"eta_seconds"`
+	Active      bool    `json:"active"`
+}
+
+// HostCount is what ended on one host.
+type HostCount struct {
+	Host        string `json:"host"`
+	Ended       int64  `json:"ended"`
+	Failed      int64  `json:"failed"`
+	Interrupted int64  `json:"interrupted"`
+}
+
+// StatusCase counts the attempts that failed with one exit status, or were
+// interrupted by one signal.
+type StatusCase struct {
+	Kind  string `json:"kind"` // "exit", "signal" or "no end record"
+	Code  int    `json:"code"`
+	Cases int64  `json:"cases"`
+}
+
+// Attempt is one run of a case that ended.
+type Attempt struct {
+	ID      int64   `json:"id"`
+	Seconds float64 `json:"seconds"`
+	State   string  `json:"state"`
+	Status  int     `json:"status"`
+	Start   float64 `json:"start"`
+	Job     string  `json:"job"`
+	Host    string  `json:"host"`
+	Command string  `json:"command,omitempty"` // its line of table.dat, when known
+}
+
+// att is an attempt as Build keeps it: 12 bytes, for farms of millions of
+// cases. Its start is an offset from its file's base.
+type att struct {
+	off, dur float32
+	loop     uint16
+	state    uint8
+}
+
+// file is what Build reads from one status file.
+type file struct {
+	name             string
+	job              string
+	run, restart     int
+	host             string
+	quit             string
+	quitAt           float64
+	base             float64
+	atts             []att
+	ids              []int64 // the case of each att, while ids are kept
+	statuses         []int32 // the STATUS or signal of each att, while kept
+	first, last      float64 // earliest start, latest time recorded
+	ended            []float64
+	hosts            map[string]*HostCount
+	codes            map[[2]int]int64
+	slow             []Attempt
+	estimated        int64
+	maxLoop          int
+	unsupported, bad int64
+}
+
+// Build reads the status files of in.StatusDir and computes every figure's
+// data.
+func Build(in Input) (*Data, error) {
+	if in.MaxBars <= 0 {
+		in.MaxBars = DefaultMaxBars
+	}
+	if in.MaxRows <= 0 {
+		in.MaxRows = DefaultMaxRows
+	}
+	if in.Columns <= 0 {
+		in.Columns = DefaultColumns
+	}
+	if in.Now.IsZero() {
+		in.Now = time.Now()
+	}
+	names, err := status.Files(in.StatusDir)
+	if err != nil {
+		return nil, err
+	}
+	superseded := status.Superseded(names)
+	files := make([]*file, len(names))
+	errs := make([]error, len(names))
+	var kept atomic.Int64 // attempts whose case IDs are kept
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(names)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) {
+					return
+				}
+				files[i], errs[i] = readFile(names[i], in, superseded(names[i]), &kept)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(files, func(a, b *file) int {
+		return cmp.Or(cmp.Compare(a.run, b.run), compareIDs(a.job, b.job), cmp.Compare(a.restart, b.restart))
+	})
+	d := &Data{Generated: unix(in.Now), Summary: in.Summary}
+	if d.Summary == nil {
+		d.Summary = []Stat{}
+	}
+	d.Histogram = histogram(files, in.Cutoff)
+	d.Timeline = timeline(files, in, kept.Load())
+	d.Throughput = throughput(files, in, d.Timeline.T0, d.Timeline.T1)
+	d.Hosts, d.Statuses = failures(files)
+	d.Slowest = slowest(files)
+	return d, nil
+}
+
+// readFile reads one status file; superseded says it is an earlier
+// incarnation of a restarted job (not running, whatever the job's state).
+func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file, error) {
+	f := &file{name: name, hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1)}
+	if job, restart, ok := status.ParseFileName(filepath.Base(name)); ok {
+		f.job, f.restart = job, restart
+	}
+	type open struct {
+		start float64
+		loop  int
+	}
+	opens := map[int64]open{}
+	keep := true
+	add := func(id int64, start, dur float64, loop int, st uint8, code int, host []byte) {
+		if math.IsNaN(f.base) {
+			f.base = start
+		}
+		f.atts = append(f.atts, att{off: float32(start - f.base), dur: float32(dur), loop: uint16(min(max(loop, 0), math.MaxUint16)), state: st})
+		if keep && kept.Add(1) <= int64(in.MaxBars) {
+			f.ids = append(f.ids, id)
+			f.statuses = append(f.statuses, int32(code))
+		} else {
+			keep, f.ids, f.statuses = false, nil, nil
+		}
+		f.first = min(f.first, start)
+		f.last = max(f.last, start+dur)
+		f.maxLoop = max(f.maxLoop, loop)
+		if st == stRunning {
+			return
+		}
+		h := string(host)
+		if h == "" {
+			h = f.host
+		}
+		hc := f.hosts[h]
+		if hc == nil {
+			hc = &HostCount{Host: h}
+			f.hosts[h] = hc
+		}
+		hc.Ended++
+		switch st {
+		case stFailed:
+			hc.Failed++
+			f.codes[[2]int{0, code}]++
+		case stInterrupted:
+			hc.Interrupted++
+			if code < 0 { // no record of its end
+				f.codes[[2]int{2, 0}]++
+			} else {
+				f.codes[[2]int{1, code}]++
+			}
+		}
+		f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: h})
+	}
+	err := status.EachLine(name, func(line []byte) {
+		r, err := status.ParseRecord(line)
+		if err != nil {
+			return // farm Status warns of it
+		}
+		switch r.Kind {
+		case status.KindHeader:
+			f.run, f.host = r.Run, string(r.Host)
+			if len(r.Job) > 0 {
+				f.job = string(r.Job)
+			}
+		case status.KindStart:
+			opens[r.ID] = open{start: r.Start, loop: r.Loop}
+			f.last = max(f.last, r.Start)
+		case status.KindEnd, status.KindInterrupted:
+			loop := 0
+			if o, ok := opens[r.ID]; ok {
+				loop = o.loop
+				delete(opens, r.ID)
+			}
+			st := stInterrupted
+			if r.Kind == status.KindEnd {
+				st = stSucceeded
+				if r.Status != 0 {
+					st = stFailed
+				}
+				f.ended = append(f.ended, r.Seconds)
+			}
+			add(r.ID, r.Start, max(r.Seconds, 0), loop, st, r.Status, r.Host)
+		case status.KindQuit:
+			f.quit, f.quitAt = string(r.Message), r.Time
+			f.last = max(f.last, r.Time)
+		case status.KindUnfit:
+			f.last = max(f.last, r.Time)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The cases started and not ended: running, if the job runs them;
+	// else interrupted, until the job's end (or its last record).
+	job := in.Jobs[f.job]
+	live := job.Live && !superseded
+	ids := make([]int64, 0, len(opens))
+	for id := range opens {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	now := unix(in.Now)
+	for _, id := range ids {
+		o := opens[id]
+		if live {
+			add(id, o.start, max(now-o.start, 0), o.loop, stRunning, 0, nil)
+			continue
+		}
+		end := f.last
+		if !job.End.IsZero() && unix(job.End) > o.start {
+			end = unix(job.End)
+		}
+		f.estimated++
+		add(id, o.start, max(end-o.start, 0), o.loop, stInterrupted, -1, nil)
+	}
+	if math.IsNaN(f.base) {
+		f.base = 0
+	}
+	return f, nil
+}
+
+// offer adds a to the slowest attempts top, keeping SlowestCount.
+func offer(top []Attempt, a Attempt) []Attempt {
+	if len(top) == SlowestCount && !slower(a, top[len(top)-1]) {
+		return top
+	}
+	i, _ := slices.BinarySearchFunc(top, a, func(x, y Attempt) int {
+		if slower(x, y) {
+			return -1
+		}
+		return 1
+	})
+	top = slices.Insert(top, i, a)
+	if len(top) > SlowestCount {
+		top = top[:SlowestCount]
+	}
+	return top
+}
+
+// slower orders attempts by duration, longest first, then by case ID.
+func slower(a, b Attempt) bool {
+	if a.Seconds != b.Seconds {
+		return a.Seconds > b.Seconds
+	}
+	if a.ID != b.ID {
+		return a.ID < b.ID
+	}
+	return a.Start < b.Start
+}
+
+// compareIDs orders job IDs as numbers where they are ("9" < "10"; an
+// array task "12_3" or "12.3" by job, then task), else as strings.
+func compareIDs(a, b string) int {
+	as, bs := strings.FieldsFunc(a, idSep), strings.FieldsFunc(b, idSep)
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		x, errx := strconv.ParseInt(as[i], 10, 64)
+		y, erry := strconv.ParseInt(bs[i], 10, 64)
+		var c int
+		if errx == nil && erry == nil {
+			c = cmp.Compare(x, y)
+		} else {
+			c = strings.Compare(as[i], bs[i])
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return cmp.Or(cmp.Compare(len(as), len(bs)), strings.Compare(a, b))
+}
+
+func idSep(r rune) bool { return r == '_' || r == '.' || r == '-' }
+
+func unix(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
+
+// histogram bins the durations of every attempt that ended (running ones
+// are not counted): logarithmic bins when they span two decades or more.
+func histogram(files []*file, cutoff float64) Histogram {
+	h := Histogram{Cutoff: cutoff, Edges: []float64{}, Succeeded: []int64{}, Failed: []int64{}, Interrupted: []int64{}}
+	lo, hi, n := math.Inf(1), 0.0, 0
+	total := 0
+	for _, f := range files {
+		total += len(f.ended)
+	}
+	ended := make([]float64, 0, total)
+	for _, f := range files {
+		for _, a := range f.atts {
+			if a.state == stRunning {
+				continue
+			}
+			d := float64(a.dur)
+			if d > 0 {
+				lo = min(lo, d)
+			}
+			hi = max(hi, d)
+			n++
+		}
+		ended = append(ended, f.ended...)
+		f.ended = nil
+		h.Estimated += f.estimated
+	}
+	h.Quantile = status.UpperQuantile(ended, 0.125)
+	if n == 0 {
+		return h
+	}
+	if hi > 0 && lo > 0 && hi/lo >= 100 {
+		h.Log = true
+		// Five bins a decade, on 1, 1.6, 2.5, 4, 6.3 × 10^k.
+		k0 := math.Floor(math.Log10(lo) * 5)
+		k1 := math.Floor(math.Log10(hi)*5) + 1
+		for k := k0; k <= k1; k++ {
+			h.Edges = append(h.Edges, roundSig(math.Pow(10, k/5)))
+		}
+	} else {
+		step := niceStep(max(hi, 1e-3) / 40)
+		bins := int(math.Floor(hi/step)) + 1
+		for i := 0; i <= bins; i++ {
+			h.Edges = append(h.Edges, roundSig(float64(i)*step))
+		}
+	}
+	bins := len(h.Edges) - 1
+	h.Succeeded, h.Failed, h.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)
+	counts := [][]int64{h.Succeeded, h.Failed, h.Interrupted}
+	for _, f := range files {
+		for _, a := range f.atts {
+			if a.state == stRunning {
+				continue
+			}
+			counts[a.state][bin(h.Edges, float64(a.dur))]++
+		}
+	}
+	return h
+}
+
+// bin is the index of the bin of edges that holds x: the last whose lower
+// edge is at most x, clamped to the bins.
+func bin(edges []float64, x float64) int {
+	i, _ := slices.BinarySearch(edges, x)
+	if i < len(edges) && edges[i] == x {
+		i++
+	}
+	return min(max(i-1, 0), len(edges)-2)
+}
+
+// niceStep is the smallest of 1, 2, 2.5, 5 × 10^k at least x.
+func niceStep(x float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*p >= x*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// roundSig rounds x to 3 significant digits, so that edges print as
+// written.
+func roundSig(x float64) float64 {
+	if x == 0 {
+		return 0
+	}
+	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// lane is one row of the timeline before rows are grouped: a status file,
+// or one loop of it.
+type lane struct {
+	f    *file
+	loop int // 0: the whole file
+}
+
+// timeline lays the attempts out in rows.
+func timeline(files []*file, in Input, kept int64) Timeline {
+	t := Timeline{Rows: []Row{}}
+	t0, t1 := math.Inf(1), math.Inf(-1)
+	var lanes []lane
+	for _, f := range files {
+		if len(f.atts) > 0 {
+			t0, t1 = min(t0, f.first), max(t1, f.last)
+		}
+		if j, ok := in.Jobs[f.job]; ok && !j.Start.IsZero() {
+			t0 = min(t0, unix(j.Start))
+		}
+		if f.maxLoop == 0 {
+			lanes = append(lanes, lane{f: f})
+			continue
+		}
+		for l := 1; l <= f.maxLoop; l++ {
+			lanes = append(lanes, lane{f: f, loop: l})
+		}
+	}
+	if math.IsInf(t0, 1) {
+		return t
+	}
+	// A job that ended is drawn to its end; one still running, to now.
+	for _, f := range files {
+		j := in.Jobs[f.job]
+		if j.Live {
+			t1 = max(t1, unix(in.Now))
+		} else if !j.End.IsZero() && !math.IsInf(t0, 1) {
+			t1 = max(t1, unix(j.End))
+		}
+	}
+	if t1 <= t0 {
+		t1 = t0 + 1
+	}
+	t.T0, t.T1 = t0, t1
+	var total int64
+	for _, f := range files {
+		total += int64(len(f.atts))
+	}
+	t.Cases = total
+	if total <= int64(in.MaxBars) && kept <= int64(in.MaxBars) && len(lanes) <= in.MaxRows {
+		t.Mode = "cases"
+		t.Note = fmt.Sprintf("One bar per case: %d cases in %d rows.", total, len(lanes))
+		for _, l := range lanes {
+			r := laneRow(l, in)
+			for i, a := range l.f.atts {
+				if laneOf(l.f, a) != l.loop {
+					continue
+				}
+				s := l.f.base + float64(a.off)
+				r.Bars = append(r.Bars, Bar{ID: l.f.ids[i], Start: round3(s), End: round3(s + float64(a.dur)), State: states[a.state], Status: int(l.f.statuses[i])})
+			}
+			t.Rows = append(t.Rows, r)
+		}
+		return t
+	}
+	t.Mode = "aggregate"
+	t.Columns = in.Columns
+	per := (len(lanes) + in.MaxRows - 1) / in.MaxRows
+	t.Note = fmt.Sprintf("Aggregated: %d cases are too many to draw one by one. Each row is divided in %d columns, shaded by the fraction of the time its cases ran and coloured by the state that took most of it", total, in.Columns)
+	if per > 1 {
+		t.Note += fmt.Sprintf("; each row stands for %d meta-jobs or loops (%d in all)", per, len(lanes))
+	}
+	t.Note += "."
+	width := (t1 - t0) / float64(in.Columns)
+	for g := 0; g < len(lanes); g += per {
+		group := lanes[g:min(g+per, len(lanes))]
+		r := laneRow(group[0], in)
+		if len(group) > 1 {
+			r = groupRow(group, in)
+		}
+		busy := make([][4]float64, in.Columns)
+		for _, l := range group {
+			for _, a := range l.f.atts {
+				if laneOf(l.f, a) != l.loop {
+					continue
+				}
+				s := l.f.base + float64(a.off)
+				e := s + float64(a.dur)
+				c0 := min(max(int((s-t0)/width), 0), in.Columns-1)
+				c1 := min(max(int((e-t0)/width), 0), in.Columns-1)
+				for c := c0; c <= c1; c++ {
+					lo, hi := t0+float64(c)*width, t0+float64(c+1)*width
+					busy[c][a.state] += max(0, min(e, hi)-max(s, lo))
+				}
+			}
+		}
+		for c := 0; c < in.Columns; c++ {
+			sum, top := 0.0, 0
+			for s := range busy[c] {
+				sum += busy[c][s]
+				if busy[c][s] > busy[c][top] {
+					top = s
+				}
+			}
+			if sum <= 0 {
+				continue
+			}
+			frac := math.Ceil(min(sum/(width*float64(len(group))), 1)*4) / 4
+			cell := Cell{From: c, To: c + 1, Busy: frac, State: states[top]}
+			if n := len(r.Cells); n > 0 && r.Cells[n-1].To == c && r.Cells[n-1].Busy == frac && r.Cells[n-1].State == cell.State {
+				r.Cells[n-1].To++
+				continue
+			}
+			r.Cells = append(r.Cells, cell)
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	return t
+}
+
+// laneOf is the loop whose lane a is drawn in: 0 in a file without loops;
+// in one with loops, its loop (1 if its start record did not say).
+func laneOf(f *file, a att) int {
+	if f.maxLoop == 0 {
+		return 0
+	}
+	return max(int(a.loop), 1)
+}
+
+// laneRow is the row of one lane, without its cases.
+func laneRow(l lane, in Input) Row {
+	f := l.f
+	r := Row{Label: "job " + f.job, Lanes: 1, Quit: f.quit, QuitAt: f.quitAt}
+	if f.restart > 0 {
+		r.Label += fmt.Sprintf(" (restart %d)", f.restart)
+	}
+	if l.loop > 0 {
+		r.Label += fmt.Sprintf(" loop %d", l.loop)
+	}
+	if j, ok := in.Jobs[f.job]; ok {
+		if !j.Start.IsZero() {
+			r.Start = unix(j.Start)
+		}
+		if !j.End.IsZero() && !j.Live {
+			r.End = unix(j.End)
+		}
+	}
+	return r
+}
+
+// groupRow is the row of several lanes.
+func groupRow(group []lane, in Input) Row {
+	first, last := laneRow(group[0], in), laneRow(group[len(group)-1], in)
+	return Row{Label: first.Label + " – " + strings.TrimPrefix(last.Label, "job "), Lanes: len(group)}
+}
+
+func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }
+
+// throughput counts the ends in bins of a minute, or of more minutes when
+// the farm ran for long (at most 600 bins).
+func throughput(files []*file, in Input, t0, t1 float64) Throughput {
+	tp := Throughput{T0: t0, BinMinutes: 1, PerMinute: in.PerMinute, ETASeconds: in.ETASeconds, Active: in.Active,
+		Succeeded: []int64{}, Failed: []int64{}, Interrupted: []int64{}}
+	if t1 <= t0 {
+		return tp
+	}
+	minutes := math.Ceil((t1 - t0) / 60)
+	for _, m := range []int{1, 2, 5, 10, 15, 30, 60, 120, 240, 360, 720, 1440, 2880, 10080} {
+		tp.BinMinutes = m
+		if minutes/float64(m) <= 600 {
+			break
+		}
+	}
+	bins := int(math.Ceil(minutes/float64(tp.BinMinutes))) + 0
+	bins = max(bins, 1)
+	tp.Succeeded, tp.Failed, tp.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)
+	counts := [][]int64{tp.Succeeded, tp.Failed, tp.Interrupted}
+	w := float64(tp.BinMinutes) * 60
+	for _, f := range files {
+		for _, a := range f.atts {
+			if a.state == stRunning {
+				continue
+			}
+			e := f.base + float64(a.off) + float64(a.dur)
+			counts[a.state][min(max(int((e-t0)/w), 0), bins-1)]++
+		}
+	}
+	return tp
+}
+
+// failures counts the attempts that ended by host, and the failed and
+// interrupted ones by exit status or signal.
+func failures(files []*file) ([]HostCount, []StatusCase) {
+	hosts := map[string]*HostCount{}
+	codes := map[[2]int]int64{}
+	for _, f := range files {
+		for h, c := range f.hosts {
+			t := hosts[h]
+			if t == nil {
+				t = &HostCount{Host: h}
+				hosts[h] = t
+			}
+			t.Ended += c.Ended
+			t.Failed += c.Failed
+			t.Interrupted += c.Interrupted
+		}
+		for k, n := range f.codes {
+			codes[k] += n
+		}
+	}
+	hs := make([]HostCount, 0, len(hosts))
+	for _, h := range hosts {
+		hs = append(hs, *h)
+	}
+	// Bad hosts first: by the share of their cases that did not succeed.
+	slices.SortFunc(hs, func(a, b HostCount) int {
+		ra := float64(a.Failed+a.Interrupted) / float64(max(a.Ended, 1))
+		rb := float64(b.Failed+b.Interrupted) / float64(max(b.Ended, 1))
+		return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(b.Failed+b.Interrupted, a.Failed+a.Interrupted), strings.Compare(a.Host, b.Host))
+	})
+	cs := make([]StatusCase, 0, len(codes))
+	for k, n := range codes {
+		kind := [...]string{"exit", "signal", "no end record"}[k[0]]
+		cs = append(cs, StatusCase{Kind: kind, Code: k[1], Cases: n})
+	}
+	slices.SortFunc(cs, func(a, b StatusCase) int {
+		return cmp.Or(cmp.Compare(b.Cases, a.Cases), strings.Compare(a.Kind, b.Kind), cmp.Compare(a.Code, b.Code))
+	})
+	return hs, cs
+}
+
+// slowest merges the files' slowest attempts.
+func slowest(files []*file) []Attempt {
+	top := []Attempt{}
+	for _, f := range files {
+		for _, a := range f.slow {
+			a.Job = f.job
+			a.Start = round3(a.Start)
+			a.Seconds = round3(a.Seconds)
+			top = offer(top, a)
+		}
+	}
+	return top
+}
