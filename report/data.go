@@ -164,11 +164,11 @@ type Cell struct {
 	State string  `json:"state"`
 }
 
-// Throughput counts the attempts that ended in each bin of BinMinutes
-// minutes from T0, by state.
+// Throughput counts the attempts that ended in each bin of BinSeconds
+// from T0, by state.
 type Throughput struct {
 	T0          float64 `json:"t0"`
-	BinMinutes  int     `json:"bin_minutes"`
+	BinSeconds  int     `json:"bin_seconds"`
 	Succeeded   []int64 `json:"succeeded"`
 	Failed      []int64 `json:"failed"`
 	Interrupted []int64 `json:"interrupted"`
@@ -716,26 +716,26 @@ func groupRow(group []lane, in Input) Row {
 
 func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }
 
-// throughput counts the ends in bins of a minute, or of more minutes when
-// the farm ran for long (at most 600 bins).
+// throughput counts the ends in bins of a minute; of 5 to 30 seconds for a
+// farm that ran a few minutes (at most 60 bins), of more minutes for one
+// that ran long (at most 600 bins).
 func throughput(files []*file, in Input, t0, t1 float64) Throughput {
-	tp := Throughput{T0: t0, BinMinutes: 1, PerMinute: in.PerMinute, ETASeconds: in.ETASeconds, Active: in.Active,
+	tp := Throughput{T0: t0, BinSeconds: 60, PerMinute: in.PerMinute, ETASeconds: in.ETASeconds, Active: in.Active,
 		Succeeded: []int64{}, Failed: []int64{}, Interrupted: []int64{}}
 	if t1 <= t0 {
 		return tp
 	}
-	minutes := math.Ceil((t1 - t0) / 60)
-	for _, m := range []int{1, 2, 5, 10, 15, 30, 60, 120, 240, 360, 720, 1440, 2880, 10080} {
-		tp.BinMinutes = m
-		if minutes/float64(m) <= 600 {
+	span := t1 - t0
+	for _, b := range []int{5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400, 172800, 604800} {
+		tp.BinSeconds = b
+		if limit := map[bool]float64{true: 60, false: 600}[b < 60]; span/float64(b) <= limit {
 			break
 		}
 	}
-	bins := int(math.Ceil(minutes/float64(tp.BinMinutes))) + 0
-	bins = max(bins, 1)
+	bins := max(int(math.Ceil(span/float64(tp.BinSeconds))), 1)
 	tp.Succeeded, tp.Failed, tp.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)
 	counts := [][]int64{tp.Succeeded, tp.Failed, tp.Interrupted}
-	w := float64(tp.BinMinutes) * 60
+	w := float64(tp.BinSeconds)
 	for _, f := range files {
 		for _, a := range f.atts {
 			if a.state == stRunning {

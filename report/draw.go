@@ -275,17 +275,17 @@ func ThroughputFigure(tp Throughput) *Canvas {
 		c.Add(Text{X: Width / 2, Y: 160, S: "No case has ended yet.", Size: 13, Anchor: Middle, Fill: colMuted})
 		return c
 	}
-	per := float64(tp.BinMinutes)
+	per := float64(tp.BinSeconds) / 60 // minutes a bin
 	top := tp.PerMinute
 	for i := 0; i < n; i++ {
 		top = max(top, float64(tp.Succeeded[i]+tp.Failed[i]+tp.Interrupted[i])/per)
 	}
 	top = niceTop(top)
 	what := "cases ended per minute"
-	if tp.BinMinutes > 1 {
-		what += fmt.Sprintf(" (averaged over %d minutes)", tp.BinMinutes)
+	if tp.BinSeconds != 60 {
+		what += " (in bins of " + fmtSeconds(float64(tp.BinSeconds)) + ")"
 	}
-	axisY(c, p, top, what, tp.BinMinutes == 1)
+	axisY(c, p, top, what, tp.BinSeconds == 60)
 	t1 := tp.T0 + float64(n)*per*60
 	xs := func(v float64) float64 { return p.x + (v-tp.T0)/(t1-tp.T0)*p.w }
 	bw := p.w / float64(n)
@@ -301,7 +301,7 @@ func ThroughputFigure(tp Throughput) *Canvas {
 			bh := float64(s.n) / per / top * p.h
 			y -= bh
 			c.Add(Rect{X: p.x + float64(i)*bw + min(0.5, bw/4), Y: y, W: max(bw-min(1, bw/2), 0.5), H: bh, Fill: stateColor[s.state], Class: "tbin " + s.state,
-				Title: fmt.Sprintf("minute %d–%d: %d %s", i*tp.BinMinutes, (i+1)*tp.BinMinutes, s.n, s.state)})
+				Title: fmt.Sprintf("%s–%s: %d %s", fmtSeconds(float64(i*tp.BinSeconds)), fmtSeconds(float64((i+1)*tp.BinSeconds)), s.n, s.state)})
 		}
 	}
 	ticks, label, axis := timeTicks(tp.T0, t1)

@@ -72,7 +72,7 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 
 	tp := d.Throughput
 	b.WriteString("<section id=\"throughput-section\">\n<h2>Throughput</h2>\n")
-	fmt.Fprintf(b, "<p>Cases that ended, per minute%s. %s</p>\n", map[bool]string{true: fmt.Sprintf(" (in bins of %d minutes)", tp.BinMinutes), false: ""}[tp.BinMinutes > 1], esc(ETAText(tp)))
+	fmt.Fprintf(b, "<p>Cases that ended, per minute, counted in bins of %s. %s</p>\n", esc(fmtSeconds(float64(tp.BinSeconds))), esc(ETAText(tp)))
 	writeInline(b, ThroughputFigure(tp))
 	b.WriteString("</section>\n")
 

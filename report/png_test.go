@@ -433,9 +433,9 @@ func TestPNGConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// timeline is a 1200×800 canvas of 20,000 small rects, as a timeline's:
+// benchTimeline is a 1200×800 canvas of 20,000 small rects, as a timeline's:
 // 100 rows of bars, at times that do not fall on pixels unless aligned.
-func timeline(aligned bool) *Canvas {
+func benchTimeline(aligned bool) *Canvas {
 	c := &Canvas{ID: "timeline", W: 1200, H: 800}
 	rng := rand.New(rand.NewPCG(1, 2))
 	colors := []Color{{R: 31, G: 119, B: 180, A: 255}, {R: 214, G: 39, B: 40, A: 255}, {R: 44, G: 160, B: 44, A: 200}}
@@ -450,7 +450,7 @@ func timeline(aligned bool) *Canvas {
 }
 
 func BenchmarkWritePNG20000Rects(b *testing.B) {
-	cs := []*Canvas{timeline(false)}
+	cs := []*Canvas{benchTimeline(false)}
 	for b.Loop() {
 		if err := WritePNG(io.Discard, cs, 1); err != nil {
 			b.Fatal(err)
@@ -459,7 +459,7 @@ func BenchmarkWritePNG20000Rects(b *testing.B) {
 }
 
 func BenchmarkWritePNG20000AlignedRects(b *testing.B) {
-	cs := []*Canvas{timeline(true)}
+	cs := []*Canvas{benchTimeline(true)}
 	for b.Loop() {
 		if err := WritePNG(io.Discard, cs, 1); err != nil {
 			b.Fatal(err)
