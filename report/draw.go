@@ -90,7 +90,7 @@ func legend(c *Canvas, x, y float64, names []string, cols []Color) {
 }
 
 func title(c *Canvas, s string) {
-	c.Add(Text{X: 10, Y: 20, S: s, Size: 15, Bold: true, Fill: colText})
+	c.Add(Text{X: 10, Y: 20, S: s, Size: 15, Bold: true, Fill: colText, Class: "figure-title"})
 }
 
 // HistogramFigure draws the histogram of case durations, stacked by
@@ -309,7 +309,7 @@ func ThroughputFigure(tp Throughput) *Canvas {
 	if tp.PerMinute > 0 {
 		y := p.y + p.h - tp.PerMinute/top*p.h
 		c.Add(Line{X1: p.x, Y1: y, X2: p.x + p.w, Y2: y, Stroke: colRate, Width: 1.5, Dash: true, Class: "rate"},
-			Text{X: p.x + p.w - 4, Y: y - 4, S: fmt.Sprintf("%.1f cases/min over the last 10 minutes", tp.PerMinute), Size: 11, Anchor: End, Fill: colRate})
+			Text{X: p.x + p.w - 4, Y: y - 4, S: fmt.Sprintf("farm query's rate: %.1f cases/min", tp.PerMinute), Size: 11, Anchor: End, Fill: colRate})
 	}
 	c.Add(Text{X: p.x, Y: c.H - 12, S: ETAText(tp), Size: 12, Fill: colText, Class: "eta"})
 	legend(c, Width-20, 44, []string{Succeeded, Failed, Interrupted}, []Color{colSucceeded, colFailed, colInterrupted})
@@ -322,7 +322,7 @@ func ETAText(tp Throughput) string {
 	case !tp.Active:
 		return "No job of the farm is pending or running: no ETA."
 	case tp.ETASeconds >= 0:
-		return fmt.Sprintf("ETA %s: the current run's cases left, at %.1f cases/min (farm query's rate, over the last 10 minutes).",
+		return fmt.Sprintf("ETA %s: the current run's cases left, at %.1f cases/min (farm query's rate, over the last 10 minutes or since the first case, if later).",
 			fmtSeconds(tp.ETASeconds), tp.PerMinute)
 	default:
 		return "ETA unknown: no case ended in the last 10 minutes."

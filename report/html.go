@@ -31,6 +31,7 @@ table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
 td.n, th.n { text-align: right; }
 td.cmd { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; max-width: 420px; overflow-wrap: anywhere; }
+svg.figure .figure-title { display: none; }
 svg.figure { display: block; max-width: 100%%; height: auto; margin: 6px 0; }
 .succeeded { color: #4477aa; } .failed { color: #cc3311; } .interrupted { color: #cc7711; } .running { color: #777; }
 </style>
