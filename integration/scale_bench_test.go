@@ -147,6 +147,15 @@ func BenchmarkReport10M(b *testing.B) {
 			b.ReportMetric(wall.Seconds(), c.name+"-s")
 			b.ReportMetric(float64(rss)/1024, c.name+"-peakMB")
 			b.ReportMetric(float64(st.Size())/(1<<20), c.name+"-MB")
+			if c.name == "html" {
+				page, _ := os.ReadFile(filepath.Join(dir, c.file))
+				if want := "Aggregated: 10000000 cases"; !strings.Contains(string(page), want) {
+					b.Fatalf("the page does not say %q", want)
+				}
+				if os.Getenv("FARM_BENCH_KEEP") != "" {
+					os.WriteFile(filepath.Join(os.Getenv("FARM_BENCH_KEEP"), "report10M.html"), page, 0o644)
+				}
+			}
 		}
 	}
 }

@@ -198,6 +198,13 @@ func TimelineFigure(t Timeline) *Canvas {
 	span := t.T1 - t.T0
 	xs := func(v float64) float64 { return p.x + (v-t.T0)/span*p.w }
 	every := int(math.Ceil(11 / rh)) // a label every so many rows
+	// An aggregate's cells have tooltips while they are few: a page of
+	// 300 rows of 300 cells each must stay under 10 MB.
+	cells := 0
+	for _, r := range t.Rows {
+		cells += len(r.Cells)
+	}
+	cellTitles := cells <= 20000
 	for i, r := range t.Rows {
 		y := p.y + float64(i)*rh
 		if i%2 == 1 && rh >= 6 {
@@ -219,8 +226,11 @@ func TimelineFigure(t Timeline) *Canvas {
 		for _, cell := range r.Cells {
 			col := stateColor[cell.State]
 			col.A = uint8(math.Round(255 * cell.Busy))
-			c.Add(Rect{X: p.x + float64(cell.From)*cw, Y: y + pad, W: float64(cell.To-cell.From) * cw, H: rh - 2*pad, Fill: col, Class: "cell " + cell.State,
-				Title: fmt.Sprintf("%s: %.0f%% busy, mostly %s", r.Label, 100*cell.Busy, cell.State)})
+			title := ""
+			if cellTitles {
+				title = fmt.Sprintf("%s: %.0f%% busy, mostly %s", r.Label, 100*cell.Busy, cell.State)
+			}
+			c.Add(Rect{X: p.x + float64(cell.From)*cw, Y: y + pad, W: float64(cell.To-cell.From) * cw, H: rh - 2*pad, Fill: col, Class: "cell " + cell.State, Title: title})
 		}
 		if r.Start > 0 {
 			x := xs(r.Start)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHTMLSelfContained: the page of the small farm refers to nothing
@@ -102,4 +104,43 @@ func TestSVGWellFormed(t *testing.T) {
 	if cases != 16 {
 		t.Errorf("%d case bars, want 16", cases)
 	}
+}
+
+// TestHTMLWorstCaseSize: the page stays under 10 MB however busy the
+// timeline: 300 meta-jobs whose cases alternate between succeeded and
+// failed in every one of the aggregate's 300 columns (no two neighbouring
+// cells alike, the most cells a page can have).
+func TestHTMLWorstCaseSize(t *testing.T) {
+	dir := t.TempDir()
+	const jobs, cases = 300, 300
+	for j := 0; j < jobs; j++ {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# farm-status v1 job=%d run=1 host=node%d\n", 100+j, j)
+		for i := 0; i < cases; i++ {
+			id := j*cases + i + 1
+			fmt.Fprintf(&b, "S %d %d.000 node%d\nE %d %d %d.000 1.000 node%d\n", id, 1700000000+i, j, id, (i+j)%2, 1700000000+i, j)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("status.%d", 100+j)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Build(Input{StatusDir: dir, Now: time.Unix(1700001000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := 0
+	for _, r := range d.Timeline.Rows {
+		cells += len(r.Cells)
+	}
+	if d.Timeline.Mode != "aggregate" || cells < 250*jobs {
+		t.Fatalf("mode %s, %d cells: the test wants the most cells an aggregate can have", d.Timeline.Mode, cells)
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, d, "worst"); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() >= 10<<20 {
+		t.Errorf("the page is %.1f MB, over 10 MB", float64(b.Len())/(1<<20))
+	}
+	t.Logf("%d cells: a page of %.1f MB", cells, float64(b.Len())/(1<<20))
 }
