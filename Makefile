@@ -33,6 +33,7 @@ demo: build
 	cd $(DEMO) && ../$(BIN) submit 2 --backend local
 	cd $(DEMO) && ../$(BIN) wait --timeout 5m
 	cd $(DEMO) && ../$(BIN) Status
+	cd $(DEMO) && ../$(BIN) report
 
 # Claim benchmarks and end-to-end throughput (see BENCHMARKS.md).
 bench: build

@@ -223,7 +223,7 @@ func TestReportBadOutput(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, []string{"true"}, "0-00:10")
 	r := farmIn(t, dir, nil, "report", "-o", filepath.Join(dir, "no", "such", "dir", "r.html"))
-	if r.Code == 0 || !strings.Contains(r.Err, "r.html") || strings.Count(strings.TrimSpace(r.Err), "\n") > 0 {
+	if r.Code == 0 || !strings.Contains(r.Err, "the directory "+filepath.Join(dir, "no", "such", "dir")+" does not exist") || strings.Count(strings.TrimSpace(r.Err), "\n") > 0 {
 		t.Errorf("exit %d, stderr %q: want a one-line error naming r.html", r.Code, r.Err)
 	}
 	r = farmIn(t, dir, nil, "report", "--png", filepath.Join(dir, "x.png"), "--scale", "100")

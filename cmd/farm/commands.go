@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -401,7 +402,7 @@ func reportCmd() *cli.Command {
 					continue
 				}
 				if err := casetable.WriteAtomic(o.path, 0o644, o.write, ""); err != nil {
-					return fmt.Errorf("writing %s: %w", o.path, err)
+					return writeError(o.path, err)
 				}
 				size := ""
 				if st, err := os.Stat(o.path); err == nil {
@@ -415,6 +416,19 @@ func reportCmd() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// writeError says why the file at path could not be written, and what to
+// do, in one line.
+func writeError(path string, err error) error {
+	dir := filepath.Dir(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cannot write %s: the directory %s does not exist; create it, or name another file", path, dir)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot write %s: no permission to write in %s; name another file", path, dir)
+	}
+	return fmt.Errorf("cannot write %s: %v", path, err)
 }
 
 // fmtBytes is a size for people: "1.2 MB".
