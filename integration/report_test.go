@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -308,5 +307,21 @@ func TestQueryWatchTerminal(t *testing.T) {
 	if draws := strings.Split(strings.TrimSpace(out), "\r\x1b[K"); !strings.Contains(draws[len(draws)-1], "12/12 cases") {
 		t.Errorf("the last bar is not 12/12: %q", draws[len(draws)-1])
 	}
-	_ = fmt.Sprint
+}
+
+// checkReportPage runs farm report in the farm dir and checks that its
+// page has as many of each element (a string of its tag) as want says.
+func checkReportPage(t *testing.T, dir string, want map[string]int) {
+	t.Helper()
+	page := filepath.Join(t.TempDir(), "r.html")
+	mustFarm(t, dir, "report", "-o", page)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, n := range want {
+		if got := strings.Count(string(b), s); got != n {
+			t.Errorf("the report has %d of %s, want %d", got, s, n)
+		}
+	}
 }

@@ -486,6 +486,9 @@ func testTimeLimitInterruptsCase(t *testing.T, e engine) {
 	if timeouts != 1 {
 		t.Errorf("farm list: %v; want one TIMEOUT job", s)
 	}
+	// The report draws what the engine says of the jobs: each one's start
+	// and end (from its accounting), and the case cut by the time limit.
+	checkReportPage(t, dir, map[string]int{`class="case `: n, `class="case interrupted"`: 1, `class="job-start"`: 2, `class="job-end"`: 2})
 }
 
 // TestSlurmEnvironmentReachesCases: a variable set on the farm submit
