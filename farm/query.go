@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
@@ -282,20 +283,38 @@ type bar struct {
 }
 
 func (b *bar) draw(q Query) {
-	line := ProgressBar(q, 30)
 	if !b.opt.TTY {
-		fmt.Fprintln(b.w, line)
+		fmt.Fprintln(b.w, ProgressBar(q, 30))
 		return
 	}
 	cols := b.opt.Columns
 	if cols <= 0 {
 		cols = 80
 	}
-	if r := []rune(line); len(r) > cols-1 {
-		line = string(r[:cols-1])
-	}
-	fmt.Fprintf(b.w, "\r\033[K%s", line)
+	fmt.Fprintf(b.w, "\r\033[K%s", fitBar(q, cols-1))
 	b.drawn = true
+}
+
+// fitBar is the progress bar in at most cols columns: a shorter bar, then
+// without the failed cases and the jobs, keeping done/total, the rate and
+// the ETA as long as they fit; cut as a last resort.
+func fitBar(q Query, cols int) string {
+	for _, w := range []int{30, 20, 10} {
+		if l := ProgressBar(q, w); utf8.RuneCountInString(l) <= cols {
+			return l
+		}
+	}
+	c := q.FarmCases
+	frac := 0.0
+	if c.Total > 0 {
+		frac = float64(c.Processed()) / float64(c.Total)
+	}
+	fill := int(frac * 10)
+	l := fmt.Sprintf("[%s%s] %5.1f%%  %d/%d  %s", strings.Repeat("#", fill), strings.Repeat("-", 10-fill), 100*frac, c.Processed(), c.Total, rateETA(q))
+	if r := []rune(l); len(r) > cols {
+		l = string(r[:max(cols, 0)])
+	}
+	return l
 }
 
 // done ends the bar's line, so that what follows starts on a line of its

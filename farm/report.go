@@ -169,8 +169,9 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 	for {
 		active, recs, infos, err := f.activeAndAll(ctx)
 		if err == nil && b != nil && (len(active) == 0 || time.Since(drawn) >= opt.Interval) {
-			var q Query
-			if q, err = f.watchQuery(ctx, tail, time.Now(), recs, infos); err == nil {
+			// The bar is drawn when it can be: what it fails to read
+			// does not stop the wait.
+			if q, qerr := f.watchQuery(ctx, tail, time.Now(), recs, infos); qerr == nil {
 				b.draw(q)
 				drawn = time.Now()
 			}

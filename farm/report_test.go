@@ -263,26 +263,41 @@ func TestListOtherHost(t *testing.T) {
 	}
 }
 
-// TestBarFitsTerminal: on a terminal the bar is redrawn in place, cut to
-// one column less than the terminal's width (a full-width line would wrap
-// on some terminals, and wrapping scrolls); elsewhere it is a plain line,
-// whole.
+// TestBarFitsTerminal: on a terminal the bar is redrawn in place in one
+// column less than the terminal's width (a full-width line wraps on some
+// terminals, and wrapping scrolls), keeping the rate and the ETA on an
+// 80-column one; elsewhere it is a plain line, whole.
 func TestBarFitsTerminal(t *testing.T) {
 	q := Query{Run: 1, Jobs: JobCounts{Running: 2}, FarmCases: CaseCounts{Total: 1000, Succeeded: 400, Failed: 3}, PerMinute: 12.5, ETASeconds: 3600}
 	full := ProgressBar(q, 30)
-	if len(full) <= 40 {
+	if len(full) <= 80 {
 		t.Fatalf("the bar %q is too short for the test", full)
 	}
-	var b strings.Builder
-	tty := &bar{w: &b, opt: WatchOptions{TTY: true, Columns: 40}}
-	tty.draw(q)
-	tty.draw(q)
-	tty.done()
-	want := "\r\033[K" + full[:39] + "\r\033[K" + full[:39] + "\n"
-	if b.String() != want {
-		t.Errorf("on a 40-column terminal:\n got %q\nwant %q", b.String(), want)
+	for _, cols := range []int{200, 80, 60, 40, 10} {
+		var b strings.Builder
+		tty := &bar{w: &b, opt: WatchOptions{TTY: true, Columns: cols}}
+		tty.draw(q)
+		tty.draw(q)
+		tty.done()
+		draws := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\r\033[K")
+		if len(draws) != 3 || draws[0] != "" || draws[1] != draws[2] || !strings.HasSuffix(b.String(), "\n") {
+			t.Fatalf("%d columns: want two redraws in place and one newline, got %q", cols, b.String())
+		}
+		line := draws[1]
+		if n := len([]rune(line)); n > cols-1 {
+			t.Errorf("%d columns: a line of %d: %q", cols, n, line)
+		}
+		if cols == 200 && line != full {
+			t.Errorf("200 columns: %q, want the whole bar %q", line, full)
+		}
+		if cols >= 60 && !strings.Contains(line, "12.5 cases/min, ETA 1h0m0s") {
+			t.Errorf("%d columns: %q lost the rate or the ETA", cols, line)
+		}
+		if cols >= 60 && !strings.Contains(line, "403/1000") {
+			t.Errorf("%d columns: %q lost the cases done", cols, line)
+		}
 	}
-	b.Reset()
+	var b strings.Builder
 	plain := &bar{w: &b, opt: WatchOptions{Columns: 40}}
 	plain.draw(q)
 	plain.done()

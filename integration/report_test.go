@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,7 +114,6 @@ func TestReportInBrowser(t *testing.T) {
 		{"#timeline line.job-start", 4},
 		{"#timeline line.job-end", 4},
 		{"#histogram line.quantile", 1},
-		{"#histogram rect.bin.interrupted", interrupted},
 		{"#slowest tr", 1 + 20},
 		{"#hosts tr", 1 + 1},
 		{"svg.figure", 5},
@@ -121,6 +121,10 @@ func TestReportInBrowser(t *testing.T) {
 		if got := count(c.sel); got != c.want {
 			t.Errorf("%s: %d elements, want %d", c.sel, got, c.want)
 		}
+	}
+	// The interrupted cases' bars: one per bin they fall in.
+	if n := count("#histogram rect.bin.interrupted"); n < 1 || n > interrupted {
+		t.Errorf("#histogram rect.bin.interrupted: %d, want 1 to %d (the interrupted cases)", n, interrupted)
 	}
 	for _, sel := range []string{"#histogram rect.bin.succeeded", "#histogram rect.bin.failed", "#throughput rect.tbin", "#hosts rect.hbar", "#statuses rect.hbar"} {
 		if count(sel) == 0 {
@@ -214,6 +218,18 @@ func TestReportEmptyFarm(t *testing.T) {
 	if !strings.Contains(string(b), "No case has ended yet.") {
 		t.Errorf("the report of a farm never submitted does not say no case ended")
 	}
+	// The files follow the umask, as every file farm writes: a page
+	// names hosts and commands.
+	cmd := exec.Command("sh", "-c", `umask 077 && exec "$0" report -o private.html --svg private.svg`, bin(t))
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, f := range []string{"private.html", "private.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s under umask 077: %v %v, want -rw-------", f, st.Mode(), err)
+		}
+	}
 }
 
 // TestReportBadOutput: a report that cannot be written is a one-line error
@@ -285,8 +301,8 @@ func TestWaitProgressTerminal(t *testing.T) {
 		t.Fatalf("want redraws in place (\\r ESC[K), got %q", body)
 	}
 	for _, d := range draws[1:] {
-		if n := len([]rune(d)); n > 59 || !strings.HasPrefix(d, "[") {
-			t.Errorf("a redraw of %d columns on a 60-column terminal, or not a bar: %q", n, d)
+		if n := len([]rune(d)); n > 59 || !strings.HasPrefix(d, "[") || !strings.Contains(d, "cases/min") {
+			t.Errorf("a redraw of %d columns on a 60-column terminal, or not a bar with its rate: %q", n, d)
 		}
 	}
 }

@@ -113,6 +113,11 @@ type Histogram struct {
 	// Estimated counts the interrupted cases with no record of their end:
 	// their duration is counted to their job's end (or its last record).
 	Estimated int64 `json:"estimated"`
+	// Zero counts the cases that ended after 0 s: on a logarithmic axis,
+	// in its first bin. Untimed counts the cases META's own records say
+	// ended (a farm adopted from META), with no times: not in the bins.
+	Zero    int64 `json:"zero"`
+	Untimed int64 `json:"untimed"`
 }
 
 // Timeline is a row per meta-job (per loop of a meta-job that runs
@@ -207,6 +212,8 @@ type Attempt struct {
 
 // att is an attempt as Build keeps it: 12 bytes, for farms of millions of
 // cases. Its start is an offset from its file's base.
+// (A float32 offset is exact to the millisecond for 2 hours, to 0.25 s
+// for 35 days: enough to draw.)
 type att struct {
 	off, dur float32
 	loop     uint16
@@ -231,8 +238,12 @@ type file struct {
 	codes            map[[2]int]int64
 	slow             []Attempt
 	estimated        int64
+	untimed          int64 // META's "ID STATUS" lines: ended, with no times
+	zero             int64 // attempts that ended after 0 s
 	maxLoop          int
-	unsupported, bad int64
+	loops            map[int]bool // the loops its cases ran in (0: none said)
+	header           bool         // it has farm's header (not a META file)
+	superseded       bool         // an earlier incarnation of a restarted job
 }
 
 // Build reads the status files of in.StatusDir and computes every figure's
@@ -297,7 +308,8 @@ func Build(in Input) (*Data, error) {
 // readFile reads one status file; superseded says it is an earlier
 // incarnation of a restarted job (not running, whatever the job's state).
 func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file, error) {
-	f := &file{name: name, hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1)}
+	f := &file{name: name, hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1),
+		loops: map[int]bool{}, superseded: superseded}
 	if job, restart, ok := status.ParseFileName(filepath.Base(name)); ok {
 		f.job, f.restart = job, restart
 	}
@@ -311,7 +323,9 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 		if math.IsNaN(f.base) {
 			f.base = start
 		}
-		f.atts = append(f.atts, att{off: float32(start - f.base), dur: float32(dur), loop: uint16(min(max(loop, 0), math.MaxUint16)), state: st})
+		loop = min(max(loop, 0), math.MaxUint16)
+		f.atts = append(f.atts, att{off: float32(start - f.base), dur: float32(dur), loop: uint16(loop), state: st})
+		f.loops[loop] = true
 		if keep && kept.Add(1) <= int64(in.MaxBars) {
 			f.ids = append(f.ids, id)
 			f.statuses = append(f.statuses, int32(code))
@@ -324,16 +338,18 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 		if st == stRunning {
 			return
 		}
-		h := string(host)
-		if h == "" {
-			h = f.host
+		if len(host) == 0 {
+			host = []byte(f.host)
 		}
-		hc := f.hosts[h]
+		hc := f.hosts[string(host)] // no copy of host, but for a new one
 		if hc == nil {
-			hc = &HostCount{Host: h}
-			f.hosts[h] = hc
+			hc = &HostCount{Host: string(host)}
+			f.hosts[hc.Host] = hc
 		}
 		hc.Ended++
+		if dur == 0 {
+			f.zero++
+		}
 		switch st {
 		case stFailed:
 			hc.Failed++
@@ -346,7 +362,9 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 				f.codes[[2]int{1, code}]++
 			}
 		}
-		f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: h})
+		if len(f.slow) < SlowestCount || dur >= f.slow[len(f.slow)-1].Seconds {
+			f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: hc.Host})
+		}
 	}
 	err := status.EachLine(name, func(line []byte) {
 		r, err := status.ParseRecord(line)
@@ -355,6 +373,7 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 		}
 		switch r.Kind {
 		case status.KindHeader:
+			f.header = true
 			f.run, f.host = r.Run, string(r.Host)
 			if len(r.Job) > 0 {
 				f.job = string(r.Job)
@@ -382,13 +401,22 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 			f.last = max(f.last, r.Time)
 		case status.KindUnfit:
 			f.last = max(f.last, r.Time)
+		case status.KindMETA:
+			// A case META ran before the farm was adopted: it ended,
+			// with no times or host.
+			f.untimed++
+			if r.Status != 0 {
+				f.codes[[2]int{0, r.Status}]++
+			}
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The cases started and not ended: running, if the job runs them;
-	// else interrupted, until the job's end (or its last record).
+	// else interrupted, until the job's end (or its last record). An
+	// earlier incarnation of a restarted job died before the new one
+	// started: the job's start and end are the new one's.
 	job := in.Jobs[f.job]
 	live := job.Live && !superseded
 	ids := make([]int64, 0, len(opens))
@@ -404,7 +432,12 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 			continue
 		}
 		end := f.last
-		if !job.End.IsZero() && unix(job.End) > o.start {
+		switch {
+		case superseded:
+			if !job.Start.IsZero() && unix(job.Start) > o.start {
+				end = unix(job.Start)
+			}
+		case !job.End.IsZero() && unix(job.End) > o.start:
 			end = unix(job.End)
 		}
 		f.estimated++
@@ -494,6 +527,8 @@ func histogram(files []*file, cutoff float64) Histogram {
 		ended = append(ended, f.ended...)
 		f.ended = nil
 		h.Estimated += f.estimated
+		h.Zero += f.zero
+		h.Untimed += f.untimed
 	}
 	h.Quantile = status.UpperQuantile(ended, 0.125)
 	if n == 0 {
@@ -578,11 +613,14 @@ func timeline(files []*file, in Input, kept int64) Timeline {
 		if j, ok := in.Jobs[f.job]; ok && !j.Start.IsZero() {
 			t0 = min(t0, unix(j.Start))
 		}
+		if !f.header && len(f.atts) == 0 {
+			continue // a META file: no times to draw
+		}
 		if f.maxLoop == 0 {
 			lanes = append(lanes, lane{f: f})
 			continue
 		}
-		for l := 1; l <= f.maxLoop; l++ {
+		for _, l := range f.laneLoops() {
 			lanes = append(lanes, lane{f: f, loop: l})
 		}
 	}
@@ -678,6 +716,18 @@ func timeline(files []*file, in Input, kept int64) Timeline {
 	return t
 }
 
+// laneLoops are the loops of a file with loops that have a lane: those its
+// cases ran in, in order (a case whose start record said no loop is drawn
+// in loop 1).
+func (f *file) laneLoops() []int {
+	var out []int
+	for l := range f.loops {
+		out = append(out, max(l, 1))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // laneOf is the loop whose lane a is drawn in: 0 in a file without loops;
 // in one with loops, its loop (1 if its start record did not say).
 func laneOf(f *file, a att) int {
@@ -697,7 +747,7 @@ func laneRow(l lane, in Input) Row {
 	if l.loop > 0 {
 		r.Label += fmt.Sprintf(" loop %d", l.loop)
 	}
-	if j, ok := in.Jobs[f.job]; ok {
+	if j, ok := in.Jobs[f.job]; ok && !f.superseded {
 		if !j.Start.IsZero() {
 			r.Start = unix(j.Start)
 		}
@@ -708,10 +758,32 @@ func laneRow(l lane, in Input) Row {
 	return r
 }
 
-// groupRow is the row of several lanes.
+// groupRow is the row of several lanes: from the earliest start of their
+// jobs to the latest end, and the first of their meta-jobs' own exits,
+// with how many exited by themselves.
 func groupRow(group []lane, in Input) Row {
 	first, last := laneRow(group[0], in), laneRow(group[len(group)-1], in)
-	return Row{Label: first.Label + " – " + strings.TrimPrefix(last.Label, "job "), Lanes: len(group)}
+	r := Row{Label: first.Label + " – " + strings.TrimPrefix(last.Label, "job "), Lanes: len(group)}
+	quits := 0
+	seen := map[*file]bool{}
+	for _, l := range group {
+		lr := laneRow(l, in)
+		if lr.Start > 0 && (r.Start == 0 || lr.Start < r.Start) {
+			r.Start = lr.Start
+		}
+		r.End = max(r.End, lr.End)
+		if lr.QuitAt > 0 && !seen[l.f] {
+			seen[l.f] = true
+			quits++
+			if r.QuitAt == 0 || lr.QuitAt < r.QuitAt {
+				r.QuitAt, r.Quit = lr.QuitAt, lr.Quit
+			}
+		}
+	}
+	if quits > 1 {
+		r.Quit = fmt.Sprintf("%d meta-jobs of the row exited by themselves, the first: %s", quits, r.Quit)
+	}
+	return r
 }
 
 func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }
@@ -731,6 +803,9 @@ func throughput(files []*file, in Input, t0, t1 float64) Throughput {
 		if limit := map[bool]float64{true: 60, false: 600}[b < 60]; span/float64(b) <= limit {
 			break
 		}
+	}
+	if span/float64(tp.BinSeconds) > 600 { // a farm of years, or a damaged time
+		tp.BinSeconds = int(math.Ceil(span/600/86400)) * 86400
 	}
 	bins := max(int(math.Ceil(span/float64(tp.BinSeconds))), 1)
 	tp.Succeeded, tp.Failed, tp.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)

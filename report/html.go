@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	"fmt"
-	"html"
 	"io"
 	"strconv"
 )
@@ -43,7 +42,7 @@ svg.figure { display: block; max-width: 100%%; height: auto; margin: 6px 0; }
 // the figures as inline SVG, the tables as HTML.
 func WriteHTML(w io.Writer, d *Data, name string) error {
 	b := bufio.NewWriterSize(w, 256<<10)
-	esc := html.EscapeString
+	esc := xmlText
 	fmt.Fprintf(b, pageHead, esc("farm report: "+name))
 	fmt.Fprintf(b, "<h1>farm report: %s</h1>\n<p class=\"meta\">Generated %s by farm report. The page needs nothing but itself: no network, no scripts.</p>\n", esc(name), esc(fmtTime(d.Generated)))
 
@@ -58,6 +57,12 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 	fmt.Fprintf(b, "<p>How long the cases that ended ran, stacked by how they ended%s. ", map[bool]string{true: ", on a logarithmic axis (they span two decades or more)", false: ""}[h.Log])
 	fmt.Fprintf(b, "The dashed lines are the upper 12.5%% quantile of the durations of the cases that ended (%s), which is how a meta-job computes dt_cutoff, and dt_cutoff as the meta-jobs last stored it (%s): a meta-job with less time left than dt_cutoff starts no more cases.",
 		quantText(h.Quantile), quantText(h.Cutoff))
+	if h.Log && h.Zero > 0 {
+		fmt.Fprintf(b, " %d cases that ended after 0 s are counted in the first bin.", h.Zero)
+	}
+	if h.Untimed > 0 {
+		fmt.Fprintf(b, " %d cases that META recorded before the farm was adopted have no times: they are not in the figures but in the statuses below.", h.Untimed)
+	}
 	if h.Estimated > 0 {
 		fmt.Fprintf(b, " %d interrupted cases have no record of their end: they are counted to their job's end.", h.Estimated)
 	}

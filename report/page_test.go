@@ -83,25 +83,7 @@ func TestSVGWellFormed(t *testing.T) {
 	if err := WriteSVG(&b, append([]*Canvas{SummaryFigure(d, "small <&> farm")}, Figures(d)...)); err != nil {
 		t.Fatal(err)
 	}
-	dec := xml.NewDecoder(&b)
-	cases := 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed: %v", err)
-		}
-		if s, ok := tok.(xml.StartElement); ok {
-			for _, a := range s.Attr {
-				if a.Name.Local == "class" && strings.HasPrefix(a.Value, "case ") {
-					cases++
-				}
-			}
-		}
-	}
-	if cases != 16 {
+	if cases := checkWellFormed(t, b.String()); cases != 16 {
 		t.Errorf("%d case bars, want 16", cases)
 	}
 }
@@ -143,4 +125,28 @@ func TestHTMLWorstCaseSize(t *testing.T) {
 		t.Errorf("the page is %.1f MB, over 10 MB", float64(b.Len())/(1<<20))
 	}
 	t.Logf("%d cells: a page of %.1f MB", cells, float64(b.Len())/(1<<20))
+}
+
+// checkWellFormed checks that svg is well-formed XML and returns its case
+// bars.
+func checkWellFormed(t *testing.T, svg string) int {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	cases := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return cases
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if s, ok := tok.(xml.StartElement); ok {
+			for _, a := range s.Attr {
+				if a.Name.Local == "class" && strings.HasPrefix(a.Value, "case ") {
+					cases++
+				}
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // svgWriter writes shapes as SVG elements, numbers with at most one
@@ -26,6 +27,20 @@ func (s *svgWriter) attr(name string, v float64) {
 	s.w.WriteByte('"')
 }
 
+// xmlText is v fit for XML and HTML text: invalid UTF-8 and the characters
+// XML does not allow (controls but tab and newlines, U+FFFE, U+FFFF) become
+// U+FFFD, then &, <, >, ' and " are escaped.
+func xmlText(v string) string {
+	v = strings.ToValidUTF8(v, "\uFFFD")
+	v = strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0xFFFE || r == 0xFFFF {
+			return '\uFFFD'
+		}
+		return r
+	}, v)
+	return html.EscapeString(v)
+}
+
 func copysign(x, sign float64) float64 {
 	if sign < 0 {
 		return -x
@@ -40,7 +55,7 @@ func (s *svgWriter) sattr(name, v string) {
 	s.w.WriteByte(' ')
 	s.w.WriteString(name)
 	s.w.WriteString(`="`)
-	s.w.WriteString(html.EscapeString(v))
+	s.w.WriteString(xmlText(v))
 	s.w.WriteByte('"')
 }
 
@@ -66,7 +81,7 @@ func (s *svgWriter) end(tag, title string) {
 		return
 	}
 	s.str("><title>")
-	s.str(html.EscapeString(title))
+	s.str(xmlText(title))
 	s.str("</title></" + tag + ">")
 }
 
@@ -136,7 +151,7 @@ func (s *svgWriter) canvas(c *Canvas) {
 			s.paint("fill", v.Fill)
 			s.sattr("class", v.Class)
 			s.str(">")
-			s.str(html.EscapeString(v.S))
+			s.str(xmlText(v.S))
 			s.str("</text>")
 		}
 	}
@@ -174,7 +189,7 @@ func WriteSVG(w io.Writer, canvases []*Canvas) error {
 	s.str(`<rect width="100%" height="100%" fill="#ffffff"/>`)
 	y := 0.0
 	for _, c := range canvases {
-		s.str(`<g id="` + html.EscapeString(c.ID) + `" transform="translate(0 ` + strconv.FormatFloat(y, 'f', -1, 64) + `)">`)
+		s.str(`<g id="` + xmlText(c.ID) + `" transform="translate(0 ` + strconv.FormatFloat(y, 'f', -1, 64) + `)">`)
 		s.canvas(c)
 		s.str("</g>\n")
 		y += c.H + 16

@@ -19,6 +19,7 @@ import (
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
+	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/report"
 	"github.com/farm-hpc/farm/templates"
 	"github.com/urfave/cli/v2"
@@ -401,7 +402,7 @@ func reportCmd() *cli.Command {
 				if o.path == "" {
 					continue
 				}
-				if err := casetable.WriteAtomic(o.path, 0o644, o.write, ""); err != nil {
+				if err := casetable.WriteAtomic(o.path, 0o666&^proc.Umask(), o.write, ""); err != nil {
 					return writeError(o.path, err)
 				}
 				size := ""
@@ -679,7 +680,6 @@ func format(c *cli.Context) farm.Format {
 // noEnv is an environment with nothing set.
 func noEnv(string) string { return "" }
 
-// isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
 // watchOptions are how --watch and --progress draw the progress bar on the
 // command's output: in place on a terminal, cut to its width.
 func watchOptions(c *cli.Context) farm.WatchOptions {
@@ -692,6 +692,7 @@ func watchOptions(c *cli.Context) farm.WatchOptions {
 	return opt
 }
 
+// isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
