@@ -222,28 +222,28 @@ type att struct {
 
 // file is what Build reads from one status file.
 type file struct {
-	name             string
-	job              string
-	run, restart     int
-	host             string
-	quit             string
-	quitAt           float64
-	base             float64
-	atts             []att
-	ids              []int64 // the case of each att, while ids are kept
-	statuses         []int32 // the STATUS or signal of each att, while kept
-	first, last      float64 // earliest start, latest time recorded
-	ended            []float64
-	hosts            map[string]*HostCount
-	codes            map[[2]int]int64
-	slow             []Attempt
-	estimated        int64
-	untimed          int64 // META's "ID STATUS" lines: ended, with no times
-	zero             int64 // attempts that ended after 0 s
-	maxLoop          int
-	loops            map[int]bool // the loops its cases ran in (0: none said)
-	header           bool         // it has farm's header (not a META file)
-	superseded       bool         // an earlier incarnation of a restarted job
+	name         string
+	job          string
+	run, restart int
+	host         string
+	quit         string
+	quitAt       float64
+	base         float64
+	atts         []att
+	ids          []int64 // the case of each att, while ids are kept
+	statuses     []int32 // the STATUS or signal of each att, while kept
+	first, last  float64 // earliest start, latest time recorded
+	ended        []float64
+	hosts        map[string]*HostCount
+	codes        map[[2]int]int64
+	slow         []Attempt
+	estimated    int64
+	untimed      int64 // META's "ID STATUS" lines: ended, with no times
+	zero         int64 // attempts that ended after 0 s
+	maxLoop      int
+	loops        map[int]bool // the loops its cases ran in (0: none said)
+	header       bool         // it has farm's header (not a META file)
+	superseded   bool         // an earlier incarnation of a restarted job
 }
 
 // Build reads the status files of in.StatusDir and computes every figure's
