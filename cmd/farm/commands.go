@@ -362,7 +362,7 @@ func reportCmd() *cli.Command {
 			"minute with farm query's ETA, failures by host and by exit status, the slowest cases and\n" +
 			"the summary numbers. -o names the page (default: report.html in the farm directory);\n" +
 			"--png and --svg write the same figures as one image instead (or as well, with -o).\n\n" +
-			"EXAMPLES:\n   farm report && scp cluster:myfarm/report.html .\n   farm report --png figures.png\n" +
+			"EXAMPLES:\n   farm report                  # then, on a laptop: scp cluster:myfarm/report.html .\n   farm report --png figures.png\n" +
 			"   farm report -o run3.html --svg run3.svg",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "the HTML page to write"},
