@@ -32,6 +32,7 @@ func (f *Farm) ReportData(ctx context.Context, now time.Time) (*report.Data, err
 		StatusDir:  f.Path(StatusDir),
 		Now:        now,
 		Jobs:       jobs,
+		LiveAsOf:   now, // before the scheduler was asked
 		Cutoff:     st.Cutoff,
 		Summary:    summaryStats(q),
 		PerMinute:  q.PerMinute,

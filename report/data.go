@@ -26,7 +26,11 @@ type Input struct {
 	Now       time.Time
 	// Jobs is what the batch system says of each meta-job, by job ID; a
 	// job it does not list has unknown start and end and is not running.
-	Jobs map[string]JobInfo
+	// LiveAsOf is when it was asked: a case started after it, in a
+	// meta-job that has not exited by itself, runs in a job that started
+	// since (as status.Load judges).
+	Jobs     map[string]JobInfo
+	LiveAsOf time.Time
 	// Cutoff is dt_cutoff as the meta-jobs last stored it in the claim
 	// state (0: not computed yet).
 	Cutoff float64
@@ -427,7 +431,7 @@ func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file
 	now := unix(in.Now)
 	for _, id := range ids {
 		o := opens[id]
-		if live {
+		if live || (!superseded && f.quit == "" && !in.LiveAsOf.IsZero() && o.start >= unix(in.LiveAsOf)) {
 			add(id, o.start, max(now-o.start, 0), o.loop, stRunning, 0, nil)
 			continue
 		}

@@ -125,3 +125,26 @@ func TestControlCharactersInSVG(t *testing.T) {
 	}
 	checkWellFormed(t, b.String())
 }
+
+// TestStartedAfterTheQuery: a case started after the batch system was
+// asked is running (its job started since), as farm Status says, not
+// interrupted; one started before, in a job not running, is interrupted.
+func TestStartedAfterTheQuery(t *testing.T) {
+	dir := writeStatuses(t, map[string]string{
+		"status.11": "# farm-status v1 job=11 run=1 host=a\nS 1 1700000100.000 a\n",
+		"status.12": "# farm-status v1 job=12 run=1 host=a\nS 2 1700000050.000 a\n",
+	})
+	d, err := Build(Input{StatusDir: dir, Now: at(1700000200), LiveAsOf: at(1700000090)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, r := range d.Timeline.Rows {
+		for _, b := range r.Bars {
+			got[b.ID] = b.State
+		}
+	}
+	if got[1] != Running || got[2] != Interrupted {
+		t.Errorf("states %v: want case 1 (started after the query) running, case 2 interrupted", got)
+	}
+}
