@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("FARM_RSS_CHILD") == "1" {
+		os.Exit(rssChild()) // farmRSS's starter of farm, not a test run
+	}
 	// Local jobs share the host's job slots across farms; the tests run
 	// several small farms at once.
 	os.Setenv("FARM_LOCAL_SLOTS", "8")

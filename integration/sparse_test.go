@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,13 +21,51 @@ import (
 // its result and its peak memory (max RSS, KiB). Its address space is
 // limited to 1 GiB: a farm that took memory for every ID below its largest
 // fails at once, rather than take the machine's memory (26 GB here).
+//
+// farm is started by a small process of its own, this test binary run
+// again (rssChild), not by the test process: Linux gives a program the
+// peak RSS of the process that exec'ed it (it copies the old address
+// space's high-water mark at exec), and Go starts commands from the
+// parent's address space, so farm started from here would report this
+// test process's peak (44 MB once the report tests had decoded their
+// images), not its own.
 func farmRSS(t *testing.T, dir string, env []string, args ...string) (result, int64) {
 	t.Helper()
-	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 1048576 && exec "$0" "$@"`, bin(t)}, args...)...)
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, append([]string{"sh", "-c", `ulimit -v 1048576 && exec "$0" "$@"`, bin(t)}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), env...), "FARM_RSS_CHILD=1")
+	cmd.ExtraFiles = []*os.File{wr}
 	r := harness.Exec(t, cmd, args)
-	return r, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	wr.Close()
+	var rss int64
+	if _, err := fmt.Fscan(rd, &rss); err != nil {
+		t.Fatalf("farm %v: no peak RSS from the test binary that ran it: %v", args, err)
+	}
+	return r, rss
+}
+
+// rssChild is the test binary run by farmRSS (FARM_RSS_CHILD=1): it runs
+// the command of its arguments with its own standard files, writes the
+// command's peak RSS (KiB) on file descriptor 3 and exits with its code.
+func rssChild() int {
+	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	if cmd.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, "rssChild:", err)
+		return 125
+	}
+	fmt.Fprintln(os.NewFile(3, "rss"), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+	return cmd.ProcessState.ExitCode()
 }
 
 // maxRSSKiB is the most a command may use on a farm of a few cases,
@@ -198,4 +237,22 @@ func TestSparseCaseIDsRecords(t *testing.T) {
 		t.Errorf("table.dat_ = %q, %v; want %q", b, err, want)
 	}
 	checkRSS(t, dir, env, 0, "wait", "--timeout", "2m")
+}
+
+// TestRSSIsFarmsOwn: farmRSS measures farm, not the test process that
+// starts it: with 64 MB touched here, farm help still reports its own
+// few MB.
+func TestRSSIsFarmsOwn(t *testing.T) {
+	ballast := make([]byte, 64<<20)
+	for i := range ballast {
+		ballast[i] = byte(i)
+	}
+	r, rss := farmRSS(t, t.TempDir(), nil, "help")
+	if r.Code != 0 {
+		t.Fatalf("farm help: exit %d: %s", r.Code, r.Err)
+	}
+	if rss >= maxRSSKiB {
+		t.Errorf("farm help: %.1f MB (max RSS) with 64 MB in the test process: farmRSS measures the test, not farm", float64(rss)/1024)
+	}
+	runtime.KeepAlive(ballast)
 }
