@@ -151,25 +151,22 @@ func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg
 	if wait <= 0 {
 		wait = DefaultCancelWait
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		after, err := b.query(ctx, targets, false)
-		if err != nil {
-			return nil, err
+	var after *queue
+	var qerr error
+	err := backend.Poll(ctx, wait, 200*time.Millisecond, func() (bool, error) {
+		after, qerr = b.query(ctx, targets, false)
+		if qerr != nil {
+			return false, qerr
 		}
-		left := 0
 		for _, id := range targets {
 			if !done(after.aggs[id]) {
-				left++
+				return false, nil
 			}
 		}
-		if left == 0 || time.Now().After(deadline) {
-			return after, nil
-		}
-		select {
-		case <-ctx.Done():
-			return after, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return true, nil
+	})
+	if qerr != nil {
+		return nil, qerr
 	}
+	return after, err
 }

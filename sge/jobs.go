@@ -230,7 +230,7 @@ func (b *Backend) settle(q *queue, recs map[string][]record) {
 				continue
 			}
 			st := r.state(marked)
-			if severity(st) > severity(a.final) {
+			if backend.Severity(st) > backend.Severity(a.final) {
 				a.final = st
 			}
 			if a.start.IsZero() || r.Start.Before(a.start) {
@@ -260,25 +260,10 @@ func (b *Backend) settle(q *queue, recs map[string][]record) {
 }
 
 func max2(a, b backend.JobState) backend.JobState {
-	if severity(b) > severity(a) {
+	if backend.Severity(b) > backend.Severity(a) {
 		return b
 	}
 	return a
-}
-
-// severity orders final states from best to worst for summing up arrays.
-func severity(s backend.JobState) int {
-	switch s {
-	case backend.Completed:
-		return 1
-	case backend.Cancelled:
-		return 2
-	case backend.Timeout:
-		return 3
-	case backend.Failed:
-		return 4
-	}
-	return 0
 }
 
 // markDir holds Cancel's marks: one empty file per job ID it deleted.

@@ -31,7 +31,6 @@
 package sge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +42,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
@@ -164,29 +162,9 @@ func userName() string {
 	return "*"
 }
 
-// CommandError is a scheduler command that failed, timed out or could not
-// be started.
-type CommandError struct {
-	Command  string        // the command line, shortened if long
-	Stderr   string        // what the command printed on stderr (and stdout), trimmed
-	Err      error         // the exec error
-	Timeout  time.Duration // non-zero if the command was killed at this timeout
-	ExitCode int           // the exit status; -1 if it did not exit by itself
-}
-
-// Error implements error.
-func (e *CommandError) Error() string {
-	if e.Timeout > 0 {
-		return fmt.Sprintf("%s: no answer within %s (the Grid Engine qmaster may be overloaded or down; set %s to wait longer)", e.Command, e.Timeout, EnvCallTimeout)
-	}
-	if e.Stderr != "" {
-		return fmt.Sprintf("%s: %v: %s", e.Command, e.Err, e.Stderr)
-	}
-	return fmt.Sprintf("%s: %v", e.Command, e.Err)
-}
-
-// Unwrap returns the underlying exec error.
-func (e *CommandError) Unwrap() error { return e.Err }
+// CommandError is a Grid Engine command that failed, timed out or could
+// not be started.
+type CommandError = backend.CommandError
 
 func (b *Backend) callTimeout() time.Duration {
 	if b.CallTimeout > 0 {
@@ -199,36 +177,16 @@ func (b *Backend) callTimeout() time.Duration {
 // standard output. env nil means this process's environment. own starts
 // it in a process group of its own, out of reach of the terminal's Ctrl-C.
 func (b *Backend) run(ctx context.Context, env []string, own bool, name string, args ...string) (string, error) {
-	timeout := b.callTimeout()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, name, args...)
-	cmd.Env = env
-	if own {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	}
-	cmd.WaitDelay = 2 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err == nil {
-		return stdout.String(), nil
-	}
-	msg := strings.TrimSpace(stderr.String())
-	if msg == "" {
-		// Grid Engine's commands print some errors on stdout.
-		msg = strings.TrimSpace(stdout.String())
-	}
-	ce := &CommandError{Command: shortCommand(name, args), Stderr: oneLine(msg), Err: err, ExitCode: -1}
-	if ee, ok := err.(*exec.ExitError); ok {
-		ce.ExitCode = ee.ExitCode()
-	}
-	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		ce.Timeout = timeout
-	} else if ctx.Err() != nil {
-		return stdout.String(), fmt.Errorf("%s: %w", ce.Command, ctx.Err())
-	}
-	return stdout.String(), ce
+	c := backend.Commands{Timeout: b.callTimeout(), Who: "the Grid Engine qmaster", TimeoutEnv: EnvCallTimeout,
+		Message: func(stderr, stdout string) string {
+			msg := strings.TrimSpace(stderr)
+			if msg == "" {
+				// Grid Engine's commands print some errors on stdout.
+				msg = strings.TrimSpace(stdout)
+			}
+			return oneLine(msg)
+		}}
+	return c.Run(ctx, env, own, name, args...)
 }
 
 // oneLine joins the lines of a command's message, without Grid Engine's
@@ -241,18 +199,6 @@ func oneLine(s string) string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// shortCommand renders a command line for messages, eliding long arguments.
-func shortCommand(name string, args []string) string {
-	parts := []string{name}
-	for _, a := range args {
-		if len(a) > 80 {
-			a = a[:60] + "..." + a[len(a)-12:]
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
 }
 
 // jobVars are the variables Grid Engine sets in a job, and those in which

@@ -11,7 +11,6 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
@@ -130,29 +128,9 @@ func Available(ctx context.Context) string {
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return Name }
 
-// CommandError is a scheduler command that failed, timed out or could not
-// be started.
-type CommandError struct {
-	Command  string        // the command line, shortened if long
-	Stderr   string        // what the command printed on stderr, trimmed
-	Err      error         // the exec error (exit status, not found, ...)
-	Timeout  time.Duration // non-zero if the command was killed at this timeout
-	ExitCode int           // the exit status; -1 if it did not exit by itself
-}
-
-// Error implements error.
-func (e *CommandError) Error() string {
-	if e.Timeout > 0 {
-		return fmt.Sprintf("%s: no answer within %s (the Slurm controller may be overloaded or down; set %s to wait longer)", e.Command, e.Timeout, EnvCallTimeout)
-	}
-	if e.Stderr != "" {
-		return fmt.Sprintf("%s: %v: %s", e.Command, e.Err, e.Stderr)
-	}
-	return fmt.Sprintf("%s: %v", e.Command, e.Err)
-}
-
-// Unwrap returns the underlying exec error.
-func (e *CommandError) Unwrap() error { return e.Err }
+// CommandError is a Slurm command that failed, timed out or could not be
+// started.
+type CommandError = backend.CommandError
 
 func (b *Backend) callTimeout() time.Duration {
 	if b.CallTimeout > 0 {
@@ -161,55 +139,22 @@ func (b *Backend) callTimeout() time.Duration {
 	return DefaultCallTimeout
 }
 
+// commands runs Slurm's commands, each under the call timeout.
+func (b *Backend) commands() backend.Commands {
+	return backend.Commands{Timeout: b.callTimeout(), Who: "the Slurm controller", TimeoutEnv: EnvCallTimeout}
+}
+
 // run runs one scheduler command under the call timeout and returns its
 // standard output.
 func (b *Backend) run(ctx context.Context, env []string, name string, args ...string) (string, error) {
-	return b.runCmd(ctx, env, false, name, args)
+	return b.commands().Run(ctx, env, false, name, args...)
 }
 
 // runCmd is run; own starts the command in a process group of its own, so
 // that a Ctrl-C at the terminal, which signals the whole foreground group,
 // does not reach it.
 func (b *Backend) runCmd(ctx context.Context, env []string, own bool, name string, args []string) (string, error) {
-	timeout := b.callTimeout()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, name, args...)
-	cmd.Env = env
-	if own {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	}
-	// A killed command's children must not keep us waiting on its pipes.
-	cmd.WaitDelay = 2 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err == nil {
-		return stdout.String(), nil
-	}
-	ce := &CommandError{Command: shortCommand(name, args), Stderr: strings.TrimSpace(stderr.String()), Err: err, ExitCode: -1}
-	if ee, ok := err.(*exec.ExitError); ok {
-		ce.ExitCode = ee.ExitCode()
-	}
-	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		ce.Timeout = timeout
-	} else if ctx.Err() != nil {
-		return stdout.String(), fmt.Errorf("%s: %w", ce.Command, ctx.Err())
-	}
-	return stdout.String(), ce
-}
-
-// shortCommand renders a command line for messages, eliding long arguments
-// (squeue -j with thousands of job IDs).
-func shortCommand(name string, args []string) string {
-	parts := []string{name}
-	for _, a := range args {
-		if len(a) > 80 {
-			a = a[:60] + "..." + a[len(a)-12:]
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
+	return b.commands().Run(ctx, env, own, name, args...)
 }
 
 // queryEnv is the environment of squeue, scancel and scontrol: the user's,
@@ -550,7 +495,7 @@ func (a *agg) add(r row) {
 		a.running = true
 		a.tasks++
 	default:
-		if severity(r.State) > severity(a.worst) {
+		if backend.Severity(r.State) > backend.Severity(a.worst) {
 			a.worst = r.State
 		}
 		if r.State == backend.Cancelled {
@@ -579,21 +524,6 @@ func (a *agg) state() backend.JobState {
 
 // active reports whether the job (any of its tasks) is pending or running.
 func (a *agg) active() bool { return a.running || a.pending }
-
-// severity orders final states from best to worst for summing up arrays.
-func severity(s backend.JobState) int {
-	switch s {
-	case backend.Completed:
-		return 1
-	case backend.Cancelled:
-		return 2
-	case backend.Timeout:
-		return 3
-	case backend.Failed:
-		return 4
-	}
-	return 0
-}
 
 func newQueue(asked []string, rows []row) *queue {
 	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]backend.JobInfo{}}
@@ -789,27 +719,24 @@ func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg
 	if wait <= 0 {
 		wait = DefaultCancelWait
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		after, err := b.query(ctx, targets)
-		if err != nil {
-			return nil, err
+	var after *queue
+	var qerr error
+	err := backend.Poll(ctx, wait, 200*time.Millisecond, func() (bool, error) {
+		after, qerr = b.query(ctx, targets)
+		if qerr != nil {
+			return false, qerr
 		}
-		left := 0
 		for _, id := range targets {
 			if !done(after.aggs[id]) {
-				left++
+				return false, nil
 			}
 		}
-		if left == 0 || time.Now().After(deadline) {
-			return after, nil
-		}
-		select {
-		case <-ctx.Done():
-			return after, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return true, nil
+	})
+	if qerr != nil {
+		return nil, qerr
 	}
+	return after, err
 }
 
 // Self implements backend.Backend inside a Slurm job. Its ID is
