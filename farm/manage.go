@@ -51,12 +51,17 @@ func (f *Farm) List(ctx context.Context, w io.Writer, format Format) error {
 }
 
 // listRows joins the job records with their states and status files. A
-// SIMPLE-mode job array counts the cases of all its tasks.
+// SIMPLE-mode job array counts the cases of all its tasks (Slurm's task
+// IDs are ARRAY_TASK, Grid Engine's ARRAY.TASK).
 func listRows(recs []JobRecord, infos map[string]backend.JobInfo, sum *status.Summary) []listRow {
+	recorded := map[string]bool{}
+	for _, r := range recs {
+		recorded[r.ID] = true
+	}
 	ended, open := map[string]int64{}, map[string]int64{}
 	for _, j := range sum.Jobs {
 		id := j.ID
-		if i := strings.IndexByte(id, '_'); i > 0 {
+		if i := strings.LastIndexAny(id, "_."); i > 0 && !recorded[id] && recorded[id[:i]] {
 			id = id[:i] // array task -> its array
 		}
 		ended[id] += j.Ended
@@ -149,9 +154,16 @@ func (f *Farm) Cancel(ctx context.Context, scope backend.CancelScope) error {
 		return err
 	}
 	byBackend := map[string][]string{}
+	partial := map[string]bool{} // running arrays whose pending tasks prune cancels
 	for _, r := range active {
-		if pendingOnly && infos[r.ID].State != backend.Pending {
-			continue
+		in := infos[r.ID]
+		if pendingOnly && in.State != backend.Pending {
+			// A running job array may have tasks still pending: the
+			// engine cancels those only (and nothing, if all run).
+			if in.State != backend.Running || in.Tasks <= 1 {
+				continue
+			}
+			partial[r.ID] = true
 		}
 		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
 	}
@@ -180,7 +192,14 @@ func (f *Farm) Cancel(ctx context.Context, scope backend.CancelScope) error {
 		fmt.Fprintln(f.Out, "Nothing to cancel: no job of the farm is "+map[bool]string{true: "pending.", false: "pending or running."}[pendingOnly])
 		return nil
 	}
-	f.Log("%s: cancelled %d job(s): %s", verb, len(all), strings.Join(all, " "))
-	fmt.Fprintf(f.Out, "Cancelled %d job(s): %s\n", len(all), strings.Join(all, " "))
+	named := make([]string, len(all))
+	for i, id := range all {
+		named[i] = id
+		if partial[id] {
+			named[i] += " (its pending array tasks; the running ones go on)"
+		}
+	}
+	f.Log("%s: cancelled %d job(s): %s", verb, len(all), strings.Join(named, " "))
+	fmt.Fprintf(f.Out, "Cancelled %d job(s): %s\n", len(all), strings.Join(named, " "))
 	return nil
 }

@@ -315,8 +315,8 @@ func testSimpleModeOneCasePerTask(t *testing.T, e engine) {
 	}
 	mustFarm(t, dir, "wait", "--timeout", "3m")
 	rows := listJSON(t, dir)
-	if len(rows) != 1 || rows[0].Kind != "simple" || rows[0].State != "COMPLETED" {
-		t.Fatalf("farm list: %+v; want one COMPLETED job array", rows)
+	if len(rows) != 1 || rows[0].Kind != "simple" || rows[0].State != "COMPLETED" || rows[0].Cases != n {
+		t.Fatalf("farm list: %+v; want one COMPLETED job array of %d cases", rows, n)
 	}
 	array := rows[0].ID
 	var want []string
@@ -442,6 +442,38 @@ func testPruneCancelsPendingOnly(t *testing.T, e engine) {
 		if s[id] != "COMPLETED" {
 			t.Errorf("job %s ended %s, want COMPLETED", id, s[id])
 		}
+	}
+}
+
+// TestSGEPruneArrayPartlyRunning: farm prune on a SIMPLE-mode array of
+// which some tasks run (-tc 2: at most two at once) cancels its pending
+// tasks only; the running ones finish their cases, the others never run.
+// (Slurm's throttle, --array=1-8%2, cannot be given through farm, whose
+// own --array comes last; slurm's unit tests cover its PendingOnly on
+// arrays.)
+func TestSGEPruneArrayPartlyRunning(t *testing.T) {
+	e := sgeEngine
+	e.need(t)
+	t.Parallel()
+	release := filepath.Join(t.TempDir(), "release")
+	dir := e.farm(t, repeat(fmt.Sprintf("for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done", release), 8), "0-00:10")
+	mustFarm(t, dir, "submit", "-1", "--backend", e.name, "-tc", "2")
+	waitFor(t, 90*time.Second, "two array tasks to start a case", func() bool { return len(readRecords(t, dir).Starts) == 2 })
+	ids := farmJobIDs(dir)
+	out := mustFarm(t, dir, "prune")
+	if want := "Cancelled 1 job(s): " + ids[0] + " (its pending array tasks; the running ones go on)"; !strings.Contains(out, want) {
+		t.Errorf("prune said %q, want %q", out, want)
+	}
+	if q := e.queued(t, ids); strings.Contains(q, "qw") || strings.Count(q, " r") != 2 {
+		t.Errorf("after prune Grid Engine shows\n%s\nwant the 2 running tasks only", q)
+	}
+	os.WriteFile(release, nil, 0o644)
+	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
+	if r.Code != 1 || !strings.Contains(r.Out, "8 cases: 2 succeeded, 0 failed, 0 interrupted, 6 never ran") {
+		t.Errorf("wait: exit %d, %q; want the 2 running cases done, 6 never run", r.Code, r.Out)
+	}
+	if rows := listJSON(t, dir); len(rows) != 1 || rows[0].Cases != 2 {
+		t.Errorf("farm list: %+v; want the array with its 2 cases", rows)
 	}
 }
 

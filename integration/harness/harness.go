@@ -333,6 +333,7 @@ type ListRow struct {
 	Kind    string `json:"kind"`
 	Backend string `json:"backend"`
 	State   string `json:"state"`
+	Cases   int64  `json:"cases"` // ended (of all its tasks, for an array)
 	// OtherHost is the host identity of a local job run by another host.
 	OtherHost string `json:"other_host"`
 }
