@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -137,4 +138,71 @@ func Poll(ctx context.Context, wait, interval time.Duration, check func() (done 
 		case <-time.After(interval):
 		}
 	}
+}
+
+// SubmitError is the error of a submission command (tool: "sbatch") that
+// failed in call n of of, after done jobs were submitted: prefix (META's
+// words, which scripts match), what the batch system said, and where the
+// submission stopped. A timeout says that the job may have been submitted
+// after all, and how to check (check: "squeue").
+func SubmitError(tool, check, prefix string, err error, n, of, done int) error {
+	var ce *CommandError
+	msg := err.Error()
+	if errors.As(err, &ce) {
+		switch {
+		case ce.Timeout > 0:
+			msg = fmt.Sprintf("%s gave no answer within %s; the job may or may not have been submitted (check %s; set %s to wait longer)", tool, ce.Timeout, check, ce.TimeoutEnv)
+		case ce.Stderr != "":
+			msg = ce.Stderr
+		}
+	}
+	return fmt.Errorf("%s: %s (%s call %d of %d; %d job(s) submitted before it): %w", prefix, msg, tool, n, of, done, err)
+}
+
+// SettleCancel finishes an engine's Cancel once its cancel command ran on
+// targets (cancelErr: the command's error): it polls query (every 200 ms,
+// for at most wait) until done holds for every target, and returns those
+// cancelled. A target that started meanwhile (started, may be nil: a
+// pending job that began to run before the cancel came, when only pending
+// jobs are cancelled) is neither cancelled nor an error; one not done
+// while the cancel command failed is an error that names it. If ctx ends
+// the wait, it returns every target and ctx's error.
+func SettleCancel[Q any](ctx context.Context, wait time.Duration, targets []string, cancelErr error,
+	query func() (Q, error), done, started func(q Q, id string) bool) ([]string, error) {
+	var after Q
+	var qerr error
+	err := Poll(ctx, wait, 200*time.Millisecond, func() (bool, error) {
+		after, qerr = query()
+		if qerr != nil {
+			return false, qerr
+		}
+		for _, id := range targets {
+			if !done(after, id) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	switch {
+	case qerr != nil && cancelErr != nil:
+		return nil, fmt.Errorf("cancelling %d job(s): %w", len(targets), cancelErr)
+	case qerr != nil:
+		return targets, fmt.Errorf("checking the cancelled jobs: %w", qerr)
+	case err != nil:
+		return targets, err // ctx ended the wait
+	}
+	var cancelled, stuck []string
+	for _, id := range targets {
+		switch {
+		case started != nil && started(after, id):
+		case cancelErr != nil && !done(after, id):
+			stuck = append(stuck, id)
+		default:
+			cancelled = append(cancelled, id)
+		}
+	}
+	if len(stuck) > 0 {
+		return cancelled, fmt.Errorf("cancelling job(s) %s: %w", strings.Join(stuck, " "), cancelErr)
+	}
+	return cancelled, nil
 }

@@ -68,3 +68,58 @@ func TestPoll(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// TestSettleCancel: what an engine's Cancel returns once its cancel command
+// ran: the jobs done, not those that started meanwhile; the ones left
+// while the command failed, named in an error; a query that fails; a wait
+// that ctx ends.
+func TestSettleCancel(t *testing.T) {
+	ctx := context.Background()
+	type q map[string]string // job -> "done", "started", "pending"
+	answer := func(m q) func() (q, error) { return func() (q, error) { return m, nil } }
+	done := func(m q, id string) bool { return m[id] != "pending" }
+	started := func(m q, id string) bool { return m[id] == "started" }
+	targets := []string{"1", "2", "3"}
+
+	got, err := SettleCancel(ctx, time.Second, targets, nil, answer(q{"1": "done", "2": "started", "3": "done"}), done, started)
+	if err != nil || strings.Join(got, " ") != "1 3" {
+		t.Errorf("all settled: %v, %v; want 1 3 (2 started)", got, err)
+	}
+	failed := errors.New("scancel: exit status 1")
+	got, err = SettleCancel(ctx, 50*time.Millisecond, targets, failed, answer(q{"1": "done", "2": "pending", "3": "done"}), done, nil)
+	if strings.Join(got, " ") != "1 3" || err == nil || !strings.Contains(err.Error(), "cancelling job(s) 2: scancel: exit status 1") {
+		t.Errorf("one left after a failed cancel: %v, %v", got, err)
+	}
+	got, err = SettleCancel(ctx, 50*time.Millisecond, targets, nil, answer(q{"1": "done", "2": "pending", "3": "done"}), done, nil)
+	if err != nil || len(got) != 3 {
+		t.Errorf("one still pending at the deadline, the cancel command fine: %v, %v; want all 3 (the batch system finishes it)", got, err)
+	}
+	broken := func() (q, error) { return nil, errors.New("squeue: no answer") }
+	if got, err = SettleCancel(ctx, time.Second, targets, nil, broken, done, nil); len(got) != 3 || err == nil || !strings.Contains(err.Error(), "checking the cancelled jobs: squeue: no answer") {
+		t.Errorf("query failing: %v, %v", got, err)
+	}
+	if got, err = SettleCancel(ctx, time.Second, targets, failed, broken, done, nil); got != nil || err == nil || !strings.Contains(err.Error(), "cancelling 3 job(s): scancel") {
+		t.Errorf("query and cancel failing: %v, %v", got, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if got, err = SettleCancel(cctx, time.Minute, targets, nil, answer(q{"1": "pending"}), done, nil); len(got) != 3 || !errors.Is(err, context.Canceled) {
+		t.Errorf("ctx ended: %v, %v", got, err)
+	}
+}
+
+// TestSubmitError: a submission command's failure says what the batch
+// system said and where the submission stopped; a timeout, that the job
+// may have been submitted and how to check.
+func TestSubmitError(t *testing.T) {
+	ce := &CommandError{Command: "sbatch x", Stderr: "Invalid account", Err: errors.New("exit status 1"), ExitCode: 1}
+	err := SubmitError("sbatch", "squeue", "Something wrong with sbatch farm submission", ce, 2, 3, 1000)
+	if want := "Something wrong with sbatch farm submission: Invalid account (sbatch call 2 of 3; 1000 job(s) submitted before it)"; !strings.HasPrefix(err.Error(), want) || !errors.Is(err, ce.Err) {
+		t.Errorf("%v; want it to start %q and wrap the exec error", err, want)
+	}
+	ce = &CommandError{Command: "qsub x", Timeout: 30 * time.Second, TimeoutEnv: "FARM_SGE_CALL_TIMEOUT"}
+	err = SubmitError("qsub", "qstat", "Something wrong with qsub farm submission", ce, 1, 1, 0)
+	if !strings.Contains(err.Error(), "qsub gave no answer within 30s; the job may or may not have been submitted (check qstat; set FARM_SGE_CALL_TIMEOUT to wait longer)") {
+		t.Errorf("timeout: %v", err)
+	}
+}

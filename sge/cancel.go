@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/farm-hpc/farm/backend"
 )
@@ -66,28 +65,13 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		}
 		return !a.active()
 	}
-	after, err := b.waitDone(ctx, targets, done)
-	if err != nil && after != nil {
-		return targets, err // ctx ended the wait
+	wait := b.CancelWait
+	if wait <= 0 {
+		wait = DefaultCancelWait
 	}
-	if err != nil {
-		if delErr != nil {
-			return nil, fmt.Errorf("cancelling %d job(s): %w", len(targets), delErr)
-		}
-		return targets, fmt.Errorf("checking the cancelled jobs: %w", err)
-	}
-	var cancelled, stuck []string
-	for _, id := range targets {
-		if delErr != nil && !done(after.aggs[id]) {
-			stuck = append(stuck, id)
-		} else {
-			cancelled = append(cancelled, id)
-		}
-	}
-	if len(stuck) > 0 {
-		return cancelled, fmt.Errorf("cancelling job(s) %s: %w", strings.Join(stuck, " "), delErr)
-	}
-	return cancelled, nil
+	return backend.SettleCancel(ctx, wait, targets, delErr,
+		func() (*queue, error) { return b.query(ctx, targets, false) },
+		func(q *queue, id string) bool { return done(q.aggs[id]) }, nil)
 }
 
 // pick returns the IDs of ids (each once, valid ones only) whose agg in q
@@ -141,32 +125,4 @@ func (b *Backend) batch(ctx context.Context, cmd string, ids []string) error {
 		}
 	}
 	return first
-}
-
-// waitDone polls qstat until done holds for every job of targets, or
-// CancelWait has passed, or ctx is done, and returns the last answer: with
-// ctx's error if ctx ended the wait, with none if a query failed.
-func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg) bool) (*queue, error) {
-	wait := b.CancelWait
-	if wait <= 0 {
-		wait = DefaultCancelWait
-	}
-	var after *queue
-	var qerr error
-	err := backend.Poll(ctx, wait, 200*time.Millisecond, func() (bool, error) {
-		after, qerr = b.query(ctx, targets, false)
-		if qerr != nil {
-			return false, qerr
-		}
-		for _, id := range targets {
-			if !done(after.aggs[id]) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if qerr != nil {
-		return nil, qerr
-	}
-	return after, err
 }

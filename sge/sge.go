@@ -32,7 +32,6 @@ package sge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -321,7 +320,7 @@ func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 		}
 		out, err := b.run(context.WithoutCancel(ctx), env, true, "qsub", args...)
 		if err != nil {
-			return submitError(err, n, of, len(ids))
+			return backend.SubmitError("qsub", "qstat", submitErrPrefix, err, n, of, len(ids))
 		}
 		id, err := parseQsub(out)
 		if err != nil {
@@ -348,21 +347,6 @@ func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 		left -= k
 	}
 	return ids, nil
-}
-
-// submitError turns a failed qsub call into the farm's submission error.
-func submitError(err error, n, of, done int) error {
-	var ce *CommandError
-	msg := err.Error()
-	if errors.As(err, &ce) {
-		switch {
-		case ce.Timeout > 0:
-			msg = fmt.Sprintf("qsub gave no answer within %s; the job may or may not have been submitted (check qstat; set %s to wait longer)", ce.Timeout, EnvCallTimeout)
-		case ce.Stderr != "":
-			msg = ce.Stderr
-		}
-	}
-	return fmt.Errorf("%s: %s (qsub call %d of %d; %d job(s) submitted before it): %w", submitErrPrefix, msg, n, of, done, err)
 }
 
 var (

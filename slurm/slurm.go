@@ -244,7 +244,7 @@ func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 		}
 		out, err := b.runCmd(context.WithoutCancel(ctx), env, true, "sbatch", args)
 		if err != nil {
-			return submitError(err, n, of, len(ids))
+			return backend.SubmitError("sbatch", "squeue", submitErrPrefix, err, n, of, len(ids))
 		}
 		id, err := parseSbatch(out)
 		if err != nil {
@@ -276,21 +276,6 @@ func (b *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 		left -= k
 	}
 	return ids, nil
-}
-
-// submitError turns a failed sbatch call into the farm's submission error.
-func submitError(err error, n, of, done int) error {
-	var ce *CommandError
-	msg := err.Error()
-	if errors.As(err, &ce) {
-		switch {
-		case ce.Timeout > 0:
-			msg = fmt.Sprintf("sbatch gave no answer within %s; the job may or may not have been submitted (check squeue; set %s to wait longer)", ce.Timeout, EnvCallTimeout)
-		case ce.Stderr != "":
-			msg = ce.Stderr
-		}
-	}
-	return fmt.Errorf("%s: %s (sbatch call %d of %d; %d job(s) submitted before it): %w", submitErrPrefix, msg, n, of, done, err)
 }
 
 var jobIDRe = regexp.MustCompile(`^[0-9]+$`)
@@ -666,32 +651,18 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		}
 		return !a.active()
 	}
-	after, err := b.waitDone(ctx, targets, done)
-	if err != nil && after != nil {
-		return targets, err // ctx ended the wait
+	wait := b.CancelWait
+	if wait <= 0 {
+		wait = DefaultCancelWait
 	}
-	if err != nil {
-		if cancelErr != nil {
-			return nil, fmt.Errorf("cancelling %d job(s): %w", len(targets), cancelErr)
-		}
-		return targets, fmt.Errorf("checking the cancelled jobs: %w", err)
-	}
-	var cancelled, stuck []string
-	for _, id := range targets {
-		a := after.aggs[id]
-		switch {
-		case pendingOnly && a.n > 0 && !a.pending && !a.cancelled:
+	return backend.SettleCancel(ctx, wait, targets, cancelErr,
+		func() (*queue, error) { return b.query(ctx, targets) },
+		func(q *queue, id string) bool { return done(q.aggs[id]) },
+		func(q *queue, id string) bool {
 			// It started before scancel came: not cancelled, it runs on.
-		case cancelErr != nil && !done(a):
-			stuck = append(stuck, id)
-		default:
-			cancelled = append(cancelled, id)
-		}
-	}
-	if len(stuck) > 0 {
-		return cancelled, fmt.Errorf("cancelling job(s) %s: %w", strings.Join(stuck, " "), cancelErr)
-	}
-	return cancelled, nil
+			a := q.aggs[id]
+			return pendingOnly && a.n > 0 && !a.pending && !a.cancelled
+		})
 }
 
 // scancel cancels targets (only their pending tasks with pendingOnly), in
@@ -709,34 +680,6 @@ func (b *Backend) scancel(ctx context.Context, targets []string, pendingOnly boo
 		}
 	}
 	return first
-}
-
-// waitDone polls squeue until done holds for every job of targets, or
-// CancelWait has passed, or ctx is done, and returns the last answer: with
-// ctx's error if ctx ended the wait, with none if a query failed.
-func (b *Backend) waitDone(ctx context.Context, targets []string, done func(*agg) bool) (*queue, error) {
-	wait := b.CancelWait
-	if wait <= 0 {
-		wait = DefaultCancelWait
-	}
-	var after *queue
-	var qerr error
-	err := backend.Poll(ctx, wait, 200*time.Millisecond, func() (bool, error) {
-		after, qerr = b.query(ctx, targets)
-		if qerr != nil {
-			return false, qerr
-		}
-		for _, id := range targets {
-			if !done(after.aggs[id]) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if qerr != nil {
-		return nil, qerr
-	}
-	return after, err
 }
 
 // Self implements backend.Backend inside a Slurm job. Its ID is
