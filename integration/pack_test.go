@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -38,20 +39,31 @@ func checkCapacity(t *testing.T, dir string, cpus map[int64]int, capacity int) i
 
 // TestPackMixedCPUs: a table of 1-CPU and 2-CPU cases in a whole-node job
 // of 4 CPUs (NWHOLE=4) never has more than 4 CPUs busy, and fills them:
-// some instant has all 4 busy.
+// some instant has all 4 busy. Each case gets OMP_NUM_THREADS = the CPUs
+// it is bound to: the job runs on CPUs 0 and 1 (taskset), whose 4 loops
+// share them two by two, so a 1-CPU case gets 1, and the first two cases
+// (2 CPUs each, started first: one meta-job claims in table order) get
+// logical CPUs 0-1 and 2-3, both on CPUs 0 and 1: 2.
 func TestPackMixedCPUs(t *testing.T) {
 	t.Parallel()
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
 	var table []string
 	cpus := map[int64]int{}
 	for i := 1; i <= 24; i++ {
 		// 2, 2, 1, 1, 2, 2, ...: in claim order, they can fill the 4.
 		n := 1 + (i+1)/2%2
-		table = append(table, fmt.Sprintf("sleep 0.4; echo omp=$OMP_NUM_THREADS #FARM cpus=%d", n))
+		table = append(table, fmt.Sprintf("sleep 0.4; echo case=$ID omp=$OMP_NUM_THREADS #FARM cpus=%d", n))
 		cpus[int64(i)] = n
 	}
 	dir := newFarm(t, table, "0-00:10")
 	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=4\n")
-	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	cmd := exec.Command("taskset", "-c", "0,1", bin(t), "submit", "1", "--backend", "local")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("taskset -c 0,1 farm submit 1: %v\n%s", err, out)
+	}
 	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "24 cases: 24 succeeded") {
 		t.Fatalf("wait said %q", out)
 	}
@@ -59,8 +71,24 @@ func TestPackMixedCPUs(t *testing.T) {
 		t.Errorf("at most %d CPUs were busy at once: the cases were not packed into the 4", most)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
-	if !strings.Contains(string(b), "omp=2") || !strings.Contains(string(b), "omp=1") {
-		t.Errorf("OMP_NUM_THREADS does not follow the CPUs a case declared:\n%s", b)
+	omp := map[int64]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var id int64
+		var o string
+		if n, _ := fmt.Sscanf(line, "case=%d omp=%s", &id, &o); n == 2 {
+			omp[id] = o
+		}
+	}
+	for id := int64(1); id <= 24; id++ {
+		want := map[int]string{1: "1", 2: "1 or 2"}[cpus[id]]
+		switch {
+		case id <= 2 && omp[id] != "2":
+			t.Errorf("case %d (2 CPUs, started first): OMP_NUM_THREADS=%q, want 2", id, omp[id])
+		case cpus[id] == 1 && omp[id] != "1":
+			t.Errorf("case %d (1 CPU): OMP_NUM_THREADS=%q, want 1", id, omp[id])
+		case omp[id] != "1" && omp[id] != "2":
+			t.Errorf("case %d: OMP_NUM_THREADS=%q, want %s", id, omp[id], want)
+		}
 	}
 }
 
