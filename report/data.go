@@ -226,7 +226,6 @@ type att struct {
 
 // file is what Build reads from one status file.
 type file struct {
-	name         string
 	job          string
 	run, restart int
 	host         string
@@ -302,7 +301,7 @@ func Build(in Input) (*Data, error) {
 		d.Summary = []Stat{}
 	}
 	d.Histogram = histogram(files, in.Cutoff)
-	d.Timeline = timeline(files, in, kept.Load())
+	d.Timeline = timeline(files, in)
 	d.Throughput = throughput(files, in, d.Timeline.T0, d.Timeline.T1)
 	d.Hosts, d.Statuses = failures(files)
 	d.Slowest = slowest(files)
@@ -312,7 +311,7 @@ func Build(in Input) (*Data, error) {
 // readFile reads one status file; superseded says it is an earlier
 // incarnation of a restarted job (not running, whatever the job's state).
 func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file, error) {
-	f := &file{name: name, hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1),
+	f := &file{hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1),
 		loops: map[int]bool{}, superseded: superseded}
 	if job, restart, ok := status.ParseFileName(filepath.Base(name)); ok {
 		f.job, f.restart = job, restart
@@ -606,7 +605,9 @@ type lane struct {
 }
 
 // timeline lays the attempts out in rows.
-func timeline(files []*file, in Input, kept int64) Timeline {
+// Every attempt's case ID was kept (readFile) when there are at most
+// MaxBars attempts: the bars need them.
+func timeline(files []*file, in Input) Timeline {
 	t := Timeline{Rows: []Row{}}
 	t0, t1 := math.Inf(1), math.Inf(-1)
 	var lanes []lane
@@ -649,7 +650,7 @@ func timeline(files []*file, in Input, kept int64) Timeline {
 		total += int64(len(f.atts))
 	}
 	t.Cases = total
-	if total <= int64(in.MaxBars) && kept <= int64(in.MaxBars) && len(lanes) <= in.MaxRows {
+	if total <= int64(in.MaxBars) && len(lanes) <= in.MaxRows {
 		t.Mode = "cases"
 		t.Note = fmt.Sprintf("One bar per case: %d cases in %d rows.", total, len(lanes))
 		for _, l := range lanes {
