@@ -8,7 +8,11 @@ DIR=${FARM_CLUSTER_DIR:-/tmp/farm-cluster}       # state, logs, bricks
 #   coherent  close-to-open consistent: client-side caches off
 #   latency   coherent, and every operation the bricks serve takes
 #             LATENCY_US more (debug/delay-gen), like a busy metadata server
-PROFILES="default coherent latency"
+#   dht       coherent, distribute-replicate: 2 replica-2 subvolumes (4
+#             bricks) under Gluster's distribute translator (DHT), which
+#             places each name on a subvolume by a hash of the name: the
+#             layout sites run, where link() is not exclusive
+PROFILES="default coherent latency dht"
 
 # cluster_settings: the settings from the environment (FARM_CLUSTER_*), or
 # their defaults. A fresh cluster-up uses these and saves them in
@@ -57,13 +61,26 @@ fi
 node_ip() { echo "$NET.$((10 + $1))"; }
 vol_name() { echo "farm-$1"; }
 node_partition() { if (($1 <= NODES)); then echo rig; else echo spare; fi; }
+# vol_bricks PROFILE: the bricks of a profile's volume, in the order of
+# 'gluster volume create' (with replica 2, bricks 1-2 are the first
+# replica set, 3-4 the second): 4 for dht, 2 for the others.
+vol_bricks() {
+  local i n=2
+  [[ $1 == dht ]] && n=4
+  for ((i = 1; i <= n; i++)); do echo "$HEAD_IP:$DIR/bricks/$1.$i"; done
+}
+# brick_pidfile PROFILE I: the pid file glusterd keeps for brick I of the
+# profile's volume (HOST-PATH.pid, the path's slashes made dashes).
+brick_pidfile() {
+  echo "/var/run/gluster/vols/$(vol_name "$1")/$HEAD_IP-$(echo "$DIR/bricks/$1.$2" | sed 's|^/||; s|/|-|g').pid"
+}
 
 # client_opts PROFILE: the glusterfs client's options for a volume.
 # default: what mount.glusterfs does (1 s attribute and entry caches, the
 # volume's client-side performance translators on). coherent: no kernel
 # attribute, entry or negative caching and no page cache kept across opens,
 # on a volume whose client-side caching translators are off (cluster-up);
-# latency: as coherent.
+# latency and dht: as coherent.
 client_opts() {
   echo "--process-name fuse --volfile-server=$HEAD_IP --volfile-id=$(vol_name "$1")"
   if [[ $1 != default ]]; then
