@@ -18,7 +18,7 @@ build:
 # farm's and the rig's, not those of the other packages' tests sharing the
 # cores.
 test: build
-	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 8m ./integration/rigtest/'
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 12m ./integration/rigtest/'
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);
 # nothing is started, and the cluster rig's tests are off.

@@ -31,6 +31,19 @@ func TestRig(t *testing.T) {
 	})
 }
 
+// TestRigFourThousandCasesDHT is TestRig/FourThousandCases on the
+// distribute-replicate volume (profile dht). Not in make test yet: the
+// claim core of 149e76d takes generations with link(), which is not
+// exclusive there, and claims cases twice (issue 21, point 9); it joins
+// TestRig's profiles when the claim core no longer relies on link().
+// FARM_RIG_DHT_FARM=1 runs it.
+func TestRigFourThousandCasesDHT(t *testing.T) {
+	if os.Getenv("FARM_RIG_DHT_FARM") != "1" {
+		t.Skip("not in make test until the claim core no longer relies on link(): FARM_RIG_DHT_FARM=1 runs it")
+	}
+	fourThousandCases(t, needRig(t), "dht")
+}
+
 // fourThousandCases: a farm of 4,000 trivial cases on the shared
 // filesystem (each case records its run on this machine's disk, outside the
 // farm's filesystem), submitted with 'farm submit 4' from the head: the 4 meta-jobs

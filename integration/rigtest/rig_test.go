@@ -30,6 +30,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is also the clients of the primitive races
+	// (primitives_test.go), run on the rig's nodes.
+	switch os.Getenv("RIGTEST_ROLE") {
+	case "racer":
+		os.Exit(racer())
+	}
 	theRig, why = findRig()
 	if theRig != nil {
 		// Every farm and Slurm command of these tests talks to the rig's
