@@ -50,6 +50,7 @@ type raceSpec struct {
 	names     int    // names in all
 	batch     int    // names per subdirectory
 	killBrick bool   // SIGKILL a brick of the volume midway, then start it again
+	brick     int    // which (1 by default; FARM_RIG_RACE_BRICK)
 	profile   string // the volume
 }
 
@@ -67,12 +68,13 @@ type raceResult struct {
 	errs      map[string]int
 	examples  []string
 	killedAt  string // when the brick was killed and started again
+	quorum    string // the volume's cluster.quorum-type
 }
 
 func (r raceResult) String() string {
-	s := fmt.Sprintf("%s on %s, %d names in batches of %d, 4 clients on 4 nodes", r.spec.op, r.spec.profile, r.spec.names, r.spec.batch)
+	s := fmt.Sprintf("%s on %s (quorum-type %s), %d names in batches of %d, 4 clients on 4 nodes", r.spec.op, r.spec.profile, r.quorum, r.spec.names, r.spec.batch)
 	if r.spec.killBrick {
-		s += ", brick 1 killed and restarted (" + r.killedAt + ")"
+		s += fmt.Sprintf(", brick %d killed and restarted (%s)", r.spec.brick, r.killedAt)
 	}
 	s += fmt.Sprintf(": %d names with two or more winners, %d names nobody took, %d taken by a lost reply, %d holding another client's mark, %d a client gave up on; wins per client %v; %.1f s race, %.1f s read-back",
 		r.doubles, r.unclaimed, r.lostReply, r.mismatch, r.undecided, r.wins, r.elapsed.Seconds(), r.verify.Seconds())
@@ -220,7 +222,21 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
-	res := raceResult{spec: spec, errs: map[string]int{}}
+	res := raceResult{spec: spec, errs: map[string]int{}, quorum: "?"}
+	if out, err := exec.Command("gluster", "--mode=script", "volume", "get", "farm-"+spec.profile, "cluster.quorum-type").Output(); err == nil {
+		if f := strings.Fields(string(out)); len(f) >= 2 {
+			res.quorum = f[len(f)-2] // "cluster.quorum-type none (DEFAULT)" or "... auto"
+			if !strings.HasPrefix(f[len(f)-1], "(") {
+				res.quorum = f[len(f)-1]
+			}
+		}
+	}
+	if spec.brick == 0 {
+		spec.brick, res.spec.brick = 1, 1
+		if v, err := strconv.Atoi(os.Getenv("FARM_RIG_RACE_BRICK")); err == nil && v > 0 {
+			spec.brick, res.spec.brick = v, v
+		}
+	}
 	if spec.killBrick {
 		// Brick 1 dies when 30% of the batches have begun, and returns at
 		// 55% (at least 5 s later): the clients race on through both.
@@ -238,7 +254,7 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 		if waitBatch(0.30) {
 			killed := time.Since(start)
-			r.run(t, "kill-brick", spec.profile, "1")
+			r.run(t, "kill-brick", spec.profile, strconv.Itoa(spec.brick))
 			b0 := barrierBatch(local, clients)
 			time.Sleep(5 * time.Second)
 			waitBatch(0.55)
