@@ -238,7 +238,7 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 	}
 	if spec.killBrick {
-		// Brick 1 dies when 30% of the batches have begun, and returns at
+		// The brick dies when 30% of the batches have begun, and returns at
 		// 55% (at least 5 s later): the clients race on through both.
 		waitBatch := func(frac float64) bool {
 			for {
