@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/fsretry"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,6 +60,24 @@ const (
 // "linked" once it is linked (and the private file unlinked).
 var testHook func(stage string)
 
+// fault, if set (by tests only), is asked before some of the claim path's
+// filesystem calls whether the call fails, and with what error (nil: it
+// runs as usual). The calls, by op: "lookup" (a generation's name), "read"
+// (a generation), "write" (a commit's private file), "link" (its link to
+// the generation's name), "link.reply" (asked after a link that worked: an
+// error is a lost reply), "nlink" (the stat of the private file that tells
+// whether the link was made), "bury" (a link to the tomb), "table.stat",
+// "table.read".
+var fault func(op string) error
+
+// injected returns the error fault gives op, if any.
+func injected(op string) error {
+	if fault == nil {
+		return nil
+	}
+	return fault(op)
+}
+
 // errBuried is returned when a generation has been buried.
 var errBuried = errors.New("generation buried")
 
@@ -76,6 +96,23 @@ type chain struct {
 	dfd  *os.File // dir, opened O_PATH; nil until needed
 	sfd  *os.File // the segment directory sseg, opened O_PATH
 	sseg int64
+
+	// pending is the commit whose link was tried and whose outcome is not
+	// known yet (settle); nil when there is none.
+	pending *pendingCommit
+
+	log       io.Writer // where a failure to bury is said, once; nil: not said
+	tomb      int       // the tomb buried generations are linked to: tomb, tomb.1, ...
+	buryFails int       // generations that could not be buried
+	buryErr   error     // the first such failure
+}
+
+// pendingCommit is a commit whose private file tmp, holding generation n
+// with nonce, was written and whose link to g.n may have been made.
+type pendingCommit struct {
+	n     int64
+	tmp   string
+	nonce string
 }
 
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
@@ -249,6 +286,12 @@ func (c *chain) exists(n int64) (bool, error) {
 		return false, err
 	}
 	fd, err := unix.Openat(d, genName(n), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if ierr := injected("lookup"); ierr != nil {
+		if err == nil {
+			unix.Close(fd)
+		}
+		fd, err = -1, ierr
+	}
 	if err == nil {
 		unix.Close(fd)
 		return true, nil
@@ -351,6 +394,9 @@ func (c *chain) read(n int64) ([]byte, error) {
 		return nil, err
 	}
 	b, err := readAt(d, genName(n))
+	if ierr := injected("read"); ierr != nil {
+		err = ierr
+	}
 	if err != nil {
 		if err != unix.ENOENT {
 			c.forget()
@@ -366,54 +412,190 @@ func (c *chain) read(n int64) ([]byte, error) {
 // commit tries to make generation n with content b (which must hold a nonce
 // of the caller's, so that the caller can recognise its own generation). It
 // reports whether it made it; false with a nil error means another process
-// made generation n first.
+// made generation n first. An error that Undecided reports means the link
+// may have been made: the commit stays pending, and the caller must call
+// settle (after a pause) until it knows, never commit anew on the same
+// base: a new commit with a new nonce would take its own generation, if
+// the first link was made, for another's.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
-	gone := func(err error) error {
-		c.forget()
-		if os.IsNotExist(err) {
-			return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
-		}
-		return err
-	}
+	c.dropPending()
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {
-		return false, gone(err)
+		return false, c.checkGone(err)
 	}
 	c.seq++
 	tmp := fmt.Sprintf("t.%s.%d", c.self, c.seq)
 	if testHook != nil {
 		testHook("write")
 	}
-	if err := writeNewAt(d, tmp, b); err != nil {
-		unix.Unlinkat(d, tmp, 0)
-		return false, gone(&os.PathError{Op: "write", Path: filepath.Join(c.dir, segName(n), tmp), Err: err})
+	err = injected("write")
+	if err == nil {
+		err = writeNewAt(d, tmp, b)
 	}
+	if err != nil {
+		unix.Unlinkat(d, tmp, 0)
+		return false, c.checkGone(&os.PathError{Op: "write", Path: filepath.Join(c.dir, segName(n), tmp), Err: err})
+	}
+	c.pending = &pendingCommit{n: n, tmp: tmp, nonce: nonce}
 	if testHook != nil {
 		testHook("link")
 	}
-	lerr := unix.Linkat(d, tmp, d, genName(n), 0)
-	unix.Unlinkat(d, tmp, 0)
+	lerr := injected("link")
 	if lerr == nil {
+		lerr = unix.Linkat(d, tmp, d, genName(n), 0)
+		if lerr == nil {
+			lerr = injected("link.reply")
+		}
+	}
+	if lerr == nil {
+		return c.decided(d, true), nil
+	}
+	return c.decide(d, lerr)
+}
+
+// settle goes on with the pending commit (see commit): it finds out
+// whether its link was made, and links it again if it certainly was not.
+func (c *chain) settle() (bool, error) {
+	p := c.pending
+	if p == nil {
+		return false, errors.New("no commit to settle")
+	}
+	d, err := c.segFD(p.n, false)
+	if err != nil {
+		return false, undecided(c.checkGone(err))
+	}
+	return c.decide(d, unix.EEXIST)
+}
+
+// decide finds out the outcome of the pending commit, whose link failed
+// with lerr or whose outcome is not known, from the filesystem and not
+// from lerr: a link that worked can report an error (its reply lost; a
+// retried request answered EEXIST). The private file has a second link
+// exactly when the link was made (st_nlink, as procmail's lockfile
+// decides it); where attributes are cached, the generation's content says
+// it: our nonce, another's, or no such name (the link was not made; it is
+// tried again). Anything that cannot be read leaves the outcome open
+// (Undecided).
+func (c *chain) decide(d int, lerr error) (bool, error) {
+	p := c.pending
+	var st unix.Stat_t
+	serr := injected("nlink")
+	if serr == nil {
+		serr = unix.Fstatat(d, p.tmp, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if serr == nil && st.Nlink >= 2 {
+		return c.decided(d, true), nil
+	}
+	got, rerr := c.read(p.n)
+	switch {
+	case rerr == nil && bytes.Contains(got, []byte(" nonce="+p.nonce)):
+		return c.decided(d, true), nil
+	case rerr == nil, errors.Is(rerr, errBuried):
+		// Made by another. (A generation buried before we could look
+		// is one we cannot tell: if it was ours, its cases count as
+		// never started, and a resubmit runs them.)
+		c.decided(d, false)
+		return false, nil
+	case errors.Is(rerr, fs.ErrNotExist) && serr == nil:
+		// The name is not there, and the private file has one link:
+		// the link was not made. Link again, unless its error says it
+		// never can be.
+		if lerr == unix.EEXIST {
+			lerr = nil // a name cached as present that is not
+		}
+		if lerr != nil && !fsretry.IsTransient(lerr) && lerr != unix.ENOENT {
+			c.dropPending()
+			return false, &os.LinkError{Op: "link", Old: p.tmp, New: c.genPath(p.n), Err: lerr}
+		}
+		if lerr == unix.ENOENT {
+			if err := c.checkGone(lerr); !fsretry.IsTransient(err) {
+				c.dropPending()
+				return false, err
+			}
+			var err error
+			if d, err = c.segFD(p.n, false); err != nil {
+				return false, undecided(c.checkGone(err))
+			}
+		}
+		if testHook != nil {
+			testHook("link")
+		}
+		err := injected("link")
+		if err == nil {
+			err = unix.Linkat(d, p.tmp, d, genName(p.n), 0)
+			if err == nil {
+				err = injected("link.reply")
+			}
+		}
+		if err == nil {
+			return c.decided(d, true), nil
+		}
+		return false, undecided(&os.LinkError{Op: "link", Old: p.tmp, New: c.genPath(p.n), Err: err})
+	}
+	err := rerr
+	if serr != nil {
+		err = serr
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		err = c.checkGone(err)
+		if !fsretry.IsTransient(err) {
+			c.dropPending()
+			return false, err
+		}
+	}
+	return false, undecided(err)
+}
+
+// decided ends the pending commit with its outcome, and returns it.
+func (c *chain) decided(d int, won bool) bool {
+	p := c.pending
+	c.pending = nil
+	if sd, err := c.segFD(p.n, false); err == nil {
+		d = sd // d may have been closed since (forget)
+	}
+	unix.Unlinkat(d, p.tmp, 0)
+	if won {
 		if testHook != nil {
 			testHook("linked")
 		}
-		c.afterCommit(n)
-		return true, nil
+		c.afterCommit(p.n)
 	}
-	// The reply of a link that succeeded can be lost (NFS, FUSE) and the
-	// retry report EEXIST: trust what the name holds, not the error.
-	got, rerr := c.read(n)
-	if rerr == nil {
-		if bytes.Contains(got, []byte(" nonce="+nonce)) {
-			c.afterCommit(n)
-			return true, nil
-		}
-		return false, nil
+	return won
+}
+
+// dropPending forgets a pending commit whose outcome no longer matters
+// (the caller gave up), leaving its private file: if the link was made,
+// the generation is ours and its cases were never started.
+func (c *chain) dropPending() { c.pending = nil }
+
+// UndecidedError says a commit's link may or may not have been made: the
+// filesystem could not be asked. It is transient (fsretry).
+type UndecidedError struct{ Err error }
+
+func (e *UndecidedError) Error() string {
+	return fmt.Sprintf("cannot tell whether a claim was committed: %v", e.Err)
+}
+func (e *UndecidedError) Unwrap() error { return e.Err }
+
+func undecided(err error) error { return fsretry.Transient(&UndecidedError{err}) }
+
+// checkGone says what err, an error of an operation in the chain's
+// directories, means. The open descriptors are dropped (a stale handle is
+// looked up again next time). An ENOENT is believed only if the chain
+// directory is gone, looked up afresh from MISC: then the state is damaged.
+// Otherwise it was a network filesystem's passing mistake (GlusterFS
+// answers ENOENT to a link while a replica is down), retried as transient.
+func (c *chain) checkGone(err error) error {
+	c.forget()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	if lerr == unix.EEXIST {
-		return false, nil // made by another; unreadable for now
+	_, derr := os.Stat(c.dir)
+	_, merr := os.Stat(filepath.Dir(c.dir))
+	if errors.Is(derr, fs.ErrNotExist) && merr == nil {
+		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
-	return false, gone(&os.LinkError{Op: "link", Old: tmp, New: c.genPath(n), Err: lerr})
+	return fsretry.Transient(err)
 }
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
@@ -433,10 +615,20 @@ func writeNewAt(d int, name string, b []byte) error {
 
 // afterCommit keeps the chain small: it buries the generation buryAfter
 // back and now and then moves the head hint on. Failures are harmless (a
-// generation left unburied costs an inode; an old hint costs lookups).
+// generation left unburied costs an inode; an old hint costs lookups), but
+// not silent: the first failure to bury is said in the log, and their
+// count when the store is closed (Store.Close).
 func (c *chain) afterCommit(n int64) {
 	if k := n - buryAfter; k >= 0 {
-		c.bury(k)
+		if err := c.bury(k); err != nil {
+			c.buryFails++
+			if c.buryErr == nil {
+				c.buryErr = err
+				if c.log != nil {
+					fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim state (%v): it keeps its inode; farm goes on\n", k, err)
+				}
+			}
+		}
 	}
 	if n%hintEvery == 0 {
 		d, err := c.dirFD()
@@ -454,9 +646,23 @@ func (c *chain) afterCommit(n int64) {
 	}
 }
 
+// tombName is the name of the segment's tomb number i: tomb, tomb.1, ...
+func tombName(i int) string {
+	if i == 0 {
+		return "tomb"
+	}
+	return "tomb." + strconv.Itoa(i)
+}
+
+// maxTombs bounds the tombs of a segment: SegmentSize links need few tombs
+// even where a file may have only a few hundred links.
+const maxTombs = 64
+
 // bury replaces generation k by a link to its segment's tomb: the name
-// stays, so that nobody can ever make generation k again.
-func (c *chain) bury(k int64) {
+// stays, so that nobody can ever make generation k again. A tomb that has
+// as many links as the filesystem allows (EMLINK) is left for the next
+// one.
+func (c *chain) bury(k int64) error {
 	var d int
 	if c.sfd != nil && c.sseg == k/SegmentSize {
 		d = int(c.sfd.Fd())
@@ -464,31 +670,43 @@ func (c *chain) bury(k int64) {
 		// k's segment is the one before the open one.
 		cd, err := c.dirFD()
 		if err != nil {
-			return
+			return err
 		}
 		sf, err := openDirAt(cd, segName(k))
 		if err != nil {
-			return
+			return &os.PathError{Op: "open", Path: filepath.Join(c.dir, segName(k)), Err: err}
 		}
 		defer sf.Close()
 		d = int(sf.Fd())
 	}
-	var err error
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
-	err = unix.Linkat(d, "tomb", d, x, 0)
-	if err == unix.ENOENT {
-		if werr := writeNewAt(d, "tomb", []byte(tombText)); werr != nil && werr != unix.EEXIST {
-			return
+	for {
+		tomb := tombName(c.tomb)
+		err := injected("bury")
+		if err == nil {
+			err = unix.Linkat(d, tomb, d, x, 0)
 		}
-		err = unix.Linkat(d, "tomb", d, x, 0)
+		if err == unix.ENOENT {
+			if werr := writeNewAt(d, tomb, []byte(tombText)); werr != nil && werr != unix.EEXIST {
+				return &os.PathError{Op: "create", Path: filepath.Join(c.dir, segName(k), tomb), Err: werr}
+			}
+			err = unix.Linkat(d, tomb, d, x, 0)
+		}
+		if err == unix.EMLINK && c.tomb+1 < maxTombs {
+			c.tomb++
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "link", Old: filepath.Join(c.dir, segName(k), tomb), New: x, Err: err}
+		}
+		break
 	}
-	if err != nil {
-		return
-	}
-	if unix.Renameat(d, x, d, genName(k)) != nil {
+	if err := unix.Renameat(d, x, d, genName(k)); err != nil {
 		unix.Unlinkat(d, x, 0)
+		return &os.LinkError{Op: "rename", Old: x, New: c.genPath(k), Err: err}
 	}
+	return nil
 }
 
 // DamageError says the claim state cannot be read; 'farm repair' rebuilds it.

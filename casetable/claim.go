@@ -192,9 +192,22 @@ func (s *Store) Close() error {
 // setChain makes ch the store's chain, closing the one it replaces.
 func (s *Store) setChain(ch *chain) {
 	if s.ch != nil && s.ch != ch {
+		s.reportBurials()
 		s.ch.close()
 	}
+	if ch != nil {
+		ch.log = s.log()
+	}
 	s.ch = ch
+}
+
+// reportBurials says how many generations could not be buried, when more
+// than the one already said.
+func (s *Store) reportBurials() {
+	if c := s.ch; c != nil && c.buryFails > 1 {
+		fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
+		c.buryFails = 0
+	}
 }
 
 func (s *Store) log() io.Writer {
@@ -320,6 +333,16 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		st := s.cur
 		if err := fn(&st); err != nil {
+			if err == errNoCommit {
+				return s.cur, nil
+			}
+			// A table that cannot be read for now (an I/O error, a
+			// server out of reach): read everything afresh, later.
+			if r.Again(ctx, err) {
+				s.dropFiles()
+				stale = true
+				continue
+			}
 			return State{}, err
 		}
 		if s.ch == nil {
@@ -339,6 +362,11 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		next := s.gen + 1
 		won, err := s.commitAs(next, &st, info)
+		// A commit whose outcome the filesystem cannot tell yet is
+		// settled, not made again: its generation may be ours.
+		for err != nil && errors.As(err, new(*UndecidedError)) && r.Again(ctx, err) {
+			won, err = s.ch.settle()
+		}
 		if err != nil {
 			var de *DamageError
 			if errors.As(err, &de) {
@@ -371,6 +399,26 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
+	}
+}
+
+// errNoCommit, returned by update's fn, ends the update with no commit.
+var errNoCommit = errors.New("nothing to commit")
+
+// dropFiles closes the table and the directories the store keeps open, after
+// a transient error: a stale handle (ESTALE) is looked up afresh.
+func (s *Store) dropFiles() {
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	s.win = s.win[:0]
+	if s.dirFD != nil {
+		s.dirFD.Close()
+		s.dirFD = nil
+	}
+	if s.ch != nil {
+		s.ch.forget()
 	}
 }
 
@@ -441,7 +489,9 @@ func (s *Store) loadNewest(lost int64) error {
 // commit, or none when the run has none left (or a newer run has started).
 // before, if not nil, is called first on the state being committed: the
 // meta-job uses it to update the farm-wide counters, and returns ErrStop to
-// claim nothing (its changes are kept). before may run more than once.
+// claim nothing. before may run more than once. A claim that finds nothing
+// to hand out commits nothing (its counters are not kept): the end of a
+// run costs each meta-job a reading, not a generation won in turn.
 func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
 	most = max(most, 1)
 	var cases []Case
@@ -452,19 +502,27 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		}
 		if before != nil {
 			if err := before(st); err == ErrStop {
-				return nil // keep before's changes, claim nothing
+				return errNoCommit
 			} else if err != nil {
 				return err
 			}
 		}
 		if st.Run != run {
-			return nil
+			return errNoCommit
 		}
 		if st.TSize > 0 && st.Offset >= st.TSize {
-			return nil // every line read: whatever the table is now
+			return errNoCommit // every line read: whatever the table is now
 		}
 		if err := s.checkTable(st); err != nil {
 			return err
+		}
+		// The cursor must be at the start of a line: if the byte
+		// before it is not a newline, the table is not the one the
+		// cursor was computed in, whatever its size and inode say.
+		if ok, err := s.startsLine(st.Offset); err != nil {
+			return err
+		} else if !ok {
+			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
 		// Near the end of the run, leave some for the others.
 		lim := most
@@ -497,6 +555,9 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 				cases[i].Line += st.Lines
 			}
 			st.Lines += lines
+		}
+		if len(cases) == 0 && off == st.Offset {
+			return errNoCommit
 		}
 		st.Offset = off
 		st.Claimed += int64(len(cases))
@@ -622,11 +683,15 @@ type TableChangedError struct {
 	Run           int
 	Size, WasSize int64
 	Ino, WasIno   uint64
+	MidLine       int64 // if not 0: the claim's byte offset, found not to start a line
 }
 
 func (e *TableChangedError) Error() string {
 	what := fmt.Sprintf("it had %d bytes and has %d now", e.WasSize, e.Size)
-	if e.Size == e.WasSize {
+	switch {
+	case e.MidLine != 0:
+		what = fmt.Sprintf("it was edited: byte %d, where the next case starts, is not at the start of a line", e.MidLine)
+	case e.Size == e.WasSize:
 		what = "it was replaced by another file"
 	}
 	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
@@ -698,7 +763,11 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 		s.dirFD = fd
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0); err != nil {
+	err := injected("table.stat")
+	if err == nil {
+		err = unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0)
+	}
+	if err != nil {
 		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
 	}
 	return st.Size, st.Ino, nil
@@ -841,6 +910,52 @@ func (s *Store) readCase(st *State, off int64) (Case, int64, int64, bool, error)
 // cases is read in one request to the server, not one per case.
 const tableWindow = 64 << 10
 
+// startsLine reports whether byte off of the open table starts a line: off
+// is 0 or follows a newline. It reads the table's window from off-1 when
+// the window does not hold that byte, so that the lines from off come with
+// the same read.
+func (s *Store) startsLine(off int64) (bool, error) {
+	if off == 0 {
+		return true, nil
+	}
+	if !(off-1 >= s.winOff && off-1 < s.winOff+int64(len(s.win))) {
+		if len(s.buf) != tableWindow {
+			s.buf = make([]byte, tableWindow)
+		}
+		s.win = s.win[:0]
+		n, err := s.readTable(s.buf, off-1)
+		if n == 0 {
+			if err == nil || err == io.EOF {
+				return false, nil // the table is shorter than the cursor
+			}
+			return false, err
+		}
+		s.win, s.winOff = s.buf[:n], off-1
+	}
+	if s.win[off-1-s.winOff] == '\n' {
+		return true, nil
+	}
+	// The end of a table whose last line has no newline is no line's
+	// middle: nothing follows.
+	if off-s.winOff < int64(len(s.win)) {
+		return false, nil
+	}
+	var b [1]byte
+	n, err := s.readTable(b[:], off)
+	if n == 0 && err == io.EOF {
+		return true, nil
+	}
+	return false, err
+}
+
+// readTable reads the open table at off.
+func (s *Store) readTable(b []byte, off int64) (int, error) {
+	if err := injected("table.read"); err != nil {
+		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
+	}
+	return s.table.ReadAt(b, off)
+}
+
 // line returns the table's line starting at off, from the window of the
 // table read last if it holds the whole line. A table never changes once a
 // run uses it (resubmit writes a new one), so the window never goes stale.
@@ -855,7 +970,7 @@ func (s *Store) line(off int64) ([]byte, int64, error) {
 		s.buf = make([]byte, tableWindow)
 	}
 	s.win = s.win[:0]
-	n, err := s.table.ReadAt(s.buf, off)
+	n, err := s.readTable(s.buf, off)
 	if n > 0 {
 		s.win, s.winOff = s.buf[:n], off
 		if i := bytes.IndexByte(s.win, '\n'); i >= 0 {

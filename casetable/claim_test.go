@@ -51,6 +51,14 @@ func claimer() int {
 			}
 		}
 	}
+	if spec := os.Getenv("CASETABLE_FAULTS"); spec != "" {
+		f, err := parseFaults(spec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fault = f
+	}
 	fh, err := os.Create(out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

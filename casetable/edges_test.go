@@ -1,0 +1,291 @@
+package casetable
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The edges of the claim core (issue 21): what a claim does when the
+// filesystem fails it at chosen calls (see fault in chain.go), checked with
+// claimer processes where processes matter.
+
+// parseFaults reads a fault plan: "op@N=ERRNO" or "op@N-M=ERRNO", comma
+// separated: the Nth (to Mth) call of op fails with ERRNO (EIO, ENOENT,
+// ENOTCONN, ETIMEDOUT, ESTALE, EMLINK).
+func parseFaults(spec string) (func(string) error, error) {
+	type rule struct {
+		op       string
+		from, to int
+		err      error
+	}
+	errnos := map[string]error{"EIO": syscall.EIO, "ENOENT": syscall.ENOENT, "ENOTCONN": syscall.ENOTCONN,
+		"ETIMEDOUT": syscall.ETIMEDOUT, "ESTALE": syscall.ESTALE, "EMLINK": syscall.EMLINK}
+	var rules []rule
+	for _, r := range strings.Split(spec, ",") {
+		op, rest, ok1 := strings.Cut(r, "@")
+		span, name, ok2 := strings.Cut(rest, "=")
+		from, to, ranged := strings.Cut(span, "-")
+		if !ranged {
+			to = from
+		}
+		a, err1 := strconv.Atoi(from)
+		b, err2 := strconv.Atoi(to)
+		e, ok3 := errnos[name]
+		if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad fault %q", r)
+		}
+		rules = append(rules, rule{op, a, b, e})
+	}
+	seen := map[string]int{}
+	return func(op string) error {
+		seen[op]++
+		for _, r := range rules {
+			if r.op == op && seen[op] >= r.from && seen[op] <= r.to {
+				return r.err
+			}
+		}
+		return nil
+	}, nil
+}
+
+// claimWithFaults runs procs claimers over a farm of n cases, claimer i with
+// the fault plan plans[i%len(plans)], and checks that every case was
+// claimed exactly once and every claimer ended well.
+func claimWithFaults(t *testing.T, n, procs int, plans ...string) (dir string) {
+	t.Helper()
+	dir = newFarm(t, n)
+	var cmds []*exec.Cmd
+	var outs []string
+	for i := 0; i < procs; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		out := fmt.Sprintf("%s/out.%d", dir, i)
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "OUT="+out,
+			"CASETABLE_FAULTS="+plans[i%len(plans)])
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	runAll(t, cmds) // fails the test if a claimer exits with an error
+	checkClaimedOnce(t, n, outs)
+	return dir
+}
+
+// TestLinkMadeButReplyLostAndUnreadable: a commit's link is made at the
+// server but its reply is lost (EIO), and what would tell the outcome
+// fails for a while too: the st_nlink of the private file, the read-back
+// of the generation. The claimer must find out that the generation is its
+// own, not commit anew and take it for another's: on 149e76d the batch of
+// that generation was claimed by nobody (a gap).
+func TestLinkMadeButReplyLostAndUnreadable(t *testing.T) {
+	claimWithFaults(t, 2000, 4,
+		"link.reply@3=EIO,nlink@1-2=EIO,read@1-2=EIO",
+		"link.reply@5=EIO,nlink@1-1000=EIO,read@1=ESTALE",
+		"link.reply@2-3=ENOTCONN",
+		"link.reply@7=EIO,read@1-3=EIO")
+}
+
+// TestDoneCountedOnceWhenCommitUndecided: the farm-wide counter a claim
+// adds to counts once, whatever the outcome of a commit took to be known.
+func TestDoneCountedOnceWhenCommitUndecided(t *testing.T) {
+	dir := newFarm(t, 300)
+	f, err := parseFaults("link.reply@2=EIO,nlink@1-3=EIO,read@1-2=EIO,link.reply@9=ETIMEDOUT,read@5=EIO")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault = f
+	defer func() { fault = nil }()
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	st.Log = new(bytes.Buffer)
+	defer st.Close()
+	ctx := context.Background()
+	claims, ids := 0, map[int64]int{}
+	for {
+		cases, err := st.Claim(ctx, 1, 7, func(s *State) error { s.Done++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cases) == 0 {
+			break
+		}
+		claims++
+		for _, c := range cases {
+			ids[c.ID]++
+		}
+	}
+	fault = nil
+	s, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Done != int64(claims) || len(ids) != 300 {
+		t.Errorf("Done = %d after %d claims; %d distinct cases claimed, want 300", s.Done, claims, len(ids))
+	}
+}
+
+// TestTransientErrorsOnTheClaimPath: an I/O error, a server out of reach
+// (ENOTCONN, ETIMEDOUT) or a stale handle on the table's stat, the table's
+// read or a generation's lookup is retried: the claimer goes on. On
+// 149e76d the first one ended it ("claiming a case: ... input/output
+// error"), and ENOTCONN and ETIMEDOUT were not retried anywhere.
+func TestTransientErrorsOnTheClaimPath(t *testing.T) {
+	claimWithFaults(t, 2000, 4,
+		"table.stat@2=EIO,table.stat@6-7=ENOTCONN,lookup@4=ETIMEDOUT",
+		"table.read@2=ETIMEDOUT,table.read@5=ESTALE,lookup@9-10=ENOTCONN",
+		"lookup@3=EIO,table.stat@3=ESTALE,read@4=ENOTCONN",
+		"")
+}
+
+// TestSpuriousENOENTFromLink: a link that fails with ENOENT while the chain
+// directory is there (GlusterFS does that while a replica is down) is not
+// damage: the commit is tried again. On 149e76d it was reported as "the
+// chain directory is gone ... run 'farm repair'".
+func TestSpuriousENOENTFromLink(t *testing.T) {
+	claimWithFaults(t, 1000, 3, "link@2=ENOENT", "link@4-5=ENOENT,write@6=ENOENT", "")
+}
+
+// TestGoneChainDirectoryIsStillDamage: an ENOENT that is true (the chain
+// directory removed) is still reported as damage, for 'farm repair'.
+func TestGoneChainDirectoryIsStillDamage(t *testing.T) {
+	dir := newFarm(t, 10)
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	st.Retry = 1 // not retried for long, if it were taken for transient
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.Claim(ctx, 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(st.ch.dir)
+	_, err := st.Claim(ctx, 1, 1, nil)
+	if de := new(DamageError); !errorsAs(err, &de) {
+		t.Errorf("claim after the chain directory was removed: %v, want a DamageError", err)
+	}
+}
+
+// TestEmptyClaimsCommitNothing: 256 claimer processes end a run of 300
+// cases, one case a claim: exactly one generation per case is committed,
+// none for the 256 claims that find nothing left (on 149e76d each of them
+// committed one, every meta-job winning a generation in turn to learn that
+// nothing was left).
+func TestEmptyClaimsCommitNothing(t *testing.T) {
+	const n, procs = 300, 256
+	dir := newFarm(t, n)
+	ctx := context.Background()
+	misc := filepath.Join(dir, "MISC")
+	before, err := NewStore(dir, misc).Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*exec.Cmd
+	var outs []string
+	for i := 0; i < procs; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		out := fmt.Sprintf("%s/out.%d", dir, i)
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "OUT="+out,
+			"CLAIM_BATCH=1", "CLAIM_WORK=20ms")
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	runAll(t, cmds)
+	checkClaimedOnce(t, n, outs)
+	after, err := NewStore(dir, misc).Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Gen - before.Gen; got != n {
+		t.Errorf("%d generations committed for %d cases claimed one at a time by %d claimers; want %d (none for an empty claim)", got, n, procs, n)
+	}
+	// A claim on a run with nothing left, or of an old run, commits
+	// nothing either.
+	st := NewStore(dir, misc)
+	defer st.Close()
+	for _, run := range []int{1, 0, 7} {
+		if cases, err := st.Claim(ctx, run, 5, nil); err != nil || len(cases) != 0 {
+			t.Fatalf("claim of run %d: %v %v", run, cases, err)
+		}
+	}
+	if s, _ := st.Read(ctx); s.Gen != after.Gen {
+		t.Errorf("empty claims moved the chain from generation %d to %d", after.Gen, s.Gen)
+	}
+}
+
+// TestBuryFailuresAreSaidAndEMLINKMovesToAnotherTomb: a generation that
+// cannot be buried is said once in the log (and the count when the store
+// closes); a tomb with as many links as the filesystem allows (EMLINK) is
+// left for tomb.1. On 149e76d both were silent, and every later
+// generation kept its inode.
+func TestBuryFailuresAreSaidAndEMLINKMovesToAnotherTomb(t *testing.T) {
+	for _, tc := range []struct {
+		plan string
+		said int // log lines
+	}{
+		{"bury@10=EMLINK", 0},
+		{"bury@10-12=EIO", 2},
+	} {
+		t.Run(tc.plan, func(t *testing.T) {
+			dir := newFarm(t, 2*buryAfter)
+			f, err := parseFaults(tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fault = f
+			defer func() { fault = nil }()
+			var log bytes.Buffer
+			st := NewStore(dir, filepath.Join(dir, "MISC"))
+			st.Log = &log
+			ctx := context.Background()
+			for i := 0; i < buryAfter+40; i++ {
+				if _, err := st.Claim(ctx, 1, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			chdir := st.ch.dir
+			st.Close()
+			lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+			if log.Len() == 0 {
+				lines = nil
+			}
+			if len(lines) != tc.said {
+				t.Fatalf("log has %d lines, want %d:\n%s", len(lines), tc.said, log.String())
+			}
+			if tc.said > 0 && (!strings.Contains(lines[0], "could not bury generation") || !strings.Contains(lines[1], "3 generations of the claim state could not be buried")) {
+				t.Errorf("log:\n%s", log.String())
+			}
+			seg := filepath.Join(chdir, segName(0))
+			var tomb, tomb1 unix.Stat_t
+			unix.Stat(filepath.Join(seg, "tomb"), &tomb)
+			err1 := unix.Stat(filepath.Join(seg, "tomb.1"), &tomb1)
+			if tc.said == 0 {
+				// The first 9 went to tomb; then EMLINK moved the rest to tomb.1.
+				if err1 != nil || tomb1.Nlink < 20 || tomb.Nlink != 10 {
+					t.Errorf("tomb has %d links, tomb.1 %d (%v); want 10 and the rest", tomb.Nlink, tomb1.Nlink, err1)
+				}
+			} else if err1 == nil {
+				t.Errorf("tomb.1 made without EMLINK")
+			}
+		})
+	}
+}
+
+func errorsAs(err error, target **DamageError) bool {
+	for err != nil {
+		if d, ok := err.(*DamageError); ok {
+			*target = d
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
