@@ -1,7 +1,7 @@
 package casetable
 
 import (
-	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
 	"golang.org/x/sys/unix"
@@ -19,24 +20,45 @@ import (
 
 // The claim state is a chain of immutable generations (CLAIMS.md in this directory):
 //
-//	MISC/chain                      names the chain directory; made once, by link()
+//	MISC/chain                      names the chain directory
 //	MISC/claims.NONCE/              the chain directory
 //	MISC/claims.NONCE/head          a hint: a recent generation number
-//	MISC/claims.NONCE/SEG/g.N       generation N (SEG = N / SegmentSize)
-//	MISC/claims.NONCE/SEG/tomb      what buried generations are links to
+//	MISC/claims.NONCE/SEG/s.N       generation N's slot, while it is being made (SEG = N / SegmentSize)
+//	MISC/claims.NONCE/SEG/g.N       generation N's content
+//	MISC/claims.NONCE/SEG/c.N       its mark: a file if N was committed, a directory if it was voided
+//	MISC/claims.NONCE/SEG/tomb      what buried generations and marks are links to
 //
-// Generation N+1 is committed by writing it to a private file and link()ing
-// that to the name g.N+1, which fails if the name exists: link is atomic at
-// the server of every network filesystem, so of all the processes that read
-// generation N and want to follow it, exactly one succeeds. A name, once
-// made, exists until the farm is cleaned: old generations are "buried" by
-// renaming a link to the segment's tomb over them (the inode goes, the name
-// stays), never removed. So a process that stalled for any length of time
-// cannot commit on an old view: the name it would make exists.
+// Generation N is committed in three steps, each an operation that is
+// exclusive at the server of every filesystem farm supports, GlusterFS's
+// distribute-replicate volumes included (link() is not: CLAIMS.md):
+//
+//  1. The slot: a mknod of s.N (an O_EXCL create with no open). Of all the
+//     processes that want to make generation N, one makes the name.
+//  2. The content: the slot's owner creates g.N (O_EXCL) and writes it. No
+//     other process has looked the name up, so no client has it cached
+//     empty: the losers of step 1 looked up s.N.
+//  3. The mark: the owner makes c.N, a regular file (mknod). Only then is
+//     generation N committed, and read by anyone. The owner then removes
+//     s.N; a process that makes it again later fails at step 2.
+//
+// A slot whose owner died or stalls before its mark is voided by a process
+// that waited voidAfter for the mark: it makes c.N a directory (mkdir). A
+// name has one type, made once: the owner's mark and the void exclude each
+// other, so a stalled owner that resumes finds a directory and knows it
+// lost, however long it stalled. Marks are made in order, and a
+// generation's content is computed from the newest committed one before
+// it: the committed generations form one linear history.
+//
+// The names g.N and c.N, once made, exist until the farm is cleaned: old
+// generations and their marks are "buried" by renaming a link to the
+// segment's tomb over them (the inode goes, the name stays), never removed.
+// So a process that stalled for any length of time cannot commit on an old
+// view: the content and the mark it would make exist.
 //
 // Nothing is ever rewritten in place, and no correctness depends on reading a
-// file another client rewrote: a generation's content never changes once it
-// has a name, and a hint that is stale costs only lookups.
+// file another client rewrote: a generation's content is read only once its
+// mark exists, after its writer closed it, and never changes; a hint that is
+// stale costs only lookups.
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
@@ -97,6 +119,10 @@ type chain struct {
 	sfd  *os.File // the segment directory sseg, opened O_PATH
 	sseg int64
 
+	// top is the newest generation known to be marked (committed or
+	// voided); the next commit takes slot top+1. -1: none known.
+	top int64
+
 	// pending is the commit whose link was tried and whose outcome is not
 	// known yet (settle); nil when there is none.
 	pending *pendingCommit
@@ -107,12 +133,10 @@ type chain struct {
 	buryErr   error     // the first such failure
 }
 
-// pendingCommit is a commit whose private file tmp, holding generation n
-// with nonce, was written and whose link to g.n may have been made.
+// pendingCommit is a commit whose slot g.n was taken and written and
+// whose mark may have been made.
 type pendingCommit struct {
-	n     int64
-	tmp   string
-	nonce string
+	n int64
 }
 
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
@@ -224,8 +248,11 @@ func openChain(misc string) (*chain, error) {
 	if !ok {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
 	}
-	return &chain{dir: filepath.Join(misc, name), self: newNonce()}, nil
+	return newChain(filepath.Join(misc, name)), nil
 }
+
+// newChain returns the chain in directory dir; it does no I/O.
+func newChain(dir string) *chain { return &chain{dir: dir, self: newNonce(), top: -1} }
 
 func parseChainFile(b []byte) (string, bool) {
 	s, ok := strings.CutPrefix(string(b), chainMagic)
@@ -270,38 +297,55 @@ func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
 
 func genName(n int64) string { return "g." + strconv.FormatInt(n, 10) }
 
+func markName(n int64) string { return "c." + strconv.FormatInt(n, 10) }
+
+func slotName(n int64) string { return "s." + strconv.FormatInt(n, 10) }
+
 func (c *chain) genPath(n int64) string {
 	return filepath.Join(c.dir, segName(n), genName(n))
 }
 
-// exists reports whether generation n has been made. Names are never
-// removed, so a yes is always true; a no may be stale (a cached negative
-// lookup), which only makes the caller's commit fail and retry.
-func (c *chain) exists(n int64) (bool, error) {
+// mark is what a generation's mark says.
+type mark int
+
+const (
+	unmarked  mark = iota // no mark (yet): not committed, or still being written
+	committed             // a file: committed (or its tomb)
+	voided                // a directory: voided
+)
+
+// marker looks up generation n's mark. Names are never removed and never
+// change type, so a mark seen is always true; a missing one may be stale
+// (a cached negative lookup), which makes a commit find its slot taken,
+// no worse.
+func (c *chain) marker(n int64) (mark, error) {
 	d, err := c.segFD(n, false)
 	if os.IsNotExist(err) {
-		return false, nil // the segment is not made yet
+		return unmarked, nil // the segment is not made yet
 	}
 	if err != nil {
-		return false, err
+		return unmarked, err
 	}
-	fd, err := unix.Openat(d, genName(n), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if ierr := injected("lookup"); ierr != nil {
-		if err == nil {
-			unix.Close(fd)
-		}
-		fd, err = -1, ierr
-	}
+	var st unix.Stat_t
+	err = injected("lookup")
 	if err == nil {
-		unix.Close(fd)
-		return true, nil
+		err = unix.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err == unix.ENOENT {
-		return false, nil
+	switch {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return voided, nil
+	case err == nil:
+		return committed, nil
+	case err == unix.ENOENT:
+		return unmarked, nil
 	}
 	c.forget()
-	return false, &os.PathError{Op: "lstat", Path: c.genPath(n), Err: err}
+	return unmarked, &os.PathError{Op: "lstat", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 }
+
+// errInconsistent: a mark seen, then not seen: a stale cache answered one of
+// the lookups. The caller reads again later.
+var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up inconsistently (a network filesystem's cache); reading again"))
 
 // readAt reads the file name in the directory open as d.
 func readAt(d int, name string) ([]byte, error) {
@@ -342,29 +386,31 @@ func (c *chain) hint() int64 {
 	return n
 }
 
-// latest finds the newest generation, starting from from (a generation known
-// to exist, or -1). It returns -1 if the chain has none.
+// latest finds the newest committed generation, starting from from (a
+// generation known to be marked, or -1). It returns -1 if the chain has
+// none. The newest mark found, committed or voided, becomes c.top.
 func (c *chain) latest(from int64) (int64, error) {
 	// The hint is read only by a process that knows no generation: from a
 	// known one, a gallop finds the newest in 2·log2(distance) lookups.
+	from = max(from, c.top)
 	if from < 0 {
 		if h := c.hint(); h >= 0 {
-			if ok, err := c.exists(h); err != nil {
+			if m, err := c.marker(h); err != nil {
 				return 0, err
-			} else if ok {
+			} else if m != unmarked {
 				from = h
 			}
 		}
 	}
-	lo := from // exists (or -1)
+	lo := from // marked (or -1)
 	step := int64(1)
-	hi := int64(-1) // does not exist
+	hi := int64(-1) // not marked
 	for hi < 0 {
-		ok, err := c.exists(lo + step)
+		m, err := c.marker(lo + step)
 		if err != nil {
 			return 0, err
 		}
-		if !ok {
+		if m == unmarked {
 			hi = lo + step
 			break
 		}
@@ -373,18 +419,39 @@ func (c *chain) latest(from int64) (int64, error) {
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		ok, err := c.exists(mid)
+		m, err := c.marker(mid)
 		if err != nil {
 			return 0, err
 		}
-		if ok {
+		if m != unmarked {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return lo, nil
+	// lo is the newest mark; the newest committed generation is it or
+	// the first below it that is not voided (voids are rare).
+	c.top = max(c.top, lo)
+	for n := lo; n >= 0; n-- {
+		m, err := c.marker(n)
+		if err != nil {
+			return 0, err
+		}
+		switch m {
+		case committed:
+			return n, nil
+		case unmarked:
+			// Marks are made in order: one below a mark seen is
+			// there, whatever a cache said.
+			return 0, errInconsistent
+		}
+	}
+	return -1, nil
 }
+
+// nextSlot is the generation the next commit on generation gen (the newest
+// committed one the caller read) takes: past every mark known.
+func (c *chain) nextSlot(gen int64) int64 { return max(gen, c.top) + 1 }
 
 // read returns generation n's content; errBuried if it was buried,
 // os.ErrNotExist if it does not exist.
@@ -409,52 +476,137 @@ func (c *chain) read(n int64) ([]byte, error) {
 	return b, nil
 }
 
-// commit tries to make generation n with content b (which must hold a nonce
-// of the caller's, so that the caller can recognise its own generation). It
-// reports whether it made it; false with a nil error means another process
-// made generation n first. An error that Undecided reports means the link
-// may have been made: the commit stays pending, and the caller must call
-// settle (after a pause) until it knows, never commit anew on the same
-// base: a new commit with a new nonce would take its own generation, if
-// the first link was made, for another's.
+// voidAfter is how long a process waits for the mark of a slot that
+// another process took before it voids the slot: longer than any writer
+// needs between its two steps, short enough that a writer that died there
+// holds the farm's claims up for no longer. FARM_CLAIM_VOID_AFTER (a Go
+// duration) sets it, for tests.
+var voidAfter = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("FARM_CLAIM_VOID_AFTER")); err == nil && d > 0 {
+		return d
+	}
+	return 20 * time.Second
+}()
+
+// commit tries to make generation n with content b (which holds nonce; the
+// protocol does not need it, a reader of the chain may). It reports whether
+// it made it; false with a nil error means another process took slot n
+// first, or voided it before this commit was marked: see await. An error
+// that Undecided reports means the mark may have been made: the commit
+// stays pending, and the caller must call settle (after a pause) until it
+// knows, never commit anew on the same base.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	c.dropPending()
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {
 		return false, c.checkGone(err)
 	}
-	c.seq++
-	tmp := fmt.Sprintf("t.%s.%d", c.self, c.seq)
 	if testHook != nil {
 		testHook("write")
 	}
+	// Step 1, the slot.
 	err = injected("write")
 	if err == nil {
-		err = writeNewAt(d, tmp, b)
+		err = unix.Mknodat(d, slotName(n), unix.S_IFREG|0o644, 0)
+	}
+	if err == unix.EEXIST {
+		return false, nil
 	}
 	if err != nil {
-		unix.Unlinkat(d, tmp, 0)
-		return false, c.checkGone(&os.PathError{Op: "write", Path: filepath.Join(c.dir, segName(n), tmp), Err: err})
+		// If the slot was made and the reply lost, nobody can tell
+		// whose it is: it is voided after voidAfter.
+		return false, c.checkGone(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), slotName(n)), Err: err})
 	}
-	c.pending = &pendingCommit{n: n, tmp: tmp, nonce: nonce}
+	// Step 2, the content.
+	fd, err := unix.Openat(d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err == unix.EEXIST {
+		// Generation n was made by the owner of a slot that was
+		// removed since (step 3): ours is too late.
+		unix.Unlinkat(d, slotName(n), 0)
+		return false, nil
+	}
+	if err == nil {
+		f := os.NewFile(uintptr(fd), genName(n))
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// Not written whole: void the slot at once, so that nobody
+		// waits for it, and say why (a full disk is retried).
+		c.void(d, n)
+		unix.Unlinkat(d, slotName(n), 0)
+		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
+	}
+	// Step 3, the mark.
+	c.pending = &pendingCommit{n: n}
 	if testHook != nil {
 		testHook("link")
 	}
-	lerr := injected("link")
-	if lerr == nil {
-		lerr = unix.Linkat(d, tmp, d, genName(n), 0)
-		if lerr == nil {
-			lerr = injected("link.reply")
+	return c.decide(d, c.mark(d, n))
+}
+
+// mark makes generation n's mark, a regular file: mknod, which is an
+// O_EXCL create with no open to close.
+func (c *chain) mark(d int, n int64) error {
+	err := injected("link")
+	if err == nil {
+		err = unix.Mknodat(d, markName(n), unix.S_IFREG|0o644, 0)
+		if err == nil {
+			err = injected("link.reply")
 		}
 	}
-	if lerr == nil {
-		return c.decided(d, true), nil
+	return err
+}
+
+// void makes generation n's mark a directory, unless it has a mark: the
+// slot's owner can then never mark it committed.
+func (c *chain) void(d int, n int64) error {
+	err := unix.Mkdirat(d, markName(n), 0o755)
+	if err != nil && err != unix.EEXIST {
+		return &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 	}
-	return c.decide(d, lerr)
+	return nil
+}
+
+// await waits until generation n, whose slot another process took, is
+// marked, and returns its mark. A slot left unmarked for voidAfter (its
+// owner died or stalls between its two steps) is voided.
+func (c *chain) await(ctx context.Context, n int64) (mark, error) {
+	start := time.Now()
+	wait := time.Millisecond
+	for {
+		m, err := c.marker(n)
+		if err != nil || m != unmarked {
+			return m, err
+		}
+		if time.Since(start) >= voidAfter {
+			d, err := c.segFD(n, false)
+			if err == nil {
+				err = c.void(d, n)
+			}
+			if err != nil {
+				return unmarked, c.checkGone(err)
+			}
+			// The slot's owner will not remove it: its commit is
+			// decided. (If it does, when it resumes, no harm.)
+			unix.Unlinkat(d, slotName(n), 0)
+			continue // whose mark came first is its type
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return unmarked, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // settle goes on with the pending commit (see commit): it finds out
-// whether its link was made, and links it again if it certainly was not.
+// whether its mark was made, and makes it if it certainly was not.
 func (c *chain) settle() (bool, error) {
 	p := c.pending
 	if p == nil {
@@ -467,93 +619,60 @@ func (c *chain) settle() (bool, error) {
 	return c.decide(d, unix.EEXIST)
 }
 
-// decide finds out the outcome of the pending commit, whose link failed
-// with lerr or whose outcome is not known, from the filesystem and not
-// from lerr: a link that worked can report an error (its reply lost; a
-// retried request answered EEXIST). The private file has a second link
-// exactly when the link was made (st_nlink, as procmail's lockfile
-// decides it); where attributes are cached, the generation's content says
-// it: our nonce, another's, or no such name (the link was not made; it is
-// tried again). Anything that cannot be read leaves the outcome open
-// (Undecided).
-func (c *chain) decide(d int, lerr error) (bool, error) {
+// decide finds out the outcome of the pending commit, whose mark was tried
+// with the result merr, from the filesystem and not from merr: a mark that
+// was made can report an error (its reply lost; a retried request answered
+// EEXIST). A file is our mark (only a slot's owner makes one), a directory
+// a void (our commit came too late), no mark at all a mark not made: it is
+// made again. What cannot be looked up leaves the outcome open (Undecided).
+func (c *chain) decide(d int, merr error) (bool, error) {
 	p := c.pending
-	var st unix.Stat_t
-	serr := injected("nlink")
-	if serr == nil {
-		serr = unix.Fstatat(d, p.tmp, &st, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	if serr == nil && st.Nlink >= 2 {
+	if merr == nil {
 		return c.decided(d, true), nil
 	}
-	got, rerr := c.read(p.n)
+	m, err := c.marker(p.n)
 	switch {
-	case rerr == nil && bytes.Contains(got, []byte(" nonce="+p.nonce)):
+	case err != nil:
+		return false, undecided(err)
+	case m == committed:
 		return c.decided(d, true), nil
-	case rerr == nil, errors.Is(rerr, errBuried):
-		// Made by another. (A generation buried before we could look
-		// is one we cannot tell: if it was ours, its cases count as
-		// never started, and a resubmit runs them.)
-		c.decided(d, false)
-		return false, nil
-	case errors.Is(rerr, fs.ErrNotExist) && serr == nil:
-		// The name is not there, and the private file has one link:
-		// the link was not made. Link again, unless its error says it
-		// never can be.
-		if lerr == unix.EEXIST {
-			lerr = nil // a name cached as present that is not
-		}
-		if lerr != nil && !fsretry.IsTransient(lerr) && lerr != unix.ENOENT {
-			c.dropPending()
-			return false, &os.LinkError{Op: "link", Old: p.tmp, New: c.genPath(p.n), Err: lerr}
-		}
-		if lerr == unix.ENOENT {
-			if err := c.checkGone(lerr); !fsretry.IsTransient(err) {
-				c.dropPending()
-				return false, err
-			}
-			var err error
-			if d, err = c.segFD(p.n, false); err != nil {
-				return false, undecided(c.checkGone(err))
-			}
-		}
-		if testHook != nil {
-			testHook("link")
-		}
-		err := injected("link")
-		if err == nil {
-			err = unix.Linkat(d, p.tmp, d, genName(p.n), 0)
-			if err == nil {
-				err = injected("link.reply")
-			}
-		}
-		if err == nil {
-			return c.decided(d, true), nil
-		}
-		return false, undecided(&os.LinkError{Op: "link", Old: p.tmp, New: c.genPath(p.n), Err: err})
+	case m == voided:
+		return c.decided(d, false), nil
 	}
-	err := rerr
-	if serr != nil {
-		err = serr
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		err = c.checkGone(err)
-		if !fsretry.IsTransient(err) {
+	// No mark: it was not made. Make it again, unless its error says it
+	// never can be.
+	if merr == unix.ENOENT {
+		if err := c.checkGone(merr); !fsretry.IsTransient(err) {
 			c.dropPending()
 			return false, err
 		}
+		if d, err = c.segFD(p.n, false); err != nil {
+			return false, undecided(c.checkGone(err))
+		}
+	} else if merr != unix.EEXIST && !fsretry.IsTransient(merr) {
+		c.dropPending()
+		return false, &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: merr}
 	}
-	return false, undecided(err)
+	if testHook != nil {
+		testHook("link")
+	}
+	if err := c.mark(d, p.n); err != nil {
+		return false, undecided(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: err})
+	}
+	return c.decided(d, true), nil
 }
 
-// decided ends the pending commit with its outcome, and returns it.
+// decided ends the pending commit with its outcome, and returns it. The
+// slot is removed: generation n is decided, and its content and mark are
+// what stops anyone from making it again.
 func (c *chain) decided(d int, won bool) bool {
 	p := c.pending
 	c.pending = nil
+	c.top = max(c.top, p.n)
 	if sd, err := c.segFD(p.n, false); err == nil {
 		d = sd // d may have been closed since (forget)
 	}
-	unix.Unlinkat(d, p.tmp, 0)
+	unix.Unlinkat(d, slotName(p.n), 0)
 	if won {
 		if testHook != nil {
 			testHook("linked")
@@ -564,11 +683,11 @@ func (c *chain) decided(d int, won bool) bool {
 }
 
 // dropPending forgets a pending commit whose outcome no longer matters
-// (the caller gave up), leaving its private file: if the link was made,
-// the generation is ours and its cases were never started.
+// (the caller gave up): if its mark was made, the generation is ours and
+// its cases were never started.
 func (c *chain) dropPending() { c.pending = nil }
 
-// UndecidedError says a commit's link may or may not have been made: the
+// UndecidedError says a commit's mark may or may not have been made: the
 // filesystem could not be asked. It is transient (fsretry).
 type UndecidedError struct{ Err error }
 
@@ -658,10 +777,9 @@ func tombName(i int) string {
 // even where a file may have only a few hundred links.
 const maxTombs = 64
 
-// bury replaces generation k by a link to its segment's tomb: the name
-// stays, so that nobody can ever make generation k again. A tomb that has
-// as many links as the filesystem allows (EMLINK) is left for the next
-// one.
+// bury replaces generation k and its mark by links to its segment's tomb:
+// the names stay, so that nobody can ever make generation k again, and
+// their inodes go.
 func (c *chain) bury(k int64) error {
 	var d int
 	if c.sfd != nil && c.sseg == k/SegmentSize {
@@ -679,6 +797,21 @@ func (c *chain) bury(k int64) error {
 		defer sf.Close()
 		d = int(sf.Fd())
 	}
+	if err := c.entomb(d, k, genName(k)); err != nil {
+		return err
+	}
+	// A tomb is a file, as a committed generation's mark is; a void's
+	// directory stays (voids are rare).
+	if err := c.entomb(d, k, markName(k)); err != nil && !errors.Is(err, unix.EISDIR) {
+		return err
+	}
+	return nil
+}
+
+// entomb renames a new link to the tomb over name, in the directory open
+// as d, generation k's segment. A tomb that has as many links as the
+// filesystem allows (EMLINK) is left for the next one.
+func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
 	for {
@@ -702,9 +835,9 @@ func (c *chain) bury(k int64) error {
 		}
 		break
 	}
-	if err := unix.Renameat(d, x, d, genName(k)); err != nil {
+	if err := unix.Renameat(d, x, d, name); err != nil {
 		unix.Unlinkat(d, x, 0)
-		return &os.LinkError{Op: "rename", Old: x, New: c.genPath(k), Err: err}
+		return &os.LinkError{Op: "rename", Old: x, New: filepath.Join(c.dir, segName(k), name), Err: err}
 	}
 	return nil
 }

@@ -237,6 +237,10 @@ func (s *Store) refresh() error {
 	}
 	for tries := 0; ; tries++ {
 		n, err := s.ch.latest(s.gen)
+		if err == errInconsistent && tries < 20 {
+			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -253,7 +257,7 @@ func (s *Store) refresh() error {
 			if err := s.open(); err != nil {
 				return err
 			}
-		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err)) {
+		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
 			return err
 		} else {
 			// Buried while we looked (we were far behind), or a cached
@@ -360,7 +364,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				continue
 			}
 		}
-		next := s.gen + 1
+		next := s.ch.nextSlot(s.gen)
 		won, err := s.commitAs(next, &st, info)
 		// A commit whose outcome the filesystem cannot tell yet is
 		// settled, not made again: its generation may be ours.
@@ -390,12 +394,20 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			s.gen, s.cur = next, st
 			return st, nil
 		}
-		// Lost the race: the newest generation is the new base. A
-		// meta-job that ran its batch while others committed is often
-		// many generations behind: looking for the newest (a gallop of
-		// name lookups from the one that beat us) costs a few lookups,
-		// where following the chain one lost commit at a time would cost
-		// a write, a link and a read per generation.
+		// Lost the race: another process took the slot, or voided ours.
+		// Once the slot is marked, the newest generation is the new
+		// base. A meta-job that ran its batch while others committed is
+		// often many generations behind: looking for the newest (a
+		// gallop of name lookups from the slot it lost) costs a few
+		// lookups, where following the chain one lost commit at a time
+		// would cost a create and a read per generation.
+		if _, err := s.ch.await(ctx, next); err != nil {
+			if ctx.Err() != nil {
+				return State{}, ctx.Err()
+			}
+			stale = true
+			continue
+		}
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
@@ -595,16 +607,16 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 			s.setChain(ch)
 			s.gen = n
 			nonce := newNonce()
-			s.wbuf = st.marshal(s.wbuf[:0], n+1, commitInfo{by: "repair", nonce: nonce})
-			won, err := ch.commit(n+1, s.wbuf, nonce)
+			s.wbuf = st.marshal(s.wbuf[:0], ch.nextSlot(n), commitInfo{by: "repair", nonce: nonce})
+			won, err := ch.commit(ch.nextSlot(n), s.wbuf, nonce)
 			if err != nil {
 				return err
 			}
 			if !won {
 				return fmt.Errorf("the claim state changed while it was being repaired: a meta-job is still running; stop the farm's jobs first")
 			}
-			st.Gen = n + 1
-			s.gen, s.cur = n+1, st
+			st.Gen = ch.top
+			s.gen, s.cur = ch.top, st
 			return nil
 		}
 		ch.close()
@@ -618,7 +630,7 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 	// committing to it), set the chain file aside and start afresh.
 	olds, _ := filepath.Glob(filepath.Join(s.misc, "claims.*"))
 	for _, dir := range olds {
-		c := &chain{dir: dir, self: newNonce()}
+		c := newChain(dir)
 		err := closeChain(c)
 		c.close()
 		if err != nil {
@@ -650,8 +662,12 @@ func closeChain(c *chain) error {
 			return nil
 		}
 		nonce := newNonce()
-		won, err := c.commit(n+1, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, n+1, nonce)), nonce)
+		next := c.nextSlot(n)
+		won, err := c.commit(next, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, next, nonce)), nonce)
 		if err != nil || won {
+			return err
+		}
+		if _, err := c.await(context.Background(), next); err != nil {
 			return err
 		}
 	}

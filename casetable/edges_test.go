@@ -21,18 +21,27 @@ import (
 
 // parseFaults reads a fault plan: "op@N=ERRNO" or "op@N-M=ERRNO", comma
 // separated: the Nth (to Mth) call of op fails with ERRNO (EIO, ENOENT,
-// ENOTCONN, ETIMEDOUT, ESTALE, EMLINK).
+// ENOTCONN, ETIMEDOUT, ESTALE, EMLINK). A rule may be followed by
+// ">op*K=ERRNO" parts: once the rule has failed a call, the next K calls
+// of that op fail too.
 func parseFaults(spec string) (func(string) error, error) {
+	type then struct {
+		op  string
+		k   int
+		err error
+	}
 	type rule struct {
 		op       string
 		from, to int
 		err      error
+		then     []then
 	}
 	errnos := map[string]error{"EIO": syscall.EIO, "ENOENT": syscall.ENOENT, "ENOTCONN": syscall.ENOTCONN,
 		"ETIMEDOUT": syscall.ETIMEDOUT, "ESTALE": syscall.ESTALE, "EMLINK": syscall.EMLINK}
 	var rules []rule
 	for _, r := range strings.Split(spec, ",") {
-		op, rest, ok1 := strings.Cut(r, "@")
+		parts := strings.Split(r, ">")
+		op, rest, ok1 := strings.Cut(parts[0], "@")
 		span, name, ok2 := strings.Cut(rest, "=")
 		from, to, ranged := strings.Cut(span, "-")
 		if !ranged {
@@ -44,13 +53,35 @@ func parseFaults(spec string) (func(string) error, error) {
 		if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("bad fault %q", r)
 		}
-		rules = append(rules, rule{op, a, b, e})
+		ru := rule{op: op, from: a, to: b, err: e}
+		for _, p := range parts[1:] {
+			top, rest, ok1 := strings.Cut(p, "*")
+			k, name, ok2 := strings.Cut(rest, "=")
+			n, err := strconv.Atoi(k)
+			e, ok3 := errnos[name]
+			if !ok1 || !ok2 || !ok3 || err != nil {
+				return nil, fmt.Errorf("bad fault %q", p)
+			}
+			ru.then = append(ru.then, then{top, n, e})
+		}
+		rules = append(rules, ru)
 	}
 	seen := map[string]int{}
+	armed := map[string][]then{}
 	return func(op string) error {
+		if a := armed[op]; len(a) > 0 {
+			a[0].k--
+			if a[0].k <= 0 {
+				armed[op] = a[1:]
+			}
+			return a[0].err
+		}
 		seen[op]++
 		for _, r := range rules {
 			if r.op == op && seen[op] >= r.from && seen[op] <= r.to {
+				for _, t := range r.then {
+					armed[t.op] = append(armed[t.op], t)
+				}
 				return r.err
 			}
 		}
@@ -79,25 +110,27 @@ func claimWithFaults(t *testing.T, n, procs int, plans ...string) (dir string) {
 	return dir
 }
 
-// TestLinkMadeButReplyLostAndUnreadable: a commit's link is made at the
-// server but its reply is lost (EIO), and what would tell the outcome
-// fails for a while too: the st_nlink of the private file, the read-back
-// of the generation. The claimer must find out that the generation is its
-// own, not commit anew and take it for another's: on 149e76d the batch of
-// that generation was claimed by nobody (a gap).
-func TestLinkMadeButReplyLostAndUnreadable(t *testing.T) {
+// TestCommitMadeButReplyLostAndUnreadable: a commit is made at the server
+// but its reply is lost (EIO), and what would tell the outcome fails for a
+// while too (lookups of the mark, reads of the generation; on 149e76d the
+// read-back of the linked generation and, after this fix, the st_nlink of
+// the private file). The claimer must find out that the generation is
+// its own, not commit anew and take it for another's: on 149e76d the batch
+// of that generation was claimed by nobody (a gap).
+func TestCommitMadeButReplyLostAndUnreadable(t *testing.T) {
 	claimWithFaults(t, 2000, 4,
-		"link.reply@3=EIO,nlink@1-2=EIO,read@1-2=EIO",
-		"link.reply@5=EIO,nlink@1-1000=EIO,read@1=ESTALE",
-		"link.reply@2-3=ENOTCONN",
-		"link.reply@7=EIO,read@1-3=EIO")
+		"link.reply@3=EIO>read*2=EIO>lookup*2=EIO>nlink*2=EIO",
+		"link.reply@5=EIO>read*1=ESTALE>lookup*3=ETIMEDOUT>nlink*50=EIO",
+		"link.reply@2-3=EIO>read*2=EIO",
+		"link.reply@7=EIO>read*3=EIO>lookup*1=EIO")
 }
 
 // TestDoneCountedOnceWhenCommitUndecided: the farm-wide counter a claim
-// adds to counts once, whatever the outcome of a commit took to be known.
+// adds to counts once, whatever the outcome of a commit took to be known
+// (on 149e76d: Done = 44 after 42 claims, 293 of 300 cases claimed).
 func TestDoneCountedOnceWhenCommitUndecided(t *testing.T) {
 	dir := newFarm(t, 300)
-	f, err := parseFaults("link.reply@2=EIO,nlink@1-3=EIO,read@1-2=EIO,link.reply@9=ETIMEDOUT,read@5=EIO")
+	f, err := parseFaults("link.reply@2=EIO>nlink*3=EIO>read*2=EIO>lookup*2=EIO,link.reply@9=EIO>read*1=EIO")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,20 +167,21 @@ func TestDoneCountedOnceWhenCommitUndecided(t *testing.T) {
 // TestTransientErrorsOnTheClaimPath: an I/O error, a server out of reach
 // (ENOTCONN, ETIMEDOUT) or a stale handle on the table's stat, the table's
 // read or a generation's lookup is retried: the claimer goes on. On
-// 149e76d the first one ended it ("claiming a case: ... input/output
-// error"), and ENOTCONN and ETIMEDOUT were not retried anywhere.
+// 149e76d an EIO on the table's stat ended the claimer ("stat
+// .../table.dat: input/output error"), and ENOTCONN and ETIMEDOUT were
+// not retried anywhere.
 func TestTransientErrorsOnTheClaimPath(t *testing.T) {
 	claimWithFaults(t, 2000, 4,
 		"table.stat@2=EIO,table.stat@6-7=ENOTCONN,lookup@4=ETIMEDOUT",
 		"table.read@2=ETIMEDOUT,table.read@5=ESTALE,lookup@9-10=ENOTCONN",
 		"lookup@3=EIO,table.stat@3=ESTALE,read@4=ENOTCONN",
-		"")
+		"table.stat@2=EIO")
 }
 
-// TestSpuriousENOENTFromLink: a link that fails with ENOENT while the chain
-// directory is there (GlusterFS does that while a replica is down) is not
-// damage: the commit is tried again. On 149e76d it was reported as "the
-// chain directory is gone ... run 'farm repair'".
+// TestSpuriousENOENTFromLink: a commit that fails with ENOENT while the
+// chain directory is there (GlusterFS answers a link so while a replica is
+// down) is not damage: the commit is tried again. On 149e76d it was
+// reported as "the chain directory is gone ... run 'farm repair'".
 func TestSpuriousENOENTFromLink(t *testing.T) {
 	claimWithFaults(t, 1000, 3, "link@2=ENOENT", "link@4-5=ENOENT,write@6=ENOENT", "")
 }

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	// several small farms at once.
 	os.Setenv("FARM_LOCAL_SLOTS", "8")
 	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	// A meta-job stopped or killed inside its claim commit holds the
+	// others' claims up for voidAfter (casetable): 2 s in tests, not 20.
+	os.Setenv("FARM_CLAIM_VOID_AFTER", "2s")
 	// A job whose environment sets OMP_NUM_THREADS or CUDA_VISIBLE_DEVICES
 	// keeps them for its cases (README, "Per-case resources"); the tests
 	// that check what farm sets must not inherit the shell's (CI's had
