@@ -889,6 +889,26 @@ func scriptEntries() []catEntry {
 		wrongTime("run-time-beyond-int64", "#SBATCH -t 99999999999999999999", "99999999999999999999", submitLocal),
 		wrongTime("run-time-huge-days", "#SBATCH --time=9999999999999-00:00", "9999999999999-00:00", []string{"submit", "-1", "--backend", "local"}),
 		wrongTime("run-time-quoted", `#SBATCH -t "40-0"`, `"40-0"`, submitLocal),
+		// Under 30 s in any form, on any engine (issue 21: the local one
+		// took these, and a 1 s job was killed in its first case).
+		wrongTime("run-time-1s-local", "#SBATCH -t 0:0:1", "0:0:1", submitLocal),
+		wrongTime("run-time-0:0:29-local", "#SBATCH -t 0:0:29", "0:0:29", submitLocal),
+		wrongTime("run-time-29s-local", "#SBATCH --time=0:29", "0:29", submitLocal),
+		wrongTime("run-time-00:00:05-local", "#SBATCH -t 00:00:05", "00:00:05", submitLocal),
+		wrongTime("run-time-days-form-1s-local", "#SBATCH -t 0-0:0:1", "0-0:0:1", submitLocal),
+		js("run-time-h_rt-29-local", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#$ -l h_rt=29\n"), submitLocal,
+			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 29 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`),
+		// FARM_MIN_RUNTIME lowers the minimum only where the engine keeps
+		// limits to the second, and must read.
+		{name: "job-script-run-time-10s-slurm-min-runtime", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitSlurm, env: []string{"FARM_MIN_RUNTIME=1s"}, code: 1,
+			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`},
+		{name: "job-script-min-runtime-bad", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitLocal, env: []string{"FARM_MIN_RUNTIME=5"}, code: 1,
+			msg: `^farm: FARM_MIN_RUNTIME="5" is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds$`},
+		{name: "final-script-run-time-10s", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#SBATCH -t 0:10\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`},
+		{name: "final-script-run-time-40-days", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#$ -l h_rt=960:00:00\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 960:00:00 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`},
+		rs("run-time-10s", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:0:10\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 0:0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
 		// Refused before table.dat is numbered.
 		{name: "job-script-run-time-unnumbered-table", setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:05\n"), args: submitSlurm, code: 1,
 			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:05 \. Exiting`},
