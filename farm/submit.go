@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -396,14 +395,12 @@ func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, er
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return rt, scriptErr(JobScript, err)
 	}
-	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
+	head, err := ReadHead(f.Path(SingleCase))
+	if err != nil {
 		return rt, scriptErr(SingleCase, err)
-	} else {
-		_, err := fh.Read(make([]byte, 1))
-		fh.Close()
-		if err != nil && err != io.EOF {
-			return rt, scriptErr(SingleCase, err)
-		}
+	}
+	if msg := NotRunnable(f.Path(SingleCase), head); msg != "" {
+		return rt, Userf("%s", msg)
 	}
 	return rt, runTimeArg(opt.Args, directive)
 }

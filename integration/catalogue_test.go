@@ -955,6 +955,26 @@ func scriptEntries() []catEntry {
 			msg: `^farm: single_case\.sh cannot be read \(is a directory\)`},
 		{name: "single-case-dangling-symlink", base: baseNumbered, setup: symlink("single_case.sh", "gone.sh"), args: submitLocal, code: 1,
 			msg: `^farm: Non-farm directory .* \(no single_case\.sh\)`},
+		// A single_case.sh that is not a bash script is run as a program:
+		// without its x bit, each meta-job ended at its first case with
+		// advice about the farm directory's owner (issue 21).
+		{name: "single-case-python-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nimport os\nprint(os.environ['ID'])\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\), or make it a bash script \(#!/bin/bash\), which farm sources$`},
+		{name: "single-case-python-not-executable-resubmit", base: baseRan, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nprint(1)\n"), chmod("single_case.sh", 0o600)), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`, notOut: `Resubmitting`},
+		// The advice works: chmod +x, and the cases run.
+		{name: "single-case-sh-e-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh -e\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/bin/sh -e" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`,
+			after: func(t *testing.T, dir string) {
+				if out, err := exec.Command("chmod", "+x", filepath.Join(dir, "single_case.sh")).CombinedOutput(); err != nil {
+					t.Fatalf("chmod +x: %v %s", err, out)
+				}
+				mustFarm(t, dir, "submit", "1", "--backend", "local")
+				waitsWell(t, dir)
+			}},
+		// A #!/bin/sh script is sourced by bash, as META does: no x bit needed.
+		{name: "single-case-sh-not-executable-is-sourced", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
 	}
 }
 
