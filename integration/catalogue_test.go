@@ -940,6 +940,9 @@ func scriptEntries() []catEntry {
 		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
 		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
 		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
+		// A short one too: no run-time on the command line, in any form.
+		js("run-time-on-command-line-1s", nil, []string{"submit", "1", "--backend", "local", "--time=0:0:1"}, `^farm: the run-time \(--time=0:0:1\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		js("h_rt-on-command-line-29s", nil, []string{"submit", "1", "--backend", "local", "-l", "h_vmem=1G,h_rt=29"}, `^farm: the run-time \(-l h_vmem=1G,h_rt=29\) cannot be given on the command line: set it with '#\$ -l h_rt=' in job_script\.sh$`),
 		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
 		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
 		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
