@@ -402,8 +402,9 @@ func Number(path, backup string) error {
 // WriteAtomic writes a file through fill into a temporary file beside path and
 // renames it over path, so readers see the old or the new file, never a
 // half-written one. If backup is not "", the old file is first hard-linked
-// (or, failing that, copied) to backup. The file gets mode perm exactly:
-// the umask does not apply (a new file's callers mask it: proc.Umask).
+// (or, failing that, copied) to backup. The file gets mode perm, but
+// never writable by the group or others (proc.Unshared): the umask does
+// not apply (a new file's callers mask it: proc.NewMode).
 func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, backup string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -419,7 +420,7 @@ func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, 
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(perm); err != nil {
+	if err := tmp.Chmod(unshared(perm)); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -436,6 +437,8 @@ func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, 
 			if err := copyFile(path, backup); err != nil {
 				return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
 			}
+		} else if err := narrow(backup); err != nil {
+			return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
 		}
 	}
 	return os.Rename(tmp.Name(), path)
@@ -451,12 +454,13 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	// The copy is as private as the original.
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	// The copy is as private as the original, and writable by no one else.
+	mode := unshared(st.Mode())
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
-	if err := out.Chmod(st.Mode().Perm()); err != nil {
+	if err := out.Chmod(mode); err != nil {
 		out.Close()
 		return err
 	}

@@ -180,7 +180,7 @@ func Init(dir, engine string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o777); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), proc.NewMode(0o777)); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".init-")
@@ -193,7 +193,7 @@ func Init(dir, engine string) error {
 			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
 		}
 	}
-	if err := os.Chmod(tmp, 0o777&^proc.Umask()); err != nil {
+	if err := os.Chmod(tmp, proc.NewMode(0o777)); err != nil {
 		return err
 	}
 	// rename(2) replaces dir if it is an empty directory, and fails if it

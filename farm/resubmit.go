@@ -205,6 +205,13 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err != nil {
 		return nil, err
 	}
+	min, err := minRunTime(opt.Environ, be.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkFinalRunTime(be.Capabilities().Directive, min); err != nil {
+		return nil, err
+	}
 	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Directive)
 	if err != nil {
 		return nil, err

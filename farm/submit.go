@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -357,11 +356,20 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 			return launchSetup{}, err
 		}
 	}
-	if err := checkRunTime(JobScript, rt, caps.EnforcesTimeLimit); err != nil {
+	min, err := minRunTime(opt.Environ, caps)
+	if err != nil {
+		return launchSetup{}, err
+	}
+	if err := checkRunTime(JobScript, rt, min); err != nil {
 		return launchSetup{}, err
 	}
 	if withAuto {
-		if err := checkRunTime(ResubmitScript, auto, caps.EnforcesTimeLimit); err != nil {
+		if err := checkRunTime(ResubmitScript, auto, min); err != nil {
+			return launchSetup{}, err
+		}
+		// final.sh's run-time, if it has one, is checked now rather than
+		// by the -auto job at the run's end.
+		if err := f.checkFinalRunTime(caps.Directive, min); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -387,14 +395,12 @@ func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, er
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return rt, scriptErr(JobScript, err)
 	}
-	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
+	head, err := ReadHead(f.Path(SingleCase))
+	if err != nil {
 		return rt, scriptErr(SingleCase, err)
-	} else {
-		_, err := fh.Read(make([]byte, 1))
-		fh.Close()
-		if err != nil && err != io.EOF {
-			return rt, scriptErr(SingleCase, err)
-		}
+	}
+	if msg := NotRunnable(f.Path(SingleCase), head); msg != "" {
+		return rt, Userf("%s", msg)
 	}
 	return rt, runTimeArg(opt.Args, directive)
 }
@@ -586,6 +592,23 @@ func (f *Farm) checkAutoScript(directive string) (RunTime, error) {
 		return rt, scriptErr(ResubmitScript, err)
 	}
 	return rt, nil
+}
+
+// checkFinalRunTime refuses final.sh's run-time, if it has one, as
+// checkRunTime does (a final.sh without one runs with the engine's
+// default). A farm without final.sh passes.
+func (f *Farm) checkFinalRunTime(directive string, min time.Duration) error {
+	if !f.hasFinal() {
+		return nil
+	}
+	rt, ok, err := ScriptRunTime(f.Path(FinalScript), directive)
+	if err != nil {
+		return scriptErr(FinalScript, err)
+	}
+	if !ok {
+		return nil
+	}
+	return checkRunTime(FinalScript, rt, min)
 }
 
 // submitAuto adds the one extra job (resubmit_script.sh) that runs after the

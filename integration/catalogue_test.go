@@ -889,6 +889,26 @@ func scriptEntries() []catEntry {
 		wrongTime("run-time-beyond-int64", "#SBATCH -t 99999999999999999999", "99999999999999999999", submitLocal),
 		wrongTime("run-time-huge-days", "#SBATCH --time=9999999999999-00:00", "9999999999999-00:00", []string{"submit", "-1", "--backend", "local"}),
 		wrongTime("run-time-quoted", `#SBATCH -t "40-0"`, `"40-0"`, submitLocal),
+		// Under 30 s in any form, on any engine (issue 21: the local one
+		// took these, and a 1 s job was killed in its first case).
+		wrongTime("run-time-1s-local", "#SBATCH -t 0:0:1", "0:0:1", submitLocal),
+		wrongTime("run-time-0:0:29-local", "#SBATCH -t 0:0:29", "0:0:29", submitLocal),
+		wrongTime("run-time-29s-local", "#SBATCH --time=0:29", "0:29", submitLocal),
+		wrongTime("run-time-00:00:05-local", "#SBATCH -t 00:00:05", "00:00:05", submitLocal),
+		wrongTime("run-time-days-form-1s-local", "#SBATCH -t 0-0:0:1", "0-0:0:1", submitLocal),
+		js("run-time-h_rt-29-local", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#$ -l h_rt=29\n"), submitLocal,
+			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 29 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`),
+		// FARM_MIN_RUNTIME lowers the minimum only where the engine keeps
+		// limits to the second, and must read.
+		{name: "job-script-run-time-10s-slurm-min-runtime", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitSlurm, env: []string{"FARM_MIN_RUNTIME=1s"}, code: 1,
+			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`},
+		{name: "job-script-min-runtime-bad", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitLocal, env: []string{"FARM_MIN_RUNTIME=5"}, code: 1,
+			msg: `^farm: FARM_MIN_RUNTIME="5" is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds$`},
+		{name: "final-script-run-time-10s", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#SBATCH -t 0:10\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`},
+		{name: "final-script-run-time-40-days", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#$ -l h_rt=960:00:00\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 960:00:00 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`},
+		rs("run-time-10s", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:0:10\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 0:0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
 		// Refused before table.dat is numbered.
 		{name: "job-script-run-time-unnumbered-table", setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:05\n"), args: submitSlurm, code: 1,
 			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:05 \. Exiting`},
@@ -920,6 +940,9 @@ func scriptEntries() []catEntry {
 		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
 		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
 		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
+		// A short one too: no run-time on the command line, in any form.
+		js("run-time-on-command-line-1s", nil, []string{"submit", "1", "--backend", "local", "--time=0:0:1"}, `^farm: the run-time \(--time=0:0:1\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		js("h_rt-on-command-line-29s", nil, []string{"submit", "1", "--backend", "local", "-l", "h_vmem=1G,h_rt=29"}, `^farm: the run-time \(-l h_vmem=1G,h_rt=29\) cannot be given on the command line: set it with '#\$ -l h_rt=' in job_script\.sh$`),
 		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
 		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
 		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
@@ -935,6 +958,26 @@ func scriptEntries() []catEntry {
 			msg: `^farm: single_case\.sh cannot be read \(is a directory\)`},
 		{name: "single-case-dangling-symlink", base: baseNumbered, setup: symlink("single_case.sh", "gone.sh"), args: submitLocal, code: 1,
 			msg: `^farm: Non-farm directory .* \(no single_case\.sh\)`},
+		// A single_case.sh that is not a bash script is run as a program:
+		// without its x bit, each meta-job ended at its first case with
+		// advice about the farm directory's owner (issue 21).
+		{name: "single-case-python-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nimport os\nprint(os.environ['ID'])\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\), or make it a bash script \(#!/bin/bash\), which farm sources$`},
+		{name: "single-case-python-not-executable-resubmit", base: baseRan, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nprint(1)\n"), chmod("single_case.sh", 0o600)), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`, notOut: `Resubmitting`},
+		// The advice works: chmod +x, and the cases run.
+		{name: "single-case-sh-e-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh -e\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/bin/sh -e" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`,
+			after: func(t *testing.T, dir string) {
+				if out, err := exec.Command("chmod", "+x", filepath.Join(dir, "single_case.sh")).CombinedOutput(); err != nil {
+					t.Fatalf("chmod +x: %v %s", err, out)
+				}
+				mustFarm(t, dir, "submit", "1", "--backend", "local")
+				waitsWell(t, dir)
+			}},
+		// A #!/bin/sh script is sourced by bash, as META does: no x bit needed.
+		{name: "single-case-sh-not-executable-is-sourced", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
 	}
 }
 

@@ -158,7 +158,7 @@ func TestLocalTimeLimitInterruptsCase(t *testing.T) {
 	t.Parallel()
 	// "0:03" is 0 minutes 3 seconds in Slurm's format.
 	dir := newFarm(t, []string{"true", "sleep 60", "true"}, "0:03")
-	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmShort(t, dir, "submit", "1", "--backend", "local")
 	start := time.Now()
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 	if d := time.Since(start); d > 20*time.Second {

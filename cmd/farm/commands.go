@@ -402,7 +402,7 @@ func reportCmd() *cli.Command {
 				if o.path == "" {
 					continue
 				}
-				if err := casetable.WriteAtomic(o.path, 0o666&^proc.Umask(), o.write, ""); err != nil {
+				if err := casetable.WriteAtomic(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
 					return writeError(o.path, err)
 				}
 				size := ""
