@@ -6,9 +6,10 @@
 // first non-blank character is '#' are not cases. CRLF line endings are
 // tolerated. A numbered table has "ID command" on every case line, with ID a
 // positive integer unique in the table; an unnumbered table is numbered
-// 1, 2, 3, ... in line order by Number. The first case line decides: if it
-// starts with an integer (signed or not: "-1 echo a" is a bad ID, as
-// "0 echo a" is, not a command named -1), the table is numbered.
+// 1, 2, 3, ... in line order by Number. The first case line decides: if its
+// first field starts with a digit, or a sign and a digit, the table is
+// numbered ("-1 echo a" and "1a echo a" are bad IDs, as "0 echo a" is, not
+// commands named -1 or 1a).
 package casetable
 
 import (
@@ -102,25 +103,18 @@ func needsError(path string, n int, err error) *LineError {
 	return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
 }
 
-// startsWithInteger reports whether a case line's first field is an
-// integer, with or without a sign: an ID, well formed or not.
-func startsWithInteger(line []byte) bool {
-	t := bytes.TrimLeft(line, " \t")
-	if end := bytes.IndexAny(t, " \t"); end >= 0 {
-		t = t[:end]
-	}
+// startsWithID reports whether a case line's first field starts as an ID
+// does, well formed or not: with a digit, or a sign and a digit ("1",
+// "-1", "+2", "1a", "2.5"). This is the one rule that makes a table
+// numbered (its first case line decides): a first field that starts so is
+// an ID, and must then be a positive integer; a command that starts with
+// a digit needs the table numbered by hand.
+func startsWithID(line []byte) bool {
+	t := firstField(line)
 	if len(t) > 1 && (t[0] == '-' || t[0] == '+') {
 		t = t[1:]
 	}
-	if len(t) == 0 {
-		return false
-	}
-	for _, c := range t {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return len(t) > 0 && t[0] >= '0' && t[0] <= '9'
 }
 
 // splitID splits a numbered case line into its ID and command. ok is false
@@ -281,7 +275,7 @@ func firstLineOf(path string, id int64) int {
 }
 
 // Validate checks a table without changing it. A table whose first case line
-// starts with an integer (signed or not) is treated as numbered, and every
+// starts with an ID, well formed or not (startsWithID), is numbered, and every
 // case line must then carry a unique positive ID. A case line whose
 // NeedsMark part does not read (ParseNeeds) is refused with its line. The
 // first command longer than MaxCommand is Info.TooLong.
@@ -291,10 +285,15 @@ func Validate(path string) (Info, error) {
 		return Info{}, err
 	}
 	defer f.Close()
+	return validate(path, f)
+}
+
+// validate is Validate of the table path, read from r.
+func validate(path string, r io.Reader) (Info, error) {
 	var info Info
 	var ids idSet
 	first := true
-	err = eachLine(f, func(n int, line []byte) error {
+	err := eachLine(r, func(n int, line []byte) error {
 		if !isCase(line) {
 			return nil
 		}
@@ -305,7 +304,7 @@ func Validate(path string) (Info, error) {
 		info.Cases++
 		if first {
 			first = false
-			info.Numbered = startsWithInteger(line)
+			info.Numbered = startsWithID(line)
 		}
 		if !info.Numbered {
 			cmd := bytes.TrimSpace(line)
@@ -513,7 +512,7 @@ func FindCase(path string, id int64) (Case, error) {
 		}
 		k++
 		if first {
-			numbered = startsWithInteger(line) // as Validate decides
+			numbered = startsWithID(line) // as Validate decides
 			first = false
 		}
 		c := Case{ID: k, Command: string(bytes.TrimSpace(line)), Line: int64(n)}
@@ -545,4 +544,69 @@ func FindCase(path string, id int64) (Case, error) {
 		return Case{}, fmt.Errorf("%s: %w; put one command per line", filepath.Base(path), ErrEmptyTable)
 	}
 	return Case{}, fmt.Errorf("%s has no case %d (its IDs go up to %d)", filepath.Base(path), id, maxID)
+}
+
+// ReadIDsLenient calls fn with the ID of every case of the numbered table
+// at path, in file order, as ReadCases reads them, but goes on past a line
+// that does not read or repeats an ID (a table edited since it was
+// checked): such a line is skipped, a repeated ID counted at its first
+// line only. It returns how many lines it skipped and the error of the
+// first; err is an error reading the file.
+func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineError, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	var ids idSet
+	bad := func(e *LineError) {
+		skipped++
+		if first == nil {
+			first = e
+		}
+	}
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		id, _, _, err := splitID(line)
+		switch {
+		case err != nil:
+			bad(&LineError{File: path, Line: n, Msg: err.Error()})
+		case ids.add(id):
+			if first != nil { // the line of the first use is looked up once
+				skipped++
+				return nil
+			}
+			bad(&LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d)", id, firstLineOf(path, id))})
+		default:
+			fn(id)
+		}
+		return nil
+	})
+	return skipped, first, err
+}
+
+// FirstCaseNumbered reports whether the first case line of the table at
+// path starts with an ID (the rule of Validate); false for a table with no
+// case line.
+func FirstCaseNumbered(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	numbered := false
+	errStop := errors.New("stop")
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		numbered = startsWithID(line)
+		return errStop
+	})
+	if err == errStop {
+		err = nil
+	}
+	return numbered, err
 }

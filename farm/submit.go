@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,9 +153,104 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		return tableErr(err)
 	}
 	if !info.Numbered {
-		su.prepare = func() error { return f.numberTable(info) }
+		if err := f.checkNumberable(); err != nil {
+			return err
+		}
 	}
-	return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: Table, cases: info.Cases, maxID: info.MaxID})
+	// Run 1 reads a private copy of table.dat, as later runs read theirs:
+	// an edit of table.dat during the run never changes what it claims.
+	runTable := privateTable(1)
+	su.prepare = func(nr *runSpec) error {
+		if !info.Numbered {
+			if err := f.numberTable(info); err != nil {
+				return err
+			}
+		}
+		return f.snapshotTable(nr)
+	}
+	err = f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: runTable, cases: info.Cases, maxID: info.MaxID})
+	if err != nil {
+		f.removeRunTable(ctx, runTable)
+	}
+	return err
+}
+
+// privateTable is the name of a new run's table, relative to the farm:
+// a name of its own, so that two commands racing never write one file.
+// (Not by PID alone: processes on two hosts, or in two containers, may
+// have the same PID.)
+func privateTable(run int) string {
+	return fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, run, os.Getpid(), rand.Uint32())
+}
+
+// snapshotTable writes the first run's private table nr.table: a copy of
+// table.dat (numbered), validated in the same reading, with the record of
+// what it was made from (casetable.Source); nr's cases and largest ID are
+// those of the copy.
+func (f *Farm) snapshotTable(nr *runSpec) error {
+	if err := f.EnsureDirs(); err != nil {
+		return f.writeErr(err)
+	}
+	perm := os.FileMode(0o644)
+	if fi, err := os.Stat(f.Path(Table)); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	info, src, err := casetable.Snapshot(f.Path(Table), f.Path(nr.table), perm)
+	if errors.Is(err, casetable.ErrNotNumbered) {
+		return Userf("%s changed while this command ran (it is no longer numbered): nothing was submitted; run it again", Table)
+	}
+	if err == nil {
+		err = info.CheckLength()
+	}
+	if err != nil {
+		return f.writeErr(tableErr(err))
+	}
+	if err := casetable.WriteSource(f.Path(nr.table), src); err != nil {
+		os.Remove(f.Path(nr.table))
+		return f.writeErr(err)
+	}
+	nr.cases, nr.maxID = info.Cases, info.MaxID
+	return nil
+}
+
+// removeRunTable removes a private run table (and its source record)
+// that a launch which failed wrote, unless its run started.
+func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
+	if st, err := f.readState(ctx); err == nil && st.Table == runTable {
+		return
+	}
+	os.Remove(f.Path(runTable))
+	os.Remove(casetable.SourcePath(f.Path(runTable)))
+}
+
+// checkNumberable refuses an unnumbered table.dat that farm would have to
+// number through a symbolic link out of the farm directory: farm never
+// writes there.
+func (f *Farm) checkNumberable() error {
+	fi, err := os.Lstat(f.Path(Table))
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	to, err := filepath.EvalSymlinks(f.Path(Table))
+	if err != nil {
+		return tableErr(err)
+	}
+	dir, err := filepath.EvalSymlinks(f.Dir)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(dir, to); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return nil
+	}
+	return Userf("%s is a symbolic link to %s, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy (cp --remove-destination %s %s), or number the table yourself ('1 command', '2 command', ... on its case lines)", Table, to, shellQuote(to), Table)
+}
+
+// shellQuote quotes s for a POSIX shell, if it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // numberTable numbers table.dat, which info describes, keeping the original
@@ -234,7 +330,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		}
 	}
 	if su.prepare != nil {
-		if err := su.prepare(); err != nil {
+		if err := su.prepare(&nr); err != nil {
 			return err
 		}
 	}
@@ -326,7 +422,7 @@ type launchSetup struct {
 	be        backend.Backend
 	// prepare, if set, writes what the run needs (numbers table.dat,
 	// writes the resubmit's table) once nothing can refuse the launch.
-	prepare func() error
+	prepare func(nr *runSpec) error
 	// announce, if set, is said once the run has started: the launch
 	// will happen.
 	announce string
@@ -442,7 +538,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
 		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
-		if nr.maxID > 0 { // a first run: table.dat itself
+		if nr.maxID > 0 { // a first run: a copy of table.dat whole
 			st.MaxID, st.Total = nr.maxID, int64(nr.cases)
 		}
 		return nil
