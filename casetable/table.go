@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Case is one line of a table: an independent computation.
@@ -549,8 +550,8 @@ func FindCase(path string, id int64) (Case, error) {
 // ReadIDsLenient calls fn with the ID of every case of the numbered table
 // at path, in file order, as ReadCases reads them, but goes on past a line
 // that does not read or repeats an ID (a table edited since it was
-// checked): such a line is skipped, a repeated ID counted at its first
-// line only. It returns how many lines it skipped and the error of the
+// checked): such a line is skipped (so is one whose NeedsMark part does
+// not read), a repeated ID counted at its first line only. It returns how many lines it skipped and the error of the
 // first; err is an error reading the file.
 func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineError, err error) {
 	f, err := os.Open(path)
@@ -569,10 +570,13 @@ func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineErr
 		if !isCase(line) {
 			return nil
 		}
-		id, _, _, err := splitID(line)
+		id, cmd, _, err := splitID(line)
 		switch {
 		case err != nil:
 			bad(&LineError{File: path, Line: n, Msg: err.Error()})
+		case strings.Contains(cmd, NeedsMark) && checkNeeds(path, n, cmd) != nil:
+			_, _, nerr := ParseNeeds(cmd)
+			bad(&LineError{File: path, Line: n, Msg: nerr.Error()})
 		case ids.add(id):
 			if first != nil { // the line of the first use is looked up once
 				skipped++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -171,4 +172,68 @@ func TestTableRenamedOverSameSize(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestTableAppendedMidRunCountsWhatRan (issue 21, point 10): a line
+// appended to table.dat during run 1, repeating an ID or without one,
+// used to stop the meta-jobs and make farm wait count the repeated ID
+// twice ("5 cases: 3 succeeded, 2 never ran" when two ran), or make farm
+// wait and farm Status exit 1 with "table.dat:5: malformed case ID". Now
+// the run goes on with its own table, and the summary counts table.dat's
+// cases once each, with one warning naming the line.
+func TestTableAppendedMidRunCountsWhatRan(t *testing.T) {
+	t.Parallel()
+	for name, line := range map[string]string{
+		"duplicate":  `table\.dat:5: duplicate case ID 1 \(first used on line 1\)`,
+		"unnumbered": `table\.dat:5: malformed case ID "echo": a numbered table needs "ID command" on every case line, with ID a positive integer`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := newFarm(t, []string{"true"}, "0-00:10")
+			log, gate := filepath.Join(dir, "cases.log"), filepath.Join(dir, "gate")
+			var table strings.Builder
+			for k := 1; k <= 4; k++ {
+				fmt.Fprintf(&table, "%d echo %d:$ID >> %s; until [ -e %s ]; do sleep 0.02; done\n", k, k, log, gate)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte(table.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mustFarm(t, dir, "submit", "2", "--backend", "local")
+			waitFor(t, 30*time.Second, "a case to start", func() bool {
+				b, _ := os.ReadFile(log)
+				return len(b) > 0
+			})
+			appended := "1 echo X\n"
+			if name == "unnumbered" {
+				appended = "echo X\n"
+			}
+			f, err := os.OpenFile(filepath.Join(dir, "table.dat"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(appended)
+			f.Close()
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := farmIn(t, dir, nil, "wait", "--timeout", "1m")
+			warn := regexp.MustCompile(`^farm: warning: ` + line + `.*: not counted; fix the line before 'farm resubmit', which refuses table\.dat until then \(table\.dat changed since run 1 started; run 1 ran the table it started with; 'farm resubmit' will use table\.dat as it is now\)\n$`)
+			if w.Code != 0 || w.Out != "4 cases: 4 succeeded, 0 failed, 0 interrupted, 0 never ran, 0 unfit\n" || !warn.MatchString(w.Err) {
+				t.Errorf("farm wait: exit %d\nstdout: %s\nstderr: %s", w.Code, w.Out, w.Err)
+			}
+			s := farmIn(t, dir, nil, "Status")
+			if s.Code != 0 || strings.Count(s.Out, "succeeded") != 4 || !strings.HasPrefix(s.Err, "farm: note: table.dat changed since run 1 started") || strings.Count(s.Err, "\n") != 1 {
+				t.Errorf("farm Status: exit %d\nstdout: %s\nstderr: %s", s.Code, s.Out, s.Err)
+			}
+			b, _ := os.ReadFile(log)
+			if got := strings.Fields(string(b)); len(got) != 4 || strings.Contains(string(b), "X") {
+				t.Errorf("the cases ran %q, want 1:1 to 4:4 once each", got)
+			}
+			for k := 1; k <= 4; k++ {
+				if !strings.Contains(string(b), fmt.Sprintf("%d:%d\n", k, k)) {
+					t.Errorf("case %d did not run as itself: %q", k, b)
+				}
+			}
+		})
+	}
 }
