@@ -58,9 +58,14 @@ func (s Source) String() string {
 }
 
 // WriteSource records s beside the run table table (SourcePath), written
-// whole and renamed into place.
+// whole and renamed into place, with the table's mode (a private table's
+// record stays as private).
 func WriteSource(table string, s Source) error {
-	return WriteAtomic(SourcePath(table), 0o644, func(w *bufio.Writer) error {
+	fi, err := os.Stat(table)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(SourcePath(table), fi.Mode().Perm(), func(w *bufio.Writer) error {
 		_, err := w.WriteString(s.String())
 		return err
 	}, "")
