@@ -237,3 +237,23 @@ func TestTableAppendedMidRunCountsWhatRan(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCommandsFromTheRunsTable: farm report's slowest cases show the
+// command the run ran, from its own table, not table.dat as edited since.
+func TestReportCommandsFromTheRunsTable(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"1 sleep 0.2; echo ran-as-written", "2 true"}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte("1 echo edited-since\n2 true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustFarm(t, dir, "report", "-o", "r.html")
+	b, err := os.ReadFile(filepath.Join(dir, "r.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "sleep 0.2; echo ran-as-written") || strings.Contains(string(b), "edited-since") {
+		t.Errorf("the report does not show the command case 1 ran (or shows the edited one)")
+	}
+}
