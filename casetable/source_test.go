@@ -16,7 +16,7 @@ func TestSnapshot(t *testing.T) {
 	content := "# head\n1 echo a\n\n7 echo b #FARM cpus=2\n3 echo c\n"
 	src := writeTable(t, content)
 	dst := filepath.Join(t.TempDir(), "table.run1.1.a")
-	info, s, err := Snapshot(src, dst, 0o640)
+	info, s, err := Snapshot(src, dst, 0o640, "")
 	if err != nil || info.Cases != 3 || info.MaxID != 7 || !info.Numbered {
 		t.Fatalf("Snapshot = %+v, %v", info, err)
 	}
@@ -42,7 +42,7 @@ func TestSnapshot(t *testing.T) {
 		"1a echo a\n2 echo b\n": `table.dat:1: malformed case ID "1a"`,
 	} {
 		dst := filepath.Join(t.TempDir(), "table.run1.1.a")
-		_, _, err := Snapshot(writeTable(t, table), dst, 0o644)
+		_, _, err := Snapshot(writeTable(t, table), dst, 0o644, "")
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %s", table, err, want)
 		}
@@ -91,7 +91,7 @@ func TestSourceChanged(t *testing.T) {
 	} {
 		src := writeTable(t, content)
 		dst := filepath.Join(t.TempDir(), "copy")
-		_, s, err := Snapshot(src, dst, 0o644)
+		_, s, err := Snapshot(src, dst, 0o644, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,5 +113,46 @@ func TestReadIDsLenient(t *testing.T) {
 	}
 	if len(ids) != 3 || ids[0] != 1 || ids[1] != 2 || ids[2] != 4 {
 		t.Errorf("IDs %v, want [1 2 4]", ids)
+	}
+}
+
+// TestNumberAndSnapshotCheckTheHash: what submit numbers, then copies, is
+// the table it validated: a table changed since is ErrChanged, and
+// nothing is written.
+func TestNumberAndSnapshotCheckTheHash(t *testing.T) {
+	p := writeTable(t, "echo a\necho b\n")
+	info, s, err := ValidateSource(p)
+	if err != nil || info.Cases != 2 || info.Numbered {
+		t.Fatalf("ValidateSource = %+v, %v", info, err)
+	}
+	os.WriteFile(p, []byte("echo a\necho c\n"), 0o644) // edited meanwhile
+	if _, err := NumberChecked(p, p+".orig", s.Hash); !errors.Is(err, ErrChanged) {
+		t.Errorf("NumberChecked of a changed table: %v, want ErrChanged", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "echo a\necho c\n" {
+		t.Errorf("the table was rewritten: %q", b)
+	}
+	if _, err := os.Stat(p + ".orig"); err == nil {
+		t.Errorf("a backup was made")
+	}
+	_, s, _ = ValidateSource(p)
+	sum, err := NumberChecked(p, p+".orig", s.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if _, got, err := Snapshot(p, dst, 0o644, sum); err != nil || got.Hash != sum {
+		t.Errorf("Snapshot of the numbered table: %+v, %v; want hash %s", got, err, sum)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "1 echo a\n2 echo c\n" {
+		t.Errorf("the copy reads %q", b)
+	}
+	os.WriteFile(p, []byte("1 echo a\n2 echo d\n"), 0o644)
+	os.Remove(dst)
+	if _, _, err := Snapshot(p, dst, 0o644, sum); !errors.Is(err, ErrChanged) {
+		t.Errorf("Snapshot of a changed table: %v, want ErrChanged", err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Errorf("a refused Snapshot left its copy")
 	}
 }

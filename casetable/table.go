@@ -15,6 +15,8 @@ package casetable
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -289,6 +291,22 @@ func Validate(path string) (Info, error) {
 	return validate(path, f)
 }
 
+// ValidateSource is Validate that also returns the Source of what it read
+// (its SHA-256 lets NumberChecked and Snapshot make sure they read the
+// table validated, without validating it again).
+func ValidateSource(path string) (Info, Source, error) {
+	in, hr, s, err := openSource(path)
+	if err != nil {
+		return Info{}, Source{}, err
+	}
+	defer in.Close()
+	info, err := validate(path, hr)
+	if err != nil {
+		return info, Source{}, err
+	}
+	return info, hr.source(s), nil
+}
+
 // validate is Validate of the table path, read from r.
 func validate(path string, r io.Reader) (Info, error) {
 	var info Info
@@ -368,23 +386,38 @@ func Prepare(path string) (Info, error) {
 // followed: its target is numbered in place (written beside it and renamed
 // over it), and the link stays as it was.
 func Number(path, backup string) error {
+	_, err := NumberChecked(path, backup, "")
+	return err
+}
+
+// ErrChanged is the error of a table that changed while farm read it:
+// what it read is not what it had checked.
+var ErrChanged = errors.New("the table changed while it was read")
+
+// NumberChecked is Number that makes sure it numbers the table that was
+// validated: if want is not "", the SHA-256 of what it reads must be want
+// (Source.Hash of ValidateSource), or it writes nothing and returns
+// ErrChanged. It returns the SHA-256 of what it wrote.
+func NumberChecked(path, backup, want string) (string, error) {
 	path, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return err
+		return "", err
 	}
-	in, err := os.Open(path)
+	in, hr, _, err := openSource(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer in.Close()
 	st, err := in.Stat()
 	if err != nil {
-		return err
+		return "", err
 	}
-	return WriteAtomic(path, st.Mode().Perm(), func(w *bufio.Writer) error {
+	out := sha256.New()
+	err = WriteAtomic(path, st.Mode().Perm(), func(bw *bufio.Writer) error {
+		w := bufio.NewWriter(io.MultiWriter(bw, out))
 		id := int64(0)
 		var num []byte
-		return eachLine(in, func(n int, line []byte) error {
+		err := eachLine(hr, func(n int, line []byte) error {
 			if isCase(line) {
 				id++
 				num = strconv.AppendInt(num[:0], id, 10)
@@ -396,7 +429,18 @@ func Number(path, backup string) error {
 			}
 			return w.WriteByte('\n')
 		})
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil && want != "" && hr.source(Source{}).Hash != want {
+			err = ErrChanged
+		}
+		return err
 	}, backup)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(out.Sum(nil)), nil
 }
 
 // WriteAtomic writes a file through fill into a temporary file beside path and

@@ -95,7 +95,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// (Not by PID alone: processes on two hosts, or in two containers,
 	// may have the same PID.)
 	runTable := privateTable(state.Run + 1)
-	su.prepare = func(*runSpec) error {
+	su.prepare = func() error {
 		m, src, err := casetable.RebuildSource(f.Path(Table), f.Path(runTable), keep)
 		if err == nil && m != n {
 			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)

@@ -145,7 +145,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
-	info, err := casetable.Validate(f.Path(Table))
+	info, src, err := casetable.ValidateSource(f.Path(Table))
 	if err == nil {
 		err = info.CheckLength()
 	}
@@ -159,14 +159,16 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	}
 	// Run 1 reads a private copy of table.dat, as later runs read theirs:
 	// an edit of table.dat during the run never changes what it claims.
+	// What is numbered, then copied, is the table validated (its hash).
 	runTable := privateTable(1)
-	su.prepare = func(nr *runSpec) error {
+	su.prepare = func() error {
+		want := src.Hash
 		if !info.Numbered {
-			if err := f.numberTable(info); err != nil {
+			if want, err = f.numberTable(info, want); err != nil {
 				return err
 			}
 		}
-		return f.snapshotTable(nr)
+		return f.snapshotTable(runTable, want)
 	}
 	err = f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: runTable, cases: info.Cases, maxID: info.MaxID})
 	if err != nil {
@@ -183,11 +185,15 @@ func privateTable(run int) string {
 	return fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, run, os.Getpid(), rand.Uint32())
 }
 
-// snapshotTable writes the first run's private table nr.table: a copy of
-// table.dat (numbered), validated in the same reading, with the record of
-// what it was made from (casetable.Source); nr's cases and largest ID are
-// those of the copy.
-func (f *Farm) snapshotTable(nr *runSpec) error {
+// errTableChanged is the error of a submit whose table.dat changed
+// while it ran.
+var errTableChanged = Userf("%s changed while this command ran: nothing was submitted; run it again", Table)
+
+// snapshotTable writes the first run's private table runTable: a copy of
+// table.dat (numbered) whose SHA-256 is want, that of the table validated
+// and numbered, with the record of what it was made from
+// (casetable.Source).
+func (f *Farm) snapshotTable(runTable, want string) error {
 	if err := f.EnsureDirs(); err != nil {
 		return f.writeErr(err)
 	}
@@ -195,21 +201,17 @@ func (f *Farm) snapshotTable(nr *runSpec) error {
 	if fi, err := os.Stat(f.Path(Table)); err == nil {
 		perm = fi.Mode().Perm()
 	}
-	info, src, err := casetable.Snapshot(f.Path(Table), f.Path(nr.table), perm)
-	if errors.Is(err, casetable.ErrNotNumbered) {
-		return Userf("%s changed while this command ran (it is no longer numbered): nothing was submitted; run it again", Table)
-	}
-	if err == nil {
-		err = info.CheckLength()
+	_, src, err := casetable.Snapshot(f.Path(Table), f.Path(runTable), perm, want)
+	if errors.Is(err, casetable.ErrChanged) {
+		return errTableChanged
 	}
 	if err != nil {
 		return f.writeErr(tableErr(err))
 	}
-	if err := casetable.WriteSource(f.Path(nr.table), src); err != nil {
-		os.Remove(f.Path(nr.table))
+	if err := casetable.WriteSource(f.Path(runTable), src); err != nil {
+		os.Remove(f.Path(runTable))
 		return f.writeErr(err)
 	}
-	nr.cases, nr.maxID = info.Cases, info.MaxID
 	return nil
 }
 
@@ -253,19 +255,24 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// numberTable numbers table.dat, which info describes, keeping the original
-// as table.dat.orig. A table.dat that is a symbolic link is numbered at its
-// target, in the target's directory.
-func (f *Farm) numberTable(info casetable.Info) error {
-	err := casetable.Number(f.Path(Table), f.Path(Table+".orig"))
+// numberTable numbers table.dat, which info describes and whose SHA-256
+// was want when it was validated, keeping the original as table.dat.orig;
+// it returns the SHA-256 of the numbered table. A table.dat that is a
+// symbolic link is numbered at its target, in the target's directory
+// (checkNumberable has made sure that is in the farm directory).
+func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
+	sum, err := casetable.NumberChecked(f.Path(Table), f.Path(Table+".orig"), want)
+	if errors.Is(err, casetable.ErrChanged) {
+		return "", errTableChanged
+	}
 	if err != nil {
 		if to, lerr := filepath.EvalSymlinks(f.Path(Table)); lerr == nil && to != f.Path(Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
-			return Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
+			return "", Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
 		}
-		return f.writeErr(tableErr(err))
+		return "", f.writeErr(tableErr(err))
 	}
 	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
-	return nil
+	return sum, nil
 }
 
 func modeName(simple bool) string {
@@ -330,7 +337,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		}
 	}
 	if su.prepare != nil {
-		if err := su.prepare(&nr); err != nil {
+		if err := su.prepare(); err != nil {
 			return err
 		}
 	}
@@ -422,7 +429,7 @@ type launchSetup struct {
 	be        backend.Backend
 	// prepare, if set, writes what the run needs (numbers table.dat,
 	// writes the resubmit's table) once nothing can refuse the launch.
-	prepare func(nr *runSpec) error
+	prepare func() error
 	// announce, if set, is said once the run has started: the launch
 	// will happen.
 	announce string
