@@ -35,7 +35,7 @@ const sourceMagic = "farm-table-source v1"
 // table (a path): the table's name with ".src".
 func SourcePath(table string) string { return table + ".src" }
 
-// sourceOf fills in s's identity and times from fi.
+// fromStat fills in s's identity and times from fi.
 func (s *Source) fromStat(fi os.FileInfo) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.Dev, s.Ino = uint64(st.Dev), st.Ino
