@@ -69,6 +69,9 @@ type Farm struct {
 	Out    io.Writer // messages for the user
 
 	backends backend.Opener
+	// note is what the last load of the status records found to say of
+	// table.dat (tableNote), until a reader says it, once.
+	note string
 }
 
 // Options are what the command that opens a farm gives it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -95,23 +94,20 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// as table.dat_, as META does.
 	// (Not by PID alone: processes on two hosts, or in two containers,
 	// may have the same PID.)
-	runTable := fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, state.Run+1, os.Getpid(), rand.Uint32())
+	runTable := privateTable(state.Run + 1)
 	su.prepare = func() error {
-		m, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), keep)
+		m, src, err := casetable.RebuildSource(f.Path(Table), f.Path(runTable), keep)
 		if err == nil && m != n {
 			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)
+		}
+		if err == nil {
+			err = casetable.WriteSource(f.Path(runTable), src)
 		}
 		return tableErr(err)
 	}
 	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted, were unfit or never ran (%s).", n, RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
-		var st casetable.State
-		if s, rerr := f.readState(ctx); rerr == nil {
-			st = s
-		}
-		if st.Table != runTable {
-			os.Remove(f.Path(runTable))
-		}
+		f.removeRunTable(ctx, runTable)
 		return err
 	}
 	tmp := f.Path(RetryTable + ".tmp." + strconv.Itoa(os.Getpid()))

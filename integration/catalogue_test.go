@@ -121,6 +121,8 @@ type catEntry struct {
 	// notOut, if set, is a regexp stdout must not match (a message said
 	// too early).
 	notOut string
+	// out, if set, is a regexp a line of stdout must match.
+	out string
 	// after checks the farm once the command and the snapshot check are
 	// done, e.g. that the advice given works.
 	after func(t *testing.T, dir string)
@@ -159,6 +161,9 @@ func (e catEntry) run(t *testing.T, ranTemplate, slurmPath string) {
 	e.checkMessage(t, cmdline, r.Err)
 	if e.notOut != "" && regexp.MustCompile(e.notOut).MatchString(r.Out) {
 		t.Errorf("%s: stdout says %q, which it must not:\n%s", cmdline, e.notOut, r.Out)
+	}
+	if e.out != "" && !regexp.MustCompile("(?m)"+e.out).MatchString(r.Out) {
+		t.Errorf("%s: no line of stdout matches %q:\n%s", cmdline, e.out, r.Out)
 	}
 	after := snapshot(t, dir)
 	for _, p := range diffSnapshots(before, after) {
@@ -677,6 +682,47 @@ func symlinkedTable(content string) func(*testing.T, string) {
 	}
 }
 
+// outsideTable makes table.dat a symbolic link to ../outside/cases.txt,
+// out of the farm directory, which holds content.
+func outsideTable(content string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		out := filepath.Join(filepath.Dir(dir), "outside")
+		if err := os.Mkdir(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "cases.txt"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		symlink("table.dat", "../outside/cases.txt")(t, dir)
+	}
+}
+
+// touch sets the modification time of the file name to a second later.
+func touch(name string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := fi.ModTime().Add(time.Second)
+		if err := os.Chtimes(p, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// activeFiles are the files the meta-job of a baseActive farm may write
+// meanwhile.
+var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+
+// What farm says of a table.dat changed since the current run started
+// (issue 21), while the run goes on and once it has ended.
+const (
+	tableGoesOn = "table.dat changed since run 1 started; run 1 goes on with the table it started with; 'farm resubmit' will use table.dat as it is now"
+	tableRan    = "table.dat changed since run 1 started; run 1 ran the table it started with; 'farm resubmit' will use table.dat as it is now"
+)
+
 // commandOf is a case command of n bytes: /bin/true (a program, which a
 // command too long for COMM could not start) and an argument.
 func commandOf(n int) string {
@@ -772,8 +818,55 @@ func tableEntries() []catEntry {
 			msg: atLine("table.dat", 3) + `duplicate case ID 2 \(first used on line 2\); every case needs its own ID$`},
 		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
+		// A line that no longer reads is left out of wait's count, with a
+		// warning, and the summary goes on (issue 21); the exit says case 2
+		// failed.
 		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
-			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
+			msg: `^farm: warning: table\.dat:3: malformed case ID "zz": .*: not counted; fix the line before 'farm resubmit', which refuses table\.dat until then \(` + regexp.QuoteMeta(tableRan) + `\)$`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: 1,
+			msg: `^farm: warning: table\.dat:3: duplicate case ID 1 \(first used on line 1\): not counted; fix the line before 'farm resubmit'.*\(` + regexp.QuoteMeta(tableRan) + `\)$`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: 1,
+			msg: `^farm: warning: table\.dat:3: malformed case ID "echo": .* \(and 1 more such line\(s\)\): not counted; fix the line before 'farm resubmit'`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-case-appended-after-run-status", base: baseRan, setup: appendTo("table.dat", "3 echo X\n"), args: []string{"Status"}, code: 0,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableRan) + "$"},
+		// During a run: the run goes on with its own copy of table.dat,
+		// and farm says so in one line.
+		{name: "table-duplicate-appended-mid-run-status", base: baseActive, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"Status"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-unnumbered-appended-mid-run-status", base: baseActive, setup: appendTo("table.dat", "echo X\n"), args: []string{"Status"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-unnumbered-appended-mid-run-query", base: baseActive, setup: appendTo("table.dat", "echo X\n"), args: []string{"query"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-rewritten-same-size-mid-run-query", base: baseActive, setup: write("table.dat", "1 sleep 99\n"), args: []string{"query"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-touched-mid-run-query", base: baseActive, setup: touch("table.dat"), args: []string{"query"}, code: 0, change: activeFiles},
+		// One rule makes a table numbered: a first field that starts with
+		// a digit, or a sign and a digit, is an ID (issue 21).
+		refused("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refused("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixIDs),
+		// farm never writes through a link out of the farm directory.
+		{name: "table-symlink-out-of-farm-unnumbered", setup: outsideTable("echo a\necho b\n"), args: submitLocal, code: 1,
+			msg: `^farm: table\.dat is a symbolic link to .*/outside/cases\.txt, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy \(cp --remove-destination .*/outside/cases\.txt table\.dat\), or number the table yourself \('1 command', '2 command', \.\.\. on its case lines\)$`,
+			after: func(t *testing.T, dir string) {
+				if b, _ := os.ReadFile(filepath.Join(dir, "../outside/cases.txt")); string(b) != "echo a\necho b\n" {
+					t.Errorf("the link's target reads %q, want it unchanged", b)
+				}
+				// The advice works.
+				target, _ := filepath.EvalSymlinks(filepath.Join(dir, "table.dat"))
+				if out, err := exec.Command("cp", "--remove-destination", target, filepath.Join(dir, "table.dat")).CombinedOutput(); err != nil {
+					t.Fatalf("cp: %v\n%s", err, out)
+				}
+				mustFarm(t, dir, submitLocal...)
+				waitsWell(t, dir)
+				if b, _ := os.ReadFile(target); string(b) != "echo a\necho b\n" {
+					t.Errorf("the former target reads %q, want it unchanged", b)
+				}
+			}},
+		{name: "table-symlink-out-of-farm-numbered", setup: outsideTable("1 echo a\n2 echo b\n"), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
 		{name: "table-wait-missing-after-run", base: baseRan, setup: remove("table.dat"), args: []string{"wait"}, code: 1,
 			msg: `^farm: table\.dat is missing`},
 		{name: "table-wait-directory-after-run", base: baseRan, setup: toDir("table.dat"), args: []string{"wait", "--timeout", "1m"}, code: 1,
@@ -799,7 +892,8 @@ func tableEntries() []catEntry {
 		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
 		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: 1,
-			msg: atLine("table.dat", 3) + `#FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time\); fix the line$`},
+			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time\): not counted; fix the line before 'farm resubmit'`,
+			out: `^2 cases: 1 succeeded, 1 failed`},
 		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
 			msg: atLine("table.dat", 2) + `#FARM: bad mem="lots": want a size above 0`, change: []string{"RUN*/"}},
 	}
