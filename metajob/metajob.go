@@ -367,13 +367,7 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 		}
 		g, ok := m.pool.acquire(t, w, s.k-1)
 		if !ok {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if m.superseded != "" { // not a stop signal: the run moved on
-				m.left++
-				return MsgSuperseded, nil
-			}
-			return MsgStopped, nil
+			return m.notStarted(), nil
 		}
 		if start, msg, err := m.stillStarts(ctx, c, w); !start {
 			// Waited for its turn past a stop, the run-time or its
@@ -396,6 +390,19 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 			return MsgSimpleDone, nil
 		}
 	}
+}
+
+// notStarted is the message of a loop whose case was not started because
+// the pool stopped while it waited for its turn: its run superseded
+// (recheck), or a stop signal.
+func (m *Metajob) notStarted() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.superseded != "" {
+		m.left++ // its case
+		return MsgSuperseded
+	}
+	return MsgStopped
 }
 
 // stillStarts reports whether case c may still start once its turn came

@@ -144,12 +144,14 @@ func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 	}
 	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {
 		t.Error("a loop waiting for its turn was not stopped")
+	} else if msg := m.notStarted(); msg != MsgSuperseded {
+		t.Errorf("a loop stopped while waiting for its turn ends with %q", msg)
 	}
 	if _, _, _, msg, _ := m.next(context.Background(), s); msg != MsgSuperseded {
 		t.Errorf("next again: %q", msg)
 	}
 	line := m.supersededLine()
-	for _, want := range []string{"run 1 was superseded by run 2", "for 12m0s", "the 4 cases it had claimed but not started were left to run 2; exiting."} {
+	for _, want := range []string{"run 1 was superseded by run 2", "for 12m0s", "the 5 cases it had claimed but not started were left to run 2; exiting."} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line %q lacks %q", line, want)
 		}
