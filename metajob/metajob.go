@@ -555,6 +555,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	if err != nil {
 		return nil, "", err
 	}
+	asOf := m.now() // a claim that commits says the run was current then, or later
 	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
 	var changed *casetable.TableChangedError
 	if errors.As(err, &changed) {
@@ -567,7 +568,10 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	}
 	rt.claimed()
 	if len(cases) > 0 {
-		m.heard(m.now(), m.store.Last()) // claimed in its run: the run is current
+		// Claimed in its run: news of it, dated from before the claim (a
+		// job frozen inside the claim, once committed, must count the
+		// freeze).
+		m.heard(asOf, m.store.Last())
 	}
 	if rt.stop {
 		return nil, MsgNoRuntime, nil

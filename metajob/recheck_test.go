@@ -59,9 +59,7 @@ func recheckFarm(t *testing.T) (*Metajob, *slot, string) {
 	t.Cleanup(func() { m.sw.Close() })
 	m.Env.Run = 1
 	m.bs.max = 4
-	s := &slot{k: 1}
-	m.batch = 1
-	s.batch = 1 // no runner to refresh
+	s := &slot{k: 1, runner: nopRunner{}}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cases, msg, err := m.claim(context.Background(), m.rt, 4)
@@ -71,6 +69,14 @@ func recheckFarm(t *testing.T) (*Metajob, *slot, string) {
 	m.queue = cases[1:]
 	return m, s, dir
 }
+
+// nopRunner is a case runner that runs nothing.
+type nopRunner struct{}
+
+func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
+func (nopRunner) refresh() error                    { return nil }
+func (nopRunner) bind([]int)                        {}
+func (nopRunner) close()                            {}
 
 // startRun commits the next generation of the farm in dir as set makes it.
 func startRun(t *testing.T, dir string, set func(*casetable.State)) {
@@ -200,5 +206,37 @@ func TestRecheckReadFailureEndsTheJob(t *testing.T) {
 		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, msg, err)
 	} else if !strings.Contains(err.Error(), "reading the claim state after 2m0s without news of run 1") {
 		t.Errorf("error: %v", err)
+	}
+}
+
+func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
+	m, s, _ := recheckFarm(t)
+	m.queue = nil
+	// The job freezes for 10 minutes inside its next claim, once the
+	// claim has committed (the store then holds its generation).
+	t0 := time.Now().Round(0)
+	g0 := m.store.Last().Gen
+	m.clock = func() time.Time {
+		if m.store.Last().Gen > g0 {
+			return t0.Add(10 * time.Minute)
+		}
+		return t0
+	}
+	m.mu.Lock()
+	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	m.mu.Unlock()
+	if err != nil || msg != "" || len(cases) == 0 {
+		t.Fatalf("claim: %v, %q, %v", cases, msg, err)
+	}
+	if m.news.at != t0 {
+		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", m.news.at, t0)
+	}
+	// So the first case of the batch is not started before a re-check.
+	m.queue = cases
+	if c, _, _, msg, err := m.next(context.Background(), s); err != nil || msg != "" || c.ID != 5 {
+		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, msg, err)
+	}
+	if m.news.at != t0.Add(10*time.Minute) {
+		t.Errorf("news at %v after the first case: no re-check", m.news.at)
 	}
 }
