@@ -332,8 +332,8 @@ type slotEnd struct {
 
 // jobEnd is the end of a meta-job whose slots ended so: the first error,
 // else its run superseded, else a stop signal, else the run-time, else no
-// case left; fast-failure
-// protection ends the job only when it ended every slot.
+// case left; fast-failure protection ends the job only when it ended every
+// slot.
 func jobEnd(ends []slotEnd) (string, error) {
 	seen := map[string]bool{}
 	for _, e := range ends {

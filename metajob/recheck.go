@@ -15,16 +15,18 @@ import (
 // a resubmit started the next run, which runs those cases too. So before it
 // starts a case, a meta-job that has had no news of its run for longer than
 // RecheckAfter reads the claim state once more (one lock-free read); if its
-// run is no longer the current one, it starts none of the cases it still
-// holds — they stay without a start record in its run, never ran, for the
+// run is no longer the current one (another run started, or farm repair
+// rebuilt the state), it starts none of the cases it still holds — they stay without a start record in its run, never ran, for the
 // run that took over — says so in one line, and exits. In the normal path
 // (claims about a second apart) this costs nothing: no filesystem call, only
 // a look at the clock.
 //
-// News of the run is a claim that committed (it claimed in the run) or a
-// re-check that found it current; not a status record, which reads nothing:
-// a meta-job stopped in the middle of a case writes that case's end record
-// as soon as it resumes, and must still re-check before the next case.
+// News of the run is a claim that committed cases in it (dated from before
+// the claim: a job frozen inside its claim, after the commit, counts the
+// freeze) or a re-check that found it current; not a status record, which
+// reads nothing: a meta-job stopped in the middle of a case writes that
+// case's end record as soon as it resumes, and must still re-check before
+// the next case.
 //
 // What remains: a case already running when the job froze (or that started
 // in the instant between the re-check and its start record) runs on to its
@@ -39,11 +41,11 @@ const RecheckAfter = time.Minute
 // job's output gets the line that says why (Metajob.supersededLine).
 const MsgSuperseded = "farm: this meta-job's run is no longer the current one; exiting."
 
-// runNews is what the meta-job last knew of its run: when, and the run's
-// state as its last claim saw it.
+// runNews is what the meta-job last knew of its run: when, and the state
+// its last claim or re-check read.
 type runNews struct {
 	at  time.Time       // when (time.Now: wall and monotonic readings)
-	run casetable.State // the state of the meta-job's last claim
+	run casetable.State // the state then
 }
 
 // gap is how long it has been, at now, since t: the longer of the wall
@@ -137,10 +139,8 @@ func supersededBy(run int, last, st casetable.State) string {
 // supersededLine is the job's last line when its run was superseded.
 func (m *Metajob) supersededLine() string {
 	to := "left to the next run"
-	if m.news.run.Run > 0 {
-		if st := m.store.Last(); st.Run > m.Env.Run {
-			to = fmt.Sprintf("left to run %d", st.Run)
-		}
+	if st := m.store.Last(); st.Run > m.Env.Run { // the state the re-check read
+		to = fmt.Sprintf("left to run %d", st.Run)
 	}
 	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", m.left, to)
 	if m.left == 1 {
