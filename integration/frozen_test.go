@@ -34,15 +34,32 @@ import (
 // The resumed meta-job must start none of the cases it held — the log gets
 // no line of it, run 1 has no start record of them — and exit with the line
 // that says its run was superseded and how many cases it left to run 2.
-// On commit 149e76d it ran them in run 1, after run 2 had.
+// On commit 149e76d it ran them in run 1, after run 2 had. Twice: with the
+// meta-job's one loop, and in WHOLE_NODE mode with 3 loops sharing its
+// claims (each loop's case running when it froze runs on to its end).
 func TestLocalFrozenMetajobStartsNothingOfItsOldRun(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []struct{ name, config string }{
+		{"one loop", ""},
+		{"WHOLE_NODE 3 loops", "WHOLE_NODE=1\nNWHOLE=3\n"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testFrozenMetajob(t, mode.config)
+		})
+	}
+}
+
+func testFrozenMetajob(t *testing.T, config string) {
 	const n = 300
 	execLog := filepath.Join(t.TempDir(), "exec.log")
 	// Run 1's cases take 30 ms, so that the test can stop its job
 	// mid-batch; run 2's are quick.
 	table := repeat(fmt.Sprintf(`echo "$METAJOB_ID $ID" >> %s; [ "$FARM_RUN" != 1 ] || sleep 0.03`, execLog), n)
 	dir := newFarm(t, table, "0-00:10")
+	if config != "" {
+		appendFile(t, dir, "config", config)
+	}
 	env := []string{"TMPDIR=" + t.TempDir(), "FARM_LOCAL_SLOTS=3", "FARM_RECHECK_AFTER=1s"}
 	if r := farmIn(t, dir, env, "submit", "1", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
@@ -134,6 +151,9 @@ func TestLocalFrozenMetajobStartsNothingOfItsOldRun(t *testing.T) {
 	}
 	out, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-"+victim+".out"))
 	t.Logf("job %s's output ends: %s", victim, tail(out, 300))
+	if config != "" && !strings.Contains(string(out), "farm: WHOLE_NODE: 3 loops") {
+		t.Errorf("job %s did not run 3 loops", victim)
+	}
 	cases := fmt.Sprintf("the %d cases it had claimed but not started were left to run 2; exiting.", len(held))
 	if len(held) == 1 {
 		cases = "the case it had claimed but not started was left to run 2; exiting."
