@@ -81,6 +81,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 	// Stop it with cases claimed and not started.
 	waitFor(t, 30*time.Second, "15 cases to start", func() bool { return len(execLines(t, execLog)) >= 15 })
 	var held []int64 // claimed, not started: the rest of its batch
+	var started map[int64]bool
 	deadline := time.Now().Add(30 * time.Second)
 	for len(held) == 0 {
 		if time.Now().After(deadline) {
@@ -94,7 +95,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 		// Started: its start record written (the case may not have
 		// begun its command yet: it runs on when the job resumes), or
 		// in the log.
-		started := map[int64]bool{}
+		started = map[int64]bool{}
 		for id := range harness.ReadRunRecords(t, dir)[1].Starts {
 			started[id] = true
 		}
@@ -113,7 +114,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 		}
 	}
 	before := len(execLines(t, execLog))
-	t.Logf("job %s stopped after %d cases started (%d in the log), holding cases %d..%d", victim, held[0]-1, before, held[0], held[len(held)-1])
+	t.Logf("job %s stopped with %d cases started (%d in the log), holding cases %d..%d", victim, len(started), before, held[0], held[len(held)-1])
 	t0 := time.Now()
 
 	// Its node is marked DOWN: the job is presumed dead, its processes
