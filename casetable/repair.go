@@ -317,10 +317,10 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 		if err != nil {
 			return err
 		}
-		// For the record: what MISC/chain held. The name is the right;
-		// its content is not relied on.
-		// (The name is the right, whether or not this record of what
-		// MISC/chain held gets written.)
+		// The name is the right. Its content, what MISC/chain held, is
+		// for the record only: a failure to write it changes nothing.
+		// (A retransmitted exclusive create is recognised by the NFS
+		// server's verifier, so a lost reply does not turn into EEXIST.)
 		fmt.Fprintf(f, "farm repair of MISC/chain %.200q by %s\n", rd.file, s.by())
 		f.Close()
 		return nil
