@@ -1,15 +1,70 @@
 package casetable
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// The test binary is also the repair processes of
+// TestRepairProcessesRaceOneLiveChain (before TestMain runs).
+func init() {
+	if os.Getenv("CASETABLE_TEST_ROLE") == "repairer" {
+		os.Exit(repairer())
+	}
+}
+
+// repairer is one repair process: it says "ready", waits until the
+// barrier (a FIFO, $BARRIER) gives EOF, and then does what farm repair
+// does: reads the state and, unless it reads well, rebuilds it as run 1
+// with nothing claimed of $CASES cases, deciding from that reading. It
+// prints "rebuilt", "nothing" (the state read well) or "lost: ERROR".
+func repairer() int {
+	dir := os.Getenv("FARM_DIR")
+	n, _ := strconv.ParseInt(os.Getenv("CASES"), 10, 64)
+	fmt.Println("ready")
+	fh, err := os.Open(os.Getenv("BARRIER"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	io.Copy(io.Discard, fh)
+	fh.Close()
+	ctx := context.Background()
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	st.Job = "repair"
+	rd, err := st.Inspect(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if rd.Err == nil {
+		fmt.Println("nothing")
+		return 0
+	}
+	err = st.RepairFrom(ctx, rd, State{Run: 1, Table: "table.dat", Cases: n})
+	var race *RepairRaceError
+	switch {
+	case err == nil:
+		fmt.Println("rebuilt")
+	case errors.As(err, &race):
+		fmt.Println("lost: " + err.Error())
+	default:
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
 
 // An error while listing MISC for the chains to close fails the repair,
 // after retrying a transient one: it does not start a new chain beside one
@@ -146,4 +201,119 @@ func liveChains(t *testing.T, misc string) []string {
 		}
 	}
 	return live
+}
+
+// TestRepairProcessesRaceOneLiveChain: a claimer is stopped (SIGSTOP)
+// inside a commit on the chain; the state is damaged (four ways); two
+// repair processes are released at once from a barrier. Exactly one
+// rebuilds the state, the other says it lost (or, if it read after the
+// first ended, finds the state well); exactly one chain is live, the one
+// MISC/chain names. Then the claimer is resumed: it cannot go on in its
+// old chain, so it claims every case of the rebuilt state in the live one.
+func TestRepairProcessesRaceOneLiveChain(t *testing.T) {
+	const trials, n = 16, 50
+	outcomes := map[string]int{}
+	for trial := 0; trial < trials; trial++ {
+		damage := []string{"chain-garbage", "chain-deleted", "dir-deleted", "generation-garbage"}[trial%4]
+		dir := newFarm(t, n)
+		misc := filepath.Join(dir, "MISC")
+		stalled := stalledClaimer(t, dir, dir+"/out.stalled", "write", 1+trial%3, func(script string, env ...string) *exec.Cmd {
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			return cmd
+		})
+		ch, err := openChain(misc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, _ := ch.latest(-1)
+		switch damage {
+		case "chain-garbage":
+			os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)
+		case "chain-deleted":
+			os.Remove(filepath.Join(misc, "chain"))
+		case "dir-deleted":
+			os.RemoveAll(ch.dir)
+		case "generation-garbage":
+			os.WriteFile(ch.genPath(last), []byte("x\n"), 0o644)
+		}
+		ch.close()
+		fifo := filepath.Join(t.TempDir(), "go.fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []*strings.Builder
+		var cmds []*exec.Cmd
+		var dones []chan struct{}
+		for i := 0; i < 2; i++ {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=repairer", "FARM_DIR="+dir, "BARRIER="+fifo, fmt.Sprintf("CASES=%d", n))
+			cmd.Stderr = os.Stderr
+			pipe, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(pipe)
+			if l, _ := r.ReadString('\n'); l != "ready\n" {
+				t.Fatalf("repairer said %q", l)
+			}
+			out := &strings.Builder{}
+			done := make(chan struct{})
+			go func() { io.Copy(out, r); close(done) }()
+			outs = append(outs, out)
+			cmds = append(cmds, cmd)
+			dones = append(dones, done)
+		}
+		time.Sleep(20 * time.Millisecond) // both are at (or in) their open of the FIFO
+		hold.Close()
+		var what []string
+		rebuilt := 0
+		for i, cmd := range cmds {
+			<-dones[i] // all read before Wait closes the pipe
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("trial %d: repairer %d: %v", trial, i, err)
+			}
+		}
+		for _, out := range outs {
+			o := strings.TrimSpace(out.String())
+			switch {
+			case o == "rebuilt":
+				rebuilt++
+			case o == "nothing", strings.HasPrefix(o, "lost: "):
+			default:
+				t.Errorf("trial %d: a repairer said %q", trial, o)
+			}
+			if i := strings.Index(o, ":"); i > 0 {
+				o = o[:i]
+			}
+			what = append(what, o)
+			outcomes[o]++
+		}
+		if rebuilt != 1 {
+			t.Errorf("trial %d (%s): %d repairs rebuilt the state (%v), want 1", trial, damage, rebuilt, what)
+		}
+		live := liveChains(t, misc)
+		cur, err := openChain(misc)
+		if err != nil || len(live) != 1 || live[0] != cur.dir {
+			t.Fatalf("trial %d (%s): live chains %v, MISC/chain names %v (%v); want exactly that one live", trial, damage, live, cur, err)
+		}
+		syscall.Kill(stalled.Process.Pid, syscall.SIGCONT)
+		if err := stalled.Wait(); err != nil {
+			t.Fatalf("trial %d (%s): the resumed claimer: %v", trial, damage, err)
+		}
+		s, err := NewStore(dir, misc).Read(context.Background())
+		if err != nil || s.Claimed != n {
+			t.Errorf("trial %d (%s): after the resumed claimer, the live chain's state is %+v (%v): want all %d cases claimed in it", trial, damage, s, err, n)
+		}
+		if live := liveChains(t, misc); len(live) != 1 {
+			t.Errorf("trial %d (%s): after the resumed claimer, live chains %v", trial, damage, live)
+		}
+		t.Logf("trial %d (%s): %v", trial, damage, what)
+	}
+	t.Logf("outcomes: %v", outcomes)
 }
