@@ -32,8 +32,9 @@ import (
 //     MISC/repair.KEY, KEY naming what was read (the chain directory it
 //     names, or the hash and inode of the unreadable file): of the repairs
 //     that read the same thing, one makes the name, the others refuse. The
-//     name is never removed, so a repair that read it an hour ago cannot
-//     make it later. MISC/chain is only ever replaced by the holder of the
+//     name stays once MISC/chain is replaced, so a repair that read it an
+//     hour ago cannot make it later (a repair that fails before replacing
+//     it removes its name: what it read is still current). MISC/chain is only ever replaced by the holder of the
 //     name for what it holds, so it still holds what the winner read when
 //     the winner replaces it. A missing MISC/chain is first made into a
 //     placeholder (link(), which fails if the name exists), so that "missing"
@@ -210,21 +211,31 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		return err
 	}
 	// The right is ours: MISC/chain holds what rd read until we replace
-	// it.
+	// it. If we fail before we replace it, we give the right up: what we
+	// read is still what MISC/chain holds, so the next repair may act on
+	// it (and closes the chain we made, as any other).
+	giveUp := func(err error) error {
+		if rerr := os.Remove(filepath.Join(s.misc, filepath.Base(token))); rerr != nil && !os.IsNotExist(rerr) {
+			return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
+		}
+		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
+	}
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
 		c, err = s.newChain(st)
 		return err
 	}); err != nil {
-		return fmt.Errorf("%w (%s made, MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token, token)
+		return giveUp(err)
 	}
 	if err := s.closeOthers(ctx, &r, c.dir); err != nil {
 		c.close()
-		return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
+		return giveUp(err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
+		// The rename may have happened all the same (a lost reply):
+		// the right stays taken.
 		c.close()
-		return fmt.Errorf("%w (remove %s and run 'farm repair' again)", err, token)
+		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
 	s.setChain(c)
 	st.Gen = 0

@@ -68,7 +68,8 @@ func repairer() int {
 
 // An error while listing MISC for the chains to close fails the repair,
 // after retrying a transient one: it does not start a new chain beside one
-// it could not see. MISC/chain is left as it was.
+// it could not see. MISC/chain is left as it was, and the next repair can
+// do the work.
 func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 	ctx := context.Background()
 	for _, errno := range []syscall.Errno{syscall.EIO, syscall.EACCES} {
@@ -101,6 +102,16 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(chainFile); string(b) != "nonsense\n" {
 				t.Errorf("the failed repair changed MISC/chain to %q", b)
+			}
+			// It gave its right up: once MISC can be listed, a repair
+			// works, and closes the chain the failed one made.
+			readDir = os.ReadDir
+			if err := NewStore(dir, misc).Repair(ctx, State{Run: 1, Table: "table.dat", Offset: 0, Cases: 10, Claimed: 10}); err != nil {
+				t.Fatalf("repair after the failed one: %v", err)
+			}
+			cur, _ := openChain(misc)
+			if live := liveChains(t, misc); len(live) != 1 || cur == nil || live[0] != cur.dir {
+				t.Errorf("after the second repair, live chains %v; want only MISC/chain's", live)
 			}
 		})
 	}
