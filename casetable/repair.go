@@ -34,11 +34,12 @@ import (
 //     that read the same thing, one makes the name, the others refuse. The
 //     name stays once MISC/chain is replaced, so a repair that read it an
 //     hour ago cannot make it later (a repair that fails before replacing
-//     it removes its name: what it read is still current). MISC/chain is only ever replaced by the holder of the
-//     name for what it holds, so it still holds what the winner read when
-//     the winner replaces it. A missing MISC/chain is first made into a
-//     placeholder (link(), which fails if the name exists), so that "missing"
-//     has a name too. The winner makes its new chain, with the rebuilt state
+//     it removes its name: what it read is still current). MISC/chain is
+//     only ever replaced by the holder of the name for what it holds, so
+//     it still holds what the winner read when the winner replaces it. A
+//     missing MISC/chain is first made into a placeholder (link(), which
+//     fails if the name exists), so that "missing" has a name too. The
+//     winner makes its new chain, with the rebuilt state
 //     as its generation 0, before anyone can see it; closes every other chain
 //     directory in MISC (a closing generation, itself a commit: a process
 //     that holds the chain cannot commit on it after that), failing on any

@@ -116,6 +116,10 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		if errors.As(err, &race) {
 			return Userf("%v: nothing was repaired; see 'farm query', and run 'farm repair' again if it is still needed", err)
 		}
+		if errors.As(err, &de) {
+			// Damaged further since it was read: decide again.
+			return Userf("%v, since 'farm repair' read it: nothing was repaired; run 'farm repair' again", err)
+		}
 		return err
 	}
 	f.Log("repair: claim state rebuilt: run %d closed", run)
