@@ -37,9 +37,8 @@ import (
 //     it removes its name: what it read is still current). MISC/chain is
 //     only ever replaced by the holder of the name for what it holds, so
 //     it still holds what the winner read when the winner replaces it. A
-//     missing MISC/chain is first made into a placeholder (link(), which
-//     fails if the name exists), so that "missing" has a name too. The
-//     winner makes its new chain, with the rebuilt state
+//     missing MISC/chain is first made into an empty placeholder (O_EXCL
+//     create), so that "missing" has a name too. The winner makes its new chain, with the rebuilt state
 //     as its generation 0, before anyone can see it; closes every other chain
 //     directory in MISC (a closing generation, itself a commit: a process
 //     that holds the chain cannot commit on it after that), failing on any
@@ -47,8 +46,9 @@ import (
 //     name over MISC/chain.
 //
 // Primitives relied on: the chain's commit (a name that cannot be made
-// twice), O_EXCL create (the repair's right), link() within MISC (the
-// placeholder, as createChain), rename() replacing a name atomically.
+// twice, whatever primitive chain.commit uses), O_EXCL create (the
+// repair's right, the placeholder), rename() replacing a name atomically.
+// No link().
 
 // Reading is one reading of the claim state, for a repair to decide from
 // (Store.Inspect).
@@ -276,33 +276,26 @@ func (s *Store) by() string {
 	return "repair"
 }
 
-// placeholder makes the missing MISC/chain a placeholder of our own and
-// returns the reading of it; a *RepairRaceError if MISC/chain exists.
+// placeholder makes the missing MISC/chain an empty file of our own, by
+// O_EXCL create, and returns the reading of it; a *RepairRaceError if
+// MISC/chain exists. (Empty, so that whoever reads it, at any moment,
+// reads what we read: the same content and inode, so the same right.
+// Every command reads it as damage.)
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
-	body := []byte(chainMagic + "repairing." + newNonce() + "\n")
-	tmp := filepath.Join(s.misc, "chain.tmp."+newNonce())
-	if err := os.WriteFile(tmp, body, 0o644); err != nil {
-		os.Remove(tmp)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if os.IsExist(err) {
+		return Reading{}, &RepairRaceError{}
+	}
+	if err != nil {
 		return Reading{}, err
 	}
-	defer os.Remove(tmp)
+	defer f.Close()
 	var sb unix.Stat_t
-	if err := unix.Stat(tmp, &sb); err != nil {
-		return Reading{}, &os.PathError{Op: "stat", Path: tmp, Err: err}
+	if err := unix.Fstat(int(f.Fd()), &sb); err != nil {
+		return Reading{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if err := os.Link(tmp, path); err != nil {
-		if os.IsExist(err) {
-			// Made meanwhile, by another repair (or a lost reply of
-			// ours: then it holds our placeholder).
-			if b, ino, rerr := readFileIno(path); rerr == nil && ino == sb.Ino && string(b) == string(body) {
-				return Reading{file: body, ino: sb.Ino, gen: -1}, nil
-			}
-			return Reading{}, &RepairRaceError{}
-		}
-		return Reading{}, err
-	}
-	return Reading{file: body, ino: sb.Ino, gen: -1}, nil
+	return Reading{file: []byte{}, ino: sb.Ino, gen: -1}, nil
 }
 
 // rightName is the name whose O_EXCL create gives the right to replace
