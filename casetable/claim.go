@@ -253,9 +253,18 @@ func (s *Store) refresh() error {
 		if err := s.load(n); err == nil {
 			return nil
 		} else if errors.Is(err, errClosed) {
+			closed := s.ch.dir
 			s.setChain(nil)
 			if err := s.open(); err != nil {
 				return err
+			}
+			if s.ch.dir == closed {
+				// MISC/chain still names the closed chain: a repair
+				// is replacing it (repair.go), or died doing so.
+				if tries >= 20 {
+					return &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
+				}
+				time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
 			}
 		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
 			return err
@@ -590,88 +599,6 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 // ErrStop, returned by Claim's before function, ends the claim with no case
 // while keeping the state changes made so far.
 var ErrStop = errors.New("stop claiming")
-
-// Repair commits st as the next generation whatever the newest one holds
-// (it may be damaged), or starts a new chain if the old one cannot be found
-// (MISC/chain missing or damaged, or its directory gone). The old chain, if
-// any, is closed first, so that nobody can go on committing to it.
-func (s *Store) Repair(ctx context.Context, st State) error {
-	ch, err := openChain(s.misc)
-	if err == nil {
-		if _, serr := os.Stat(ch.dir); serr == nil {
-			n, lerr := ch.latest(-1)
-			if lerr != nil {
-				ch.close()
-				return lerr
-			}
-			s.setChain(ch)
-			s.gen = n
-			nonce := newNonce()
-			s.wbuf = st.marshal(s.wbuf[:0], ch.nextSlot(n), commitInfo{by: "repair", nonce: nonce})
-			won, err := ch.commit(ch.nextSlot(n), s.wbuf, nonce)
-			if err != nil {
-				return err
-			}
-			if !won {
-				return fmt.Errorf("the claim state changed while it was being repaired: a meta-job is still running; stop the farm's jobs first")
-			}
-			st.Gen = ch.top
-			s.gen, s.cur = ch.top, st
-			return nil
-		}
-		ch.close()
-	} else if !errors.Is(err, ErrNoState) {
-		var de *DamageError
-		if !errors.As(err, &de) {
-			return err
-		}
-	}
-	// No usable chain: close every old one (no process may go on
-	// committing to it), set the chain file aside and start afresh.
-	olds, _ := filepath.Glob(filepath.Join(s.misc, "claims.*"))
-	for _, dir := range olds {
-		c := newChain(dir)
-		err := closeChain(c)
-		c.close()
-		if err != nil {
-			return err
-		}
-	}
-	chainFile := filepath.Join(s.misc, "chain")
-	if _, err := os.Lstat(chainFile); err == nil {
-		if err := os.Rename(chainFile, chainFile+".damaged."+newNonce()); err != nil {
-			return err
-		}
-	}
-	s.setChain(nil)
-	s.gen = -1
-	_, err = s.update(ctx, func(cur *State) error { *cur = st; return nil },
-		func(*State) commitInfo { return commitInfo{by: "repair"} })
-	return err
-}
-
-// closeChain commits a generation that closes the chain in dir: whoever
-// reads it opens MISC/chain again.
-func closeChain(c *chain) error {
-	for {
-		n, err := c.latest(-1)
-		if err != nil {
-			return err
-		}
-		if b, err := c.read(n); err == nil && strings.HasSuffix(string(b), " closed\n") {
-			return nil
-		}
-		nonce := newNonce()
-		next := c.nextSlot(n)
-		won, err := c.commit(next, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, next, nonce)), nonce)
-		if err != nil || won {
-			return err
-		}
-		if _, err := c.await(context.Background(), next); err != nil {
-			return err
-		}
-	}
-}
 
 // openTable makes s.table the open table of st (again, if fresh).
 func (s *Store) openTable(table string, fresh bool) error {

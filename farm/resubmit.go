@@ -57,7 +57,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	// next run from it would start two runs, the first of which would never
 	// run a case.
 	if state.Claimed < state.Cases && !runHasJobs(recs, state.Run) {
-		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --force' closes run %d)", state.Run, state.Run)
+		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", state.Run, state.Run)
 	}
 	if opt.Backend == "" {
 		// Stay on the backend the farm ran on.
