@@ -54,6 +54,10 @@ func claimer() int {
 			if seen++; seen == n {
 				fmt.Println("stopped")
 				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				// The stop reaches this thread a moment later (the
+				// signal may be taken by another): wait for it here,
+				// not in the next step of the commit.
+				time.Sleep(100 * time.Millisecond)
 			}
 		}
 	}

@@ -252,20 +252,41 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 	nonce := newNonce()
 	b := st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
-	won, err := c.commit(next, b, nonce)
-	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
-		// A commit whose outcome the filesystem cannot tell yet is
-		// settled, not made again; one that failed before its mark
-		// (its slot taken by us or not) is tried again.
-		if errors.As(err, new(*UndecidedError)) {
-			won, err = c.settle()
-		} else {
-			won, err = c.commit(next, b, nonce)
+	var won bool
+	for {
+		var err error
+		won, err = c.commit(next, b, nonce)
+		for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
+			// A commit whose outcome the filesystem cannot tell yet
+			// is settled, not made again; one that failed before its
+			// mark (its slot taken by us or not) is tried again.
+			if errors.As(err, new(*UndecidedError)) {
+				won, err = c.settle()
+			} else {
+				won, err = c.commit(next, b, nonce)
+			}
 		}
-	}
-	if err != nil {
-		c.close()
-		return err
+		if err != nil {
+			c.close()
+			return err
+		}
+		if won {
+			break
+		}
+		// The slot was taken: by a process that commits on what we
+		// read (the state moved on: we lost), or by one that died or
+		// stalls before its mark, voided after a while (the state is
+		// as we read it: we try the next slot).
+		m, err := c.await(ctx, next)
+		if err != nil {
+			c.close()
+			return err
+		}
+		if m != voided {
+			break
+		}
+		next++
+		b = st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
 	}
 	if !won {
 		c.close()
@@ -348,7 +369,7 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 // can know it before it is named in MISC/chain.
 func (s *Store) newChain(st State) (*chain, error) {
 	name := "claims." + newNonce()
-	c := &chain{dir: filepath.Join(s.misc, name), self: newNonce()}
+	c := newChain(filepath.Join(s.misc, name))
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return nil, err
 	}

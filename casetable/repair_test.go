@@ -200,7 +200,7 @@ func liveChains(t *testing.T, misc string) []string {
 	}
 	var live []string
 	for _, d := range dirs {
-		c := &chain{dir: d, self: newNonce()}
+		c := newChain(d)
 		n, err := c.latest(-1)
 		if err != nil {
 			t.Fatal(err)
