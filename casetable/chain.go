@@ -245,10 +245,33 @@ func openChain(misc string) (*chain, error) {
 		return nil, err
 	}
 	name, ok := parseChainFile(b)
+	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
+		// Empty or cut short: made by O_EXCL create a moment ago
+		// (createChain) and not written yet, or cached so by this
+		// client when it lost the race to make it. Read again, past
+		// the caches; an empty file that stays so is damage (or the
+		// placeholder of a repair, repair.go).
+		time.Sleep(100 * time.Millisecond)
+		if b, err = os.ReadFile(filepath.Join(misc, "chain")); err != nil {
+			return nil, err
+		}
+		name, ok = parseChainFile(b)
+	}
 	if !ok {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
 	}
 	return newChain(filepath.Join(misc, name)), nil
+}
+
+// chainRereads is how many times openChain reads an empty MISC/chain again,
+// 0.1 s apart, before it believes it.
+var chainRereads = 20
+
+// unfinished reports whether b, MISC/chain's content, may be one still
+// being written: empty, or the start of a chain line with no newline yet.
+func unfinished(b []byte) bool {
+	s := string(b)
+	return !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
 }
 
 // newChain returns the chain in directory dir; it does no I/O.
@@ -271,15 +294,23 @@ func createChain(misc string) (*chain, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
-	tmp := filepath.Join(misc, "chain.tmp."+newNonce())
-	if err := os.WriteFile(tmp, []byte(chainMagic+name+"\n"), 0o644); err != nil {
-		os.Remove(tmp)
-		os.Remove(dir)
-		return nil, err
+	// MISC/chain by O_EXCL create (one process makes it), written at
+	// once; a reader that finds it empty meanwhile reads again
+	// (openChain).
+	path := filepath.Join(misc, "chain")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.Write([]byte(chainMagic + name + "\n"))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path) // ours, half written: nobody uses it yet
+		}
+	} else if os.IsExist(err) {
+		err = nil // another process's: read it
 	}
-	err := os.Link(tmp, filepath.Join(misc, "chain"))
-	os.Remove(tmp)
-	if err != nil && !os.IsExist(err) {
+	if err != nil {
 		os.Remove(dir)
 		return nil, err
 	}
