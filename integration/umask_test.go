@@ -81,12 +81,13 @@ func TestUmaskNeverWidensModes(t *testing.T) {
 			jobs, _ := filepath.Glob(filepath.Join(dir, "MISC", "jobs", "*"))
 			runs, _ := filepath.Glob(filepath.Join(dir, "MISC", "table.run*"))
 			slots, _ := filepath.Glob(filepath.Join(tmp, "farm-slots-*"))
-			if len(jobs) != 2 || len(runs) != 1 || len(slots) != 1 || n < 40 {
+			// Runs 1 and 2, each its table and the record of its source.
+			if len(jobs) != 2 || len(runs) != 4 || len(slots) != 1 || n < 40 {
 				t.Fatalf("umask %s: %d paths, job records %q, run tables %q, slot dirs %q", tc.umask, n, jobs, runs, slots)
 			}
 			for p, want := range map[string]fs.FileMode{
 				filepath.Join(root, "a"): tc.dir, dir: tc.dir, filepath.Join(dir, "single_case.sh"): tc.dir,
-				jobs[0]: tc.file, runs[0]: tc.file, table: tc.file, table + "_": tc.file, filepath.Join(dir, "report.html"): tc.file,
+				jobs[0]: tc.file, runs[0]: tc.file, runs[1]: tc.file, runs[2]: tc.file, runs[3]: tc.file, table: tc.file, table + "_": tc.file, filepath.Join(dir, "report.html"): tc.file,
 			} {
 				if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
 					t.Errorf("umask %s: %s: %v, %v; want %#o", tc.umask, strings.TrimPrefix(p, root+"/"), fi.Mode(), err, want)
