@@ -434,6 +434,7 @@ func (c *chain) latest(from int64) (int64, error) {
 		}
 	}
 	lo := from // marked (or -1)
+	loMark := unmarked // lo's mark, if looked up here
 	step := int64(1)
 	hi := int64(-1) // not marked
 	for hi < 0 {
@@ -445,7 +446,7 @@ func (c *chain) latest(from int64) (int64, error) {
 			hi = lo + step
 			break
 		}
-		lo += step
+		lo, loMark = lo+step, m
 		step *= 2
 	}
 	for hi-lo > 1 {
@@ -455,7 +456,7 @@ func (c *chain) latest(from int64) (int64, error) {
 			return 0, err
 		}
 		if m != unmarked {
-			lo = mid
+			lo, loMark = mid, m
 		} else {
 			hi = mid
 		}
@@ -463,6 +464,9 @@ func (c *chain) latest(from int64) (int64, error) {
 	// lo is the newest mark; the newest committed generation is it or
 	// the first below it that is not voided (voids are rare).
 	c.top = max(c.top, lo)
+	if loMark == committed {
+		return lo, nil
+	}
 	for n := lo; n >= 0; n-- {
 		m, err := c.marker(n)
 		if err != nil {
