@@ -78,18 +78,17 @@ const (
 )
 
 // testHook, if set (by tests only), is called at each stage of a commit:
-// "write" before the generation is written, "link" before it is linked,
-// "linked" once it is linked (and the private file unlinked).
+// "write" before its slot is taken, "link" once the generation is written
+// and before it is marked, "linked" once it is marked (committed).
 var testHook func(stage string)
 
 // fault, if set (by tests only), is asked before some of the claim path's
 // filesystem calls whether the call fails, and with what error (nil: it
-// runs as usual). The calls, by op: "lookup" (a generation's name), "read"
-// (a generation), "write" (a commit's private file), "link" (its link to
-// the generation's name), "link.reply" (asked after a link that worked: an
-// error is a lost reply), "nlink" (the stat of the private file that tells
-// whether the link was made), "bury" (a link to the tomb), "table.stat",
-// "table.read".
+// runs as usual). The calls, by op: "lookup" (a generation's mark), "read"
+// (a generation), "write" (a commit's slot), "link" (its mark), "link.reply"
+// (asked after a mark that was made: an error is a lost reply), "bury" (a
+// link to the tomb), "table.stat", "table.read". (The names are those of
+// the link()-based commit that these replaced, kept for the fault plans.)
 var fault func(op string) error
 
 // injected returns the error fault gives op, if any.
@@ -133,8 +132,8 @@ type chain struct {
 	buryErr   error     // the first such failure
 }
 
-// pendingCommit is a commit whose slot g.n was taken and written and
-// whose mark may have been made.
+// pendingCommit is a commit whose slot s.n was taken and whose content
+// g.n was written, and whose mark may have been made.
 type pendingCommit struct {
 	n int64
 }
@@ -301,11 +300,15 @@ func createChain(misc string) (*chain, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
 		_, err = f.Write([]byte(chainMagic + name + "\n"))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		cerr := f.Close()
 		if err != nil {
-			os.Remove(path) // ours, half written: nobody uses it yet
+			// Not written (a full disk): nobody can have read a
+			// chain in it, so it goes, for the next submit.
+			os.Remove(path)
+		} else {
+			// A close that failed after the write (an NFS flush)
+			// may have left it readable to others: it stays.
+			err = cerr
 		}
 	} else if os.IsExist(err) {
 		err = nil // another process's: read it
@@ -611,6 +614,7 @@ func (c *chain) void(d int, n int64) error {
 func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 	start := time.Now()
 	wait := time.Millisecond
+	voids := 0
 	for {
 		m, err := c.marker(n)
 		if err != nil || m != unmarked {
@@ -627,7 +631,13 @@ func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 			// The slot's owner will not remove it: its commit is
 			// decided. (If it does, when it resumes, no harm.)
 			unix.Unlinkat(d, slotName(n), 0)
-			continue // whose mark came first is its type
+			if voids++; voids > 3 {
+				// mkdir says the mark exists, lookups that it does
+				// not: a cache that does not let go.
+				return unmarked, errInconsistent
+			}
+			// Whose mark came first is its type: look again, after
+			// the pause.
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -705,9 +715,10 @@ func (c *chain) decided(d int, won bool) bool {
 	c.pending = nil
 	c.top = max(c.top, p.n)
 	if sd, err := c.segFD(p.n, false); err == nil {
-		d = sd // d may have been closed since (forget)
+		// (d may have been closed since: forget.) A slot left behind
+		// costs an inode, nothing else.
+		unix.Unlinkat(sd, slotName(p.n), 0)
 	}
-	unix.Unlinkat(d, slotName(p.n), 0)
 	if won {
 		if testHook != nil {
 			testHook("linked")

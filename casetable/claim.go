@@ -155,6 +155,7 @@ type Store struct {
 	misc   string
 	ch     *chain
 	gen    int64 // newest generation known; -1: none
+	top    int64 // newest mark known with it: every mark after gen up to top is a void
 	cur    State // its state
 	table  *os.File
 	tname  string
@@ -172,7 +173,7 @@ type Store struct {
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
 func NewStore(dir, misc string) *Store {
-	return &Store{Dir: dir, misc: misc, gen: -1}
+	return &Store{Dir: dir, misc: misc, gen: -1, top: -1}
 }
 
 // Close releases the store's files.
@@ -226,7 +227,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.setChain(ch)
-	s.gen = -1
+	s.gen, s.top = -1, -1
 	return nil
 }
 
@@ -271,7 +272,7 @@ func (s *Store) refresh() error {
 		} else {
 			// Buried while we looked (we were far behind), or a cached
 			// name: look again from the hint.
-			s.gen = -1
+			s.gen, s.top = -1, -1
 			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
 		}
 	}
@@ -291,7 +292,9 @@ func (s *Store) load(n int64) error {
 		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
 	st.Gen = n
-	s.gen, s.cur = n, st
+	// The chain's top is from the reading that found n (latest), so the
+	// marks between n and it are voids: the next commit goes past them.
+	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
 	return nil
 }
 
@@ -327,7 +330,12 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // again. info says what the commit claimed, for the record. Transient
 // filesystem errors are retried for s.Retry; after a damage error the
 // chain is looked up once more, in case a repair has started a new one.
-func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (State, error) {
+func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
+	defer func() {
+		if err != nil {
+			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
+		}
+	}()
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
 	stale := s.ch == nil || s.gen < 0 // the base must be read (again)
 	reopened := false                 // the chain was looked up again after damage
@@ -373,7 +381,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				continue
 			}
 		}
-		next := s.ch.nextSlot(s.gen)
+		next := max(s.gen, s.top) + 1
 		won, err := s.commitAs(next, &st, info)
 		// A commit whose outcome the filesystem cannot tell yet is
 		// settled, not made again: its generation may be ours.
@@ -397,10 +405,10 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			}
 			return State{}, err
 		}
-		r.OK()
 		if won {
+			r.OK()
 			st.Gen = next
-			s.gen, s.cur = next, st
+			s.gen, s.top, s.cur = next, next, st
 			return st, nil
 		}
 		// Lost the race: another process took the slot, or voided ours.
@@ -414,9 +422,13 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			if ctx.Err() != nil {
 				return State{}, ctx.Err()
 			}
-			stale = true
-			continue
+			if r.Again(ctx, err) {
+				stale = true
+				continue
+			}
+			return State{}, err
 		}
+		r.OK()
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
@@ -448,7 +460,10 @@ func (s *Store) dropFiles() {
 func (s *Store) readBase() error {
 	err := s.refresh()
 	if errors.Is(err, ErrNoState) {
-		s.cur, s.gen = State{Gen: -1}, -1
+		s.cur, s.gen, s.top = State{Gen: -1}, -1, -1
+		if s.ch != nil {
+			s.top = s.ch.top // voids only (a first commit voided)
+		}
 		return nil
 	}
 	return err
@@ -597,7 +612,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 }
 
 // ErrStop, returned by Claim's before function, ends the claim with no case
-// while keeping the state changes made so far.
+// and no commit (before's changes to the state are not kept).
 var ErrStop = errors.New("stop claiming")
 
 // openTable makes s.table the open table of st (again, if fresh).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -322,4 +323,43 @@ func errorsAs(err error, target **DamageError) bool {
 		err = u.Unwrap()
 	}
 	return false
+}
+
+// TestFailedReadLeavesNoOldBase: a store whose reading of the newest
+// generation failed (for longer than its retries) must not commit its next
+// claim on the generation it knew before: that would claim again what
+// others claimed since. (Found in review: the chain's newest mark was known,
+// its content not, and the next commit went past the mark from the old
+// base.)
+func TestFailedReadLeavesNoOldBase(t *testing.T) {
+	dir := newFarm(t, 20)
+	misc := filepath.Join(dir, "MISC")
+	ctx := context.Background()
+	a, b := NewStore(dir, misc), NewStore(dir, misc)
+	a.Log, b.Log = new(bytes.Buffer), new(bytes.Buffer)
+	defer a.Close()
+	defer b.Close()
+	if cs, err := a.Claim(ctx, 1, 1, nil); err != nil || len(cs) != 1 || cs[0].ID != 1 {
+		t.Fatalf("a's first claim: %v %v", cs, err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := b.Claim(ctx, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := parseFaults("read@1-100000=EIO")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault = f
+	a.Retry = 300 * time.Millisecond
+	err = a.Update(ctx, func(st *State) error { st.Cutoff = 1; return nil })
+	fault = nil
+	if err == nil {
+		t.Fatal("an update whose every read failed worked")
+	}
+	cs, err := a.Claim(ctx, 1, 1, nil)
+	if err != nil || len(cs) != 1 || cs[0].ID != 5 {
+		t.Errorf("a's claim after a failed reading: %v %v; want case 5 (cases 2-4 were b's)", cs, err)
+	}
 }
