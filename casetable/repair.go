@@ -114,12 +114,18 @@ func (s *Store) inspect() (Reading, error) {
 		return rd, err
 	}
 	rd.file, rd.ino = b, ino
-	name, ok := parseChainFile(b)
+	name, legacy, ok := parseChainFile(b)
 	if !ok {
 		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
 		return rd, nil
 	}
 	rd.dir = filepath.Join(s.misc, name)
+	if legacy {
+		// An older farm's chain: carried over as a damaged one is, by
+		// a new chain (the old one closed).
+		rd.Err = &DamageError{Path: rd.dir, Why: legacyWhy}
+		return rd, nil
+	}
 	if _, err := os.Stat(rd.dir); os.IsNotExist(err) {
 		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
 		return rd, nil
@@ -444,6 +450,17 @@ func closeChain(c *chain) error {
 		if err != nil {
 			return err
 		}
+		legacy := false
+		if n < 0 {
+			// No mark: a chain of an older farm, whose generations
+			// are their names (legacyLatest)? It is closed by a
+			// generation after its newest, made as any other: an
+			// older farm sees its name.
+			if n, err = c.legacyLatest(-1); err != nil {
+				return err
+			}
+			legacy = n >= 0
+		}
 		if n >= 0 {
 			b, err := c.read(n)
 			if err == nil && strings.HasSuffix(string(b), " closed\n") {
@@ -468,6 +485,9 @@ func closeChain(c *chain) error {
 		}
 		if won {
 			return nil
+		}
+		if legacy {
+			continue // an older farm's process made it: read again
 		}
 		// Another process took the slot (a stalled claimer that
 		// resumed): once it is marked, close after it.

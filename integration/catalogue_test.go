@@ -1251,7 +1251,7 @@ func miscEntries() []catEntry {
 		chain("chain-garbage", write("MISC/chain", "garbage\n"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content "garbage\\n"\)`+repair),
 		chain("chain-empty", write("MISC/chain", ""), []string{"query"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content ""\)`+repair),
 		chain("chain-truncated", onGlob("MISC/chain", truncate), []string{"query", "--json"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content`),
-		chain("chain-names-missing-claims", write("MISC/chain", "farm-chain v1 claims.0123456789abcdef\n"), resubmit, `^farm: the farm's claim state .*/MISC/claims\.0123456789abcdef is damaged \(the chain directory is gone\)`+repair),
+		chain("chain-names-missing-claims", write("MISC/chain", "farm-chain v2 claims.0123456789abcdef\n"), resubmit, `^farm: the farm's claim state .*/MISC/claims\.0123456789abcdef is damaged \(the chain directory is gone\)`+repair),
 		chain("chain-is-a-directory", toDir("MISC/chain"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(a directory, not a file\)`+repair),
 		{name: "misc-chain-missing", base: baseRan, setup: remove("MISC/chain"), args: resubmit, code: 1, after: repairWorks,
 			msg: `^farm: the farm's claim state \(MISC/chain\) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records$`},

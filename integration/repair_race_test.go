@@ -58,7 +58,7 @@ func liveChains(t *testing.T, dir string) (live []string, named string) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
-	named = strings.TrimSpace(strings.TrimPrefix(string(b), "farm-chain v1 "))
+	named = strings.TrimSpace(strings.TrimPrefix(string(b), "farm-chain v2 "))
 	return live, named
 }
 

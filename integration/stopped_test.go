@@ -112,7 +112,7 @@ func watchCommits(t *testing.T, dir string) (seg string, ino int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v2 ")
 	if !ok {
 		t.Fatalf("MISC/chain: %q", b)
 	}

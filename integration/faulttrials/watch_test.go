@@ -29,7 +29,7 @@ func watchCommits(dir string) (*commitWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	claims, _ := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	claims, _ := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v2 ")
 	seg := filepath.Join(dir, "MISC", claims, "000000")
 	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
