@@ -76,8 +76,8 @@ const (
 	// legacyMagic names a chain of an older farm, whose generations were
 	// committed by link(): readable, not to be committed on (legacyWhy).
 	legacyMagic = "farm-chain v1 "
-	genMagic   = "farm-gen v1 "
-	tombText   = "farm-gen v1 buried\n"
+	genMagic    = "farm-gen v1 "
+	tombText    = "farm-gen v1 buried\n"
 )
 
 // testHook, if set (by tests only), is called at each stage of a commit:
@@ -453,7 +453,7 @@ func (c *chain) latest(from int64) (int64, error) {
 			}
 		}
 	}
-	lo := from // marked (or -1)
+	lo := from         // marked (or -1)
 	loMark := unmarked // lo's mark, if looked up here
 	step := int64(1)
 	hi := int64(-1) // not marked
