@@ -39,6 +39,7 @@ type State struct {
 	Done    int64   // cases finished farm-wide, over all runs
 	Cutoff  float64 // runtime-aware exit threshold in seconds; 0 = unknown
 	Next    int64   // Done count at which Cutoff is next recomputed
+	Repair  string  // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
 }
@@ -65,9 +66,13 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if tfp == "" || strings.ContainsAny(tfp, " \n") {
 		tfp = "-"
 	}
-	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
+	b = fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d",
 		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
-		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next, by, ci.first, ci.n, ci.nonce)
+		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
+	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
+		b = fmt.Appendf(b, " repair=%s", s.Repair)
+	}
+	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
 }
 
 // errClosed: the generation closes its chain (a repair made a new one).
@@ -125,6 +130,8 @@ func (s *State) unmarshal(b []byte) error {
 			s.Done, err = strconv.ParseInt(v, 10, 64)
 		case "cutoff":
 			s.Cutoff, err = strconv.ParseFloat(v, 64)
+		case "repair":
+			s.Repair = v
 		case "next":
 			s.Next, err = strconv.ParseInt(v, 10, 64)
 		}

@@ -196,6 +196,7 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 // state changed since rd, or another repair holds the right to replace it,
 // it changes nothing and returns a *RepairRaceError.
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
+	st.Repair = newNonce() // a meta-job that resumes tells the rebuilt state by it
 	if rd.usable {
 		return s.repairOn(ctx, rd, st)
 	}

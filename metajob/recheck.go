@@ -128,9 +128,10 @@ func supersededBy(run int, last, st casetable.State) string {
 		return fmt.Sprintf("run %d was superseded by run %d", run, st.Run)
 	case st.Run != run:
 		return fmt.Sprintf("run %d is no longer the current run (the claim state is at run %d)", run, st.Run)
-	case st.Gen < last.Gen || st.Table != last.Table || st.TSize != last.TSize || st.TIno != last.TIno || st.TFP != last.TFP:
-		// A claim never changes the run's table; a new chain starts
-		// from generation 0: 'farm repair' rebuilt the state.
+	case st.Repair != last.Repair || st.Gen < last.Gen || st.Table != last.Table || st.TSize != last.TSize || st.TIno != last.TIno || st.TFP != last.TFP:
+		// Every repair marks its state as its own; a claim never
+		// changes the run's table; a new chain starts from generation
+		// 0: 'farm repair' rebuilt the state.
 		return fmt.Sprintf("the claim state of run %d was rebuilt (farm repair)", run)
 	}
 	return ""
