@@ -1,40 +1,64 @@
 package casetable
 
 import (
-	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/farm-hpc/farm/fsretry"
 	"golang.org/x/sys/unix"
 )
 
 // The claim state is a chain of immutable generations (CLAIMS.md in this directory):
 //
-//	MISC/chain                      names the chain directory; made once, by link()
+//	MISC/chain                      names the chain directory
 //	MISC/claims.NONCE/              the chain directory
 //	MISC/claims.NONCE/head          a hint: a recent generation number
-//	MISC/claims.NONCE/SEG/g.N       generation N (SEG = N / SegmentSize)
-//	MISC/claims.NONCE/SEG/tomb      what buried generations are links to
+//	MISC/claims.NONCE/SEG/s.N       generation N's slot, while it is being made (SEG = N / SegmentSize)
+//	MISC/claims.NONCE/SEG/g.N       generation N's content
+//	MISC/claims.NONCE/SEG/c.N       its mark: a file if N was committed, a directory if it was voided
+//	MISC/claims.NONCE/SEG/tomb      what buried generations and marks are links to
 //
-// Generation N+1 is committed by writing it to a private file and link()ing
-// that to the name g.N+1, which fails if the name exists: link is atomic at
-// the server of every network filesystem, so of all the processes that read
-// generation N and want to follow it, exactly one succeeds. A name, once
-// made, exists until the farm is cleaned: old generations are "buried" by
-// renaming a link to the segment's tomb over them (the inode goes, the name
-// stays), never removed. So a process that stalled for any length of time
-// cannot commit on an old view: the name it would make exists.
+// Generation N is committed in three steps, each an operation that is
+// exclusive at the server of every filesystem farm supports, GlusterFS's
+// distribute-replicate volumes included (link() is not: CLAIMS.md):
+//
+//  1. The slot: a mknod of s.N (an O_EXCL create with no open). Of all the
+//     processes that want to make generation N, one makes the name.
+//  2. The content: the slot's owner creates g.N (O_EXCL) and writes it. No
+//     other process has looked the name up, so no client has it cached
+//     empty: the losers of step 1 looked up s.N.
+//  3. The mark: the owner makes c.N, a regular file (mknod). Only then is
+//     generation N committed, and read by anyone. The owner then removes
+//     s.N; a process that makes it again later fails at step 2.
+//
+// A slot whose owner died or stalls before its mark is voided by a process
+// that waited voidAfter for the mark: it makes c.N a directory (mkdir). A
+// name has one type, made once: the owner's mark and the void exclude each
+// other, so a stalled owner that resumes finds a directory and knows it
+// lost, however long it stalled. Marks are made in order, and a
+// generation's content is computed from the newest committed one before
+// it: the committed generations form one linear history.
+//
+// The names g.N and c.N, once made, exist until the farm is cleaned: old
+// generations and their marks are "buried" by renaming a link to the
+// segment's tomb over them (the inode goes, the name stays), never removed.
+// So a process that stalled for any length of time cannot commit on an old
+// view: the content and the mark it would make exist.
 //
 // Nothing is ever rewritten in place, and no correctness depends on reading a
-// file another client rewrote: a generation's content never changes once it
-// has a name, and a hint that is stale costs only lookups.
+// file another client rewrote: a generation's content is read only once its
+// mark exists, after its writer closed it, and never changes; a hint that is
+// stale costs only lookups.
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
@@ -48,15 +72,35 @@ const buryAfter = 1024
 const hintEvery = 256
 
 const (
-	chainMagic = "farm-chain v1 "
-	genMagic   = "farm-gen v1 "
-	tombText   = "farm-gen v1 buried\n"
+	chainMagic = "farm-chain v2 "
+	// legacyMagic names a chain of an older farm, whose generations were
+	// committed by link(): readable, not to be committed on (legacyWhy).
+	legacyMagic = "farm-chain v1 "
+	genMagic    = "farm-gen v1 "
+	tombText    = "farm-gen v1 buried\n"
 )
 
 // testHook, if set (by tests only), is called at each stage of a commit:
-// "write" before the generation is written, "link" before it is linked,
-// "linked" once it is linked (and the private file unlinked).
+// "write" before its slot is taken, "link" once the generation is written
+// and before it is marked, "linked" once it is marked (committed).
 var testHook func(stage string)
+
+// fault, if set (by tests only), is asked before some of the claim path's
+// filesystem calls whether the call fails, and with what error (nil: it
+// runs as usual). The calls, by op: "lookup" (a generation's mark), "read"
+// (a generation), "write" (a commit's slot), "link" (its mark), "link.reply"
+// (asked after a mark that was made: an error is a lost reply), "bury" (a
+// link to the tomb), "table.stat", "table.read". (The names are those of
+// the link()-based commit that these replaced, kept for the fault plans.)
+var fault func(op string) error
+
+// injected returns the error fault gives op, if any.
+func injected(op string) error {
+	if fault == nil {
+		return nil
+	}
+	return fault(op)
+}
 
 // errBuried is returned when a generation has been buried.
 var errBuried = errors.New("generation buried")
@@ -76,6 +120,29 @@ type chain struct {
 	dfd  *os.File // dir, opened O_PATH; nil until needed
 	sfd  *os.File // the segment directory sseg, opened O_PATH
 	sseg int64
+
+	// top is the newest generation known to be marked (committed or
+	// voided); the next commit takes slot top+1. -1: none known.
+	top int64
+
+	// legacy: a chain of an older farm (legacyMagic), read by its
+	// generations' names; nothing is committed on it.
+	legacy bool
+
+	// pending is the commit whose link was tried and whose outcome is not
+	// known yet (settle); nil when there is none.
+	pending *pendingCommit
+
+	log       io.Writer // where a failure to bury is said, once; nil: not said
+	tomb      int       // the tomb buried generations are linked to: tomb, tomb.1, ...
+	buryFails int       // generations that could not be buried
+	buryErr   error     // the first such failure
+}
+
+// pendingCommit is a commit whose slot s.n was taken and whose content
+// g.n was written, and whose mark may have been made.
+type pendingCommit struct {
+	n int64
 }
 
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
@@ -183,20 +250,53 @@ func openChain(misc string) (*chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, ok := parseChainFile(b)
+	name, legacy, ok := parseChainFile(b)
+	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
+		// Empty or cut short: made by O_EXCL create a moment ago
+		// (createChain) and not written yet, or cached so by this
+		// client when it lost the race to make it. Read again, past
+		// the caches; an empty file that stays so is damage (or the
+		// placeholder of a repair, repair.go).
+		time.Sleep(100 * time.Millisecond)
+		if b, err = os.ReadFile(filepath.Join(misc, "chain")); err != nil {
+			return nil, err
+		}
+		name, legacy, ok = parseChainFile(b)
+	}
 	if !ok {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
 	}
-	return &chain{dir: filepath.Join(misc, name), self: newNonce()}, nil
+	c := newChain(filepath.Join(misc, name))
+	c.legacy = legacy
+	return c, nil
 }
 
-func parseChainFile(b []byte) (string, bool) {
+// chainRereads is how many times openChain reads an empty MISC/chain again,
+// 0.1 s apart, before it believes it.
+var chainRereads = 20
+
+// unfinished reports whether b, MISC/chain's content, may be one still
+// being written: empty, or the start of a chain line with no newline yet.
+func unfinished(b []byte) bool {
+	s := string(b)
+	return !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s) ||
+		strings.HasPrefix(s, legacyMagic) || strings.HasPrefix(legacyMagic, s))
+}
+
+// newChain returns the chain in directory dir; it does no I/O.
+func newChain(dir string) *chain { return &chain{dir: dir, self: newNonce(), top: -1} }
+
+func parseChainFile(b []byte) (name string, legacy, ok bool) {
 	s, ok := strings.CutPrefix(string(b), chainMagic)
+	if !ok {
+		s, legacy = strings.CutPrefix(string(b), legacyMagic)
+		ok = legacy
+	}
 	s, ok2 := strings.CutSuffix(s, "\n")
 	if !ok || !ok2 || !strings.HasPrefix(s, "claims.") || strings.ContainsAny(s, "/ \n") {
-		return "", false
+		return "", false, false
 	}
-	return s, true
+	return s, legacy, true
 }
 
 // createChain makes a new chain and names it in misc/chain, unless misc/chain
@@ -207,15 +307,27 @@ func createChain(misc string) (*chain, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
-	tmp := filepath.Join(misc, "chain.tmp."+newNonce())
-	if err := os.WriteFile(tmp, []byte(chainMagic+name+"\n"), 0o644); err != nil {
-		os.Remove(tmp)
-		os.Remove(dir)
-		return nil, err
+	// MISC/chain by O_EXCL create (one process makes it), written at
+	// once; a reader that finds it empty meanwhile reads again
+	// (openChain).
+	path := filepath.Join(misc, "chain")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.Write([]byte(chainMagic + name + "\n"))
+		cerr := f.Close()
+		if err != nil {
+			// Not written (a full disk): nobody can have read a
+			// chain in it, so it goes, for the next submit.
+			os.Remove(path)
+		} else {
+			// A close that failed after the write (an NFS flush)
+			// may have left it readable to others: it stays.
+			err = cerr
+		}
+	} else if os.IsExist(err) {
+		err = nil // another process's: read it
 	}
-	err := os.Link(tmp, filepath.Join(misc, "chain"))
-	os.Remove(tmp)
-	if err != nil && !os.IsExist(err) {
+	if err != nil {
 		os.Remove(dir)
 		return nil, err
 	}
@@ -223,7 +335,7 @@ func createChain(misc string) (*chain, error) {
 	if oerr != nil {
 		return nil, oerr
 	}
-	if c.dir != dir {
+	if c.dir != dir || c.legacy {
 		os.Remove(dir) // another process's chain won
 	}
 	return c, nil
@@ -233,32 +345,55 @@ func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
 
 func genName(n int64) string { return "g." + strconv.FormatInt(n, 10) }
 
+func markName(n int64) string { return "c." + strconv.FormatInt(n, 10) }
+
+func slotName(n int64) string { return "s." + strconv.FormatInt(n, 10) }
+
 func (c *chain) genPath(n int64) string {
 	return filepath.Join(c.dir, segName(n), genName(n))
 }
 
-// exists reports whether generation n has been made. Names are never
-// removed, so a yes is always true; a no may be stale (a cached negative
-// lookup), which only makes the caller's commit fail and retry.
-func (c *chain) exists(n int64) (bool, error) {
+// mark is what a generation's mark says.
+type mark int
+
+const (
+	unmarked  mark = iota // no mark (yet): not committed, or still being written
+	committed             // a file: committed (or its tomb)
+	voided                // a directory: voided
+)
+
+// marker looks up generation n's mark. Names are never removed and never
+// change type, so a mark seen is always true; a missing one may be stale
+// (a cached negative lookup), which makes a commit find its slot taken,
+// no worse.
+func (c *chain) marker(n int64) (mark, error) {
 	d, err := c.segFD(n, false)
 	if os.IsNotExist(err) {
-		return false, nil // the segment is not made yet
+		return unmarked, nil // the segment is not made yet
 	}
 	if err != nil {
-		return false, err
+		return unmarked, err
 	}
-	fd, err := unix.Openat(d, genName(n), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	var st unix.Stat_t
+	err = injected("lookup")
 	if err == nil {
-		unix.Close(fd)
-		return true, nil
+		err = unix.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err == unix.ENOENT {
-		return false, nil
+	switch {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return voided, nil
+	case err == nil:
+		return committed, nil
+	case err == unix.ENOENT:
+		return unmarked, nil
 	}
 	c.forget()
-	return false, &os.PathError{Op: "lstat", Path: c.genPath(n), Err: err}
+	return unmarked, &os.PathError{Op: "lstat", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 }
+
+// errInconsistent: a mark seen, then not seen: a stale cache answered one of
+// the lookups. The caller reads again later.
+var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up inconsistently (a network filesystem's cache); reading again"))
 
 // readAt reads the file name in the directory open as d.
 func readAt(d int, name string) ([]byte, error) {
@@ -299,25 +434,110 @@ func (c *chain) hint() int64 {
 	return n
 }
 
-// latest finds the newest generation, starting from from (a generation known
-// to exist, or -1). It returns -1 if the chain has none.
+// latest finds the newest committed generation, starting from from (a
+// generation known to be marked, or -1). It returns -1 if the chain has
+// none. The newest mark found, committed or voided, becomes c.top.
 func (c *chain) latest(from int64) (int64, error) {
+	if c.legacy {
+		return c.legacyLatest(from)
+	}
 	// The hint is read only by a process that knows no generation: from a
 	// known one, a gallop finds the newest in 2·log2(distance) lookups.
+	from = max(from, c.top)
 	if from < 0 {
 		if h := c.hint(); h >= 0 {
-			if ok, err := c.exists(h); err != nil {
+			if m, err := c.marker(h); err != nil {
+				return 0, err
+			} else if m != unmarked {
+				from = h
+			}
+		}
+	}
+	lo := from         // marked (or -1)
+	loMark := unmarked // lo's mark, if looked up here
+	step := int64(1)
+	hi := int64(-1) // not marked
+	for hi < 0 {
+		m, err := c.marker(lo + step)
+		if err != nil {
+			return 0, err
+		}
+		if m == unmarked {
+			hi = lo + step
+			break
+		}
+		lo, loMark = lo+step, m
+		step *= 2
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		m, err := c.marker(mid)
+		if err != nil {
+			return 0, err
+		}
+		if m != unmarked {
+			lo, loMark = mid, m
+		} else {
+			hi = mid
+		}
+	}
+	// lo is the newest mark; the newest committed generation is it or
+	// the first below it that is not voided (voids are rare).
+	c.top = max(c.top, lo)
+	if loMark == committed {
+		return lo, nil
+	}
+	for n := lo; n >= 0; n-- {
+		m, err := c.marker(n)
+		if err != nil {
+			return 0, err
+		}
+		switch m {
+		case committed:
+			return n, nil
+		case unmarked:
+			// Marks are made in order: one below a mark seen is
+			// there, whatever a cache said.
+			return 0, errInconsistent
+		}
+	}
+	return -1, nil
+}
+
+// legacyLatest is latest for a chain of an older farm, whose generations
+// have no marks: a name g.N that exists is a generation.
+func (c *chain) legacyLatest(from int64) (int64, error) {
+	exists := func(n int64) (bool, error) {
+		d, err := c.segFD(n, false)
+		if os.IsNotExist(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		var st unix.Stat_t
+		err = unix.Fstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT {
+			return false, nil
+		}
+		if err != nil {
+			c.forget()
+			return false, &os.PathError{Op: "lstat", Path: c.genPath(n), Err: err}
+		}
+		return true, nil
+	}
+	if from < 0 {
+		if h := c.hint(); h >= 0 {
+			if ok, err := exists(h); err != nil {
 				return 0, err
 			} else if ok {
 				from = h
 			}
 		}
 	}
-	lo := from // exists (or -1)
-	step := int64(1)
-	hi := int64(-1) // does not exist
+	lo, step, hi := from, int64(1), int64(-1)
 	for hi < 0 {
-		ok, err := c.exists(lo + step)
+		ok, err := exists(lo + step)
 		if err != nil {
 			return 0, err
 		}
@@ -330,7 +550,7 @@ func (c *chain) latest(from int64) (int64, error) {
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		ok, err := c.exists(mid)
+		ok, err := exists(mid)
 		if err != nil {
 			return 0, err
 		}
@@ -340,8 +560,17 @@ func (c *chain) latest(from int64) (int64, error) {
 			hi = mid
 		}
 	}
+	c.top = max(c.top, lo)
 	return lo, nil
 }
+
+// legacyWhy is what a chain of an older farm is told by, to whoever would
+// commit on it.
+const legacyWhy = "written by an older farm, which committed claims with link(): 'farm repair' carries it over, rebuilding it from the status records, once no job of the farm runs"
+
+// nextSlot is the generation the next commit on generation gen (the newest
+// committed one the caller read) takes: past every mark known.
+func (c *chain) nextSlot(gen int64) int64 { return max(gen, c.top) + 1 }
 
 // read returns generation n's content; errBuried if it was buried,
 // os.ErrNotExist if it does not exist.
@@ -351,6 +580,9 @@ func (c *chain) read(n int64) ([]byte, error) {
 		return nil, err
 	}
 	b, err := readAt(d, genName(n))
+	if ierr := injected("read"); ierr != nil {
+		err = ierr
+	}
 	if err != nil {
 		if err != unix.ENOENT {
 			c.forget()
@@ -363,57 +595,256 @@ func (c *chain) read(n int64) ([]byte, error) {
 	return b, nil
 }
 
-// commit tries to make generation n with content b (which must hold a nonce
-// of the caller's, so that the caller can recognise its own generation). It
-// reports whether it made it; false with a nil error means another process
-// made generation n first.
+// voidAfter is how long a process waits for the mark of a slot that
+// another process took before it voids the slot: longer than any writer
+// needs between its two steps, short enough that a writer that died there
+// holds the farm's claims up for no longer. FARM_CLAIM_VOID_AFTER (a Go
+// duration) sets it, for tests.
+var voidAfter = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("FARM_CLAIM_VOID_AFTER")); err == nil && d > 0 {
+		return d
+	}
+	return 20 * time.Second
+}()
+
+// commit tries to make generation n with content b (which holds nonce; the
+// protocol does not need it, a reader of the chain may). It reports whether
+// it made it; false with a nil error means another process took slot n
+// first, or voided it before this commit was marked: see await. An error
+// that Undecided reports means the mark may have been made: the commit
+// stays pending, and the caller must call settle (after a pause) until it
+// knows, never commit anew on the same base.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
-	gone := func(err error) error {
-		c.forget()
-		if os.IsNotExist(err) {
-			return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
-		}
-		return err
+	c.dropPending()
+	if c.legacy {
+		return false, &DamageError{Path: c.dir, Why: legacyWhy}
 	}
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {
-		return false, gone(err)
+		return false, c.checkGone(err)
 	}
-	c.seq++
-	tmp := fmt.Sprintf("t.%s.%d", c.self, c.seq)
 	if testHook != nil {
 		testHook("write")
 	}
-	if err := writeNewAt(d, tmp, b); err != nil {
-		unix.Unlinkat(d, tmp, 0)
-		return false, gone(&os.PathError{Op: "write", Path: filepath.Join(c.dir, segName(n), tmp), Err: err})
+	// Step 1, the slot.
+	err = injected("write")
+	if err == nil {
+		err = unix.Mknodat(d, slotName(n), unix.S_IFREG|0o644, 0)
+	}
+	if err == unix.EEXIST {
+		return false, nil
+	}
+	if err != nil {
+		// If the slot was made and the reply lost, nobody can tell
+		// whose it is: it is voided after voidAfter.
+		return false, c.checkGone(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), slotName(n)), Err: err})
+	}
+	// Step 2, the content.
+	fd, err := unix.Openat(d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err == unix.EEXIST {
+		// Generation n was made by the owner of a slot that was
+		// removed since (step 3): ours is too late.
+		unix.Unlinkat(d, slotName(n), 0)
+		return false, nil
+	}
+	if err == nil {
+		f := os.NewFile(uintptr(fd), genName(n))
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// Not written whole: void the slot at once, so that nobody
+		// waits for it, and say why (a full disk is retried).
+		c.void(d, n)
+		unix.Unlinkat(d, slotName(n), 0)
+		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
+	}
+	// Step 3, the mark.
+	c.pending = &pendingCommit{n: n}
+	if testHook != nil {
+		testHook("link")
+	}
+	return c.decide(d, c.mark(d, n))
+}
+
+// mark makes generation n's mark, a regular file: mknod, which is an
+// O_EXCL create with no open to close.
+func (c *chain) mark(d int, n int64) error {
+	err := injected("link")
+	if err == nil {
+		err = unix.Mknodat(d, markName(n), unix.S_IFREG|0o644, 0)
+		if err == nil {
+			err = injected("link.reply")
+		}
+	}
+	return err
+}
+
+// void makes generation n's mark a directory, unless it has a mark: the
+// slot's owner can then never mark it committed.
+func (c *chain) void(d int, n int64) error {
+	err := unix.Mkdirat(d, markName(n), 0o755)
+	if err != nil && err != unix.EEXIST {
+		return &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
+	}
+	return nil
+}
+
+// await waits until generation n, whose slot another process took, is
+// marked, and returns its mark. A slot left unmarked for voidAfter (its
+// owner died or stalls between its two steps) is voided.
+func (c *chain) await(ctx context.Context, n int64) (mark, error) {
+	start := time.Now()
+	wait := time.Millisecond
+	voids := 0
+	for {
+		m, err := c.marker(n)
+		if err != nil || m != unmarked {
+			return m, err
+		}
+		if time.Since(start) >= voidAfter {
+			d, err := c.segFD(n, false)
+			if err == nil {
+				err = c.void(d, n)
+			}
+			if err != nil {
+				return unmarked, c.checkGone(err)
+			}
+			// The slot's owner will not remove it: its commit is
+			// decided. (If it does, when it resumes, no harm.)
+			unix.Unlinkat(d, slotName(n), 0)
+			if voids++; voids > 3 {
+				// mkdir says the mark exists, lookups that it does
+				// not: a cache that does not let go.
+				return unmarked, errInconsistent
+			}
+			// Whose mark came first is its type: look again, after
+			// the pause.
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return unmarked, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// settle goes on with the pending commit (see commit): it finds out
+// whether its mark was made, and makes it if it certainly was not.
+func (c *chain) settle() (bool, error) {
+	p := c.pending
+	if p == nil {
+		return false, errors.New("no commit to settle")
+	}
+	d, err := c.segFD(p.n, false)
+	if err != nil {
+		return false, undecided(c.checkGone(err))
+	}
+	return c.decide(d, unix.EEXIST)
+}
+
+// decide finds out the outcome of the pending commit, whose mark was tried
+// with the result merr, from the filesystem and not from merr: a mark that
+// was made can report an error (its reply lost; a retried request answered
+// EEXIST). A file is our mark (only a slot's owner makes one), a directory
+// a void (our commit came too late), no mark at all a mark not made: it is
+// made again. What cannot be looked up leaves the outcome open (Undecided).
+func (c *chain) decide(d int, merr error) (bool, error) {
+	p := c.pending
+	if merr == nil {
+		return c.decided(d, true), nil
+	}
+	m, err := c.marker(p.n)
+	switch {
+	case err != nil:
+		return false, undecided(err)
+	case m == committed:
+		return c.decided(d, true), nil
+	case m == voided:
+		return c.decided(d, false), nil
+	}
+	// No mark: it was not made. Make it again, unless its error says it
+	// never can be.
+	if merr == unix.ENOENT {
+		if err := c.checkGone(merr); !fsretry.IsTransient(err) {
+			c.dropPending()
+			return false, err
+		}
+		if d, err = c.segFD(p.n, false); err != nil {
+			return false, undecided(c.checkGone(err))
+		}
+	} else if merr != unix.EEXIST && !fsretry.IsTransient(merr) {
+		c.dropPending()
+		return false, &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: merr}
 	}
 	if testHook != nil {
 		testHook("link")
 	}
-	lerr := unix.Linkat(d, tmp, d, genName(n), 0)
-	unix.Unlinkat(d, tmp, 0)
-	if lerr == nil {
+	if err := c.mark(d, p.n); err != nil {
+		return false, undecided(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: err})
+	}
+	return c.decided(d, true), nil
+}
+
+// decided ends the pending commit with its outcome, and returns it. The
+// slot is removed: generation n is decided, and its content and mark are
+// what stops anyone from making it again.
+func (c *chain) decided(d int, won bool) bool {
+	p := c.pending
+	c.pending = nil
+	c.top = max(c.top, p.n)
+	if sd, err := c.segFD(p.n, false); err == nil {
+		// (d may have been closed since: forget.) A slot left behind
+		// costs an inode, nothing else.
+		unix.Unlinkat(sd, slotName(p.n), 0)
+	}
+	if won {
 		if testHook != nil {
 			testHook("linked")
 		}
-		c.afterCommit(n)
-		return true, nil
+		c.afterCommit(p.n)
 	}
-	// The reply of a link that succeeded can be lost (NFS, FUSE) and the
-	// retry report EEXIST: trust what the name holds, not the error.
-	got, rerr := c.read(n)
-	if rerr == nil {
-		if bytes.Contains(got, []byte(" nonce="+nonce)) {
-			c.afterCommit(n)
-			return true, nil
-		}
-		return false, nil
+	return won
+}
+
+// dropPending forgets a pending commit whose outcome no longer matters
+// (the caller gave up): if its mark was made, the generation is ours and
+// its cases were never started.
+func (c *chain) dropPending() { c.pending = nil }
+
+// UndecidedError says a commit's mark may or may not have been made: the
+// filesystem could not be asked. It is transient (fsretry).
+type UndecidedError struct{ Err error }
+
+func (e *UndecidedError) Error() string {
+	return fmt.Sprintf("cannot tell whether a claim was committed: %v", e.Err)
+}
+func (e *UndecidedError) Unwrap() error { return e.Err }
+
+func undecided(err error) error { return fsretry.Transient(&UndecidedError{err}) }
+
+// checkGone says what err, an error of an operation in the chain's
+// directories, means. The open descriptors are dropped (a stale handle is
+// looked up again next time). An ENOENT is believed only if the chain
+// directory is gone, looked up afresh from MISC: then the state is damaged.
+// Otherwise it was a network filesystem's passing mistake (GlusterFS
+// answers ENOENT to a link while a replica is down), retried as transient.
+func (c *chain) checkGone(err error) error {
+	c.forget()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	if lerr == unix.EEXIST {
-		return false, nil // made by another; unreadable for now
+	_, derr := os.Stat(c.dir)
+	_, merr := os.Stat(filepath.Dir(c.dir))
+	if errors.Is(derr, fs.ErrNotExist) && merr == nil {
+		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
-	return false, gone(&os.LinkError{Op: "link", Old: tmp, New: c.genPath(n), Err: lerr})
+	return fsretry.Transient(err)
 }
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
@@ -433,10 +864,20 @@ func writeNewAt(d int, name string, b []byte) error {
 
 // afterCommit keeps the chain small: it buries the generation buryAfter
 // back and now and then moves the head hint on. Failures are harmless (a
-// generation left unburied costs an inode; an old hint costs lookups).
+// generation left unburied costs an inode; an old hint costs lookups), but
+// not silent: the first failure to bury is said in the log, and their
+// count when the store is closed (Store.Close).
 func (c *chain) afterCommit(n int64) {
 	if k := n - buryAfter; k >= 0 {
-		c.bury(k)
+		if err := c.bury(k); err != nil {
+			c.buryFails++
+			if c.buryErr == nil {
+				c.buryErr = err
+				if c.log != nil {
+					fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim state (%v): it keeps its inode; farm goes on\n", k, err)
+				}
+			}
+		}
 	}
 	if n%hintEvery == 0 {
 		d, err := c.dirFD()
@@ -454,9 +895,22 @@ func (c *chain) afterCommit(n int64) {
 	}
 }
 
-// bury replaces generation k by a link to its segment's tomb: the name
-// stays, so that nobody can ever make generation k again.
-func (c *chain) bury(k int64) {
+// tombName is the name of the segment's tomb number i: tomb, tomb.1, ...
+func tombName(i int) string {
+	if i == 0 {
+		return "tomb"
+	}
+	return "tomb." + strconv.Itoa(i)
+}
+
+// maxTombs bounds the tombs of a segment: SegmentSize links need few tombs
+// even where a file may have only a few hundred links.
+const maxTombs = 64
+
+// bury replaces generation k and its mark by links to its segment's tomb:
+// the names stay, so that nobody can ever make generation k again, and
+// their inodes go.
+func (c *chain) bury(k int64) error {
 	var d int
 	if c.sfd != nil && c.sseg == k/SegmentSize {
 		d = int(c.sfd.Fd())
@@ -464,31 +918,58 @@ func (c *chain) bury(k int64) {
 		// k's segment is the one before the open one.
 		cd, err := c.dirFD()
 		if err != nil {
-			return
+			return err
 		}
 		sf, err := openDirAt(cd, segName(k))
 		if err != nil {
-			return
+			return &os.PathError{Op: "open", Path: filepath.Join(c.dir, segName(k)), Err: err}
 		}
 		defer sf.Close()
 		d = int(sf.Fd())
 	}
-	var err error
+	if err := c.entomb(d, k, genName(k)); err != nil {
+		return err
+	}
+	// A tomb is a file, as a committed generation's mark is; a void's
+	// directory stays (voids are rare).
+	if err := c.entomb(d, k, markName(k)); err != nil && !errors.Is(err, unix.EISDIR) {
+		return err
+	}
+	return nil
+}
+
+// entomb renames a new link to the tomb over name, in the directory open
+// as d, generation k's segment. A tomb that has as many links as the
+// filesystem allows (EMLINK) is left for the next one.
+func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
-	err = unix.Linkat(d, "tomb", d, x, 0)
-	if err == unix.ENOENT {
-		if werr := writeNewAt(d, "tomb", []byte(tombText)); werr != nil && werr != unix.EEXIST {
-			return
+	for {
+		tomb := tombName(c.tomb)
+		err := injected("bury")
+		if err == nil {
+			err = unix.Linkat(d, tomb, d, x, 0)
 		}
-		err = unix.Linkat(d, "tomb", d, x, 0)
+		if err == unix.ENOENT {
+			if werr := writeNewAt(d, tomb, []byte(tombText)); werr != nil && werr != unix.EEXIST {
+				return &os.PathError{Op: "create", Path: filepath.Join(c.dir, segName(k), tomb), Err: werr}
+			}
+			err = unix.Linkat(d, tomb, d, x, 0)
+		}
+		if err == unix.EMLINK && c.tomb+1 < maxTombs {
+			c.tomb++
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "link", Old: filepath.Join(c.dir, segName(k), tomb), New: x, Err: err}
+		}
+		break
 	}
-	if err != nil {
-		return
-	}
-	if unix.Renameat(d, x, d, genName(k)) != nil {
+	if err := unix.Renameat(d, x, d, name); err != nil {
 		unix.Unlinkat(d, x, 0)
+		return &os.LinkError{Op: "rename", Old: x, New: filepath.Join(c.dir, segName(k), name), Err: err}
 	}
+	return nil
 }
 
 // DamageError says the claim state cannot be read; 'farm repair' rebuilds it.

@@ -39,6 +39,7 @@ type State struct {
 	Done    int64   // cases finished farm-wide, over all runs
 	Cutoff  float64 // runtime-aware exit threshold in seconds; 0 = unknown
 	Next    int64   // Done count at which Cutoff is next recomputed
+	Repair  string  // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
 }
@@ -65,9 +66,13 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if tfp == "" || strings.ContainsAny(tfp, " \n") {
 		tfp = "-"
 	}
-	return fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d by=%s first=%d n=%d nonce=%s\n",
+	b = fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d",
 		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
-		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next, by, ci.first, ci.n, ci.nonce)
+		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
+	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
+		b = fmt.Appendf(b, " repair=%s", s.Repair)
+	}
+	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
 }
 
 // errClosed: the generation closes its chain (a repair made a new one).
@@ -125,6 +130,8 @@ func (s *State) unmarshal(b []byte) error {
 			s.Done, err = strconv.ParseInt(v, 10, 64)
 		case "cutoff":
 			s.Cutoff, err = strconv.ParseFloat(v, 64)
+		case "repair":
+			s.Repair = v
 		case "next":
 			s.Next, err = strconv.ParseInt(v, 10, 64)
 		}
@@ -155,6 +162,7 @@ type Store struct {
 	misc   string
 	ch     *chain
 	gen    int64 // newest generation known; -1: none
+	top    int64 // newest mark known with it: every mark after gen up to top is a void
 	cur    State // its state
 	table  *os.File
 	tname  string
@@ -172,7 +180,7 @@ type Store struct {
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
 func NewStore(dir, misc string) *Store {
-	return &Store{Dir: dir, misc: misc, gen: -1}
+	return &Store{Dir: dir, misc: misc, gen: -1, top: -1}
 }
 
 // Close releases the store's files.
@@ -192,9 +200,22 @@ func (s *Store) Close() error {
 // setChain makes ch the store's chain, closing the one it replaces.
 func (s *Store) setChain(ch *chain) {
 	if s.ch != nil && s.ch != ch {
+		s.reportBurials()
 		s.ch.close()
 	}
+	if ch != nil {
+		ch.log = s.log()
+	}
 	s.ch = ch
+}
+
+// reportBurials says how many generations could not be buried, when more
+// than the one already said.
+func (s *Store) reportBurials() {
+	if c := s.ch; c != nil && c.buryFails > 1 {
+		fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
+		c.buryFails = 0
+	}
 }
 
 func (s *Store) log() io.Writer {
@@ -213,7 +234,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.setChain(ch)
-	s.gen = -1
+	s.gen, s.top = -1, -1
 	return nil
 }
 
@@ -224,6 +245,10 @@ func (s *Store) refresh() error {
 	}
 	for tries := 0; ; tries++ {
 		n, err := s.ch.latest(s.gen)
+		if err == errInconsistent && tries < 20 {
+			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -236,16 +261,25 @@ func (s *Store) refresh() error {
 		if err := s.load(n); err == nil {
 			return nil
 		} else if errors.Is(err, errClosed) {
+			closed := s.ch.dir
 			s.setChain(nil)
 			if err := s.open(); err != nil {
 				return err
 			}
-		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err)) {
+			if s.ch.dir == closed {
+				// MISC/chain still names the closed chain: a repair
+				// is replacing it (repair.go), or died doing so.
+				if tries >= 20 {
+					return &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
+				}
+				time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+			}
+		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
 			return err
 		} else {
 			// Buried while we looked (we were far behind), or a cached
 			// name: look again from the hint.
-			s.gen = -1
+			s.gen, s.top = -1, -1
 			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
 		}
 	}
@@ -265,7 +299,9 @@ func (s *Store) load(n int64) error {
 		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
 	st.Gen = n
-	s.gen, s.cur = n, st
+	// The chain's top is from the reading that found n (latest), so the
+	// marks between n and it are voids: the next commit goes past them.
+	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
 	return nil
 }
 
@@ -301,7 +337,12 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // again. info says what the commit claimed, for the record. Transient
 // filesystem errors are retried for s.Retry; after a damage error the
 // chain is looked up once more, in case a repair has started a new one.
-func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (State, error) {
+func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
+	defer func() {
+		if err != nil {
+			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
+		}
+	}()
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
 	stale := s.ch == nil || s.gen < 0 // the base must be read (again)
 	reopened := false                 // the chain was looked up again after damage
@@ -320,6 +361,16 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		st := s.cur
 		if err := fn(&st); err != nil {
+			if err == errNoCommit {
+				return s.cur, nil
+			}
+			// A table that cannot be read for now (an I/O error, a
+			// server out of reach): read everything afresh, later.
+			if r.Again(ctx, err) {
+				s.dropFiles()
+				stale = true
+				continue
+			}
 			return State{}, err
 		}
 		if s.ch == nil {
@@ -337,8 +388,13 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				continue
 			}
 		}
-		next := s.gen + 1
+		next := max(s.gen, s.top) + 1
 		won, err := s.commitAs(next, &st, info)
+		// A commit whose outcome the filesystem cannot tell yet is
+		// settled, not made again: its generation may be ours.
+		for err != nil && errors.As(err, new(*UndecidedError)) && r.Again(ctx, err) {
+			won, err = s.ch.settle()
+		}
 		if err != nil {
 			var de *DamageError
 			if errors.As(err, &de) {
@@ -356,21 +412,53 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			}
 			return State{}, err
 		}
-		r.OK()
 		if won {
+			r.OK()
 			st.Gen = next
-			s.gen, s.cur = next, st
+			s.gen, s.top, s.cur = next, next, st
 			return st, nil
 		}
-		// Lost the race: the newest generation is the new base. A
-		// meta-job that ran its batch while others committed is often
-		// many generations behind: looking for the newest (a gallop of
-		// name lookups from the one that beat us) costs a few lookups,
-		// where following the chain one lost commit at a time would cost
-		// a write, a link and a read per generation.
+		// Lost the race: another process took the slot, or voided ours.
+		// Once the slot is marked, the newest generation is the new
+		// base. A meta-job that ran its batch while others committed is
+		// often many generations behind: looking for the newest (a
+		// gallop of name lookups from the slot it lost) costs a few
+		// lookups, where following the chain one lost commit at a time
+		// would cost a create and a read per generation.
+		if _, err := s.ch.await(ctx, next); err != nil {
+			if ctx.Err() != nil {
+				return State{}, ctx.Err()
+			}
+			if r.Again(ctx, err) {
+				stale = true
+				continue
+			}
+			return State{}, err
+		}
+		r.OK()
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
+	}
+}
+
+// errNoCommit, returned by update's fn, ends the update with no commit.
+var errNoCommit = errors.New("nothing to commit")
+
+// dropFiles closes the table and the directories the store keeps open, after
+// a transient error: a stale handle (ESTALE) is looked up afresh.
+func (s *Store) dropFiles() {
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	s.win = s.win[:0]
+	if s.dirFD != nil {
+		s.dirFD.Close()
+		s.dirFD = nil
+	}
+	if s.ch != nil {
+		s.ch.forget()
 	}
 }
 
@@ -379,7 +467,10 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 func (s *Store) readBase() error {
 	err := s.refresh()
 	if errors.Is(err, ErrNoState) {
-		s.cur, s.gen = State{Gen: -1}, -1
+		s.cur, s.gen, s.top = State{Gen: -1}, -1, -1
+		if s.ch != nil {
+			s.top = s.ch.top // voids only (a first commit voided)
+		}
 		return nil
 	}
 	return err
@@ -441,7 +532,9 @@ func (s *Store) loadNewest(lost int64) error {
 // commit, or none when the run has none left (or a newer run has started).
 // before, if not nil, is called first on the state being committed: the
 // meta-job uses it to update the farm-wide counters, and returns ErrStop to
-// claim nothing (its changes are kept). before may run more than once.
+// claim nothing. before may run more than once. A claim that finds nothing
+// to hand out commits nothing (its counters are not kept): the end of a
+// run costs each meta-job a reading, not a generation won in turn.
 func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
 	most = max(most, 1)
 	var cases []Case
@@ -452,19 +545,27 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		}
 		if before != nil {
 			if err := before(st); err == ErrStop {
-				return nil // keep before's changes, claim nothing
+				return errNoCommit
 			} else if err != nil {
 				return err
 			}
 		}
 		if st.Run != run {
-			return nil
+			return errNoCommit
 		}
 		if st.TSize > 0 && st.Offset >= st.TSize {
-			return nil // every line read: whatever the table is now
+			return errNoCommit // every line read: whatever the table is now
 		}
 		if err := s.checkTable(st); err != nil {
 			return err
+		}
+		// The cursor must be at the start of a line: if the byte
+		// before it is not a newline, the table is not the one the
+		// cursor was computed in, whatever its size and inode say.
+		if ok, err := s.startsLine(st.Offset); err != nil {
+			return err
+		} else if !ok {
+			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
 		// Near the end of the run, leave some for the others.
 		lim := most
@@ -498,6 +599,9 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 			}
 			st.Lines += lines
 		}
+		if len(cases) == 0 && off == st.Offset {
+			return errNoCommit
+		}
 		st.Offset = off
 		st.Claimed += int64(len(cases))
 		return nil
@@ -515,86 +619,8 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 }
 
 // ErrStop, returned by Claim's before function, ends the claim with no case
-// while keeping the state changes made so far.
+// and no commit (before's changes to the state are not kept).
 var ErrStop = errors.New("stop claiming")
-
-// Repair commits st as the next generation whatever the newest one holds
-// (it may be damaged), or starts a new chain if the old one cannot be found
-// (MISC/chain missing or damaged, or its directory gone). The old chain, if
-// any, is closed first, so that nobody can go on committing to it.
-func (s *Store) Repair(ctx context.Context, st State) error {
-	ch, err := openChain(s.misc)
-	if err == nil {
-		if _, serr := os.Stat(ch.dir); serr == nil {
-			n, lerr := ch.latest(-1)
-			if lerr != nil {
-				ch.close()
-				return lerr
-			}
-			s.setChain(ch)
-			s.gen = n
-			nonce := newNonce()
-			s.wbuf = st.marshal(s.wbuf[:0], n+1, commitInfo{by: "repair", nonce: nonce})
-			won, err := ch.commit(n+1, s.wbuf, nonce)
-			if err != nil {
-				return err
-			}
-			if !won {
-				return fmt.Errorf("the claim state changed while it was being repaired: a meta-job is still running; stop the farm's jobs first")
-			}
-			st.Gen = n + 1
-			s.gen, s.cur = n+1, st
-			return nil
-		}
-		ch.close()
-	} else if !errors.Is(err, ErrNoState) {
-		var de *DamageError
-		if !errors.As(err, &de) {
-			return err
-		}
-	}
-	// No usable chain: close every old one (no process may go on
-	// committing to it), set the chain file aside and start afresh.
-	olds, _ := filepath.Glob(filepath.Join(s.misc, "claims.*"))
-	for _, dir := range olds {
-		c := &chain{dir: dir, self: newNonce()}
-		err := closeChain(c)
-		c.close()
-		if err != nil {
-			return err
-		}
-	}
-	chainFile := filepath.Join(s.misc, "chain")
-	if _, err := os.Lstat(chainFile); err == nil {
-		if err := os.Rename(chainFile, chainFile+".damaged."+newNonce()); err != nil {
-			return err
-		}
-	}
-	s.setChain(nil)
-	s.gen = -1
-	_, err = s.update(ctx, func(cur *State) error { *cur = st; return nil },
-		func(*State) commitInfo { return commitInfo{by: "repair"} })
-	return err
-}
-
-// closeChain commits a generation that closes the chain in dir: whoever
-// reads it opens MISC/chain again.
-func closeChain(c *chain) error {
-	for {
-		n, err := c.latest(-1)
-		if err != nil {
-			return err
-		}
-		if b, err := c.read(n); err == nil && strings.HasSuffix(string(b), " closed\n") {
-			return nil
-		}
-		nonce := newNonce()
-		won, err := c.commit(n+1, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, n+1, nonce)), nonce)
-		if err != nil || won {
-			return err
-		}
-	}
-}
 
 // openTable makes s.table the open table of st (again, if fresh).
 func (s *Store) openTable(table string, fresh bool) error {
@@ -622,11 +648,15 @@ type TableChangedError struct {
 	Run           int
 	Size, WasSize int64
 	Ino, WasIno   uint64
+	MidLine       int64 // if not 0: the claim's byte offset, found not to start a line
 }
 
 func (e *TableChangedError) Error() string {
 	what := fmt.Sprintf("it had %d bytes and has %d now", e.WasSize, e.Size)
-	if e.Size == e.WasSize {
+	switch {
+	case e.MidLine != 0:
+		what = fmt.Sprintf("it was edited: byte %d, where the next case starts, is not at the start of a line", e.MidLine)
+	case e.Size == e.WasSize:
 		what = "it was replaced by another file"
 	}
 	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
@@ -698,7 +728,11 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 		s.dirFD = fd
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0); err != nil {
+	err := injected("table.stat")
+	if err == nil {
+		err = unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0)
+	}
+	if err != nil {
 		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
 	}
 	return st.Size, st.Ino, nil
@@ -841,6 +875,52 @@ func (s *Store) readCase(st *State, off int64) (Case, int64, int64, bool, error)
 // cases is read in one request to the server, not one per case.
 const tableWindow = 64 << 10
 
+// startsLine reports whether byte off of the open table starts a line: off
+// is 0 or follows a newline. It reads the table's window from off-1 when
+// the window does not hold that byte, so that the lines from off come with
+// the same read.
+func (s *Store) startsLine(off int64) (bool, error) {
+	if off == 0 {
+		return true, nil
+	}
+	if !(off-1 >= s.winOff && off-1 < s.winOff+int64(len(s.win))) {
+		if len(s.buf) != tableWindow {
+			s.buf = make([]byte, tableWindow)
+		}
+		s.win = s.win[:0]
+		n, err := s.readTable(s.buf, off-1)
+		if n == 0 {
+			if err == nil || err == io.EOF {
+				return false, nil // the table is shorter than the cursor
+			}
+			return false, err
+		}
+		s.win, s.winOff = s.buf[:n], off-1
+	}
+	if s.win[off-1-s.winOff] == '\n' {
+		return true, nil
+	}
+	// The end of a table whose last line has no newline is no line's
+	// middle: nothing follows.
+	if off-s.winOff < int64(len(s.win)) {
+		return false, nil
+	}
+	var b [1]byte
+	n, err := s.readTable(b[:], off)
+	if n == 0 && err == io.EOF {
+		return true, nil
+	}
+	return false, err
+}
+
+// readTable reads the open table at off.
+func (s *Store) readTable(b []byte, off int64) (int, error) {
+	if err := injected("table.read"); err != nil {
+		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
+	}
+	return s.table.ReadAt(b, off)
+}
+
 // line returns the table's line starting at off, from the window of the
 // table read last if it holds the whole line. A table never changes once a
 // run uses it (resubmit writes a new one), so the window never goes stale.
@@ -855,7 +935,7 @@ func (s *Store) line(off int64) ([]byte, int64, error) {
 		s.buf = make([]byte, tableWindow)
 	}
 	s.win = s.win[:0]
-	n, err := s.table.ReadAt(s.buf, off)
+	n, err := s.readTable(s.buf, off)
 	if n > 0 {
 		s.win, s.winOff = s.buf[:n], off
 		if i := bytes.IndexByte(s.win, '\n'); i >= 0 {

@@ -19,6 +19,12 @@ import (
 
 // The test binary doubles as the worker processes of the concurrency tests.
 func TestMain(m *testing.M) {
+	// A claimer stopped inside its commit (the stall tests) holds the
+	// others up for voidAfter: 1 s here, for them and their claimers.
+	if os.Getenv("FARM_CLAIM_VOID_AFTER") == "" {
+		os.Setenv("FARM_CLAIM_VOID_AFTER", "1s")
+		voidAfter = time.Second
+	}
 	switch os.Getenv("CASETABLE_TEST_ROLE") {
 	case "claimer":
 		os.Exit(claimer())
@@ -32,8 +38,8 @@ func TestMain(m *testing.M) {
 // CASETABLE_STOP_AT=STAGE:N stops it (SIGSTOP to itself, after
 // saying "stopped" on stdout) at the Nth time a commit reaches STAGE
 // ("write": state read and the next computed, nothing written; "link": the
-// next generation written, not yet linked; "linked": linked, its claim
-// committed and not yet returned).
+// next generation's slot taken and written, not yet marked; "linked":
+// marked, its claim committed and not yet returned).
 func claimer() int {
 	dir, out := os.Getenv("FARM_DIR"), os.Getenv("OUT")
 	st := NewStore(dir, filepath.Join(dir, "MISC"))
@@ -48,8 +54,20 @@ func claimer() int {
 			if seen++; seen == n {
 				fmt.Println("stopped")
 				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				// The stop reaches this thread a moment later (the
+				// signal may be taken by another): wait for it here,
+				// not in the next step of the commit.
+				time.Sleep(100 * time.Millisecond)
 			}
 		}
+	}
+	if spec := os.Getenv("CASETABLE_FAULTS"); spec != "" {
+		f, err := parseFaults(spec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fault = f
 	}
 	fh, err := os.Create(out)
 	if err != nil {

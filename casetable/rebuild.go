@@ -18,20 +18,27 @@ import (
 // start that case twice; so is a NeedsMark part that does not read
 // (ParseNeeds), and a command longer than MaxCommand, which cannot run.
 func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
-	in, err := os.Open(src)
+	n, _, err := RebuildSource(src, dst, keep)
+	return n, err
+}
+
+// RebuildSource is Rebuild that also returns the Source of what it read
+// (a run records it: farm then tells when table.dat has changed since).
+func RebuildSource(src, dst string, keep func(id int64) bool) (int, Source, error) {
+	in, hr, s, err := openSource(src)
 	if err != nil {
-		return 0, err
+		return 0, Source{}, err
 	}
 	defer in.Close()
 	st, err := in.Stat()
 	if err != nil {
-		return 0, err
+		return 0, Source{}, err
 	}
 	n := 0
 	err = WriteAtomic(dst, st.Mode().Perm(), func(w *bufio.Writer) error {
 		var num []byte
 		var err error
-		n, err = scanKept(in, src, keep, func(id int64, cmd string) {
+		n, err = scanKept(hr, src, keep, func(id int64, cmd string) {
 			num = strconv.AppendInt(num[:0], id, 10)
 			w.Write(num)
 			w.WriteByte(' ')
@@ -40,7 +47,10 @@ func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 		})
 		return err
 	}, "")
-	return n, err
+	if err != nil {
+		return n, Source{}, err
+	}
+	return n, hr.source(s), nil
 }
 
 // CountKept is Rebuild that writes nothing: it checks src as Rebuild does

@@ -6,20 +6,24 @@
 // first non-blank character is '#' are not cases. CRLF line endings are
 // tolerated. A numbered table has "ID command" on every case line, with ID a
 // positive integer unique in the table; an unnumbered table is numbered
-// 1, 2, 3, ... in line order by Number. The first case line decides: if it
-// starts with an integer (signed or not: "-1 echo a" is a bad ID, as
-// "0 echo a" is, not a command named -1), the table is numbered.
+// 1, 2, 3, ... in line order by Number. The first case line decides: if its
+// first field starts with a digit, or a sign and a digit, the table is
+// numbered ("-1 echo a" and "1a echo a" are bad IDs, as "0 echo a" is, not
+// commands named -1 or 1a).
 package casetable
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Case is one line of a table: an independent computation.
@@ -102,25 +106,18 @@ func needsError(path string, n int, err error) *LineError {
 	return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
 }
 
-// startsWithInteger reports whether a case line's first field is an
-// integer, with or without a sign: an ID, well formed or not.
-func startsWithInteger(line []byte) bool {
-	t := bytes.TrimLeft(line, " \t")
-	if end := bytes.IndexAny(t, " \t"); end >= 0 {
-		t = t[:end]
-	}
+// startsWithID reports whether a case line's first field starts as an ID
+// does, well formed or not: with a digit, or a sign and a digit ("1",
+// "-1", "+2", "1a", "2.5"). This is the one rule that makes a table
+// numbered (its first case line decides): a first field that starts so is
+// an ID, and must then be a positive integer; a command that starts with
+// a digit needs the table numbered by hand.
+func startsWithID(line []byte) bool {
+	t := firstField(line)
 	if len(t) > 1 && (t[0] == '-' || t[0] == '+') {
 		t = t[1:]
 	}
-	if len(t) == 0 {
-		return false
-	}
-	for _, c := range t {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return len(t) > 0 && t[0] >= '0' && t[0] <= '9'
 }
 
 // splitID splits a numbered case line into its ID and command. ok is false
@@ -281,7 +278,7 @@ func firstLineOf(path string, id int64) int {
 }
 
 // Validate checks a table without changing it. A table whose first case line
-// starts with an integer (signed or not) is treated as numbered, and every
+// starts with an ID, well formed or not (startsWithID), is numbered, and every
 // case line must then carry a unique positive ID. A case line whose
 // NeedsMark part does not read (ParseNeeds) is refused with its line. The
 // first command longer than MaxCommand is Info.TooLong.
@@ -291,10 +288,31 @@ func Validate(path string) (Info, error) {
 		return Info{}, err
 	}
 	defer f.Close()
+	return validate(path, f)
+}
+
+// ValidateSource is Validate that also returns the Source of what it read
+// (its SHA-256 lets NumberChecked and Snapshot make sure they read the
+// table validated, without validating it again).
+func ValidateSource(path string) (Info, Source, error) {
+	in, hr, s, err := openSource(path)
+	if err != nil {
+		return Info{}, Source{}, err
+	}
+	defer in.Close()
+	info, err := validate(path, hr)
+	if err != nil {
+		return info, Source{}, err
+	}
+	return info, hr.source(s), nil
+}
+
+// validate is Validate of the table path, read from r.
+func validate(path string, r io.Reader) (Info, error) {
 	var info Info
 	var ids idSet
 	first := true
-	err = eachLine(f, func(n int, line []byte) error {
+	err := eachLine(r, func(n int, line []byte) error {
 		if !isCase(line) {
 			return nil
 		}
@@ -305,7 +323,7 @@ func Validate(path string) (Info, error) {
 		info.Cases++
 		if first {
 			first = false
-			info.Numbered = startsWithInteger(line)
+			info.Numbered = startsWithID(line)
 		}
 		if !info.Numbered {
 			cmd := bytes.TrimSpace(line)
@@ -368,23 +386,38 @@ func Prepare(path string) (Info, error) {
 // followed: its target is numbered in place (written beside it and renamed
 // over it), and the link stays as it was.
 func Number(path, backup string) error {
+	_, err := NumberChecked(path, backup, "")
+	return err
+}
+
+// ErrChanged is the error of a table that changed while farm read it:
+// what it read is not what it had checked.
+var ErrChanged = errors.New("the table changed while it was read")
+
+// NumberChecked is Number that makes sure it numbers the table that was
+// validated: if want is not "", the SHA-256 of what it reads must be want
+// (Source.Hash of ValidateSource), or it writes nothing and returns
+// ErrChanged. It returns the SHA-256 of what it wrote.
+func NumberChecked(path, backup, want string) (string, error) {
 	path, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return err
+		return "", err
 	}
-	in, err := os.Open(path)
+	in, hr, _, err := openSource(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer in.Close()
 	st, err := in.Stat()
 	if err != nil {
-		return err
+		return "", err
 	}
-	return WriteAtomic(path, st.Mode().Perm(), func(w *bufio.Writer) error {
+	out := sha256.New()
+	err = WriteAtomic(path, st.Mode().Perm(), func(bw *bufio.Writer) error {
+		w := bufio.NewWriter(io.MultiWriter(bw, out))
 		id := int64(0)
 		var num []byte
-		return eachLine(in, func(n int, line []byte) error {
+		err := eachLine(hr, func(n int, line []byte) error {
 			if isCase(line) {
 				id++
 				num = strconv.AppendInt(num[:0], id, 10)
@@ -396,14 +429,26 @@ func Number(path, backup string) error {
 			}
 			return w.WriteByte('\n')
 		})
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil && want != "" && hr.source(Source{}).Hash != want {
+			err = ErrChanged
+		}
+		return err
 	}, backup)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(out.Sum(nil)), nil
 }
 
 // WriteAtomic writes a file through fill into a temporary file beside path and
 // renames it over path, so readers see the old or the new file, never a
 // half-written one. If backup is not "", the old file is first hard-linked
-// (or, failing that, copied) to backup. The file gets mode perm exactly:
-// the umask does not apply (a new file's callers mask it: proc.Umask).
+// (or, failing that, copied) to backup. The file gets mode perm, but
+// never writable by the group or others (proc.Unshared): the umask does
+// not apply (a new file's callers mask it: proc.NewMode).
 func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, backup string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -419,7 +464,7 @@ func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, 
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(perm); err != nil {
+	if err := tmp.Chmod(unshared(perm)); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -436,6 +481,8 @@ func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, 
 			if err := copyFile(path, backup); err != nil {
 				return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
 			}
+		} else if err := narrow(backup); err != nil {
+			return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
 		}
 	}
 	return os.Rename(tmp.Name(), path)
@@ -451,12 +498,13 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	// The copy is as private as the original.
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	// The copy is as private as the original, and writable by no one else.
+	mode := unshared(st.Mode())
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
-	if err := out.Chmod(st.Mode().Perm()); err != nil {
+	if err := out.Chmod(mode); err != nil {
 		out.Close()
 		return err
 	}
@@ -513,7 +561,7 @@ func FindCase(path string, id int64) (Case, error) {
 		}
 		k++
 		if first {
-			numbered = startsWithInteger(line) // as Validate decides
+			numbered = startsWithID(line) // as Validate decides
 			first = false
 		}
 		c := Case{ID: k, Command: string(bytes.TrimSpace(line)), Line: int64(n)}
@@ -545,4 +593,72 @@ func FindCase(path string, id int64) (Case, error) {
 		return Case{}, fmt.Errorf("%s: %w; put one command per line", filepath.Base(path), ErrEmptyTable)
 	}
 	return Case{}, fmt.Errorf("%s has no case %d (its IDs go up to %d)", filepath.Base(path), id, maxID)
+}
+
+// ReadIDsLenient calls fn with the ID of every case of the numbered table
+// at path, in file order, as ReadCases reads them, but goes on past a line
+// that does not read or repeats an ID (a table edited since it was
+// checked): such a line is skipped (so is one whose NeedsMark part does
+// not read), a repeated ID counted at its first line only. It returns how many lines it skipped and the error of the
+// first; err is an error reading the file.
+func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineError, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	var ids idSet
+	bad := func(e *LineError) {
+		skipped++
+		if first == nil {
+			first = e
+		}
+	}
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		id, cmd, _, err := splitID(line)
+		switch {
+		case err != nil:
+			bad(&LineError{File: path, Line: n, Msg: err.Error()})
+		case strings.Contains(cmd, NeedsMark) && checkNeeds(path, n, cmd) != nil:
+			_, _, nerr := ParseNeeds(cmd)
+			bad(&LineError{File: path, Line: n, Msg: nerr.Error()})
+		case ids.add(id):
+			if first != nil { // the line of the first use is looked up once
+				skipped++
+				return nil
+			}
+			bad(&LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d)", id, firstLineOf(path, id))})
+		default:
+			fn(id)
+		}
+		return nil
+	})
+	return skipped, first, err
+}
+
+// FirstCaseNumbered reports whether the first case line of the table at
+// path starts with an ID (the rule of Validate); false for a table with no
+// case line.
+func FirstCaseNumbered(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	numbered := false
+	errStop := errors.New("stop")
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		numbered = startsWithID(line)
+		return errStop
+	})
+	if err == errStop {
+		err = nil
+	}
+	return numbered, err
 }

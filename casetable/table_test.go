@@ -167,7 +167,7 @@ func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 // TestSignedFirstFieldIsAnID: a first case line that starts with a signed
 // integer is a numbered table's line with a malformed ID, as one starting
 // with 0 is; it used to be numbered "1 -1 echo a". A first field that is
-// not an integer makes an unnumbered table.
+// not an ID makes an unnumbered table.
 func TestSignedFirstFieldIsAnID(t *testing.T) {
 	for table, msg := range map[string]string{
 		"-1 echo a\n":               `table.dat:1: malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer; fix the line, or remove all IDs to let farm number the table`,
@@ -177,6 +177,12 @@ func TestSignedFirstFieldIsAnID(t *testing.T) {
 		"  -12 echo a\r\n":          `table.dat:1: malformed case ID "-12"`,
 		"1 a\n-2 echo b\n":          `table.dat:2: malformed case ID "-2"`,
 		"-99999999999999999999 x\n": `table.dat:1: malformed case ID "-99999999999999999999"`,
+		// A first field that starts with a digit is an ID, as a signed
+		// one is (issue 21: "1a echo a" made the table unnumbered).
+		"1a echo a\n":  `table.dat:1: malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer; fix the line, or remove all IDs to let farm number the table`,
+		"1.5 echo a\n": `table.dat:1: malformed case ID "1.5"`,
+		"# c\n-1x a\n": `table.dat:2: malformed case ID "-1x"`,
+		"2,3 a\n":      `table.dat:1: malformed case ID "2,3"`,
 	} {
 		p := writeTable(t, table)
 		_, err := Prepare(p)
@@ -190,7 +196,8 @@ func TestSignedFirstFieldIsAnID(t *testing.T) {
 	for table, want := range map[string]string{
 		"- echo a\n":     "1 - echo a\n",
 		"-x echo a\n":    "1 -x echo a\n",
-		"1.5 echo a\n":   "1 1.5 echo a\n",
+		"a1 echo a\n":    "1 a1 echo a\n",
+		".5 echo a\n":    "1 .5 echo a\n",
 		"--1 echo a\n":   "1 --1 echo a\n",
 		"echo a\n-1 b\n": "1 echo a\n2 -1 b\n", // the first case line decides
 	} {

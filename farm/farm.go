@@ -69,6 +69,9 @@ type Farm struct {
 	Out    io.Writer // messages for the user
 
 	backends backend.Opener
+	// note is what the last load of the status records found to say of
+	// table.dat (tableNote), until a reader says it, once.
+	note string
 }
 
 // Options are what the command that opens a farm gives it.
@@ -180,7 +183,7 @@ func Init(dir, engine string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o777); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), proc.NewMode(0o777)); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".init-")
@@ -193,7 +196,7 @@ func Init(dir, engine string) error {
 			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
 		}
 	}
-	if err := os.Chmod(tmp, 0o777&^proc.Umask()); err != nil {
+	if err := os.Chmod(tmp, proc.NewMode(0o777)); err != nil {
 		return err
 	}
 	// rename(2) replaces dir if it is an empty directory, and fails if it

@@ -42,7 +42,7 @@ func (f *Farm) ReportData(ctx context.Context, now time.Time) (*report.Data, err
 	if err != nil {
 		return nil, err
 	}
-	f.slowestCommands(d.Slowest)
+	f.slowestCommands(d.Slowest, st.Table)
 	return d, nil
 }
 
@@ -70,27 +70,35 @@ func summaryStats(q Query) []report.Stat {
 // errFound stops the reading of table.dat once every case wanted is found.
 var errFound = errors.New("found")
 
-// slowestCommands fills in the commands of the attempts from table.dat; a
-// table that does not read leaves them empty.
-func (f *Farm) slowestCommands(as []report.Attempt) {
+// slowestCommands fills in the commands of the attempts: from runTable,
+// the current run's own table (what its cases ran, whatever table.dat is
+// now), then, for the cases it does not hold (they ran in earlier runs),
+// from table.dat. A table that does not read leaves them empty.
+func (f *Farm) slowestCommands(as []report.Attempt, runTable string) {
 	want := map[int64][]int{}
 	for i, a := range as {
 		want[a.ID] = append(want[a.ID], i)
 	}
 	left := len(want)
-	if left == 0 {
-		return
-	}
-	_ = casetable.ReadCases(filepath.Join(f.Dir, Table), func(c casetable.Case) error {
-		if is, ok := want[c.ID]; ok {
-			for _, i := range is {
-				as[i].Command = c.Command
-			}
-			delete(want, c.ID)
-			if left--; left == 0 {
-				return errFound
-			}
+	from := func(table string) {
+		if left == 0 || table == "" {
+			return
 		}
-		return nil
-	})
+		_ = casetable.ReadCases(filepath.Join(f.Dir, table), func(c casetable.Case) error {
+			if is, ok := want[c.ID]; ok {
+				for _, i := range is {
+					as[i].Command = c.Command
+				}
+				delete(want, c.ID)
+				if left--; left == 0 {
+					return errFound
+				}
+			}
+			return nil
+		})
+	}
+	if runTable != Table {
+		from(runTable)
+	}
+	from(Table)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Environment variables that submit passes to every job of the farm.
@@ -18,6 +19,11 @@ const (
 	EnvAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
 	EnvAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
 	EnvAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
+	// EnvRecheckAfter overrides, for tests, how long a meta-job may go
+	// without news of its run before it reads the claim state again
+	// before starting a case (metajob.RecheckAfter): a Go duration. Not
+	// set by submit; a job gets it from the submitting environment.
+	EnvRecheckAfter = "FARM_RECHECK_AFTER"
 )
 
 // JobEnv is what a job of the farm is told through its environment: by
@@ -35,6 +41,10 @@ type JobEnv struct {
 	Auto     bool     // FARM_AUTO=1: the extra job resubmits what is left
 	AutoN    int      // FARM_AUTO_N: N for that resubmission
 	AutoArgs []string // FARM_AUTO_ARGS: its sbatch arguments
+
+	// RecheckAfter is FARM_RECHECK_AFTER, 0 if not set (the meta-job's
+	// default then).
+	RecheckAfter time.Duration
 
 	// JobFeatures and MachineFeatures are the HEPiX job-features
 	// directories ($JOBFEATURES, $MACHINEFEATURES), "" if not set: they
@@ -73,6 +83,11 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	if v := m[EnvAutoN]; v != "" {
 		if e.AutoN, err = strconv.Atoi(v); err != nil {
 			return e, fmt.Errorf("%s=%q: not a number", EnvAutoN, v)
+		}
+	}
+	if v := m[EnvRecheckAfter]; v != "" {
+		if e.RecheckAfter, err = time.ParseDuration(v); err != nil || e.RecheckAfter <= 0 {
+			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", EnvRecheckAfter, v)
 		}
 	}
 	if v := m[EnvAutoArgs]; v != "" {

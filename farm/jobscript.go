@@ -159,19 +159,49 @@ const (
 	MaxRunTime = 35 * 24 * time.Hour
 )
 
+// MinRunTimeVar lowers the minimum run-time, for trying a farm's time
+// limits in seconds, on an engine that keeps a limit to the second itself
+// (Capabilities.EnforcesTimeLimit: the local one, Grid Engine): a Go
+// duration such as "2s", in the submitting environment. Slurm, which
+// counts whole minutes and checks limits every 30 s or so, keeps META's 30
+// seconds.
+const MinRunTimeVar = "FARM_MIN_RUNTIME"
+
+// minRunTime is the shortest run-time a submission from environ may give
+// its jobs on an engine with capabilities caps: MinRunTime, or
+// FARM_MIN_RUNTIME where the engine keeps limits to the second.
+func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, error) {
+	v, set := "", false
+	for _, kv := range environ {
+		if val, ok := strings.CutPrefix(kv, MinRunTimeVar+"="); ok {
+			v, set = val, true
+		}
+	}
+	if !set || !caps.EnforcesTimeLimit {
+		return MinRunTime, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, Userf("%s=%q is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds", MinRunTimeVar, v)
+	}
+	return d, nil
+}
+
 // checkRunTime refuses, as META does, the run-time rt of the job script
-// name if it is under 30 seconds or over 35 days: "Wrong job runtime in
-// job_script.sh - T . Exiting", after the script's name and line, with an
-// example in the form rt was read from. No limit (0, UNLIMITED, INFINITY)
-// is over 35 days. The minimum holds only where the engine does not
-// enforce the limit itself (exact false: Slurm, which counts whole minutes
-// and checks limits every 30 s or so); the local engine stops a job to the
-// second, and a short limit is how one tries a farm's time limits on it.
-func checkRunTime(name string, rt RunTime, exact bool) error {
-	if rt.Limit > 0 && rt.Limit <= MaxRunTime && (exact || rt.Limit >= MinRunTime) {
+// name if it is under min (MinRunTime, 30 seconds, unless minRunTime
+// lowered it) or over 35 days, whatever its form ("0:29", "0:0:1",
+// "0-0:0:1", h_rt=29): "Wrong job runtime in job_script.sh - T . Exiting",
+// after the script's name and line, with an example in the form rt was
+// read from. No limit (0, UNLIMITED, INFINITY) is over 35 days.
+func checkRunTime(name string, rt RunTime, min time.Duration) error {
+	if rt.Limit >= min && rt.Limit > 0 && rt.Limit <= MaxRunTime {
 		return nil
 	}
-	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, runTimeLine(rt.Directive, time.Hour))
+	least := "30 seconds"
+	if min != MinRunTime {
+		least = min.String() + " (" + MinRunTimeVar + ")"
+	}
+	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from %s to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, least, runTimeLine(rt.Directive, time.Hour))
 }
 
 // runTimeLine is a job-script line that sets the run-time d (an hour or

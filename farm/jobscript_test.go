@@ -28,38 +28,75 @@ func TestParseSlurmTimeNeverWraps(t *testing.T) {
 }
 
 // TestCheckRunTime: META's limits, 30 seconds to 35 days, with its
-// message; the minimum only where the engine does not keep limits to the
-// second itself.
+// message, whatever the form of a run-time under 30 s and whatever the
+// engine (issue 21: "0:0:1" passed on the local one); FARM_MIN_RUNTIME
+// lowers the minimum (2nd column).
 func TestCheckRunTime(t *testing.T) {
 	for _, tc := range []struct {
 		value    string
-		exact    bool
+		min      time.Duration
 		accepted bool
 	}{
-		{"0:30", false, true},
-		{"0:29", false, false},
-		{"0:29", true, true},
-		{"0:03", true, true},
-		{"0", true, false}, // no limit
-		{"UNLIMITED", false, false},
-		{"35-00:00:00", false, true},
-		{"35-00:00:01", true, false},
-		{"99999999999", true, false},
+		{"0:30", MinRunTime, true},
+		{"0:29", MinRunTime, false},
+		{"0:0:1", MinRunTime, false},
+		{"0:0:29", MinRunTime, false},
+		{"00:00:05", MinRunTime, false},
+		{"0-0:0:1", MinRunTime, false},
+		{"0-0:0:30", MinRunTime, true},
+		{"0:29", time.Second, true},
+		{"0:03", 3 * time.Second, true},
+		{"0:02", 3 * time.Second, false},
+		{"0", time.Second, false}, // no limit
+		{"UNLIMITED", MinRunTime, false},
+		{"35-00:00:00", MinRunTime, true},
+		{"35-00:00:01", MinRunTime, false},
+		{"99999999999", time.Second, false},
 	} {
 		d, err := ParseSlurmTime(tc.value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Directive: backend.DirectiveSlurm}, tc.exact)
-		want := "job_script.sh:6: Wrong job runtime in job_script.sh - " + tc.value + " . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"
+		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Directive: backend.DirectiveSlurm}, tc.min)
+		least := "30 seconds"
+		if tc.min != MinRunTime {
+			least = tc.min.String() + " (FARM_MIN_RUNTIME)"
+		}
+		want := "job_script.sh:6: Wrong job runtime in job_script.sh - " + tc.value + " . Exiting (the run-time must be from " + least + " to 35 days, e.g. '#SBATCH -t 0-01:00')"
 		if tc.accepted && err != nil || !tc.accepted && (err == nil || err.Error() != want || !IsUserError(err)) {
-			t.Errorf("%s (exact %t): %v", tc.value, tc.exact, err)
+			t.Errorf("%s (min %s): %v", tc.value, tc.min, err)
 		}
 	}
 	p := filepath.Join(t.TempDir(), "js")
 	os.WriteFile(p, []byte("#!/bin/bash\n#SBATCH --mem=1G\n\n#SBATCH --time=\"2-0\" -A x\n"), 0o644)
 	if rt, ok, err := ScriptRunTime(p, backend.DirectiveSlurm); err != nil || !ok || rt != (RunTime{Limit: 48 * time.Hour, Line: 4, Value: `"2-0"`, Directive: backend.DirectiveSlurm}) {
 		t.Errorf("ScriptRunTime = %+v, %t, %v", rt, ok, err)
+	}
+}
+
+// TestMinRunTime: FARM_MIN_RUNTIME lowers the minimum only on an engine
+// that keeps limits to the second; a bad value is refused with the fix.
+func TestMinRunTime(t *testing.T) {
+	exact, slurm := backend.Capabilities{EnforcesTimeLimit: true}, backend.Capabilities{}
+	for _, tc := range []struct {
+		env  []string
+		caps backend.Capabilities
+		want time.Duration
+	}{
+		{nil, exact, MinRunTime},
+		{[]string{"FARM_MIN_RUNTIME=2s"}, exact, 2 * time.Second},
+		{[]string{"FARM_MIN_RUNTIME=2s"}, slurm, MinRunTime},
+		{[]string{"FARM_MIN_RUNTIME_X=2s"}, exact, MinRunTime},
+	} {
+		if got, err := minRunTime(tc.env, tc.caps); err != nil || got != tc.want {
+			t.Errorf("minRunTime(%q, %+v) = %v, %v; want %v", tc.env, tc.caps, got, err, tc.want)
+		}
+	}
+	for _, v := range []string{"", "5", "-1s", "0s"} {
+		_, err := minRunTime([]string{"FARM_MIN_RUNTIME=" + v}, exact)
+		if want := `FARM_MIN_RUNTIME="` + v + `" is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds`; err == nil || err.Error() != want {
+			t.Errorf("FARM_MIN_RUNTIME=%q: %v", v, err)
+		}
 	}
 }
 
@@ -192,12 +229,12 @@ func TestScriptRunTimeErrors(t *testing.T) {
 // TestCheckRunTimeExample: META's "Wrong job runtime" names an example in
 // the form the run-time was read from.
 func TestCheckRunTimeExample(t *testing.T) {
-	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Directive: backend.DirectiveGridEngine}, true)
+	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Directive: backend.DirectiveGridEngine}, MinRunTime)
 	want := "resubmit_script.sh:3: Wrong job runtime in resubmit_script.sh - INFINITY . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#$ -l h_rt=01:00:00')"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Directive: backend.DirectiveSlurm}, false)
+	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Directive: backend.DirectiveSlurm}, MinRunTime)
 	if want := "(the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("got %v, want it to end %q", err, want)
 	}

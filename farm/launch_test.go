@@ -78,7 +78,7 @@ func TestRefusedSubmitWritesNothing(t *testing.T) {
 
 // TestResubmitSaysSoOnlyWhenItHappens: "Resubmitting the N case(s)" was
 // said before NJOBS_MAX (or anything after it) refused; and the refused
-// resubmit left no MISC/table.run* behind it, ever.
+// resubmit left no MISC/table.run2* behind it, ever.
 func TestResubmitSaysSoOnlyWhenItHappens(t *testing.T) {
 	ctx := context.Background()
 	f, out := newTestFarm(t, "true\ntrue\nfalse\n", &fakeBackend{})
@@ -86,7 +86,7 @@ func TestResubmitSaysSoOnlyWhenItHappens(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	runTables := func() []string { m, _ := filepath.Glob(f.Path(MiscDir, "table.run*")); return m }
+	runTables := func() []string { m, _ := filepath.Glob(f.Path(MiscDir, "table.run2*")); return m }
 	f.Config.NJobsMax = 1
 	err := f.Resubmit(ctx, SubmitOptions{N: 2})
 	if err == nil || !strings.HasPrefix(err.Error(), "NJOBS_MAX=1 in config") || strings.Contains(out.String(), "Resubmitting") || len(runTables()) != 0 {

@@ -192,6 +192,7 @@ func (f *Farm) Report(ctx context.Context, w io.Writer, format Format) error {
 	if err != nil {
 		return err
 	}
+	f.sayNote()
 	return WriteQuery(w, q, format)
 }
 

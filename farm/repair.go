@@ -16,22 +16,42 @@ type RepairMode int
 const (
 	RepairIfDamaged RepairMode = iota // farm repair
 	RepairForce                       // farm repair --force
+	// RepairAbandoned (farm repair --abandoned) is RepairForce that also
+	// closes a current run with cases left and no job recorded: the user
+	// says that the command that started it was killed before it recorded
+	// its jobs. RepairForce refuses such a run, which may be one that a
+	// running 'farm submit' or 'farm resubmit' has started and is submitting
+	// the jobs of.
+	RepairAbandoned
 )
 
 // Repair rebuilds the claim state from table.dat and the status and job
 // records, when it is damaged or missing: the newest run found in the
-// records is closed (nothing left to claim in it), so 'farm resubmit' runs
-// every case that did not succeed, and no case that succeeded runs again. It
-// refuses while any job of the farm is pending or running, and does nothing
-// to a state that reads well unless mode is RepairForce.
+// records or the state is closed (nothing left to claim in it), so 'farm
+// resubmit' runs every case that did not succeed, and no case that
+// succeeded runs again. It refuses while any job of the farm is pending or
+// running, and does nothing to a state that reads well unless mode is
+// RepairForce or RepairAbandoned.
+//
+// It decides from one reading of the claim state, made before the records
+// are read, and changes the state only if it is still as read
+// (casetable.Store.RepairFrom): a concurrent repair, or a submit or
+// resubmit that started a run, makes it refuse, and a run is never rolled
+// back.
 func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
-	force := mode == RepairForce
-	store0, err := f.Store()
+	force := mode != RepairIfDamaged
+	store, err := f.Store()
 	if err != nil {
 		return err
 	}
-	cur, err := store0.Read(ctx)
-	store0.Close()
+	defer store.Close()
+	store.Job = "repair"
+	rd, err := store.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	cur, err := rd.State, rd.Err
+	readable := err == nil
 	if errors.Is(err, casetable.ErrNoState) {
 		err = nil
 	}
@@ -40,20 +60,18 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	if err != nil && !damaged {
 		return err
 	}
-	if !damaged && cur.Run > 0 && !force {
+	if readable && cur.Run > 0 && !force {
 		fmt.Fprintf(f.Out, "The claim state reads well (run %d, %d of %d cases claimed): nothing to repair.\n", cur.Run, cur.Claimed, cur.Cases)
 		return nil
 	}
-	active, _, err := f.activeJobs(ctx)
+	// The records are read after the state, as resubmit reads them, and
+	// the active jobs and the job records are one reading.
+	active, recs, _, err := f.activeAndAll(ctx)
 	if err != nil {
 		return err
 	}
 	if len(active) > 0 {
 		return Userf("%d job(s) of the farm are pending or running: 'farm wait' or 'farm kill' first, then 'farm repair'", len(active))
-	}
-	recs, err := f.Jobs()
-	if err != nil {
-		return err
 	}
 	run := 0
 	for _, r := range recs {
@@ -67,6 +85,14 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	for r, c := range sum.RunCounts {
 		run = max(run, r)
 		done += c.Succeeded + c.Failed + c.Interrupted
+	}
+	if readable {
+		// A run is never moved back: the state's run may be newer than
+		// every record (its command has not recorded its jobs yet).
+		run = max(run, cur.Run)
+		if cur.Run == run && cur.Claimed < cur.Cases && !runHasJobs(recs, run) && mode != RepairAbandoned {
+			return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was repaired; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", run, run)
+		}
 	}
 	if run == 0 {
 		if damaged {
@@ -82,13 +108,18 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	store.Job = "repair"
-	if err := store.Repair(ctx, st); err != nil {
+	if err := store.RepairFrom(ctx, rd, st); err != nil {
+		var race *casetable.RepairRaceError
+		if errors.As(err, &race) && race.Token != "" {
+			return Userf("%v: nothing was repaired; see 'farm query' (if that repair was killed and 'farm query' still reports damage, remove %s and run 'farm repair' again)", err, race.Token)
+		}
+		if errors.As(err, &race) {
+			return Userf("%v: nothing was repaired; see 'farm query', and run 'farm repair' again if it is still needed", err)
+		}
+		if errors.As(err, &de) {
+			// Damaged further since it was read: decide again.
+			return Userf("%v, since 'farm repair' read it: nothing was repaired; run 'farm repair' again", err)
+		}
 		return err
 	}
 	f.Log("repair: claim state rebuilt: run %d closed", run)

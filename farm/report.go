@@ -39,6 +39,7 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 	var maxID, cases int64
 	if st, err := f.readState(ctx); err == nil {
 		maxID, cases = st.MaxID, st.Total
+		f.note = f.tableNote(st, recs, infos)
 	}
 	sum, err := status.Load(f.Path(StatusDir), status.Options{
 		Live:     func(id string) bool { return runsCases(infos[id].State) },
@@ -53,6 +54,39 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 		}
 	}
 	return sum, recs, infos, err
+}
+
+// tableNote says, in one line, that table.dat changed since the current
+// run (st's) started: the run goes on (or went on) with the private table
+// it started with, and 'farm resubmit' will use table.dat as it is now;
+// "" if it did not change, or cannot tell (a run of an older farm, which
+// recorded no source, or a closed run). It costs a stat of table.dat, and
+// a reading of it whole only after a same-size change of its identity or
+// times (casetable.Source.Changed).
+func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
+	if st.Run == 0 || st.Table == "" || st.Table == Table {
+		return ""
+	}
+	if fi, err := os.Stat(f.Path(Table)); err != nil || !fi.Mode().IsRegular() {
+		return "" // what reads it says what is wrong
+	}
+	src, err := casetable.ReadSource(f.Path(st.Table))
+	if err != nil {
+		return ""
+	}
+	if changed, err := src.Changed(f.Path(Table)); err != nil || !changed {
+		return ""
+	}
+	going := st.Claimed < st.Cases
+	for _, r := range recs {
+		if r.Run == st.Run && infos[r.ID].State.Active() {
+			going = true
+		}
+	}
+	if going {
+		return fmt.Sprintf("%s changed since run %d started; run %d goes on with the table it started with; 'farm resubmit' will use %s as it is now", Table, st.Run, st.Run, Table)
+	}
+	return fmt.Sprintf("%s changed since run %d started; run %d ran the table it started with; 'farm resubmit' will use %s as it is now", Table, st.Run, st.Run, Table)
 }
 
 // readState reads the claim state (zero State if never submitted).
@@ -86,29 +120,57 @@ func (p Progress) String() string {
 		p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
 }
 
-// Progress counts the cases of table.dat by their farm-wide state.
+// Progress counts the cases of table.dat (those 'farm resubmit' would
+// run, or not) by their farm-wide state. Runs read private copies of
+// table.dat, so it may have been edited since they started: a line that
+// no longer reads, or repeats an ID, is left out of the count (a repeated
+// ID counts once), with one warning on stderr naming the first such line
+// and what to do, and the summary goes on.
 func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 	var p Progress
-	err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+	if numbered, err := casetable.FirstCaseNumbered(f.Path(Table)); err == nil && !numbered && !f.hasRecords() {
+		// table.dat is not numbered yet: the farm was never submitted.
+		return Progress{}, nil
+	}
+	skipped, first, err := casetable.ReadIDsLenient(f.Path(Table), func(id int64) {
 		p.Total++
-		st := sum.Get(c.ID).State
+		st := sum.Get(id).State
 		if st == status.NeverRan {
 			p.NeverRan++
 		}
 		p.Add(st)
-		return nil
 	})
-	var le *casetable.LineError
-	if errors.As(err, &le) && !f.hasRecords() {
-		// table.dat is not numbered yet: the farm was never submitted.
-		return Progress{}, nil
-	}
 	if err != nil {
-		// A farm that ran counts the cases of its table: a line made
-		// unreadable since, or a table gone, must not read as "0 cases".
+		// A farm that ran counts the cases of its table: a table gone
+		// must not read as "0 cases".
 		return p, tableErr(err)
 	}
+	if first != nil {
+		more := ""
+		if skipped > 1 {
+			more = fmt.Sprintf(" (and %d more such line(s))", skipped-1)
+		}
+		note := ""
+		if f.note != "" {
+			note = " (" + f.note + ")"
+			f.note = ""
+		}
+		fmt.Fprintf(f.warnings(), "farm: warning: %v%s: not counted; fix the line before 'farm resubmit', which refuses %s until then%s\n", first, more, Table, note)
+	}
+	f.sayNote()
 	return p, nil
+}
+
+// warnings is where farm's readers warn: stderr.
+func (f *Farm) warnings() io.Writer { return os.Stderr }
+
+// sayNote says what the last load found to say of table.dat (tableNote),
+// once.
+func (f *Farm) sayNote() {
+	if f.note != "" {
+		fmt.Fprintf(f.warnings(), "farm: note: %s\n", f.note)
+		f.note = ""
+	}
 }
 
 // ErrWaitTimeout is what a *WaitTimeoutError is (errors.Is).
@@ -223,6 +285,7 @@ func (f *Farm) Status(ctx context.Context, w io.Writer, opt StatusOptions) error
 	if err != nil {
 		return err
 	}
+	f.sayNote()
 	return WriteStatus(w, sum, opt)
 }
 

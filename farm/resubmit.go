@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -58,7 +57,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	// next run from it would start two runs, the first of which would never
 	// run a case.
 	if state.Claimed < state.Cases && !runHasJobs(recs, state.Run) {
-		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --force' closes run %d)", state.Run, state.Run)
+		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", state.Run, state.Run)
 	}
 	if opt.Backend == "" {
 		// Stay on the backend the farm ran on.
@@ -95,23 +94,20 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// as table.dat_, as META does.
 	// (Not by PID alone: processes on two hosts, or in two containers,
 	// may have the same PID.)
-	runTable := fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, state.Run+1, os.Getpid(), rand.Uint32())
+	runTable := privateTable(state.Run + 1)
 	su.prepare = func() error {
-		m, err := casetable.Rebuild(f.Path(Table), f.Path(runTable), keep)
+		m, src, err := casetable.RebuildSource(f.Path(Table), f.Path(runTable), keep)
 		if err == nil && m != n {
 			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)
+		}
+		if err == nil {
+			err = casetable.WriteSource(f.Path(runTable), src)
 		}
 		return tableErr(err)
 	}
 	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted, were unfit or never ran (%s).", n, RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
-		var st casetable.State
-		if s, rerr := f.readState(ctx); rerr == nil {
-			st = s
-		}
-		if st.Table != runTable {
-			os.Remove(f.Path(runTable))
-		}
+		f.removeRunTable(ctx, runTable)
 		return err
 	}
 	tmp := f.Path(RetryTable + ".tmp." + strconv.Itoa(os.Getpid()))
@@ -203,6 +199,13 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	}
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
+		return nil, err
+	}
+	min, err := minRunTime(opt.Environ, be.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkFinalRunTime(be.Capabilities().Directive, min); err != nil {
 		return nil, err
 	}
 	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Directive)

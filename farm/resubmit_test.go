@@ -56,7 +56,7 @@ func (o fixed) Open(context.Context, string, string) (backend.Backend, error) { 
 // A resubmit that finds a run with cases left and no job recorded refuses:
 // another command is submitting that run's jobs. A submission that failed
 // altogether closes its run, so the next resubmit is not refused; one whose
-// command was killed first is closed by 'farm repair --force'.
+// command was killed first is closed by 'farm repair --abandoned'.
 func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "farm")
@@ -111,14 +111,22 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 	if st := state(); st.Run != 3 {
 		t.Fatalf("the refused resubmit changed the state: %+v", st)
 	}
-	if err := f.Repair(ctx, RepairForce); err != nil {
+	// --force cannot tell a killed command from one still submitting:
+	// it refuses; --abandoned, the user's word that it was killed, closes
+	// the run.
+	err = f.Repair(ctx, RepairForce)
+	if err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "run 3 was started moments ago") || !strings.Contains(err.Error(), "nothing was repaired") {
+		t.Fatalf("repair --force while run 3 has no job recorded: %v", err)
+	}
+	if err := f.Repair(ctx, RepairAbandoned); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Resubmit(ctx, SubmitOptions{N: 2}); err != nil {
 		t.Fatalf("resubmit after 'farm repair --force': %v", err)
 	}
-	if st := state(); st.Run != 3 || st.Claimed != 0 {
-		t.Fatalf("after repair and resubmit, state %+v; want run 3 anew", st)
+	// The closed run 3 is not started again: a run is never moved back.
+	if st := state(); st.Run != 4 || st.Claimed != 0 {
+		t.Fatalf("after repair and resubmit, state %+v; want run 4", st)
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,7 +144,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
-	info, err := casetable.Validate(f.Path(Table))
+	info, src, err := casetable.ValidateSource(f.Path(Table))
 	if err == nil {
 		err = info.CheckLength()
 	}
@@ -152,24 +152,126 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		return tableErr(err)
 	}
 	if !info.Numbered {
-		su.prepare = func() error { return f.numberTable(info) }
+		if err := f.checkNumberable(); err != nil {
+			return err
+		}
 	}
-	return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: Table, cases: info.Cases, maxID: info.MaxID})
+	// Run 1 reads a private copy of table.dat, as later runs read theirs:
+	// an edit of table.dat during the run never changes what it claims.
+	// What is numbered, then copied, is the table validated (its hash).
+	runTable := privateTable(1)
+	su.prepare = func() error {
+		want := src.Hash
+		if !info.Numbered {
+			if want, err = f.numberTable(info, want); err != nil {
+				return err
+			}
+		}
+		return f.snapshotTable(runTable, want)
+	}
+	err = f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: runTable, cases: info.Cases, maxID: info.MaxID})
+	if err != nil {
+		f.removeRunTable(ctx, runTable)
+	}
+	return err
 }
 
-// numberTable numbers table.dat, which info describes, keeping the original
-// as table.dat.orig. A table.dat that is a symbolic link is numbered at its
-// target, in the target's directory.
-func (f *Farm) numberTable(info casetable.Info) error {
-	err := casetable.Number(f.Path(Table), f.Path(Table+".orig"))
+// privateTable is the name of a new run's table, relative to the farm:
+// a name of its own, so that two commands racing never write one file.
+// (Not by PID alone: processes on two hosts, or in two containers, may
+// have the same PID.)
+func privateTable(run int) string {
+	return fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, run, os.Getpid(), rand.Uint32())
+}
+
+// errTableChanged is the error of a submit whose table.dat changed
+// while it ran.
+var errTableChanged = Userf("%s changed while this command ran: nothing was submitted; run it again", Table)
+
+// snapshotTable writes the first run's private table runTable: a copy of
+// table.dat (numbered) whose SHA-256 is want, that of the table validated
+// and numbered, with the record of what it was made from
+// (casetable.Source).
+func (f *Farm) snapshotTable(runTable, want string) error {
+	if err := f.EnsureDirs(); err != nil {
+		return f.writeErr(err)
+	}
+	perm := os.FileMode(0o644)
+	if fi, err := os.Stat(f.Path(Table)); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	_, src, err := casetable.Snapshot(f.Path(Table), f.Path(runTable), perm, want)
+	if errors.Is(err, casetable.ErrChanged) {
+		return errTableChanged
+	}
 	if err != nil {
-		if to, lerr := filepath.EvalSymlinks(f.Path(Table)); lerr == nil && to != f.Path(Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
-			return Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
-		}
 		return f.writeErr(tableErr(err))
 	}
-	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+	if err := casetable.WriteSource(f.Path(runTable), src); err != nil {
+		os.Remove(f.Path(runTable))
+		return f.writeErr(err)
+	}
 	return nil
+}
+
+// removeRunTable removes a private run table (and its source record)
+// that a launch which failed wrote, unless its run started.
+func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
+	if st, err := f.readState(ctx); err == nil && st.Table == runTable {
+		return
+	}
+	os.Remove(f.Path(runTable))
+	os.Remove(casetable.SourcePath(f.Path(runTable)))
+}
+
+// checkNumberable refuses an unnumbered table.dat that farm would have to
+// number through a symbolic link out of the farm directory: farm never
+// writes there.
+func (f *Farm) checkNumberable() error {
+	fi, err := os.Lstat(f.Path(Table))
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	to, err := filepath.EvalSymlinks(f.Path(Table))
+	if err != nil {
+		return tableErr(err)
+	}
+	dir, err := filepath.EvalSymlinks(f.Dir)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(dir, to); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return nil
+	}
+	return Userf("%s is a symbolic link to %s, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy (cp --remove-destination %s %s), or number the table yourself ('1 command', '2 command', ... on its case lines)", Table, to, shellQuote(to), Table)
+}
+
+// shellQuote quotes s for a POSIX shell, if it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// numberTable numbers table.dat, which info describes and whose SHA-256
+// was want when it was validated, keeping the original as table.dat.orig;
+// it returns the SHA-256 of the numbered table. A table.dat that is a
+// symbolic link is numbered at its target, in the target's directory
+// (checkNumberable has made sure that is in the farm directory).
+func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
+	sum, err := casetable.NumberChecked(f.Path(Table), f.Path(Table+".orig"), want)
+	if errors.Is(err, casetable.ErrChanged) {
+		return "", errTableChanged
+	}
+	if err != nil {
+		if to, lerr := filepath.EvalSymlinks(f.Path(Table)); lerr == nil && to != f.Path(Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+			return "", Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
+		}
+		return "", f.writeErr(tableErr(err))
+	}
+	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+	return sum, nil
 }
 
 func modeName(simple bool) string {
@@ -357,11 +459,20 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 			return launchSetup{}, err
 		}
 	}
-	if err := checkRunTime(JobScript, rt, caps.EnforcesTimeLimit); err != nil {
+	min, err := minRunTime(opt.Environ, caps)
+	if err != nil {
+		return launchSetup{}, err
+	}
+	if err := checkRunTime(JobScript, rt, min); err != nil {
 		return launchSetup{}, err
 	}
 	if withAuto {
-		if err := checkRunTime(ResubmitScript, auto, caps.EnforcesTimeLimit); err != nil {
+		if err := checkRunTime(ResubmitScript, auto, min); err != nil {
+			return launchSetup{}, err
+		}
+		// final.sh's run-time, if it has one, is checked now rather than
+		// by the -auto job at the run's end.
+		if err := f.checkFinalRunTime(caps.Directive, min); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -387,14 +498,12 @@ func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, er
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return rt, scriptErr(JobScript, err)
 	}
-	if fh, err := os.Open(f.Path(SingleCase)); err != nil {
+	head, err := ReadHead(f.Path(SingleCase))
+	if err != nil {
 		return rt, scriptErr(SingleCase, err)
-	} else {
-		_, err := fh.Read(make([]byte, 1))
-		fh.Close()
-		if err != nil && err != io.EOF {
-			return rt, scriptErr(SingleCase, err)
-		}
+	}
+	if msg := NotRunnable(f.Path(SingleCase), head); msg != "" {
+		return rt, Userf("%s", msg)
 	}
 	return rt, runTimeArg(opt.Args, directive)
 }
@@ -442,7 +551,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
 		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
-		if nr.maxID > 0 { // a first run: table.dat itself
+		if nr.maxID > 0 { // a first run: a copy of table.dat whole
 			st.MaxID, st.Total = nr.maxID, int64(nr.cases)
 		}
 		return nil
@@ -586,6 +695,23 @@ func (f *Farm) checkAutoScript(directive string) (RunTime, error) {
 		return rt, scriptErr(ResubmitScript, err)
 	}
 	return rt, nil
+}
+
+// checkFinalRunTime refuses final.sh's run-time, if it has one, as
+// checkRunTime does (a final.sh without one runs with the engine's
+// default). A farm without final.sh passes.
+func (f *Farm) checkFinalRunTime(directive string, min time.Duration) error {
+	if !f.hasFinal() {
+		return nil
+	}
+	rt, ok, err := ScriptRunTime(f.Path(FinalScript), directive)
+	if err != nil {
+		return scriptErr(FinalScript, err)
+	}
+	if !ok {
+		return nil
+	}
+	return checkRunTime(FinalScript, rt, min)
 }
 
 // submitAuto adds the one extra job (resubmit_script.sh) that runs after the

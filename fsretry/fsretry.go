@@ -1,6 +1,6 @@
 // Package fsretry retries filesystem operations that fail for a reason that
 // may go away by itself — a full disk, an exhausted inode table or quota, an
-// I/O error, a stale network-filesystem handle — with backoff, for a bounded
+// I/O error, a stale network-filesystem handle, a server out of reach — with backoff, for a bounded
 // time, saying so: one line when the retries start and one when the
 // filesystem works again. The claim commits (casetable), the status records
 // (status) and everything else a meta-job writes (farm) retry this way, in
@@ -27,11 +27,32 @@ const (
 )
 
 // IsTransient reports whether err is a filesystem error that may go away by
-// itself: no space, no inodes, quota exceeded, an I/O error, a stale handle.
+// itself: no space, no inodes, quota exceeded, an I/O error, a stale handle,
+// a network filesystem's server out of reach (ENOTCONN: a GlusterFS client
+// whose bricks are gone; ETIMEDOUT: a soft NFS mount), or an error its
+// caller marked as such (Transient).
 func IsTransient(err error) bool {
+	var t *transientError
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE)
+		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE) ||
+		errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.As(err, &t)
 }
+
+// Transient marks err as one that may go away by itself, whatever it is:
+// for an error whose meaning its caller checked (an ENOENT from a network
+// filesystem for a name whose directory is still there).
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
 
 // Retrier keeps the state of one operation's retries. The zero value
 // retries for Default and reports on os.Stderr.

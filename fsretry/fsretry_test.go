@@ -56,10 +56,15 @@ func TestDoGivesUpOnOtherErrorsAndAfterTheLimit(t *testing.T) {
 }
 
 func TestIsTransient(t *testing.T) {
-	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.ESTALE} {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.ESTALE, syscall.ENOTCONN, syscall.ETIMEDOUT} {
 		if !IsTransient(&fs.PathError{Op: "x", Path: "y", Err: e}) {
 			t.Errorf("%v not transient", e)
 		}
+	}
+	// A spurious ENOENT its caller checked: transient, and still ENOENT.
+	enoent := Transient(&fs.PathError{Op: "link", Path: "y", Err: syscall.ENOENT})
+	if !IsTransient(fmt.Errorf("committing: %w", enoent)) || !errors.Is(enoent, syscall.ENOENT) || Transient(nil) != nil {
+		t.Errorf("Transient(ENOENT): transient %v, ENOENT %v", IsTransient(enoent), errors.Is(enoent, syscall.ENOENT))
 	}
 	for _, e := range []error{syscall.EACCES, syscall.ENOENT, syscall.EEXIST, errors.New("x")} {
 		if IsTransient(e) {

@@ -121,6 +121,8 @@ type catEntry struct {
 	// notOut, if set, is a regexp stdout must not match (a message said
 	// too early).
 	notOut string
+	// out, if set, is a regexp a line of stdout must match.
+	out string
 	// after checks the farm once the command and the snapshot check are
 	// done, e.g. that the advice given works.
 	after func(t *testing.T, dir string)
@@ -159,6 +161,9 @@ func (e catEntry) run(t *testing.T, ranTemplate, slurmPath string) {
 	e.checkMessage(t, cmdline, r.Err)
 	if e.notOut != "" && regexp.MustCompile(e.notOut).MatchString(r.Out) {
 		t.Errorf("%s: stdout says %q, which it must not:\n%s", cmdline, e.notOut, r.Out)
+	}
+	if e.out != "" && !regexp.MustCompile("(?m)"+e.out).MatchString(r.Out) {
+		t.Errorf("%s: no line of stdout matches %q:\n%s", cmdline, e.out, r.Out)
 	}
 	after := snapshot(t, dir)
 	for _, p := range diffSnapshots(before, after) {
@@ -677,6 +682,47 @@ func symlinkedTable(content string) func(*testing.T, string) {
 	}
 }
 
+// outsideTable makes table.dat a symbolic link to ../outside/cases.txt,
+// out of the farm directory, which holds content.
+func outsideTable(content string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		out := filepath.Join(filepath.Dir(dir), "outside")
+		if err := os.Mkdir(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "cases.txt"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		symlink("table.dat", "../outside/cases.txt")(t, dir)
+	}
+}
+
+// touch sets the modification time of the file name to a second later.
+func touch(name string) func(*testing.T, string) {
+	return func(t *testing.T, dir string) {
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := fi.ModTime().Add(time.Second)
+		if err := os.Chtimes(p, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// activeFiles are the files the meta-job of a baseActive farm may write
+// meanwhile.
+var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+
+// What farm says of a table.dat changed since the current run started
+// (issue 21), while the run goes on and once it has ended.
+const (
+	tableGoesOn = "table.dat changed since run 1 started; run 1 goes on with the table it started with; 'farm resubmit' will use table.dat as it is now"
+	tableRan    = "table.dat changed since run 1 started; run 1 ran the table it started with; 'farm resubmit' will use table.dat as it is now"
+)
+
 // commandOf is a case command of n bytes: /bin/true (a program, which a
 // command too long for COMM could not start) and an argument.
 func commandOf(n int) string {
@@ -772,8 +818,55 @@ func tableEntries() []catEntry {
 			msg: atLine("table.dat", 3) + `duplicate case ID 2 \(first used on line 2\); every case needs its own ID$`},
 		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
+		// A line that no longer reads is left out of wait's count, with a
+		// warning, and the summary goes on (issue 21); the exit says case 2
+		// failed.
 		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
-			msg: atLine("table.dat", 3) + `malformed case ID "zz".*; fix the line$`},
+			msg: `^farm: warning: table\.dat:3: malformed case ID "zz": .*: not counted; fix the line before 'farm resubmit', which refuses table\.dat until then \(` + regexp.QuoteMeta(tableRan) + `\)$`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: 1,
+			msg: `^farm: warning: table\.dat:3: duplicate case ID 1 \(first used on line 1\): not counted; fix the line before 'farm resubmit'.*\(` + regexp.QuoteMeta(tableRan) + `\)$`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: 1,
+			msg: `^farm: warning: table\.dat:3: malformed case ID "echo": .* \(and 1 more such line\(s\)\): not counted; fix the line before 'farm resubmit'`,
+			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
+		{name: "table-case-appended-after-run-status", base: baseRan, setup: appendTo("table.dat", "3 echo X\n"), args: []string{"Status"}, code: 0,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableRan) + "$"},
+		// During a run: the run goes on with its own copy of table.dat,
+		// and farm says so in one line.
+		{name: "table-duplicate-appended-mid-run-status", base: baseActive, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"Status"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-unnumbered-appended-mid-run-status", base: baseActive, setup: appendTo("table.dat", "echo X\n"), args: []string{"Status"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-unnumbered-appended-mid-run-query", base: baseActive, setup: appendTo("table.dat", "echo X\n"), args: []string{"query"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-rewritten-same-size-mid-run-query", base: baseActive, setup: write("table.dat", "1 sleep 99\n"), args: []string{"query"}, code: 0, change: activeFiles,
+			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
+		{name: "table-touched-mid-run-query", base: baseActive, setup: touch("table.dat"), args: []string{"query"}, code: 0, change: activeFiles},
+		// One rule makes a table numbered: a first field that starts with
+		// a digit, or a sign and a digit, is an ID (issue 21).
+		refused("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refused("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixIDs),
+		// farm never writes through a link out of the farm directory.
+		{name: "table-symlink-out-of-farm-unnumbered", setup: outsideTable("echo a\necho b\n"), args: submitLocal, code: 1,
+			msg: `^farm: table\.dat is a symbolic link to .*/outside/cases\.txt, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy \(cp --remove-destination .*/outside/cases\.txt table\.dat\), or number the table yourself \('1 command', '2 command', \.\.\. on its case lines\)$`,
+			after: func(t *testing.T, dir string) {
+				if b, _ := os.ReadFile(filepath.Join(dir, "../outside/cases.txt")); string(b) != "echo a\necho b\n" {
+					t.Errorf("the link's target reads %q, want it unchanged", b)
+				}
+				// The advice works.
+				target, _ := filepath.EvalSymlinks(filepath.Join(dir, "table.dat"))
+				if out, err := exec.Command("cp", "--remove-destination", target, filepath.Join(dir, "table.dat")).CombinedOutput(); err != nil {
+					t.Fatalf("cp: %v\n%s", err, out)
+				}
+				mustFarm(t, dir, submitLocal...)
+				waitsWell(t, dir)
+				if b, _ := os.ReadFile(target); string(b) != "echo a\necho b\n" {
+					t.Errorf("the former target reads %q, want it unchanged", b)
+				}
+			}},
+		{name: "table-symlink-out-of-farm-numbered", setup: outsideTable("1 echo a\n2 echo b\n"), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
 		{name: "table-wait-missing-after-run", base: baseRan, setup: remove("table.dat"), args: []string{"wait"}, code: 1,
 			msg: `^farm: table\.dat is missing`},
 		{name: "table-wait-directory-after-run", base: baseRan, setup: toDir("table.dat"), args: []string{"wait", "--timeout", "1m"}, code: 1,
@@ -799,7 +892,8 @@ func tableEntries() []catEntry {
 		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
 		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: 1,
-			msg: atLine("table.dat", 3) + `#FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time\); fix the line$`},
+			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time\): not counted; fix the line before 'farm resubmit'`,
+			out: `^2 cases: 1 succeeded, 1 failed`},
 		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
 			msg: atLine("table.dat", 2) + `#FARM: bad mem="lots": want a size above 0`, change: []string{"RUN*/"}},
 	}
@@ -889,6 +983,26 @@ func scriptEntries() []catEntry {
 		wrongTime("run-time-beyond-int64", "#SBATCH -t 99999999999999999999", "99999999999999999999", submitLocal),
 		wrongTime("run-time-huge-days", "#SBATCH --time=9999999999999-00:00", "9999999999999-00:00", []string{"submit", "-1", "--backend", "local"}),
 		wrongTime("run-time-quoted", `#SBATCH -t "40-0"`, `"40-0"`, submitLocal),
+		// Under 30 s in any form, on any engine (issue 21: the local one
+		// took these, and a 1 s job was killed in its first case).
+		wrongTime("run-time-1s-local", "#SBATCH -t 0:0:1", "0:0:1", submitLocal),
+		wrongTime("run-time-0:0:29-local", "#SBATCH -t 0:0:29", "0:0:29", submitLocal),
+		wrongTime("run-time-29s-local", "#SBATCH --time=0:29", "0:29", submitLocal),
+		wrongTime("run-time-00:00:05-local", "#SBATCH -t 00:00:05", "00:00:05", submitLocal),
+		wrongTime("run-time-days-form-1s-local", "#SBATCH -t 0-0:0:1", "0-0:0:1", submitLocal),
+		js("run-time-h_rt-29-local", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#$ -l h_rt=29\n"), submitLocal,
+			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 29 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`),
+		// FARM_MIN_RUNTIME lowers the minimum only where the engine keeps
+		// limits to the second, and must read.
+		{name: "job-script-run-time-10s-slurm-min-runtime", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitSlurm, env: []string{"FARM_MIN_RUNTIME=1s"}, code: 1,
+			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`},
+		{name: "job-script-min-runtime-bad", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:10\n"), args: submitLocal, env: []string{"FARM_MIN_RUNTIME=5"}, code: 1,
+			msg: `^farm: FARM_MIN_RUNTIME="5" is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds$`},
+		{name: "final-script-run-time-10s", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#SBATCH -t 0:10\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`},
+		{name: "final-script-run-time-40-days", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#$ -l h_rt=960:00:00\necho done\n"), args: submitLocal, code: 1,
+			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 960:00:00 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`},
+		rs("run-time-10s", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:0:10\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 0:0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
 		// Refused before table.dat is numbered.
 		{name: "job-script-run-time-unnumbered-table", setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:05\n"), args: submitSlurm, code: 1,
 			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:05 \. Exiting`},
@@ -920,6 +1034,9 @@ func scriptEntries() []catEntry {
 		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
 		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
 		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
+		// A short one too: no run-time on the command line, in any form.
+		js("run-time-on-command-line-1s", nil, []string{"submit", "1", "--backend", "local", "--time=0:0:1"}, `^farm: the run-time \(--time=0:0:1\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		js("h_rt-on-command-line-29s", nil, []string{"submit", "1", "--backend", "local", "-l", "h_vmem=1G,h_rt=29"}, `^farm: the run-time \(-l h_vmem=1G,h_rt=29\) cannot be given on the command line: set it with '#\$ -l h_rt=' in job_script\.sh$`),
 		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
 		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
 		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
@@ -935,6 +1052,26 @@ func scriptEntries() []catEntry {
 			msg: `^farm: single_case\.sh cannot be read \(is a directory\)`},
 		{name: "single-case-dangling-symlink", base: baseNumbered, setup: symlink("single_case.sh", "gone.sh"), args: submitLocal, code: 1,
 			msg: `^farm: Non-farm directory .* \(no single_case\.sh\)`},
+		// A single_case.sh that is not a bash script is run as a program:
+		// without its x bit, each meta-job ended at its first case with
+		// advice about the farm directory's owner (issue 21).
+		{name: "single-case-python-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nimport os\nprint(os.environ['ID'])\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\), or make it a bash script \(#!/bin/bash\), which farm sources$`},
+		{name: "single-case-python-not-executable-resubmit", base: baseRan, setup: both(write("single_case.sh", "#!/usr/bin/env python3\nprint(1)\n"), chmod("single_case.sh", 0o600)), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`, notOut: `Resubmitting`},
+		// The advice works: chmod +x, and the cases run.
+		{name: "single-case-sh-e-not-executable", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh -e\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 1,
+			msg: `^farm: single_case\.sh:1: "#!/bin/sh -e" is not bash's #! line, so farm runs single_case\.sh as a program, and it is not executable: make it executable \(chmod \+x single_case\.sh\)`,
+			after: func(t *testing.T, dir string) {
+				if out, err := exec.Command("chmod", "+x", filepath.Join(dir, "single_case.sh")).CombinedOutput(); err != nil {
+					t.Fatalf("chmod +x: %v %s", err, out)
+				}
+				mustFarm(t, dir, "submit", "1", "--backend", "local")
+				waitsWell(t, dir)
+			}},
+		// A #!/bin/sh script is sourced by bash, as META does: no x bit needed.
+		{name: "single-case-sh-not-executable-is-sourced", base: baseNumbered, setup: both(write("single_case.sh", "#!/bin/sh\neval \"$COMM\"\n"), chmod("single_case.sh", 0o644)), args: submitLocal, code: 0,
+			change: runFiles, after: waitsWell},
 	}
 }
 
@@ -1114,7 +1251,7 @@ func miscEntries() []catEntry {
 		chain("chain-garbage", write("MISC/chain", "garbage\n"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content "garbage\\n"\)`+repair),
 		chain("chain-empty", write("MISC/chain", ""), []string{"query"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content ""\)`+repair),
 		chain("chain-truncated", onGlob("MISC/chain", truncate), []string{"query", "--json"}, `^farm: the farm's claim state .*/MISC/chain is damaged \(unreadable content`),
-		chain("chain-names-missing-claims", write("MISC/chain", "farm-chain v1 claims.0123456789abcdef\n"), resubmit, `^farm: the farm's claim state .*/MISC/claims\.0123456789abcdef is damaged \(the chain directory is gone\)`+repair),
+		chain("chain-names-missing-claims", write("MISC/chain", "farm-chain v2 claims.0123456789abcdef\n"), resubmit, `^farm: the farm's claim state .*/MISC/claims\.0123456789abcdef is damaged \(the chain directory is gone\)`+repair),
 		chain("chain-is-a-directory", toDir("MISC/chain"), resubmit, `^farm: the farm's claim state .*/MISC/chain is damaged \(a directory, not a file\)`+repair),
 		{name: "misc-chain-missing", base: baseRan, setup: remove("MISC/chain"), args: resubmit, code: 1, after: repairWorks,
 			msg: `^farm: the farm's claim state \(MISC/chain\) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records$`},

@@ -22,6 +22,9 @@ import (
 func mountTmpfs(t *testing.T, opts string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
+		if os.Getenv("FARM_REQUIRE_NAMESPACES") == "1" {
+			t.Fatal("FARM_REQUIRE_NAMESPACES=1 (CI, as root) but not root: this test mounts a small tmpfs")
+		}
 		t.Skip("SKIPPED: this test mounts a small tmpfs to fill it, which needs root (CI runs as root)")
 	}
 	mnt := filepath.Join(t.TempDir(), "fs")

@@ -3,7 +3,12 @@
 // integration/rigtest; both drive the binary through integration/harness.
 package integration
 
-import "github.com/farm-hpc/farm/integration/harness"
+import (
+	"strings"
+	"testing"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
 
 type (
 	result    = harness.Result
@@ -22,3 +27,18 @@ var (
 	readRecords = harness.ReadRecords
 	waitFor     = harness.WaitFor
 )
+
+// shortLimit lets a farm command submit with a run-time under META's 30
+// seconds on the local backend, which keeps it to the second: for the
+// tests of time limits, which would take minutes with 30 s ones.
+const shortLimit = "FARM_MIN_RUNTIME=1s"
+
+// mustFarmShort is mustFarm with shortLimit.
+func mustFarmShort(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	r := farmIn(t, dir, []string{shortLimit}, args...)
+	if r.Code != 0 {
+		t.Fatalf("farm %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Out, r.Err)
+	}
+	return r.Out
+}

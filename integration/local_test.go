@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	// several small farms at once.
 	os.Setenv("FARM_LOCAL_SLOTS", "8")
 	os.Setenv("FARM_LOCAL_KILL_WAIT", "3s")
+	// A meta-job stopped or killed inside its claim commit holds the
+	// others' claims up for voidAfter (casetable): 2 s in tests, not 20.
+	os.Setenv("FARM_CLAIM_VOID_AFTER", "2s")
 	// A job whose environment sets OMP_NUM_THREADS or CUDA_VISIBLE_DEVICES
 	// keeps them for its cases (README, "Per-case resources"); the tests
 	// that check what farm sets must not inherit the shell's (CI's had
@@ -155,7 +158,7 @@ func TestLocalTimeLimitInterruptsCase(t *testing.T) {
 	t.Parallel()
 	// "0:03" is 0 minutes 3 seconds in Slurm's format.
 	dir := newFarm(t, []string{"true", "sleep 60", "true"}, "0:03")
-	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmShort(t, dir, "submit", "1", "--backend", "local")
 	start := time.Now()
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 	if d := time.Since(start); d > 20*time.Second {

@@ -195,7 +195,7 @@ func TestPackAfterWaiting(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, []string{"sleep 6 #FARM cpus=2", "echo started >> ../late.log #FARM cpus=1 min_time=8s"}, "0:10")
 	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=2\n")
-	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmShort(t, dir, "submit", "1", "--backend", "local")
 	farmIn(t, dir, nil, "wait", "--timeout", "1m")
 	if _, err := os.Stat(filepath.Join(dir, "late.log")); err == nil {
 		t.Errorf("case 2 started with less than its min_time left")

@@ -36,7 +36,7 @@ func reportFarm(t *testing.T) (dir string, started, failed, interrupted int) {
 		}
 	}
 	dir = newFarm(t, table, "0:20")
-	mustFarm(t, dir, "submit", "4", "--backend", "local")
+	mustFarmShort(t, dir, "submit", "4", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
 	if r.Code != 1 {
 		t.Fatalf("wait: exit %d, want 1 (some cases failed): %s %s", r.Code, r.Out, r.Err)

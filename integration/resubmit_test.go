@@ -93,7 +93,7 @@ func TestLocalAutoCompletesTooBigFarmThenRunsFinalOnce(t *testing.T) {
 	// farm per wave.
 	dir := newFarm(t, repeat("sleep 0.5", 40), "0:05")
 	writeFinal(t, dir)
-	out := mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
+	out := mustFarmShort(t, dir, "submit", "2", "-auto", "--backend", "local")
 	if !strings.Contains(out, "Submitted the -auto job") {
 		t.Errorf("submit said %q", out)
 	}

@@ -53,8 +53,9 @@ func TestLocalHostileSlotDirRefused(t *testing.T) {
 	}
 }
 
-// TestLocalFileModesFollowTableAndUmask: table.dat_ gets table.dat's mode
-// (a private table stays private), and the job records the umask's.
+// TestLocalFileModesFollowTableAndUmask: table.dat_ and each run's own
+// table (and its source record) get table.dat's mode (a private table
+// stays private), and the job records the umask's.
 func TestLocalFileModesFollowTableAndUmask(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, []string{"true", "false"}, "0-00:10")
@@ -72,8 +73,15 @@ func TestLocalFileModesFollowTableAndUmask(t *testing.T) {
 			t.Fatalf("farm %v: exit %d, %s", args, r.Code, r.Err)
 		}
 	}
+	private, _ := filepath.Glob(filepath.Join(dir, "MISC", "table.run*"))
+	if len(private) != 4 {
+		t.Errorf("MISC holds the run tables and their source records %v, want 2 of each", private)
+	}
 	for _, name := range []string{"table.dat", "table.dat_", "table.dat.orig"} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o600 {
+		private = append(private, filepath.Join(dir, name))
+	}
+	for _, name := range private {
+		if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v; want mode 0600, as table.dat", name, fi, err)
 		}
 	}

@@ -24,12 +24,13 @@ import (
 // Status, query, list and wait --timeout 1s: each must answer within 2 s
 // (wait: exit 2, "timed out after 1s"), whatever the stopped meta-job was
 // doing. Half the stops come at a random moment; the other half right
-// after a meta-job of the farm creates the private file of a claim commit
-// (inotify on the claim chain's segment directory), so that some land
-// inside the stopped meta-job's own commit: between writing its next
-// generation and linking it (seen as its private file t.* left in the
-// directory while it is stopped). After each round the meta-job is resumed
-// (SIGCONT); at the end the farm completes and every case ran exactly once.
+// after a meta-job of the farm takes the slot of a claim commit (inotify on
+// the claim chain's segment directory), so that some land inside the
+// stopped meta-job's own commit: between taking its generation's slot and
+// marking it (seen as its slot s.N left open while it is stopped; the
+// others void it after FARM_CLAIM_VOID_AFTER and go on). After each round
+// the meta-job is resumed (SIGCONT); at the end the farm completes and
+// every case ran exactly once.
 func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 	t.Parallel()
 	const (
@@ -62,22 +63,18 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 	defer unix.Close(ino)
 
 	readers := stoppedReaders{bin: harness.Bin(t), dir: dir, victim: victim, jobs: jobs, slowest: map[string]time.Duration{}}
-	others := map[string]bool{} // the other meta-jobs' chain instances (the middle of t.SELF.SEQ)
 	inCommit, probes, done := 0, 0, 0
 	for round := 0; round < rounds; round++ {
 		if len(readRecords(t, dir).Starts) > n*85/100 {
 			break // keep some cases for the resumed meta-jobs
 		}
-		tries, in := stopRound(t, round, ino, pgid, seg, others)
+		tries, in := stopRound(t, round, ino, pgid, seg)
 		probes += tries
 		if in {
 			inCommit++
 		}
 		readers.check(t, round)
-		// What committed while it was stopped was the others.
-		for self := range commitEvents(ino) {
-			others[self] = true
-		}
+		commitEvents(ino) // the others', while it was stopped
 		if err := syscall.Kill(-pgid, syscall.SIGCONT); err != nil {
 			t.Fatalf("round %d: SIGCONT: %v", round, err)
 		}
@@ -100,14 +97,14 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 	checkRanOnce(t, bad, dir, n)
 	bad.done()
 	checkJobsCompleted(t, dir)
-	if left, _ := filepath.Glob(filepath.Join(seg, "t.*")); len(left) > 0 {
-		t.Errorf("private files of commits left behind: %v", left)
+	if left, _ := filepath.Glob(filepath.Join(seg, "s.*")); len(left) > 0 {
+		t.Errorf("slots of commits left behind: %v", left)
 	}
 	t.Logf("farm done %.1fs after submit", time.Since(t0).Seconds())
 }
 
 // watchCommits returns the claim chain's first segment directory, where
-// commits make their private files t.* (casetable/chain.go), of the farm
+// commits take their slots s.N (casetable/chain.go), of the farm
 // in dir, and an inotify descriptor that watches it for new files.
 func watchCommits(t *testing.T, dir string) (seg string, ino int) {
 	t.Helper()
@@ -115,7 +112,7 @@ func watchCommits(t *testing.T, dir string) (seg string, ino int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v2 ")
 	if !ok {
 		t.Fatalf("MISC/chain: %q", b)
 	}
@@ -133,10 +130,10 @@ func watchCommits(t *testing.T, dir string) (seg string, ino int) {
 
 // stopRound stops the process group pgid for round: in an even round at a
 // random moment, in an odd one with up to 3 tries to stop it inside its
-// own claim commit (stopAtCommit; others are the chain instances of the
-// other meta-jobs, seg the segment directory the inotify descriptor ino
-// watches). It returns the tries, and whether one stopped it in a commit.
-func stopRound(t *testing.T, round, ino, pgid int, seg string, others map[string]bool) (tries int, inCommit bool) {
+// own claim commit (stopAtCommit; seg is the segment directory the inotify
+// descriptor ino watches). It returns the tries, and whether one stopped
+// it in a commit.
+func stopRound(t *testing.T, round, ino, pgid int, seg string) (tries int, inCommit bool) {
 	if round%2 == 0 {
 		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
 		stop(t, pgid)
@@ -144,7 +141,7 @@ func stopRound(t *testing.T, round, ino, pgid int, seg string, others map[string
 		return 0, false
 	}
 	for try := 0; try < 3; try++ {
-		if !stopAtCommit(t, ino, pgid, others) {
+		if !stopAtCommit(t, ino, pgid) {
 			break
 		}
 		tries++
@@ -255,17 +252,16 @@ func stopped(pid int) bool {
 }
 
 // stoppedInCommit reports whether the stopped meta-job is inside a claim
-// commit, with its private file t.* made and not yet unlinked: a t.* file
-// stays in the segment directory seg (the others' last microseconds).
+// commit, with its slot taken and not yet marked: a slot s.N with no mark
+// c.N stays in the segment directory seg (the others' last milliseconds).
 func stoppedInCommit(seg string) bool {
 	time.Sleep(50 * time.Millisecond)
-	left, _ := filepath.Glob(filepath.Join(seg, "t.*"))
+	left := openSlots(seg)
 	if len(left) == 0 {
 		return false
 	}
 	time.Sleep(50 * time.Millisecond)
-	again, _ := filepath.Glob(filepath.Join(seg, "t.*"))
-	for _, a := range again {
+	for _, a := range openSlots(seg) {
 		for _, l := range left {
 			if a == l {
 				return true
@@ -275,40 +271,35 @@ func stoppedInCommit(seg string) bool {
 	return false
 }
 
-// commitEvents reads what the inotify descriptor ino has queued and
-// returns the chain instances (SELF of t.SELF.SEQ) that made a commit's
-// private file meanwhile.
-func commitEvents(ino int) map[string]bool {
-	selves := map[string]bool{}
+// openSlots lists the slots s.N in seg that have no mark c.N.
+func openSlots(seg string) []string {
+	var open []string
+	slots, _ := filepath.Glob(filepath.Join(seg, "s.*"))
+	for _, sl := range slots {
+		n := strings.TrimPrefix(filepath.Base(sl), "s.")
+		if _, err := os.Lstat(filepath.Join(seg, "c."+n)); os.IsNotExist(err) {
+			open = append(open, sl)
+		}
+	}
+	return open
+}
+
+// commitEvents reads (and forgets) what the inotify descriptor ino has
+// queued.
+func commitEvents(ino int) {
 	buf := make([]byte, 64<<10)
 	for {
-		n, _ := unix.Read(ino, buf)
-		if n <= 0 {
-			return selves
-		}
-		for _, name := range harness.EventNames(buf[:n]) {
-			if self, ok := commitSelf(name); ok {
-				selves[self] = true
-			}
+		if n, _ := unix.Read(ino, buf); n <= 0 {
+			return
 		}
 	}
 }
 
-// commitSelf reads t.SELF.SEQ, the name of a commit's private file.
-func commitSelf(name string) (string, bool) {
-	rest, ok := strings.CutPrefix(name, "t.")
-	if !ok {
-		return "", false
-	}
-	self, _, ok := strings.Cut(rest, ".")
-	return self, ok
-}
-
-// stopAtCommit waits (up to 3 s) until a claim commit of a chain instance
-// not in others makes its private file in the directory watched by the
-// inotify descriptor ino, and stops the process group pgid at once; false
-// if none came.
-func stopAtCommit(t *testing.T, ino, pgid int, others map[string]bool) bool {
+// stopAtCommit waits (up to 3 s) until a claim commit takes its slot in the
+// directory watched by the inotify descriptor ino, and stops the process
+// group pgid at once; false if none came. (Whose commit it was is not
+// known: stoppedInCommit tells whether it was the stopped meta-job's.)
+func stopAtCommit(t *testing.T, ino, pgid int) bool {
 	t.Helper()
 	commitEvents(ino) // the past
 	buf := make([]byte, 64<<10)
@@ -323,7 +314,7 @@ func stopAtCommit(t *testing.T, ino, pgid int, others map[string]bool) bool {
 			continue
 		}
 		for _, name := range harness.EventNames(buf[:n]) {
-			if self, ok := commitSelf(name); ok && !others[self] {
+			if strings.HasPrefix(name, "s.") {
 				stop(t, pgid)
 				return true
 			}

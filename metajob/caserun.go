@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -567,7 +568,7 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		Stderr: r.out,
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return 0, 0, notRunnable(r.argv[0], err)
 	}
 	if r.bound {
 		bindPID(cmd.Process.Pid, r.cpus, r.out)
@@ -581,6 +582,25 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		return 0, 0, werr
 	}
 	return cmd.ProcessState.ExitCode(), 0, nil
+}
+
+// notRunnable is err, the error of starting single_case.sh (path) as a
+// program, with the advice that works when the script may not be
+// executed (its x bit taken away since the meta-job started): not the
+// advice about the farm directory's owner that a bare "permission
+// denied" gets.
+func notRunnable(path string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	head, herr := farm.ReadHead(path)
+	if herr != nil {
+		return err
+	}
+	if msg := farm.NotRunnable(path, head); msg != "" {
+		return farm.Userf("%s; then 'farm resubmit N' runs the cases left", msg)
+	}
+	return err
 }
 
 func (r *execRunner) refresh() error { return nil }
@@ -599,9 +619,7 @@ func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (c
 	head := make([]byte, 256)
 	n, _ := fh.Read(head)
 	fh.Close()
-	head = head[:n]
-	first, _, _ := bytes.Cut(head, []byte("\n"))
-	if !bytes.HasPrefix(first, []byte("#!")) || bytes.Contains(first, []byte("bash")) || bytes.HasSuffix(bytes.TrimSpace(first), []byte("/sh")) {
+	if farm.SourcedByBash(head[:n]) {
 		return newForkRunner(dir, bash, env, w)
 	}
 	return &execRunner{dir: dir, argv: []string{path}, env: env, out: out}, nil

@@ -263,3 +263,34 @@ echo "the last command succeeds"
 		check(t, r.run, out)
 	})
 }
+
+// TestExecRunnerNotExecutableAdvice (issue 21): a single_case.sh run as a
+// program whose x bit was taken away after the meta-job started fails its
+// case with the advice that works (chmod +x, or a bash script, which farm
+// sources), a UserError, not with a bare "permission denied", which the
+// CLI words as a problem with the farm directory's owner and modes.
+func TestExecRunnerNotExecutableAdvice(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, farm.SingleCase)
+	if err := os.WriteFile(sc, []byte("#!/usr/bin/env python3\nprint('hi')\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := newCaseRunner(dir, "/bin/bash", os.Environ(), f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if err := os.Chmod(sc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = r.run(caseRequest{ID: "1", Comm: "x"})
+	want := `single_case.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case.sh as a program, and it is not executable: make it executable (chmod +x single_case.sh), or make it a bash script (#!/bin/bash), which farm sources; then 'farm resubmit N' runs the cases left`
+	if err == nil || err.Error() != want || !farm.IsUserError(err) {
+		t.Errorf("run = %v; want the UserError %q", err, want)
+	}
+}

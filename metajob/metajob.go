@@ -84,6 +84,13 @@ type Metajob struct {
 
 	table      string // the run's table (one per meta-job), set at its first claim
 	tableLines int64  // its lines
+
+	// The re-check of the run after a silence (recheck.go), under mu.
+	news       runNews          // the last news of the run
+	superseded string           // why the run is no longer the current one; "" while it is
+	silent     time.Duration    // how long the meta-job had had no news of it then
+	left       int              // the cases it then held, not started
+	clock      func() time.Time // nil: time.Now
 }
 
 // slot is one of the loops of a meta-job: one in the usual mode, NWHOLE in
@@ -259,7 +266,11 @@ func (m *Metajob) loop(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	return m.quit(jobEnd(m.ends))
+	msg, err := jobEnd(m.ends)
+	if msg == MsgSuperseded {
+		msg = m.supersededLine()
+	}
+	return m.quit(msg, err)
 }
 
 // startSlot starts slot s's loop. m.mu is held.
@@ -277,7 +288,7 @@ func (m *Metajob) startSlot(ctx context.Context, s *slot) {
 		}
 		m.mu.Unlock()
 		switch {
-		case !several || err == errHalted:
+		case !several || err == errHalted || msg == MsgSuperseded:
 		case err != nil && !errors.Is(err, ErrFastFailure):
 			fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
 		case msg != "":
@@ -320,8 +331,9 @@ type slotEnd struct {
 }
 
 // jobEnd is the end of a meta-job whose slots ended so: the first error,
-// else a stop signal, else the run-time, else no case left; fast-failure
-// protection ends the job only when it ended every slot.
+// else its run superseded, else a stop signal, else the run-time, else no
+// case left; fast-failure protection ends the job only when it ended every
+// slot.
 func jobEnd(ends []slotEnd) (string, error) {
 	seen := map[string]bool{}
 	for _, e := range ends {
@@ -330,7 +342,7 @@ func jobEnd(ends []slotEnd) (string, error) {
 		}
 		seen[e.msg] = true
 	}
-	for _, msg := range []string{MsgStopped, MsgNoRuntime, MsgNoCases, MsgSimpleDone} {
+	for _, msg := range []string{MsgSuperseded, MsgStopped, MsgNoRuntime, MsgNoCases, MsgSimpleDone} {
 		if seen[msg] {
 			return msg, nil
 		}
@@ -355,9 +367,9 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 		}
 		g, ok := m.pool.acquire(t, w, s.k-1)
 		if !ok {
-			return MsgStopped, nil
+			return m.notStarted(), nil
 		}
-		if start, msg, err := m.stillStarts(c, w); !start {
+		if start, msg, err := m.stillStarts(ctx, c, w); !start {
 			// Waited for its turn past a stop, the run-time or its
 			// min_time: not started.
 			m.pool.release(g)
@@ -380,17 +392,34 @@ func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
 	}
 }
 
+// notStarted is the message of a loop whose case was not started because
+// the pool stopped while it waited for its turn: its run superseded
+// (recheck), or a stop signal.
+func (m *Metajob) notStarted() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.superseded != "" {
+		m.left++ // its case
+		return MsgSuperseded
+	}
+	return MsgStopped
+}
+
 // stillStarts reports whether case c may still start once its turn came
 // (it may have waited long): not after a stop signal (message MsgStopped),
-// nor when the job's time left is below the runtime cutoff (MsgNoRuntime),
-// nor when it is below c's min_time (c is recorded unfit, no message: the
-// loop goes on).
-func (m *Metajob) stillStarts(c casetable.Case, w want) (bool, string, error) {
+// nor when the meta-job's run is no longer the current one (MsgSuperseded;
+// re-checked only after a silence, recheck.go), nor when the job's time
+// left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
+// min_time (c is recorded unfit, no message: the loop goes on).
+func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want) (bool, string, error) {
 	if m.stop.stopped() {
 		return false, MsgStopped, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if msg, err := m.recheck(ctx, 1); msg != "" || err != nil {
+		return false, msg, err
+	}
 	if m.rt.tooLate() {
 		return false, MsgNoRuntime, nil
 	}
@@ -435,6 +464,9 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 		if m.stop.stopped() { // came while this loop waited for the others
 			return casetable.Case{}, want{}, 0, MsgStopped, nil
 		}
+		if m.superseded != "" { // found by another loop
+			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
+		}
 		if len(m.queue) == 0 {
 			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
 			if msg != "" || err != nil {
@@ -446,6 +478,11 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 			// The rest of the batch would likely not finish: it stays
 			// never started, for the next run.
 			return casetable.Case{}, want{}, 0, MsgNoRuntime, nil
+		}
+		// After a silence (a job frozen with cases queued), is the run
+		// still the meta-job's? Only a look at the clock otherwise.
+		if msg, err := m.recheck(ctx, 0); msg != "" || err != nil {
+			return casetable.Case{}, want{}, 0, msg, err
 		}
 		if s.batch != m.batch {
 			// Pick up an edited single_case.sh, once per batch of cases.
@@ -518,6 +555,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	if err != nil {
 		return nil, "", err
 	}
+	asOf := m.now() // a claim that commits says the run was current then, or later
 	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
 	var changed *casetable.TableChangedError
 	if errors.As(err, &changed) {
@@ -529,6 +567,12 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
 	rt.claimed()
+	if len(cases) > 0 {
+		// Claimed in its run: news of it, dated from before the claim (a
+		// job frozen inside the claim, once committed, must count the
+		// freeze).
+		m.heard(asOf, m.store.Last())
+	}
 	if rt.stop {
 		return nil, MsgNoRuntime, nil
 	}

@@ -402,7 +402,7 @@ func reportCmd() *cli.Command {
 				if o.path == "" {
 					continue
 				}
-				if err := casetable.WriteAtomic(o.path, 0o666&^proc.Umask(), o.write, ""); err != nil {
+				if err := casetable.WriteAtomic(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
 					return writeError(o.path, err)
 				}
 				size := ""
@@ -515,7 +515,10 @@ func repairCmd() *cli.Command {
 			"records: the newest run is closed, so 'farm resubmit N' runs every case that did not\n" +
 			"succeed and none that did. It refuses while jobs of the farm are queued or running.\n\n" +
 			"EXAMPLE:\n   farm repair && farm resubmit 4",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "rebuild even a state that reads well"}},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "rebuild even a state that reads well"},
+			&cli.BoolFlag{Name: "abandoned", Usage: "--force, and close even a run with no job recorded (its 'farm submit' or 'farm resubmit' was killed before it recorded any)"},
+		},
 		Action: func(c *cli.Context) error {
 			f, err := openFarm(c)
 			if err != nil {
@@ -524,6 +527,9 @@ func repairCmd() *cli.Command {
 			mode := farm.RepairIfDamaged
 			if c.Bool("force") {
 				mode = farm.RepairForce
+			}
+			if c.Bool("abandoned") {
+				mode = farm.RepairAbandoned
 			}
 			return f.Repair(c.Context, mode)
 		},

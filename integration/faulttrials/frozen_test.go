@@ -148,18 +148,18 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 }
 
 // freezeAtCommit stops the job victim inside its next claim commit (point
-// "inside": its private file made and still there once it is stopped) or
-// right after it (point "after": its generation linked), with the other
+// "inside": its slot taken and still open once it is stopped) or right
+// after it (point "after": its generation marked), with the other
 // jobs stopped meanwhile so that the next commit is the victim's. Up to 15
 // commits are tried; it returns the point reached, or "missed" (the victim
 // is then stopped where it is).
 func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 	defer tr.stopOthers(victim)()
 	w.drain()
-	before := w.privateFiles()
-	match := isPrivate
+	before := w.openSlots()
+	match := isSlot
 	if point == "after" {
-		match = isGeneration
+		match = isMark
 	}
 	sig := tr.eng.signaller(tr.dir, victim)
 	for try := 0; try < 15; try++ {
@@ -171,7 +171,7 @@ func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 		tr.waitStopped(victim)
 		switch point {
 		case "inside":
-			if newFile(before, w.privateFiles()) {
+			if newFile(before, w.openSlots()) {
 				return "inside"
 			}
 		case "after":

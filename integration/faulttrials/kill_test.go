@@ -286,27 +286,27 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 	victim = live[int(kp.after)%len(live)]
 	w := tr.watch()
 	if kp.atCommit {
-		// Only the victim may commit: the next private file is its own.
+		// Only the victim may commit: the next slot is its own.
 		defer tr.stopOthers(victim)()
 		w.drain()
 	}
-	before := w.privateFiles()
+	before := w.openSlots()
 	tries := 0
 	if kp.atCommit {
-		// Stop the victim as its next commit makes its private file; if
-		// the file is still there once it is stopped, the kill lands
-		// inside the commit; else resume it and wait for the next, up
-		// to 15 times.
+		// Stop the victim as its next commit takes its slot; if the
+		// slot is still open once it is stopped, the kill lands inside
+		// the commit; else resume it and wait for the next, up to 15
+		// times.
 		sig := tr.eng.signaller(tr.dir, victim)
 		for ; tries < 15; tries++ {
-			if w.next(3*time.Second, isPrivate) == "" {
+			if w.next(3*time.Second, isSlot) == "" {
 				break
 			}
 			if sig(syscall.SIGSTOP) != nil {
 				break
 			}
 			tr.waitStopped(victim)
-			if newFile(before, w.privateFiles()) {
+			if newFile(before, w.openSlots()) {
 				break
 			}
 			sig(syscall.SIGCONT)
@@ -325,12 +325,13 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// A private file that appeared and stays is the victim's: others
-	// unlink theirs within microseconds (and are stopped at a commit).
+	// A slot that opened and stays open is the victim's: others mark
+	// theirs within milliseconds (and are stopped at a commit); it is
+	// voided only after FARM_CLAIM_VOID_AFTER.
 	time.Sleep(30 * time.Millisecond)
-	after := w.privateFiles()
+	after := w.openSlots()
 	time.Sleep(30 * time.Millisecond)
-	again := w.privateFiles()
+	again := w.openSlots()
 	inCommit = newFile(before, after) && newFile(before, again)
 	t.Logf("killed job %s (%s, %s after the run's start, at commit %v, %d tries): inside its commit %v", victim, kp.how, time.Since(t0).Round(time.Millisecond), kp.atCommit, tries, inCommit)
 	return victim, inCommit, true

@@ -11,11 +11,12 @@ import (
 )
 
 // commitWatch watches the claim chain's first segment directory of a farm
-// (MISC/claims.NONCE/000000), where every claim commit makes its private
-// file t.SELF.SEQ before it links it to its generation's name g.N and
-// unlinks it (casetable/chain.go). A meta-job killed between the two
-// leaves its private file behind: that is how the trials tell a kill
-// inside a commit.
+// (MISC/claims.NONCE/000000), where every claim commit takes its
+// generation's slot s.N, writes g.N, makes its mark c.N and removes the
+// slot (casetable/chain.go). A meta-job killed or stopped before its mark
+// leaves its slot open (no c.N) until another meta-job voids it, after
+// FARM_CLAIM_VOID_AFTER: that is how the trials tell a kill inside a
+// commit.
 type commitWatch struct {
 	seg string
 	ino int
@@ -28,7 +29,7 @@ func watchCommits(dir string) (*commitWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	claims, _ := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v1 ")
+	claims, _ := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v2 ")
 	seg := filepath.Join(dir, "MISC", claims, "000000")
 	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
@@ -76,23 +77,28 @@ func (w *commitWatch) next(d time.Duration, match func(string) bool) string {
 	return ""
 }
 
-// privateFiles lists the commits' private files t.* now in the directory.
-func (w *commitWatch) privateFiles() map[string]bool {
+// openSlots lists the slots s.N now in the directory that have no mark c.N:
+// commits in progress.
+func (w *commitWatch) openSlots() map[string]bool {
 	m := map[string]bool{}
-	left, _ := filepath.Glob(filepath.Join(w.seg, "t.*"))
+	left, _ := filepath.Glob(filepath.Join(w.seg, "s.*"))
 	for _, l := range left {
-		m[filepath.Base(l)] = true
+		n := strings.TrimPrefix(filepath.Base(l), "s.")
+		if _, err := os.Lstat(filepath.Join(w.seg, "c."+n)); os.IsNotExist(err) {
+			m[filepath.Base(l)] = true
+		}
 	}
 	return m
 }
 
-func isPrivate(name string) bool { return strings.HasPrefix(name, "t.") }
+func isSlot(name string) bool { return strings.HasPrefix(name, "s.") }
 
-func isGeneration(name string) bool { return strings.HasPrefix(name, "g.") }
+func isMark(name string) bool { return strings.HasPrefix(name, "c.") }
 
-// madeBy says which job made the generation name (its by= field).
+// madeBy says which job made the generation whose mark is name (its by=
+// field).
 func (w *commitWatch) madeBy(name string) string {
-	b, _ := os.ReadFile(filepath.Join(w.seg, name))
+	b, _ := os.ReadFile(filepath.Join(w.seg, "g."+strings.TrimPrefix(name, "c.")))
 	for _, kv := range strings.Fields(string(b)) {
 		if v, ok := strings.CutPrefix(kv, "by="); ok {
 			return v

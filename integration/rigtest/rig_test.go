@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	// Cases keep a job's own OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES;
 	// the shell's must not reach the tests' jobs.
 	os.Unsetenv("OMP_NUM_THREADS")
+	// A meta-job stopped or killed inside its claim commit holds the
+	// others' claims up for voidAfter (casetable): 2 s in tests, not 20.
+	os.Setenv("FARM_CLAIM_VOID_AFTER", "2s")
 	os.Unsetenv("CUDA_VISIBLE_DEVICES")
 	code := m.Run()
 	harness.Cleanup()

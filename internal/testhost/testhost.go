@@ -31,10 +31,15 @@ func Available() error {
 	return nil
 }
 
-// NeedNamespaces skips the test unless hosts can be simulated here.
+// NeedNamespaces skips the test unless hosts can be simulated here; with
+// FARM_REQUIRE_NAMESPACES=1 (set by .ci/run) it fails instead, so that CI
+// cannot pass without the cross-host tests.
 func NeedNamespaces(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
+		if os.Getenv("FARM_REQUIRE_NAMESPACES") == "1" {
+			t.Fatalf("FARM_REQUIRE_NAMESPACES=1 but %v", err)
+		}
 		t.Skip(err.Error())
 	}
 }

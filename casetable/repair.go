@@ -1,0 +1,521 @@
+package casetable
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/farm-hpc/farm/fsretry"
+	"golang.org/x/sys/unix"
+)
+
+// Repair and its races (CLAIMS.md, "Damage").
+//
+// A repair decides from one reading of the claim state (Inspect) and
+// changes it only if that reading still holds, by a compare-and-swap:
+//
+//   - If MISC/chain names a chain directory that is there and not closed,
+//     the rebuilt state is committed as the generation after the newest one
+//     read, and nowhere else: if anyone committed meanwhile (another repair,
+//     a resubmit that started a run, a meta-job), the commit fails and the
+//     repair changes nothing.
+//   - Otherwise (MISC/chain missing, unreadable, naming a directory that is
+//     gone or a chain that is closed) a new chain must replace it. The right
+//     to replace what MISC/chain held is a name made by O_EXCL create,
+//     MISC/repair.KEY, KEY naming what was read (the chain directory it
+//     names, or the hash and inode of the unreadable file): of the repairs
+//     that read the same thing, one makes the name, the others refuse. The
+//     name stays once MISC/chain is replaced, so a repair that read it an
+//     hour ago cannot make it later (a repair that fails before replacing
+//     it removes its name: what it read is still current). MISC/chain is
+//     only ever replaced by the holder of the name for what it holds, so
+//     it still holds what the winner read when the winner replaces it. A
+//     missing MISC/chain is first made into an empty placeholder (O_EXCL
+//     create), so that "missing" has a name too. The winner makes its new chain, with the rebuilt state
+//     as its generation 0, before anyone can see it; closes every other chain
+//     directory in MISC (a closing generation, itself a commit: a process
+//     that holds the chain cannot commit on it after that), failing on any
+//     error while it lists or closes them; and only then renames its chain's
+//     name over MISC/chain.
+//
+// Primitives relied on: the chain's commit (a name that cannot be made
+// twice, whatever primitive chain.commit uses), O_EXCL create (the
+// repair's right, the placeholder), rename() replacing a name atomically.
+// No link().
+
+// Reading is one reading of the claim state, for a repair to decide from
+// (Store.Inspect).
+type Reading struct {
+	// State is the newest generation's state, when Err is nil.
+	State State
+	// Err is nil, ErrNoState (no MISC/chain, or a chain with no
+	// generation) or a *DamageError.
+	Err error
+
+	file   []byte // MISC/chain's content; nil: missing
+	isDir  bool   // MISC/chain is a directory
+	ino    uint64 // its inode number
+	dir    string // the chain directory it names; "": none
+	gen    int64  // dir's newest generation; -1: none
+	top    int64  // dir's newest mark, committed or voided (chain.top)
+	usable bool   // dir is there and not closed: repair commits on it
+}
+
+// RepairRaceError says that a repair changed nothing because the claim
+// state changed after it was read, or another repair holds the right to
+// replace it.
+type RepairRaceError struct {
+	Token string // the other repair's right (MISC/repair.KEY), if that is why
+}
+
+func (e *RepairRaceError) Error() string {
+	if e.Token != "" {
+		return fmt.Sprintf("another 'farm repair' is rebuilding the claim state, or has rebuilt it (it made %s)", e.Token)
+	}
+	return "the claim state changed while 'farm repair' ran (another 'farm repair', a 'farm submit' or 'farm resubmit' started a run, or a meta-job claimed)"
+}
+
+// readDir lists a directory for a repair; tests replace it.
+var readDir = os.ReadDir
+
+// Inspect reads the claim state for a repair. An error other than those
+// Reading.Err holds is returned (transient ones are retried for s.Retry).
+func (s *Store) Inspect(ctx context.Context) (Reading, error) {
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	for {
+		rd, err := s.inspect()
+		if err == nil || !r.Again(ctx, err) {
+			return rd, err
+		}
+	}
+}
+
+func (s *Store) inspect() (Reading, error) {
+	rd := Reading{gen: -1}
+	path := filepath.Join(s.misc, "chain")
+	b, ino, err := readFileIno(path)
+	switch {
+	case errors.Is(err, unix.EISDIR):
+		rd.isDir, rd.ino = true, ino
+		rd.file = []byte{}
+		rd.Err = &DamageError{Path: path, Why: "a directory, not a file"}
+		return rd, nil
+	case os.IsNotExist(err):
+		rd.Err = ErrNoState
+		return rd, nil
+	case err != nil:
+		return rd, err
+	}
+	rd.file, rd.ino = b, ino
+	name, legacy, ok := parseChainFile(b)
+	if !ok {
+		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
+		return rd, nil
+	}
+	rd.dir = filepath.Join(s.misc, name)
+	if legacy {
+		// An older farm's chain: carried over as a damaged one is, by
+		// a new chain (the old one closed).
+		rd.Err = &DamageError{Path: rd.dir, Why: legacyWhy}
+		return rd, nil
+	}
+	if _, err := os.Stat(rd.dir); os.IsNotExist(err) {
+		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
+		return rd, nil
+	} else if err != nil {
+		return rd, err
+	}
+	c := newChain(rd.dir)
+	defer c.close()
+	n, err := c.latest(-1)
+	if err != nil {
+		return rd, err
+	}
+	rd.gen, rd.top, rd.usable = n, c.top, true
+	if n < 0 {
+		rd.Err = ErrNoState
+		return rd, nil
+	}
+	g, err := c.read(n)
+	if err != nil {
+		return rd, err
+	}
+	var st State
+	switch err := st.unmarshal(g); {
+	case err == errClosed:
+		rd.usable = false
+		rd.Err = &DamageError{Path: rd.dir, Why: "closed by a 'farm repair' that did not finish"}
+	case err != nil:
+		rd.Err = &DamageError{Path: c.genPath(n), Why: err.Error()}
+	default:
+		st.Gen = n
+		rd.State = st
+	}
+	return rd, nil
+}
+
+// readFileIno reads a file and returns its inode number, from one open.
+func readFileIno(path string) ([]byte, uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	var sb unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &sb); err != nil {
+		return nil, 0, err
+	}
+	if sb.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return nil, sb.Ino, &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
+	}
+	b, err := io.ReadAll(f)
+	return b, sb.Ino, err
+}
+
+// Repair makes st the claim state, deciding from what it reads now: for a
+// caller that decided nothing from an earlier reading (farm adopt).
+func (s *Store) Repair(ctx context.Context, st State) error {
+	rd, err := s.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	return s.RepairFrom(ctx, rd, st)
+}
+
+// RepairFrom makes st the claim state if the state is still as rd read it:
+// it commits st as the generation after the one rd read, or, if rd found
+// no chain to commit on, replaces the chain by a new one whose generation 0
+// is st, after closing every old one (see the top of this file). If the
+// state changed since rd, or another repair holds the right to replace it,
+// it changes nothing and returns a *RepairRaceError.
+func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
+	st.Repair = newNonce() // a meta-job that resumes tells the rebuilt state by it
+	if rd.usable {
+		return s.repairOn(ctx, rd, st)
+	}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	if rd.file == nil {
+		// MISC/chain is missing: name that, by a placeholder that only
+		// one process can make.
+		var err error
+		for {
+			rd, err = s.placeholder()
+			if err == nil || !r.Again(ctx, err) {
+				break
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	token, err := s.takeRight(ctx, &r, rd)
+	if err != nil {
+		return err
+	}
+	// The right is ours: MISC/chain holds what rd read until we replace
+	// it. If we fail before we replace it, we give the right up: what we
+	// read is still what MISC/chain holds, so the next repair may act on
+	// it (and closes the chain we made, as any other).
+	giveUp := func(err error) error {
+		if rerr := os.Remove(filepath.Join(s.misc, filepath.Base(token))); rerr != nil && !os.IsNotExist(rerr) {
+			return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
+		}
+		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
+	}
+	var c *chain
+	if err := r.Do(ctx, func() (err error) {
+		c, err = s.newChain(st)
+		return err
+	}); err != nil {
+		return giveUp(err)
+	}
+	if err := s.closeOthers(ctx, &r, c.dir); err != nil {
+		c.close()
+		return giveUp(err)
+	}
+	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
+		// The rename may have happened all the same (a lost reply):
+		// the right stays taken.
+		c.close()
+		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
+	}
+	s.setChain(c)
+	st.Gen = 0
+	s.gen, s.cur = 0, st
+	return nil
+}
+
+// repairOn commits st on rd's chain, as the generation after rd's.
+func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
+	c := newChain(rd.dir)
+	next := max(rd.gen, rd.top) + 1 // the slot after what rd read
+	nonce := newNonce()
+	b := st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	var won bool
+	for {
+		var err error
+		won, err = c.commit(next, b, nonce)
+		for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
+			// A commit whose outcome the filesystem cannot tell yet
+			// is settled, not made again; one that failed before its
+			// mark (its slot taken by us or not) is tried again.
+			if errors.As(err, new(*UndecidedError)) {
+				won, err = c.settle()
+			} else {
+				won, err = c.commit(next, b, nonce)
+			}
+		}
+		if err != nil {
+			c.close()
+			return err
+		}
+		if won {
+			break
+		}
+		// The slot was taken: by a process that commits on what we
+		// read (the state moved on: we lost), or by one that died or
+		// stalls before its mark, voided after a while (the state is
+		// as we read it: we try the next slot).
+		m, err := c.await(ctx, next)
+		if err != nil {
+			c.close()
+			return err
+		}
+		if m != voided {
+			break
+		}
+		next++
+		b = st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
+	}
+	if !won {
+		c.close()
+		return &RepairRaceError{}
+	}
+	s.setChain(c)
+	st.Gen = next
+	s.gen, s.cur = next, st
+	return nil
+}
+
+func (s *Store) by() string {
+	if s.Job != "" {
+		return s.Job
+	}
+	return "repair"
+}
+
+// placeholder makes the missing MISC/chain an empty file of our own, by
+// O_EXCL create, and returns the reading of it; a *RepairRaceError if
+// MISC/chain exists. (Empty, so that whoever reads it, at any moment,
+// reads what we read: the same content and inode, so the same right.
+// Every command reads it as damage.)
+func (s *Store) placeholder() (Reading, error) {
+	path := filepath.Join(s.misc, "chain")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if os.IsExist(err) {
+		return Reading{}, &RepairRaceError{}
+	}
+	if err != nil {
+		return Reading{}, err
+	}
+	defer f.Close()
+	var sb unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &sb); err != nil {
+		return Reading{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return Reading{file: []byte{}, ino: sb.Ino, gen: -1}, nil
+}
+
+// rightName is the name whose O_EXCL create gives the right to replace
+// what rd read in MISC/chain.
+func rightName(rd Reading) string {
+	if rd.dir != "" {
+		return "repair." + filepath.Base(rd.dir)
+	}
+	h := sha256.Sum256(rd.file)
+	kind := "x"
+	if rd.isDir {
+		kind = "d"
+	}
+	return fmt.Sprintf("repair.%s%s-%d", kind, hex.EncodeToString(h[:8]), rd.ino)
+}
+
+// takeRight makes MISC/repair.KEY for what rd read, and returns its path;
+// a *RepairRaceError if another repair made it.
+func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (string, error) {
+	path := filepath.Join(s.misc, rightName(rd))
+	rel := filepath.Join("MISC", filepath.Base(path))
+	err := r.Do(ctx, func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		// The name is the right. Its content, what MISC/chain held, is
+		// for the record only: a failure to write it changes nothing.
+		// (A retransmitted exclusive create is recognised by the NFS
+		// server's verifier, so a lost reply does not turn into EEXIST.)
+		fmt.Fprintf(f, "farm repair of MISC/chain %.200q by %s\n", rd.file, s.by())
+		f.Close()
+		return nil
+	})
+	if os.IsExist(err) {
+		return "", &RepairRaceError{Token: rel}
+	}
+	return rel, err
+}
+
+// newChain makes a new chain directory whose generation 0 is st. Nobody
+// can know it before it is named in MISC/chain.
+func (s *Store) newChain(st State) (*chain, error) {
+	name := "claims." + newNonce()
+	c := newChain(filepath.Join(s.misc, name))
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	nonce := newNonce()
+	won, err := c.commit(0, st.marshal(nil, 0, commitInfo{by: s.by(), nonce: nonce}), nonce)
+	if err == nil && !won {
+		err = fmt.Errorf("%s: generation 0 of a new chain was made by another process", c.dir)
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// closeOthers closes every chain directory in MISC but keep. Any error
+// while listing MISC or closing a chain fails it: a chain left open could
+// go on beside the new one.
+func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) error {
+	var ents []os.DirEntry
+	if err := r.Do(ctx, func() (err error) {
+		ents, err = readDir(s.misc)
+		return err
+	}); err != nil {
+		return fmt.Errorf("listing the chains to close: %w", err)
+	}
+	for _, e := range ents {
+		dir := filepath.Join(s.misc, e.Name())
+		if !strings.HasPrefix(e.Name(), "claims.") || dir == keep {
+			continue
+		}
+		isDir := e.IsDir()
+		if e.Type() == 0 || e.Type()&os.ModeSymlink != 0 {
+			fi, err := os.Lstat(dir)
+			if os.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("closing the chain %s: %w", dir, err)
+			}
+			isDir = fi.IsDir()
+		}
+		if !isDir {
+			continue
+		}
+		if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+			return fmt.Errorf("closing the chain %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// closeChainDir closes the chain in dir; a directory removed meanwhile is
+// closed enough.
+func closeChainDir(dir string) error {
+	c := newChain(dir)
+	defer c.close()
+	err := closeChain(c)
+	if errors.Is(err, syscall.ENOENT) {
+		if _, serr := os.Stat(dir); os.IsNotExist(serr) {
+			return nil
+		}
+	}
+	return err
+}
+
+// closeChain commits a generation that closes the chain c: whoever reads it
+// opens MISC/chain again, and nobody can commit on the chain after it.
+func closeChain(c *chain) error {
+	for {
+		n, err := c.latest(-1)
+		if err != nil {
+			return err
+		}
+		legacy := false
+		if n < 0 {
+			// No mark: a chain of an older farm, whose generations
+			// are their names (legacyLatest)? It is closed by a
+			// generation after its newest, made as any other: an
+			// older farm sees its name.
+			if n, err = c.legacyLatest(-1); err != nil {
+				return err
+			}
+			legacy = n >= 0
+		}
+		if n >= 0 {
+			b, err := c.read(n)
+			if err == nil && strings.HasSuffix(string(b), " closed\n") {
+				return nil
+			}
+			if err != nil && !errors.Is(err, errBuried) && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		nonce := newNonce()
+		next := c.nextSlot(n)
+		won, err := c.commit(next, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, next, nonce)), nonce)
+		if errors.As(err, new(*UndecidedError)) {
+			return err // transient: the caller tries again, from a new reading
+		}
+		if err != nil {
+			var de *DamageError
+			if errors.As(err, &de) {
+				return &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
+			}
+			return err
+		}
+		if won {
+			return nil
+		}
+		if legacy {
+			continue // an older farm's process made it: read again
+		}
+		// Another process took the slot (a stalled claimer that
+		// resumed): once it is marked, close after it.
+		if _, err := c.await(context.Background(), next); err != nil {
+			return err
+		}
+	}
+}
+
+// install names the chain directory dir in MISC/chain, replacing what rd
+// read there (which only the holder of rd's right may replace).
+func (s *Store) install(rd Reading, dir string) error {
+	path := filepath.Join(s.misc, "chain")
+	if rd.isDir {
+		aside := path + ".damaged." + newNonce()
+		if err := os.Rename(path, aside); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	tmp := filepath.Join(s.misc, "chain.tmp."+newNonce())
+	if err := os.WriteFile(tmp, []byte(chainMagic+filepath.Base(dir)+"\n"), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package metajob
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/status"
+)
+
+func TestGapTakesTheLongerClock(t *testing.T) {
+	t0 := time.Now()
+	if g := gap(t0.Add(3*time.Second), t0); g != 3*time.Second {
+		t.Errorf("3 s later: gap %s", g)
+	}
+	// A frozen VM's monotonic clock paused while its wall clock went on:
+	// only the wall clock tells (a time with no monotonic reading).
+	if g := gap(t0.Round(0).Add(10*time.Minute), t0); g != 10*time.Minute {
+		t.Errorf("10 min later by the wall clock alone: gap %s", g)
+	}
+}
+
+// recheckFarm is a farm of 100 cases whose run 1 a meta-job (of two loops'
+// worth of CPUs) claimed 4 of: next hands out case 1, 3 stay queued.
+func recheckFarm(t *testing.T) (*Metajob, *slot, string) {
+	t.Helper()
+	dir := t.TempDir()
+	misc := filepath.Join(dir, "MISC")
+	if err := os.Mkdir(misc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	for i := 1; i <= 100; i++ { // enough that a claim of 4 is not cut near the end
+		fmt.Fprintf(&table, "%d echo %d\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte(table.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size, ino, fp, err := casetable.TableID(filepath.Join(dir, "table.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, dir, func(st *casetable.State) {
+		st.Run, st.Table, st.Cases, st.TSize, st.TIno, st.TFP = 1, "table.dat", 100, size, ino, fp
+	})
+	m := &Metajob{Farm: &farm.Farm{Dir: dir}, store: casetable.NewStore(dir, misc), log: &bytes.Buffer{}, pool: newPool(2, nil, backend.Alloc{}), rt: &runtimeGuard{}}
+	t.Cleanup(func() { m.store.Close() })
+	if m.sw, err = status.CreateCap(filepath.Join(dir, "status.1"), "1", 0, 1, "host", status.Capacity{CPUs: 2}, m.log); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.sw.Close() })
+	m.Env.Run = 1
+	m.bs.max = 4
+	s := &slot{k: 1, runner: nopRunner{}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	if err != nil || msg != "" || len(cases) != 4 {
+		t.Fatalf("claim: %d cases, %q, %v", len(cases), msg, err)
+	}
+	m.queue = cases[1:]
+	return m, s, dir
+}
+
+// nopRunner is a case runner that runs nothing.
+type nopRunner struct{}
+
+func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
+func (nopRunner) refresh() error                    { return nil }
+func (nopRunner) bind([]int)                        {}
+func (nopRunner) close()                            {}
+
+// startRun commits the next generation of the farm in dir as set makes it.
+func startRun(t *testing.T, dir string, set func(*casetable.State)) {
+	t.Helper()
+	st := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	if err := st.Update(context.Background(), func(s *casetable.State) error { set(s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// later makes m's clock read d after its last news of its run, by the
+// wall clock only (as after a frozen VM).
+func later(m *Metajob, d time.Duration) {
+	at := m.news.at.Round(0).Add(d)
+	m.clock = func() time.Time { return at }
+}
+
+func TestRecheckCostsNothingWithinTheThreshold(t *testing.T) {
+	m, s, dir := recheckFarm(t)
+	later(m, RecheckAfter-time.Second)
+	// Run 2 started: a read of the claim state would see it, and the
+	// meta-job would stop. It does not read.
+	startRun(t, dir, func(st *casetable.State) { st.Run = 2 })
+	for _, want := range []int64{2, 3, 4} {
+		c, _, _, msg, err := m.next(context.Background(), s)
+		if err != nil || msg != "" || c.ID != want {
+			t.Fatalf("next: case %d, %q, %v; want case %d", c.ID, msg, err, want)
+		}
+	}
+}
+
+func TestRecheckAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
+	m, s, dir := recheckFarm(t)
+	// Another meta-job claimed meanwhile, and the cutoff was updated: the
+	// run is still run 1.
+	other := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
+	defer other.Close()
+	if cases, err := other.Claim(context.Background(), 1, 3, nil); err != nil || len(cases) != 3 {
+		t.Fatalf("other claim: %v %v", cases, err)
+	}
+	m.Env.RecheckAfter = 5 * time.Second
+	later(m, 6*time.Second)
+	c, _, _, msg, err := m.next(context.Background(), s)
+	if err != nil || msg != "" || c.ID != 2 {
+		t.Fatalf("next: case %d, %q, %v; want case 2", c.ID, msg, err)
+	}
+	if m.news.at != m.clock() {
+		t.Errorf("news at %v, want the re-check's %v", m.news.at, m.clock())
+	}
+	if m.news.run.Gen != 2 {
+		t.Errorf("news of generation %d, want the newest, 2", m.news.run.Gen)
+	}
+}
+
+func TestRecheckFindsTheRunSuperseded(t *testing.T) {
+	m, s, dir := recheckFarm(t)
+	startRun(t, dir, func(st *casetable.State) { st.Run, st.Offset, st.Claimed = 2, 0, 0 })
+	later(m, 12*time.Minute)
+	c, _, _, msg, err := m.next(context.Background(), s)
+	if err != nil || msg != MsgSuperseded {
+		t.Fatalf("next: case %d, %q, %v; want %q", c.ID, msg, err, MsgSuperseded)
+	}
+	if len(m.queue) != 0 || m.left != 3 {
+		t.Errorf("queue %v, left %d; want none queued, 3 left", m.queue, m.left)
+	}
+	// The other loops: one about to start the case it holds, one waiting
+	// for its turn (woken: the pool stopped), one asking for a case.
+	if ok, msg, _ := m.stillStarts(context.Background(), casetable.Case{ID: 9}, want{}); ok || msg != MsgSuperseded {
+		t.Errorf("stillStarts: %v %q", ok, msg)
+	}
+	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {
+		t.Error("a loop waiting for its turn was not stopped")
+	} else if msg := m.notStarted(); msg != MsgSuperseded {
+		t.Errorf("a loop stopped while waiting for its turn ends with %q", msg)
+	}
+	if _, _, _, msg, _ := m.next(context.Background(), s); msg != MsgSuperseded {
+		t.Errorf("next again: %q", msg)
+	}
+	line := m.supersededLine()
+	for _, want := range []string{"run 1 was superseded by run 2", "for 12m0s", "the 5 cases it had claimed but not started were left to run 2; exiting."} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %q", line, want)
+		}
+	}
+	if msg, err := jobEnd([]slotEnd{{MsgSuperseded, nil}, {MsgNoCases, nil}}); msg != MsgSuperseded || err != nil {
+		t.Errorf("jobEnd: %q %v", msg, err)
+	}
+}
+
+func TestRecheckFindsTheRunRepaired(t *testing.T) {
+	for _, how := range []string{"same chain", "new chain", "same chain, same table"} {
+		t.Run(how, func(t *testing.T) {
+			m, s, dir := recheckFarm(t)
+			if how == "new chain" {
+				// No chain to be found: repair closes the old one and
+				// starts another, whose generations start again.
+				if err := os.Remove(filepath.Join(dir, "MISC", "chain")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
+			defer st.Close()
+			// As farm repair closes run 1 (farm.closedRun).
+			rebuilt := casetable.State{Run: 1, Table: "table.dat", Offset: 1000, Lines: -1, Cases: 100, MaxID: 100, Total: 100, Claimed: 100}
+			if how == "same chain, same table" {
+				// The run's table as the meta-job knew it (a run of an
+				// older farm, on table.dat itself): only the repair's
+				// own mark tells the state rebuilt (review).
+				cur, err := st.Read(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rebuilt = cur
+				rebuilt.Offset, rebuilt.Claimed = 1000, cur.Cases
+			}
+			if err := st.Repair(context.Background(), rebuilt); err != nil {
+				t.Fatal(err)
+			}
+			later(m, 2*time.Minute)
+			if _, _, _, msg, err := m.next(context.Background(), s); msg != MsgSuperseded || err != nil {
+				t.Fatalf("next: %q %v", msg, err)
+			}
+			if line := m.supersededLine(); !strings.Contains(line, "the claim state of run 1 was rebuilt (farm repair)") || !strings.Contains(line, "left to the next run") {
+				t.Errorf("line %q", line)
+			}
+		})
+	}
+}
+
+func TestRecheckReadFailureEndsTheJob(t *testing.T) {
+	m, s, dir := recheckFarm(t)
+	if err := os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.store.Close() // forget the chain it had open
+	later(m, 2*time.Minute)
+	if c, _, _, msg, err := m.next(context.Background(), s); err == nil || msg != "" {
+		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, msg, err)
+	} else if !strings.Contains(err.Error(), "reading the claim state after 2m0s without news of run 1") {
+		t.Errorf("error: %v", err)
+	}
+}
+
+func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
+	m, s, _ := recheckFarm(t)
+	m.queue = nil
+	// The job freezes for 10 minutes inside its next claim, once the
+	// claim has committed (the store then holds its generation).
+	t0 := time.Now().Round(0)
+	g0 := m.store.Last().Gen
+	m.clock = func() time.Time {
+		if m.store.Last().Gen > g0 {
+			return t0.Add(10 * time.Minute)
+		}
+		return t0
+	}
+	m.mu.Lock()
+	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	m.mu.Unlock()
+	if err != nil || msg != "" || len(cases) == 0 {
+		t.Fatalf("claim: %v, %q, %v", cases, msg, err)
+	}
+	if m.news.at != t0 {
+		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", m.news.at, t0)
+	}
+	// So the first case of the batch is not started before a re-check.
+	m.queue = cases
+	if c, _, _, msg, err := m.next(context.Background(), s); err != nil || msg != "" || c.ID != 5 {
+		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, msg, err)
+	}
+	if m.news.at != t0.Add(10*time.Minute) {
+		t.Errorf("news at %v after the first case: no re-check", m.news.at)
+	}
+}
