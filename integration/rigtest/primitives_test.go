@@ -43,14 +43,27 @@ import (
 //	mkdir   mkdir() of the name; the winner makes a file named by it inside
 //	mixed   clients 1 and 3 mkdir the name, 2 and 4 create it with O_EXCL:
 //	        are the two mutually exclusive?
+//	mknod   mknod() of the name as a regular file (S_IFREG), as the claim
+//	        core makes a generation's slot s.N and its mark c.N
+//	regfifo clients 1 and 3 mknod the name as a regular file (the owner's
+//	        mark c.N), 2 and 4 as a FIFO (the void of c.N): exactly one
+//	        may succeed, and the name's type must be the winner's on both
+//	        replicas
+//	claimcore mknod for two batches in three, regfifo for every third
+//
+// A mknod'd name holds nothing a client could write: its winners are
+// decided from the returns, and from what the bricks hold: every replica's
+// copy of the name (DHT's linkto pointers aside) must have the same type
+// and the same GFID (Gluster's file identity, trusted.gfid on the brick);
+// two GFIDs, or two types, are two files made under one name.
 
 // raceSpec is one race.
 type raceSpec struct {
-	op        string // create, link, rename, mkdir, mixed
+	op        string // create, link, rename, mkdir, mixed, mknod, regfifo, claimcore
 	names     int    // names in all
 	batch     int    // names per subdirectory
 	killBrick bool   // SIGKILL a brick of the volume midway, then start it again
-	brick     int    // which (1 by default; FARM_RIG_RACE_BRICK)
+	brick     int    // which (2 by default, the second of the first replica set; FARM_RIG_RACE_BRICK)
 	profile   string // the volume
 }
 
@@ -69,6 +82,9 @@ type raceResult struct {
 	examples  []string
 	killedAt  string // when the brick was killed and started again
 	quorum    string // the volume's cluster.quorum-type
+	// mknod races: what the names are on the bricks
+	kinds   map[string]int // names by type on the bricks (regular, fifo)
+	oneCopy int            // names on one brick of their pair only (not healed yet)
 }
 
 func (r raceResult) String() string {
@@ -78,6 +94,9 @@ func (r raceResult) String() string {
 	}
 	s += fmt.Sprintf(": %d names with two or more winners, %d names nobody took, %d taken by a lost reply, %d holding another client's mark, %d a client gave up on; wins per client %v; %.1f s race, %.1f s read-back",
 		r.doubles, r.unclaimed, r.lostReply, r.mismatch, r.undecided, r.wins, r.elapsed.Seconds(), r.verify.Seconds())
+	if isMknod(r.spec.op) {
+		s += fmt.Sprintf("; on the bricks: %v, %d names on one replica only", r.kinds, r.oneCopy)
+	}
 	if len(r.errs) > 0 {
 		var e []string
 		for k, v := range r.errs {
@@ -89,27 +108,36 @@ func (r raceResult) String() string {
 	return s
 }
 
-// TestDHTExclusiveCreate: O_EXCL create — the primitive of the next claim
-// core (issue 21) — is exclusive on the distribute-replicate volume: 4
-// clients on 4 nodes race on the same names while brick 1 (one half of a
-// replica set) is killed with SIGKILL and started again; every name has
-// exactly one winner, by the calls' returns and by the nonce in the file.
+// TestDHTExclusiveMknod: the primitives of the claim core (casetable/
+// chain.go) are exclusive on the distribute-replicate volume, with client
+// quorum (cluster.quorum-type auto): 4 clients on 4 nodes race on the same
+// names, mknod of a regular file by all 4 (a generation's slot s.N and its
+// mark c.N) for two batches in three, and the mark against the void for
+// every third (2 clients mknod S_IFREG, 2 mknod S_IFIFO), while brick 2
+// (the second half of the first replica set: with quorum auto, killing the
+// first would make the set read-only) is killed with SIGKILL and started
+// again. Every name has exactly one winner, by the returns and by the
+// bricks (one type and one GFID on both replicas), and its type is the
+// winner's.
 //
-// 10,000 names in make test: this machine's 2 cores race about 50-60 names
-// a second on the volume (each name costs 4 lookups, a create, a write and
-// a close through Gluster's client, DHT and AFR), so 10,000 take about 3
-// minutes and the issue's 100,000 about half an hour.
-// FARM_RIG_RACE_NAMES=100000 runs those.
-func TestDHTExclusiveCreate(t *testing.T) {
+// 10,000 names in make test (about 2 minutes here); FARM_RIG_RACE_NAMES
+// for more (the issue's 100,000 take about 20 minutes on 2 cores).
+func TestDHTExclusiveMknod(t *testing.T) {
 	r := needRig(t)
 	names := 10000
 	if v, err := strconv.Atoi(os.Getenv("FARM_RIG_RACE_NAMES")); err == nil && v > 0 {
 		names = v
 	}
 	start := time.Now()
-	res := r.race(t, raceSpec{op: "create", names: names, batch: 1000, killBrick: true, profile: "dht"})
+	res := r.race(t, raceSpec{op: "claimcore", names: names, batch: 1000, killBrick: true, profile: "dht"})
+	if res.quorum != "auto" {
+		t.Errorf("the dht volume's cluster.quorum-type is %q, want auto (cluster-up sets it)", res.quorum)
+	}
 	if res.doubles != 0 || res.mismatch != 0 || res.unclaimed != 0 || res.undecided != 0 {
-		t.Errorf("O_EXCL create is not exclusive: %s; e.g. %s", res, strings.Join(res.examples, "; "))
+		t.Errorf("mknod is not exclusive: %s; e.g. %s", res, strings.Join(res.examples, "; "))
+	}
+	if res.kinds["fifo"] == 0 || res.kinds["regular"] == 0 {
+		t.Errorf("the race left %v: want both regular files and FIFOs", res.kinds)
 	}
 	report(t, "%s; %.0f s in all", res, time.Since(start).Seconds())
 }
@@ -119,7 +147,7 @@ func TestDHTExclusiveCreate(t *testing.T) {
 // reports the figures; it asserts only that the races ran. Long (several
 // minutes): not in make test; FARM_RIG_PRIMITIVES=1 runs it,
 // FARM_RIG_PRIMITIVES_NAMES sets the names per race (20,000), FARM_RIG_PRIMITIVES_OPS
-// the primitives (create,link,rename,mkdir,mixed).
+// the primitives (create,link,rename,mkdir,mixed,mknod,regfifo).
 //
 //	FARM_RIG_PRIMITIVES=1 go test -count=1 -v -timeout 60m -run TestDHTPrimitivesMeasure ./integration/rigtest/
 func TestDHTPrimitivesMeasure(t *testing.T) {
@@ -131,7 +159,7 @@ func TestDHTPrimitivesMeasure(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("FARM_RIG_PRIMITIVES_NAMES")); err == nil && v > 0 {
 		names = v
 	}
-	ops := []string{"create", "link", "rename", "mkdir", "mixed"}
+	ops := []string{"create", "link", "rename", "mkdir", "mixed", "mknod", "regfifo"}
 	if v := os.Getenv("FARM_RIG_PRIMITIVES_OPS"); v != "" {
 		ops = strings.Split(v, ",")
 	}
@@ -232,7 +260,7 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 	}
 	if spec.brick == 0 {
-		spec.brick, res.spec.brick = 1, 1
+		spec.brick, res.spec.brick = 2, 2
 		if v, err := strconv.Atoi(os.Getenv("FARM_RIG_RACE_BRICK")); err == nil && v > 0 {
 			spec.brick, res.spec.brick = v, v
 		}
@@ -286,7 +314,14 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 	}
 	// What the names hold.
 	vstart := time.Now()
-	holds := r.readBack(t, dir, spec, batches)
+	var holds [][]int
+	var copies [][]brickCopy
+	if isMknod(spec.op) {
+		copies = r.readBackCopies(t, dir, spec, batches)
+		res.kinds = map[string]int{}
+	} else {
+		holds = r.readBack(t, dir, spec, batches)
+	}
 	res.verify = time.Since(vstart)
 	for i := 0; i < spec.names; i++ {
 		var by []int
@@ -304,6 +339,10 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 		if gaveUp {
 			res.undecided++
+		}
+		if copies != nil {
+			res.judgeCopies(i, by, amb, gaveUp, copies[i])
+			continue
 		}
 		h := holds[i]
 		example := func(what string) {
@@ -329,6 +368,189 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 	}
 	return res
+}
+
+// judgeCopies decides name i of a mknod race from the clients that won it
+// by the return (by) and from its copies on the bricks.
+func (res *raceResult) judgeCopies(i int, by []int, amb, gaveUp bool, cs []brickCopy) {
+	var distinct []brickCopy
+	for _, c := range cs {
+		seen := false
+		for _, d := range distinct {
+			seen = seen || (d.typ == c.typ && d.gfid == c.gfid)
+		}
+		if !seen {
+			distinct = append(distinct, c)
+		}
+	}
+	example := func(what string) {
+		if len(res.examples) < 10 {
+			res.examples = append(res.examples, fmt.Sprintf("name %d: %s (won by the return: clients %v; on the bricks %v)", i, what, by, cs))
+		}
+	}
+	if len(cs) == 1 {
+		res.oneCopy++
+	}
+	if len(distinct) == 1 {
+		res.kinds[typeName(distinct[0].typ)]++
+	}
+	batch := i / res.spec.batch
+	switch {
+	case len(by) > 1 || len(distinct) > 1:
+		res.doubles++
+		example("two or more winners")
+	case len(by) == 1 && len(distinct) == 0:
+		res.mismatch++
+		example("the winner's name is missing")
+	case len(by) == 1 && distinct[0].typ != mknodType(raceOp(res.spec.op, batch, by[0])):
+		res.mismatch++
+		example("the name is not of the winner's type")
+	case len(by) == 0 && len(distinct) == 0 && !amb && !gaveUp:
+		res.unclaimed++
+		example("nobody took it")
+	case len(by) == 0:
+		res.lostReply++
+	}
+}
+
+// isMknod: the race's names are made by mknod (they hold nothing).
+func isMknod(op string) bool { return op == "mknod" || op == "regfifo" || op == "claimcore" }
+
+// raceOp is what client does to the names of batch b in a race of op.
+func raceOp(op string, b, client int) string {
+	switch op {
+	case "mixed":
+		if client%2 == 0 {
+			return "mkdir"
+		}
+		return "create"
+	case "mknod":
+		return "reg"
+	case "claimcore":
+		if b%3 != 2 {
+			return "reg"
+		}
+		fallthrough
+	case "regfifo":
+		if client%2 == 0 {
+			return "reg"
+		}
+		return "fifo"
+	}
+	return op
+}
+
+// mknodType is the file type a mknod op makes.
+func mknodType(op string) uint32 {
+	if op == "fifo" {
+		return unix.S_IFIFO
+	}
+	return unix.S_IFREG
+}
+
+func typeName(typ uint32) string {
+	switch typ {
+	case unix.S_IFREG:
+		return "regular"
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFDIR:
+		return "directory"
+	}
+	return fmt.Sprintf("type%o", typ)
+}
+
+// brickCopy is one brick's copy of a name: its type and GFID.
+type brickCopy struct {
+	brick int
+	typ   uint32
+	gfid  string
+}
+
+func (c brickCopy) String() string {
+	return fmt.Sprintf("brick %d: %s gfid %s", c.brick, typeName(c.typ), c.gfid)
+}
+
+// readBackCopies reads every brick's copy of every name of a mknod race
+// (DHT's linkto pointers aside), in the bricks' own directories.
+func (r *rig) readBackCopies(t *testing.T, dir string, spec raceSpec, batches int) [][]brickCopy {
+	t.Helper()
+	rel, err := filepath.Rel(filepath.Join(r.mnt, spec.profile), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bricks []string
+	for i := 1; ; i++ {
+		b := filepath.Join(r.dir, "bricks", fmt.Sprintf("%s.%d", spec.profile, i))
+		if _, err := os.Stat(b); err != nil {
+			break
+		}
+		bricks = append(bricks, b)
+	}
+	if len(bricks) == 0 {
+		t.Fatalf("no bricks of %s in %s/bricks", spec.profile, r.dir)
+	}
+	copies := make([][]brickCopy, spec.names)
+	var mu sync.Mutex
+	batchc := make(chan int)
+	errc := make(chan error, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batchc {
+				for bi, brick := range bricks {
+					bd := filepath.Join(brick, rel, filepath.Base(batchDir(dir, b)))
+					ents, err := os.ReadDir(bd)
+					if err != nil {
+						errc <- err
+						return
+					}
+					for _, ent := range ents {
+						i, err := strconv.Atoi(ent.Name())
+						if err != nil || i < 0 || i >= spec.names {
+							continue
+						}
+						p := filepath.Join(bd, ent.Name())
+						var st unix.Stat_t
+						if err := unix.Lstat(p, &st); err != nil {
+							errc <- err
+							return
+						}
+						typ := st.Mode & unix.S_IFMT
+						if typ == unix.S_IFREG && st.Mode&unix.S_ISVTX != 0 && st.Size == 0 {
+							continue // a linkto pointer
+						}
+						g := make([]byte, 16)
+						gfid := "none"
+						if n, err := unix.Lgetxattr(p, "trusted.gfid", g); err == nil {
+							gfid = fmt.Sprintf("%x", g[:n])
+						}
+						mu.Lock()
+						copies[i] = append(copies[i], brickCopy{brick: bi + 1, typ: typ, gfid: gfid})
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	for b := 0; b < batches; b++ {
+		select {
+		case batchc <- b:
+		case err := <-errc:
+			close(batchc)
+			wg.Wait()
+			t.Fatalf("reading the bricks: %v", err)
+		}
+	}
+	close(batchc)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatalf("reading the bricks: %v", err)
+	}
+	return copies
 }
 
 func batchDir(dir string, b int) string { return filepath.Join(dir, fmt.Sprintf("b%04d", b)) }
@@ -656,13 +878,7 @@ func racer() int {
 		}
 		for i := lo; i < hi; i++ {
 			name := fmt.Sprintf("%s/%d", dir, i)
-			op := e.op
-			if op == "mixed" {
-				op = "create"
-				if e.client%2 == 0 {
-					op = "mkdir"
-				}
-			}
+			op := raceOp(e.op, b, e.client)
 			amb := false
 			took := false
 			var err error
@@ -685,6 +901,20 @@ func racer() int {
 				if err == nil && took {
 					err = writeMark(name, fd)
 				}
+			case "reg", "fifo":
+				mode := mknodType(op) | 0o644
+				err = retry("mknod "+name, func() (bool, error) {
+					err := unix.Mknod(name, mode, 0)
+					switch {
+					case err == nil:
+						took = true
+						return true, nil
+					case err == unix.EEXIST:
+						return true, nil
+					}
+					amb = true
+					return false, err
+				})
 			case "mkdir":
 				err = retry("mkdir "+name, func() (bool, error) {
 					err := unix.Mkdir(name, 0o755)
