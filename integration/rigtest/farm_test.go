@@ -1,11 +1,15 @@
 package rigtest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
 )
@@ -31,17 +35,59 @@ func TestRig(t *testing.T) {
 	})
 }
 
-// TestRigFourThousandCasesDHT is TestRig/FourThousandCases on the
-// distribute-replicate volume (profile dht). Not in make test yet: the
-// claim core of 149e76d takes generations with link(), which is not
-// exclusive there, and claims cases twice (issue 21, point 9); it joins
-// TestRig's profiles when the claim core no longer relies on link().
-// FARM_RIG_DHT_FARM=1 runs it.
+// TestRigFourThousandCasesDHT is issue 21's farm on the distribute-
+// replicate volume (profile dht, client quorum on): 5 runs one after
+// another, each a fresh farm of 4,000 cases with 4 meta-jobs on the 4 nodes
+// of partition rig, as TestRig/FourThousandCases; in the third, brick 2 (the
+// second of the first replica set) is killed with SIGKILL once the meta-jobs
+// have started 400 cases, and started again 10 s later, while they claim.
+// In every run every case runs exactly once (by the cases' own record, the
+// status records and farm Status) and every meta-job ends by itself with
+// "No cases left; exiting.". The third run's cases sleep 20 ms each, so
+// that the run outlasts the brick's absence and its restart; the others
+// are trivial.
 func TestRigFourThousandCasesDHT(t *testing.T) {
-	if os.Getenv("FARM_RIG_DHT_FARM") != "1" {
-		t.Skip("not in make test until the claim core no longer relies on link(): FARM_RIG_DHT_FARM=1 runs it")
+	r := needRig(t)
+	for run := 1; run <= 5; run++ {
+		name, pre, during := fmt.Sprintf("run%d", run), "", (func(*testing.T, string, string))(nil)
+		if run == 3 {
+			name += "_brick2_killed"
+			pre, during = "sleep 0.02; ", func(t *testing.T, dir, ranDir string) { killBrickMidRun(t, r, ranDir) }
+		}
+		t.Run(name, func(t *testing.T) { farmOf4000(t, r, "dht", pre, during) })
 	}
-	fourThousandCases(t, needRig(t), "dht")
+}
+
+// killBrickMidRun kills brick 2 of the dht volume once the farm's cases
+// (recording their runs in ranDir) have run 400, starts it again 10 s
+// later, and checks that the farm was still running when it returned.
+func killBrickMidRun(t *testing.T, r *rig, ranDir string) {
+	t.Cleanup(func() { r.run(t, "start-bricks", "dht") })
+	harness.WaitFor(t, 5*time.Minute, "400 cases to run", func() bool { return ranLines(ranDir) >= 400 })
+	before := ranLines(ranDir)
+	killed := time.Now()
+	r.run(t, "kill-brick", "dht", "2")
+	time.Sleep(10 * time.Second)
+	during := ranLines(ranDir)
+	r.run(t, "start-bricks", "dht")
+	back := ranLines(ranDir)
+	if back >= 4000 {
+		t.Errorf("the farm ended (%d cases run) before the brick was back: it proves nothing of a restart mid-run", back)
+	}
+	report(t, "brick 2 killed after %d cases had run, %d had run 10 s later, %d when it was back (%.1f s after the kill)",
+		before, during, back, time.Since(killed).Seconds())
+}
+
+// ranLines counts the lines of the files ran.* in dir: the runs the cases
+// recorded so far (while they are being written).
+func ranLines(dir string) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "ran.*"))
+	n := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		n += bytes.Count(b, []byte("\n"))
+	}
+	return n
 }
 
 // fourThousandCases: a farm of 4,000 trivial cases on the shared
@@ -54,13 +100,23 @@ func TestRigFourThousandCasesDHT(t *testing.T) {
 // (client-side caches), coherent (no client caches), and coherent with
 // every brick operation 1 ms late (latency). It reports claims per second
 // farm-wide.
-func fourThousandCases(t *testing.T, r *rig, profile string) {
+func fourThousandCases(t *testing.T, r *rig, profile string) { farmOf4000(t, r, profile, "", nil) }
+
+// farmOf4000 is fourThousandCases with pre before each case's command, and
+// during (if not nil) called once the meta-jobs run, with the farm's
+// directory and the one where the cases record their runs. It also checks
+// that every meta-job ended by itself ("No cases left; exiting.").
+func farmOf4000(t *testing.T, r *rig, profile, pre string, during func(t *testing.T, dir, ranDir string)) {
 	const n = 4000
 	ranDir := t.TempDir()
-	dir := r.farm(t, profile, harness.Repeat(ranLineAt(ranDir), n), "0-00:30")
+	dir := r.farm(t, profile, harness.Repeat(pre+ranLineAt(ranDir), n), "0-00:30")
 	largeFarmConfig(t, dir)
 	submitSpread(t, dir, 4)
+	if during != nil {
+		during(t, dir, ranDir)
+	}
 	out := harness.Must(t, dir, "wait", "--timeout", "15m")
+	checkMetaJobsEnded(t, dir, 4)
 	if !strings.Contains(out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
 		t.Errorf("wait said %q", out)
 	}
@@ -114,5 +170,37 @@ func runDirsOnSharedFilesystem(t *testing.T, r *rig) {
 	}
 	if n := len(harness.StatusJSON(t, dir)); n != 40 {
 		t.Errorf("%d cases have a status, want 40", n)
+	}
+}
+
+// checkMetaJobsEnded: the farm in dir had jobs meta-jobs, and each ended by
+// itself: its status file holds the Q record "No cases left; exiting.",
+// and its Slurm output (OUTPUT/slurm-ID.out) ends with it.
+func checkMetaJobsEnded(t *testing.T, dir string, jobs int) {
+	t.Helper()
+	statuses, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	if len(statuses) != jobs {
+		t.Errorf("%d status files, want one per meta-job (%d)", len(statuses), jobs)
+	}
+	q := regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`)
+	for _, p := range statuses {
+		b, _ := os.ReadFile(p)
+		if !q.Match(b) {
+			t.Errorf("%s has no Q record \"No cases left; exiting.\": the meta-job did not end by itself", filepath.Base(p))
+		}
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	for _, p := range outs {
+		b, _ := os.ReadFile(p)
+		if !strings.HasSuffix(string(b), "No cases left; exiting.\n") {
+			tail := string(b)
+			if len(tail) > 2000 {
+				tail = tail[len(tail)-2000:]
+			}
+			t.Errorf("%s does not end with \"No cases left; exiting.\":\n%s", filepath.Base(p), tail)
+		}
+	}
+	if len(outs) != jobs {
+		t.Errorf("%d output files, want %d", len(outs), jobs)
 	}
 }
