@@ -25,7 +25,7 @@ import (
 //	MISC/claims.NONCE/head          a hint: a recent generation number
 //	MISC/claims.NONCE/SEG/s.N       generation N's slot, while it is being made (SEG = N / SegmentSize)
 //	MISC/claims.NONCE/SEG/g.N       generation N's content
-//	MISC/claims.NONCE/SEG/c.N       its mark: a file if N was committed, a directory if it was voided
+//	MISC/claims.NONCE/SEG/c.N       its mark: a regular file if N was committed, a FIFO if it was voided
 //	MISC/claims.NONCE/SEG/tomb      what buried generations and marks are links to
 //
 // Generation N is committed in three steps, each an operation that is
@@ -42,9 +42,9 @@ import (
 //     s.N; a process that makes it again later fails at step 2.
 //
 // A slot whose owner died or stalls before its mark is voided by a process
-// that waited voidAfter for the mark: it makes c.N a directory (mkdir). A
+// that waited voidAfter for the mark: it makes c.N a FIFO (mknod). A
 // name has one type, made once: the owner's mark and the void exclude each
-// other, so a stalled owner that resumes finds a directory and knows it
+// other, so a stalled owner that resumes finds a FIFO and knows it
 // lost, however long it stalled. Marks are made in order, and a
 // generation's content is computed from the newest committed one before
 // it: the committed generations form one linear history.
@@ -358,8 +358,8 @@ type mark int
 
 const (
 	unmarked  mark = iota // no mark (yet): not committed, or still being written
-	committed             // a file: committed (or its tomb)
-	voided                // a directory: voided
+	committed             // a regular file: committed (or its tomb)
+	voided                // anything else (a FIFO): voided
 )
 
 // marker looks up generation n's mark. Names are never removed and never
@@ -380,10 +380,10 @@ func (c *chain) marker(n int64) (mark, error) {
 		err = unix.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	switch {
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return voided, nil
-	case err == nil:
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
 		return committed, nil
+	case err == nil:
+		return voided, nil
 	case err == unix.ENOENT:
 		return unmarked, nil
 	}
@@ -682,12 +682,16 @@ func (c *chain) mark(d int, n int64) error {
 	return err
 }
 
-// void makes generation n's mark a directory, unless it has a mark: the
-// slot's owner can then never mark it committed.
+// void makes generation n's mark a FIFO, unless it has a mark: the slot's
+// owner can then never mark it committed. The mark and the void are both
+// a mknod of the name, of two types: the server lets one of them make it,
+// as it does two creates. (A directory would not do: on a
+// distribute-replicate GlusterFS volume, a mkdir and a create of one name
+// both succeeded in 1 of 4,000 races, issue 21.)
 func (c *chain) void(d int, n int64) error {
-	err := unix.Mkdirat(d, markName(n), 0o755)
+	err := unix.Mknodat(d, markName(n), unix.S_IFIFO|0o644, 0)
 	if err != nil && err != unix.EEXIST {
-		return &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
+		return &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 	}
 	return nil
 }
@@ -716,8 +720,8 @@ func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 			// decided. (If it does, when it resumes, no harm.)
 			unix.Unlinkat(d, slotName(n), 0)
 			if voids++; voids > 3 {
-				// mkdir says the mark exists, lookups that it does
-				// not: a cache that does not let go.
+				// mknod says the mark exists, lookups that it
+				// does not: a cache that does not let go.
 				return unmarked, errInconsistent
 			}
 			// Whose mark came first is its type: look again, after
@@ -751,9 +755,9 @@ func (c *chain) settle() (bool, error) {
 // decide finds out the outcome of the pending commit, whose mark was tried
 // with the result merr, from the filesystem and not from merr: a mark that
 // was made can report an error (its reply lost; a retried request answered
-// EEXIST). A file is our mark (only a slot's owner makes one), a directory
-// a void (our commit came too late), no mark at all a mark not made: it is
-// made again. What cannot be looked up leaves the outcome open (Undecided).
+// EEXIST). A regular file is our mark (only a slot's owner makes one), a
+// FIFO a void (our commit came too late), no mark at all a mark not made:
+// it is made again. What cannot be looked up leaves the outcome open (Undecided).
 func (c *chain) decide(d int, merr error) (bool, error) {
 	p := c.pending
 	if merr == nil {
@@ -930,12 +934,17 @@ func (c *chain) bury(k int64) error {
 	if err := c.entomb(d, k, genName(k)); err != nil {
 		return err
 	}
-	// A tomb is a file, as a committed generation's mark is; a void's
-	// directory stays (voids are rare).
-	if err := c.entomb(d, k, markName(k)); err != nil && !errors.Is(err, unix.EISDIR) {
-		return err
+	// A tomb is a regular file, as a committed generation's mark is; a
+	// void stays a FIFO (voids are rare): an owner that resumes after
+	// ever so long must find it one.
+	var st unix.Stat_t
+	if err := unix.Fstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "lstat", Path: filepath.Join(c.dir, segName(k), markName(k)), Err: err}
 	}
-	return nil
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	return c.entomb(d, k, markName(k))
 }
 
 // entomb renames a new link to the tomb over name, in the directory open
