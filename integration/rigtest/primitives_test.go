@@ -85,6 +85,7 @@ type raceResult struct {
 	// mknod races: what the names are on the bricks
 	kinds   map[string]int // names by type on the bricks (regular, fifo)
 	oneCopy int            // names on one brick of their pair only (not healed yet)
+	split   int            // names whose replicas hold two files of one type (GFID split-brain: lookups answer EIO)
 }
 
 func (r raceResult) String() string {
@@ -95,7 +96,7 @@ func (r raceResult) String() string {
 	s += fmt.Sprintf(": %d names with two or more winners, %d names nobody took, %d taken by a lost reply, %d holding another client's mark, %d a client gave up on; wins per client %v; %.1f s race, %.1f s read-back",
 		r.doubles, r.unclaimed, r.lostReply, r.mismatch, r.undecided, r.wins, r.elapsed.Seconds(), r.verify.Seconds())
 	if isMknod(r.spec.op) {
-		s += fmt.Sprintf("; on the bricks: %v, %d names on one replica only", r.kinds, r.oneCopy)
+		s += fmt.Sprintf("; on the bricks: %v, %d names on one replica only, %d in GFID split-brain (one type, two files)", r.kinds, r.oneCopy, r.split)
 	}
 	if len(r.errs) > 0 {
 		var e []string
@@ -120,8 +121,15 @@ func (r raceResult) String() string {
 // bricks (one type and one GFID on both replicas), and its type is the
 // winner's.
 //
-// 10,000 names in make test (about 2 minutes here); FARM_RIG_RACE_NAMES
-// for more (the 100,000 take about 20 minutes on 2 cores).
+// It can fail: on 2026-11-25, in the second of two runs, one name made in
+// the moment brick 2 returned (one client told it made it, the others
+// EEXIST) was a regular file of one GFID on brick 1 and of another on
+// brick 2 — a GFID split-brain, which Gluster answers EIO for. Client
+// quorum on replica 2 keeps a name from two winners, not from that
+// (casetable/CLAIMS.md); replica 3 or an arbiter brick is the next trial.
+//
+// 10,000 names in make test (about 2-3 minutes here); FARM_RIG_RACE_NAMES
+// for more (the 100,000 take about 20-30 minutes on 2 cores).
 func TestDHTExclusiveMknod(t *testing.T) {
 	r := needRig(t)
 	names := 10000
@@ -133,8 +141,8 @@ func TestDHTExclusiveMknod(t *testing.T) {
 	if res.quorum != "auto" {
 		t.Errorf("the dht volume's cluster.quorum-type is %q, want auto (cluster-up sets it)", res.quorum)
 	}
-	if res.doubles != 0 || res.mismatch != 0 || res.unclaimed != 0 || res.undecided != 0 {
-		t.Errorf("mknod is not exclusive: %s; e.g. %s", res, strings.Join(res.examples, "; "))
+	if res.doubles != 0 || res.mismatch != 0 || res.unclaimed != 0 || res.undecided != 0 || res.split != 0 {
+		t.Errorf("mknod is not exclusive, or left a name its replicas disagree on: %s; e.g. %s", res, strings.Join(res.examples, "; "))
 	}
 	if res.kinds["fifo"] == 0 || res.kinds["regular"] == 0 {
 		t.Errorf("the race left %v: want both regular files and FIFOs", res.kinds)
@@ -394,11 +402,21 @@ func (res *raceResult) judgeCopies(i int, by []int, amb, gaveUp bool, cs []brick
 	if len(distinct) == 1 {
 		res.kinds[typeName(distinct[0].typ)]++
 	}
+	types := map[uint32]bool{}
+	for _, d := range distinct {
+		types[d.typ] = true
+	}
 	batch := i / res.spec.batch
 	switch {
-	case len(by) > 1 || len(distinct) > 1:
+	case len(by) > 1 || len(types) > 1:
 		res.doubles++
 		example("two or more winners")
+	case len(distinct) > 1:
+		// One type, two files: each replica made the name for another
+		// client (at most one was told it made it). Gluster answers
+		// EIO to its lookups until the split-brain is resolved.
+		res.split++
+		example("a GFID split-brain")
 	case len(by) == 1 && len(distinct) == 0:
 		res.mismatch++
 		example("the winner's name is missing")
