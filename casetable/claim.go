@@ -407,7 +407,12 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 				}
 				return State{}, err
 			}
+			// Read afresh before trying again: the slot that failed
+			// may be decided by now (a name another client made,
+			// which answers EIO here while GlusterFS heals it), and
+			// the next commit then goes past it.
 			if r.Again(ctx, err) {
+				stale = true
 				continue
 			}
 			return State{}, err

@@ -121,7 +121,7 @@ func claimWithFaults(t *testing.T, n, procs int, plans ...string) (dir string) {
 func TestCommitMadeButReplyLostAndUnreadable(t *testing.T) {
 	claimWithFaults(t, 2000, 4,
 		"link.reply@3=EIO>read*2=EIO>lookup*2=EIO>nlink*2=EIO",
-		"link.reply@5=EIO>read*1=ESTALE>lookup*3=ETIMEDOUT>nlink*50=EIO",
+		"link.reply@5=EIO>read*1=ESTALE>lookup*3=EIO>nlink*50=EIO",
 		"link.reply@2-3=EIO>read*2=EIO",
 		"link.reply@7=EIO>read*3=EIO>lookup*1=EIO")
 }
