@@ -761,16 +761,16 @@ func (c *chain) settle() (bool, error) {
 func (c *chain) decide(d int, merr error) (bool, error) {
 	p := c.pending
 	if merr == nil {
-		return c.decided(d, true), nil
+		return c.decided(true), nil
 	}
 	m, err := c.marker(p.n)
 	switch {
 	case err != nil:
 		return false, undecided(err)
 	case m == committed:
-		return c.decided(d, true), nil
+		return c.decided(true), nil
 	case m == voided:
-		return c.decided(d, false), nil
+		return c.decided(false), nil
 	}
 	// No mark: it was not made. Make it again, unless its error says it
 	// never can be.
@@ -792,18 +792,19 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 	if err := c.mark(d, p.n); err != nil {
 		return false, undecided(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: err})
 	}
-	return c.decided(d, true), nil
+	return c.decided(true), nil
 }
 
 // decided ends the pending commit with its outcome, and returns it. The
 // slot is removed: generation n is decided, and its content and mark are
 // what stops anyone from making it again.
-func (c *chain) decided(d int, won bool) bool {
+func (c *chain) decided(won bool) bool {
 	p := c.pending
 	c.pending = nil
 	c.top = max(c.top, p.n)
 	if sd, err := c.segFD(p.n, false); err == nil {
-		// (d may have been closed since: forget.) A slot left behind
+		// (The caller's descriptor may have been closed since:
+		// forget.) A slot left behind
 		// costs an inode, nothing else.
 		unix.Unlinkat(sd, slotName(p.n), 0)
 	}
