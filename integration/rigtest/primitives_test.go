@@ -50,6 +50,8 @@ import (
 //	        mark c.N), 2 and 4 as a FIFO (the void of c.N): exactly one
 //	        may succeed, and the name's type must be the winner's on both
 //	        replicas
+//	fifo    mknod() of the name as a FIFO by all 4: waiters voiding one
+//	        c.N together
 //	claimcore mknod for two batches in three, regfifo for every third
 //
 // A mknod'd name holds nothing a client could write: its winners are
@@ -177,7 +179,7 @@ func TestDHTExclusiveMknod(t *testing.T) {
 // reports the figures; it asserts only that the races ran. Long (several
 // minutes): not in make test; FARM_RIG_PRIMITIVES=1 runs it,
 // FARM_RIG_PRIMITIVES_NAMES sets the names per race (20,000), FARM_RIG_PRIMITIVES_OPS
-// the primitives (create,link,rename,mkdir,mixed,mknod,regfifo).
+// the primitives (create,link,rename,mkdir,mixed,mknod,fifo,regfifo).
 //
 //	FARM_RIG_PRIMITIVES=1 go test -count=1 -v -timeout 60m -run TestDHTPrimitivesMeasure ./integration/rigtest/
 func TestDHTPrimitivesMeasure(t *testing.T) {
@@ -486,7 +488,9 @@ func (res *raceResult) judgeCopies(i int, by []int, amb, gaveUp bool, cs []brick
 }
 
 // isMknod: the race's names are made by mknod (they hold nothing).
-func isMknod(op string) bool { return op == "mknod" || op == "regfifo" || op == "claimcore" }
+func isMknod(op string) bool {
+	return op == "mknod" || op == "fifo" || op == "regfifo" || op == "claimcore"
+}
 
 // raceOp is what client does to the names of batch b in a race of op.
 func raceOp(op string, b, client int) string {
