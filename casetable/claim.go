@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,12 +177,50 @@ type Store struct {
 	dirFD   *os.File // the farm directory, for statTable
 	fpIno   uint64   // an inode number of fpTable that its fingerprint vouched for
 	fpTable string
+
+	// What the store's claims cost because others claim too (Ahead).
+	own   int64 // the generation this store committed last; -1: none
+	ahead int   // batches' worth the next claim should take; 0: 1
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
 func NewStore(dir, misc string) *Store {
-	return &Store{Dir: dir, misc: misc, gen: -1, top: -1}
+	return &Store{Dir: dir, misc: misc, gen: -1, top: -1, own: -1}
+}
+
+// Ahead is how many batches' worth of cases the store's next claim should
+// take, 1 while its claims cost no more than a commit: a claimer that
+// shares the chain with others pays for them — the generations committed
+// since its last claim, which it must find and read, and the slots it
+// loses — and the more they cost, the more it takes at a time (at most
+// MaxAhead), so that the commits of the farm per second fall as claimers
+// are added, and so does their cost per case. See CLAIMS.md, "Claims at
+// scale".
+func (s *Store) Ahead() int { return max(s.ahead, 1) }
+
+// MaxAhead caps Ahead.
+const MaxAhead = 64
+
+// aheadTarget is the filesystem calls that sharing the chain may add to
+// a claim, per batch's worth it takes.
+const aheadTarget = 3
+
+// contended updates Ahead after a claim that committed generation gen,
+// having lost lost attempts: the calls it cost beyond a commit of its own
+// on its own last generation — a gallop of lookups and a read for the
+// generations others committed since, and a slot, a wait and a reading
+// for each attempt lost — over aheadTarget is the new Ahead; it grows
+// at once and shrinks by half a claim.
+func (s *Store) contended(gen int64, lost int) {
+	extra := 0
+	if s.own >= 0 && gen-s.own > 1 {
+		extra += 3 + 2*bits.Len64(uint64(gen-s.own-1))
+	}
+	extra += 8 * lost
+	want := 1 + (extra+aheadTarget-1)/aheadTarget
+	s.ahead = min(MaxAhead, max(want, s.Ahead()/2))
+	s.own = gen
 }
 
 // Close releases the store's files.
@@ -344,8 +384,12 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 	}()
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
-	stale := s.ch == nil || s.gen < 0 // the base must be read (again)
-	reopened := false                 // the chain was looked up again after damage
+	// The base must be read (again): none is known, or others committed
+	// between this store's last two claims — then they likely did since
+	// the last one too, and a commit on it would only lose.
+	stale := s.ch == nil || s.gen < 0 || s.ahead > 1
+	reopened := false // the chain was looked up again after damage
+	lost := 0         // attempts lost to other processes
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
@@ -421,8 +465,10 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			r.OK()
 			st.Gen = next
 			s.gen, s.top, s.cur = next, next, st
+			s.contended(next, lost)
 			return st, nil
 		}
+		lost++
 		// Lost the race: another process took the slot, or voided ours.
 		// Once the slot is marked, the newest generation is the new
 		// base. A meta-job that ran its batch while others committed is
@@ -444,6 +490,22 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
+		// The others who lost this slot saw its mark when this process
+		// did: a pause of random length, growing with the attempts
+		// lost, keeps them from all trying the next slot at once.
+		backoff(ctx, lost)
+	}
+}
+
+// backoff sleeps a random time below 2^lost milliseconds (at most 64 ms),
+// or until ctx is done.
+func backoff(ctx context.Context, lost int) {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 6)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
