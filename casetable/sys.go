@@ -16,7 +16,8 @@ import (
 //
 // The kinds, as a file server would see them:
 //
-//	mknod      mknodat: an exclusive create (a slot, a mark, a void)
+//	mknod      mknodat of a regular file: an exclusive create (a slot, a mark)
+//	mknod.fifo mknodat of a FIFO: an exclusive create (a void)
 //	create     an open with O_CREAT|O_EXCL: an exclusive create
 //	open       any other open of a file
 //	open.path  an O_PATH open of a directory (a lookup)
@@ -48,7 +49,11 @@ func openKind(flags int) string {
 
 func sysMknodat(d int, name string, mode uint32) error {
 	if onCall != nil {
-		done := onCall("mknod")
+		kind := "mknod"
+		if mode&unix.S_IFMT == unix.S_IFIFO {
+			kind = "mknod.fifo"
+		}
+		done := onCall(kind)
 		err := unix.Mknodat(d, name, mode, 0)
 		if done != nil {
 			done(err)
