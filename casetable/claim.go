@@ -226,11 +226,11 @@ func (s *Store) contended(gen int64, lost int) {
 // Close releases the store's files.
 func (s *Store) Close() error {
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
 	if s.dirFD != nil {
-		s.dirFD.Close()
+		sysClose(s.dirFD)
 		s.dirFD = nil
 	}
 	s.setChain(nil)
@@ -293,7 +293,7 @@ func (s *Store) refresh() error {
 			return err
 		}
 		if n < 0 {
-			if _, err := os.Stat(s.ch.dir); os.IsNotExist(err) {
+			if _, err := sysStat(s.ch.dir); os.IsNotExist(err) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
 			return ErrNoState // a chain with no generation yet
@@ -516,12 +516,12 @@ var errNoCommit = errors.New("nothing to commit")
 // a transient error: a stale handle (ESTALE) is looked up afresh.
 func (s *Store) dropFiles() {
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
 	s.win = s.win[:0]
 	if s.dirFD != nil {
-		s.dirFD.Close()
+		sysClose(s.dirFD)
 		s.dirFD = nil
 	}
 	if s.ch != nil {
@@ -695,10 +695,10 @@ func (s *Store) openTable(table string, fresh bool) error {
 		return nil
 	}
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
-	f, err := os.Open(filepath.Join(s.Dir, table))
+	f, err := sysOpenFile(filepath.Join(s.Dir, table), os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -788,7 +788,7 @@ func (s *Store) checkTable(st *State) error {
 // "table.dat", not one per component of the farm's path).
 func (s *Store) statTable(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
-		fd, err := os.OpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := sysOpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -797,7 +797,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 	var st unix.Stat_t
 	err := injected("table.stat")
 	if err == nil {
-		err = unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0)
+		err = sysFstatat(int(s.dirFD.Fd()), table, &st, 0)
 	}
 	if err != nil {
 		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
@@ -807,7 +807,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 
 // fileID returns the size and inode of the open file f.
 func fileID(f *os.File) (int64, uint64, error) {
-	fi, err := f.Stat()
+	fi, err := sysFstat(f)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -828,7 +828,7 @@ func fingerprint(f *os.File, size int64) (string, error) {
 	fmt.Fprintf(h, "%d\n", size)
 	buf := make([]byte, min(size, fingerprintSpan))
 	for _, off := range []int64{0, max(0, size-fingerprintSpan)} {
-		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		if _, err := sysReadAt(f, buf, off); err != nil && err != io.EOF {
 			return "", err
 		}
 		h.Write(buf)
@@ -883,7 +883,7 @@ func countLines(f *os.File, off int64) (int64, error) {
 	buf := make([]byte, 1<<20)
 	var n int64
 	for pos := int64(0); pos < off; {
-		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
+		m, err := sysReadAt(f, buf[:min(int64(len(buf)), off-pos)], pos)
 		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
 		pos += int64(m)
 		if err == io.EOF {
@@ -985,7 +985,7 @@ func (s *Store) readTable(b []byte, off int64) (int, error) {
 	if err := injected("table.read"); err != nil {
 		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
 	}
-	return s.table.ReadAt(b, off)
+	return sysReadAt(s.table, b, off)
 }
 
 // line returns the table's line starting at off, from the window of the
@@ -1030,7 +1030,7 @@ func readLineAt(f *os.File, off int64, buf *[]byte) (line []byte, next int64, er
 	b := (*buf)[:cap(*buf)]
 	n := 0
 	for {
-		m, rerr := f.ReadAt(b[n:], off+int64(n))
+		m, rerr := sysReadAt(f, b[n:], off+int64(n))
 		if i := bytes.IndexByte(b[n:n+m], '\n'); i >= 0 {
 			end := n + i + 1
 			*buf = b
