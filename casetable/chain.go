@@ -403,12 +403,16 @@ func readAt(d int, name string) ([]byte, error) {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer sysClose(f)
+	// What is read here (a generation, the head hint) is one line,
+	// written whole before anyone reads it: a read that returns less than
+	// asked and ends the line has read it all, without a second read to
+	// be told EOF (a round trip to a file server).
 	var b []byte
-	buf := make([]byte, 512)
+	buf := make([]byte, 4096)
 	for {
 		n, err := sysRead(f, buf)
 		b = append(b, buf[:n]...)
-		if err == io.EOF {
+		if err == io.EOF || err == nil && n > 0 && n < len(buf) && b[len(b)-1] == '\n' {
 			return b, nil
 		}
 		if err != nil {

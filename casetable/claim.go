@@ -469,6 +469,11 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			return st, nil
 		}
 		lost++
+		// The others who lost this slot learn of its mark when this
+		// process does: a pause of random length, doubling with the
+		// attempts lost (binary exponential backoff), keeps them from
+		// all looking for it and then trying the next slot at once.
+		backoff(ctx, lost)
 		// Lost the race: another process took the slot, or voided ours.
 		// Once the slot is marked, the newest generation is the new
 		// base. A meta-job that ran its batch while others committed is
@@ -490,17 +495,13 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
-		// The others who lost this slot saw its mark when this process
-		// did: a pause of random length, growing with the attempts
-		// lost, keeps them from all trying the next slot at once.
-		backoff(ctx, lost)
 	}
 }
 
-// backoff sleeps a random time below 2^lost milliseconds (at most 64 ms),
-// or until ctx is done.
+// backoff sleeps a random time below 2^lost milliseconds (at most about 4
+// seconds: binary exponential backoff), or until ctx is done.
 func backoff(ctx context.Context, lost int) {
-	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 6)))
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 12)))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -29,7 +29,11 @@ import (
 // server: the call waits its turn at a FIFO server that serves `capacity`
 // calls per second, then the round trip (`latency`), and only then is
 // made on the local directory. Each claimer claims FARM_SCALE_BATCH cases,
-// "works" FARM_SCALE_WORK (a sleep), and claims again.
+// "works" FARM_SCALE_WORK (a sleep), and claims again. A claim is served
+// from the claimer's queue of cases it holds, as a meta-job's are; when
+// the queue is empty, the claimer commits a Store.Claim of
+// FARM_SCALE_BATCH × Store.Ahead() cases (metajob's batch sizer asks for
+// Ahead batches' worth). Claims and commits are counted apart.
 //
 //	go test -run '^$' -bench ClaimScale -benchtime 1x -timeout 60m ./casetable/   (make bench-scale)
 //
@@ -39,8 +43,13 @@ import (
 //	FARM_SCALE_CAPACITY  calls per second the server serves; 0: unbounded (20000)
 //	FARM_SCALE_SECONDS   measured time per N, a Go duration or seconds (20s)
 //	FARM_SCALE_N         claimer counts, comma-separated (1,8,64,256,1024)
-//	FARM_SCALE_BATCH     cases asked per claim (16)
+//	FARM_SCALE_BATCH     cases a claimer works on per work period: a claim (16)
+//	FARM_SCALE_AHEAD     0: every claim is a Store.Claim of FARM_SCALE_BATCH
+//	                     cases; else (the default) as a meta-job claims: from
+//	                     its queue of claimed cases, and when that is empty
+//	                     by a Store.Claim of FARM_SCALE_BATCH × Store.Ahead()
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
+//	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
 //	FARM_SCALE_VOID_AFTER  how long a slot waits for its mark (20s, farm's own default)
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
@@ -69,6 +78,8 @@ type scaleConfig struct {
 	dir       string
 	endN      int
 	endCases  int
+	ahead     bool // claim batch × Store.Ahead() when the queue is empty, as a meta-job does
+	warm      time.Duration
 }
 
 func scaleSettings(b *testing.B) scaleConfig {
@@ -81,6 +92,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 		work:      time.Second,
 		voidAfter: 20 * time.Second,
 		endN:      256,
+		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 	}
 	dur := func(name string, to *time.Duration) {
 		v := os.Getenv(name)
@@ -109,6 +121,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	dur("FARM_SCALE_LATENCY", &c.latency)
 	dur("FARM_SCALE_SECONDS", &c.seconds)
 	dur("FARM_SCALE_WORK", &c.work)
+	dur("FARM_SCALE_WARMUP", &c.warm)
 	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
 	num("FARM_SCALE_BATCH", &c.batch)
 	num("FARM_SCALE_END_N", &c.endN)
@@ -371,6 +384,7 @@ func (l *logLines) Write(p []byte) (int, error) {
 type claimRec struct {
 	start, end time.Time
 	cases      int
+	commit     bool // served by a Store.Claim, not from the queue
 }
 
 // claimer is one claimer's record.
@@ -464,7 +478,7 @@ func BenchmarkClaimScale(b *testing.B) {
 	old := voidAfter
 	voidAfter = c.voidAfter
 	defer func() { voidAfter = old }()
-	fmt.Printf("\nBenchmarkClaimScale: %v; %v measured per N, after a warm-up\n", c, c.seconds)
+	fmt.Printf("\nBenchmarkClaimScale: %v; %v measured per N, after a warm-up (%v)\n", c, c.seconds, c.warm)
 	for _, n := range c.ns {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) { claimScale(b, c, n) })
 	}
@@ -477,6 +491,9 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	// opens once each has had time for a claim and a batch.
 	work := max(c.work, time.Millisecond)
 	warm := max(2*c.work, 2*time.Second)
+	if c.warm > 0 {
+		warm = c.warm
+	}
 	// Enough cases that nobody runs out: N claimers, each at most one
 	// claim a work period (claims take time too), over the whole run.
 	periods := int64((warm+c.seconds+2*work)/work) + 2
@@ -511,29 +528,40 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 			st.Log = logs
 			defer st.Close()
 			time.Sleep(delay)
+			queued := 0 // cases claimed and not yet worked on
 			for {
 				t := time.Now()
 				if !t.Before(winEnd) {
 					return
 				}
-				got, err := st.Claim(ctx, 1, c.batch, nil)
+				commit := queued == 0
+				if commit {
+					k := c.batch
+					if c.ahead {
+						k *= st.Ahead()
+					}
+					got, err := st.Claim(ctx, 1, k, nil)
+					if err != nil && ctx.Err() != nil {
+						r.cut = t // the window's end: a claim that won returns its cases first
+						return
+					}
+					if err != nil {
+						r.err = err
+						return
+					}
+					if len(got) == 0 {
+						r.err = fmt.Errorf("claimer %d found no case left: the table (%d cases) is too small", i, cases)
+						return
+					}
+					for _, cs := range got {
+						r.ids = append(r.ids, cs.ID)
+					}
+					queued = len(got)
+				}
 				e := time.Now()
-				if err != nil && ctx.Err() != nil {
-					r.cut = t // the window's end: a claim that won returns its cases first
-					return
-				}
-				if err != nil {
-					r.err = err
-					return
-				}
-				if len(got) == 0 {
-					r.err = fmt.Errorf("claimer %d found no case left: the table (%d cases) is too small", i, cases)
-					return
-				}
-				for _, cs := range got {
-					r.ids = append(r.ids, cs.ID)
-				}
-				r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got)})
+				take := min(queued, c.batch)
+				queued -= take
+				r.claims = append(r.claims, claimRec{start: t, end: e, cases: take, commit: commit})
 				time.Sleep(min(c.work, time.Until(winEnd)))
 			}
 		}()
@@ -553,8 +581,8 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 
 	// Claims that ended in the window; the latencies without each
 	// claimer's first claim (which opens the chain), given apart.
-	var lat, first []time.Duration
-	var claims, got int64
+	var lat, clat, first []time.Duration
+	var claims, commits, got int64
 	for _, r := range recs {
 		for j, cl := range r.claims {
 			d := cl.end.Sub(cl.start)
@@ -568,10 +596,17 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 			got += int64(cl.cases)
 			if j > 0 {
 				lat = append(lat, d)
+				if cl.commit {
+					clat = append(clat, d)
+				}
+			}
+			if cl.commit {
+				commits++
 			}
 		}
 	}
 	slices.Sort(lat)
+	slices.Sort(clat)
 	slices.Sort(first)
 	// Claims still going at the window's end: the latencies above are of
 	// claims that ended, and say nothing of these.
@@ -612,8 +647,10 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		ms(percentile(first, 0.5)), ms(percentile(first, 1)), len(first),
 		util, ms(time.Duration(cc.waited.Load()/max(calls, 1))), ms(time.Duration(cc.queued.Load()/max(calls, 1))),
 		ms(time.Duration(cc.overshoot.Load()/max(calls, 1))))
-	fmt.Printf("   N=%d: %d claims ended in the window; calls per claim by kind: %s; exclusive creates per claim: %s\n",
-		n, claims, topKinds(cc, perClaim, len(scaleKinds)), strings.Join(exclBy, "; "))
+	fmt.Printf("   N=%d: %d claims ended in the window, %d of them by a commit (%.1f commits/s; %.1f calls a commit; commit p50 / p99 %s / %s ms); calls per claim by kind: %s; exclusive creates per claim: %s\n",
+		n, claims, commits, float64(commits)/secs, float64(calls)/float64(max(commits, 1)),
+		ms(percentile(clat, 0.5)), ms(percentile(clat, 0.99)),
+		topKinds(cc, perClaim, len(scaleKinds)), strings.Join(exclBy, "; "))
 	if cc.otherErr.Load() > 0 {
 		fmt.Printf("   (%d exclusive creates failed with another error than EEXIST)\n", cc.otherErr.Load())
 	}
