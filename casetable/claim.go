@@ -181,6 +181,7 @@ type Store struct {
 	// What the store's claims cost because others claim too (Ahead).
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
+	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -214,7 +215,9 @@ const aheadTarget = 3
 // at once and shrinks by half a claim.
 func (s *Store) contended(gen int64, lost int) {
 	extra := 0
+	s.peers = int64(lost) // each slot lost was another's
 	if s.own >= 0 && gen-s.own > 1 {
+		s.peers = max(s.peers, gen-s.own-1)
 		extra += 3 + 2*bits.Len64(uint64(gen-s.own-1))
 	}
 	extra += 8 * lost
@@ -501,7 +504,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 // backoff sleeps a random time below 2^lost milliseconds (at most about 4
 // seconds: binary exponential backoff), or until ctx is done.
 func backoff(ctx context.Context, lost int) {
-	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 12)))
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 11)))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -635,10 +638,16 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
-		// Near the end of the run, leave some for the others.
+		// Near the end of the run, leave some for the others: at most a
+		// sixteenth of what is left, or less when many others claim:
+		// twice the others this store found committing between its
+		// own last two claims, or winning the slots it lost (a share
+		// for each), or, when claims are so contended that it takes
+		// several batches' worth at a time, 16 shares a batch's worth.
 		lim := most
-		if left := st.Cases - st.Claimed; st.Cases > 0 && left < int64(16*most) {
-			lim = 1 + int(max(left, 0)/16)
+		share := max(16, 2*s.peers, 16*int64(s.Ahead()))
+		if left := st.Cases - st.Claimed; st.Cases > 0 && left < share*int64(most) {
+			lim = 1 + int(max(left, 0)/share)
 		}
 		off, lines := st.Offset, int64(0) // lines read in this claim
 		for len(cases) < lim {

@@ -394,6 +394,7 @@ type claimerRec struct {
 	ids    []int64
 	err    error
 	cut    time.Time // the start of the claim cancelled at the window's end, if any
+	worked time.Time // the end of its last work period (BenchmarkClaimScaleEnd)
 }
 
 // percentile returns the p quantile of sorted d.
@@ -710,22 +711,32 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 			defer st.Close()
 			time.Sleep(delay)
 			ctx := context.Background()
+			queued := 0
 			for {
-				t := time.Now()
-				got, err := st.Claim(ctx, 1, c.batch, nil)
-				e := time.Now()
-				if err != nil {
-					r.err = err
-					return
+				if queued == 0 {
+					k := c.batch
+					if c.ahead {
+						k *= st.Ahead()
+					}
+					t := time.Now()
+					got, err := st.Claim(ctx, 1, k, nil)
+					e := time.Now()
+					if err != nil {
+						r.err = err
+						return
+					}
+					r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got), commit: true})
+					if len(got) == 0 {
+						return
+					}
+					for _, cs := range got {
+						r.ids = append(r.ids, cs.ID)
+					}
+					queued = len(got)
 				}
-				r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got)})
-				if len(got) == 0 {
-					return
-				}
-				for _, cs := range got {
-					r.ids = append(r.ids, cs.ID)
-				}
+				queued -= min(queued, c.batch)
 				time.Sleep(c.work)
+				r.worked = time.Now()
 			}
 		}()
 	}
@@ -797,14 +808,35 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	for _, r := range recs {
 		totalClaims += len(r.claims)
 	}
-	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|\n")
-	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %.1f / %d / %d | %s | %d |\n",
+	// The end of the last work period (the last case's end), and the
+	// last claimer's stop after it.
+	var lastWork, lastStop time.Time
+	for i, r := range recs {
+		if r.worked.After(lastWork) {
+			lastWork = r.worked
+		}
+		if stopAt[i].After(lastStop) {
+			lastStop = stopAt[i]
+		}
+	}
+	var big claimRec
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if cl.cases > big.cases {
+				big = cl
+			}
+		}
+	}
+	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
+	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
 		n, cases, totalClaims, last.Sub(t0).Seconds(), claimsAfter,
-		ms(percentile(stops, 0.5)), ms(percentile(stops, 1)),
+		ms(percentile(stops, 0.5)), ms(percentile(stops, 1)), ms(max(lastStop.Sub(lastWork), 0)),
 		float64(sum)/float64(n), perClaimer[n/2], perClaimer[n-1],
 		topKinds(&cc, float64(n), 6), excl)
 	b.ReportMetric(float64(percentile(stops, 1))/1e6, "stop-max-ms")
+	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
 	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
 	b.ReportMetric(0, "ns/op")
 }
