@@ -397,6 +397,32 @@ type claimerRec struct {
 	worked time.Time // the end of its last work period (BenchmarkClaimScaleEnd)
 }
 
+// refill is a claimer's commit when its queue is empty: a batch, or Ahead
+// batches as a meta-job's batch sizer asks.
+func (c scaleConfig) refill(ctx context.Context, st *Store) ([]Case, error) {
+	k := c.batch
+	if c.ahead {
+		k *= st.Ahead()
+	}
+	return st.Claim(ctx, 1, k, nil)
+}
+
+// collect waits for the claimers, stops the clock and the model, and
+// fails on a claimer's error.
+func collect(b *testing.B, wg *sync.WaitGroup, recs []*claimerRec, logs *logLines) {
+	wg.Wait()
+	b.StopTimer()
+	onCall = nil
+	for _, r := range recs {
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+	}
+	if logs.n > 0 {
+		b.Logf("the claimers said %d lines, the first: %q", logs.n, logs.first)
+	}
+}
+
 // percentile returns the p quantile of sorted d.
 func percentile(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
@@ -537,11 +563,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 				}
 				commit := queued == 0
 				if commit {
-					k := c.batch
-					if c.ahead {
-						k *= st.Ahead()
-					}
-					got, err := st.Claim(ctx, 1, k, nil)
+					got, err := c.refill(ctx, st)
 					if err != nil && ctx.Err() != nil {
 						r.cut = t // the window's end: a claim that won returns its cases first
 						return
@@ -567,17 +589,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 			}
 		}()
 	}
-	wg.Wait()
-	b.StopTimer()
-	onCall = nil
-	for _, r := range recs {
-		if r.err != nil {
-			b.Fatal(r.err)
-		}
-	}
-	if logs.n > 0 {
-		b.Logf("the claimers said %d lines, the first: %q", logs.n, logs.first)
-	}
+	collect(b, &wg, recs, logs)
 	checkExact(b, dir, recs)
 
 	// Claims that ended in the window; the latencies without each
@@ -714,12 +726,8 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 			queued := 0
 			for {
 				if queued == 0 {
-					k := c.batch
-					if c.ahead {
-						k *= st.Ahead()
-					}
 					t := time.Now()
-					got, err := st.Claim(ctx, 1, k, nil)
+					got, err := c.refill(ctx, st)
 					e := time.Now()
 					if err != nil {
 						r.err = err
@@ -740,17 +748,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 			}
 		}()
 	}
-	wg.Wait()
-	b.StopTimer()
-	onCall = nil
-	for _, r := range recs {
-		if r.err != nil {
-			b.Fatal(r.err)
-		}
-	}
-	if logs.n > 0 {
-		b.Logf("the claimers said %d lines, the first: %q", logs.n, logs.first)
-	}
+	collect(b, &wg, recs, logs)
 	if total := checkExact(b, dir, recs); total != int64(cases) {
 		b.Fatalf("%d cases handed out of %d", total, cases)
 	}
