@@ -50,6 +50,10 @@ import (
 //	                     by a Store.Claim of FARM_SCALE_BATCH × Store.Ahead()
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
 //	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
+//	FARM_SCALE_CHAINS    an experiment: that many farms, claimer i claiming from
+//	                     farm i mod FARM_SCALE_CHAINS, all through one server:
+//	                     what claims spread over that many chains could give at
+//	                     best (nothing crosses chains; BenchmarkClaimScale) (1)
 //	FARM_SCALE_VOID_AFTER  how long a slot waits for its mark (20s, farm's own default)
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
@@ -80,6 +84,7 @@ type scaleConfig struct {
 	endCases  int
 	ahead     bool // claim batch × Store.Ahead() when the queue is empty, as a meta-job does
 	warm      time.Duration
+	chains    int // independent farms the claimers are spread over (BenchmarkClaimScale)
 }
 
 func scaleSettings(b *testing.B) scaleConfig {
@@ -92,6 +97,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 		work:      time.Second,
 		voidAfter: 20 * time.Second,
 		endN:      256,
+		chains:    1,
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 	}
 	dur := func(name string, to *time.Duration) {
@@ -125,6 +131,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
 	num("FARM_SCALE_BATCH", &c.batch)
 	num("FARM_SCALE_END_N", &c.endN)
+	num("FARM_SCALE_CHAINS", &c.chains)
 	num("FARM_SCALE_END_CASES", &c.endCases)
 	if v := os.Getenv("FARM_SCALE_CAPACITY"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -160,8 +167,12 @@ func (c scaleConfig) String() string {
 	if c.capacity > 0 {
 		capa = fmt.Sprintf("%.0f calls/s", c.capacity)
 	}
-	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, farms in %s, GOMAXPROCS %d",
-		c.latency, capa, c.batch, c.work, c.voidAfter, c.dir, runtime.GOMAXPROCS(0))
+	chains := ""
+	if c.chains > 1 {
+		chains = fmt.Sprintf(", claimers spread over %d farms (chains)", c.chains)
+	}
+	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, farms in %s, GOMAXPROCS %d%s",
+		c.latency, capa, c.batch, c.work, c.voidAfter, c.dir, runtime.GOMAXPROCS(0), chains)
 }
 
 // The kinds of call (sys.go), in the order they are printed when tied.
@@ -505,7 +516,11 @@ func BenchmarkClaimScale(b *testing.B) {
 	old := voidAfter
 	voidAfter = c.voidAfter
 	defer func() { voidAfter = old }()
-	fmt.Printf("\nBenchmarkClaimScale: %v; %v measured per N, after a warm-up (%v)\n", c, c.seconds, c.warm)
+	warm := "2 work periods, at least 2 s"
+	if c.warm > 0 {
+		warm = c.warm.String()
+	}
+	fmt.Printf("\nBenchmarkClaimScale: %v; %v measured per N, after a warm-up (%s)\n", c, c.seconds, warm)
 	for _, n := range c.ns {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) { claimScale(b, c, n) })
 	}
@@ -525,8 +540,14 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	// claim a work period (claims take time too), over the whole run.
 	periods := int64((warm+c.seconds+2*work)/work) + 2
 	cases := int64(n)*int64(c.batch)*periods*6/5 + 1000
-	dir, cleanup := scaleFarm(b, c.dir, int(cases))
-	defer cleanup()
+	// FARM_SCALE_CHAINS farms, claimer i on farm i mod chains: what claims
+	// spread over that many chains, sharing one server, could give.
+	dirs := make([]string, c.chains)
+	for l := range dirs {
+		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000)
+		defer cleanup()
+		dirs[l] = d
+	}
 
 	model := newFSModel(c)
 	logs := &logLines{}
@@ -550,6 +571,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			dir := dirs[i%c.chains]
 			st := NewStore(dir, filepath.Join(dir, "MISC"))
 			st.Job = "bench." + strconv.Itoa(i)
 			st.Log = logs
@@ -590,7 +612,13 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		}()
 	}
 	collect(b, &wg, recs, logs)
-	checkExact(b, dir, recs)
+	for l, dir := range dirs {
+		var on []*claimerRec
+		for i := l; i < n; i += c.chains {
+			on = append(on, recs[i])
+		}
+		checkExact(b, dir, on)
+	}
 
 	// Claims that ended in the window; the latencies without each
 	// claimer's first claim (which opens the chain), given apart.
