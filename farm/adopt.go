@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
@@ -474,7 +475,7 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 
 // writeFile writes data to path through a temporary file and a rename.
 func writeFile(path string, data []byte, mode os.FileMode) error {
-	return casetable.WriteAtomic(path, mode, func(w *bufio.Writer) error {
+	return atomicfile.Write(path, mode, func(w *bufio.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}, "")

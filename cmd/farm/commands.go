@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
@@ -402,7 +402,7 @@ func reportCmd() *cli.Command {
 				if o.path == "" {
 					continue
 				}
-				if err := casetable.WriteAtomic(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
+				if err := atomicfile.Write(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
 					return writeError(o.path, err)
 				}
 				size := ""
