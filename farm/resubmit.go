@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 )
@@ -110,11 +109,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		f.removeRunTable(ctx, runTable)
 		return err
 	}
-	tmp := f.Path(RetryTable + ".tmp." + strconv.Itoa(os.Getpid()))
-	os.Remove(tmp)
-	if err := os.Link(f.Path(runTable), tmp); err == nil {
-		os.Rename(tmp, f.Path(RetryTable))
-	}
+	atomicfile.Link(f.Path(runTable), f.Path(RetryTable))
 	return nil
 }
 
