@@ -35,7 +35,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {
 		if f.hasRecords() {
-			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+			return errStateLost
 		}
 		return Userf("this farm was never submitted: use 'farm submit N' first")
 	}

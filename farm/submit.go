@@ -115,7 +115,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if errors.Is(err, casetable.ErrNoState) {
 		state.Gen = -1
 		if f.hasRecords() {
-			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+			return errStateLost
 		}
 	} else if err != nil {
 		return stateErr(err)
@@ -762,6 +762,10 @@ func stateErr(err error) error {
 	}
 	return err
 }
+
+// errStateLost is Submit's and Resubmit's answer when the claim state is
+// missing but the farm has run (hasRecords).
+var errStateLost = Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
 
 // hasRecords reports whether the farm has run: a status record or a job
 // record exists.
