@@ -135,10 +135,7 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption,
 // the only state it may find is the one an adopt that stopped half-way
 // made (run 1, closed), which a new adopt makes again.
 func (f *Farm) checkNoFarmRun(ctx context.Context) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	st, err := store.Read(ctx)
 	if errors.Is(err, casetable.ErrNoState) {
@@ -426,10 +423,7 @@ func (f *Farm) startAdoptedState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	store.Job = "adopt"
 	return store.Repair(ctx, st)

@@ -27,10 +27,7 @@ var ErrNothingLeft = errors.New(MsgNothingLeft)
 // original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
 // any job of the farm (other than opt.Self) is pending or running.
 func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {

@@ -106,10 +106,7 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
 func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {
@@ -538,10 +535,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Gen != nr.base {
@@ -647,11 +641,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 		return false
 	}
-	store, err := f.Store()
-	if err != nil {
-		f.Log("could not close run %d, which has no job: %v", run, err)
-		return false
-	}
+	store := f.Store()
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Run != run || st.Table != table {
