@@ -104,7 +104,7 @@ func latestRestarts(names []string) map[string]int {
 // error is retried from where it stopped, for up to Retry, so that a record
 // is never left half-written by a brief outage.
 type Writer struct {
-	Retry time.Duration // DefaultRetry if 0
+	Retry time.Duration // fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
 	f    *os.File
@@ -112,9 +112,6 @@ type Writer struct {
 	host string
 	buf  []byte // records not written yet
 }
-
-// DefaultRetry is how long a write retries after a transient error.
-const DefaultRetry = fsretry.Default
 
 // Create opens (appending) the status file at path for job jobID of run
 // run, incarnation restart (0 for the first; see FileName). Until the
