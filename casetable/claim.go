@@ -147,10 +147,6 @@ func (s *State) unmarshal(b []byte) error {
 	return nil
 }
 
-// DefaultRetry is how long a claim retries after a transient error of the
-// filesystem (full disk, quota, I/O error) before it gives up.
-const DefaultRetry = fsretry.Default
-
 // Store reads and advances a farm's claim state. It takes no lock: every
 // change is a compare-and-swap on the chain of generations (chain.go), so
 // readers never wait and a writer that stalls cannot undo anyone's change.
@@ -158,7 +154,7 @@ const DefaultRetry = fsretry.Default
 type Store struct {
 	Dir   string        // farm directory
 	Job   string        // who commits (a job ID or a command), for the record
-	Retry time.Duration // transient errors are retried this long; DefaultRetry if 0
+	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
 	misc   string

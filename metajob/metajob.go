@@ -146,9 +146,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
-	if m.store, err = f.Store(); err != nil {
-		return err
-	}
+	m.store = f.Store()
 	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
