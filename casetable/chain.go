@@ -148,12 +148,12 @@ type pendingCommit struct {
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
 // server, and nothing to flush on close).
 func openDir(path string) (*os.File, error) {
-	return os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return sysOpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // openDirAt opens the directory name in the directory open as d, as openDir.
 func openDirAt(d int, name string) (*os.File, error) {
-	fd, err := unix.Openat(d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := sysOpenat(d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 		return int(c.sfd.Fd()), nil
 	}
 	if c.sfd != nil {
-		c.sfd.Close()
+		sysClose(c.sfd)
 		c.sfd = nil
 	}
 	d, err := c.dirFD()
@@ -189,7 +189,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	}
 	name := segName(n)
 	if mk {
-		if err := unix.Mkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
+		if err := sysMkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
 			if err != unix.ENOENT {
 				c.forget()
 			}
@@ -214,11 +214,11 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 // made again, or a stale NFS handle, is then seen as it is).
 func (c *chain) forget() {
 	if c.sfd != nil {
-		c.sfd.Close()
+		sysClose(c.sfd)
 		c.sfd = nil
 	}
 	if c.dfd != nil {
-		c.dfd.Close()
+		sysClose(c.dfd)
 		c.dfd = nil
 	}
 }
@@ -240,7 +240,7 @@ func newNonce() string {
 
 // openChain opens the chain named by misc/chain; ErrNoState if there is none.
 func openChain(misc string) (*chain, error) {
-	b, err := os.ReadFile(filepath.Join(misc, "chain"))
+	b, err := sysReadFile(filepath.Join(misc, "chain"))
 	if os.IsNotExist(err) {
 		return nil, ErrNoState
 	}
@@ -258,7 +258,7 @@ func openChain(misc string) (*chain, error) {
 		// the caches; an empty file that stays so is damage (or the
 		// placeholder of a repair, repair.go).
 		time.Sleep(100 * time.Millisecond)
-		if b, err = os.ReadFile(filepath.Join(misc, "chain")); err != nil {
+		if b, err = sysReadFile(filepath.Join(misc, "chain")); err != nil {
 			return nil, err
 		}
 		name, legacy, ok = parseChainFile(b)
@@ -304,21 +304,21 @@ func parseChainFile(b []byte) (name string, legacy, ok bool) {
 func createChain(misc string) (*chain, error) {
 	name := "claims." + newNonce()
 	dir := filepath.Join(misc, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := sysMkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
 	// MISC/chain by O_EXCL create (one process makes it), written at
 	// once; a reader that finds it empty meanwhile reads again
 	// (openChain).
 	path := filepath.Join(misc, "chain")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := sysOpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
-		_, err = f.Write([]byte(chainMagic + name + "\n"))
-		cerr := f.Close()
+		_, err = sysWrite(f, []byte(chainMagic+name+"\n"))
+		cerr := sysClose(f)
 		if err != nil {
 			// Not written (a full disk): nobody can have read a
 			// chain in it, so it goes, for the next submit.
-			os.Remove(path)
+			sysRemove(path)
 		} else {
 			// A close that failed after the write (an NFS flush)
 			// may have left it readable to others: it stays.
@@ -328,7 +328,7 @@ func createChain(misc string) (*chain, error) {
 		err = nil // another process's: read it
 	}
 	if err != nil {
-		os.Remove(dir)
+		sysRemove(dir)
 		return nil, err
 	}
 	c, oerr := openChain(misc)
@@ -336,7 +336,7 @@ func createChain(misc string) (*chain, error) {
 		return nil, oerr
 	}
 	if c.dir != dir || c.legacy {
-		os.Remove(dir) // another process's chain won
+		sysRemove(dir) // another process's chain won
 	}
 	return c, nil
 }
@@ -377,7 +377,7 @@ func (c *chain) marker(n int64) (mark, error) {
 	var st unix.Stat_t
 	err = injected("lookup")
 	if err == nil {
-		err = unix.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
+		err = sysFstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
@@ -397,18 +397,22 @@ var errInconsistent = fsretry.Transient(errors.New("the claim state's marks look
 
 // readAt reads the file name in the directory open as d.
 func readAt(d int, name string) ([]byte, error) {
-	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := sysOpenat(d, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
+	defer sysClose(f)
+	// What is read here (a generation, the head hint) is one line,
+	// written whole before anyone reads it: a read that returns less than
+	// asked and ends the line has read it all, without a second read to
+	// be told EOF (a round trip to a file server).
 	var b []byte
-	buf := make([]byte, 512)
+	buf := make([]byte, 4096)
 	for {
-		n, err := f.Read(buf)
+		n, err := sysRead(f, buf)
 		b = append(b, buf[:n]...)
-		if err == io.EOF {
+		if err == io.EOF || err == nil && n > 0 && n < len(buf) && b[len(b)-1] == '\n' {
 			return b, nil
 		}
 		if err != nil {
@@ -516,7 +520,7 @@ func (c *chain) legacyLatest(from int64) (int64, error) {
 			return false, err
 		}
 		var st unix.Stat_t
-		err = unix.Fstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
+		err = sysFstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == unix.ENOENT {
 			return false, nil
 		}
@@ -629,7 +633,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	// Step 1, the slot.
 	err = injected("write")
 	if err == nil {
-		err = unix.Mknodat(d, slotName(n), unix.S_IFREG|0o644, 0)
+		err = sysMknodat(d, slotName(n), unix.S_IFREG|0o644)
 	}
 	if err == unix.EEXIST {
 		return false, nil
@@ -640,17 +644,17 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		return false, c.checkGone(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), slotName(n)), Err: err})
 	}
 	// Step 2, the content.
-	fd, err := unix.Openat(d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	fd, err := sysOpenat(d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == unix.EEXIST {
 		// Generation n was made by the owner of a slot that was
 		// removed since (step 3): ours is too late.
-		unix.Unlinkat(d, slotName(n), 0)
+		sysUnlinkat(d, slotName(n))
 		return false, nil
 	}
 	if err == nil {
 		f := os.NewFile(uintptr(fd), genName(n))
-		_, err = f.Write(b)
-		if cerr := f.Close(); err == nil {
+		_, err = sysWrite(f, b)
+		if cerr := sysClose(f); err == nil {
 			err = cerr
 		}
 	}
@@ -658,7 +662,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		// Not written whole: void the slot at once, so that nobody
 		// waits for it, and say why (a full disk is retried).
 		c.void(d, n)
-		unix.Unlinkat(d, slotName(n), 0)
+		sysUnlinkat(d, slotName(n))
 		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
 	}
 	// Step 3, the mark.
@@ -674,7 +678,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 func (c *chain) mark(d int, n int64) error {
 	err := injected("link")
 	if err == nil {
-		err = unix.Mknodat(d, markName(n), unix.S_IFREG|0o644, 0)
+		err = sysMknodat(d, markName(n), unix.S_IFREG|0o644)
 		if err == nil {
 			err = injected("link.reply")
 		}
@@ -689,7 +693,7 @@ func (c *chain) mark(d int, n int64) error {
 // distribute-replicate GlusterFS volume, a mkdir and a create of one name
 // both succeeded in 1 of 4,000 races, issue 21.)
 func (c *chain) void(d int, n int64) error {
-	err := unix.Mknodat(d, markName(n), unix.S_IFIFO|0o644, 0)
+	err := sysMknodat(d, markName(n), unix.S_IFIFO|0o644)
 	if err != nil && err != unix.EEXIST {
 		return &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 	}
@@ -718,7 +722,7 @@ func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 			}
 			// The slot's owner will not remove it: its commit is
 			// decided. (If it does, when it resumes, no harm.)
-			unix.Unlinkat(d, slotName(n), 0)
+			sysUnlinkat(d, slotName(n))
 			if voids++; voids > 3 {
 				// mknod says the mark exists, lookups that it
 				// does not: a cache that does not let go.
@@ -806,7 +810,7 @@ func (c *chain) decided(won bool) bool {
 		// (The caller's descriptor may have been closed since:
 		// forget.) A slot left behind
 		// costs an inode, nothing else.
-		unix.Unlinkat(sd, slotName(p.n), 0)
+		sysUnlinkat(sd, slotName(p.n))
 	}
 	if won {
 		if testHook != nil {
@@ -844,8 +848,8 @@ func (c *chain) checkGone(err error) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_, derr := os.Stat(c.dir)
-	_, merr := os.Stat(filepath.Dir(c.dir))
+	_, derr := sysStat(c.dir)
+	_, merr := sysStat(filepath.Dir(c.dir))
 	if errors.Is(derr, fs.ErrNotExist) && merr == nil {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
@@ -855,16 +859,16 @@ func (c *chain) checkGone(err error) error {
 // writeNewAt writes b to a new file name in the directory open as d, in one
 // write.
 func writeNewAt(d int, name string, b []byte) error {
-	fd, err := unix.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	fd, err := sysOpenat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
+	if _, err := sysWrite(f, b); err != nil {
+		sysClose(f)
 		return err
 	}
-	return f.Close()
+	return sysClose(f)
 }
 
 // afterCommit keeps the chain small: it buries the generation buryAfter
@@ -891,11 +895,11 @@ func (c *chain) afterCommit(n int64) {
 		}
 		tmp := "head.tmp." + c.self
 		if writeNewAt(d, tmp, []byte(strconv.FormatInt(n, 10)+"\n")) == nil {
-			if unix.Renameat(d, tmp, d, "head") != nil {
-				unix.Unlinkat(d, tmp, 0)
+			if sysRenameat(d, tmp, d, "head") != nil {
+				sysUnlinkat(d, tmp)
 			}
 		} else {
-			unix.Unlinkat(d, tmp, 0)
+			sysUnlinkat(d, tmp)
 		}
 	}
 }
@@ -929,7 +933,7 @@ func (c *chain) bury(k int64) error {
 		if err != nil {
 			return &os.PathError{Op: "open", Path: filepath.Join(c.dir, segName(k)), Err: err}
 		}
-		defer sf.Close()
+		defer sysClose(sf)
 		d = int(sf.Fd())
 	}
 	if err := c.entomb(d, k, genName(k)); err != nil {
@@ -939,7 +943,7 @@ func (c *chain) bury(k int64) error {
 	// void stays a FIFO (voids are rare): an owner that resumes after
 	// ever so long must find it one.
 	var st unix.Stat_t
-	if err := unix.Fstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := sysFstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &os.PathError{Op: "lstat", Path: filepath.Join(c.dir, segName(k), markName(k)), Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -958,13 +962,13 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		tomb := tombName(c.tomb)
 		err := injected("bury")
 		if err == nil {
-			err = unix.Linkat(d, tomb, d, x, 0)
+			err = sysLinkat(d, tomb, d, x)
 		}
 		if err == unix.ENOENT {
 			if werr := writeNewAt(d, tomb, []byte(tombText)); werr != nil && werr != unix.EEXIST {
 				return &os.PathError{Op: "create", Path: filepath.Join(c.dir, segName(k), tomb), Err: werr}
 			}
-			err = unix.Linkat(d, tomb, d, x, 0)
+			err = sysLinkat(d, tomb, d, x)
 		}
 		if err == unix.EMLINK && c.tomb+1 < maxTombs {
 			c.tomb++
@@ -975,8 +979,8 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		}
 		break
 	}
-	if err := unix.Renameat(d, x, d, name); err != nil {
-		unix.Unlinkat(d, x, 0)
+	if err := sysRenameat(d, x, d, name); err != nil {
+		sysUnlinkat(d, x)
 		return &os.LinkError{Op: "rename", Old: x, New: filepath.Join(c.dir, segName(k), name), Err: err}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -145,10 +147,6 @@ func (s *State) unmarshal(b []byte) error {
 	return nil
 }
 
-// DefaultRetry is how long a claim retries after a transient error of the
-// filesystem (full disk, quota, I/O error) before it gives up.
-const DefaultRetry = fsretry.Default
-
 // Store reads and advances a farm's claim state. It takes no lock: every
 // change is a compare-and-swap on the chain of generations (chain.go), so
 // readers never wait and a writer that stalls cannot undo anyone's change.
@@ -156,7 +154,7 @@ const DefaultRetry = fsretry.Default
 type Store struct {
 	Dir   string        // farm directory
 	Job   string        // who commits (a job ID or a command), for the record
-	Retry time.Duration // transient errors are retried this long; DefaultRetry if 0
+	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
 	misc   string
@@ -175,22 +173,63 @@ type Store struct {
 	dirFD   *os.File // the farm directory, for statTable
 	fpIno   uint64   // an inode number of fpTable that its fingerprint vouched for
 	fpTable string
+
+	// What the store's claims cost because others claim too (Ahead).
+	own   int64 // the generation this store committed last; -1: none
+	ahead int   // batches' worth the next claim should take; 0: 1
+	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
 func NewStore(dir, misc string) *Store {
-	return &Store{Dir: dir, misc: misc, gen: -1, top: -1}
+	return &Store{Dir: dir, misc: misc, gen: -1, top: -1, own: -1}
+}
+
+// Ahead is how many batches' worth of cases the store's next claim should
+// take, 1 while its claims cost no more than a commit: a claimer that
+// shares the chain with others pays for them — the generations committed
+// since its last claim, which it must find and read, and the slots it
+// loses — and the more they cost, the more it takes at a time (at most
+// MaxAhead), so that the commits of the farm per second fall as claimers
+// are added, and so does their cost per case. See CLAIMS.md, "Claims at
+// scale".
+func (s *Store) Ahead() int { return max(s.ahead, 1) }
+
+// MaxAhead caps Ahead.
+const MaxAhead = 64
+
+// aheadTarget is the filesystem calls that sharing the chain may add to
+// a claim, per batch's worth it takes.
+const aheadTarget = 3
+
+// contended updates Ahead after a claim that committed generation gen,
+// having lost lost attempts: the calls it cost beyond a commit of its own
+// on its own last generation — a gallop of lookups and a read for the
+// generations others committed since, and a slot, a wait and a reading
+// for each attempt lost — over aheadTarget is the new Ahead; it grows
+// at once and shrinks by half a claim.
+func (s *Store) contended(gen int64, lost int) {
+	extra := 0
+	s.peers = int64(lost) // each slot lost was another's
+	if s.own >= 0 && gen-s.own > 1 {
+		s.peers = max(s.peers, gen-s.own-1)
+		extra += 3 + 2*bits.Len64(uint64(gen-s.own-1))
+	}
+	extra += 8 * lost
+	want := 1 + (extra+aheadTarget-1)/aheadTarget
+	s.ahead = min(MaxAhead, max(want, s.Ahead()/2))
+	s.own = gen
 }
 
 // Close releases the store's files.
 func (s *Store) Close() error {
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
 	if s.dirFD != nil {
-		s.dirFD.Close()
+		sysClose(s.dirFD)
 		s.dirFD = nil
 	}
 	s.setChain(nil)
@@ -253,7 +292,7 @@ func (s *Store) refresh() error {
 			return err
 		}
 		if n < 0 {
-			if _, err := os.Stat(s.ch.dir); os.IsNotExist(err) {
+			if _, err := sysStat(s.ch.dir); os.IsNotExist(err) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
 			return ErrNoState // a chain with no generation yet
@@ -344,8 +383,12 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 	}()
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
-	stale := s.ch == nil || s.gen < 0 // the base must be read (again)
-	reopened := false                 // the chain was looked up again after damage
+	// The base must be read (again): none is known, or others committed
+	// between this store's last two claims — then they likely did since
+	// the last one too, and a commit on it would only lose.
+	stale := s.ch == nil || s.gen < 0 || s.ahead > 1
+	reopened := false // the chain was looked up again after damage
+	lost := 0         // attempts lost to other processes
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
@@ -421,8 +464,15 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			r.OK()
 			st.Gen = next
 			s.gen, s.top, s.cur = next, next, st
+			s.contended(next, lost)
 			return st, nil
 		}
+		lost++
+		// The others who lost this slot learn of its mark when this
+		// process does: a pause of random length, doubling with the
+		// attempts lost (binary exponential backoff), keeps them from
+		// all looking for it and then trying the next slot at once.
+		backoff(ctx, lost)
 		// Lost the race: another process took the slot, or voided ours.
 		// Once the slot is marked, the newest generation is the new
 		// base. A meta-job that ran its batch while others committed is
@@ -447,6 +497,18 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 	}
 }
 
+// backoff sleeps a random time below 2^lost milliseconds (at most about 4
+// seconds: binary exponential backoff), or until ctx is done.
+func backoff(ctx context.Context, lost int) {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(lost, 11)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // errNoCommit, returned by update's fn, ends the update with no commit.
 var errNoCommit = errors.New("nothing to commit")
 
@@ -454,12 +516,12 @@ var errNoCommit = errors.New("nothing to commit")
 // a transient error: a stale handle (ESTALE) is looked up afresh.
 func (s *Store) dropFiles() {
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
 	s.win = s.win[:0]
 	if s.dirFD != nil {
-		s.dirFD.Close()
+		sysClose(s.dirFD)
 		s.dirFD = nil
 	}
 	if s.ch != nil {
@@ -572,10 +634,16 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
-		// Near the end of the run, leave some for the others.
+		// Near the end of the run, leave some for the others: at most a
+		// sixteenth of what is left, or less when many others claim:
+		// twice the others this store found committing between its
+		// own last two claims, or winning the slots it lost (a share
+		// for each), or, when claims are so contended that it takes
+		// several batches' worth at a time, 16 shares a batch's worth.
 		lim := most
-		if left := st.Cases - st.Claimed; st.Cases > 0 && left < int64(16*most) {
-			lim = 1 + int(max(left, 0)/16)
+		share := max(16, 2*s.peers, 16*int64(s.Ahead()))
+		if left := st.Cases - st.Claimed; st.Cases > 0 && left < share*int64(most) {
+			lim = 1 + int(max(left, 0)/share)
 		}
 		off, lines := st.Offset, int64(0) // lines read in this claim
 		for len(cases) < lim {
@@ -633,10 +701,10 @@ func (s *Store) openTable(table string, fresh bool) error {
 		return nil
 	}
 	if s.table != nil {
-		s.table.Close()
+		sysClose(s.table)
 		s.table = nil
 	}
-	f, err := os.Open(filepath.Join(s.Dir, table))
+	f, err := sysOpenFile(filepath.Join(s.Dir, table), os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -726,7 +794,7 @@ func (s *Store) checkTable(st *State) error {
 // "table.dat", not one per component of the farm's path).
 func (s *Store) statTable(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
-		fd, err := os.OpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := sysOpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -735,7 +803,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 	var st unix.Stat_t
 	err := injected("table.stat")
 	if err == nil {
-		err = unix.Fstatat(int(s.dirFD.Fd()), table, &st, 0)
+		err = sysFstatat(int(s.dirFD.Fd()), table, &st, 0)
 	}
 	if err != nil {
 		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
@@ -745,7 +813,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 
 // fileID returns the size and inode of the open file f.
 func fileID(f *os.File) (int64, uint64, error) {
-	fi, err := f.Stat()
+	fi, err := sysFstat(f)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -766,7 +834,7 @@ func fingerprint(f *os.File, size int64) (string, error) {
 	fmt.Fprintf(h, "%d\n", size)
 	buf := make([]byte, min(size, fingerprintSpan))
 	for _, off := range []int64{0, max(0, size-fingerprintSpan)} {
-		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		if _, err := sysReadAt(f, buf, off); err != nil && err != io.EOF {
 			return "", err
 		}
 		h.Write(buf)
@@ -821,7 +889,7 @@ func countLines(f *os.File, off int64) (int64, error) {
 	buf := make([]byte, 1<<20)
 	var n int64
 	for pos := int64(0); pos < off; {
-		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
+		m, err := sysReadAt(f, buf[:min(int64(len(buf)), off-pos)], pos)
 		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
 		pos += int64(m)
 		if err == io.EOF {
@@ -923,7 +991,7 @@ func (s *Store) readTable(b []byte, off int64) (int, error) {
 	if err := injected("table.read"); err != nil {
 		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
 	}
-	return s.table.ReadAt(b, off)
+	return sysReadAt(s.table, b, off)
 }
 
 // line returns the table's line starting at off, from the window of the
@@ -968,7 +1036,7 @@ func readLineAt(f *os.File, off int64, buf *[]byte) (line []byte, next int64, er
 	b := (*buf)[:cap(*buf)]
 	n := 0
 	for {
-		m, rerr := f.ReadAt(b[n:], off+int64(n))
+		m, rerr := sysReadAt(f, b[n:], off+int64(n))
 		if i := bytes.IndexByte(b[n:n+m], '\n'); i >= 0 {
 			end := n + i + 1
 			*buf = b

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"strconv"
+
+	"github.com/farm-hpc/farm/atomicfile"
 )
 
 // Rebuild writes to dst the cases of the numbered table src for which keep
@@ -35,7 +37,7 @@ func RebuildSource(src, dst string, keep func(id int64) bool) (int, Source, erro
 		return 0, Source{}, err
 	}
 	n := 0
-	err = WriteAtomic(dst, st.Mode().Perm(), func(w *bufio.Writer) error {
+	err = atomicfile.Write(dst, st.Mode().Perm(), func(w *bufio.Writer) error {
 		var num []byte
 		var err error
 		n, err = scanKept(hr, src, keep, func(id int64, cmd string) {
@@ -43,7 +45,7 @@ func RebuildSource(src, dst string, keep func(id int64) bool) (int, Source, erro
 			w.Write(num)
 			w.WriteByte(' ')
 			w.WriteString(cmd)
-			w.WriteByte('\n') // an error sticks: WriteAtomic's Flush reports it
+			w.WriteByte('\n') // an error sticks: atomicfile.Write's Flush reports it
 		})
 		return err
 	}, "")

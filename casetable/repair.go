@@ -12,7 +12,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -508,14 +510,5 @@ func (s *Store) install(rd Reading, dir string) error {
 			return err
 		}
 	}
-	tmp := filepath.Join(s.misc, "chain.tmp."+newNonce())
-	if err := os.WriteFile(tmp, []byte(chainMagic+filepath.Base(dir)+"\n"), 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.WriteBytes(path, proc.NewMode(0o644), []byte(chainMagic+filepath.Base(dir)+"\n"))
 }

@@ -16,7 +16,7 @@ import (
 // value too large for a Duration is the largest Duration, never one that
 // wrapped around to a small one. It is here, not in package farm, so that
 // a table line's min_time (ParseNeeds) reads as a job script's run-time
-// does; farm.ParseSlurmTime is this function.
+// does (farm reads a job script's #SBATCH -t with it).
 func ParseSlurmTime(s string) (time.Duration, error) {
 	s = strings.Trim(s, `"'`)
 	if s == "" {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/farm-hpc/farm/atomicfile"
 )
 
 // Source is what a run's private table was made from: table.dat as farm
@@ -65,7 +67,7 @@ func WriteSource(table string, s Source) error {
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(SourcePath(table), fi.Mode().Perm(), func(w *bufio.Writer) error {
+	return atomicfile.Write(SourcePath(table), fi.Mode().Perm(), func(w *bufio.Writer) error {
 		_, err := w.WriteString(s.String())
 		return err
 	}, "")
@@ -196,7 +198,7 @@ func Snapshot(src, dst string, perm os.FileMode, want string) (Info, Source, err
 	}
 	defer in.Close()
 	var info Info
-	err = WriteAtomic(dst, perm, func(w *bufio.Writer) error {
+	err = atomicfile.Write(dst, perm, func(w *bufio.Writer) error {
 		if want != "" {
 			if _, err := io.Copy(w, hr); err != nil {
 				return err

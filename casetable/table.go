@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/farm-hpc/farm/atomicfile"
 )
 
 // Case is one line of a table: an independent computation.
@@ -413,7 +415,7 @@ func NumberChecked(path, backup, want string) (string, error) {
 		return "", err
 	}
 	out := sha256.New()
-	err = WriteAtomic(path, st.Mode().Perm(), func(bw *bufio.Writer) error {
+	err = atomicfile.Write(path, st.Mode().Perm(), func(bw *bufio.Writer) error {
 		w := bufio.NewWriter(io.MultiWriter(bw, out))
 		id := int64(0)
 		var num []byte
@@ -441,78 +443,6 @@ func NumberChecked(path, backup, want string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(out.Sum(nil)), nil
-}
-
-// WriteAtomic writes a file through fill into a temporary file beside path and
-// renames it over path, so readers see the old or the new file, never a
-// half-written one. If backup is not "", the old file is first hard-linked
-// (or, failing that, copied) to backup. The file gets mode perm, but
-// never writable by the group or others (proc.Unshared): the umask does
-// not apply (a new file's callers mask it: proc.NewMode).
-func WriteAtomic(path string, perm os.FileMode, fill func(*bufio.Writer) error, backup string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := fill(w); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(unshared(perm)); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if backup != "" {
-		os.Remove(backup)
-		if err := os.Link(path, backup); err != nil {
-			if err := copyFile(path, backup); err != nil {
-				return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
-			}
-		} else if err := narrow(backup); err != nil {
-			return fmt.Errorf("keeping a backup of %s: %w", filepath.Base(path), err)
-		}
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	// The copy is as private as the original, and writable by no one else.
-	mode := unshared(st.Mode())
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if err := out.Chmod(mode); err != nil {
-		out.Close()
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // ReadCases calls fn for every case of a numbered table, in file order,

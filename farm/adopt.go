@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
@@ -134,10 +135,7 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption,
 // the only state it may find is the one an adopt that stopped half-way
 // made (run 1, closed), which a new adopt makes again.
 func (f *Farm) checkNoFarmRun(ctx context.Context) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	st, err := store.Read(ctx)
 	if errors.Is(err, casetable.ErrNoState) {
@@ -425,10 +423,7 @@ func (f *Farm) startAdoptedState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	store.Job = "adopt"
 	return store.Repair(ctx, st)
@@ -474,7 +469,7 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 
 // writeFile writes data to path through a temporary file and a rename.
 func writeFile(path string, data []byte, mode os.FileMode) error {
-	return casetable.WriteAtomic(path, mode, func(w *bufio.Writer) error {
+	return atomicfile.Write(path, mode, func(w *bufio.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}, "")

@@ -143,8 +143,8 @@ func (f *Farm) EnsureDirs() error {
 // Store returns the farm's claim store; Close it when done. It makes
 // nothing: a command that writes the state makes MISC first (EnsureDirs),
 // so that one refused, or one that only reads, leaves the farm as it was.
-func (f *Farm) Store() (*casetable.Store, error) {
-	return casetable.NewStore(f.Dir, f.Path(MiscDir)), nil
+func (f *Farm) Store() *casetable.Store {
+	return casetable.NewStore(f.Dir, f.Path(MiscDir))
 }
 
 // Log appends a timestamped line to farm.log. Only commands run by the user

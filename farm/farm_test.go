@@ -11,29 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseSlurmTime(t *testing.T) {
-	for in, want := range map[string]time.Duration{
-		"30":         30 * time.Minute,
-		"30:15":      30*time.Minute + 15*time.Second,
-		"0:03":       3 * time.Second,
-		"2:00:00":    2 * time.Hour,
-		"1-0":        24 * time.Hour,
-		"0-00:10":    10 * time.Minute,
-		"1-02:03:04": 26*time.Hour + 3*time.Minute + 4*time.Second,
-		"UNLIMITED":  0,
-	} {
-		got, err := ParseSlurmTime(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSlurmTime(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "1:2:3:4", "-5", "1-2:3:4:5", "1h"} {
-		if _, err := ParseSlurmTime(bad); err == nil {
-			t.Errorf("ParseSlurmTime(%q) accepted", bad)
-		}
-	}
-}
-
 func TestScriptTimeLimit(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/proc"
 )
 
@@ -114,7 +114,7 @@ func (f *Farm) recordJobs(ctx context.Context, recs []JobRecord) error {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	name := fmt.Sprintf("%020d.%x", time.Now().UnixNano(), rnd)
-	return casetable.WriteAtomic(filepath.Join(dir, name), proc.NewMode(0o666), func(w *bufio.Writer) error {
+	return atomicfile.Write(filepath.Join(dir, name), proc.NewMode(0o666), func(w *bufio.Writer) error {
 		for _, r := range recs {
 			fmt.Fprintf(w, "%d %s %s %s\n", r.Run, r.Backend, r.Kind, r.ID)
 		}

@@ -31,10 +31,10 @@ func ScriptTimeLimit(path, directive string) (limit time.Duration, ok bool, err 
 // engine whose Capabilities().Directive is directive reads it:
 //
 //   - backend.DirectiveSlurm: #SBATCH -t / --time, in Slurm's time
-//     formats (ParseSlurmTime);
+//     formats (casetable.ParseSlurmTime);
 //   - backend.DirectiveGridEngine: h_rt in the -l resource requests of the
 //     #$ lines (#$ -l h_rt=01:00:00, #$ -l h_vmem=2G,h_rt=3600), in Grid
-//     Engine's time format (ParseGridEngineTime);
+//     Engine's time format (backend.ParseGridEngineTime);
 //   - "" (an engine that only needs the run-time: the local one): the
 //     #SBATCH one if the script has one, else the #$ one, so that a farm
 //     made for either batch system can be tried on it.
@@ -76,7 +76,7 @@ func slurmRunTime(path string, lines []string) (rt RunTime, ok bool, err error) 
 			if !ok {
 				continue
 			}
-			d, err := ParseSlurmTime(val)
+			d, err := casetable.ParseSlurmTime(val)
 			if err != nil {
 				return rt, false, Userf("%s:%d: bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", path, i+1, val, err)
 			}
@@ -126,7 +126,7 @@ func gridEngineRunTime(path string, lines []string) (rt RunTime, ok bool, err er
 				if soft {
 					return rt, false, Userf("%s:%d: h_rt=%s is requested after -soft, which does not limit the job's run-time; request it as a hard limit: '#$ -l h_rt=%s'", path, i+1, val, val)
 				}
-				d, err := ParseGridEngineTime(val)
+				d, err := backend.ParseGridEngineTime(val)
 				if err != nil {
 					return rt, false, Userf("%s:%d: bad run-time h_rt=%s (%v); use a Grid Engine time such as h_rt=01:00:00 (hours:minutes:seconds) or h_rt=3600 (seconds)", path, i+1, val, err)
 				}
@@ -147,10 +147,6 @@ func hrtRequest(list string) (val string, found bool) {
 	}
 	return val, found
 }
-
-// ParseGridEngineTime parses Grid Engine's time format, as h_rt takes it:
-// backend.ParseGridEngineTime.
-func ParseGridEngineTime(s string) (time.Duration, error) { return backend.ParseGridEngineTime(s) }
 
 // The run-times META accepts: a job script whose run-time is outside is
 // refused (checkRunTime).
@@ -263,9 +259,3 @@ func timeFlag(args []string, i int) (val string, ok bool) {
 	}
 	return "", false
 }
-
-// ParseSlurmTime parses Slurm's time formats: "minutes", "minutes:seconds",
-// "hours:minutes:seconds", "days-hours", "days-hours:minutes" and
-// "days-hours:minutes:seconds"; UNLIMITED and INFINITE are 0. It is
-// casetable.ParseSlurmTime, which a table line's min_time shares.
-func ParseSlurmTime(s string) (time.Duration, error) { return casetable.ParseSlurmTime(s) }

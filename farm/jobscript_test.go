@@ -1,7 +1,6 @@
 package farm
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,23 +8,8 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
 )
-
-func TestParseSlurmTimeNeverWraps(t *testing.T) {
-	for _, s := range []string{"99999999999", "99999999999999999999", "9999999999999-00:00", "1-99999999999999999999:00", "153722867280912930"} {
-		if d, err := ParseSlurmTime(s); err != nil || d != time.Duration(math.MaxInt64) {
-			t.Errorf("ParseSlurmTime(%q) = %v, %v; want the largest duration", s, d, err)
-		}
-	}
-	if d, err := ParseSlurmTime("35-00:00:00"); err != nil || d != MaxRunTime {
-		t.Errorf("35 days: %v, %v", d, err)
-	}
-	for _, bad := range []string{"-99999999999999999999", "1--5", "1:-99999999999999999999"} {
-		if _, err := ParseSlurmTime(bad); err == nil {
-			t.Errorf("ParseSlurmTime(%q) accepted", bad)
-		}
-	}
-}
 
 // TestCheckRunTime: META's limits, 30 seconds to 35 days, with its
 // message, whatever the form of a run-time under 30 s and whatever the
@@ -53,7 +37,7 @@ func TestCheckRunTime(t *testing.T) {
 		{"35-00:00:01", MinRunTime, false},
 		{"99999999999", time.Second, false},
 	} {
-		d, err := ParseSlurmTime(tc.value)
+		d, err := casetable.ParseSlurmTime(tc.value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,52 +88,6 @@ func setRunTime(t *testing.T, f *Farm, value string) {
 	t.Helper()
 	b, _ := os.ReadFile(f.Path(JobScript))
 	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
-}
-
-func TestParseGridEngineTime(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-	}{
-		{"01:00:00", time.Hour},
-		{"1:30:00", 90 * time.Minute},
-		{"48:00:00", 48 * time.Hour},
-		{"0:90:0", 90 * time.Minute},
-		{"0:0:45", 45 * time.Second},
-		{"1::30", time.Hour + 30*time.Second},
-		{"::30", 30 * time.Second},
-		{"3600", time.Hour},
-		{"30", 30 * time.Second},
-		{"0", 0},
-		{"INFINITY", 0},
-		{"infinity", 0},
-		{"99999999999999999999", time.Duration(math.MaxInt64)},
-		{"99999999999999999999:00:00", time.Duration(math.MaxInt64)},
-		{"840:00:00", MaxRunTime},
-	} {
-		if got, err := ParseGridEngineTime(tc.in); err != nil || got != tc.want {
-			t.Errorf("ParseGridEngineTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-	for _, tc := range []struct{ in, err string }{
-		{"", "empty"},
-		{"1h", `bad number "1h"`},
-		{"1:00", "2 fields; Grid Engine takes hours:minutes:seconds (three fields, 0:30:0 for 30 minutes) or seconds"},
-		{"1:0:0:0", "4 fields"},
-		{"0600", `"0600" begins with 0, which Grid Engine reads as octal or hexadecimal: write the seconds without it`},
-		{"0x10", "begins with 0"},
-		{"1.5:00:00", `bad number "1.5"`},
-		{"-5", `bad number "-5"`},
-		{"+5", `bad number "+5"`},
-		{"1k", `bad number "1k"`},
-		{"UNLIMITED", `bad number "UNLIMITED"`},
-		{"0-01:00", "2 fields"},
-		{"0-01:00:00", `bad number "0-01"`},
-	} {
-		if _, err := ParseGridEngineTime(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseGridEngineTime(%q) = %v; want an error %q", tc.in, err, tc.err)
-		}
-	}
 }
 
 // TestScriptRunTimeByDirective: the run-time as each engine reads it —

@@ -40,10 +40,7 @@ const (
 // back.
 func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	force := mode != RepairIfDamaged
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	store.Job = "repair"
 	rd, err := store.Inspect(ctx)

@@ -91,10 +91,7 @@ func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]
 
 // readState reads the claim state (zero State if never submitted).
 func (f *Farm) readState(ctx context.Context) (casetable.State, error) {
-	store, err := f.Store()
-	if err != nil {
-		return casetable.State{}, err
-	}
+	store := f.Store()
 	defer store.Close()
 	st, err := store.Read(ctx)
 	if errors.Is(err, casetable.ErrNoState) {

@@ -41,7 +41,7 @@ func sampleSummary(t *testing.T) *status.Summary {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
 	write := func(job string, run int, host string, fn func(w *status.Writer)) {
-		w, err := status.Create(filepath.Join(dir, "status."+job), job, 0, run, host)
+		w, err := status.CreateCap(filepath.Join(dir, "status."+job), job, 0, run, host, status.Capacity{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, job := range []string{"7", "8"} {
-		w, err := status.Create(filepath.Join(dir, "status."+job), job, 0, 3, "node")
+		w, err := status.CreateCap(filepath.Join(dir, "status."+job), job, 0, 3, "node", status.Capacity{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 )
@@ -28,15 +27,12 @@ var ErrNothingLeft = errors.New(MsgNothingLeft)
 // original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
 // any job of the farm (other than opt.Self) is pending or running.
 func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {
 		if f.hasRecords() {
-			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+			return errStateLost
 		}
 		return Userf("this farm was never submitted: use 'farm submit N' first")
 	}
@@ -110,11 +106,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		f.removeRunTable(ctx, runTable)
 		return err
 	}
-	tmp := f.Path(RetryTable + ".tmp." + strconv.Itoa(os.Getpid()))
-	os.Remove(tmp)
-	if err := os.Link(f.Path(runTable), tmp); err == nil {
-		os.Rename(tmp, f.Path(RetryTable))
-	}
+	atomicfile.Link(f.Path(runTable), f.Path(RetryTable))
 	return nil
 }
 

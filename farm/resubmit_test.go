@@ -96,7 +96,7 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 
 	// A command started run 3 and was killed before it recorded its jobs
 	// (or is still submitting them).
-	store, _ := f.Store()
+	store := f.Store()
 	if err := store.Update(ctx, func(st *casetable.State) error {
 		st.Run, st.Claimed = 3, 0
 		return nil

@@ -48,7 +48,7 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	os.WriteFile(f.Path(Table), []byte(table), 0o644)
 	t0 := time.Unix(1_700_000_000, 0)
 	rec := func(job string, run int, fn func(w *status.Writer)) {
-		w, err := status.Create(f.Path(StatusDir, "status."+job), job, 0, run, "h")
+		w, err := status.CreateCap(f.Path(StatusDir, "status."+job), job, 0, run, "h", status.Capacity{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

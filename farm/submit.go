@@ -106,16 +106,13 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
 func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
 	if errors.Is(err, casetable.ErrNoState) {
 		state.Gen = -1
 		if f.hasRecords() {
-			return Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
+			return errStateLost
 		}
 	} else if err != nil {
 		return stateErr(err)
@@ -538,10 +535,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if err != nil {
 		return err
 	}
-	store, err := f.Store()
-	if err != nil {
-		return err
-	}
+	store := f.Store()
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Gen != nr.base {
@@ -647,11 +641,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 		return false
 	}
-	store, err := f.Store()
-	if err != nil {
-		f.Log("could not close run %d, which has no job: %v", run, err)
-		return false
-	}
+	store := f.Store()
 	defer store.Close()
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Run != run || st.Table != table {
@@ -762,6 +752,10 @@ func stateErr(err error) error {
 	}
 	return err
 }
+
+// errStateLost is Submit's and Resubmit's answer when the claim state is
+// missing but the farm has run (hasRecords).
+var errStateLost = Userf("the farm's claim state (MISC/chain) is missing but the farm has run before: run 'farm repair' to rebuild it from the status records")
 
 // hasRecords reports whether the farm has run: a status record or a job
 // record exists.

@@ -97,7 +97,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 		t.Errorf("a REASON column without unfit cases:\n%s", b.String())
 	}
 	dir := t.TempDir()
-	w, _ := status.Create(filepath.Join(dir, "status.1"), "1", 0, 1, "h")
+	w, _ := status.CreateCap(filepath.Join(dir, "status.1"), "1", 0, 1, "h", status.Capacity{}, nil)
 	w.Start(1, time.Unix(1_700_000_000, 0))
 	w.End(1, 0, time.Unix(1_700_000_000, 0), time.Second)
 	w.Close()

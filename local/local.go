@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/status"
@@ -149,24 +149,12 @@ func (st *localState) elsewhere() string {
 func (l *Backend) dir() string                { return filepath.Join(l.Dir, "MISC", "local") }
 func (l *Backend) path(id, ext string) string { return filepath.Join(l.dir(), id+ext) }
 
-// tmpName names a private file to write path's new content to before it is
-// renamed over path. A PID alone would not do: processes of two hosts (or
-// containers) sharing the farm directory may have the same PID.
-func tmpName(path string) string {
-	return fmt.Sprintf("%s.tmp.%d.%x", path, os.Getpid(), rand.Uint64())
-}
-
 func writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := tmpName(path)
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(path, proc.NewMode(0o644), append(b, '\n'))
 }
 
 func readJSON(path string, v any) error {
@@ -212,11 +200,7 @@ func (l *Backend) nextIDs(ctx context.Context, n int) ([]string, error) {
 		fh.Close()
 		ids = append(ids, id)
 	}
-	tmp := tmpName(counter)
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(next)), 0o644); err != nil {
-		return nil, err
-	}
-	return ids, os.Rename(tmp, counter)
+	return ids, atomicfile.WriteBytes(counter, proc.NewMode(0o644), []byte(strconv.Itoa(next)))
 }
 
 func (l *Backend) bin() (string, error) {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/nightlyone/lockfile"
@@ -314,14 +315,8 @@ func (r *forkRunner) copyIfChanged() error {
 	if err != nil {
 		return err
 	}
-	tmp := r.copy + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteBytes(r.copy, proc.NewMode(0o600), b); err != nil {
 		return fmt.Errorf("copying %s to %s: %w", src, r.tmp, err)
-	}
-	if err := os.Rename(tmp, r.copy); err != nil {
-		os.Remove(tmp)
-		return err
 	}
 	r.src, r.copied = fi, time.Now()
 	return nil

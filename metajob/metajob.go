@@ -146,9 +146,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}
-	if m.store, err = f.Store(); err != nil {
-		return err
-	}
+	m.store = f.Store()
 	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
@@ -468,7 +466,7 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
 		}
 		if len(m.queue) == 0 {
-			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt))
+			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, len(m.slots), m.store.Ahead()))
 			if msg != "" || err != nil {
 				return casetable.Case{}, want{}, 0, msg, err
 			}
@@ -643,34 +641,39 @@ func (m *Metajob) runOne(s *slot, c casetable.Case, p status.Placement, set case
 }
 
 // BatchSeconds is about how much work a meta-job claims in one commit once
-// it knows how long its cases take: short cases are claimed many at a time,
-// so that the shared filesystem sees about one commit a second per
-// meta-job, however short they are.
+// it knows how long its cases take, while claims are cheap: short cases are
+// claimed many at a time, so that the shared filesystem sees about one
+// commit a second per meta-job, however short they are. When claims get
+// expensive — others commit between two of its claims, or win the
+// generation it wanted — the store asks for more at a time
+// (casetable.Store.Ahead), so that the farm's commits per second fall as its
+// meta-jobs multiply.
 const BatchSeconds = 1.0
 
 // MaxBatch caps the cases claimed in one commit.
-const MaxBatch = 1024
+const MaxBatch = 8192
 
 // batchSizer picks how many cases the next claim takes: one at first, then
-// about BatchSeconds of the job's work by the pace at which its cases have
-// ended so far — the time since the first started, over the cases ended,
-// which counts the cases its loops run at once — (at most doubling from one
-// claim to the next), never more than fit in the job's remaining time.
+// about ahead × BatchSeconds of the job's work by the time its cases take —
+// their mean duration over the loops that run them at once, and nothing
+// else: the time spent claiming does not count, so that batches do not
+// shrink as claims get slower — (at most doubling from one claim to the
+// next), never more than fit in the job's remaining time.
 type batchSizer struct {
-	max   int // 0: MaxBatch
-	k     int
-	n     int
-	first time.Time // when the first case observed started
+	max  int // 0: MaxBatch
+	k    int
+	n    int           // cases observed
+	busy time.Duration // their durations, summed
 }
 
 func (b *batchSizer) observe(d time.Duration) {
-	if b.n == 0 {
-		b.first = time.Now().Add(-d)
-	}
 	b.n++
+	b.busy += d
 }
 
-func (b *batchSizer) next(rt *runtimeGuard) int {
+// next is the size of the next claim, for a job whose loops run cases at
+// once and whose store asks for ahead batches' worth at a time.
+func (b *batchSizer) next(rt *runtimeGuard, loops, ahead int) int {
 	lim := b.max
 	if lim == 0 {
 		lim = MaxBatch
@@ -679,10 +682,12 @@ func (b *batchSizer) next(rt *runtimeGuard) int {
 		b.k = 1
 		return min(b.k, lim)
 	}
-	mean := time.Since(b.first).Seconds() / float64(b.n)
+	// Seconds of the job's time per case: a case's mean duration, over
+	// the loops that run cases side by side.
+	mean := b.busy.Seconds() / float64(b.n) / float64(max(loops, 1))
 	want := lim
 	if mean > 0 {
-		want = int(BatchSeconds / mean)
+		want = int(BatchSeconds * float64(max(ahead, 1)) / mean)
 	}
 	if end := rt.end.at(); !end.IsZero() && mean > 0 {
 		// What fits before the end, less the cutoff margin.

@@ -14,7 +14,7 @@ import (
 
 func write(t *testing.T, dir, job string, run int, fn func(w *Writer)) {
 	t.Helper()
-	w, err := Create(filepath.Join(dir, "status."+job), job, 0, run, "node"+job)
+	w, err := CreateCap(filepath.Join(dir, "status."+job), job, 0, run, "node"+job, Capacity{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestFileNames(t *testing.T) {
 func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
-	w, _ := Create(filepath.Join(dir, FileName("6", 0)), "6", 0, 1, "node2")
+	w, _ := CreateCap(filepath.Join(dir, FileName("6", 0)), "6", 0, 1, "node2", Capacity{}, nil)
 	w.Start(1, t0)
 	w.End(1, 0, t0, time.Second)
 	w.Start(2, t0.Add(time.Second)) // node2 lost power here
@@ -152,7 +152,7 @@ func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
 		t.Errorf("while the job waits to restart, case 2 = %+v; want interrupted on node2", c)
 	}
 	// Restarted on node1: its new case runs, the old one stays interrupted.
-	w, _ = Create(filepath.Join(dir, FileName("6", 1)), "6", 1, 1, "node1")
+	w, _ = CreateCap(filepath.Join(dir, FileName("6", 1)), "6", 1, 1, "node1", Capacity{}, nil)
 	w.Start(3, t0.Add(2*time.Minute))
 	w.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, "status.6.r1"))
@@ -227,10 +227,10 @@ func TestCaseStartedTwiceInOneRunIsFlagged(t *testing.T) {
 	})
 	// Job 12 (run 1) was requeued: its first incarnation left case 5 open,
 	// its restart claimed case 6. Not a duplicate.
-	w, _ := Create(filepath.Join(dir, FileName("12", 0)), "12", 0, 1, "node12")
+	w, _ := CreateCap(filepath.Join(dir, FileName("12", 0)), "12", 0, 1, "node12", Capacity{}, nil)
 	w.Start(5, t0)
 	w.Close()
-	w, _ = Create(filepath.Join(dir, FileName("12", 1)), "12", 1, 1, "node13")
+	w, _ = CreateCap(filepath.Join(dir, FileName("12", 1)), "12", 1, 1, "node13", Capacity{}, nil)
 	w.Start(6, t0)
 	w.End(6, 0, t0, time.Second)
 	w.Close()
@@ -243,7 +243,7 @@ func TestCaseStartedTwiceInOneRunIsFlagged(t *testing.T) {
 		w.Start(5, t0.Add(time.Hour))
 		w.End(5, 0, t0.Add(time.Hour), time.Second)
 	})
-	w, _ = Create(filepath.Join(dir, FileName("21", 1)), "21", 1, 2, "node21")
+	w, _ = CreateCap(filepath.Join(dir, FileName("21", 1)), "21", 1, 2, "node21", Capacity{}, nil)
 	w.Start(4, t0.Add(time.Hour))
 	w.End(4, 0, t0.Add(time.Hour), time.Second)
 	w.Start(7, t0.Add(time.Hour))

@@ -96,7 +96,7 @@ func TestParseRecord(t *testing.T) {
 func TestWriterRecordsParseBack(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName("42", 3))
-	w, err := Create(path, "42", 3, 7, "node 1")
+	w, err := CreateCap(path, "42", 3, 7, "node 1", Capacity{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -25,11 +24,6 @@ type Capacity struct {
 // with a larger one is damage (it would expand to that many numbers).
 // StartAt leaves out CPU numbers below 0 or above it.
 const MaxCPU = 1<<16 - 1
-
-// CreateCap is CreateLog for a meta-job that packs cases into c.
-func CreateCap(path, jobID string, restart, run int, host string, c Capacity, log io.Writer) (*Writer, error) {
-	return create(path, jobID, restart, run, host, c, log)
-}
 
 // StartAt records that case id started at t, placed at p.
 func (w *Writer) StartAt(id int64, t time.Time, p Placement) error {

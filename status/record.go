@@ -104,7 +104,7 @@ func latestRestarts(names []string) map[string]int {
 // error is retried from where it stopped, for up to Retry, so that a record
 // is never left half-written by a brief outage.
 type Writer struct {
-	Retry time.Duration // DefaultRetry if 0
+	Retry time.Duration // fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
 	f    *os.File
@@ -113,26 +113,13 @@ type Writer struct {
 	buf  []byte // records not written yet
 }
 
-// DefaultRetry is how long a write retries after a transient error.
-const DefaultRetry = fsretry.Default
-
-// Create opens (appending) the status file at path for job jobID of run
-// run, incarnation restart (0 for the first; see FileName). Until the
-// Writer's Log is set, retries are reported on os.Stderr: CreateLog sets it
-// first.
-func Create(path, jobID string, restart, run int, host string) (*Writer, error) {
-	return CreateLog(path, jobID, restart, run, host, nil)
-}
-
-// CreateLog is Create with the Writer's Log set: opening the file (a job
-// that starts on a filesystem out of inodes) and writing its header are
-// retried like every write, and reported on log.
-func CreateLog(path, jobID string, restart, run int, host string, log io.Writer) (*Writer, error) {
-	return create(path, jobID, restart, run, host, Capacity{}, log)
-}
-
-// create is CreateLog, and CreateCap with a capacity c.
-func create(path, jobID string, restart, run int, host string, c Capacity, log io.Writer) (*Writer, error) {
+// CreateCap opens (appending) the status file at path for job jobID of run
+// run, incarnation restart (0 for the first; see FileName), and writes its
+// header if the file is new, with the capacity c of a meta-job that packs
+// cases (Capacity{}: none said). Opening the file (a job that starts on a
+// filesystem out of inodes) and writing its header are retried like every
+// write, and reported on log (os.Stderr if nil), the Writer's Log.
+func CreateCap(path, jobID string, restart, run int, host string, c Capacity, log io.Writer) (*Writer, error) {
 	jobID, host = oneField(jobID), oneField(host)
 	w := &Writer{path: path, host: host, Log: log}
 	err := w.retry(func() (err error) {

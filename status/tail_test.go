@@ -12,7 +12,7 @@ import (
 func TestTailReadsOnlyWhatIsAppended(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	w1, _ := Create(filepath.Join(dir, "status.1"), "1", 0, 1, "h")
+	w1, _ := CreateCap(filepath.Join(dir, "status.1"), "1", 0, 1, "h", Capacity{}, nil)
 	w1.Start(1, now)
 	w1.End(1, 0, now, time.Second)
 	w1.Start(2, now)
@@ -37,7 +37,7 @@ func TestTailReadsOnlyWhatIsAppended(t *testing.T) {
 	fh, _ := os.OpenFile(filepath.Join(dir, "status.1"), os.O_APPEND|os.O_WRONLY, 0)
 	fh.WriteString("S 4 1")
 	fh.Close()
-	w2, _ := Create(filepath.Join(dir, "status.2"), "2", 0, 2, "h")
+	w2, _ := CreateCap(filepath.Join(dir, "status.2"), "2", 0, 2, "h", Capacity{}, nil)
 	w2.Start(2, now)
 	w2.End(2, 0, now, time.Second)
 	w2.Start(5, now) // job 2 is dead: interrupted

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
@@ -84,9 +84,9 @@ func initCmd() *cli.Command {
 	}
 }
 
-// parseSubmitArgs parses "N [-auto] [--yes] [--backend B] [sbatch args...]".
-// Flag parsing is done by hand because N may be -1 and the rest goes to
-// sbatch.
+// parseSubmitArgs parses "N [-auto] [--yes] [--backend B] [batch system
+// args...]". Flag parsing is done by hand because N may be -1 and the rest
+// goes to the engine's submit command (sbatch, qsub).
 func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 	var opt farm.SubmitOptions
 	if len(args) == 0 {
@@ -126,14 +126,15 @@ func submitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "submit",
 		Usage:     "submit the farm: N meta-jobs, or -1 for one job per case",
-		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
+		ArgsUsage: submitArgsUsage,
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
-			"case until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
-			"Other arguments are passed to sbatch; the run-time must be in job_script.sh (#SBATCH -t,\n" +
-			"or #$ -l h_rt= in a farm made with farm init --engine sge),\n" +
+			"cases, a batch at a time, until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
+			"Other arguments go to the engine's submit command (sbatch, qsub); the run-time must be in\n" +
+			"job_script.sh (#SBATCH -t, or #$ -l h_rt= in a farm made with farm init --engine sge),\n" +
 			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
 			submitYesHelp +
-			"Without --backend, Slurm is used when a controller answers, else this machine.\n" +
+			"Without --backend (or with auto), the first engine that answers here is used, in the\n" +
+			"order " + strings.Join(registry(noEnv, io.Discard).Names(), ", ") + ", saying why it passed over the others.\n" +
 			"The environment of the shell reaches every case.\n" +
 			"-auto adds one small job (resubmit_script.sh) that runs after the farm's jobs end and\n" +
 			"resubmits what is left, again with -auto, until every case ran; with final.sh in the\n" +
@@ -175,7 +176,7 @@ func resubmitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "resubmit",
 		Usage:     "run again the cases that failed, were interrupted, were unfit or never ran",
-		ArgsUsage: "N [-auto] [--yes] [--backend local|slurm] [sbatch arguments...]",
+		ArgsUsage: submitArgsUsage,
 		Description: "Refused while any job of the farm is pending or running. Writes the cases still to do\n" +
 			"(farm-wide, over every run) to table.dat_ with their original IDs and submits N jobs over\n" +
 			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n" +
@@ -185,6 +186,11 @@ func resubmitCmd() *cli.Command {
 		Action:          submitAction((*farm.Farm).Resubmit),
 	}
 }
+
+// submitArgsUsage is the arguments of submit and resubmit, with the
+// registry's engines.
+var submitArgsUsage = "N [-auto] [--yes] [--backend " + strings.Join(registry(noEnv, io.Discard).Names(), "|") +
+	"] [batch system arguments...]"
 
 // submitYesHelp is the part of submit's and resubmit's help about --yes.
 const submitYesHelp = "More than 1000 jobs (N, or with -1 the number of cases) are submitted only once you\n" +
@@ -402,7 +408,7 @@ func reportCmd() *cli.Command {
 				if o.path == "" {
 					continue
 				}
-				if err := casetable.WriteAtomic(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
+				if err := atomicfile.Write(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
 					return writeError(o.path, err)
 				}
 				size := ""

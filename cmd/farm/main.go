@@ -1,5 +1,6 @@
 // Command farm runs job farms: many independent cases, one command line each,
-// claimed one at a time by a few meta-jobs on Slurm or on this machine.
+// claimed in batches by a few meta-jobs on a batch system (the engines of
+// backends.go: Slurm, Grid Engine) or on this machine (the local engine).
 package main
 
 import "os"

@@ -19,18 +19,20 @@ import (
 //
 //   - before: at a random moment, outside any commit of its own (it holds
 //     the cases of its last claim);
-//   - inside: inside its claim commit, its next generation written to its
-//     private file and not yet linked (the others are stopped for the
-//     moment; the victim is stopped as its private file appears, and the
-//     trial checks that the file is still there);
-//   - after: right after it linked its generation (its claim is committed
+//   - inside: inside its claim commit, its next generation's slot s.N
+//     taken and not yet marked (the others are stopped for the moment;
+//     the victim is stopped as its slot appears, and the trial checks
+//     that the slot is still open);
+//   - after: right after it marked its generation (its claim is committed
 //     and none of the claimed cases recorded as started yet, or just).
 //
 // The frozen meta-job stays stopped while the others run every other case
-// and end, and 0-2 s more: farm has no lock and no stale age, so no time
-// would be long enough for anything to take over from a frozen holder;
-// the trial checks that nothing does. Then it is resumed (SIGCONT): its
-// commit, if it was inside one, fails (the name exists) and it reads on;
+// and end, and 0-2 s more: nothing takes a marked claim from its holder,
+// so no time would be long enough for anything to take over a frozen
+// holder's cases; the trial checks that nothing does (an unmarked slot is
+// voided after FARM_CLAIM_VOID_AFTER, which undoes no claim). Then it is
+// resumed (SIGCONT): its commit, if it was inside one, fails (its mark's
+// name is a void) and it reads on;
 // it runs the cases it held. At the end every case has run exactly once,
 // by its execution log and by farm's records, with no resubmit. The
 // simulated other host is in casetable (TestStalledClaimerOnAnotherHost,

@@ -22,8 +22,8 @@ import (
 // 5-60 ms and submits 4-8 meta-jobs; it kills one or more of them with
 // kill -9 (their process group, or it and the job's supervisor) at random
 // moments, half of the kills inside the victim's claim commit (the others
-// are stopped, the next commit's private file appears, the victim is
-// killed at once); sometimes it kills every meta-job, sometimes one of the
+// are stopped, the victim's next slot s.N appears, the victim is killed at
+// once); sometimes it kills every meta-job, sometimes one of the
 // resubmitted run too. Once the run's jobs have ended, every case a killed
 // job was running must be reported interrupted; then it resubmits until
 // every case succeeded, and counts.

@@ -1,0 +1,868 @@
+package casetable
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The claim core at scale (issue 22): N claimers, each a goroutine with a
+// Store of its own (as separate meta-jobs have), claim from one farm
+// through the real Store.Claim, while every filesystem call of the claim
+// path (sys.go) goes through a model of a network filesystem's metadata
+// server: the call waits its turn at a FIFO server that serves `capacity`
+// calls per second, then the round trip (`latency`), and only then is
+// made on the local directory. Each claimer claims FARM_SCALE_BATCH cases,
+// "works" FARM_SCALE_WORK (a sleep), and claims again. A claim is served
+// from the claimer's queue of cases it holds, as a meta-job's are; when
+// the queue is empty, the claimer commits a Store.Claim of
+// FARM_SCALE_BATCH × Store.Ahead() cases (metajob's batch sizer asks for
+// Ahead batches' worth). Claims and commits are counted apart.
+//
+//	go test -run '^$' -bench ClaimScale -benchtime 1x -timeout 60m ./casetable/   (make bench-scale)
+//
+// Settings (environment):
+//
+//	FARM_SCALE_LATENCY   round trip per call, a Go duration (1ms)
+//	FARM_SCALE_CAPACITY  calls per second the server serves; 0: unbounded (20000)
+//	FARM_SCALE_SECONDS   measured time per N, a Go duration or seconds (20s)
+//	FARM_SCALE_N         claimer counts, comma-separated (1,8,64,256,1024)
+//	FARM_SCALE_BATCH     cases a claimer works on per work period: a claim (16)
+//	FARM_SCALE_AHEAD     0: every claim is a Store.Claim of FARM_SCALE_BATCH
+//	                     cases; else (the default) as a meta-job claims: from
+//	                     its queue of claimed cases, and when that is empty
+//	                     by a Store.Claim of FARM_SCALE_BATCH × Store.Ahead()
+//	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
+//	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
+//	FARM_SCALE_CHAINS    an experiment: that many farms, claimer i claiming from
+//	                     farm i mod FARM_SCALE_CHAINS, all through one server:
+//	                     what claims spread over that many chains could give at
+//	                     best (nothing crosses chains; BenchmarkClaimScale) (1)
+//	FARM_SCALE_VOID_AFTER  how long a slot waits for its mark (20s, farm's own default)
+//	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
+//	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
+//	FARM_SCALE_END_CASES cases of its run (2 batches a claimer)
+//
+// Claimers start at random moments over the first work period. Calls are
+// counted, and claims that end are counted, from the end of a warm-up (2
+// work periods, at least 2 s) for FARM_SCALE_SECONDS; claims still going
+// then are cancelled (a claim that won its commit returns its cases
+// first), and every case handed out is checked to be handed out once.
+//
+// The waits are Go timers: an idle Go process wakes from them on whole
+// milliseconds (the runtime's epoll timeout), a busy machine later still;
+// what a call waited in all (queue, round trip and oversleep) is printed
+// beside the model's figures.
+
+// scaleConfig is the benchmarks' settings.
+type scaleConfig struct {
+	latency   time.Duration
+	capacity  float64
+	seconds   time.Duration
+	ns        []int
+	batch     int
+	work      time.Duration
+	voidAfter time.Duration
+	dir       string
+	endN      int
+	endCases  int
+	ahead     bool // claim batch × Store.Ahead() when the queue is empty, as a meta-job does
+	warm      time.Duration
+	chains    int // independent farms the claimers are spread over (BenchmarkClaimScale)
+}
+
+func scaleSettings(b *testing.B) scaleConfig {
+	c := scaleConfig{
+		latency:   time.Millisecond,
+		capacity:  20000,
+		seconds:   20 * time.Second,
+		ns:        []int{1, 8, 64, 256, 1024},
+		batch:     16,
+		work:      time.Second,
+		voidAfter: 20 * time.Second,
+		endN:      256,
+		chains:    1,
+		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
+	}
+	dur := func(name string, to *time.Duration) {
+		v := os.Getenv(name)
+		if v == "" {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			s, ferr := strconv.ParseFloat(v, 64)
+			if ferr != nil {
+				b.Fatalf("%s=%q: not a duration", name, v)
+			}
+			d = time.Duration(s * float64(time.Second))
+		}
+		*to = d
+	}
+	num := func(name string, to *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				b.Fatalf("%s=%q: not a positive integer", name, v)
+			}
+			*to = n
+		}
+	}
+	dur("FARM_SCALE_LATENCY", &c.latency)
+	dur("FARM_SCALE_SECONDS", &c.seconds)
+	dur("FARM_SCALE_WORK", &c.work)
+	dur("FARM_SCALE_WARMUP", &c.warm)
+	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
+	num("FARM_SCALE_BATCH", &c.batch)
+	num("FARM_SCALE_END_N", &c.endN)
+	num("FARM_SCALE_CHAINS", &c.chains)
+	num("FARM_SCALE_END_CASES", &c.endCases)
+	if v := os.Getenv("FARM_SCALE_CAPACITY"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			b.Fatalf("FARM_SCALE_CAPACITY=%q: not a rate", v)
+		}
+		c.capacity = f
+	}
+	if v := os.Getenv("FARM_SCALE_N"); v != "" {
+		c.ns = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("FARM_SCALE_N=%q: not a list of positive integers", v)
+			}
+			c.ns = append(c.ns, n)
+		}
+	}
+	c.dir = os.Getenv("FARM_SCALE_DIR")
+	if c.dir == "" {
+		if d, err := os.MkdirTemp("/dev/shm", "farm-scale-"); err == nil {
+			os.Remove(d)
+			c.dir = "/dev/shm"
+		} else {
+			c.dir = b.TempDir()
+		}
+	}
+	return c
+}
+
+func (c scaleConfig) String() string {
+	capa := "unbounded"
+	if c.capacity > 0 {
+		capa = fmt.Sprintf("%.0f calls/s", c.capacity)
+	}
+	chains := ""
+	if c.chains > 1 {
+		chains = fmt.Sprintf(", claimers spread over %d farms (chains)", c.chains)
+	}
+	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, farms in %s, GOMAXPROCS %d%s",
+		c.latency, capa, c.batch, c.work, c.voidAfter, c.dir, runtime.GOMAXPROCS(0), chains)
+}
+
+// The kinds of call (sys.go), in the order they are printed when tied.
+var scaleKinds = []string{"stat", "mknod", "mknod.fifo", "create", "open", "open.path", "read", "write", "close", "fstat", "unlink", "rename", "link", "mkdir"}
+
+var scaleKindIndex = func() map[string]int {
+	m := map[string]int{}
+	for i, k := range scaleKinds {
+		m[k] = i
+	}
+	return m
+}()
+
+// exclusive kinds: their outcome (won, lost to an existing name) is counted.
+func exclusiveKind(k string) bool { return k == "mknod" || k == "mknod.fifo" || k == "create" }
+
+// callCounts are the calls counted in a window.
+type callCounts struct {
+	byKind    [16]atomic.Int64
+	won, lost [16]atomic.Int64 // exclusive creates, by kind: made the name, found it made (EEXIST)
+	otherErr  atomic.Int64     // exclusive creates that failed otherwise
+	queued    atomic.Int64     // nanoseconds waited for the server, summed
+	overshoot atomic.Int64     // nanoseconds slept past the model's time, summed
+	waited    atomic.Int64     // nanoseconds from a call's start to its being made, summed
+}
+
+func (cc *callCounts) total() int64 {
+	var n int64
+	for i := range cc.byKind {
+		n += cc.byKind[i].Load()
+	}
+	return n
+}
+
+// fsModel is the metadata server every call of the claim path goes
+// through (onCall).
+type fsModel struct {
+	latency time.Duration
+	service time.Duration // 1/capacity; 0: unbounded
+
+	mu   sync.Mutex
+	free time.Time // when the server has served every call it was given
+
+	from, to time.Time // calls made from to to are counted (set before the claimers start)
+	cc       callCounts
+
+	// trace: every call is recorded with its goroutine (BenchmarkClaimScaleEnd).
+	trace  atomic.Bool
+	tmu    sync.Mutex
+	traced []tracedCall
+
+	excl [16]func(error) // count an exclusive create's outcome, by kind
+}
+
+type tracedCall struct {
+	g    uint64
+	at   time.Time
+	kind int
+}
+
+func newFSModel(c scaleConfig) *fsModel {
+	m := &fsModel{latency: c.latency, free: time.Now()}
+	if c.capacity > 0 {
+		m.service = time.Duration(float64(time.Second) / c.capacity)
+	}
+	for k, kind := range scaleKinds {
+		if !exclusiveKind(kind) {
+			continue
+		}
+		m.excl[k] = func(err error) {
+			switch {
+			case err == nil:
+				m.cc.won[k].Add(1)
+			case errors.Is(err, unix.EEXIST):
+				m.cc.lost[k].Add(1)
+			default:
+				m.cc.otherErr.Add(1)
+			}
+		}
+	}
+	return m
+}
+
+// call is onCall: the call's turn at the server, then the round trip.
+func (m *fsModel) call(kind string) func(error) {
+	now := time.Now()
+	start, end := now, now
+	if m.service > 0 {
+		m.mu.Lock()
+		if m.free.After(start) {
+			start = m.free
+		}
+		end = start.Add(m.service)
+		m.free = end
+		m.mu.Unlock()
+	}
+	due := end.Add(m.latency)
+	k := scaleKindIndex[kind]
+	counted := !now.Before(m.from) && now.Before(m.to)
+	if counted {
+		m.cc.byKind[k].Add(1)
+		m.cc.queued.Add(int64(start.Sub(now)))
+	}
+	if m.trace.Load() {
+		g := goid()
+		m.tmu.Lock()
+		m.traced = append(m.traced, tracedCall{g: g, at: now, kind: k})
+		m.tmu.Unlock()
+	}
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d)
+	}
+	if !counted {
+		return nil
+	}
+	m.cc.overshoot.Add(int64(time.Since(due)))
+	m.cc.waited.Add(int64(time.Since(now)))
+	return m.excl[k]
+}
+
+// goid is the calling goroutine's ID (from its stack's first line).
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	n, _ := strconv.ParseUint(string(b), 10, 64)
+	return n
+}
+
+// scaleFarm makes a farm in a new directory under base, with run 1 started
+// on a private copy of a table of n cases (as farm submit starts it:
+// casetable.TableID recorded, the cursor at 0). It returns the farm
+// directory and a function that removes it.
+func scaleFarm(b *testing.B, base string, n int) (string, func()) {
+	b.Helper()
+	dir, err := os.MkdirTemp(base, "farm-scale-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	misc := filepath.Join(dir, "MISC")
+	if err := os.Mkdir(misc, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	table := "MISC/table.run1.bench"
+	fh, err := os.Create(filepath.Join(dir, table))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(fh, 1<<20)
+	var line []byte
+	for i := 1; i <= n; i++ {
+		line = strconv.AppendInt(line[:0], int64(i), 10)
+		line = append(line, " true\n"...)
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	fh.Close()
+	size, ino, fp, err := TableID(filepath.Join(dir, table))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := NewStore(dir, misc)
+	defer st.Close()
+	if err := st.Update(context.Background(), func(s *State) error {
+		s.Run, s.Table, s.Simple, s.Offset, s.Claimed, s.Cases = 1, table, false, 0, 0, int64(n)
+		s.Lines, s.TSize, s.TIno, s.TFP = 0, size, ino, fp
+		s.MaxID, s.Total = int64(n), int64(n)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return dir, func() { os.RemoveAll(dir) }
+}
+
+// checkFDs makes sure n claimers can have their descriptors open (a Store
+// holds up to 4, and opens 2 more for a moment).
+func checkFDs(b *testing.B, n int) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		b.Fatal(err)
+	}
+	need := uint64(6*n + 256)
+	if rl.Cur >= need {
+		return
+	}
+	if rl.Max >= need {
+		rl.Cur = rl.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err == nil {
+			return
+		}
+	}
+	b.Fatalf("%d claimers need about %d descriptors; RLIMIT_NOFILE is %d (hard %d)", n, need, rl.Cur, rl.Max)
+}
+
+// logLines is a Store's Log: it keeps the first lines said, and counts them.
+type logLines struct {
+	mu    sync.Mutex
+	n     int
+	first []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.n++
+		if len(l.first) < 5 {
+			l.first = append(l.first, s)
+		}
+	}
+	return len(p), nil
+}
+
+// claimRec is one claim, as its claimer saw it.
+type claimRec struct {
+	start, end time.Time
+	cases      int
+	commit     bool // served by a Store.Claim, not from the queue
+}
+
+// claimer is one claimer's record.
+type claimerRec struct {
+	g      uint64
+	claims []claimRec
+	ids    []int64
+	err    error
+	cut    time.Time // the start of the claim cancelled at the window's end, if any
+	worked time.Time // the end of its last work period (BenchmarkClaimScaleEnd)
+}
+
+// refill is a claimer's commit when its queue is empty: a batch, or Ahead
+// batches as a meta-job's batch sizer asks.
+func (c scaleConfig) refill(ctx context.Context, st *Store) ([]Case, error) {
+	k := c.batch
+	if c.ahead {
+		k *= st.Ahead()
+	}
+	return st.Claim(ctx, 1, k, nil)
+}
+
+// collect waits for the claimers, stops the clock and the model, and
+// fails on a claimer's error.
+func collect(b *testing.B, wg *sync.WaitGroup, recs []*claimerRec, logs *logLines) {
+	wg.Wait()
+	b.StopTimer()
+	onCall = nil
+	for _, r := range recs {
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+	}
+	if logs.n > 0 {
+		b.Logf("the claimers said %d lines, the first: %q", logs.n, logs.first)
+	}
+}
+
+// percentile returns the p quantile of sorted d.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(d)))
+	return d[min(i, len(d)-1)]
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
+
+// checkExact fails b if a case ID was handed out twice, or if the IDs
+// handed out are not 1..claimed, claimed being what the farm's state says
+// was claimed.
+func checkExact(b *testing.B, dir string, recs []*claimerRec) (total int64) {
+	b.Helper()
+	st, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background())
+	if err != nil {
+		b.Fatalf("reading the final state: %v", err)
+	}
+	seen := make([]bool, st.Cases+1)
+	dups, bad := 0, 0
+	for _, r := range recs {
+		for _, id := range r.ids {
+			switch {
+			case id < 1 || id > st.Cases:
+				bad++
+			case seen[id]:
+				if dups++; dups <= 5 {
+					b.Errorf("case %d handed out twice", id)
+				}
+			default:
+				seen[id] = true
+			}
+			total++
+		}
+	}
+	missing := 0
+	for id := int64(1); id <= st.Claimed; id++ {
+		if !seen[id] {
+			missing++
+		}
+	}
+	if dups > 0 || bad > 0 || missing > 0 || total != st.Claimed {
+		b.Fatalf("not exact: %d IDs handed out twice, %d out of range, %d of the %d claimed in the state never handed out, %d handed out", dups, bad, missing, st.Claimed, total)
+	}
+	return total
+}
+
+// topKinds says the kinds with the most calls, per claim.
+func topKinds(cc *callCounts, per float64, most int) string {
+	type kv struct {
+		k string
+		n int64
+	}
+	var kvs []kv
+	for i, k := range scaleKinds {
+		if n := cc.byKind[i].Load(); n > 0 {
+			kvs = append(kvs, kv{k, n})
+		}
+	}
+	sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].n > kvs[j].n })
+	var parts []string
+	for i, e := range kvs {
+		if i == most {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", e.k, float64(e.n)/per))
+	}
+	return strings.Join(parts, ", ")
+}
+
+var scaleHeader sync.Once
+
+// BenchmarkClaimScale: N claimers over the modelled server, for each N of
+// FARM_SCALE_N; one table row per N (on stdout) and the main figures as
+// metrics. b.N is not used: each N is one measurement of FARM_SCALE_SECONDS.
+func BenchmarkClaimScale(b *testing.B) {
+	c := scaleSettings(b)
+	old := voidAfter
+	voidAfter = c.voidAfter
+	defer func() { voidAfter = old }()
+	warm := "2 work periods, at least 2 s"
+	if c.warm > 0 {
+		warm = c.warm.String()
+	}
+	fmt.Printf("\nBenchmarkClaimScale: %v; %v measured per N, after a warm-up (%s)\n", c, c.seconds, warm)
+	for _, n := range c.ns {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) { claimScale(b, c, n) })
+	}
+}
+
+func claimScale(b *testing.B, c scaleConfig, n int) {
+	checkFDs(b, n)
+	// Claimers start at random moments over one work period (meta-jobs
+	// start when the scheduler starts them, not all at once); the window
+	// opens once each has had time for a claim and a batch.
+	work := max(c.work, time.Millisecond)
+	warm := max(2*c.work, 2*time.Second)
+	if c.warm > 0 {
+		warm = c.warm
+	}
+	// Enough cases that nobody runs out: N claimers, each at most one
+	// claim a work period (claims take time too), over the whole run.
+	periods := int64((warm+c.seconds+2*work)/work) + 2
+	cases := int64(n)*int64(c.batch)*periods*6/5 + 1000
+	// FARM_SCALE_CHAINS farms, claimer i on farm i mod chains: what claims
+	// spread over that many chains, sharing one server, could give.
+	dirs := make([]string, c.chains)
+	for l := range dirs {
+		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000)
+		defer cleanup()
+		dirs[l] = d
+	}
+
+	model := newFSModel(c)
+	logs := &logLines{}
+	recs := make([]*claimerRec, n)
+	t0 := time.Now()
+	winStart := t0.Add(warm)
+	winEnd := winStart.Add(c.seconds)
+	model.from, model.to = winStart, winEnd
+	// Claims still going at the window's end are cancelled (they count
+	// for nothing: only claims that end in the window are counted).
+	ctx, cancel := context.WithDeadline(context.Background(), winEnd)
+	defer cancel()
+	onCall = model.call
+	defer func() { onCall = nil }()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range n {
+		r := &claimerRec{}
+		recs[i] = r
+		delay := time.Duration(rand.Int64N(int64(work)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dir := dirs[i%c.chains]
+			st := NewStore(dir, filepath.Join(dir, "MISC"))
+			st.Job = "bench." + strconv.Itoa(i)
+			st.Log = logs
+			defer st.Close()
+			time.Sleep(delay)
+			queued := 0 // cases claimed and not yet worked on
+			for {
+				t := time.Now()
+				if !t.Before(winEnd) {
+					return
+				}
+				commit := queued == 0
+				if commit {
+					got, err := c.refill(ctx, st)
+					if err != nil && ctx.Err() != nil {
+						r.cut = t // the window's end: a claim that won returns its cases first
+						return
+					}
+					if err != nil {
+						r.err = err
+						return
+					}
+					if len(got) == 0 {
+						r.err = fmt.Errorf("claimer %d found no case left: the table (%d cases) is too small", i, cases)
+						return
+					}
+					for _, cs := range got {
+						r.ids = append(r.ids, cs.ID)
+					}
+					queued = len(got)
+				}
+				e := time.Now()
+				take := min(queued, c.batch)
+				queued -= take
+				r.claims = append(r.claims, claimRec{start: t, end: e, cases: take, commit: commit})
+				time.Sleep(min(c.work, time.Until(winEnd)))
+			}
+		}()
+	}
+	collect(b, &wg, recs, logs)
+	for l, dir := range dirs {
+		var on []*claimerRec
+		for i := l; i < n; i += c.chains {
+			on = append(on, recs[i])
+		}
+		checkExact(b, dir, on)
+	}
+
+	// Claims that ended in the window; the latencies without each
+	// claimer's first claim (which opens the chain), given apart.
+	var lat, clat, first []time.Duration
+	var claims, commits, got int64
+	for _, r := range recs {
+		for j, cl := range r.claims {
+			d := cl.end.Sub(cl.start)
+			if j == 0 {
+				first = append(first, d)
+			}
+			if cl.end.Before(winStart) || cl.end.After(winEnd) {
+				continue
+			}
+			claims++
+			got += int64(cl.cases)
+			if j > 0 {
+				lat = append(lat, d)
+				if cl.commit {
+					clat = append(clat, d)
+				}
+			}
+			if cl.commit {
+				commits++
+			}
+		}
+	}
+	slices.Sort(lat)
+	slices.Sort(clat)
+	slices.Sort(first)
+	// Claims still going at the window's end: the latencies above are of
+	// claims that ended, and say nothing of these.
+	var cut []time.Duration
+	for _, r := range recs {
+		if !r.cut.IsZero() {
+			cut = append(cut, winEnd.Sub(r.cut))
+		}
+	}
+	slices.Sort(cut)
+	secs := c.seconds.Seconds()
+	cc := &model.cc
+	calls := cc.total()
+	perClaim := float64(max(claims, 1))
+	util := "-"
+	if c.capacity > 0 {
+		util = fmt.Sprintf("%.0f%%", 100*float64(calls)/secs/c.capacity)
+	}
+	var won, lost int64
+	var exclBy []string
+	for k, kind := range scaleKinds {
+		if w, l := cc.won[k].Load(), cc.lost[k].Load(); w+l > 0 {
+			won, lost = won+w, lost+l
+			exclBy = append(exclBy, fmt.Sprintf("%s %.2f won, %.2f lost", kind, float64(w)/perClaim, float64(l)/perClaim))
+		}
+	}
+	excl := won + lost + cc.otherErr.Load()
+	scaleHeader.Do(func() {
+		fmt.Printf("| N | claims/s (wanted N/work) | cases/s | calls/claim | top kinds per claim | exclusive creates/claim (lost) | claim p50 / p99 / max ms | still claiming at the end (oldest s) | first claim p50 / max ms (ended) | server busy | a call's wait, mean ms: all / queued / overslept |\n")
+		fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	})
+	fmt.Printf("| %d | %.1f (%.1f) | %.0f | %.1f | %s | %.2f (%.2f) | %s / %s / %s | %d (%.1f) | %s / %s (%d) | %s | %s / %s / %s |\n",
+		n, float64(claims)/secs, float64(n)/c.work.Seconds(), float64(got)/secs,
+		float64(calls)/perClaim, topKinds(cc, perClaim, 5),
+		float64(excl)/perClaim, float64(lost)/perClaim,
+		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
+		len(cut), percentile(cut, 1).Seconds(),
+		ms(percentile(first, 0.5)), ms(percentile(first, 1)), len(first),
+		util, ms(time.Duration(cc.waited.Load()/max(calls, 1))), ms(time.Duration(cc.queued.Load()/max(calls, 1))),
+		ms(time.Duration(cc.overshoot.Load()/max(calls, 1))))
+	fmt.Printf("   N=%d: %d claims ended in the window, %d of them by a commit (%.1f commits/s; %.1f calls a commit; commit p50 / p99 %s / %s ms); calls per claim by kind: %s; exclusive creates per claim: %s\n",
+		n, claims, commits, float64(commits)/secs, float64(calls)/float64(max(commits, 1)),
+		ms(percentile(clat, 0.5)), ms(percentile(clat, 0.99)),
+		topKinds(cc, perClaim, len(scaleKinds)), strings.Join(exclBy, "; "))
+	if cc.otherErr.Load() > 0 {
+		fmt.Printf("   (%d exclusive creates failed with another error than EEXIST)\n", cc.otherErr.Load())
+	}
+	b.ReportMetric(float64(claims)/secs, "claims/s")
+	b.ReportMetric(float64(got)/secs, "cases/s")
+	b.ReportMetric(float64(calls)/perClaim, "calls/claim")
+	b.ReportMetric(float64(excl)/perClaim, "excl/claim")
+	b.ReportMetric(float64(lost)/perClaim, "excl-lost/claim")
+	b.ReportMetric(float64(percentile(lat, 0.5))/1e6, "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.99))/1e6, "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkClaimScaleEnd: the end of a run. FARM_SCALE_END_N claimers
+// claim a table of 2 batches each until a Claim hands them nothing
+// (then they stop, as a meta-job does). It reports the time from the
+// moment the last case was handed out (the return of the Claim that handed
+// it) until every claimer's Claim had returned no case, and the calls each
+// claimer made in that time.
+func BenchmarkClaimScaleEnd(b *testing.B) {
+	c := scaleSettings(b)
+	old := voidAfter
+	voidAfter = c.voidAfter
+	defer func() { voidAfter = old }()
+	n := c.endN
+	checkFDs(b, n)
+	cases := n * c.batch * 2
+	if c.endCases > 0 {
+		cases = c.endCases
+	}
+	fmt.Printf("\nBenchmarkClaimScaleEnd: %v; %d claimers, %d cases\n", c, n, cases)
+	dir, cleanup := scaleFarm(b, c.dir, cases)
+	defer cleanup()
+
+	model := newFSModel(c)
+	model.to = time.Now().Add(24 * time.Hour)
+	model.trace.Store(true)
+	logs := &logLines{}
+	recs := make([]*claimerRec, n)
+	onCall = model.call
+	defer func() { onCall = nil }()
+	b.ResetTimer()
+	t0 := time.Now()
+	work := max(c.work, time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range n {
+		r := &claimerRec{}
+		recs[i] = r
+		delay := time.Duration(rand.Int64N(int64(work)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.g = goid()
+			st := NewStore(dir, filepath.Join(dir, "MISC"))
+			st.Job = "bench." + strconv.Itoa(i)
+			st.Log = logs
+			defer st.Close()
+			time.Sleep(delay)
+			ctx := context.Background()
+			queued := 0
+			for {
+				if queued == 0 {
+					t := time.Now()
+					got, err := c.refill(ctx, st)
+					e := time.Now()
+					if err != nil {
+						r.err = err
+						return
+					}
+					r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got), commit: true})
+					if len(got) == 0 {
+						return
+					}
+					for _, cs := range got {
+						r.ids = append(r.ids, cs.ID)
+					}
+					queued = len(got)
+				}
+				queued -= min(queued, c.batch)
+				time.Sleep(c.work)
+				r.worked = time.Now()
+			}
+		}()
+	}
+	collect(b, &wg, recs, logs)
+	if total := checkExact(b, dir, recs); total != int64(cases) {
+		b.Fatalf("%d cases handed out of %d", total, cases)
+	}
+	// The last case handed out, and each claimer's stop.
+	var last time.Time
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if cl.cases > 0 && cl.end.After(last) {
+				last = cl.end
+			}
+		}
+	}
+	var stops []time.Duration
+	byG := map[uint64]int{}
+	claimsAfter := 0 // Claims that returned after last
+	stopAt := make([]time.Time, n)
+	for i, r := range recs {
+		byG[r.g] = i
+		stop := r.claims[len(r.claims)-1].end
+		stopAt[i] = stop
+		stops = append(stops, stop.Sub(last))
+		for _, cl := range r.claims {
+			if cl.end.After(last) {
+				claimsAfter++
+			}
+		}
+	}
+	slices.Sort(stops)
+	perClaimer := make([]int, n)
+	var kinds [16]int64
+	var excl int64
+	for _, tc := range model.traced {
+		// Calls from the last case handed out to the claimer's stop
+		// (not its Store's Close after it).
+		i, ok := byG[tc.g]
+		if !ok || !tc.at.After(last) || tc.at.After(stopAt[i]) {
+			continue
+		}
+		perClaimer[i]++
+		kinds[tc.kind]++
+		if exclusiveKind(scaleKinds[tc.kind]) {
+			excl++
+		}
+	}
+	slices.Sort(perClaimer)
+	var sum int
+	for _, k := range perClaimer {
+		sum += k
+	}
+	var cc callCounts
+	for i, k := range kinds {
+		cc.byKind[i].Store(k)
+	}
+	var totalClaims int
+	for _, r := range recs {
+		totalClaims += len(r.claims)
+	}
+	// The end of the last work period (the last case's end), and the
+	// last claimer's stop after it.
+	var lastWork, lastStop time.Time
+	for i, r := range recs {
+		if r.worked.After(lastWork) {
+			lastWork = r.worked
+		}
+		if stopAt[i].After(lastStop) {
+			lastStop = stopAt[i]
+		}
+	}
+	var big claimRec
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if cl.cases > big.cases {
+				big = cl
+			}
+		}
+	}
+	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
+	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
+		n, cases, totalClaims, last.Sub(t0).Seconds(), claimsAfter,
+		ms(percentile(stops, 0.5)), ms(percentile(stops, 1)), ms(max(lastStop.Sub(lastWork), 0)),
+		float64(sum)/float64(n), perClaimer[n/2], perClaimer[n-1],
+		topKinds(&cc, float64(n), 6), excl)
+	b.ReportMetric(float64(percentile(stops, 1))/1e6, "stop-max-ms")
+	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
+	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
+	b.ReportMetric(0, "ns/op")
+}
