@@ -4,7 +4,7 @@ BIN     := bin/farm
 DEMO    := demo
 FUZZTIME ?= 3m
 
-.PHONY: all build test unit demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
+.PHONY: all build test unit race-dht demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
 
 all: build
 
@@ -19,6 +19,18 @@ build:
 # cores.
 test: build
 	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 12m ./integration/rigtest/'
+
+# The claim core's primitives raced at the scale of issue 21 on the rig's
+# distribute-replicate volume (TestDHTExclusiveMknod, integration/CLUSTER.md):
+# RACE_DHT_NAMES names, 4 clients on 4 nodes, a brick killed and started
+# again midway. About 18 minutes here, too long for make test (which races
+# 10,000); .ci/run runs it after make test. The rig is brought up (as root)
+# if it is not up, and taken down after if it was brought up here; no other
+# Slurm, Grid Engine or Chromium is started.
+RACE_DHT_NAMES ?= 100000
+race-dht:
+	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 FARM_RIG_RACE_NAMES=$(RACE_DHT_NAMES) \
+	./integration/run-tests $(GO) test -count=1 -v -timeout 80m -run '^TestDHTExclusiveMknod$$' ./integration/rigtest/
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);
 # nothing is started, and the cluster rig's tests are off.

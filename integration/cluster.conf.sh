@@ -8,10 +8,12 @@ DIR=${FARM_CLUSTER_DIR:-/tmp/farm-cluster}       # state, logs, bricks
 #   coherent  close-to-open consistent: client-side caches off
 #   latency   coherent, and every operation the bricks serve takes
 #             LATENCY_US more (debug/delay-gen), like a busy metadata server
-#   dht       coherent, distribute-replicate: 2 replica-2 subvolumes (4
-#             bricks) under Gluster's distribute translator (DHT), which
-#             places each name on a subvolume by a hash of the name: the
-#             layout sites run, where link() is not exclusive
+#   dht       coherent, distribute-replicate: 2 replica sets under
+#             Gluster's distribute translator (DHT), which places each name
+#             on a set by a hash of the name: the layout sites run, where
+#             link() is not exclusive. Each set 2 bricks (DHT_LAYOUT
+#             replica2, the default), or 2 and an arbiter (arbiter), or 3
+#             (replica3): integration/CLUSTER.md says why replica2
 PROFILES="default coherent latency dht"
 
 # cluster_settings: the settings from the environment (FARM_CLUSTER_*), or
@@ -30,13 +32,14 @@ cluster_settings() {
   SLURMD_TIMEOUT=${FARM_CLUSTER_SLURMD_TIMEOUT:-20}
   LATENCY_US=${FARM_CLUSTER_LATENCY_US:-1000}    # the latency profile's delay
   TIMEOUT=${FARM_CLUSTER_TIMEOUT:-120}           # longest wait for any one step
+  DHT_LAYOUT=${FARM_CLUSTER_DHT_LAYOUT:-replica2} # the dht volume's replica sets
   cluster_derived
 }
 
 # cluster_save_settings: write the settings to $DIR/settings.
 cluster_save_settings() {
   local v
-  for v in MNT NODES SPARE CPUS NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT; do
+  for v in MNT NODES SPARE CPUS NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$DIR/settings"
 }
@@ -53,6 +56,7 @@ cluster_derived() {
 # the rig as it was started.
 cluster_settings
 if [[ -r $DIR/settings ]]; then
+  DHT_LAYOUT=replica2 # a rig started before the setting existed
   # shellcheck disable=SC1091
   . "$DIR/settings"
   cluster_derived
@@ -61,13 +65,62 @@ fi
 node_ip() { echo "$NET.$((10 + $1))"; }
 vol_name() { echo "farm-$1"; }
 node_partition() { if (($1 <= NODES)); then echo rig; else echo spare; fi; }
+# dht_layout_ok LAYOUT: LAYOUT is one the dht volume can have.
+dht_layout_ok() { [[ $1 == replica2 || $1 == arbiter || $1 == replica3 ]]; }
+# vol_replica PROFILE: the replica clause of 'gluster volume create' for
+# the profile's volume: replica 2 but for dht, whose sets DHT_LAYOUT
+# chooses: replica2 (2 bricks), arbiter ("replica 3 arbiter 1": 2 data
+# bricks and an arbiter, which holds the names and their metadata, no
+# data), replica3 (3 data bricks).
+vol_replica() {
+  if [[ $1 != dht ]]; then
+    echo "replica 2"
+    return
+  fi
+  case $DHT_LAYOUT in
+    arbiter) echo "replica 3 arbiter 1" ;;
+    replica3) echo "replica 3" ;;
+    *) echo "replica 2" ;;
+  esac
+}
+# vol_set_size PROFILE: the bricks of one replica set.
+vol_set_size() {
+  case "$(vol_replica "$1")" in
+    "replica 3"*) echo 3 ;;
+    *) echo 2 ;;
+  esac
+}
 # vol_bricks PROFILE: the bricks of a profile's volume, in the order of
-# 'gluster volume create' (with replica 2, bricks 1-2 are the first
-# replica set, 3-4 the second): 4 for dht, 2 for the others.
+# 'gluster volume create': consecutive groups of vol_set_size bricks are the
+# replica sets. dht: 2 sets (replica2: bricks 1-2 and 3-4; arbiter and
+# replica3: 1-3 and 4-6, with an arbiter the third of each); the others: 1.
 vol_bricks() {
-  local i n=2
-  [[ $1 == dht ]] && n=4
+  local i n
+  n=$(vol_set_size "$1")
+  [[ $1 == dht ]] && n=$((2 * n))
   for ((i = 1; i <= n; i++)); do echo "$HEAD_IP:$DIR/bricks/$1.$i"; done
+}
+# vol_layout PROFILE: the volume's layout, in words.
+vol_layout() {
+  local n k
+  n=$(vol_bricks "$1" | wc -l)
+  k=$(vol_set_size "$1")
+  case "$(vol_replica "$1")" in
+    *arbiter*) echo "$((n / k)) x (2 + 1 arbiter) distribute-replicate" ;;
+    *) if ((n > k)); then echo "$((n / k)) x $k distribute-replicate"; else echo "replica $k"; fi ;;
+  esac
+}
+# brick_role PROFILE I: brick I's place in its replica set ("data brick 1
+# of set 1", "the arbiter of set 2").
+brick_role() {
+  local k j
+  k=$(vol_set_size "$1")
+  j=$((($2 - 1) % k + 1))
+  if [[ $(vol_replica "$1") == *arbiter* ]] && ((j == k)); then
+    echo "the arbiter of set $((($2 - 1) / k + 1))"
+  else
+    echo "data brick $j of set $((($2 - 1) / k + 1))"
+  fi
 }
 # brick_pidfile PROFILE I: the pid file glusterd keeps for brick I of the
 # profile's volume (HOST-PATH.pid, the path's slashes made dashes).
@@ -104,6 +157,91 @@ in_mount_table() {
 
 # stale_mount DIR: a mount at DIR that no longer answers (its client died).
 stale_mount() { in_mount_table "$1" && ! timeout 10 stat -f "$1" >/dev/null 2>&1; }
+
+# cluster_record_pidfile NAME FILE: wait for FILE to name a running
+# process, and record it in $DIR/pids as NAME (once). Says why and returns 1
+# if it does not.
+cluster_record_pidfile() {
+  local p
+  rig_until 30 "$2" sh -c "test -s $2 && test -e /proc/\$(tr -dc 0-9 <$2)" || { echo "$1 did not start ($2)" >&2; return 1; }
+  p=$(tr -dc 0-9 <"$2")
+  [[ -n $(rig_recorded "$DIR/pids" "$1" | awk -v p="$p" '$2 == p') ]] || rig_record "$DIR/pids" "$1" "$p" ||
+    { echo "$1 ($p) exited at once" >&2; return 1; }
+}
+
+# volume_make PROFILE: create the profile's volume on its bricks (new,
+# empty directories), set its options, start it, and record its bricks and
+# the self-heal daemon. cluster-up makes every volume so, and 'cluster
+# recreate-volume' one volume of a running rig. Says why and returns 1 on
+# a failure.
+volume_make() {
+  local prof=$1 vol out opt pf
+  local -a bricks opts=()
+  vol=$(vol_name "$prof")
+  mapfile -t bricks < <(vol_bricks "$prof")
+  rig_say "glusterfs: volume $vol ($(vol_layout "$prof"), profile $prof)"
+  # With more bricks than one replica set, a distribute-replicate volume:
+  # consecutive groups of bricks are replica sets, and DHT spreads the
+  # names over the sets. force: the bricks are on this host's root
+  # filesystem, all of them on one host.
+  # shellcheck disable=SC2046
+  out=$(timeout 60 gluster --mode=script volume create "$vol" $(vol_replica "$prof") "${bricks[@]}" force 2>&1) ||
+    { echo "gluster volume create $vol: $out" >&2; return 1; }
+  if [[ $prof != default ]]; then
+    # Close-to-open consistency between clients: no client-side caches.
+    for opt in performance.quick-read performance.stat-prefetch performance.write-behind \
+      performance.open-behind performance.io-cache performance.read-ahead \
+      performance.readdir-ahead performance.nl-cache performance.parallel-readdir; do
+      opts+=("$opt off")
+    done
+  fi
+  if [[ $prof == latency ]]; then
+    # Every operation that reaches the bricks' lock translator or below
+    # (every one but what the clients answer from their own state) waits
+    # LATENCY_US in the bricks' I/O threads: a slow metadata server. (This
+    # kernel has no netem to delay the network itself.) Fixed at start:
+    # delay-gen reads its options only then.
+    opts+=("debug.delay-gen locks" "delay-gen.delay-duration $LATENCY_US" "delay-gen.delay-percentage 100")
+  fi
+  if [[ $prof == dht ]]; then
+    # Client quorum (auto): a client writes to a replica set only while
+    # it sees more than half of its bricks, or half of them including the
+    # first. Replica 2 (where Gluster's default is none): without it, a
+    # pair whose brick is reconnecting can take two creates of one name,
+    # one per brick (a GFID split-brain); with it, the pair is read-only
+    # (EROFS) while its first brick is down, writable while its second is.
+    # Sets of 3 (where auto is Gluster's default already): any one brick
+    # may be down. integration/CLUSTER.md.
+    opts+=("cluster.quorum-type auto")
+  fi
+  for opt in "${opts[@]}"; do
+    # shellcheck disable=SC2086
+    out=$(timeout 60 gluster --mode=script volume set "$vol" $opt 2>&1) || { echo "gluster volume set $vol $opt: $out" >&2; return 1; }
+  done
+  out=$(timeout 60 gluster --mode=script volume start "$vol" 2>&1) || { echo "gluster volume start $vol: $out" >&2; return 1; }
+  # The bricks and the self-heal daemon (one for all volumes) that
+  # glusterd started for this volume.
+  rig_until 30 "the pid files of $vol's ${#bricks[@]} bricks" sh -c "test \$(ls /var/run/gluster/vols/$vol/*.pid 2>/dev/null | wc -l) -ge ${#bricks[@]}" ||
+    { echo "the bricks of $vol did not start" >&2; return 1; }
+  for pf in /var/run/gluster/vols/"$vol"/*.pid; do
+    cluster_record_pidfile "brick:$vol" "$pf" || return 1
+  done
+  cluster_record_pidfile glustershd "/var/run/gluster/shd/$vol/$vol-shd.pid"
+}
+
+# volume_mount_head PROFILE: the head's own client of the profile's
+# volume, at the same path as every node's, recorded.
+volume_mount_head() {
+  local prof=$1
+  mkdir -p "$MNT/$prof"
+  # shellcheck disable=SC2046
+  glusterfs $(client_opts "$prof") -p "$DIR/run/head.$prof.pid" -l "$DIR/log/client.head.$prof.log" "$MNT/$prof" 7>&- 9>&- ||
+    { echo "mounting $(vol_name "$prof") on $MNT/$prof failed" >&2; return 1; }
+  grep -qxF "mount $MNT/$prof" "$DIR/created" 2>/dev/null || echo "mount $MNT/$prof" >>"$DIR/created"
+  rig_until 30 "$MNT/$prof to be mounted" mounted "$MNT/$prof" || { echo "$MNT/$prof did not come up" >&2; return 1; }
+  cluster_record_pidfile "client:head:$prof" "$DIR/run/head.$prof.pid" || return 1
+  chmod 1777 "$MNT/$prof"
+}
 
 # node_pid N: the host PID of node N's init (pid 1 of its PID namespace),
 # if it runs.
