@@ -5,53 +5,77 @@ import (
 	"time"
 )
 
-// The batch grows to about BatchSeconds of the job's work by its cases'
-// durations alone, doubling at most from one claim to the next; loops that
-// run cases side by side and the store's Ahead multiply it.
-func TestBatchSizerFollowsCaseTimeOnly(t *testing.T) {
+// fakeClock is a clock the test moves.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// The batch grows to about BatchSeconds of the job's time by the pace at
+// which its cases end, doubling at most from one claim to the next; the
+// store's Ahead multiplies it.
+func TestBatchSizerFollowsThePaceOfCases(t *testing.T) {
 	rt := &runtimeGuard{}
 	for _, tc := range []struct {
-		loops, ahead int
-		want         []int
+		ahead int
+		want  []int
 	}{
-		{1, 1, []int{1, 2, 4, 8, 10, 10}},
-		{2, 1, []int{1, 2, 4, 8, 16, 20}},
-		{1, 4, []int{1, 2, 4, 8, 16, 32, 40, 40}},
+		{1, []int{1, 2, 4, 8, 10, 10}},
+		{4, []int{1, 2, 4, 8, 16, 32, 40, 40}},
 	} {
-		var b batchSizer
+		clk := &fakeClock{t: time.Unix(1e9, 0)}
+		b := batchSizer{now: clk.now}
 		var got []int
 		for i := range tc.want {
-			got = append(got, b.next(rt, tc.loops, tc.ahead))
+			got = append(got, b.next(rt, tc.ahead))
 			if i == 0 {
-				// Cases of 0.1 s; however long the claims took
-				// (not observed), the pace is the cases'.
+				// 5 cases of 0.1 s, one after another.
 				for range 5 {
+					clk.t = clk.t.Add(100 * time.Millisecond)
 					b.observe(100 * time.Millisecond)
 				}
 			}
 		}
 		for i := range got {
 			if got[i] != tc.want[i] {
-				t.Errorf("loops %d, ahead %d: batches %v, want %v", tc.loops, tc.ahead, got, tc.want)
+				t.Errorf("ahead %d: batches %v, want %v", tc.ahead, got, tc.want)
 				break
 			}
 		}
 	}
 }
 
-// A claim that took long (claims got slow) does not shrink the next batch:
-// only case durations count.
+// Time spent claiming does not count: slow claims do not shrink the next
+// batch; what a case costs the job beyond its run (its records, the
+// meta-job's own work) does.
 func TestBatchSizerIgnoresClaimTime(t *testing.T) {
 	rt := &runtimeGuard{}
-	var b batchSizer
-	b.next(rt, 1, 1)
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := batchSizer{now: clk.now}
+	b.next(rt, 1)
+	clk.t = clk.t.Add(10 * time.Millisecond)
 	b.observe(10 * time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // a slow claim: 5 cases' time
+	clk.t = clk.t.Add(50 * time.Millisecond) // a slow claim: 5 cases' time
+	b.claimed(50 * time.Millisecond)
 	var k int
 	for range 12 {
-		k = b.next(rt, 1, 1)
+		k = b.next(rt, 1)
 	}
 	if k != 100 {
 		t.Errorf("batch %d after 10 ms cases and a slow claim, want 100", k)
+	}
+	// Cases of 10 ms that cost the job 20 ms each (their records, the
+	// loop's own work): 50 a batch.
+	b = batchSizer{now: clk.now}
+	b.next(rt, 1)
+	for range 4 {
+		clk.t = clk.t.Add(10 * time.Millisecond) // the case runs
+		b.observe(10 * time.Millisecond)
+		clk.t = clk.t.Add(10 * time.Millisecond) // the job's own work
+	}
+	for range 12 {
+		k = b.next(rt, 1)
+	}
+	if k != 50 {
+		t.Errorf("batch %d for cases of 10 ms that cost the job 20 ms, want 50", k)
 	}
 }

@@ -466,7 +466,9 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
 		}
 		if len(m.queue) == 0 {
-			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, len(m.slots), m.store.Ahead()))
+			t := time.Now()
+			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
+			m.bs.claimed(time.Since(t))
 			if msg != "" || err != nil {
 				return casetable.Case{}, want{}, 0, msg, err
 			}
@@ -654,26 +656,46 @@ const BatchSeconds = 1.0
 const MaxBatch = 8192
 
 // batchSizer picks how many cases the next claim takes: one at first, then
-// about ahead × BatchSeconds of the job's work by the time its cases take —
-// their mean duration over the loops that run them at once, and nothing
-// else: the time spent claiming does not count, so that batches do not
-// shrink as claims get slower — (at most doubling from one claim to the
-// next), never more than fit in the job's remaining time.
+// about ahead × BatchSeconds of the job's work by the pace at which its
+// cases have ended so far — the time since the first started, less the
+// time the job spent claiming, over the cases ended: what a case costs the
+// job (its run, the records, the loops that run cases at once), and not
+// what its claims cost, so that batches do not shrink as claims get slower
+// — (at most doubling from one claim to the next), never more than fit in
+// the job's remaining time.
 type batchSizer struct {
-	max  int // 0: MaxBatch
-	k    int
-	n    int           // cases observed
-	busy time.Duration // their durations, summed
+	max      int // 0: MaxBatch
+	k        int
+	n        int              // cases observed
+	first    time.Time        // when the first case observed started
+	claiming time.Duration    // time spent in claims since then
+	now      func() time.Time // the clock; time.Now if nil
+}
+
+func (b *batchSizer) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
 }
 
 func (b *batchSizer) observe(d time.Duration) {
+	if b.n == 0 {
+		b.first = b.clock().Add(-d)
+	}
 	b.n++
-	b.busy += d
 }
 
-// next is the size of the next claim, for a job whose loops run cases at
-// once and whose store asks for ahead batches' worth at a time.
-func (b *batchSizer) next(rt *runtimeGuard, loops, ahead int) int {
+// claimed counts a claim that took d.
+func (b *batchSizer) claimed(d time.Duration) {
+	if b.n > 0 {
+		b.claiming += d
+	}
+}
+
+// next is the size of the next claim, for a job whose store asks for
+// ahead batches' worth at a time.
+func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 	lim := b.max
 	if lim == 0 {
 		lim = MaxBatch
@@ -682,9 +704,7 @@ func (b *batchSizer) next(rt *runtimeGuard, loops, ahead int) int {
 		b.k = 1
 		return min(b.k, lim)
 	}
-	// Seconds of the job's time per case: a case's mean duration, over
-	// the loops that run cases side by side.
-	mean := b.busy.Seconds() / float64(b.n) / float64(max(loops, 1))
+	mean := (b.clock().Sub(b.first) - b.claiming).Seconds() / float64(b.n)
 	want := lim
 	if mean > 0 {
 		want = int(BatchSeconds * float64(max(ahead, 1)) / mean)
