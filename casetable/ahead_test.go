@@ -10,6 +10,8 @@ import (
 // finds others committed since its last claim, or loses slots, is told to
 // take more at a time, and comes back down when it is alone again.
 func TestAheadGrowsWithOthersCommitsAndShrinksAlone(t *testing.T) {
+	defer func(on bool) { aheadOn = on }(aheadOn)
+	aheadOn = true
 	dir := newFarm(t, 10000)
 	ctx := context.Background()
 	a := NewStore(dir, filepath.Join(dir, "MISC"))

@@ -100,6 +100,9 @@ func scaleSettings(b *testing.B) scaleConfig {
 		chains:    1,
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 	}
+	// Store.Ahead is off by default in farm; the benchmark measures it on
+	// unless FARM_SCALE_AHEAD=0.
+	aheadOn = c.ahead
 	dur := func(name string, to *time.Duration) {
 		v := os.Getenv(name)
 		if v == "" {

@@ -648,7 +648,7 @@ func (m *Metajob) runOne(s *slot, c casetable.Case, p status.Placement, set case
 // commit a second per meta-job, however short they are. When claims get
 // expensive — others commit between two of its claims, or win the
 // generation it wanted — the store asks for more at a time
-// (casetable.Store.Ahead), so that the farm's commits per second fall as its
+// (casetable.Store.Ahead, when on), so that the farm's commits per second fall as its
 // meta-jobs multiply.
 const BatchSeconds = 1.0
 
