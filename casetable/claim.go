@@ -232,7 +232,7 @@ func (s *Store) contended(gen int64, lost int) {
 	}
 	extra += 8 * lost
 	want := 1 + (extra+aheadTarget-1)/aheadTarget
-	s.ahead = min(MaxAhead, max(want, s.Ahead()/2))
+	s.ahead = min(MaxAhead, max(want, max(s.ahead, 1)/2))
 	s.own = gen
 }
 
