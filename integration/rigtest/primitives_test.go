@@ -72,21 +72,22 @@ type raceSpec struct {
 
 // raceResult is what a race came to.
 type raceResult struct {
-	spec      raceSpec
-	elapsed   time.Duration // the race, from the first batch to the last
-	verify    time.Duration // reading back what every name holds
-	doubles   int           // names two or more clients took (by returns or by what the names hold)
-	unclaimed int           // names no client took and nothing holds
-	lostReply int           // names taken by a call whose reply was lost (no return said so)
-	mismatch  int           // a name that holds another client's mark than the one whose call returned success
-	undecided int           // names a client gave up on (an error for 30 s: EIO for a name whose replicas disagree)
-	wins      [4]int        // names each client took by the call's return
-	errs      map[string]int
-	examples  []string
-	killedAt  string // when the brick was killed and started again
-	quorum    string // the volume's cluster.quorum-type
-	layout    string // the volume's bricks, as gluster volume info says ("2 x (2 + 1) = 6")
-	setSize   int    // bricks per replica set (the arbiter included)
+	spec        raceSpec
+	elapsed     time.Duration // the race, from the first batch to the last
+	verify      time.Duration // reading back what every name holds
+	doubles     int           // names two or more clients took (by returns or by what the names hold)
+	unclaimed   int           // names no client took and nothing holds
+	lostReply   int           // names taken by a call whose reply was lost (no return said so)
+	mismatch    int           // a name that holds another client's mark than the one whose call returned success
+	undecided   int           // names a client gave up on (an error for 30 s: EIO for a name whose replicas disagree)
+	splitGaveUp int           // of those, names in GFID split-brain (split, below): the EIO is the split-brain's
+	wins        [4]int        // names each client took by the call's return
+	errs        map[string]int
+	examples    []string
+	killedAt    string // when the brick was killed and started again
+	quorum      string // the volume's cluster.quorum-type
+	layout      string // the volume's bricks, as gluster volume info says ("2 x (2 + 1) = 6")
+	setSize     int    // bricks per replica set (the arbiter included)
 	// mknod races: what the names are on the bricks
 	kinds   map[string]int // names by type on the bricks (regular, fifo)
 	oneCopy int            // names missing from a brick of their set (not healed yet)
@@ -151,7 +152,15 @@ func TestDHTExclusiveMknod(t *testing.T) {
 	if res.quorum != "auto" {
 		t.Errorf("the dht volume's cluster.quorum-type is %q, want auto (cluster-up sets it)", res.quorum)
 	}
-	if res.doubles != 0 || res.mismatch != 0 || res.unclaimed != 0 || res.undecided != 0 {
+	// On replica 2 a GFID split-brain is the known limit below, and the
+	// clients that looked its name up after it got EIO until they gave
+	// up: those names are the split-brain's, said below, not a second
+	// failure. Any other name given up on fails.
+	undecided := res.undecided
+	if res.setSize < 3 {
+		undecided -= res.splitGaveUp
+	}
+	if res.doubles != 0 || res.mismatch != 0 || res.unclaimed != 0 || undecided != 0 {
 		t.Errorf("mknod is not exclusive, or left a name its replicas disagree on: %s; e.g. %s", res, strings.Join(res.examples, "; "))
 	}
 	switch {
@@ -163,10 +172,12 @@ func TestDHTExclusiveMknod(t *testing.T) {
 		// replica, one client told it made it and the others EEXIST:
 		// not a second winner, but a name GlusterFS answers EIO for
 		// until it is healed (1 run in 4 here, 2026-11-25, quorum
-		// auto). Replica 2 cannot prevent it; CLAIMS.md says what it
-		// means for farm. Said, not failed: the race tests the one
-		// winner the claim core relies on.
-		t.Logf("GFID split-brain (known limit of replica 2, see CLAIMS.md): %d name(s); e.g. %s", res.split, strings.Join(res.examples, "; "))
+		// auto; 1 in 4 again on 2026-11-25 in CI, where the clients
+		// that looked the name up after the race gave up on it after
+		// 30 s of EIO). Replica 2 cannot prevent it; CLAIMS.md says
+		// what it means for farm. Said, not failed: the race tests the
+		// one winner the claim core relies on.
+		t.Logf("GFID split-brain (known limit of replica 2, see CLAIMS.md): %d name(s), %d of them given up on by a client (EIO); e.g. %s", res.split, res.splitGaveUp, strings.Join(res.examples, "; "))
 	}
 	if res.kinds["fifo"] == 0 || res.kinds["regular"] == 0 {
 		t.Errorf("the race left %v: want both regular files and FIFOs", res.kinds)
@@ -472,6 +483,9 @@ func (res *raceResult) judgeCopies(i int, by []int, amb, gaveUp bool, cs []brick
 		// client (at most one was told it made it). Gluster answers
 		// EIO to its lookups until the split-brain is resolved.
 		res.split++
+		if gaveUp {
+			res.splitGaveUp++
+		}
 		example("a GFID split-brain")
 	case len(by) == 1 && len(distinct) == 0:
 		res.mismatch++
