@@ -43,6 +43,16 @@ type State struct {
 	Next    int64   // Done count at which Cutoff is next recomputed
 	Repair  string  // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
+	// A run whose claims are spread over lanes (lanes.go): on the main
+	// chain, how many and where; in a lane's own generations, which lane
+	// and the block its cursor is in (Offset, Lines, Cases, Claimed, Done,
+	// Cutoff and Next are then the lane's).
+	Lanes   int    // lanes of the run; 0 or 1: none, claims commit on the main chain
+	LaneDir string // their directory in MISC
+	InLane  bool   // a lane's generation
+	Lane    int    // which lane
+	Block   int64  // the block of the table the lane's cursor is in
+
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
 }
 
@@ -73,6 +83,12 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
 	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
 		b = fmt.Appendf(b, " repair=%s", s.Repair)
+	}
+	if s.Lanes > 1 && s.LaneDir != "" && !strings.ContainsAny(s.LaneDir, " \n/") {
+		b = fmt.Appendf(b, " lanes=%d lanedir=%s", s.Lanes, s.LaneDir)
+	}
+	if s.InLane {
+		b = fmt.Appendf(b, " lane=%d block=%d", s.Lane, s.Block)
 	}
 	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
 }
@@ -136,6 +152,15 @@ func (s *State) unmarshal(b []byte) error {
 			s.Repair = v
 		case "next":
 			s.Next, err = strconv.ParseInt(v, 10, 64)
+		case "lanes":
+			s.Lanes, err = strconv.Atoi(v)
+		case "lanedir":
+			s.LaneDir = v
+		case "lane":
+			s.InLane = true
+			s.Lane, err = strconv.Atoi(v)
+		case "block":
+			s.Block, err = strconv.ParseInt(v, 10, 64)
 		}
 		if err != nil {
 			return fmt.Errorf("bad field %q: %v", kv, err)
@@ -143,6 +168,9 @@ func (s *State) unmarshal(b []byte) error {
 	}
 	if seen != 3 || s.Run < 0 || s.Offset < 0 {
 		return errors.New("missing run, table or offset")
+	}
+	if s.Lanes > 1 && (s.LaneDir == "" || strings.Contains(s.LaneDir, "/")) || s.InLane && (s.Lane < 0 || s.Block < 0) {
+		return errors.New("bad lanes")
 	}
 	return nil
 }
@@ -178,6 +206,11 @@ type Store struct {
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
 	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
+
+	// Lanes (lanes.go).
+	fixed   string   // a lane's store: the directory of its chain (MISC/chain names no lane)
+	lanes   *laneSet // the lanes of the run this store claims in
+	noLanes int      // a run found to have no lanes
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -195,14 +228,18 @@ func NewStore(dir, misc string) *Store {
 // are added, and so does their cost per case. See CLAIMS.md, "Claims at
 // scale".
 //
-// Off by default (Ahead is 1) until it is tuned on real filesystems: on the
-// cluster rig's coherent GlusterFS volume, 4 meta-jobs on 4 nodes claimed
-// 268 and 321 claims/s with it, 593 and 643 without (2026-11-25); the
-// model of `make bench-scale` gains from it from 64 claimers on.
-// FARM_CLAIM_AHEAD=1 turns it on (the benchmark does).
+// Off on the main chain by default (Ahead is 1): on the cluster rig's
+// coherent GlusterFS volume, 4 meta-jobs on 4 nodes claimed 268 and 321
+// claims/s with it, 593 and 643 without (2026-11-25); the model of `make
+// bench-scale` gains from it from 64 claimers on, which is where a run
+// gets lanes (lanes.go): in a lane it is always on. FARM_CLAIM_AHEAD=1
+// turns it on for the main chain too.
 func (s *Store) Ahead() int {
-	if !aheadOn {
-		return 1
+	if L := s.lanes; L != nil && L.stores[L.home] != nil {
+		return L.stores[L.home].Ahead()
+	}
+	if !aheadOn && s.fixed == "" {
+		return 1 // on in lanes, which only runs for many meta-jobs have
 	}
 	return max(s.ahead, 1)
 }
@@ -238,6 +275,14 @@ func (s *Store) contended(gen int64, lost int) {
 
 // Close releases the store's files.
 func (s *Store) Close() error {
+	if s.lanes != nil {
+		for _, ls := range s.lanes.stores {
+			if ls != nil {
+				ls.Close()
+			}
+		}
+		s.lanes = nil
+	}
 	if s.table != nil {
 		sysClose(s.table)
 		s.table = nil
@@ -282,6 +327,11 @@ func (s *Store) open() error {
 	if s.ch != nil {
 		return nil
 	}
+	if s.fixed != "" {
+		s.setChain(newChain(s.fixed))
+		s.gen, s.top = -1, -1
+		return nil
+	}
 	ch, err := openChain(s.misc)
 	if err != nil {
 		return err
@@ -313,6 +363,8 @@ func (s *Store) refresh() error {
 		}
 		if err := s.load(n); err == nil {
 			return nil
+		} else if errors.Is(err, errClosed) && s.fixed != "" {
+			return err // a lane closed: its run is over
 		} else if errors.Is(err, errClosed) {
 			closed := s.ch.dir
 			s.setChain(nil)
@@ -365,9 +417,14 @@ func (s *Store) Last() State { return s.cur }
 
 // Read returns the current state. It takes no lock and never waits for
 // another process.
+// In a run with lanes, its counters (Claimed, Done, Cutoff) are those of
+// the main chain and of every lane together.
 func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
+	}
+	if s.cur.Lanes > 1 && s.fixed == "" {
+		return s.readLanes(s.cur)
 	}
 	return s.cur, nil
 }
@@ -586,6 +643,9 @@ func (s *Store) commitAs(next int64, st *State, info func(*State) commitInfo) (b
 // chainMoved drops the store's chain and reports whether MISC/chain now
 // names another one: a repair started a new chain.
 func (s *Store) chainMoved() bool {
+	if s.fixed != "" {
+		return false // a lane is where it is
+	}
 	old := s.ch.dir
 	s.setChain(nil)
 	ch, err := openChain(s.misc)
@@ -617,6 +677,12 @@ func (s *Store) loadNewest(lost int64) error {
 // to hand out commits nothing (its counters are not kept): the end of a
 // run costs each meta-job a reading, not a generation won in turn.
 func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+	if err := s.findLanes(ctx, run); err != nil {
+		return nil, err
+	}
+	if s.lanes != nil {
+		return s.claimLanes(ctx, run, most, before)
+	}
 	most = max(most, 1)
 	var cases []Case
 	_, err := s.update(ctx, func(st *State) error {
@@ -648,16 +714,10 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
-		// Near the end of the run, leave some for the others: at most a
-		// sixteenth of what is left, or less when many others claim:
-		// twice the others this store found committing between its
-		// own last two claims, or winning the slots it lost (a share
-		// for each), or, when claims are so contended that it takes
-		// several batches' worth at a time, 16 shares a batch's worth.
+		// Near the end of the run, leave some for the others (share).
 		lim := most
-		share := max(16, 2*s.peers, 16*int64(s.Ahead()))
-		if left := st.Cases - st.Claimed; st.Cases > 0 && left < share*int64(most) {
-			lim = 1 + int(max(left, 0)/share)
+		if st.Cases > 0 {
+			lim = s.share(most, st.Cases-st.Claimed)
 		}
 		off, lines := st.Offset, int64(0) // lines read in this claim
 		for len(cases) < lim {

@@ -76,12 +76,16 @@ func claimer() int {
 	}
 	w := bufio.NewWriter(fh)
 	batch, _ := strconv.Atoi(os.Getenv("CLAIM_BATCH"))
+	run := 1
+	if v, err := strconv.Atoi(os.Getenv("CLAIM_RUN")); err == nil {
+		run = v
+	}
 	for {
 		k := batch
 		if k == 0 {
 			k = 1 + rand.IntN(8)
 		}
-		cases, err := st.Claim(context.Background(), 1, k, nil)
+		cases, err := st.Claim(context.Background(), run, k, nil)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -159,6 +159,21 @@ func (s *Store) inspect() (Reading, error) {
 	default:
 		st.Gen = n
 		rd.State = st
+		if st.Lanes > 1 {
+			// A run with lanes reads well only if its lanes do; a
+			// damaged lane is repaired as the main chain is (the
+			// repair closes every lane, then commits on this chain).
+			var de *DamageError
+			sum, err := s.readLanes(st)
+			switch {
+			case errors.As(err, &de):
+				rd.Err = de
+			case err != nil:
+				return rd, err
+			default:
+				rd.State = sum
+			}
+		}
 	}
 	return rd, nil
 }
@@ -199,10 +214,15 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 // it changes nothing and returns a *RepairRaceError.
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce() // a meta-job that resumes tells the rebuilt state by it
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	// The rebuilt state has no lanes: every lane in MISC is closed first,
+	// so that no claimer, however stalled, claims in one after it.
+	if err := s.closeAllLanes(ctx, &r); err != nil {
+		return err
+	}
 	if rd.usable {
 		return s.repairOn(ctx, rd, st)
 	}
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
 	if rd.file == nil {
 		// MISC/chain is missing: name that, by a placeholder that only
 		// one process can make.

@@ -54,6 +54,9 @@ import (
 //	                     farm i mod FARM_SCALE_CHAINS, all through one server:
 //	                     what claims spread over that many chains could give at
 //	                     best (nothing crosses chains; BenchmarkClaimScale) (1)
+//	FARM_SCALE_LANES     the lanes of a farm's run (lanes.go); 1: none, every
+//	                     claim on the main chain (as before lanes); unset: as
+//	                     farm gives them, LanesFor(the farm's claimers)
 //	FARM_SCALE_VOID_AFTER  how long a slot waits for its mark (20s, farm's own default)
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
@@ -85,6 +88,15 @@ type scaleConfig struct {
 	ahead     bool // claim batch × Store.Ahead() when the queue is empty, as a meta-job does
 	warm      time.Duration
 	chains    int // independent farms the claimers are spread over (BenchmarkClaimScale)
+	lanes     int // lanes of a farm's run; 0: as farm gives them (LanesFor its claimers)
+}
+
+// lanesFor is the lanes of a farm that n claimers claim from.
+func (c scaleConfig) lanesFor(n int) int {
+	if c.lanes > 0 {
+		return c.lanes
+	}
+	return LanesFor(n)
 }
 
 func scaleSettings(b *testing.B) scaleConfig {
@@ -135,6 +147,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	num("FARM_SCALE_BATCH", &c.batch)
 	num("FARM_SCALE_END_N", &c.endN)
 	num("FARM_SCALE_CHAINS", &c.chains)
+	num("FARM_SCALE_LANES", &c.lanes)
 	num("FARM_SCALE_END_CASES", &c.endCases)
 	if v := os.Getenv("FARM_SCALE_CAPACITY"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -174,8 +187,12 @@ func (c scaleConfig) String() string {
 	if c.chains > 1 {
 		chains = fmt.Sprintf(", claimers spread over %d farms (chains)", c.chains)
 	}
-	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, farms in %s, GOMAXPROCS %d%s",
-		c.latency, capa, c.batch, c.work, c.voidAfter, c.dir, runtime.GOMAXPROCS(0), chains)
+	lanes := "lanes as farm gives them (one per 32 claimers, none under 64)"
+	if c.lanes > 0 {
+		lanes = fmt.Sprintf("%d lanes", c.lanes)
+	}
+	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, Ahead %t, %s, farms in %s, GOMAXPROCS %d%s",
+		c.latency, capa, c.batch, c.work, c.voidAfter, c.ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains)
 }
 
 // The kinds of call (sys.go), in the order they are printed when tied.
@@ -312,7 +329,7 @@ func goid() uint64 {
 // on a private copy of a table of n cases (as farm submit starts it:
 // casetable.TableID recorded, the cursor at 0). It returns the farm
 // directory and a function that removes it.
-func scaleFarm(b *testing.B, base string, n int) (string, func()) {
+func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	b.Helper()
 	dir, err := os.MkdirTemp(base, "farm-scale-")
 	if err != nil {
@@ -342,12 +359,17 @@ func scaleFarm(b *testing.B, base string, n int) (string, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	ls, err := MakeLanes(dir, misc, State{Run: 1, Table: table, TSize: size, TIno: ino, TFP: fp}, lanes)
+	if err != nil {
+		b.Fatal(err)
+	}
 	st := NewStore(dir, misc)
 	defer st.Close()
 	if err := st.Update(context.Background(), func(s *State) error {
 		s.Run, s.Table, s.Simple, s.Offset, s.Claimed, s.Cases = 1, table, false, 0, 0, int64(n)
 		s.Lines, s.TSize, s.TIno, s.TFP = 0, size, ino, fp
 		s.MaxID, s.Total = int64(n), int64(n)
+		s.Lanes, s.LaneDir = ls.Lanes, ls.LaneDir
 		return nil
 	}); err != nil {
 		b.Fatal(err)
@@ -475,7 +497,7 @@ func checkExact(b *testing.B, dir string, recs []*claimerRec) (total int64) {
 		}
 	}
 	missing := 0
-	for id := int64(1); id <= st.Claimed; id++ {
+	for _, id := range claimedIDs(b, dir, st) {
 		if !seen[id] {
 			missing++
 		}
@@ -484,6 +506,41 @@ func checkExact(b *testing.B, dir string, recs []*claimerRec) (total int64) {
 		b.Fatalf("not exact: %d IDs handed out twice, %d out of range, %d of the %d claimed in the state never handed out, %d handed out", dups, bad, missing, st.Claimed, total)
 	}
 	return total
+}
+
+// claimedIDs is what the state st of a bench farm (case i on line i) says
+// was claimed: 1..Claimed, or in a run with lanes the first Claimed cases
+// of each lane's blocks.
+func claimedIDs(b *testing.B, dir string, st State) []int64 {
+	var ids []int64
+	if st.Lanes < 2 {
+		for id := int64(1); id <= st.Claimed; id++ {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	s := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer s.Close()
+	L, err := s.openLanes(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := 0; l < L.x.lanes; l++ {
+		ls := NewStore(dir, filepath.Join(dir, "MISC"))
+		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+		if err := ls.refresh(); err != nil {
+			b.Fatal(err)
+		}
+		left := ls.cur.Claimed
+		ls.Close()
+		for blk := int64(l); blk < L.x.blocks() && left > 0; blk += int64(L.x.lanes) {
+			for id := blk*L.x.block + 1; id <= min((blk+1)*L.x.block, L.x.cases) && left > 0; id++ {
+				ids = append(ids, id)
+				left--
+			}
+		}
+	}
+	return ids
 }
 
 // topKinds says the kinds with the most calls, per claim.
@@ -547,7 +604,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	// spread over that many chains, sharing one server, could give.
 	dirs := make([]string, c.chains)
 	for l := range dirs {
-		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000)
+		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000, c.lanesFor((n+c.chains-1)/c.chains))
 		defer cleanup()
 		dirs[l] = d
 	}
@@ -726,7 +783,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		cases = c.endCases
 	}
 	fmt.Printf("\nBenchmarkClaimScaleEnd: %v; %d claimers, %d cases\n", c, n, cases)
-	dir, cleanup := scaleFarm(b, c.dir, cases)
+	dir, cleanup := scaleFarm(b, c.dir, cases, c.lanesFor(n))
 	defer cleanup()
 
 	model := newFSModel(c)

@@ -93,7 +93,7 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	}
 	if run == 0 {
 		if damaged {
-			return Userf("%v, and the farm has no records of a run: remove MISC/chain and MISC/claims.* and submit it again", de)
+			return Userf("%v, and the farm has no records of a run: remove MISC/chain, MISC/claims.* and MISC/lanes.* and submit it again", de)
 		}
 		fmt.Fprintln(f.Out, "The farm was never submitted: nothing to repair.")
 		return nil

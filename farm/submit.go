@@ -304,6 +304,7 @@ type runSpec struct {
 	table string // the table the run is over
 	cases int    // the cases of table; 0: adding jobs to the active run
 	maxID int64  // a first run: table.dat's largest ID (0: unchanged)
+	jobs  int    // the meta-jobs it is started for: how many lanes its claims get (casetable.LanesFor)
 }
 
 // launch starts the run nr (or adds jobs to it, when nr.cases is 0). What
@@ -341,6 +342,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		return f.writeErr(err)
 	}
 	if nr.cases > 0 {
+		nr.jobs = count
 		if err := f.startRun(ctx, nr, simple); err != nil {
 			return err
 		}
@@ -537,11 +539,32 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	}
 	store := f.Store()
 	defer store.Close()
+	// The current run's lanes are closed before the new run commits, so
+	// that none of its meta-jobs, however stalled, claims after it; the new
+	// run's lanes, if it gets any, are made whole before its commit names
+	// them (casetable/lanes.go).
+	cur, err := store.Read(ctx)
+	if err != nil && !errors.Is(err, casetable.ErrNoState) {
+		return stateErr(err)
+	}
+	if err == nil && cur.Gen != nr.base {
+		return errMovedUser
+	}
+	if err := store.CloseLanes(ctx, cur); err != nil {
+		return stateErr(err)
+	}
+	lanes := casetable.State{Run: nr.run, Table: nr.table, Simple: simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
+	if !simple {
+		if lanes, err = casetable.MakeLanes(f.Dir, f.Path(MiscDir), lanes, casetable.LanesFor(nr.jobs)); err != nil {
+			return f.writeErr(err)
+		}
+	}
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Gen != nr.base {
 			return errStateMoved
 		}
 		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
+		st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
 		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
@@ -550,14 +573,21 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		}
 		return nil
 	})
+	if err != nil {
+		casetable.RemoveLanes(f.Path(MiscDir), lanes)
+	}
 	if errors.Is(err, errStateMoved) {
-		return Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
+		return errMovedUser
 	}
 	if err != nil {
 		return stateErr(err)
 	}
 	return nil
 }
+
+// errMovedUser is startRun's answer when the state moved on since its
+// caller read it.
+var errMovedUser = Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
 
 // jobRequest is the part of a request that every job of the farm shares:
 // its directory, output file and environment — environ (the submitting
@@ -643,6 +673,12 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 	}
 	store := f.Store()
 	defer store.Close()
+	if cur, err := store.Read(ctx); err == nil && cur.Run == run && cur.Table == table {
+		if err := store.CloseLanes(ctx, cur); err != nil {
+			f.Log("could not close run %d, which has no job: %v", run, err)
+			return false
+		}
+	}
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Run != run || st.Table != table {
 			return errStateMoved

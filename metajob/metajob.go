@@ -791,8 +791,9 @@ type runtimeGuard struct {
 }
 
 // FirstCutoffAt is the number of finished cases at which dt_cutoff is first
-// computed; it is recomputed each time that count doubles.
-const FirstCutoffAt = 8
+// computed; it is recomputed each time that count doubles. (In a run with
+// lanes, each lane counts its own, from its share of it: casetable.MakeLanes.)
+const FirstCutoffAt = casetable.FirstCutoffAt
 
 // before runs on the state a claim would commit; it may run more than once
 // for one claim (when another meta-job committed first), so it changes only
@@ -851,7 +852,7 @@ func (g *runtimeGuard) update(ctx context.Context, store *casetable.Store, statu
 	}
 	n := len(d)
 	cutoff := status.UpperQuantile(d, 0.125)
-	if err := store.Update(ctx, func(st *casetable.State) error {
+	if err := store.UpdateClaims(ctx, func(st *casetable.State) error {
 		st.Cutoff = cutoff
 		return nil
 	}); err == nil {

@@ -516,7 +516,7 @@ func repairCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "repair",
 		Usage: "rebuild a damaged or missing claim state from the records",
-		Description: "The claim state (MISC/chain and MISC/claims.*) says which cases of the current run are\n" +
+		Description: "The claim state (MISC/chain, MISC/claims.* and MISC/lanes.*) says which cases of the current run are\n" +
 			"claimed. If it is damaged or lost, repair rebuilds it from table.dat and the status\n" +
 			"records: the newest run is closed, so 'farm resubmit N' runs every case that did not\n" +
 			"succeed and none that did. It refuses while jobs of the farm are queued or running.\n\n" +

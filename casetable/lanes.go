@@ -1,0 +1,664 @@
+package casetable
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/atomicfile"
+	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/proc"
+)
+
+// Lanes: a run's claims spread over several chains (CLAIMS.md, "Lanes").
+//
+// One chain commits one generation at a time, whoever asks: with a
+// thousand meta-jobs it is the bottleneck however cheap a commit is. A run
+// started for many meta-jobs therefore has S lanes: its table is cut into
+// blocks of B consecutive cases, and lane ℓ owns blocks ℓ, ℓ+S, ℓ+2S, …,
+// so that the lanes together go through the table close to its order.
+// Each lane is a chain of generations of its own (chain.go, unchanged),
+// whose state is a cursor in the lane's current block; a claim commits on
+// one lane only. The main chain names the lanes (State.Lanes, LaneDir),
+// and changes only when a run starts or a repair rebuilds the state.
+//
+//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C",
+//	                          then per block the byte offset of its first case and the lines before it
+//	MISC/lanes.R.NONCE/ℓ/     lane ℓ's chain (segments, marks, generations as the main chain's)
+//	MISC/lanes.R.NONCE/end    made by a claimer that found every lane exhausted: the others need not look
+//
+// Every invariant of the chain holds per lane, and a case belongs to one
+// lane's blocks only: no case is claimed twice in a run. A run's lanes are
+// made whole (index, then every lane's generation 0) before the main
+// chain's commit names them, and are closed (a closing generation on each,
+// closeChain) before a new run or a repair commits on the main chain: a
+// claimer however stalled cannot claim in a run after the next one
+// started.
+
+// lanesMagic starts a lane index.
+const lanesMagic = "farm-lanes v1 "
+
+// MaxLanes caps the lanes of a run.
+const MaxLanes = 64
+
+// jobsPerLane is how many meta-jobs share a lane by default.
+const jobsPerLane = 32
+
+// LanesFor is how many lanes a run started for jobs meta-jobs gets: one
+// per 32 (at most MaxLanes), none (1) under 64. FARM_CLAIM_LANES, a
+// number, overrides it (tests, benchmarks).
+func LanesFor(jobs int) int {
+	if v, err := strconv.Atoi(os.Getenv("FARM_CLAIM_LANES")); err == nil && v >= 1 {
+		return min(v, MaxLanes)
+	}
+	return min(max(jobs/jobsPerLane, 1), MaxLanes)
+}
+
+// FirstCutoffAt is the number of finished cases at which the runtime-aware
+// exit (metajob) first computes dt_cutoff. A lane counts the cases done in
+// it, from its share of FirstCutoffAt, so that dt_cutoff is first computed
+// about as early as in a run without lanes.
+const FirstCutoffAt = 8
+
+// laneIndex is a run's block index.
+type laneIndex struct {
+	lanes  int
+	block  int64   // cases per block
+	cases  int64   // cases of the run's table
+	starts []int64 // per block, the byte offset of its first case
+	lines  []int64 // per block, the lines of the table before it
+}
+
+func (x *laneIndex) blocks() int64 { return int64(len(x.starts)) }
+
+// end is the byte offset past block b: the next block's start, or the end
+// of the table (size).
+func (x *laneIndex) end(b, size int64) int64 {
+	if b+1 < x.blocks() {
+		return x.starts[b+1]
+	}
+	return size
+}
+
+// laneCases is how many cases lane l's blocks hold.
+func (x *laneIndex) laneCases(l int) int64 {
+	var n int64
+	for b := int64(l); b < x.blocks(); b += int64(x.lanes) {
+		n += min(x.block, x.cases-b*x.block)
+	}
+	return n
+}
+
+// blockSize is the cases per block for a table of cases cases: 16, more
+// for tables so large that their index would pass 65,536 blocks.
+func blockSize(cases int64) int64 {
+	return max(16, (cases+65535)/65536)
+}
+
+// buildIndex reads the run's table and indexes its blocks.
+func buildIndex(path string, lanes int, size int64) (*laneIndex, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if size > 0 {
+		r = io.LimitReader(f, size)
+	}
+	// Count first, to size the blocks.
+	var cases int64
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer: its case-ness is in its start.
+			if isCase(line) {
+				cases++
+			}
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+		} else if len(line) > 0 && isCase(trimEOL(line)) {
+			cases++
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	x := &laneIndex{lanes: lanes, block: blockSize(cases), cases: cases}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	r = f
+	if size > 0 {
+		r = io.LimitReader(f, size)
+	}
+	br = bufio.NewReaderSize(r, 1<<20)
+	var off, lines, i int64
+	for {
+		line, err := br.ReadSlice('\n')
+		n := int64(len(line))
+		isC := false
+		if err == bufio.ErrBufferFull {
+			isC = isCase(line)
+			for err == bufio.ErrBufferFull {
+				var more []byte
+				more, err = br.ReadSlice('\n')
+				n += int64(len(more))
+			}
+		} else {
+			isC = len(line) > 0 && isCase(trimEOL(line))
+		}
+		if isC {
+			if i%x.block == 0 {
+				x.starts = append(x.starts, off)
+				x.lines = append(x.lines, lines)
+			}
+			i++
+		}
+		if n > 0 {
+			lines++
+		}
+		off += n
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if i != cases {
+		return nil, fmt.Errorf("%s changed while it was indexed", path)
+	}
+	return x, nil
+}
+
+func (x *laneIndex) marshal() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%slanes=%d block=%d blocks=%d cases=%d\n", lanesMagic, x.lanes, x.block, x.blocks(), x.cases)
+	for i := range x.starts {
+		b.WriteString(strconv.FormatInt(x.starts[i], 10))
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt(x.lines[i], 10))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func parseIndex(b []byte) (*laneIndex, error) {
+	head, rest, ok := bytes.Cut(b, []byte("\n"))
+	h, ok2 := strings.CutPrefix(string(head), lanesMagic)
+	if !ok || !ok2 {
+		return nil, errors.New("not a lane index")
+	}
+	x := &laneIndex{}
+	var blocks int64
+	for _, kv := range strings.Fields(h) {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad field %q", kv)
+		}
+		switch k {
+		case "lanes":
+			x.lanes = int(n)
+		case "block":
+			x.block = n
+		case "blocks":
+			blocks = n
+		case "cases":
+			x.cases = n
+		}
+	}
+	if x.lanes < 2 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
+		return nil, fmt.Errorf("bad header %q", head)
+	}
+	x.starts = make([]int64, 0, blocks)
+	x.lines = make([]int64, 0, blocks)
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		a, c, ok := bytes.Cut(line, []byte(" "))
+		o, err1 := strconv.ParseInt(string(a), 10, 64)
+		l, err2 := strconv.ParseInt(string(c), 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad block line %q", line)
+		}
+		x.starts = append(x.starts, o)
+		x.lines = append(x.lines, l)
+	}
+	if x.blocks() != blocks {
+		return nil, fmt.Errorf("%d blocks, the header says %d", x.blocks(), blocks)
+	}
+	return x, nil
+}
+
+// MakeLanes makes the lanes of the run st (its Run, Table, TSize, TIno,
+// TFP and Cutoff set) in the farm dir whose MISC is misc: lanes chains
+// and the block index, each lane's generation 0 at the start of its first
+// block. It returns st with Lanes and LaneDir set, for the caller to commit
+// on the main chain; nobody knows the lanes before that commit. A table
+// with fewer blocks than lanes gets fewer lanes (none: st as it was).
+func MakeLanes(dir, misc string, st State, lanes int) (State, error) {
+	if lanes < 2 || st.Simple || st.TSize <= 0 {
+		return st, nil
+	}
+	x, err := buildIndex(filepath.Join(dir, st.Table), lanes, st.TSize)
+	if err != nil {
+		return st, err
+	}
+	if x.blocks() < 2 {
+		return st, nil
+	}
+	x.lanes = int(min(int64(lanes), x.blocks()))
+	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce())
+	ldir := filepath.Join(misc, name)
+	if err := os.Mkdir(ldir, 0o755); err != nil {
+		return st, err
+	}
+	fail := func(err error) (State, error) {
+		os.RemoveAll(ldir) // nobody knows it yet
+		return st, err
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(ldir, "index"), proc.NewMode(0o644), x.marshal()); err != nil {
+		return fail(err)
+	}
+	for l := 0; l < x.lanes; l++ {
+		c := newChain(filepath.Join(ldir, strconv.Itoa(l)))
+		if err := os.Mkdir(c.dir, 0o755); err != nil {
+			return fail(err)
+		}
+		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
+			TSize: st.TSize, TIno: st.TIno, TFP: st.TFP, Cases: x.laneCases(l), Cutoff: st.Cutoff,
+			Next:   int64(max(1, (FirstCutoffAt+x.lanes-1)/x.lanes)),
+			InLane: true, Lane: l, Block: int64(l)}
+		nonce := newNonce()
+		won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
+		c.close()
+		if err == nil && !won {
+			err = fmt.Errorf("%s: generation 0 of a new lane was made by another process", c.dir)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	st.Lanes, st.LaneDir = x.lanes, name
+	return st, nil
+}
+
+// RemoveLanes removes lanes that MakeLanes made for a run that did not
+// start (its commit on the main chain lost): nobody knows them.
+func RemoveLanes(misc string, st State) {
+	if st.Lanes > 1 && st.LaneDir != "" && !strings.Contains(st.LaneDir, "/") {
+		os.RemoveAll(filepath.Join(misc, st.LaneDir))
+	}
+}
+
+// CloseLanes closes every lane of the run st (read from the main chain):
+// after it, no process can claim in them, however long it stalled. A new
+// run's start and a repair close the current run's lanes before their
+// commit on the main chain.
+func (s *Store) CloseLanes(ctx context.Context, st State) error {
+	if st.Lanes < 2 || st.LaneDir == "" {
+		return nil
+	}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	for l := 0; l < st.Lanes; l++ {
+		dir := filepath.Join(s.misc, st.LaneDir, strconv.Itoa(l))
+		if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+			return fmt.Errorf("closing lane %d of run %d: %w", l, st.Run, err)
+		}
+	}
+	return nil
+}
+
+// closeAllLanes closes every lane in MISC (a repair, which may not know
+// the current run's lanes from a damaged state). Lanes already closed cost
+// a reading each.
+func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier) error {
+	var ents []os.DirEntry
+	if err := r.Do(ctx, func() (err error) {
+		ents, err = readDir(s.misc)
+		return err
+	}); err != nil {
+		return fmt.Errorf("listing the lanes to close: %w", err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "lanes.") || !e.IsDir() {
+			continue
+		}
+		ldir := filepath.Join(s.misc, e.Name())
+		var lanes []os.DirEntry
+		if err := r.Do(ctx, func() (err error) {
+			lanes, err = readDir(ldir)
+			return err
+		}); err != nil {
+			return fmt.Errorf("listing the lanes to close: %w", err)
+		}
+		for _, l := range lanes {
+			if _, err := strconv.Atoi(l.Name()); err != nil || !l.IsDir() {
+				continue
+			}
+			dir := filepath.Join(ldir, l.Name())
+			if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+				return fmt.Errorf("closing the lane %s: %w", dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// laneSet is what a claiming store knows of its run's lanes.
+type laneSet struct {
+	run       int
+	main      State // the main chain's state that named them
+	dir       string
+	x         *laneIndex
+	stores    []*Store // per lane, opened when first claimed in
+	exhausted []bool   // lanes with nothing left to claim in this run (for good)
+	home      int      // the lane claimed in last
+	end       bool     // every lane is exhausted
+	lookedEnd bool     // the end mark was looked for
+}
+
+// openLanes reads the lane index of the run st names.
+func (s *Store) openLanes(st State) (*laneSet, error) {
+	dir := filepath.Join(s.misc, st.LaneDir)
+	b, err := sysReadFile(filepath.Join(dir, "index"))
+	if os.IsNotExist(err) {
+		// Believed only if the lanes' directory is gone too (a network
+		// filesystem's passing ENOENT is retried, as on the chain).
+		if _, serr := sysStat(dir); os.IsNotExist(serr) {
+			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", st.Run)}
+		}
+		return nil, fsretry.Transient(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	x, err := parseIndex(b)
+	if err != nil {
+		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
+	}
+	if x.lanes != st.Lanes {
+		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, st.Lanes)}
+	}
+	L := &laneSet{run: st.Run, main: st, dir: dir, x: x, stores: make([]*Store, x.lanes), exhausted: make([]bool, x.lanes)}
+	// A meta-job's home lane: spread by its name, so that the lanes'
+	// claimers are about even.
+	h := fnv.New32a()
+	h.Write([]byte(s.Job))
+	if s.Job == "" {
+		h.Write([]byte(newNonce()))
+	}
+	L.home = int(h.Sum32() % uint32(x.lanes))
+	return L, nil
+}
+
+// lane returns the store of lane l.
+func (s *Store) lane(l int) *Store {
+	L := s.lanes
+	if L.stores[l] == nil {
+		ls := NewStore(s.Dir, s.misc)
+		ls.Job, ls.Retry, ls.Log = s.Job, s.Retry, s.Log
+		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+		L.stores[l] = ls
+	}
+	return L.stores[l]
+}
+
+// pick is the lane to claim in: the home lane while it has cases, else one
+// chosen at random among those not known to be exhausted; -1 if none is
+// left. The first time the home lane is found exhausted it looks for the
+// end mark (one lookup): at the end of a run, most claimers learn it so.
+func (s *Store) pick() int {
+	L := s.lanes
+	if L.end {
+		return -1
+	}
+	if !L.exhausted[L.home] {
+		return L.home
+	}
+	if !L.lookedEnd {
+		L.lookedEnd = true
+		if _, err := sysStat(filepath.Join(L.dir, "end")); err == nil {
+			L.end = true
+			return -1
+		}
+	}
+	var left []int
+	for l, ex := range L.exhausted {
+		if !ex {
+			left = append(left, l)
+		}
+	}
+	if len(left) == 0 {
+		L.end = true
+		// Say so to the others (best effort: without it they look
+		// at every lane once, as this claimer did).
+		if f, err := sysOpenFile(filepath.Join(L.dir, "end"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			sysClose(f)
+		}
+		return -1
+	}
+	L.home = left[rand.IntN(len(left))]
+	return L.home
+}
+
+// findLanes learns whether run has lanes, from the main chain (once per
+// run and store).
+func (s *Store) findLanes(ctx context.Context, run int) error {
+	if s.lanes != nil && s.lanes.run == run || s.noLanes == run {
+		return nil
+	}
+	s.lanes = nil
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	for {
+		err := s.readBase()
+		if err == nil && s.cur.Run == run && s.cur.Lanes > 1 {
+			var L *laneSet
+			if L, err = s.openLanes(s.cur); err == nil {
+				s.lanes = L
+				return nil
+			}
+		} else if err == nil {
+			s.noLanes = run
+			return nil
+		}
+		if !r.Again(ctx, err) {
+			return err
+		}
+	}
+}
+
+// claimLanes is Claim for a run with lanes.
+func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+	L := s.lanes
+	for {
+		l := s.pick()
+		if l < 0 {
+			return nil, nil
+		}
+		ls := s.lane(l)
+		cases, exhausted, err := ls.claimInLane(ctx, L, run, most, before)
+		if errors.Is(err, errClosed) {
+			// A new run or a repair closed the lanes: nothing more
+			// in this run, from any of them.
+			L.end = true
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if exhausted {
+			L.exhausted[l] = true
+		}
+		if len(cases) > 0 || !exhausted {
+			s.cur = L.main
+			return cases, nil
+		}
+	}
+}
+
+// claimInLane claims up to most cases in the lane whose store is ls, and
+// reports whether the lane has nothing left after it.
+func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]Case, bool, error) {
+	most = max(most, 1)
+	var cases []Case
+	exhausted := false
+	x := L.x
+	_, err := ls.update(ctx, func(st *State) error {
+		cases, exhausted = cases[:0], false
+		if !st.InLane || st.Lane < 0 || st.Lane >= x.lanes {
+			return &DamageError{Path: ls.fixed, Why: "not a lane's generation"}
+		}
+		if before != nil {
+			if err := before(st); err == ErrStop {
+				return errNoCommit
+			} else if err != nil {
+				return err
+			}
+		}
+		if st.Run != run || st.Block >= x.blocks() {
+			exhausted = true
+			return errNoCommit
+		}
+		if err := ls.checkTable(st); err != nil {
+			return err
+		}
+		if ok, err := ls.startsLine(st.Offset); err != nil {
+			return err
+		} else if !ok {
+			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
+		}
+		lim := ls.share(most, st.Cases-st.Claimed)
+		b, off, lines := st.Block, st.Offset, st.Lines
+		// next moves the cursor to the lane's next block.
+		next := func() {
+			b += int64(x.lanes)
+			if b < x.blocks() {
+				off, lines = x.starts[b], x.lines[b]
+			}
+		}
+		for len(cases) < lim && b < x.blocks() {
+			end := x.end(b, st.TSize)
+			if off >= end {
+				next()
+				continue
+			}
+			c, after, n, ok, err := ls.readCase(st, off)
+			if err != nil {
+				return err
+			}
+			if !ok && b+1 < x.blocks() {
+				// The table ended before a block that is not its
+				// last: the index is not of this table.
+				return &DamageError{Path: filepath.Join(L.dir, "index"), Why: fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())}
+			}
+			if !ok || after > end {
+				// No case left in the block (the lines after its
+				// last case are not cases): the next block.
+				next()
+				continue
+			}
+			off, lines = after, lines+n
+			c.Line = lines
+			cases = append(cases, c)
+		}
+		// Past the block's last byte: on to the lane's next block now, so
+		// that the lane's state says so (and, past its last block, that
+		// it is exhausted).
+		for b < x.blocks() && off >= x.end(b, st.TSize) {
+			next()
+		}
+		if len(cases) == 0 {
+			exhausted = b >= x.blocks()
+			return errNoCommit
+		}
+		st.Block, st.Offset, st.Lines = b, off, lines
+		st.Claimed += int64(len(cases))
+		exhausted = b >= x.blocks()
+		return nil
+	}, func(st *State) commitInfo {
+		ci := commitInfo{n: len(cases)}
+		if len(cases) > 0 {
+			ci.first = cases[0].ID
+		}
+		return ci
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return cases, exhausted, nil
+}
+
+// share is how many cases, of most asked, a claim takes when left are left
+// (in the run, or in a lane): near the end, at most a sixteenth of what is
+// left, or less when many others claim: twice the others this store found
+// committing between its own last two claims, or winning the slots it
+// lost (a share for each), or, when claims are so contended that it takes
+// several batches' worth at a time, 16 shares a batch's worth.
+func (s *Store) share(most int, left int64) int {
+	share := max(16, 2*s.peers, 16*int64(s.Ahead()))
+	if left < share*int64(most) {
+		return 1 + int(max(left, 0)/share)
+	}
+	return most
+}
+
+// readLanes adds the lanes' counters to st, the main chain's state of a
+// run with lanes: what Read returns. A closed lane counts as claimed whole
+// (nothing more can be claimed in it).
+func (s *Store) readLanes(st State) (State, error) {
+	L, err := s.openLanes(st)
+	if err != nil {
+		return st, err
+	}
+	for l := 0; l < L.x.lanes; l++ {
+		ls := NewStore(s.Dir, s.misc)
+		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+		err := ls.refresh()
+		lst := ls.cur
+		ls.Close()
+		switch {
+		case errors.Is(err, errClosed):
+			st.Claimed += L.x.laneCases(l)
+		case err != nil:
+			return st, err
+		default:
+			st.Claimed += lst.Claimed
+			st.Done += lst.Done
+			st.Cutoff = max(st.Cutoff, lst.Cutoff)
+		}
+	}
+	return st, nil
+}
+
+// UpdateClaims runs fn on the state where the store's claims commit and
+// commits the result: the lane it claimed in last, in a run with lanes;
+// else the main chain (Update). The runtime-aware exit keeps its counters
+// there.
+func (s *Store) UpdateClaims(ctx context.Context, fn func(*State) error) error {
+	if L := s.lanes; L != nil && !L.end && L.stores[L.home] != nil {
+		ls := L.stores[L.home]
+		_, err := ls.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
+		if errors.Is(err, errClosed) {
+			return nil
+		}
+		return err
+	}
+	return s.Update(ctx, fn)
+}

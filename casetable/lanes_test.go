@@ -1,0 +1,360 @@
+package casetable
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// startLaneRun starts run (over table.dat, as it is) with lanes lanes, as
+// farm's startRun does: the current run's lanes closed, the new run's
+// made, then the commit on the main chain.
+func startLaneRun(t testing.TB, dir string, run, lanes int) State {
+	t.Helper()
+	misc := filepath.Join(dir, "MISC")
+	st := NewStore(dir, misc)
+	defer st.Close()
+	ctx := context.Background()
+	cur, err := st.Read(ctx)
+	if err != nil && err != ErrNoState {
+		t.Fatal(err)
+	}
+	if err := st.CloseLanes(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	size, ino, fp, err := TableID(filepath.Join(dir, "table.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := CountCases(filepath.Join(dir, "table.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := MakeLanes(dir, misc, State{Run: run, Table: "table.dat", TSize: size, TIno: ino, TFP: fp}, lanes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(ctx, func(s *State) error {
+		s.Run, s.Table, s.Offset, s.Lines, s.Claimed, s.Cases = run, "table.dat", 0, 0, 0, n
+		s.TSize, s.TIno, s.TFP = size, ino, fp
+		s.Lanes, s.LaneDir = ls.Lanes, ls.LaneDir
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ls.Lanes != lanes {
+		t.Fatalf("run %d got %d lanes, want %d", run, ls.Lanes, lanes)
+	}
+	return ls
+}
+
+// CountCases counts the case lines of a table (a test helper).
+func CountCases(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if isCase([]byte(l)) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// newLaneFarm is newFarm whose run 1 has lanes.
+func newLaneFarm(t testing.TB, n, lanes int) string {
+	t.Helper()
+	dir := newFarm(t, n)
+	startLaneRun(t, dir, 2, lanes)
+	return dir
+}
+
+// In one process, a store claims every case of a run with 4 lanes in
+// batches of 1 to 40: every case once, each with its own line's number and
+// command, the lanes going through the table close to its order, and Read
+// counting the lanes' claims.
+func TestLanesClaimEveryCaseWithItsLine(t *testing.T) {
+	const n = 3000
+	dir := newLaneFarm(t, n, 4)
+	// The table's real line of each case.
+	lineOf := map[int64]int64{}
+	b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	for i, l := range strings.Split(string(b), "\n") {
+		if id, _, ok := strings.Cut(l, " "); ok && isCase([]byte(l)) {
+			v, _ := strconv.ParseInt(id, 10, 64)
+			lineOf[v] = int64(i + 1)
+		}
+	}
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	st.Job = "job-a"
+	seen := map[int64]int{}
+	maxLag := int64(0)
+	claims := 0
+	for k := 1; ; k = k%40 + 1 {
+		cases, err := st.Claim(context.Background(), 2, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cases) == 0 {
+			break
+		}
+		claims++
+		for _, c := range cases {
+			seen[c.ID]++
+			if c.Line != lineOf[c.ID] {
+				t.Fatalf("case %d has line %d, its line is %d", c.ID, c.Line, lineOf[c.ID])
+			}
+			if want := fmt.Sprintf("echo case %d", c.ID); c.Command != want {
+				t.Fatalf("case %d runs %q, want %q", c.ID, c.Command, want)
+			}
+			// One claimer goes through its lane's blocks, then the
+			// others': a case is never far past the ones before it.
+			maxLag = max(maxLag, c.ID-int64(len(seen)))
+		}
+		if last := st.Last(); last.Run != 2 || last.Lanes != 4 {
+			t.Fatalf("Last after a lane claim: run %d, %d lanes", last.Run, last.Lanes)
+		}
+	}
+	for id := int64(1); id <= n; id++ {
+		if seen[id] != 1 {
+			t.Errorf("case %d claimed %d times", id, seen[id])
+		}
+	}
+	r, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background())
+	if err != nil || r.Claimed != n || r.Cases != n {
+		t.Errorf("Read: %d of %d claimed (%v), want %d of %d", r.Claimed, r.Cases, err, n, n)
+	}
+	t.Logf("%d claims; a case at most %d IDs ahead of the count claimed", claims, maxLag)
+}
+
+// 8 claimer processes on two simulated hosts, 4 lanes: every case exactly
+// once, and every lane claimed in.
+func TestLanesEightProcessesExactlyOnce(t *testing.T) {
+	const n, procs = 5000, 8
+	dir := newLaneFarm(t, n, 4)
+	var cmds []*exec.Cmd
+	var outs []string
+	for i := 0; i < procs; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		out := fmt.Sprintf("%s/out.%d", dir, i)
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=claimer", "FARM_DIR="+dir, "CLAIM_RUN=2",
+			fmt.Sprintf("HOST=host%d", i%2), "OUT="+out)
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	runAll(t, cmds)
+	checkClaimedOnce(t, n, outs)
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	main, err := st.Read(context.Background())
+	if err != nil || main.Claimed != n {
+		t.Fatalf("Read: %d claimed (%v), want %d", main.Claimed, err, n)
+	}
+	for l := 0; l < 4; l++ {
+		ls := NewStore(dir, filepath.Join(dir, "MISC"))
+		ls.fixed = filepath.Join(dir, "MISC", main.LaneDir, strconv.Itoa(l))
+		if err := ls.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		if ls.gen < 1 || ls.cur.Claimed == 0 {
+			t.Errorf("lane %d: generation %d, %d claimed: not claimed in", l, ls.gen, ls.cur.Claimed)
+		}
+		ls.Close()
+	}
+}
+
+// A claimer stopped before, inside and right after a commit in a lane,
+// while a new run starts (closing the lanes), claims nothing in its old
+// run once resumed, beyond the commit it had made: a lane, once closed,
+// takes no commit, however long its claimer stalled.
+func TestLanesStalledClaimerClaimsNothingAfterNextRun(t *testing.T) {
+	here := func(script string, env ...string) *exec.Cmd {
+		c := exec.Command("sh", "-c", script)
+		c.Env = append(os.Environ(), env...)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return c
+	}
+	for _, stage := range []string{"write", "link", "linked"} {
+		for _, nth := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s-%d", stage, nth), func(t *testing.T) {
+				const n = 400
+				dir := newLaneFarm(t, n, 4)
+				out := dir + "/out.stalled"
+				stalled := stalledClaimer(t, dir, out, stage, nth, func(script string, env ...string) *exec.Cmd {
+					return here(script, append(env, "CLAIM_RUN=2")...)
+				})
+				// Run 3 starts: run 2's lanes are closed.
+				startLaneRun(t, dir, 3, 4)
+				syscall.Kill(stalled.Process.Pid, syscall.SIGCONT)
+				if err := stalled.Wait(); err != nil {
+					t.Fatalf("the resumed claimer: %v", err)
+				}
+				b, _ := os.ReadFile(out)
+				got := len(strings.Fields(string(b)))
+				// CLAIM_BATCH=1: nth-1 claims done before the stop,
+				// and the nth too if it stopped after its mark.
+				want := nth - 1
+				if stage == "linked" {
+					want = nth
+				}
+				if got != want {
+					t.Errorf("stopped at %s of commit %d, the claimer claimed %d cases in run 2, want %d (none after run 3 started)", stage, nth, got, want)
+				}
+			})
+		}
+	}
+}
+
+// A repair closes every lane: a claimer of the old run claims nothing
+// after it, and Read counts the closed lanes as claimed.
+func TestRepairClosesLanes(t *testing.T) {
+	const n = 600
+	dir := newLaneFarm(t, n, 3)
+	misc := filepath.Join(dir, "MISC")
+	a := NewStore(dir, misc)
+	defer a.Close()
+	a.Job = "a"
+	if cases, err := a.Claim(context.Background(), 2, 10, nil); err != nil || len(cases) != 10 {
+		t.Fatalf("claim: %d cases, %v", len(cases), err)
+	}
+	r := NewStore(dir, misc)
+	defer r.Close()
+	cur, err := r.Read(context.Background())
+	if err != nil || cur.Claimed != 10 {
+		t.Fatalf("Read: %d claimed, %v", cur.Claimed, err)
+	}
+	rebuilt := cur
+	rebuilt.Lanes, rebuilt.LaneDir = 0, ""
+	rebuilt.Offset, rebuilt.Claimed = cur.TSize, cur.Cases
+	if err := r.Repair(context.Background(), rebuilt); err != nil {
+		t.Fatal(err)
+	}
+	if cases, err := a.Claim(context.Background(), 2, 10, nil); err != nil || len(cases) != 0 {
+		t.Fatalf("a claim after the repair got %d cases (%v), want none", len(cases), err)
+	}
+	// The lanes themselves are closed.
+	for l := 0; l < 3; l++ {
+		ls := NewStore(dir, misc)
+		ls.fixed = filepath.Join(misc, cur.LaneDir, strconv.Itoa(l))
+		if err := ls.refresh(); err != errClosed {
+			t.Errorf("lane %d after the repair: %v, want it closed", l, err)
+		}
+		ls.Close()
+	}
+	// Read of the old state's lanes: closed ones count as claimed whole.
+	s2 := NewStore(dir, misc)
+	defer s2.Close()
+	main := cur
+	main.Claimed = 0 // what the main chain holds: the lanes hold the claims
+	if got, err := s2.readLanes(main); err != nil || got.Claimed != n {
+		t.Errorf("the closed lanes read as %d claimed (%v), want %d", got.Claimed, err, n)
+	}
+}
+
+// The index of a table with comments, blank lines, a last line without a
+// newline and lines longer than the reader's buffer: every block starts at
+// a case, with the lines before it.
+func TestLaneIndexBlocks(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	var starts, lines []int64
+	line := 0
+	for i := 1; i <= 100; i++ {
+		if i%7 == 0 {
+			b.WriteString("# comment\n\n")
+			line += 2
+		}
+		if (i-1)%16 == 0 {
+			starts = append(starts, int64(b.Len()))
+			lines = append(lines, int64(line))
+		}
+		cmd := "echo " + strconv.Itoa(i)
+		if i == 50 {
+			cmd += " " + strings.Repeat("x", 3<<20)
+		}
+		fmt.Fprintf(&b, "%d %s", i, cmd)
+		if i < 100 {
+			b.WriteString("\n")
+		}
+		line++
+	}
+	p := filepath.Join(dir, "t")
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	x, err := buildIndex(p, 4, int64(b.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.cases != 100 || x.block != 16 || fmt.Sprint(x.starts) != fmt.Sprint(starts) || fmt.Sprint(x.lines) != fmt.Sprint(lines) {
+		t.Fatalf("index: %d cases, blocks of %d, starts %v lines %v; want 100, 16, %v, %v", x.cases, x.block, x.starts, x.lines, starts, lines)
+	}
+	y, err := parseIndex(x.marshal())
+	if err != nil || fmt.Sprint(y) != fmt.Sprint(x) {
+		t.Fatalf("index read back: %v %v", y, err)
+	}
+	sum := int64(0)
+	for l := 0; l < 4; l++ {
+		sum += x.laneCases(l)
+	}
+	if sum != 100 {
+		t.Errorf("the lanes hold %d cases, want 100", sum)
+	}
+}
+
+// A damaged lane (its newest generation unreadable) is reported by Read
+// as damage, seen by Inspect, and repaired: every lane closed, the main
+// chain's state rebuilt; the farm then reads well.
+func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
+	const n = 300
+	dir := newLaneFarm(t, n, 2)
+	misc := filepath.Join(dir, "MISC")
+	a := NewStore(dir, misc)
+	defer a.Close()
+	a.Job = "a"
+	if _, err := a.Claim(context.Background(), 2, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	main := NewStore(dir, misc)
+	defer main.Close()
+	if err := main.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	gens, _ := filepath.Glob(filepath.Join(misc, main.cur.LaneDir, "*", "000000", "g.1"))
+	if len(gens) != 1 {
+		t.Fatalf("one lane should have a generation 1: %v", gens)
+	}
+	os.Chmod(gens[0], 0o644)
+	if err := os.WriteFile(gens[0], []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var de *DamageError
+	if _, err := NewStore(dir, misc).Read(context.Background()); !errorsAs(err, &de) {
+		t.Fatalf("Read of a farm with a damaged lane: %v, want a DamageError", err)
+	}
+	r := NewStore(dir, misc)
+	defer r.Close()
+	rd, err := r.Inspect(context.Background())
+	if err != nil || !errorsAs(rd.Err, &de) {
+		t.Fatalf("Inspect: %v, %v; want the lane's damage", err, rd.Err)
+	}
+	st := rd.State
+	st.Lanes, st.LaneDir, st.Offset, st.Claimed = 0, "", st.TSize, st.Cases
+	if err := r.RepairFrom(context.Background(), rd, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewStore(dir, misc).Read(context.Background())
+	if err != nil || got.Lanes != 0 || got.Claimed != got.Cases {
+		t.Fatalf("after the repair: %+v, %v", got, err)
+	}
+	if cases, err := a.Claim(context.Background(), 2, 5, nil); err != nil || len(cases) != 0 {
+		t.Errorf("a claimer of the repaired run got %d cases (%v), want none", len(cases), err)
+	}
+}
