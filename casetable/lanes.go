@@ -371,7 +371,6 @@ type laneSet struct {
 	exhausted []bool   // lanes with nothing left to claim in this run (for good)
 	home      int      // the lane claimed in last
 	end       bool     // every lane is exhausted
-	lookedEnd bool     // the end mark was looked for
 }
 
 // openLanes reads the lane index of the run st names.
@@ -422,8 +421,7 @@ func (s *Store) lane(l int) *Store {
 
 // pick is the lane to claim in: the home lane while it has cases, else one
 // chosen at random among those not known to be exhausted; -1 if none is
-// left. The first time the home lane is found exhausted it looks for the
-// end mark (one lookup): at the end of a run, most claimers learn it so.
+// left, or if the end mark says so.
 func (s *Store) pick() int {
 	L := s.lanes
 	if L.end {
@@ -432,12 +430,11 @@ func (s *Store) pick() int {
 	if !L.exhausted[L.home] {
 		return L.home
 	}
-	if !L.lookedEnd {
-		L.lookedEnd = true
-		if _, err := sysStat(filepath.Join(L.dir, "end")); err == nil {
-			L.end = true
-			return -1
-		}
+	// One lookup before each move to another lane: at the end of a run,
+	// most claimers learn so, instead of reading lanes one by one.
+	if _, err := sysStat(filepath.Join(L.dir, "end")); err == nil {
+		L.end = true
+		return -1
 	}
 	var left []int
 	for l, ex := range L.exhausted {
@@ -651,14 +648,21 @@ func (s *Store) readLanes(st State) (State, error) {
 // commits the result: the lane it claimed in last, in a run with lanes;
 // else the main chain (Update). The runtime-aware exit keeps its counters
 // there.
+//
+// In a run with lanes it never commits on the main chain, which claims
+// leave alone (only a run's start and a repair move it): with no lane to
+// commit on (every lane exhausted or closed) it does nothing.
 func (s *Store) UpdateClaims(ctx context.Context, fn func(*State) error) error {
-	if L := s.lanes; L != nil && !L.end && L.stores[L.home] != nil {
-		ls := L.stores[L.home]
-		_, err := ls.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
-		if errors.Is(err, errClosed) {
-			return nil
-		}
-		return err
+	L := s.lanes
+	if L == nil {
+		return s.Update(ctx, fn)
 	}
-	return s.Update(ctx, fn)
+	if L.end || L.stores[L.home] == nil {
+		return nil
+	}
+	_, err := L.stores[L.home].update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
+	if errors.Is(err, errClosed) {
+		return nil
+	}
+	return err
 }
