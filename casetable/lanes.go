@@ -17,6 +17,7 @@ import (
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/proc"
+	"golang.org/x/sys/unix"
 )
 
 // Lanes: a run's claims spread over several chains (CLAIMS.md, "Lanes").
@@ -34,6 +35,7 @@ import (
 //	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C",
 //	                          then per block the byte offset of its first case and the lines before it
 //	MISC/lanes.R.NONCE/ℓ/     lane ℓ's chain (segments, marks, generations as the main chain's)
+//	MISC/lanes.R.NONCE/x.ℓ    made by the claimer whose claim exhausted lane ℓ
 //	MISC/lanes.R.NONCE/end    made by a claimer that found every lane exhausted: the others need not look
 //
 // Every invariant of the chain holds per lane, and a case belongs to one
@@ -436,6 +438,18 @@ func (s *Store) pick() int {
 		L.end = true
 		return -1
 	}
+	// Then the lanes' exhausted marks, in one listing: a claimer moves
+	// only to a lane nobody has found exhausted (a listing that fails
+	// only costs the readings of the lanes it would have spared).
+	if names, err := sysReadDirNames(L.dir); err == nil {
+		for _, n := range names {
+			if v, ok := strings.CutPrefix(n, "x."); ok {
+				if l, err := strconv.Atoi(v); err == nil && l >= 0 && l < len(L.exhausted) {
+					L.exhausted[l] = true
+				}
+			}
+		}
+	}
 	var left []int
 	for l, ex := range L.exhausted {
 		if !ex {
@@ -502,6 +516,12 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 		}
 		if exhausted {
 			L.exhausted[l] = true
+			if len(cases) > 0 {
+				// This claim exhausted the lane: say so to the others
+				// (best effort: a mark not made costs them a reading
+				// of the lane).
+				sysMknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
+			}
 		}
 		if len(cases) > 0 || !exhausted {
 			s.cur = L.main

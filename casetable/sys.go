@@ -281,3 +281,23 @@ func sysFstat(f *os.File) (os.FileInfo, error) {
 	}
 	return f.Stat()
 }
+
+// sysReadDirNames lists the names in the directory path: an open, a read
+// of its entries (one getdents for a small directory, counted as one
+// read) and a close.
+func sysReadDirNames(path string) ([]string, error) {
+	f, err := sysOpenFile(path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer sysClose(f)
+	var done func(error)
+	if onCall != nil {
+		done = onCall("read")
+	}
+	names, err := f.Readdirnames(-1)
+	if done != nil {
+		done(err)
+	}
+	return names, err
+}
