@@ -686,3 +686,49 @@ func (s *Store) UpdateClaims(ctx context.Context, fn func(*State) error) error {
 	}
 	return err
 }
+
+// SharedCutoff is, in a run with lanes, the dt_cutoff a meta-job computed
+// last for any lane (ShareCutoff), with the number of case durations it was
+// computed from, if that is at least what this store's lane leads it to
+// expect farm-wide (the cases done in its lane, times the lanes): a lane due
+// to recompute dt_cutoff takes it instead of reading every status file
+// again, so that a run of S lanes reads them about as often as a run
+// without lanes. ok is false in a run without lanes, or when no shared
+// value is recent enough (the file is a cache: rewritten whole, by
+// rename; one read stale by a client's cache only costs a recomputation).
+func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
+	L := s.lanes
+	if L == nil || L.stores[L.home] == nil {
+		return 0, 0, false
+	}
+	b, err := sysReadFile(filepath.Join(L.dir, "cutoff"))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, kv := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "cutoff":
+			cutoff, err = strconv.ParseFloat(v, 64)
+		case "durations":
+			durations, err = strconv.ParseInt(v, 10, 64)
+		}
+		if err != nil {
+			return 0, 0, false
+		}
+	}
+	want := L.stores[L.home].cur.Done * int64(L.x.lanes)
+	return cutoff, durations, cutoff > 0 && durations >= want
+}
+
+// ShareCutoff records dt_cutoff, computed from durations case durations,
+// for the meta-jobs of the run's other lanes (SharedCutoff); best effort,
+// and nothing in a run without lanes.
+func (s *Store) ShareCutoff(cutoff float64, durations int64) {
+	L := s.lanes
+	if L == nil {
+		return
+	}
+	b := []byte("cutoff=" + strconv.FormatFloat(cutoff, 'g', -1, 64) + " durations=" + strconv.FormatInt(durations, 10) + "\n")
+	atomicfile.WriteBytes(filepath.Join(L.dir, "cutoff"), proc.NewMode(0o644), b)
+}

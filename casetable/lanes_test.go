@@ -358,3 +358,36 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 		t.Errorf("a claimer of the repaired run got %d cases (%v), want none", len(cases), err)
 	}
 }
+
+// dt_cutoff shared between lanes: none before a claim or in a run without
+// lanes; once shared, taken while it was computed from at least the
+// lane's done cases times the lanes.
+func TestLanesShareCutoff(t *testing.T) {
+	dir := newLaneFarm(t, 200, 4)
+	misc := filepath.Join(dir, "MISC")
+	a := NewStore(dir, misc)
+	defer a.Close()
+	if _, _, ok := a.SharedCutoff(); ok {
+		t.Fatal("a cutoff before any claim")
+	}
+	if _, err := a.Claim(context.Background(), 2, 1, func(st *State) error { st.Done += 3; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := a.SharedCutoff(); ok {
+		t.Fatal("a cutoff before any was shared")
+	}
+	a.ShareCutoff(2.5, 11) // fewer than 3 done × 4 lanes
+	if _, _, ok := a.SharedCutoff(); ok {
+		t.Error("took a cutoff of 11 durations with 12 expected")
+	}
+	a.ShareCutoff(3.5, 12)
+	if c, n, ok := a.SharedCutoff(); !ok || c != 3.5 || n != 12 {
+		t.Errorf("SharedCutoff: %v %v %v, want 3.5 12 true", c, n, ok)
+	}
+	plain := NewStore(newFarm(t, 10), "")
+	plain.misc = filepath.Join(plain.Dir, "MISC")
+	plain.ShareCutoff(1, 100)
+	if _, _, ok := plain.SharedCutoff(); ok {
+		t.Error("a shared cutoff in a run without lanes")
+	}
+}

@@ -845,13 +845,22 @@ func (g *runtimeGuard) tooLate() bool {
 }
 
 // update recomputes dt_cutoff from every recorded duration and stores it.
+// In a run with lanes, each lane recomputes it when its own count of cases
+// done doubles; a value another lane's meta-job computed from at least as
+// many durations is taken as it is (casetable.Store.SharedCutoff), so the
+// status files are read about as often as without lanes.
 func (g *runtimeGuard) update(ctx context.Context, store *casetable.Store, statusDir string, out io.Writer) {
-	d, err := status.Durations(statusDir)
-	if err != nil || len(d) == 0 {
-		return
+	cutoff, n64, ok := store.SharedCutoff()
+	n := int(n64)
+	if !ok {
+		d, err := status.Durations(statusDir)
+		if err != nil || len(d) == 0 {
+			return
+		}
+		n = len(d)
+		cutoff = status.UpperQuantile(d, 0.125)
+		store.ShareCutoff(cutoff, int64(n))
 	}
-	n := len(d)
-	cutoff := status.UpperQuantile(d, 0.125)
 	if err := store.UpdateClaims(ctx, func(st *casetable.State) error {
 		st.Cutoff = cutoff
 		return nil
