@@ -653,6 +653,9 @@ func (s *Store) readLanes(st State) (State, error) {
 		switch {
 		case errors.Is(err, errClosed):
 			st.Claimed += L.x.laneCases(l)
+		case errors.Is(err, ErrNoState):
+			// Every lane has its generation 0 before the run names it.
+			return st, &DamageError{Path: ls.fixed, Why: "a lane with no generation"}
 		case err != nil:
 			return st, err
 		default:

@@ -573,10 +573,10 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		}
 		return nil
 	})
-	if err != nil {
-		casetable.RemoveLanes(f.Path(MiscDir), lanes)
-	}
 	if errors.Is(err, errStateMoved) {
+		// Not committed: nobody knows the lanes. (After another error
+		// the commit may have been made, its reply lost: they stay.)
+		casetable.RemoveLanes(f.Path(MiscDir), lanes)
 		return errMovedUser
 	}
 	if err != nil {
