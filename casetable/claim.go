@@ -359,6 +359,16 @@ func (s *Store) refresh() error {
 			if _, err := sysStat(s.ch.dir); os.IsNotExist(err) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
+			if s.fixed != "" {
+				// A lane has its generation 0 before anyone can know
+				// it: a mark not found is a network filesystem's
+				// passing answer (or damage, which stays).
+				if tries < 20 {
+					time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+					continue
+				}
+				return fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
+			}
 			return ErrNoState // a chain with no generation yet
 		}
 		if err := s.load(n); err == nil {
@@ -685,10 +695,17 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	}
 	most = max(most, 1)
 	var cases []Case
+	hasLanes := false
 	_, err := s.update(ctx, func(st *State) error {
-		cases = cases[:0]
+		cases, hasLanes = cases[:0], false
 		if st.Run == 0 {
 			return ErrNoState
+		}
+		if st.Run == run && st.Lanes > 1 {
+			// The run's claims are in its lanes, never on this chain
+			// (whose cursor a run with lanes leaves at the end).
+			hasLanes = true
+			return errNoCommit
 		}
 		if before != nil {
 			if err := before(st); err == ErrStop {
@@ -761,6 +778,16 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	})
 	if err != nil {
 		return nil, err
+	}
+	if hasLanes {
+		s.noLanes = 0
+		if err := s.findLanes(ctx, run); err != nil {
+			return nil, err
+		}
+		if s.lanes != nil {
+			return s.claimLanes(ctx, run, most, before)
+		}
+		return nil, nil
 	}
 	return cases, nil
 }

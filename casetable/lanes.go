@@ -73,14 +73,17 @@ const FirstCutoffAt = 8
 
 // laneIndex is a run's block index.
 type laneIndex struct {
-	lanes  int
-	block  int64   // cases per block
-	cases  int64   // cases of the run's table
-	starts []int64 // per block, the byte offset of its first case
-	lines  []int64 // per block, the lines of the table before it
+	lanes   int
+	block   int64   // cases per block
+	cases   int64   // cases of the run's table
+	starts  []int64 // per block, the byte offset of its first case
+	lines   []int64 // per block, the lines of the table before it
+	nblocks int64
 }
 
-func (x *laneIndex) blocks() int64 { return int64(len(x.starts)) }
+// blocks is the number of blocks (the header's, which a header-only
+// reading knows without the blocks themselves).
+func (x *laneIndex) blocks() int64 { return x.nblocks }
 
 // end is the byte offset past block b: the next block's start, or the end
 // of the table (size).
@@ -185,6 +188,7 @@ func buildIndex(path string, lanes int, size int64) (*laneIndex, error) {
 	if i != cases {
 		return nil, fmt.Errorf("%s changed while it was indexed", path)
 	}
+	x.nblocks = int64(len(x.starts))
 	return x, nil
 }
 
@@ -200,7 +204,27 @@ func (x *laneIndex) marshal() []byte {
 	return b.Bytes()
 }
 
-func parseIndex(b []byte) (*laneIndex, error) {
+// readHead reads the first line of the file path (at most 4 KiB).
+func readHead(path string) ([]byte, error) {
+	f, err := sysOpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer sysClose(f)
+	b := make([]byte, 4096)
+	n, err := sysRead(f, b)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	if i := bytes.IndexByte(b[:n], '\n'); i >= 0 {
+		return b[:i+1], nil
+	}
+	return b[:n], nil
+}
+
+// parseIndex reads a lane index of a table of size bytes (0: unknown); its
+// header alone if head.
+func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	head, rest, ok := bytes.Cut(b, []byte("\n"))
 	h, ok2 := strings.CutPrefix(string(head), lanesMagic)
 	if !ok || !ok2 {
@@ -228,6 +252,10 @@ func parseIndex(b []byte) (*laneIndex, error) {
 	if x.lanes < 2 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
+	x.nblocks = blocks
+	if headOnly {
+		return x, nil
+	}
 	x.starts = make([]int64, 0, blocks)
 	x.lines = make([]int64, 0, blocks)
 	for len(rest) > 0 {
@@ -239,11 +267,16 @@ func parseIndex(b []byte) (*laneIndex, error) {
 		if !ok || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("bad block line %q", line)
 		}
+		// Blocks are in the table's order and within it: overlapping
+		// blocks would hand a case out twice.
+		if k := len(x.starts); k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 || size > 0 && o >= size {
+			return nil, fmt.Errorf("block %d at byte %d, line %d: out of order or past the table", len(x.starts), o, l)
+		}
 		x.starts = append(x.starts, o)
 		x.lines = append(x.lines, l)
 	}
-	if x.blocks() != blocks {
-		return nil, fmt.Errorf("%d blocks, the header says %d", x.blocks(), blocks)
+	if int64(len(x.starts)) != blocks {
+		return nil, fmt.Errorf("%d blocks, the header says %d", len(x.starts), blocks)
 	}
 	return x, nil
 }
@@ -327,10 +360,10 @@ func (s *Store) CloseLanes(ctx context.Context, st State) error {
 	return nil
 }
 
-// closeAllLanes closes every lane in MISC (a repair, which may not know
-// the current run's lanes from a damaged state). Lanes already closed cost
-// a reading each.
-func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier) error {
+// closeAllLanes closes every lane in MISC of run upTo or an earlier one
+// (every lane if upTo < 1): a repair, which may not know the current run's
+// lanes from a damaged state. Lanes already closed cost a reading each.
+func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int) error {
 	var ents []os.DirEntry
 	if err := r.Do(ctx, func() (err error) {
 		ents, err = readDir(s.misc)
@@ -341,6 +374,11 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier) error {
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "lanes.") || !e.IsDir() {
 			continue
+		}
+		if run, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), "lanes."), "."); upTo >= 1 {
+			if n, err := strconv.Atoi(run); err == nil && n > upTo {
+				continue // a later run's, started since the reading
+			}
 		}
 		ldir := filepath.Join(s.misc, e.Name())
 		var lanes []os.DirEntry
@@ -375,10 +413,17 @@ type laneSet struct {
 	end       bool     // every lane is exhausted
 }
 
-// openLanes reads the lane index of the run st names.
-func (s *Store) openLanes(st State) (*laneSet, error) {
+// openLanes reads the lane index of the run st names; only its first
+// line, if head (what Read needs).
+func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 	dir := filepath.Join(s.misc, st.LaneDir)
-	b, err := sysReadFile(filepath.Join(dir, "index"))
+	var b []byte
+	var err error
+	if head {
+		b, err = readHead(filepath.Join(dir, "index"))
+	} else {
+		b, err = sysReadFile(filepath.Join(dir, "index"))
+	}
 	if os.IsNotExist(err) {
 		// Believed only if the lanes' directory is gone too (a network
 		// filesystem's passing ENOENT is retried, as on the chain).
@@ -390,7 +435,7 @@ func (s *Store) openLanes(st State) (*laneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := parseIndex(b)
+	x, err := parseIndex(b, st.TSize, head)
 	if err != nil {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
 	}
@@ -465,6 +510,10 @@ func (s *Store) pick() int {
 		}
 		return -1
 	}
+	if ls := L.stores[L.home]; ls != nil {
+		ls.Close() // its lane is exhausted: its descriptors go
+		L.stores[L.home] = nil
+	}
 	L.home = left[rand.IntN(len(left))]
 	return L.home
 }
@@ -481,12 +530,14 @@ func (s *Store) findLanes(ctx context.Context, run int) error {
 		err := s.readBase()
 		if err == nil && s.cur.Run == run && s.cur.Lanes > 1 {
 			var L *laneSet
-			if L, err = s.openLanes(s.cur); err == nil {
+			if L, err = s.openLanes(s.cur, false); err == nil {
 				s.lanes = L
 				return nil
 			}
 		} else if err == nil {
-			s.noLanes = run
+			if s.cur.Run == run {
+				s.noLanes = run // else (another run, or a stale reading) the claim decides
+			}
 			return nil
 		}
 		if !r.Again(ctx, err) {
@@ -640,7 +691,7 @@ func (s *Store) share(most int, left int64) int {
 // run with lanes: what Read returns. A closed lane counts as claimed whole
 // (nothing more can be claimed in it).
 func (s *Store) readLanes(st State) (State, error) {
-	L, err := s.openLanes(st)
+	L, err := s.openLanes(st, true)
 	if err != nil {
 		return st, err
 	}
@@ -653,9 +704,6 @@ func (s *Store) readLanes(st State) (State, error) {
 		switch {
 		case errors.Is(err, errClosed):
 			st.Claimed += L.x.laneCases(l)
-		case errors.Is(err, ErrNoState):
-			// Every lane has its generation 0 before the run names it.
-			return st, &DamageError{Path: ls.fixed, Why: "a lane with no generation"}
 		case err != nil:
 			return st, err
 		default:
@@ -681,14 +729,18 @@ func (s *Store) UpdateClaims(ctx context.Context, fn func(*State) error) error {
 		return s.Update(ctx, fn)
 	}
 	if L.end || L.stores[L.home] == nil {
-		return nil
+		return ErrNoLane
 	}
 	_, err := L.stores[L.home].update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
 	if errors.Is(err, errClosed) {
-		return nil
+		return ErrNoLane
 	}
 	return err
 }
+
+// ErrNoLane: UpdateClaims had no lane to commit on (the run's lanes are
+// exhausted or closed); nothing was stored.
+var ErrNoLane = errors.New("no lane of the run left to store it in")
 
 // SharedCutoff is, in a run with lanes, the dt_cutoff a meta-job computed
 // last for any lane (ShareCutoff), with the number of case durations it was

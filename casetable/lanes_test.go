@@ -2,6 +2,7 @@ package casetable
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // startLaneRun starts run (over table.dat, as it is) with lanes lanes, as
@@ -296,7 +299,7 @@ func TestLaneIndexBlocks(t *testing.T) {
 	if x.cases != 100 || x.block != 16 || fmt.Sprint(x.starts) != fmt.Sprint(starts) || fmt.Sprint(x.lines) != fmt.Sprint(lines) {
 		t.Fatalf("index: %d cases, blocks of %d, starts %v lines %v; want 100, 16, %v, %v", x.cases, x.block, x.starts, x.lines, starts, lines)
 	}
-	y, err := parseIndex(x.marshal())
+	y, err := parseIndex(x.marshal(), int64(b.Len()), false)
 	if err != nil || fmt.Sprint(y) != fmt.Sprint(x) {
 		t.Fatalf("index read back: %v %v", y, err)
 	}
@@ -389,5 +392,175 @@ func TestLanesShareCutoff(t *testing.T) {
 	plain.ShareCutoff(1, 100)
 	if _, _, ok := plain.SharedCutoff(); ok {
 		t.Error("a shared cutoff in a run without lanes")
+	}
+}
+
+// A repair that read the state before a resubmit started run 3 (with
+// lanes) loses its compare-and-swap and says nothing was repaired — but it
+// has closed run 3's lanes: run 3 can claim nothing.
+func TestLanesRepairLosingToANewRunLeavesItsLanesOpen(t *testing.T) {
+	dir := newLaneFarm(t, 400, 4) // run 2, 4 lanes
+	misc := filepath.Join(dir, "MISC")
+	ctx := context.Background()
+	rep := NewStore(dir, misc)
+	defer rep.Close()
+	rd, err := rep.Inspect(ctx) // farm repair --force reads the state
+	if err != nil {
+		t.Fatal(err)
+	}
+	startLaneRun(t, dir, 3, 4) // a resubmit starts run 3 meanwhile
+	err = rep.RepairFrom(ctx, rd, State{Run: 2, Table: "table.dat", Cases: 400, Claimed: 400})
+	var race *RepairRaceError
+	if !errors.As(err, &race) {
+		t.Fatalf("repair: %v; want a RepairRaceError", err)
+	}
+	r := NewStore(dir, misc)
+	defer r.Close()
+	st, err := r.Read(ctx)
+	t.Logf("after the refused repair: run %d claimed %d of %d (err %v)", st.Run, st.Claimed, st.Cases, err)
+	c := NewStore(dir, misc)
+	defer c.Close()
+	c.Job = "job-x"
+	cases, err := c.Claim(ctx, 3, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Errorf("run 3 stands (the repair was refused) but a claim in it gets no case: the refused repair closed its lanes")
+	}
+}
+
+// farm's closeRun of a run with lanes: the lanes closed, then the main
+// chain's Claimed set to Cases and its lanes forgotten: Read counts every
+// case once.
+func TestLanesClosedRunCountsEveryCaseOnce(t *testing.T) {
+	dir := newLaneFarm(t, 400, 4)
+	misc := filepath.Join(dir, "MISC")
+	ctx := context.Background()
+	s := NewStore(dir, misc)
+	defer s.Close()
+	cur, err := s.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseLanes(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(st *State) error {
+		st.Offset, st.Claimed, st.Lines = st.TSize, st.Cases, -1
+		st.Lanes, st.LaneDir = 0, ""
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Claimed != st.Cases {
+		t.Errorf("after closeRun: Read says %d of %d claimed", st.Claimed, st.Cases)
+	}
+}
+
+// A store that took run 2 for a run without lanes (noLanes, as a stale
+// reading of the main chain could make it) does not claim on the main
+// chain of a run with lanes: its claim finds the lanes, and no case is
+// claimed twice.
+func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
+	dir := newLaneFarm(t, 400, 4)
+	misc := filepath.Join(dir, "MISC")
+	ctx := context.Background()
+	a := NewStore(dir, misc)
+	defer a.Close()
+	a.Job = "job-a"
+	la, err := a.Claim(ctx, 2, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewStore(dir, misc)
+	defer b.Close()
+	b.Job = "job-b"
+	b.noLanes = 2 // what findLanes decides from a stale reading (run 1)
+	if _, err := b.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Claim(ctx, 2, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, c := range la {
+		seen[c.ID] = true
+	}
+	for _, c := range lb {
+		if seen[c.ID] {
+			t.Errorf("case %d claimed in a lane and on the main chain", c.ID)
+		}
+	}
+	for _, c := range lb {
+		seen[c.ID] = true
+	}
+	c := NewStore(dir, misc)
+	defer c.Close()
+	c.Job = "job-c"
+	dup := 0
+	for {
+		cs, err := c.Claim(ctx, 2, 40, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 0 {
+			break
+		}
+		for _, x := range cs {
+			if seen[x.ID] {
+				dup++
+			}
+			seen[x.ID] = true
+		}
+	}
+	t.Logf("lane claim %v, main-chain claim %v", caseIDs(la), caseIDs(lb))
+	if dup > 0 {
+		t.Errorf("%d cases claimed twice in run 2 (on the main chain and in a lane)", dup)
+	}
+}
+
+func caseIDs(cs []Case) []int64 {
+	var r []int64
+	for _, c := range cs {
+		r = append(r, c.ID)
+	}
+	return r
+}
+
+// A lookup of a lane's marks answered ENOENT twice (a network filesystem's
+// passing error) is not damage.
+func TestLanesSpuriousENOENTIsNotDamage(t *testing.T) {
+	dir := newLaneFarm(t, 400, 4)
+	misc := filepath.Join(dir, "MISC")
+	ctx := context.Background()
+	s := NewStore(dir, misc)
+	defer s.Close()
+	if _, err := s.Read(ctx); err != nil { // main chain read, no fault
+		t.Fatal(err)
+	}
+	r := NewStore(dir, misc)
+	defer r.Close()
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	fault = func(op string) error {
+		if op == "lookup" && n < 2 {
+			n++
+			return unix.ENOENT
+		}
+		return nil
+	}
+	defer func() { fault = nil }()
+	_, err := r.readLanes(r.cur)
+	var de *DamageError
+	if errors.As(err, &de) {
+		t.Errorf("one passing ENOENT on a lane's mark: %v", err)
 	}
 }

@@ -215,12 +215,17 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce() // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
-	// The rebuilt state has no lanes: every lane in MISC is closed first,
-	// so that no claimer, however stalled, claims in one after it.
-	if err := s.closeAllLanes(ctx, &r); err != nil {
-		return err
-	}
 	if rd.usable {
+		// The rebuilt state has no lanes: the lanes of the run read and
+		// of every run before it are closed first, so that no claimer,
+		// however stalled, claims in one after the repair. Not a later
+		// run's: one started since the reading makes the commit below
+		// fail, and its lanes must stay open. (A reading whose newest
+		// generation is damaged names no run: every lane is closed; no
+		// run can start while the state reads as damaged.)
+		if err := s.closeAllLanes(ctx, &r, rd.State.Run); err != nil {
+			return err
+		}
 		return s.repairOn(ctx, rd, st)
 	}
 	if rd.file == nil {
@@ -259,6 +264,12 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		return giveUp(err)
 	}
 	if err := s.closeOthers(ctx, &r, c.dir); err != nil {
+		c.close()
+		return giveUp(err)
+	}
+	// Every lane too: MISC/chain names no readable state, so no run can
+	// have started since the reading.
+	if err := s.closeAllLanes(ctx, &r, 0); err != nil {
 		c.close()
 		return giveUp(err)
 	}

@@ -521,7 +521,7 @@ func claimedIDs(b *testing.B, dir string, st State) []int64 {
 	}
 	s := NewStore(dir, filepath.Join(dir, "MISC"))
 	defer s.Close()
-	L, err := s.openLanes(st)
+	L, err := s.openLanes(st, false)
 	if err != nil {
 		b.Fatal(err)
 	}

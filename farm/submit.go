@@ -16,6 +16,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -539,10 +540,10 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	}
 	store := f.Store()
 	defer store.Close()
-	// The current run's lanes are closed before the new run commits, so
-	// that none of its meta-jobs, however stalled, claims after it; the new
-	// run's lanes, if it gets any, are made whole before its commit names
-	// them (casetable/lanes.go).
+	// The new run's lanes, if it gets any, are made whole before its
+	// commit names them; the current run's lanes are closed right before
+	// that commit, so that none of its meta-jobs, however stalled, claims
+	// after it (casetable/CLAIMS.md, Lanes).
 	cur, err := store.Read(ctx)
 	if err != nil && !errors.Is(err, casetable.ErrNoState) {
 		return stateErr(err)
@@ -550,14 +551,19 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if err == nil && cur.Gen != nr.base {
 		return errMovedUser
 	}
-	if err := store.CloseLanes(ctx, cur); err != nil {
-		return stateErr(err)
-	}
 	lanes := casetable.State{Run: nr.run, Table: nr.table, Simple: simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
 	if !simple {
-		if lanes, err = casetable.MakeLanes(f.Dir, f.Path(MiscDir), lanes, casetable.LanesFor(nr.jobs)); err != nil {
+		r := fsretry.Retrier{Log: f.Out}
+		if err := r.Do(ctx, func() (err error) {
+			lanes, err = casetable.MakeLanes(f.Dir, f.Path(MiscDir), lanes, casetable.LanesFor(nr.jobs))
+			return err
+		}); err != nil {
 			return f.writeErr(err)
 		}
+	}
+	if err := store.CloseLanes(ctx, cur); err != nil {
+		casetable.RemoveLanes(f.Path(MiscDir), lanes)
+		return stateErr(err)
 	}
 	err = store.Update(ctx, func(st *casetable.State) error {
 		if st.Gen != nr.base {
@@ -565,6 +571,17 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		}
 		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
 		st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
+		if lanes.Lanes > 1 {
+			// Nothing to claim on this chain: the lanes hold the
+			// cursors (an older farm's claim finds the run read).
+			st.Offset = size
+		}
+		if cur.Lanes > 1 {
+			// The farm-wide counters with those of the lanes of the
+			// run before, which close now: cases done, dt_cutoff
+			// (recomputed at the next claim of a run without lanes).
+			st.Done, st.Cutoff, st.Next = cur.Done, cur.Cutoff, 0
+		}
 		// The table as it is now is the run's: a claim refuses to read
 		// it once it has another size or inode.
 		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
@@ -673,7 +690,18 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 	}
 	store := f.Store()
 	defer store.Close()
-	if cur, err := store.Read(ctx); err == nil && cur.Run == run && cur.Table == table {
+	// A run with lanes is closed by closing them (then they count as
+	// claimed whole); the main chain then forgets them.
+	var cur casetable.State
+	r := fsretry.Retrier{Log: f.Out}
+	if err := r.Do(ctx, func() (err error) {
+		cur, err = store.Read(ctx)
+		return err
+	}); err != nil {
+		f.Log("could not close run %d, which has no job: %v", run, err)
+		return false
+	}
+	if cur.Run == run && cur.Table == table {
 		if err := store.CloseLanes(ctx, cur); err != nil {
 			f.Log("could not close run %d, which has no job: %v", run, err)
 			return false
@@ -683,6 +711,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		if st.Run != run || st.Table != table {
 			return errStateMoved
 		}
+		st.Lanes, st.LaneDir = 0, ""
 		// Past every line the run recorded, whatever the table is now.
 		st.Offset, st.Claimed, st.Lines = max(fi.Size(), st.TSize), st.Cases, -1
 		return nil
