@@ -695,6 +695,7 @@ func (s *Store) readLanes(st State) (State, error) {
 	if err != nil {
 		return st, err
 	}
+	mostDone := int64(-1) // dt_cutoff: the lane's that counted the most cases done (its newest)
 	for l := 0; l < L.x.lanes; l++ {
 		ls := NewStore(s.Dir, s.misc)
 		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
@@ -709,7 +710,9 @@ func (s *Store) readLanes(st State) (State, error) {
 		default:
 			st.Claimed += lst.Claimed
 			st.Done += lst.Done
-			st.Cutoff = max(st.Cutoff, lst.Cutoff)
+			if lst.Cutoff > 0 && lst.Done > mostDone {
+				st.Cutoff, mostDone = lst.Cutoff, lst.Done
+			}
 		}
 	}
 	return st, nil
