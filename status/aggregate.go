@@ -1,10 +1,9 @@
 package status
 
 import (
-	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -271,14 +270,9 @@ func statusFiles(dir string) ([]string, error) {
 // names is its batches' ji. Since is Summary.since; of opt, parseFiles
 // uses Live, LiveAsOf and Now.
 func parseFiles(names []string, since float64, opt Options, stop <-chan struct{}) <-chan *batch {
-	latest := latestRestarts(names)
+	superseded := Superseded(names)
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
-	}
-	now := float64(opt.Now.UnixMilli()) / 1e3
-	var liveAsOf float64
-	if !opt.LiveAsOf.IsZero() {
-		liveAsOf = float64(opt.LiveAsOf.UnixMilli()) / 1e3
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(names))
 	files := make(chan int, len(names))
@@ -293,11 +287,8 @@ func parseFiles(names []string, since float64, opt Options, stop <-chan struct{}
 		go func() {
 			defer wg.Done()
 			for i := range files {
-				live := opt.Live
-				if job, r, _ := ParseFileName(filepath.Base(names[i])); r < latest[job] {
-					live = nil // a restarted job's earlier incarnation: dead
-				}
-				if !parseFile(names[i], i, since, now, liveAsOf, live, batches, stop) {
+				ro := ReadOptions{Live: opt.Live, LiveAsOf: opt.LiveAsOf, Now: opt.Now, Superseded: superseded(names[i])}
+				if !parseFile(names[i], i, since, ro, batches, stop) {
 					return
 				}
 			}
@@ -418,9 +409,12 @@ func newBatch(ji, run int) *batch {
 	return b
 }
 
-// parseFile parses one status file into batches. It reports false if it
-// was told to stop.
-func parseFile(name string, ji int, since, now, liveAsOf float64, live func(string) bool, out chan<- *batch, stop <-chan struct{}) bool {
+// errStopped ends a file's reading when parseFile was told to stop.
+var errStopped = errors.New("stopped")
+
+// parseFile parses one status file into batches (ReadFile settles its
+// attempts). It reports false if it was told to stop.
+func parseFile(name string, ji int, since float64, opt ReadOptions, out chan<- *batch, stop <-chan struct{}) bool {
 	send := func(b *batch) bool {
 		select {
 		case out <- b:
@@ -429,245 +423,111 @@ func parseFile(name string, ji int, since, now, liveAsOf float64, live func(stri
 			return false
 		}
 	}
-	fail := func(err error) bool {
+	p := fileParser{since: since, b: newBatch(ji, 0)}
+	opt.Warn = func(line int, err error) {
+		// One damaged line must not block the farm: say which, and read on.
+		if len(p.b.warnings) < maxWarnings {
+			p.b.warnings = append(p.b.warnings, fmt.Sprintf("%s:%d: %v; line skipped", name, line, err))
+		}
+	}
+	f, err := ReadFile(name, opt, func(f *File, a *Attempt) error {
+		if len(p.b.attempts) == batchSize {
+			if !send(p.b) {
+				return errStopped
+			}
+			p.b = newBatch(ji, f.Run)
+		}
+		p.add(f, a)
+		return nil
+	})
+	if err == errStopped {
+		return false
+	}
+	if err != nil {
 		b := newBatch(ji, 0)
 		b.err = err
 		return send(b)
 	}
-	f, err := os.Open(name)
-	if err != nil {
-		return fail(err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return fail(fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name)))
-	}
-	id, restart, _ := ParseFileName(filepath.Base(name))
-	p := fileParser{job: Job{ID: id, Restart: restart}, since: since}
-	p.b = newBatch(ji, 0)
-	r := bufio.NewReaderSize(f, 256<<10)
-	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			for err == bufio.ErrBufferFull { // skip absurdly long lines
-				_, err = r.ReadSlice('\n')
-			}
-			continue
-		}
-		// A line without its newline is being written right now: skip it.
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if perr := p.parseLine(line); perr != nil {
-				// One damaged line must not block the farm: say which,
-				// and read on.
-				if len(p.b.warnings) < maxWarnings {
-					p.b.warnings = append(p.b.warnings, fmt.Sprintf("%s:%d: %v; line skipped", name, lineNo, perr))
-				}
-			}
-			if len(p.b.attempts) == batchSize {
-				if !send(p.b) {
-					return false
-				}
-				p.b = newBatch(ji, p.job.Run)
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fail(err)
-		}
-	}
-	if p.meta {
-		p.job.Quit = "META" // recorded by META, before farm: not a live job
-	}
-	isLive := p.job.Quit == "" && live != nil && live(p.job.ID)
-	for _, o := range p.open {
-		a := attempt{id: o.id, state: Interrupted, start: o.start, started: true, note: o.note}
-		if isLive || (p.job.Quit == "" && liveAsOf > 0 && o.start >= liveAsOf) {
-			a.state = Running
-			a.secs = max(0, now-o.start) // so far
-			p.job.Open++
-			if o.note > 0 {
-				p.busy(p.notes[o.note-1])
-			}
-		} else {
-			p.job.Ended++
-		}
-		p.b.attempts = append(p.b.attempts, a)
-	}
-	slices.Sort(p.job.OpenCPUs)
-	p.job.OpenCPUs = slices.Compact(p.job.OpenCPUs)
-	slices.Sort(p.job.OpenGPUs)
-	p.job.OpenGPUs = slices.Compact(p.job.OpenGPUs)
-	job := p.job
-	p.b.job = &job
+	p.b.first, p.b.run = f.First, f.Run
+	p.addNotes(f)
+	p.b.job = p.jobOf(f)
 	return send(p.b)
 }
 
-// fileParser holds the state of parsing one status file.
+// fileParser holds the state of parsing one status file into batches.
 type fileParser struct {
-	job   Job
 	since float64
 	b     *batch
-	open  []openCase // started, not yet ended: one at a time, normally
-	// header: a farm header was read; meta: the file is one of META's
-	// (its first record an "ID STATUS" line).
-	header, meta bool
-	// The file's notes (placements, reasons) by their keys, numbered
-	// from 1 in the order first seen: notes[n-1] is note n's key.
-	noteNum map[string]uint32
-	notes   []string
-	key     []byte // scratch for a note's key
+	notes int // the file's notes handed on in batches so far
+	// Ended, Open and Unfit of the job, and the CPUs and GPUs of its
+	// running cases.
+	ended, open, unfit int64
+	cpus               []int
+	gpus               []string
+}
+
+// add adds attempt a of file f to the batch, with the notes first seen in
+// f since the batch before, and counts it.
+func (p *fileParser) add(f *File, a *Attempt) {
+	b := p.b
+	b.run = f.Run
+	p.addNotes(f)
+	switch {
+	case a.State == Unfit:
+		p.unfit++
+	case a.State == Running:
+		p.open++
+		if a.note > 0 {
+			if n := parseNote(f.notes[a.note-1]); n.reason == "" {
+				p.cpus = append(p.cpus, n.place.CPUs...)
+				p.gpus = append(p.gpus, n.place.GPUs...)
+			}
+		}
+	default:
+		p.ended++
+	}
+	if a.Ended() {
+		end := a.Start + a.Seconds
+		b.last = max(b.last, end)
+		if p.since > 0 && end >= p.since {
+			b.recent++
+		}
+	}
+	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+}
+
+// addNotes hands on, with the batch, the notes of f not handed on yet.
+func (p *fileParser) addNotes(f *File) {
+	for ; p.notes < len(f.notes); p.notes++ {
+		p.b.notes = append(p.b.notes, f.notes[p.notes])
+	}
+}
+
+// jobOf is the Job of file f, read whole.
+func (p *fileParser) jobOf(f *File) *Job {
+	job := &Job{ID: f.Job, Run: f.Run, Host: f.Host, Restart: f.Restart, Capacity: f.Capacity,
+		Ended: p.ended, Open: p.open, Unfit: p.unfit}
+	switch {
+	case f.META:
+		job.Quit = "META" // recorded by META, before farm: not a live job
+	case f.Quitted:
+		job.Quit = cmp.Or(f.Quit, "exited")
+	}
+	slices.Sort(p.cpus)
+	job.OpenCPUs = slices.Compact(p.cpus)
+	slices.Sort(p.gpus)
+	job.OpenGPUs = slices.Compact(p.gpus)
+	return job
 }
 
 type attempt struct {
 	id      int64
 	state   State
 	started bool   // the file holds the attempt's start record
-	note    uint32 // its note in the file (fileParser.notes), 0 if none
+	note    uint32 // its note in the file (File.notes), 0 if none
 	status  int
 	start   float64
 	secs    float64
-}
-
-// openCase is a case started and not yet ended in one status file.
-type openCase struct {
-	id    int64
-	start float64
-	note  uint32
-}
-
-// placeNote returns the note of the placement of S record r, 0 if it
-// says none. Its key is "S" LOOP " " CPUS " " GPUS, the lists as written.
-func (p *fileParser) placeNote(r *Record) uint32 {
-	if r.Loop == 0 && len(r.CPUs) == 0 && len(r.GPUs) == 0 {
-		return 0
-	}
-	k := strconv.AppendInt(append(p.key[:0], 'S'), int64(r.Loop), 10)
-	k = append(append(k, ' '), r.CPUs...)
-	k = append(append(k, ' '), r.GPUs...)
-	p.key = k
-	return p.intern(k)
-}
-
-// reasonNote returns the note of an unfit reason, 0 if it is empty. Its
-// key is "U" REASON.
-func (p *fileParser) reasonNote(reason []byte) uint32 {
-	if len(reason) == 0 {
-		return 0
-	}
-	p.key = append(append(p.key[:0], 'U'), reason...)
-	return p.intern(p.key)
-}
-
-// intern returns the number of the note of key in the file, numbering it
-// (and handing it to the merger with the batch) if it is new.
-func (p *fileParser) intern(k []byte) uint32 {
-	if n, ok := p.noteNum[string(k)]; ok {
-		return n
-	}
-	key := string(k)
-	if p.noteNum == nil {
-		p.noteNum = map[string]uint32{}
-	}
-	p.notes = append(p.notes, key)
-	n := uint32(len(p.notes))
-	p.noteNum[key] = n
-	p.b.notes = append(p.b.notes, key)
-	return n
-}
-
-// busy adds the CPUs and GPUs of a running case's note (key) to the job's.
-func (p *fileParser) busy(key string) {
-	if n := parseNote(key); n.reason == "" {
-		p.job.OpenCPUs = append(p.job.OpenCPUs, n.place.CPUs...)
-		p.job.OpenGPUs = append(p.job.OpenGPUs, n.place.GPUs...)
-	}
-}
-
-func (p *fileParser) parseLine(line []byte) error {
-	r, err := ParseRecord(line)
-	if err != nil {
-		return err
-	}
-	job := &p.job
-	b := p.b
-	switch r.Kind {
-	case KindMETA:
-		// A file of META's, kept by farm adopt (no header before it): its
-		// "ID STATUS" lines are cases that ended, in run 0, before farm.
-		// In a file of farm's own, they come from a single_case.sh written
-		// for META that writes them itself: farm's E record says the same.
-		if p.header {
-			return nil
-		}
-		p.meta = true
-		job.Ended++
-		a := attempt{id: r.ID, status: r.Status, state: Succeeded}
-		if r.Status != 0 {
-			a.state = Failed
-		}
-		b.attempts = append(b.attempts, a)
-	case KindHeader:
-		if p.meta {
-			return errors.New("a farm header in a file of META's \"ID STATUS\" lines")
-		}
-		p.header = true
-		job.Run = r.Run
-		b.run = job.Run
-		job.Host = string(r.Host)
-		job.ID = string(r.Job)
-		job.Capacity = r.Capacity
-	case KindQuit:
-		job.Quit = string(r.Message)
-		if job.Quit == "" {
-			job.Quit = "exited"
-		}
-	case KindStart:
-		o := openCase{id: r.ID, start: r.Start}
-		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
-			o.note = p.placeNote(&r)
-		}
-		p.open = append(p.open, o)
-		if b.first == 0 || r.Start < b.first {
-			b.first = r.Start
-		}
-	case KindUnfit:
-		// Taken and not started: an attempt without a start, that no
-		// start record of another run can be a duplicate of.
-		job.Unfit++
-		b.attempts = append(b.attempts, attempt{id: r.ID, state: Unfit, start: r.Time, note: p.reasonNote(r.Message)})
-	case KindEnd, KindInterrupted:
-		id, start, secs := r.ID, r.Start, r.Seconds
-		started := false
-		var note uint32
-		for i := len(p.open) - 1; i >= 0; i-- {
-			if p.open[i].id == id {
-				note = p.open[i].note
-				p.open = append(p.open[:i], p.open[i+1:]...)
-				started = true
-				break
-			}
-		}
-		job.Ended++
-		if end := start + secs; end > b.last {
-			b.last = end
-		}
-		if p.since > 0 && start+secs >= p.since {
-			b.recent++
-		}
-		a := attempt{id: id, status: r.Status, start: start, secs: secs, started: started, note: note}
-		switch {
-		case r.Kind == KindInterrupted:
-			a.state = Interrupted
-		case r.Status == 0:
-			a.state = Succeeded
-		default:
-			a.state = Failed
-		}
-		b.attempts = append(b.attempts, a)
-	}
-	return nil
 }
 
 // wins reports whether attempt a, of run run, replaces the recorded outcome
@@ -777,15 +637,15 @@ func (s *Summary) findDuplicates(dir string, names []string) {
 			continue
 		}
 		rel := filepath.Join(filepath.Base(dir), filepath.Base(name))
-		eachCompleteLine(name, func(line []byte) { // a file gone meanwhile: skipped
-			if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindStart {
-				k := runCase{run, rec.ID}
-				if _, dup := s.dupStarts[k]; dup {
-					if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
-						files[k] = append(l, rel)
-					}
+		// Each start record is the start of one attempt. A file gone
+		// meanwhile is skipped.
+		ReadFile(name, ReadOptions{}, func(_ *File, a *Attempt) error {
+			if k := (runCase{run, a.ID}); a.Started && s.dupStarts[k] > 0 {
+				if l := files[k]; len(l) == 0 || l[len(l)-1] != rel {
+					files[k] = append(l, rel)
 				}
 			}
+			return nil
 		})
 	}
 	for k, n := range s.dupStarts {

@@ -252,16 +252,25 @@ func BenchmarkParseRecord(b *testing.B) {
 	}
 }
 
-// BenchmarkAggregateLine is Load's work per record, without the I/O.
-func BenchmarkAggregateLine(b *testing.B) {
+// BenchmarkAggregateLine is Load's work per record, without the I/O: the
+// replay that settles attempts (ReadFile's) and their batching.
+func BenchmarkAggregateLine(b *testing.B) { benchmarkAggregate(b, benchLines) }
+
+// benchmarkAggregate replays lines, in turn, as Load does.
+func benchmarkAggregate(b *testing.B, lines [][]byte) {
 	b.ReportAllocs()
 	p := fileParser{b: &batch{attempts: make([]attempt, 0, batchSize)}}
-	for i := 0; i < b.N; i++ {
-		if err := p.parseLine(benchLines[i&1]); err != nil {
-			b.Fatal(err)
-		}
+	rp := replay{fn: func(f *File, a *Attempt) error {
+		p.add(f, a)
 		if len(p.b.attempts) == batchSize {
 			p.b.attempts = p.b.attempts[:0]
+		}
+		return nil
+	}}
+	fail := func(_ int, err error) { b.Fatal(err) }
+	for i := 0; i < b.N; i++ {
+		if err := rp.line(lines[i&1], i+1, fail); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -30,7 +30,10 @@
 // v1: a file without them reads as before.
 //
 // Writer writes these lines and ParseRecord reads them: Load, Tail,
-// Durations, everything that reads a status file, reads with it.
+// Durations, everything that reads a status file, reads with it. ReadFile
+// replays a file's records into attempts and decides, once for every
+// reader, what became of each (running, interrupted, ended with its
+// STATUS): Load and farm report read status files through it.
 //
 // A batch system may restart a job under the same ID after its node failed
 // (Slurm's requeue). Each incarnation of a job writes a file of its own —

@@ -202,15 +202,4 @@ func BenchmarkParsePlacedRecord(b *testing.B) {
 
 // BenchmarkAggregatePlacedLine is Load's work per record of a meta-job
 // that places its cases.
-func BenchmarkAggregatePlacedLine(b *testing.B) {
-	b.ReportAllocs()
-	p := fileParser{b: &batch{attempts: make([]attempt, 0, batchSize)}}
-	for i := 0; i < b.N; i++ {
-		if err := p.parseLine(benchPlacedLines[i&1]); err != nil {
-			b.Fatal(err)
-		}
-		if len(p.b.attempts) == batchSize {
-			p.b.attempts = p.b.attempts[:0]
-		}
-	}
-}
+func BenchmarkAggregatePlacedLine(b *testing.B) { benchmarkAggregate(b, benchPlacedLines) }
