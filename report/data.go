@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -247,6 +246,12 @@ type file struct {
 	loops        map[int]bool // the loops its cases ran in (0: none said)
 	header       bool         // it has farm's header (not a META file)
 	superseded   bool         // an earlier incarnation of a restarted job
+
+	// While reading: the attempts whose case IDs are kept, farm-wide,
+	// at most maxBars; keep says this file's still are.
+	kept    *atomic.Int64
+	maxBars int64
+	keep    bool
 }
 
 // Build reads the status files of in.StatusDir and computes every figure's
@@ -308,148 +313,135 @@ func Build(in Input) (*Data, error) {
 	return d, nil
 }
 
-// readFile reads one status file; superseded says it is an earlier
-// incarnation of a restarted job (not running, whatever the job's state).
+// readFile reads one status file, whose attempts status.ReadFile
+// settles; superseded says it is an earlier incarnation of a restarted
+// job (not running, whatever the job's state). kept counts the attempts
+// whose case IDs are kept, farm-wide.
 func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file, error) {
 	f := &file{hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1),
-		loops: map[int]bool{}, superseded: superseded}
-	if job, restart, ok := status.ParseFileName(filepath.Base(name)); ok {
-		f.job, f.restart = job, restart
-	}
-	type open struct {
-		start float64
-		loop  int
-	}
-	opens := map[int64]open{}
-	keep := true
-	add := func(id int64, start, dur float64, loop int, st uint8, code int, host []byte) {
-		if math.IsNaN(f.base) {
-			f.base = start
-		}
-		loop = min(max(loop, 0), math.MaxUint16)
-		f.atts = append(f.atts, att{off: float32(start - f.base), dur: float32(dur), loop: uint16(loop), state: st})
-		f.loops[loop] = true
-		if keep && kept.Add(1) <= int64(in.MaxBars) {
-			f.ids = append(f.ids, id)
-			f.statuses = append(f.statuses, int32(code))
-		} else {
-			keep, f.ids, f.statuses = false, nil, nil
-		}
-		f.first = min(f.first, start)
-		f.last = max(f.last, start+dur)
-		f.maxLoop = max(f.maxLoop, loop)
-		if st == stRunning {
-			return
-		}
-		if len(host) == 0 {
-			host = []byte(f.host)
-		}
-		hc := f.hosts[string(host)] // no copy of host, but for a new one
-		if hc == nil {
-			hc = &HostCount{Host: string(host)}
-			f.hosts[hc.Host] = hc
-		}
-		hc.Ended++
-		if dur == 0 {
-			f.zero++
-		}
-		switch st {
-		case stFailed:
-			hc.Failed++
-			f.codes[[2]int{0, code}]++
-		case stInterrupted:
-			hc.Interrupted++
-			if code < 0 { // no record of its end
-				f.codes[[2]int{2, 0}]++
-			} else {
-				f.codes[[2]int{1, code}]++
-			}
-		}
-		if len(f.slow) < SlowestCount || dur >= f.slow[len(f.slow)-1].Seconds {
-			f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: hc.Host})
-		}
-	}
-	err := status.EachLine(name, func(line []byte) {
-		r, err := status.ParseRecord(line)
-		if err != nil {
-			return // farm Status warns of it
-		}
-		switch r.Kind {
-		case status.KindHeader:
-			f.header = true
-			f.run, f.host = r.Run, string(r.Host)
-			if len(r.Job) > 0 {
-				f.job = string(r.Job)
-			}
-		case status.KindStart:
-			opens[r.ID] = open{start: r.Start, loop: r.Loop}
-			f.last = max(f.last, r.Start)
-		case status.KindEnd, status.KindInterrupted:
-			loop := 0
-			if o, ok := opens[r.ID]; ok {
-				loop = o.loop
-				delete(opens, r.ID)
-			}
-			st := stInterrupted
-			if r.Kind == status.KindEnd {
-				st = stSucceeded
-				if r.Status != 0 {
-					st = stFailed
-				}
-				f.ended = append(f.ended, r.Seconds)
-			}
-			add(r.ID, r.Start, max(r.Seconds, 0), loop, st, r.Status, r.Host)
-		case status.KindQuit:
-			f.quit, f.quitAt = string(r.Message), r.Time
-			f.last = max(f.last, r.Time)
-		case status.KindUnfit:
-			f.last = max(f.last, r.Time)
-		case status.KindMETA:
-			// A case META ran before the farm was adopted: it ended,
-			// with no times or host.
-			f.untimed++
-			if r.Status != 0 {
-				f.codes[[2]int{0, r.Status}]++
-			}
-		}
+		loops: map[int]bool{}, superseded: superseded, kept: kept, maxBars: int64(in.MaxBars), keep: true}
+	opt := status.ReadOptions{Live: func(job string) bool { return in.Jobs[job].Live }, LiveAsOf: in.LiveAsOf, Now: in.Now, Superseded: superseded}
+	h, err := status.ReadFile(name, opt, func(h *status.File, a *status.Attempt) error {
+		f.attempt(h, a, in.Jobs[h.Job])
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The cases started and not ended: running, if the job runs them;
-	// else interrupted, until the job's end (or its last record). An
-	// earlier incarnation of a restarted job died before the new one
-	// started: the job's start and end are the new one's.
-	job := in.Jobs[f.job]
-	live := job.Live && !superseded
-	ids := make([]int64, 0, len(opens))
-	for id := range opens {
-		ids = append(ids, id)
+	f.job, f.restart, f.run, f.host, f.header = h.Job, h.Restart, h.Run, h.Host, h.Header
+	if h.Quitted {
+		f.quit, f.quitAt = h.Quit, h.QuitAt
 	}
-	slices.Sort(ids)
-	now := unix(in.Now)
-	for _, id := range ids {
-		o := opens[id]
-		if live || (!superseded && f.quit == "" && !in.LiveAsOf.IsZero() && o.start >= unix(in.LiveAsOf)) {
-			add(id, o.start, max(now-o.start, 0), o.loop, stRunning, 0, nil)
-			continue
-		}
-		end := f.last
-		switch {
-		case superseded:
-			if !job.Start.IsZero() && unix(job.Start) > o.start {
-				end = unix(job.Start)
-			}
-		case !job.End.IsZero() && unix(job.End) > o.start:
-			end = unix(job.End)
-		}
-		f.estimated++
-		add(id, o.start, max(end-o.start, 0), o.loop, stInterrupted, -1, nil)
-	}
+	f.last = max(f.last, h.Last)
 	if math.IsNaN(f.base) {
 		f.base = 0
 	}
 	return f, nil
+}
+
+// attempt adds one attempt of the file h, whose job the batch system
+// describes as job.
+func (f *file) attempt(h *status.File, a *status.Attempt, job JobInfo) {
+	switch {
+	case a.Untimed:
+		// A case META ran before the farm was adopted: it ended, with no
+		// times or host.
+		f.untimed++
+		if a.State == status.Failed {
+			f.codes[[2]int{0, a.Status}]++
+		}
+	case a.State == status.Unfit:
+		// Not started: not drawn (h.Last has its time).
+	case a.State == status.Running:
+		f.add(a.ID, a.Start, a.Seconds, a.Loop, stRunning, 0, nil, "")
+	case a.NoEnd:
+		f.estimated++
+		f.add(a.ID, a.Start, f.cutOff(h, a.Start, job), a.Loop, stInterrupted, -1, nil, h.Host)
+	default:
+		st := stInterrupted
+		if a.State != status.Interrupted {
+			st = stSucceeded
+			if a.State == status.Failed {
+				st = stFailed
+			}
+			f.ended = append(f.ended, a.Seconds)
+		}
+		f.add(a.ID, a.Start, max(a.Seconds, 0), a.Loop, st, a.Status, a.Host, h.Host)
+	}
+}
+
+// cutOff is how long a case started at start, interrupted with no record
+// of its end, is drawn to have run: until its job's end, or, in an
+// earlier incarnation of a restarted job, which died before the new one
+// started, until the job's start (the new one's); else until the file's
+// last record.
+func (f *file) cutOff(h *status.File, start float64, job JobInfo) float64 {
+	end := h.Last
+	switch {
+	case f.superseded:
+		if !job.Start.IsZero() && unix(job.Start) > start {
+			end = unix(job.Start)
+		}
+	case !job.End.IsZero() && unix(job.End) > start:
+		end = unix(job.End)
+	}
+	return max(end-start, 0)
+}
+
+// add adds an attempt of case id, started at start, that ran for dur, in
+// loop, in state st, with code (its STATUS, its signal, or -1: no record
+// of its end), on host (fileHost if empty; not used for a running one).
+func (f *file) add(id int64, start, dur float64, loop int, st uint8, code int, host []byte, fileHost string) {
+	if math.IsNaN(f.base) {
+		f.base = start
+	}
+	loop = min(max(loop, 0), math.MaxUint16)
+	f.atts = append(f.atts, att{off: float32(start - f.base), dur: float32(dur), loop: uint16(loop), state: st})
+	f.loops[loop] = true
+	if f.keep && f.kept.Add(1) <= f.maxBars {
+		f.ids = append(f.ids, id)
+		f.statuses = append(f.statuses, int32(code))
+	} else {
+		f.keep, f.ids, f.statuses = false, nil, nil
+	}
+	f.first = min(f.first, start)
+	f.last = max(f.last, start+dur)
+	f.maxLoop = max(f.maxLoop, loop)
+	if st != stRunning {
+		f.count(id, start, dur, st, code, host, fileHost)
+	}
+}
+
+// count counts an attempt that is not running (see add) in the figures
+// of hosts, statuses and the slowest cases.
+func (f *file) count(id int64, start, dur float64, st uint8, code int, host []byte, fileHost string) {
+	if len(host) == 0 {
+		host = []byte(fileHost)
+	}
+	hc := f.hosts[string(host)] // no copy of host, but for a new one
+	if hc == nil {
+		hc = &HostCount{Host: string(host)}
+		f.hosts[hc.Host] = hc
+	}
+	hc.Ended++
+	if dur == 0 {
+		f.zero++
+	}
+	switch st {
+	case stFailed:
+		hc.Failed++
+		f.codes[[2]int{0, code}]++
+	case stInterrupted:
+		hc.Interrupted++
+		if code < 0 { // no record of its end
+			f.codes[[2]int{2, 0}]++
+		} else {
+			f.codes[[2]int{1, code}]++
+		}
+	}
+	if len(f.slow) < SlowestCount || dur >= f.slow[len(f.slow)-1].Seconds {
+		f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: hc.Host})
+	}
 }
 
 // offer adds a to the slowest attempts top, keeping SlowestCount.
