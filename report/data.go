@@ -601,8 +601,42 @@ type lane struct {
 // MaxBars attempts: the bars need them.
 func timeline(files []*file, in Input) Timeline {
 	t := Timeline{Rows: []Row{}}
-	t0, t1 := math.Inf(1), math.Inf(-1)
-	var lanes []lane
+	t0, t1, ok := timeSpan(files, in)
+	if !ok {
+		return t
+	}
+	t.T0, t.T1 = t0, t1
+	lanes := timelineLanes(files)
+	for _, f := range files {
+		t.Cases += int64(len(f.atts))
+	}
+	if t.Cases <= int64(in.MaxBars) && len(lanes) <= in.MaxRows {
+		t.Mode = "cases"
+		t.Note = fmt.Sprintf("One bar per case: %d cases in %d rows.", t.Cases, len(lanes))
+		for _, l := range lanes {
+			t.Rows = append(t.Rows, caseRow(l, in))
+		}
+		return t
+	}
+	t.Mode = "aggregate"
+	t.Columns = in.Columns
+	per := (len(lanes) + in.MaxRows - 1) / in.MaxRows
+	t.Note = fmt.Sprintf("Aggregated: %d cases are too many to draw one by one. Each row is divided in %d columns, shaded by the fraction of the time its cases ran and coloured by the state that took most of it", t.Cases, in.Columns)
+	if per > 1 {
+		t.Note += fmt.Sprintf("; each row stands for %d meta-jobs or loops (%d in all)", per, len(lanes))
+	}
+	t.Note += "."
+	for g := 0; g < len(lanes); g += per {
+		t.Rows = append(t.Rows, aggregateRow(lanes[g:min(g+per, len(lanes))], t0, t1, in))
+	}
+	return t
+}
+
+// timeSpan is the time the timeline spans: from the earliest start of a
+// case or a job to the latest time recorded, or the end of a job that
+// ended, or now while a job runs. ok is false if nothing has a time.
+func timeSpan(files []*file, in Input) (t0, t1 float64, ok bool) {
+	t0, t1 = math.Inf(1), math.Inf(-1)
 	for _, f := range files {
 		if len(f.atts) > 0 {
 			t0, t1 = min(t0, f.first), max(t1, f.last)
@@ -610,8 +644,32 @@ func timeline(files []*file, in Input) Timeline {
 		if j, ok := in.Jobs[f.job]; ok && !j.Start.IsZero() {
 			t0 = min(t0, unix(j.Start))
 		}
+	}
+	if math.IsInf(t0, 1) {
+		return 0, 0, false
+	}
+	for _, f := range files {
+		j := in.Jobs[f.job]
+		if j.Live {
+			t1 = max(t1, unix(in.Now))
+		} else if !j.End.IsZero() {
+			t1 = max(t1, unix(j.End))
+		}
+	}
+	if t1 <= t0 {
+		t1 = t0 + 1
+	}
+	return t0, t1, true
+}
+
+// timelineLanes are the lanes of the files: one per file, or per loop of
+// a file whose cases ran in loops; none for a META file (no times to
+// draw).
+func timelineLanes(files []*file) []lane {
+	var lanes []lane
+	for _, f := range files {
 		if !f.header && len(f.atts) == 0 {
-			continue // a META file: no times to draw
+			continue
 		}
 		if f.maxLoop == 0 {
 			lanes = append(lanes, lane{f: f})
@@ -621,96 +679,66 @@ func timeline(files []*file, in Input) Timeline {
 			lanes = append(lanes, lane{f: f, loop: l})
 		}
 	}
-	if math.IsInf(t0, 1) {
-		return t
-	}
-	// A job that ended is drawn to its end; one still running, to now.
-	for _, f := range files {
-		j := in.Jobs[f.job]
-		if j.Live {
-			t1 = max(t1, unix(in.Now))
-		} else if !j.End.IsZero() && !math.IsInf(t0, 1) {
-			t1 = max(t1, unix(j.End))
+	return lanes
+}
+
+// caseRow is the row of lane l with a bar per case.
+func caseRow(l lane, in Input) Row {
+	r := laneRow(l, in)
+	for i, a := range l.f.atts {
+		if laneOf(l.f, a) != l.loop {
+			continue
 		}
+		s := l.f.base + float64(a.off)
+		r.Bars = append(r.Bars, Bar{ID: l.f.ids[i], Start: round3(s), End: round3(s + float64(a.dur)), State: states[a.state], Status: int(l.f.statuses[i])})
 	}
-	if t1 <= t0 {
-		t1 = t0 + 1
+	return r
+}
+
+// aggregateRow is the row of the lanes of group from t0 to t1, in
+// in.Columns columns: runs of columns equally busy in the same state.
+func aggregateRow(group []lane, t0, t1 float64, in Input) Row {
+	r := laneRow(group[0], in)
+	if len(group) > 1 {
+		r = groupRow(group, in)
 	}
-	t.T0, t.T1 = t0, t1
-	var total int64
-	for _, f := range files {
-		total += int64(len(f.atts))
-	}
-	t.Cases = total
-	if total <= int64(in.MaxBars) && len(lanes) <= in.MaxRows {
-		t.Mode = "cases"
-		t.Note = fmt.Sprintf("One bar per case: %d cases in %d rows.", total, len(lanes))
-		for _, l := range lanes {
-			r := laneRow(l, in)
-			for i, a := range l.f.atts {
-				if laneOf(l.f, a) != l.loop {
-					continue
-				}
-				s := l.f.base + float64(a.off)
-				r.Bars = append(r.Bars, Bar{ID: l.f.ids[i], Start: round3(s), End: round3(s + float64(a.dur)), State: states[a.state], Status: int(l.f.statuses[i])})
-			}
-			t.Rows = append(t.Rows, r)
-		}
-		return t
-	}
-	t.Mode = "aggregate"
-	t.Columns = in.Columns
-	per := (len(lanes) + in.MaxRows - 1) / in.MaxRows
-	t.Note = fmt.Sprintf("Aggregated: %d cases are too many to draw one by one. Each row is divided in %d columns, shaded by the fraction of the time its cases ran and coloured by the state that took most of it", total, in.Columns)
-	if per > 1 {
-		t.Note += fmt.Sprintf("; each row stands for %d meta-jobs or loops (%d in all)", per, len(lanes))
-	}
-	t.Note += "."
 	width := (t1 - t0) / float64(in.Columns)
-	for g := 0; g < len(lanes); g += per {
-		group := lanes[g:min(g+per, len(lanes))]
-		r := laneRow(group[0], in)
-		if len(group) > 1 {
-			r = groupRow(group, in)
-		}
-		busy := make([][4]float64, in.Columns)
-		for _, l := range group {
-			for _, a := range l.f.atts {
-				if laneOf(l.f, a) != l.loop {
-					continue
-				}
-				s := l.f.base + float64(a.off)
-				e := s + float64(a.dur)
-				c0 := min(max(int((s-t0)/width), 0), in.Columns-1)
-				c1 := min(max(int((e-t0)/width), 0), in.Columns-1)
-				for c := c0; c <= c1; c++ {
-					lo, hi := t0+float64(c)*width, t0+float64(c+1)*width
-					busy[c][a.state] += max(0, min(e, hi)-max(s, lo))
-				}
-			}
-		}
-		for c := 0; c < in.Columns; c++ {
-			sum, top := 0.0, 0
-			for s := range busy[c] {
-				sum += busy[c][s]
-				if busy[c][s] > busy[c][top] {
-					top = s
-				}
-			}
-			if sum <= 0 {
+	busy := make([][4]float64, in.Columns)
+	for _, l := range group {
+		for _, a := range l.f.atts {
+			if laneOf(l.f, a) != l.loop {
 				continue
 			}
-			frac := math.Ceil(min(sum/(width*float64(len(group))), 1)*4) / 4
-			cell := Cell{From: c, To: c + 1, Busy: frac, State: states[top]}
-			if n := len(r.Cells); n > 0 && r.Cells[n-1].To == c && r.Cells[n-1].Busy == frac && r.Cells[n-1].State == cell.State {
-				r.Cells[n-1].To++
-				continue
+			s := l.f.base + float64(a.off)
+			e := s + float64(a.dur)
+			c0 := min(max(int((s-t0)/width), 0), in.Columns-1)
+			c1 := min(max(int((e-t0)/width), 0), in.Columns-1)
+			for c := c0; c <= c1; c++ {
+				lo, hi := t0+float64(c)*width, t0+float64(c+1)*width
+				busy[c][a.state] += max(0, min(e, hi)-max(s, lo))
 			}
-			r.Cells = append(r.Cells, cell)
 		}
-		t.Rows = append(t.Rows, r)
 	}
-	return t
+	for c := range busy {
+		sum, top := 0.0, 0
+		for s := range busy[c] {
+			sum += busy[c][s]
+			if busy[c][s] > busy[c][top] {
+				top = s
+			}
+		}
+		if sum <= 0 {
+			continue
+		}
+		frac := math.Ceil(min(sum/(width*float64(len(group))), 1)*4) / 4
+		cell := Cell{From: c, To: c + 1, Busy: frac, State: states[top]}
+		if n := len(r.Cells); n > 0 && r.Cells[n-1].To == c && r.Cells[n-1].Busy == frac && r.Cells[n-1].State == cell.State {
+			r.Cells[n-1].To++
+			continue
+		}
+		r.Cells = append(r.Cells, cell)
+	}
+	return r
 }
 
 // laneLoops are the loops of a file with loops that have a lane: those its
