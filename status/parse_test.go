@@ -280,7 +280,7 @@ func BenchmarkTailLines(b *testing.B) {
 	b.ReportAllocs()
 	buf := bytes.Repeat(append(append([]byte(nil), benchLines[0]...), benchLines[1]...), 1000)
 	t := NewTail("")
-	tf := &tailFile{}
+	tf := t.newFile("1", 0)
 	for i := 0; i < b.N; i += 2000 {
 		t.lines(tf, buf)
 		t.ends = t.ends[:0]

@@ -146,7 +146,7 @@ func ReadFile(name string, opt ReadOptions, fn func(*File, *Attempt) error) (*Fi
 			return nil, err
 		}
 	}
-	if err := rp.settle(opt); err != nil {
+	if err := rp.settle(opt, rp.fn); err != nil {
 		return nil, err
 	}
 	return &rp.file, nil
@@ -258,9 +258,10 @@ func outcome(status int) State {
 	return Failed
 }
 
-// settle hands fn the cases left open, by ID: running if the meta-job
-// may still run them, else interrupted (see ReadOptions).
-func (rp *replay) settle(opt ReadOptions) error {
+// settle hands fn the cases left open so far, by ID: running if the
+// meta-job may still run them, else interrupted (see ReadOptions). They
+// stay open: Tail settles them again after reading more.
+func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error {
 	f := &rp.file
 	if len(rp.open) == 0 {
 		return nil
@@ -277,7 +278,7 @@ func (rp *replay) settle(opt ReadOptions) error {
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}
-		if err := rp.fn(f, &rp.a); err != nil {
+		if err := fn(f, &rp.a); err != nil {
 			return err
 		}
 	}

@@ -22,13 +22,27 @@ type Tail struct {
 	ends []float64
 }
 
+// tailFile is one file followed: its records are replayed as ReadFile
+// replays them, a complete line at a time as it is appended.
 type tailFile struct {
 	off     int64
-	job     string
+	job     string // as its name says
 	restart int
-	run     int
-	open    int64
+	rp      replay
 	c       Counts // ended attempts: Succeeded, Failed, Interrupted; and Unfit
+}
+
+// newFile follows the file of job's incarnation restart.
+func (t *Tail) newFile(job string, restart int) *tailFile {
+	tf := &tailFile{job: job, restart: restart}
+	tf.rp.fn = func(_ *File, a *Attempt) error {
+		tf.c.Add(a.State)
+		if a.Ended() {
+			t.ends = append(t.ends, a.Start+a.Seconds)
+		}
+		return nil
+	}
+	return tf
 }
 
 // TailCounts are the counts Refresh returns.
@@ -63,7 +77,7 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		}
 		tf := t.files[name]
 		if tf == nil {
-			tf = &tailFile{job: job, restart: restart}
+			tf = t.newFile(job, restart)
 			t.files[name] = tf
 		}
 		if err := t.read(name, tf); err != nil {
@@ -73,20 +87,20 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 	latest := latestRestarts(names)
 	out := TailCounts{Runs: map[int]*Counts{}}
 	for _, tf := range t.files {
-		c := out.Runs[tf.run]
+		run := tf.rp.file.Run
+		c := out.Runs[run]
 		if c == nil {
 			c = &Counts{}
-			out.Runs[tf.run] = c
+			out.Runs[run] = c
 		}
 		c.Succeeded += tf.c.Succeeded
 		c.Failed += tf.c.Failed
 		c.Interrupted += tf.c.Interrupted
 		c.Unfit += tf.c.Unfit
-		if live != nil && tf.restart >= latest[tf.job] && live(tf.job) {
-			c.Running += tf.open
-		} else {
-			c.Interrupted += tf.open
-		}
+		// The cases open so far: running or interrupted, as ReadFile
+		// decides.
+		opt := ReadOptions{Live: live, Superseded: tf.restart < latest[tf.job]}
+		tf.rp.settle(opt, func(_ *File, a *Attempt) error { c.Add(a.State); return nil })
 		out.Succeeded += tf.c.Succeeded
 	}
 	keep := t.ends[:0]
@@ -141,35 +155,12 @@ func (t *Tail) read(name string, tf *tailFile) error {
 	return nil
 }
 
-// lines counts the complete lines in buf. Damaged lines are skipped (Load
-// reports them).
+// lines replays the complete lines in buf. Damaged lines are skipped
+// (Load reports them).
 func (t *Tail) lines(tf *tailFile, buf []byte) {
 	for len(buf) > 0 {
 		i := bytes.IndexByte(buf, '\n')
-		line := buf[:i+1]
+		tf.rp.line(buf[:i+1], 0, nil) // fn returns no error
 		buf = buf[i+1:]
-		r, err := ParseRecord(line)
-		if err != nil {
-			continue
-		}
-		switch r.Kind {
-		case KindHeader:
-			tf.run = r.Run
-		case KindStart:
-			tf.open++
-		case KindUnfit:
-			tf.c.Unfit++
-		case KindEnd, KindInterrupted:
-			tf.open = max(0, tf.open-1)
-			switch {
-			case r.Kind == KindInterrupted:
-				tf.c.Interrupted++
-			case r.Status == 0:
-				tf.c.Succeeded++
-			default:
-				tf.c.Failed++
-			}
-			t.ends = append(t.ends, r.Start+r.Seconds)
-		}
 	}
 }

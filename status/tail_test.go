@@ -61,3 +61,25 @@ func TestTailReadsOnlyWhatIsAppended(t *testing.T) {
 		t.Errorf("run 1 running = %d, want 1", got.Runs[1].Running)
 	}
 }
+
+// TestTailSettlesAsReadFile: Tail decides the open cases as ReadFile does
+// (it replays the same way): an end record matches its own case's start,
+// not any open one, and a meta-job that wrote its Q record runs nothing,
+// whatever the batch system says of its job.
+func TestTailSettlesAsReadFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("status.1", "# farm-status v1 job=1 run=1 host=h\nS 2 1700000000.000 h\nE 9 0 1699999990.000 1.000 h\n")
+	write("status.2", "# farm-status v1 job=2 run=1 host=h\nS 3 1700000000.000 h\nQ 1700000001.000 no case left\n")
+	got, err := NewTail(dir).Refresh(func(string) bool { return true }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Counts{Succeeded: 1, Running: 1, Interrupted: 1}, *got.Runs[1]); diff != "" {
+		t.Errorf("run 1 (-want +got):\n%s", diff)
+	}
+}
