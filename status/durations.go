@@ -105,12 +105,6 @@ func nth(d []float64, k int) float64 {
 // status.JOBID.rN), sorted; none if dir does not exist.
 func Files(dir string) ([]string, error) { return statusFiles(dir) }
 
-// EachLine calls fn with each complete line of the status file name, as
-// every reader of this package reads them: a last line without its newline
-// (being written) is left for later, and so is a line too long to be a
-// record. Only an error opening the file is returned.
-func EachLine(name string, fn func(line []byte)) error { return eachCompleteLine(name, fn) }
-
 // Superseded reports, for the status files names, which are an earlier
 // incarnation of a job restarted under the same ID: they cannot be running.
 func Superseded(names []string) func(name string) bool {
