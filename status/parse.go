@@ -117,36 +117,9 @@ func ParseRecord(line []byte) (Record, error) {
 		if i, err = r.parseEnded(line, i); err != nil {
 			return r, err
 		}
-	case KindQuit:
-		const form = "Q TIME MESSAGE"
-		if i = skip(line, i); i == len(line) {
-			return r, short(line, form)
-		}
-		if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
-			return r, bad(line, i, form, "TIME")
-		}
-		if i < len(line) {
-			r.Message = line[i+1:]
-		}
-		return r, nil
-	case KindUnfit:
-		const form = "U ID TIME REASON"
-		if i = skip(line, i); i == len(line) {
-			return r, short(line, form)
-		}
-		if r.ID, i, ok = intAt(line, i); !ok {
-			return r, bad(line, i, form, "ID")
-		}
-		if i = skip(line, i); i == len(line) {
-			return r, short(line, form)
-		}
-		if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
-			return r, bad(line, i, form, "TIME")
-		}
-		if i < len(line) {
-			r.Message = line[i+1:]
-		}
-		return r, nil
+	case KindQuit, KindUnfit:
+		err := r.parseMessage(line, i)
+		return r, err
 	case KindHeader:
 		return parseHeader(line, i)
 	default:
@@ -163,6 +136,33 @@ func ParseRecord(line []byte) (Record, error) {
 		return r, fmt.Errorf("%c record: unexpected %s after HOST", r.Kind, quote(f))
 	}
 	return r, r.parsePlacement(line, f, i)
+}
+
+// parseMessage reads the fields of a Q or U record from line[i:]: a U
+// record's ID, then TIME, then the rest of the line after one blank, its
+// MESSAGE or REASON. (Rare records: not on Load's hot path.)
+func (r *Record) parseMessage(line []byte, i int) error {
+	form := "Q TIME MESSAGE"
+	var ok bool
+	if r.Kind == KindUnfit {
+		form = "U ID TIME REASON"
+		if i = skip(line, i); i == len(line) {
+			return short(line, form)
+		}
+		if r.ID, i, ok = intAt(line, i); !ok {
+			return bad(line, i, form, "ID")
+		}
+	}
+	if i = skip(line, i); i == len(line) {
+		return short(line, form)
+	}
+	if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
+		return bad(line, i, form, "TIME")
+	}
+	if i < len(line) {
+		r.Message = line[i+1:]
+	}
+	return nil
 }
 
 // parsePlacement reads the KEY=VALUE fields of an S record after HOST:
