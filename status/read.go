@@ -107,9 +107,9 @@ type ReadOptions struct {
 // records, settled: the attempts that ended and the unfit cases in the
 // order of their records (an E or I record ends the latest open start of
 // its case), then the cases started and not ended, by ID, running or
-// interrupted (see ReadOptions). fn is also given the file as read so far:
-// its header comes before any attempt. Neither is valid after the call.
-// An error of fn ends the reading and is returned.
+// interrupted (see ReadOptions). fn is also given the file as read so far
+// (its header comes before any attempt); the Attempt is valid only during
+// the call. An error of fn ends the reading and is returned.
 //
 // A line being written (the last, without its newline) is left for later,
 // and so is a line too long to be a record. An error opening or reading
