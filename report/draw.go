@@ -132,30 +132,11 @@ func HistogramFigure(h Histogram) *Canvas {
 				Title: fmt.Sprintf("%s–%s: %d %s", fmtSeconds(h.Edges[i]), fmtSeconds(h.Edges[i+1]), s.n, s.state)})
 		}
 	}
-	var ticks []float64
-	if h.Log {
-		for k := math.Ceil(math.Log10(lo)); k <= math.Log10(hi)+1e-9; k++ {
-			ticks = append(ticks, math.Pow(10, k))
-		}
-		if len(ticks) < 3 { // few decades: the 2 and 5 too
-			ticks = nil
-			for k := math.Floor(math.Log10(lo)); k <= math.Log10(hi); k++ {
-				for _, m := range []float64{1, 2, 5} {
-					ticks = append(ticks, m*math.Pow(10, k))
-				}
-			}
-		}
-	} else {
-		step := niceStep((hi - lo) / 8)
-		for v := lo; v <= hi*(1+1e-9); v += step {
-			ticks = append(ticks, v)
-		}
-	}
 	axis := "duration"
 	if h.Log {
 		axis += " (logarithmic)"
 	}
-	axisX(c, p, ticks, xs, fmtSeconds, axis)
+	axisX(c, p, durationTicks(h.Log, lo, hi), xs, fmtSeconds, axis)
 	mark := func(v float64, col Color, class, label string, row float64) {
 		if v <= 0 || v < lo || v > hi {
 			if v > 0 {
@@ -178,6 +159,32 @@ func HistogramFigure(h Histogram) *Canvas {
 	}
 	legend(c, Width-20, 44, []string{Succeeded, Failed, Interrupted}, []Color{colSucceeded, colFailed, colInterrupted})
 	return c
+}
+
+// durationTicks are the ticks of the histogram's axis from lo to hi: on a
+// logarithmic axis the powers of ten (and their 2 and 5 times when there
+// are fewer than 3), else about 8 nice steps.
+func durationTicks(log bool, lo, hi float64) []float64 {
+	var ticks []float64
+	if !log {
+		step := niceStep((hi - lo) / 8)
+		for v := lo; v <= hi*(1+1e-9); v += step {
+			ticks = append(ticks, v)
+		}
+		return ticks
+	}
+	for k := math.Ceil(math.Log10(lo)); k <= math.Log10(hi)+1e-9; k++ {
+		ticks = append(ticks, math.Pow(10, k))
+	}
+	if len(ticks) < 3 { // few decades: the 2 and 5 too
+		ticks = nil
+		for k := math.Floor(math.Log10(lo)); k <= math.Log10(hi); k++ {
+			for _, m := range []float64{1, 2, 5} {
+				ticks = append(ticks, m*math.Pow(10, k))
+			}
+		}
+	}
+	return ticks
 }
 
 // TimelineFigure draws a row per meta-job (or loop): each case a bar, or

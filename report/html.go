@@ -52,7 +52,28 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 	}
 	b.WriteString("</table>\n</section>\n")
 
-	h := d.Histogram
+	writeHistogramSection(b, d.Histogram)
+
+	t := d.Timeline
+	b.WriteString("<section id=\"timeline-section\">\n<h2>Timeline</h2>\n")
+	fmt.Fprintf(b, "<p>A row per meta-job (per loop, for meta-jobs that run several cases at once); the black ticks are the job's start and end as the batch system says, a purple square the meta-job's own exit (hover it for why). %s</p>\n", esc(t.Note))
+	writeInline(b, TimelineFigure(t))
+	b.WriteString("</section>\n")
+
+	tp := d.Throughput
+	b.WriteString("<section id=\"throughput-section\">\n<h2>Throughput</h2>\n")
+	fmt.Fprintf(b, "<p>Cases that ended, per minute, counted in bins of %s. %s</p>\n", esc(fmtSeconds(float64(tp.BinSeconds))), esc(ETAText(tp)))
+	writeInline(b, ThroughputFigure(tp))
+	b.WriteString("</section>\n")
+
+	writeFailuresSection(b, d)
+	writeSlowestSection(b, d.Slowest)
+	b.WriteString("</body>\n</html>\n")
+	return b.Flush()
+}
+
+// writeHistogramSection writes the section of the histogram h.
+func writeHistogramSection(b *bufio.Writer, h Histogram) {
 	b.WriteString("<section id=\"histogram-section\">\n<h2>Case durations</h2>\n")
 	fmt.Fprintf(b, "<p>How long the cases that ended ran, stacked by how they ended%s. ", map[bool]string{true: ", on a logarithmic axis (they span two decades or more)", false: ""}[h.Log])
 	fmt.Fprintf(b, "The dashed lines are the upper 12.5%% quantile of the durations of the cases that ended (%s), which is how a meta-job computes dt_cutoff, and dt_cutoff as the meta-jobs last stored it (%s): a meta-job with less time left than dt_cutoff starts no more cases.",
@@ -69,19 +90,12 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 	b.WriteString("</p>\n")
 	writeInline(b, HistogramFigure(h))
 	b.WriteString("</section>\n")
+}
 
-	t := d.Timeline
-	b.WriteString("<section id=\"timeline-section\">\n<h2>Timeline</h2>\n")
-	fmt.Fprintf(b, "<p>A row per meta-job (per loop, for meta-jobs that run several cases at once); the black ticks are the job's start and end as the batch system says, a purple square the meta-job's own exit (hover it for why). %s</p>\n", esc(t.Note))
-	writeInline(b, TimelineFigure(t))
-	b.WriteString("</section>\n")
-
-	tp := d.Throughput
-	b.WriteString("<section id=\"throughput-section\">\n<h2>Throughput</h2>\n")
-	fmt.Fprintf(b, "<p>Cases that ended, per minute, counted in bins of %s. %s</p>\n", esc(fmtSeconds(float64(tp.BinSeconds))), esc(ETAText(tp)))
-	writeInline(b, ThroughputFigure(tp))
-	b.WriteString("</section>\n")
-
+// writeFailuresSection writes the section of d's failures, by host and by
+// status.
+func writeFailuresSection(b *bufio.Writer, d *Data) {
+	esc := xmlText
 	b.WriteString("<section id=\"failures-section\">\n<h2>Failures</h2>\n<p>By host, the hosts with the largest share of cases that failed or were interrupted first: a bad node stands out at the top.</p>\n")
 	writeInline(b, HostsFigure(d.Hosts))
 	b.WriteString("<table id=\"hosts\">\n<tr><th>host</th><th class=\"n\">ended</th><th class=\"n\">failed</th><th class=\"n\">interrupted</th><th class=\"n\">share</th></tr>\n")
@@ -104,10 +118,14 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 		fmt.Fprintf(b, "<tr><td>%s</td><td class=\"n\">%d</td></tr>\n", esc(what), s.Cases)
 	}
 	b.WriteString("</table>\n</section>\n")
+}
 
+// writeSlowestSection writes the section of the slowest cases.
+func writeSlowestSection(b *bufio.Writer, slowest []Attempt) {
+	esc := xmlText
 	b.WriteString("<section id=\"slowest-section\">\n")
 	fmt.Fprintf(b, "<h2>The slowest %d cases</h2>\n<table id=\"slowest\">\n<tr><th class=\"n\">case</th><th class=\"n\">duration</th><th>ended</th><th>job</th><th>host</th><th>started</th><th>command</th></tr>\n", SlowestCount)
-	for _, a := range d.Slowest {
+	for _, a := range slowest {
 		how := a.State
 		switch a.State {
 		case Failed:
@@ -120,8 +138,7 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 		fmt.Fprintf(b, "<tr><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"%s\">%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"cmd\">%s</td></tr>\n",
 			a.ID, esc(fmtSeconds(a.Seconds)), a.State, esc(how), esc(a.Job), esc(a.Host), esc(fmtTime(a.Start)), esc(a.Command))
 	}
-	b.WriteString("</table>\n</section>\n</body>\n</html>\n")
-	return b.Flush()
+	b.WriteString("</table>\n</section>\n")
 }
 
 func quantText(v float64) string {
