@@ -194,7 +194,9 @@ type Options struct {
 	// counts as running whatever Live says of its job: the job may have
 	// started since (a pending job runs no case, but one that starts
 	// between the batch system's answer and the reading of its status file
-	// does). Zero: no such rule.
+	// does). Zero: no such rule. Neither rule makes running a case of a
+	// meta-job that exited by itself (a Q record) or of a superseded
+	// incarnation: see ReadOptions, which decides for every reader.
 	LiveAsOf time.Time
 	// MaxID is the largest case ID of the farm's table, and Cases its
 	// number of cases: when known, the pages for the IDs of a dense table
