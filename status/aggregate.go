@@ -490,7 +490,9 @@ func (p *fileParser) add(f *File, a *Attempt) {
 	}
 	if a.Ended() {
 		end := a.Start + a.Seconds
-		b.last = max(b.last, end)
+		if end > b.last {
+			b.last = end
+		}
 		if p.since > 0 && end >= p.since {
 			b.recent++
 		}

@@ -209,7 +209,7 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		return true, rp.fn(f, &rp.a)
 	case KindQuit:
 		f.Quitted, f.Quit, f.QuitAt = true, string(r.Message), r.Time
-		f.Last = max(f.Last, r.Time)
+		f.later(r.Time)
 	case KindStart:
 		o := openCase{id: r.ID, start: r.Start, loop: r.Loop}
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
@@ -219,10 +219,10 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		if f.First == 0 || r.Start < f.First {
 			f.First = r.Start
 		}
-		f.Last = max(f.Last, r.Start)
+		f.later(r.Start)
 	case KindUnfit:
 		// Taken and not started: an attempt without a start.
-		f.Last = max(f.Last, r.Time)
+		f.later(r.Time)
 		rp.a = Attempt{ID: r.ID, State: Unfit, Start: r.Time, note: f.reasonNote(r.Message)}
 		return true, rp.fn(f, &rp.a)
 	case KindEnd, KindInterrupted:
@@ -242,12 +242,27 @@ func (rp *replay) ended(r *Record) error {
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
 			rp.a.Started, rp.a.Loop, rp.a.note = true, o.loop, o.note
-			rp.open = slices.Delete(rp.open, i, i+1)
+			// Not slices.Delete, which clears the freed element, and
+			// no copy when it is the last, as it is but in a job of
+			// several loops: this is Load's hot path.
+			if n := len(rp.open) - 1; i < n {
+				copy(rp.open[i:], rp.open[i+1:])
+			}
+			rp.open = rp.open[:len(rp.open)-1]
 			break
 		}
 	}
-	f.Last = max(f.Last, r.Start, r.Start+r.Seconds)
+	f.later(r.Start + max(r.Seconds, 0))
 	return rp.fn(f, &rp.a)
+}
+
+// later makes t the file's Last if it is later. (Not the builtin max,
+// which orders NaNs and signed zeros: slower, on Load's hot path, and
+// ParseRecord reads no NaN.)
+func (f *File) later(t float64) {
+	if t > f.Last {
+		f.Last = t
+	}
 }
 
 // outcome is the state of a case that ended with status.
