@@ -27,7 +27,7 @@ type Input struct {
 	// job it does not list has unknown start and end and is not running.
 	// LiveAsOf is when it was asked: a case started after it, in a
 	// meta-job that has not exited by itself, runs in a job that started
-	// since (as status.Load judges).
+	// since (status.ReadFile decides, for farm Status too).
 	Jobs     map[string]JobInfo
 	LiveAsOf time.Time
 	// Cutoff is dt_cutoff as the meta-jobs last stored it in the claim
