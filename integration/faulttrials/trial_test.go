@@ -123,6 +123,10 @@ type counts struct {
 	// recorded their end, and ran again (expected: at most one per kill;
 	// farm cannot know that a case ended whose end it did not record).
 	Reruns int
+	// Lanes trials only: Runs, the runs started (submit and resubmits);
+	// LaneRuns, those that had lanes; InLane, the kills (or freezes) of
+	// InCommit inside a commit in a lane.
+	Runs, LaneRuns, InLane int
 }
 
 func (c *counts) add(o counts) {
@@ -134,6 +138,9 @@ func (c *counts) add(o counts) {
 	c.Lost += o.Lost
 	c.NotInterrupted += o.NotInterrupted
 	c.Reruns += o.Reruns
+	c.Runs += o.Runs
+	c.LaneRuns += o.LaneRuns
+	c.InLane += o.InLane
 }
 
 func (c counts) bad() bool {
