@@ -14,6 +14,9 @@
 //	FARM_FAULT_SLURM_TRIALS  Slurm kill trials (default 3)
 //	FARM_FAULT_FROZEN_TRIALS frozen-holder trials (default 12; casetable's
 //	                         stalled-claimer trials per point, default 20)
+//	FARM_FAULT_LANES_TRIALS  kill -9, frozen-holder and frozen-across-resubmit
+//	                         trials on runs with lanes, FARM_CLAIM_LANES=2-4
+//	                         (default 6 each)
 //	FARM_FAULT_SEED          run only the trial of this seed
 //	FARM_FAULT_BASE          the first seed of a run (default from the clock)
 //	FARM_FAULT_FIGURES       append one summary line per test to this file

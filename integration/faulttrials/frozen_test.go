@@ -3,6 +3,7 @@ package faulttrials
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,18 +39,36 @@ import (
 // simulated other host is in casetable (TestStalledClaimerOnAnotherHost,
 // the same three points on a claimer process in namespaces of its own).
 func TestFrozenHolders(t *testing.T) {
+	frozenTrials(t, "TestFrozenHolders", "frozen-local", envInt(t, "FARM_FAULT_FROZEN_TRIALS", 12), false)
+}
+
+// TestFrozenHoldersLanes: the trials of TestFrozenHolders on a run with
+// lanes (casetable/lanes.go; FARM_FAULT_LANES_TRIALS, default 6): the
+// submit runs with FARM_CLAIM_LANES=2, 3 or 4 (by the seed) in its
+// environment, and the 60-150 cases make 4 blocks of 16 or more, so that
+// the run gets every lane asked for. The meta-job is frozen before, inside
+// or right after its commit in its lane (the trial watches every lane's
+// segment directory); while it is frozen the others exhaust their lanes
+// and move to the others', the victim's included (frozen inside, its open
+// slot holds that lane's chain up until another claimer voids it). Counted
+// as TestFrozenHolders'; a claim commit on the main chain of a run with
+// lanes fails the trial.
+func TestFrozenHoldersLanes(t *testing.T) {
+	frozenTrials(t, "TestFrozenHoldersLanes", "frozen-local-lanes", envInt(t, "FARM_FAULT_LANES_TRIALS", 6), true)
+}
+
+func frozenTrials(t *testing.T, test, label string, n int, lanes bool) {
 	harness.Bin(t)
-	const test = "TestFrozenHolders"
 	ta := &tally{started: time.Now()}
 	var mu sync.Mutex
 	points := map[string]int{}
 	t.Run("trials", func(t *testing.T) {
-		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_FROZEN_TRIALS", 12)) {
+		for _, seed := range seeds(t, n) {
 			// The seed picks the point, so that it reruns the same.
 			point := []string{"before", "inside", "after"}[seed%3]
 			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
 				t.Parallel()
-				c, got := frozenTrial(t, seed, point)
+				c, got := frozenTrial(t, seed, point, lanes)
 				if t.Failed() || c.bad() {
 					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
 				}
@@ -61,8 +80,12 @@ func TestFrozenHolders(t *testing.T) {
 		}
 	})
 	c := ta.c
-	figure(t, fmt.Sprintf("frozen-local trials=%d metajobs=3-6 before=%d inside=%d after=%d missed=%d dup-claims=%d dup-exec=%d lost=%d failed-trials=%d seconds=%.0f",
-		c.Trials, points["before"], points["inside"], points["after"], points["missed"], c.DupClaims, c.DupExec, c.Lost, len(ta.failed), time.Since(ta.started).Seconds()))
+	lanesFig := ""
+	if lanes {
+		lanesFig = fmt.Sprintf(" lanes=2-4 lane-runs=%d inside-lane-commit=%d", c.LaneRuns, c.InLane)
+	}
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=3-6%s before=%d inside=%d after=%d missed=%d dup-claims=%d dup-exec=%d lost=%d failed-trials=%d seconds=%.0f",
+		label, c.Trials, lanesFig, points["before"], points["inside"], points["after"], points["missed"], c.DupClaims, c.DupExec, c.Lost, len(ta.failed), time.Since(ta.started).Seconds()))
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -72,10 +95,11 @@ func TestFrozenHolders(t *testing.T) {
 	}
 }
 
-// frozenTrial runs the trial of seed, freezing at point; it returns its
-// counts and the point it froze at ("missed": no commit of the victim was
-// caught inside or after, and it was frozen where it was).
-func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
+// frozenTrial runs the trial of seed, freezing at point, on a run with
+// lanes if lanes; it returns its counts and the point it froze at
+// ("missed": no commit of the victim was caught inside or after, and it
+// was frozen where it was).
+func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, string) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	jobs := 3 + rng.IntN(4)
 	n := 60 + rng.IntN(91)
@@ -85,7 +109,12 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, held %s after the others end", seed, jobs, n, point, delay, hold)
 	eng := local{}
 	tr := newTrial(t, eng, dur)
-	harness.Must(t, tr.dir, append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	var env []string
+	if lanes {
+		env = []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, 1))}
+	}
+	mustEnv(t, tr.dir, env, append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	laneRun := lanes && tr.checkLanes(1, lanesOf(seed, 1))
 	ids := harness.JobIDs(tr.dir)
 	if len(tr.live(ids, nil, 60*time.Second)) == 0 {
 		t.Fatal("no meta-job ran")
@@ -94,16 +123,20 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 	live := tr.live(ids, nil, 0)
 	if len(live) < 2 {
 		t.Logf("the farm ended before the freeze")
-		return counts{Trials: 1}, "missed"
+		c := counts{Trials: 1}
+		if laneRun {
+			c.LaneRuns = 1
+		}
+		return c, "missed"
 	}
 	victim := live[rng.IntN(len(live))]
 	w := tr.watch()
-	got := point
+	got, slot := point, ""
 	if point == "before" {
 		eng.signal(tr.dir, victim, syscall.SIGSTOP)
 		tr.waitStopped(victim)
 	} else {
-		got = tr.freezeAtCommit(w, victim, point)
+		got, slot = tr.freezeAtCommit(w, victim, point)
 	}
 	// A victim that found nothing left to claim may end before the signal
 	// reaches it: then nothing was frozen, and the trial only checks the end.
@@ -112,7 +145,15 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 		t.Logf("job %s ended before it could be frozen (the farm was almost done)", victim)
 		got = "missed"
 	} else {
-		t.Logf("froze job %s %s its commit", victim, got)
+		at := ""
+		if slot != "" {
+			at, _ = filepath.Rel(tr.dir, slot)
+			at = " (" + at + ")"
+		}
+		t.Logf("froze job %s %s its commit%s", victim, got, at)
+	}
+	if got == "inside" && !w.inLane(filepath.Dir(slot)) && w.lanes > 0 {
+		t.Errorf("slot %s open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
 	}
 	defer eng.signal(tr.dir, victim, syscall.SIGCONT)
 	// The others run every other case and end.
@@ -139,6 +180,12 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 	c.Trials, c.Kills = 1, 1
 	if got == "inside" {
 		c.InCommit = 1
+		if w.inLane(filepath.Dir(slot)) {
+			c.InLane = 1
+		}
+	}
+	if laneRun {
+		c.LaneRuns = 1
 	}
 	if c.Reruns > 0 {
 		t.Errorf("%d cases ran again after an unrecorded end: nothing was killed", c.Reruns)
@@ -154,8 +201,9 @@ func frozenTrial(t *testing.T, seed uint64, point string) (counts, string) {
 // after it (point "after": its generation marked), with the other
 // jobs stopped meanwhile so that the next commit is the victim's. Up to 15
 // commits are tried; it returns the point reached, or "missed" (the victim
-// is then stopped where it is).
-func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
+// is then stopped where it is), and the slot or mark it froze at (a
+// path, "" if missed).
+func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) (string, string) {
 	defer tr.stopOthers(victim)()
 	w.drain()
 	before := w.openSlots()
@@ -165,27 +213,27 @@ func (tr *trial) freezeAtCommit(w *commitWatch, victim, point string) string {
 	}
 	sig := tr.eng.signaller(tr.dir, victim)
 	for try := 0; try < 15; try++ {
-		name := w.next(3*time.Second, match)
-		if name == "" {
+		ev := w.next(3*time.Second, match)
+		if ev.name == "" {
 			break
 		}
 		sig(syscall.SIGSTOP)
 		tr.waitStopped(victim)
 		switch point {
 		case "inside":
-			if newFile(before, w.openSlots()) {
-				return "inside"
+			if s := newSlot(before, w.openSlots()); s != "" {
+				return "inside", s
 			}
 		case "after":
-			if w.madeBy(name) == victim {
-				return "after"
+			if w.madeBy(ev) == victim {
+				return "after", filepath.Join(ev.dir, ev.name)
 			}
 		}
 		sig(syscall.SIGCONT)
 	}
 	tr.eng.signal(tr.dir, victim, syscall.SIGSTOP)
 	tr.waitStopped(victim)
-	return "missed"
+	return "missed", ""
 }
 
 // stopOthers stops (SIGSTOP) the farm's live jobs other than victim, so

@@ -28,7 +28,21 @@ import (
 // job was running must be reported interrupted; then it resubmits until
 // every case succeeded, and counts.
 func TestKill9Local(t *testing.T) {
-	killTrials(t, "TestKill9Local", "kill9-local", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), true)
+	killTrials(t, "TestKill9Local", "kill9-local", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), true, false)
+}
+
+// TestKill9LocalLanes: the trials of TestKill9Local on runs with lanes
+// (casetable/lanes.go; FARM_FAULT_LANES_TRIALS, default 6): the submit and
+// every resubmit run with FARM_CLAIM_LANES=2, 3 or 4 (by the seed and the
+// run) in their environment, on 64-134 cases (4 blocks of 16 or more, so
+// that the first run gets every lane asked for; a resubmit of fewer than 17
+// cases gets none). The trial watches every lane's segment directory too,
+// so that a kill aimed at a commit lands inside the victim's commit in its
+// lane. Counted as TestKill9Local's, plus the runs that had lanes and the
+// kills inside a lane's commit; a claim commit on the main chain of a run
+// with lanes (which CLAIMS.md rules out) fails the trial.
+func TestKill9LocalLanes(t *testing.T) {
+	killTrials(t, "TestKill9LocalLanes", "kill9-local-lanes", local{}, envInt(t, "FARM_FAULT_LANES_TRIALS", 6), true, true)
 }
 
 var slurmGate = testslurm.Gate{Available: slurm.Available}
@@ -39,10 +53,10 @@ var slurmGate = testslurm.Gate{Available: slurm.Available}
 // every process of the job's script.
 func TestKill9Slurm(t *testing.T) {
 	slurmGate.Need(t)
-	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), true)
+	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), true, false)
 }
 
-func killTrials(t *testing.T, test, label string, eng engine, n int, parallel bool) {
+func killTrials(t *testing.T, test, label string, eng engine, n int, parallel, lanes bool) {
 	harness.Bin(t)
 	ta := &tally{started: time.Now()}
 	t.Run("trials", func(t *testing.T) {
@@ -51,7 +65,7 @@ func killTrials(t *testing.T, test, label string, eng engine, n int, parallel bo
 				if parallel {
 					t.Parallel()
 				}
-				c := killTrial(t, eng, seed)
+				c := killTrial(t, eng, seed, lanes)
 				if t.Failed() || c.bad() {
 					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
 				}
@@ -60,8 +74,13 @@ func killTrials(t *testing.T, test, label string, eng engine, n int, parallel bo
 		}
 	})
 	c := ta.c
-	figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 kills=%d inside-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
-		label, c.Trials, c.Kills, c.InCommit, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
+	if lanes {
+		figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 lanes=2-4 runs=%d lane-runs=%d kills=%d inside-commit=%d inside-lane-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
+			label, c.Trials, c.Runs, c.LaneRuns, c.Kills, c.InCommit, c.InLane, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
+	} else {
+		figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 kills=%d inside-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
+			label, c.Trials, c.Kills, c.InCommit, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
+	}
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -80,11 +99,15 @@ type killPlan struct {
 	how      string
 }
 
-// killTrial runs the trial of seed on eng and returns its counts.
-func killTrial(t *testing.T, eng engine, seed uint64) counts {
+// killTrial runs the trial of seed on eng, its runs with lanes if lanes,
+// and returns its counts.
+func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	jobs := 4 + rng.IntN(5)
 	n := 30 + rng.IntN(71)
+	if lanes {
+		n += 34 // 4 blocks of 16 at least
+	}
 	lo, hi := 5, 60
 	if eng.name() == "slurm" {
 		// Slurm starts the jobs up to a second or two apart: longer cases,
@@ -139,7 +162,17 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 			k = 2 + rng.IntN(jobs-1)
 			what = append([]string{"resubmit", fmt.Sprint(k)}, eng.args()[2:]...)
 		}
-		harness.Must(t, tr.dir, what...)
+		var env []string
+		if lanes {
+			env = []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run))}
+		}
+		mustEnv(t, tr.dir, env, what...)
+		if lanes {
+			c.Runs++
+			if tr.checkLanes(run, lanesOf(seed, run)) {
+				c.LaneRuns++
+			}
+		}
 		var runJobs []string
 		for _, id := range harness.JobIDs(tr.dir) {
 			if !known[id] {
@@ -159,8 +192,11 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 			if v, in, ok := tr.killOne(kp, t0, runJobs, killed); ok {
 				c.Kills++
 				killed[v], killedNow[v] = true, true
-				if in {
+				if in != "" {
 					c.InCommit++
+				}
+				if in == "lane" {
+					c.InLane++
 				}
 			}
 		}
@@ -171,6 +207,7 @@ func killTrial(t *testing.T, eng engine, seed uint64) counts {
 	}
 	f := final(t, tr.dir, tr.exec, n)
 	f.Trials, f.Kills, f.InCommit, f.NotInterrupted = c.Trials, c.Kills, c.InCommit, c.NotInterrupted
+	f.Runs, f.LaneRuns, f.InLane = c.Runs, c.LaneRuns, c.InLane
 	if f.Reruns > f.Kills {
 		t.Errorf("%d cases completed unrecorded and ran again, more than the %d kills", f.Reruns, f.Kills)
 	}
@@ -211,6 +248,8 @@ func newTrial(t *testing.T, eng engine, dur []int) *trial {
 	return tr
 }
 
+// watch returns the trial's commitWatch, made at its first call, watching
+// the lanes of the farm's current run if it has lanes.
 func (tr *trial) watch() *commitWatch {
 	if tr.w == nil {
 		w, err := watchCommits(tr.dir)
@@ -218,8 +257,42 @@ func (tr *trial) watch() *commitWatch {
 			tr.t.Fatal(err)
 		}
 		tr.w = w
+	} else if err := tr.w.follow(); err != nil {
+		tr.t.Fatal(err)
 	}
 	return tr.w
+}
+
+// lanesOf is the FARM_CLAIM_LANES of run (1, 2, ...) of the lanes trial of
+// seed: 2, 3 or 4.
+func lanesOf(seed uint64, run int) int {
+	return 2 + int((seed/3+uint64(run)-1)%3)
+}
+
+// checkLanes reports whether the run just started has lanes, as it must
+// have the asked lanes when it is the first (its table has 4 blocks or
+// more); a resubmit of fewer cases may get fewer lanes, or none.
+func (tr *trial) checkLanes(run, asked int) bool {
+	w := tr.watch()
+	tr.t.Logf("run %d: FARM_CLAIM_LANES=%d, %d lanes (%s)", run, asked, w.lanes, w.lanedir)
+	if run == 1 && w.lanes != asked {
+		tr.t.Errorf("run 1 has %d lanes (%q); FARM_CLAIM_LANES=%d asked for %d", w.lanes, w.lanedir, asked, asked)
+	}
+	if w.lanes > asked {
+		tr.t.Errorf("run %d has %d lanes, more than the %d asked", run, w.lanes, asked)
+	}
+	return w.lanes > 0
+}
+
+// mustEnv runs farm with extra environment and fails the test on a
+// non-zero exit (harness.Must with env).
+func mustEnv(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	r := harness.Run(t, dir, env, args...)
+	if r.Code != 0 {
+		t.Fatalf("%s farm %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(env, " "), strings.Join(args, " "), r.Code, r.Out, r.Err)
+	}
+	return r.Out
 }
 
 // wait waits for the farm's jobs to end.
@@ -269,19 +342,20 @@ func (tr *trial) ended(jobs []string) bool {
 }
 
 // killOne carries out kp on a live job of runJobs not yet killed: it
-// returns the victim, whether the kill left the victim's commit private
-// file behind (killed inside its claim commit), and whether it killed
-// anything (false when the run had already ended).
-func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map[string]bool) (victim string, inCommit, ok bool) {
+// returns the victim, where the kill left the victim's commit slot open
+// (killed inside its claim commit: "main" on the main chain, "lane" in a
+// lane; "" if not), and whether it killed anything (false when the run
+// had already ended).
+func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map[string]bool) (victim, inCommit string, ok bool) {
 	t := tr.t
 	live := tr.live(runJobs, killed, 60*time.Second)
 	if len(live) == 0 {
-		return "", false, false
+		return "", "", false
 	}
 	time.Sleep(time.Until(t0.Add(kp.after)))
 	live = tr.live(runJobs, killed, 0)
 	if len(live) == 0 {
-		return "", false, false
+		return "", "", false
 	}
 	victim = live[int(kp.after)%len(live)]
 	w := tr.watch()
@@ -299,14 +373,14 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 		// times.
 		sig := tr.eng.signaller(tr.dir, victim)
 		for ; tries < 15; tries++ {
-			if w.next(3*time.Second, isSlot) == "" {
+			if w.next(3*time.Second, isSlot).name == "" {
 				break
 			}
 			if sig(syscall.SIGSTOP) != nil {
 				break
 			}
 			tr.waitStopped(victim)
-			if newFile(before, w.openSlots()) {
+			if newSlot(before, w.openSlots()) != "" {
 				break
 			}
 			sig(syscall.SIGCONT)
@@ -314,7 +388,7 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 	}
 	if err := tr.eng.kill(tr.dir, victim, kp.how); err != nil {
 		if !tr.eng.alive(tr.dir, victim) {
-			return "", false, false // it ended meanwhile
+			return "", "", false // it ended meanwhile
 		}
 		t.Fatalf("kill %s of job %s: %v", kp.how, victim, err)
 	}
@@ -332,19 +406,29 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 	after := w.openSlots()
 	time.Sleep(30 * time.Millisecond)
 	again := w.openSlots()
-	inCommit = newFile(before, after) && newFile(before, again)
-	t.Logf("killed job %s (%s, %s after the run's start, at commit %v, %d tries): inside its commit %v", victim, kp.how, time.Since(t0).Round(time.Millisecond), kp.atCommit, tries, inCommit)
-	return victim, inCommit, true
-}
-
-// newFile reports whether now holds a name that before does not.
-func newFile(before, now map[string]bool) bool {
-	for f := range now {
-		if !before[f] {
-			return true
+	slot := ""
+	for f := range after {
+		if !before[f] && again[f] {
+			slot = f
 		}
 	}
-	return false
+	switch {
+	case slot == "":
+	case w.inLane(filepath.Dir(slot)):
+		inCommit = "lane"
+	default:
+		inCommit = "main"
+		if w.lanes > 0 {
+			t.Errorf("slot %s left open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
+		}
+	}
+	where := ""
+	if slot != "" {
+		where, _ = filepath.Rel(tr.dir, slot)
+		where = " (" + where + ")"
+	}
+	t.Logf("killed job %s (%s, %s after the run's start, at commit %v, %d tries): inside its commit %v%s", victim, kp.how, time.Since(t0).Round(time.Millisecond), kp.atCommit, tries, slot != "", where)
+	return victim, inCommit, true
 }
 
 // waitStopped waits (up to 2 s) until the job's meta-job process is

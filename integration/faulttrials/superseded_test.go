@@ -1,0 +1,324 @@
+package faulttrials
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// TestFrozenAcrossResubmitLanes: FARM_FAULT_LANES_TRIALS trials (default
+// 6) of the hazard lanes add (CLAIMS.md, "Lanes", invariant 3): a meta-job
+// frozen in run R that resumes after run R+1 started. Each trial submits
+// 3-6 meta-jobs on 60-150 cases of 5-40 ms with FARM_CLAIM_LANES=2, 3 or 4
+// (by the seed) and FARM_RECHECK_AFTER=1s, and freezes one of them
+// (SIGSTOP to its process group) before, inside or right after a commit in
+// its lane, as TestFrozenHoldersLanes does; in half the trials (by the
+// seed) every other live meta-job is frozen too, wherever it is. Then their
+// nodes go down as a batch system sees it: their supervisors are stopped
+// too and the jobs recorded FAILED, their processes left stopped. The
+// others, if any, run what they can and end (a slot left open inside a
+// commit is voided by them, or, when every node is down, by run 2's
+// closing of the lane); 'farm resubmit' (FARM_CLAIM_LANES again, by the
+// seed) starts run 2,
+// which must close every lane of run 1 (their newest generation a closing
+// one: the trial checks) and runs what did not succeed, to the end. Then
+// the frozen jobs resume, at least 2 s after the first froze: they must
+// start no case (their lanes are closed, and they had no news of their run
+// for more than FARM_RECHECK_AFTER), and end. Counted from the cases' execution logs as
+// the other trials (dup-claims, dup-exec, lost), plus late-starts: cases
+// the resumed job started. A case the frozen job had started and not ended
+// (its start record written: ran-on) is run again by run 2, farm not
+// knowing whether it ended, and runs on to its end when the job resumes
+// (its command may even write its start line then): that is the price of
+// a frozen node, not a duplicate of farm's (finalRanOn).
+func TestFrozenAcrossResubmitLanes(t *testing.T) {
+	harness.Bin(t)
+	const test = "TestFrozenAcrossResubmitLanes"
+	ta := &tally{started: time.Now()}
+	var mu sync.Mutex
+	points := map[string]int{}
+	late, closed, ranOn := 0, 0, 0
+	t.Run("trials", func(t *testing.T) {
+		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_LANES_TRIALS", 6)) {
+			point := []string{"before", "inside", "after"}[seed%3]
+			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
+				t.Parallel()
+				c, got, l, cl, ro := supersededTrial(t, seed, point)
+				if t.Failed() || c.bad() || l > 0 {
+					t.Errorf("trial of seed %d failed (%+v, late starts %d); rerun it with:\n  %s", seed, c, l, rerun(test, seed))
+				}
+				ta.add(c, seed, t.Failed())
+				mu.Lock()
+				points[got]++
+				late += l
+				closed += cl
+				ranOn += ro
+				mu.Unlock()
+			})
+		}
+	})
+	c := ta.c
+	figure(t, fmt.Sprintf("frozen-across-resubmit-lanes trials=%d metajobs=3-6 lanes=2-4 lane-runs=%d before=%d inside=%d after=%d missed=%d inside-lane-commit=%d lanes-closed=%d ran-on=%d dup-claims=%d dup-exec=%d lost=%d late-starts=%d failed-trials=%d seconds=%.0f",
+		c.Trials, c.LaneRuns, points["before"], points["inside"], points["after"], points["missed"], c.InLane, closed, ranOn, c.DupClaims, c.DupExec, c.Lost, late, len(ta.failed), time.Since(ta.started).Seconds()))
+	if len(ta.failed) > 0 {
+		var cmds []string
+		for _, s := range ta.failed {
+			cmds = append(cmds, "  "+rerun(test, s))
+		}
+		t.Errorf("%d trials failed; rerun them with:\n%s", len(ta.failed), strings.Join(cmds, "\n"))
+	}
+}
+
+// supersededTrial runs the trial of seed, freezing at point; it returns
+// its counts, the point it froze at, the cases the resumed job started,
+// how many lanes of run 1 it found closed, and how many cases the frozen
+// job had started and not ended.
+func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got string, late, closed, ranOn int) {
+	running := map[string]map[int64]bool{} // per frozen job, started and not ended when it froze
+	var supervisors []int
+	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
+	jobs := 3 + rng.IntN(4)
+	n := 60 + rng.IntN(91)
+	dur := durations(rng, n, 5, 40)
+	delay := time.Duration(50+rng.IntN(300)) * time.Millisecond
+	k := 1 + rng.IntN(3)
+	all := rng.IntN(2) == 0
+	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, every live job's node down too %v; run 2 of %d meta-jobs", seed, jobs, n, point, delay, all, k)
+	eng := local{}
+	tr := newTrial(t, eng, dur)
+	env := func(run int) []string {
+		return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_RECHECK_AFTER=1s"}
+	}
+	mustEnv(t, tr.dir, env(1), append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	c.Trials = 1
+	if tr.checkLanes(1, lanesOf(seed, 1)) {
+		c.LaneRuns++
+	}
+	w := tr.watch()
+	lanedir, lanes := w.lanedir, w.lanes
+	ids := harness.JobIDs(tr.dir)
+	if len(tr.live(ids, nil, 60*time.Second)) == 0 {
+		t.Fatal("no meta-job ran")
+	}
+	time.Sleep(delay)
+	live := tr.live(ids, nil, 0)
+	if len(live) < 2 {
+		t.Logf("the farm ended before the freeze")
+		return c, "missed", 0, 0, 0
+	}
+	victim := live[rng.IntN(len(live))]
+	got, slot := point, ""
+	if point == "before" {
+		eng.signal(tr.dir, victim, syscall.SIGSTOP)
+		tr.waitStopped(victim)
+	} else {
+		got, slot = tr.freezeAtCommit(w, victim, point)
+	}
+	t0 := time.Now()
+	if !procState(eng.leader(tr.dir, victim), 'T') {
+		t.Logf("job %s ended before it could be frozen (the farm was almost done)", victim)
+		tr.wait()
+		f := final(t, tr.dir, tr.exec, n)
+		f.Trials, f.LaneRuns = c.Trials, c.LaneRuns
+		return f, "missed", 0, 0, 0
+	}
+	if got == "inside" {
+		c.InCommit = 1
+		if w.inLane(filepath.Dir(slot)) {
+			c.InLane = 1
+		} else if w.lanes > 0 {
+			t.Errorf("slot %s open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
+		}
+	}
+	at := ""
+	if slot != "" {
+		at, _ = filepath.Rel(tr.dir, slot)
+		at = " (" + at + ")"
+	}
+	t.Logf("froze job %s %s its commit%s", victim, got, at)
+	frozen := []string{victim}
+	if all {
+		// Every node goes down: the others freeze wherever they are
+		// (a victim frozen inside its commit keeps its slot open: only
+		// run 2's closing of the lane voids it).
+		for _, j := range ids {
+			if j != victim && eng.alive(tr.dir, j) && eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
+				tr.waitStopped(j)
+				frozen = append(frozen, j)
+			}
+		}
+		t.Logf("froze the other live jobs too: %v", frozen[1:])
+	}
+	// Their nodes go down: the batch system records the jobs FAILED,
+	// their processes live on, stopped.
+	for _, j := range frozen {
+		supervisor, err := eng.nodeDown(tr.dir, j)
+		if supervisor > 0 {
+			defer syscall.Kill(supervisor, syscall.SIGCONT)
+		}
+		defer eng.signal(tr.dir, j, syscall.SIGCONT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		supervisors = append(supervisors, supervisor)
+	}
+	// The cases they had started and not ended: the next run runs them
+	// again (farm cannot know whether they ended), and they run on to
+	// their end when their jobs resume.
+	recs := readJobRecords(t, tr.dir)
+	for _, j := range frozen {
+		running[j] = map[int64]bool{}
+		for id := range recs[j].started {
+			if !recs[j].ended[id] {
+				running[j][id] = true
+				ranOn++
+			}
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(tr.live(ids, frozenSet(frozen), 0)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other meta-jobs did not end within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tr.wait()
+	if tr.allSucceeded() {
+		// The others ran everything, the victim's cases too (it held
+		// none, or they were taken back): no run 2.
+		t.Logf("every case succeeded without a resubmit")
+	} else {
+		mustEnv(t, tr.dir, env(2), "resubmit", fmt.Sprint(k))
+		tr.checkLanes(2, lanesOf(seed, 2))
+		// Run 2's start closed every lane of run 1.
+		for l := 0; l < lanes; l++ {
+			seg := filepath.Join(tr.dir, "MISC", lanedir, strconv.Itoa(l), "000000")
+			if g, err := newestGeneration(seg); err != nil || !strings.HasSuffix(strings.TrimSpace(g), " closed") {
+				t.Errorf("lane %d of run 1 not closed once run 2 started: newest generation %q (%v)", l, g, err)
+			} else {
+				closed++
+			}
+		}
+		tr.wait()
+	}
+	// The nodes thaw: the frozen meta-jobs resume, stopped for more than
+	// FARM_RECHECK_AFTER.
+	seen := readExec(tr.exec, n)
+	time.Sleep(time.Until(t0.Add(2 * time.Second)))
+	for i, j := range frozen {
+		syscall.Kill(supervisors[i], syscall.SIGCONT)
+		eng.signal(tr.dir, j, syscall.SIGCONT)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for _, j := range frozen {
+		pgid := eng.leader(tr.dir, j)
+		for pgid > 0 && syscall.Kill(-pgid, 0) == nil && !zombie(pgid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s still running 60 s after it resumed", j)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	after := readExec(tr.exec, n)
+	for id, evs := range after {
+		for _, e := range evs[len(seen[id]):] {
+			if e.kind == 'S' && running[e.job] != nil && !running[e.job][id] {
+				late++
+				t.Errorf("case %d: started by job %s of run 1 after it resumed (execution log %v)", id, e.job, evs)
+			}
+		}
+	}
+	for _, j := range frozen {
+		out, _ := os.ReadFile(filepath.Join(tr.dir, "OUTPUT", "slurm-"+j+".out"))
+		if i := strings.LastIndex(string(out), "farm: run 1 was superseded"); i >= 0 {
+			t.Logf("job %s: %s", j, strings.SplitN(string(out[i:]), "\n", 2)[0])
+		}
+	}
+	f := finalRanOn(t, tr.dir, tr.exec, n, running)
+	f.Trials, f.Kills, f.InCommit, f.InLane, f.LaneRuns = c.Trials, len(frozen), c.InCommit, c.InLane, c.LaneRuns
+	if f.Reruns > ranOn {
+		t.Errorf("%d cases ran again after an unrecorded end; the frozen jobs had %d started", f.Reruns, ranOn)
+	}
+	if t.Failed() {
+		harness.Diagnose(t, tr.dir)
+	}
+	return f, got, late, closed, ranOn
+}
+
+// newestGeneration returns the content of the newest committed generation
+// (the highest c.N that is a regular file) in the segment directory seg.
+func newestGeneration(seg string) (string, error) {
+	ents, err := os.ReadDir(seg)
+	if err != nil {
+		return "", err
+	}
+	top := int64(-1)
+	for _, e := range ents {
+		if v, ok := strings.CutPrefix(e.Name(), "c."); ok && e.Type().IsRegular() {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > top {
+				top = n
+			}
+		}
+	}
+	if top < 0 {
+		return "", fmt.Errorf("%s: no committed generation", seg)
+	}
+	b, err := os.ReadFile(filepath.Join(seg, fmt.Sprintf("g.%d", top)))
+	return string(b), err
+}
+
+// nodeDown does to the local job what a batch system does when it marks
+// the job's node DOWN: the job is recorded FAILED, its processes live on
+// (its supervisor, the local backend's batch system, is stopped so that it
+// records nothing). It returns the supervisor's PID.
+func (l local) nodeDown(dir, job string) (int, error) {
+	pid, _ := l.state(dir, job)
+	if pid <= 1 {
+		return 0, fmt.Errorf("job %s: no supervisor PID recorded", job)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return 0, fmt.Errorf("SIGSTOP %d (job %s's supervisor): %w", pid, job, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !procState(pid, 'T') {
+		if time.Now().After(deadline) {
+			return pid, fmt.Errorf("job %s's supervisor %d did not stop", job, pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	path := filepath.Join(dir, "MISC", "local", job+".state")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return pid, err
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		return pid, err
+	}
+	st["State"], st["Reason"], st["End"] = "FAILED", "node down (test)", time.Now()
+	if b, err = json.Marshal(st); err != nil {
+		return pid, err
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return pid, err
+	}
+	return pid, os.Rename(path+".tmp", path)
+}
+
+func frozenSet(jobs []string) map[string]bool {
+	m := map[string]bool{}
+	for _, j := range jobs {
+		m[j] = true
+	}
+	return m
+}
