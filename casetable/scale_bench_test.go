@@ -48,6 +48,8 @@ import (
 //	                     cases; else (the default) as a meta-job claims: from
 //	                     its queue of claimed cases, and when that is empty
 //	                     by a Store.Claim of FARM_SCALE_BATCH × Store.Ahead()
+//	                     (Ahead as in farm: on in lanes, on the main chain
+//	                     only with FARM_CLAIM_AHEAD=1)
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
 //	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
 //	FARM_SCALE_CHAINS    an experiment: that many farms, claimer i claiming from
@@ -112,9 +114,11 @@ func scaleSettings(b *testing.B) scaleConfig {
 		chains:    1,
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 	}
-	// Store.Ahead is off by default in farm; the benchmark measures it on
-	// unless FARM_SCALE_AHEAD=0.
-	aheadOn = c.ahead
+	// Store.Ahead is off on the main chain by default in farm (on in
+	// lanes): the benchmark measures farm's default, and Ahead on the main
+	// chain too with FARM_CLAIM_AHEAD=1, as farm does; FARM_SCALE_AHEAD=0
+	// turns it off everywhere (one commit per claim).
+	aheadOn = aheadOn && c.ahead
 	dur := func(name string, to *time.Duration) {
 		v := os.Getenv(name)
 		if v == "" {
@@ -191,8 +195,12 @@ func (c scaleConfig) String() string {
 	if c.lanes > 0 {
 		lanes = fmt.Sprintf("%d lanes", c.lanes)
 	}
-	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, Ahead %t, %s, farms in %s, GOMAXPROCS %d%s",
-		c.latency, capa, c.batch, c.work, c.voidAfter, c.ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains)
+	ahead := "one commit per claim (FARM_SCALE_AHEAD=0)"
+	if c.ahead {
+		ahead = fmt.Sprintf("claims served from a queue refilled by batch × Ahead, Ahead on the main chain %t (FARM_CLAIM_AHEAD), always in lanes", aheadOn)
+	}
+	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, %s, %s, farms in %s, GOMAXPROCS %d%s",
+		c.latency, capa, c.batch, c.work, c.voidAfter, ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains)
 }
 
 // The kinds of call (sys.go), in the order they are printed when tied.
