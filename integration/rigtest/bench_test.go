@@ -131,8 +131,8 @@ func benchClaims(b *testing.B, profile, cmd string, jobs, cases int) {
 	b.ReportMetric(m.claimsPerSec(), "claims/s")
 	b.ReportMetric(m.efficiency(), "eff")
 	b.ReportMetric(m.wall, "wall-s")
-	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q: %.1f claims/s, efficiency %.3f (%.1f s of cases, %.1f s wall); FARM_CLAIM_AHEAD=%q FARM_CLAIM_LANES=%q",
-		profile, jobs, m.perHost, cases, cmd, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.wall,
+	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q: %.1f claims/s, efficiency %.3f (%.1f s of cases, %.1f s wall); %d meta-jobs ran cases, the last began %.1f s after the first case; FARM_CLAIM_AHEAD=%q FARM_CLAIM_LANES=%q",
+		profile, jobs, m.perHost, cases, cmd, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.wall, m.working, m.lastIn,
 		os.Getenv("FARM_CLAIM_AHEAD"), os.Getenv("FARM_CLAIM_LANES"))
 	if vol != "" {
 		fops := brickFops(b, vol)
@@ -160,6 +160,8 @@ type manyRun struct {
 	wall     float64        // first case's start to last case's end, seconds
 	caseSecs float64        // the cases' durations (E records), summed
 	perHost  map[string]int // meta-jobs per host, by their status files
+	working  int            // meta-jobs that started a case
+	lastIn   float64        // the last of those to start its first case, seconds after the first case's start
 }
 
 func (m manyRun) claimsPerSec() float64 { return float64(m.cases) / m.wall }
@@ -204,15 +206,26 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 		if err != nil {
 			tb.Fatal(err)
 		}
+		first := 0.0
 		for _, l := range strings.Split(string(bs), "\n") {
 			if host, ok := headerHost(l); ok {
 				m.perHost[host]++
 				headers++
 			}
-			if f := strings.Fields(l); len(f) >= 5 && f[0] == "E" {
+			f := strings.Fields(l)
+			if len(f) >= 5 && f[0] == "E" {
 				secs, _ := strconv.ParseFloat(f[4], 64)
 				m.caseSecs += secs
 			}
+			if len(f) >= 3 && f[0] == "S" {
+				if at, _ := strconv.ParseFloat(f[2], 64); first == 0 || at < first {
+					first = at
+				}
+			}
+		}
+		if first != 0 {
+			m.working++
+			m.lastIn = max(m.lastIn, first-rec.First)
 		}
 	}
 	if headers != jobs {
