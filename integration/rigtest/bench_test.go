@@ -3,6 +3,7 @@ package rigtest
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,8 +132,8 @@ func benchClaims(b *testing.B, profile, cmd string, jobs, cases int) {
 	b.ReportMetric(m.claimsPerSec(), "claims/s")
 	b.ReportMetric(m.efficiency(), "eff")
 	b.ReportMetric(m.wall, "wall-s")
-	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q: %.1f claims/s, efficiency %.3f (%.1f s of cases, %.1f s wall); %d meta-jobs ran cases, the last began %.1f s after the first case; FARM_CLAIM_AHEAD=%q FARM_CLAIM_LANES=%q",
-		profile, jobs, m.perHost, cases, cmd, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.wall, m.working, m.lastIn,
+	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q: %.1f claims/s, efficiency %.3f (%.1f s of cases, %.1f s wall); %d meta-jobs ran cases, the last began %.1f s after the first case; Slurm started the last meta-job %.0f s after it; FARM_CLAIM_AHEAD=%q FARM_CLAIM_LANES=%q",
+		profile, jobs, m.perHost, cases, cmd, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.wall, m.working, m.lastIn, m.lastJob,
 		os.Getenv("FARM_CLAIM_AHEAD"), os.Getenv("FARM_CLAIM_LANES"))
 	if vol != "" {
 		fops := brickFops(b, vol)
@@ -162,6 +163,7 @@ type manyRun struct {
 	perHost  map[string]int // meta-jobs per host, by their status files
 	working  int            // meta-jobs that started a case
 	lastIn   float64        // the last of those to start its first case, seconds after the first case's start
+	lastJob  float64        // Slurm's start of the last meta-job, seconds after the first case's start (whole seconds; NaN if unknown)
 }
 
 func (m manyRun) claimsPerSec() float64 { return float64(m.cases) / m.wall }
@@ -228,6 +230,7 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 			m.lastIn = max(m.lastIn, first-rec.First)
 		}
 	}
+	m.lastJob = lastJobStart(dir) - rec.First
 	if headers != jobs {
 		tb.Errorf("%d status files with a header (%v); want one per meta-job, %d", headers, m.perHost, jobs)
 	}
@@ -235,6 +238,29 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 		tb.FailNow()
 	}
 	return m
+}
+
+// lastJobStart is the latest start time Slurm gives the farm's jobs
+// (squeue %S, which keeps ended jobs for MinJobAge, 300 s on the rig), as
+// Unix seconds; NaN if squeue gives none.
+func lastJobStart(dir string) float64 {
+	last := math.NaN()
+	ids := harness.JobIDs(dir)
+	if len(ids) == 0 {
+		return last
+	}
+	out, err := exec.Command("squeue", "-h", "-t", "all", "-j", strings.Join(ids, ","), "-o", "%S").Output()
+	if err != nil {
+		return last
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if at, err := time.ParseInLocation("2006-01-02T15:04:05", f, time.Local); err == nil {
+			if u := float64(at.Unix()); math.IsNaN(last) || u > last {
+				last = u
+			}
+		}
+	}
+	return last
 }
 
 // many is the sbatch option, passed through farm submit, for partition
