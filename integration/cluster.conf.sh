@@ -24,6 +24,11 @@ cluster_settings() {
   NODES=${FARM_CLUSTER_NODES:-4}                 # partition rig (the default)
   SPARE=${FARM_CLUSTER_SPARE_NODES:-2}           # partition spare, after them
   CPUS=${FARM_CLUSTER_CPUS:-4}                   # Slurm CPUs per node
+  # Partition many (node1..node$NODES, as rig): each CPU may be given to
+  # OVERSUBSCRIBE jobs at once (OverSubscribe=FORCE), so that up to
+  # CPUS x OVERSUBSCRIBE one-CPU meta-jobs run on each node at once (128
+  # with the defaults): the benchmarks of many meta-jobs a node
+  OVERSUBSCRIBE=${FARM_CLUSTER_OVERSUBSCRIBE:-32}
   NET=${FARM_CLUSTER_NET:-10.199.77}             # a free /24: .1 head, .11.. nodes
   BRIDGE=${FARM_CLUSTER_BRIDGE:-farmbr0}
   NETNS=${FARM_CLUSTER_NETNS:-farm-node}         # farm-node1, farm-node2, ...
@@ -39,7 +44,7 @@ cluster_settings() {
 # cluster_save_settings: write the settings to $DIR/settings.
 cluster_save_settings() {
   local v
-  for v in MNT NODES SPARE CPUS NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT; do
+  for v in MNT NODES SPARE CPUS OVERSUBSCRIBE NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$DIR/settings"
 }
@@ -261,6 +266,9 @@ cluster_healthy() {
     mounted "$MNT/$prof" || return 1
   done
   SLURM_CONF=$SLURM_CONF timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP' || return 1
+  # Every partition cluster-up makes (a rig started before partition many
+  # existed is started afresh).
+  SLURM_CONF=$SLURM_CONF timeout 10 scontrol show partition many >/dev/null 2>&1 || return 1
   for n in $(seq "$ALL"); do
     [[ -n $(node_pid "$n") ]] && node_ok "$n" || return 1
   done

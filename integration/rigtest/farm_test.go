@@ -58,6 +58,45 @@ func TestRigFourThousandCasesDHT(t *testing.T) {
 	}
 }
 
+// TestRigManyMetaJobs is the shortened configuration of BenchmarkRigClaims
+// (make bench-cluster) that make test runs: 32 meta-jobs on the 4 nodes of
+// partition many (8 a node, sharing its CPUs) claim a farm of 640 trivial
+// cases on the coherent volume. Every case runs exactly once — by the
+// cases' own record and by the status records — the meta-jobs ran on the 4
+// nodes, and each ended by itself ("No cases left; exiting."). It reports
+// claims per second and efficiency, and asserts nothing about them.
+func TestRigManyMetaJobs(t *testing.T) {
+	r := needRig(t)
+	const jobs, n = 32, 640
+	ranDir := t.TempDir()
+	dir := r.farm(t, "coherent", harness.Repeat(ranLineAt(ranDir), n), "0-00:30")
+	largeFarmConfig(t, dir)
+	m := runMany(t, dir, jobs, n, "5m")
+	checkMetaJobsEnded(t, dir, jobs)
+	ran := ranCounts(t, ranDir)
+	bad := 0
+	for id := int64(1); id <= n; id++ {
+		if ran[id] != 1 {
+			if bad++; bad <= 10 {
+				t.Errorf("case %d ran %d times by its own record; want once", id, ran[id])
+			}
+		}
+	}
+	if len(ran) != n {
+		t.Errorf("%d cases recorded a run; want %d", len(ran), n)
+	}
+	var hosts []string
+	for h := range m.perHost {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	if want := []string{"node1", "node2", "node3", "node4"}; strings.Join(hosts, " ") != strings.Join(want, " ") {
+		t.Errorf("the meta-jobs ran on %v; want them spread over %v", m.perHost, want)
+	}
+	report(t, "%d cases, %d meta-jobs on 4 nodes (per node %v), coherent volume: %.1f claims/s farm-wide, efficiency %.3f (%.1f s from first start to last end; %d meta-jobs ran cases, the last began %.1f s after the first case; Slurm started the last meta-job %.0f s after it)",
+		n, jobs, m.perHost, m.claimsPerSec(), m.efficiency(), m.wall, m.working, m.lastIn, m.lastJob)
+}
+
 // killBrickMidRun kills brick 2 of the dht volume once the farm's cases
 // (recording their runs in ranDir) have run 400, starts it again 10 s
 // later, and checks that the farm was still running when it returned.
