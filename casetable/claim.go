@@ -769,13 +769,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		st.Offset = off
 		st.Claimed += int64(len(cases))
 		return nil
-	}, func(st *State) commitInfo {
-		ci := commitInfo{n: len(cases)}
-		if len(cases) > 0 {
-			ci.first = cases[0].ID
-		}
-		return ci
-	})
+	}, claimInfo(&cases))
 	if err != nil {
 		return nil, err
 	}
@@ -790,6 +784,18 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		return nil, nil
 	}
 	return cases, nil
+}
+
+// claimInfo says what a claim commits, for the record: the cases in
+// *cases when the commit is made.
+func claimInfo(cases *[]Case) func(*State) commitInfo {
+	return func(*State) commitInfo {
+		ci := commitInfo{n: len(*cases)}
+		if len(*cases) > 0 {
+			ci.first = (*cases)[0].ID
+		}
+		return ci
+	}
 }
 
 // ErrStop, returned by Claim's before function, ends the claim with no case

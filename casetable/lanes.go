@@ -660,13 +660,7 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, bef
 		st.Claimed += int64(len(cases))
 		exhausted = b >= x.blocks()
 		return nil
-	}, func(st *State) commitInfo {
-		ci := commitInfo{n: len(cases)}
-		if len(cases) > 0 {
-			ci.first = cases[0].ID
-		}
-		return ci
-	})
+	}, claimInfo(&cases))
 	if err != nil {
 		return nil, false, err
 	}
