@@ -231,7 +231,7 @@ func NewStore(dir, misc string) *Store {
 // Off on the main chain by default (Ahead is 1): on the cluster rig's
 // coherent GlusterFS volume, 4 meta-jobs on 4 nodes claimed 268 and 321
 // claims/s with it, 593 and 643 without (2026-11-25); the model of `make
-// bench-scale` gains from it from 64 claimers on, which is where a run
+// bench-scale` gains from it from 16 claimers on, which is where a run
 // gets lanes (lanes.go): in a lane it is always on. FARM_CLAIM_AHEAD=1
 // turns it on for the main chain too.
 func (s *Store) Ahead() int {
@@ -347,7 +347,7 @@ func (s *Store) refresh() error {
 		return err
 	}
 	for tries := 0; ; tries++ {
-		n, err := s.ch.latest(s.gen)
+		n, err := s.ch.latestNear(s.gen, s.peers)
 		if err == errInconsistent && tries < 20 {
 			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
 			continue
@@ -402,6 +402,12 @@ func (s *Store) refresh() error {
 
 // load reads generation n into s.cur.
 func (s *Store) load(n int64) error {
+	if n == s.gen && n == s.cur.Gen {
+		// The generation this store read or committed last: its content
+		// does not change, and a look for a newer one found none.
+		s.top = max(n, s.ch.top)
+		return nil
+	}
 	b, err := s.ch.read(n)
 	if err != nil {
 		return err
@@ -467,7 +473,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
-	stale := s.ch == nil || s.gen < 0 || s.ahead > 1
+	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0
 	reopened := false // the chain was looked up again after damage
 	lost := 0         // attempts lost to other processes
 	for {
