@@ -55,14 +55,25 @@ const MaxLanes = 64
 // jobsPerLane is how many meta-jobs share a lane by default.
 const jobsPerLane = 32
 
-// LanesFor is how many lanes a run started for jobs meta-jobs gets: one
-// per 32 (at most MaxLanes), none (1) under 64. FARM_CLAIM_LANES, a
-// number, overrides it (tests, benchmarks).
+// minLaneJobs is the fewest meta-jobs a run gets lanes for. Below, the
+// main chain costs a claim 7 calls alone and about 12 with 8 to 16
+// claimers (each claim a read of the newest generation and a commit); from
+// 16 on its claimers lose commits to each other and a claim costs 20 to
+// 40 calls, where 2 lanes with Store.Ahead cost 4 to 6 (make bench-scale,
+// BENCHMARKS.md).
+const minLaneJobs = 16
+
+// LanesFor is how many lanes a run started for jobs meta-jobs gets: none
+// (1) under 16, 2 from 16 to 95, then one per 32 (at most MaxLanes).
+// FARM_CLAIM_LANES, a number, overrides it (tests, benchmarks).
 func LanesFor(jobs int) int {
 	if v, err := strconv.Atoi(os.Getenv("FARM_CLAIM_LANES")); err == nil && v >= 1 {
 		return min(v, MaxLanes)
 	}
-	return min(max(jobs/jobsPerLane, 1), MaxLanes)
+	if jobs < minLaneJobs {
+		return 1
+	}
+	return min(max(jobs/jobsPerLane, 2), MaxLanes)
 }
 
 // FirstCutoffAt is the number of finished cases at which the runtime-aware

@@ -564,3 +564,20 @@ func TestLanesSpuriousENOENTIsNotDamage(t *testing.T) {
 		t.Errorf("one passing ENOENT on a lane's mark: %v", err)
 	}
 }
+
+// TestLanesFor: no lanes under 16 meta-jobs, 2 up to 95, then one per 32,
+// at most MaxLanes; FARM_CLAIM_LANES overrides.
+func TestLanesFor(t *testing.T) {
+	t.Setenv("FARM_CLAIM_LANES", "")
+	for _, c := range []struct{ jobs, want int }{
+		{1, 1}, {8, 1}, {15, 1}, {16, 2}, {63, 2}, {64, 2}, {95, 2}, {96, 3}, {128, 4}, {1024, 32}, {2048, 64}, {100000, MaxLanes},
+	} {
+		if got := LanesFor(c.jobs); got != c.want {
+			t.Errorf("LanesFor(%d) = %d, want %d", c.jobs, got, c.want)
+		}
+	}
+	t.Setenv("FARM_CLAIM_LANES", "5")
+	if got := LanesFor(1); got != 5 {
+		t.Errorf("with FARM_CLAIM_LANES=5, LanesFor(1) = %d", got)
+	}
+}

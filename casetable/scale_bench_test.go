@@ -191,7 +191,7 @@ func (c scaleConfig) String() string {
 	if c.chains > 1 {
 		chains = fmt.Sprintf(", claimers spread over %d farms (chains)", c.chains)
 	}
-	lanes := "lanes as farm gives them (one per 32 claimers, none under 64)"
+	lanes := "lanes as farm gives them (none under 16 claimers, 2 to 95, then one per 32)"
 	if c.lanes > 0 {
 		lanes = fmt.Sprintf("%d lanes", c.lanes)
 	}
@@ -630,6 +630,9 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	defer cancel()
 	onCall = model.call
 	defer func() { onCall = nil }()
+	// Every call is traced with its claimer until the window opens: the
+	// herd's calls (each claimer's until its first claim ended).
+	model.trace.Store(true)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -639,6 +642,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			r.g = goid()
 			dir := dirs[i%c.chains]
 			st := NewStore(dir, filepath.Join(dir, "MISC"))
 			st.Job = "bench." + strconv.Itoa(i)
@@ -679,7 +683,12 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 			}
 		}()
 	}
+	go func() { // the window opens: stop tracing
+		time.Sleep(time.Until(winStart))
+		model.trace.Store(false)
+	}()
 	collect(b, &wg, recs, logs)
+	herd := herdFigures(model, recs, t0, c.capacity)
 	for l, dir := range dirs {
 		var on []*claimerRec
 		for i := l; i < n; i += c.chains {
@@ -756,6 +765,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		ms(percentile(first, 0.5)), ms(percentile(first, 1)), len(first),
 		util, ms(time.Duration(cc.waited.Load()/max(calls, 1))), ms(time.Duration(cc.queued.Load()/max(calls, 1))),
 		ms(time.Duration(cc.overshoot.Load()/max(calls, 1))))
+	fmt.Printf("   N=%d: the herd: %s\n", n, herd)
 	fmt.Printf("   N=%d: %d claims ended in the window, %d of them by a commit (%.1f commits/s; %.1f calls a commit; commit p50 / p99 %s / %s ms); calls per claim by kind: %s; exclusive creates per claim: %s\n",
 		n, claims, commits, float64(commits)/secs, float64(calls)/float64(max(commits, 1)),
 		ms(percentile(clat, 0.5)), ms(percentile(clat, 0.99)),
@@ -933,4 +943,61 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
 	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
 	b.ReportMetric(0, "ns/op")
+}
+
+// herdFigures describes the claimers' first claims, from the calls traced
+// before the window: the calls each made until its first claim ended (by
+// kind, mean), and how busy the server was until the last of them ended.
+func herdFigures(m *fsModel, recs []*claimerRec, t0 time.Time, capacity float64) string {
+	m.tmu.Lock()
+	defer m.tmu.Unlock()
+	firstEnd := map[uint64]time.Time{}
+	var last time.Time
+	for _, r := range recs {
+		if len(r.claims) > 0 {
+			e := r.claims[0].end
+			firstEnd[r.g] = e
+			if e.After(last) {
+				last = e
+			}
+		}
+	}
+	if len(firstEnd) == 0 {
+		return "no claimer ended a first claim"
+	}
+	var per []int
+	counts := map[uint64]int{}
+	byKind := make([]int, len(scaleKinds))
+	total := 0 // every call until the last first claim ended
+	for _, tc := range m.traced {
+		if tc.at.After(last) {
+			continue
+		}
+		total++
+		if e, ok := firstEnd[tc.g]; ok && !tc.at.After(e) {
+			counts[tc.g]++
+			byKind[tc.kind]++
+		}
+	}
+	for g := range firstEnd {
+		per = append(per, counts[g])
+	}
+	slices.Sort(per)
+	sum := 0
+	for _, v := range per {
+		sum += v
+	}
+	nf := float64(len(per))
+	var kinds []string
+	for k, kind := range scaleKinds {
+		if byKind[k] > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %.1f", kind, float64(byKind[k])/nf))
+		}
+	}
+	busy := "-"
+	if span := last.Sub(t0).Seconds(); capacity > 0 && span > 0 {
+		busy = fmt.Sprintf("%.0f%%", 100*float64(total)/span/capacity)
+	}
+	return fmt.Sprintf("%d first claims ended %.1f s after the start; calls each until its first claim ended: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
+		len(per), last.Sub(t0).Seconds(), float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
 }
