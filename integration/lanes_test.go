@@ -10,7 +10,7 @@ import (
 )
 
 // A farm whose runs have lanes (casetable/lanes.go; FARM_CLAIM_LANES forces
-// them for a few meta-jobs, as 64 or more get by default): 6 meta-jobs over
+// them for a few meta-jobs, as 16 or more get by default): 6 meta-jobs over
 // 4 lanes run 3,000 cases exactly once, every lane claimed in; farm query
 // counts the lanes' claims; a resubmit (3 lanes) reruns exactly the failed
 // cases once, and closes run 1's lanes.
@@ -102,4 +102,34 @@ func queryJSON(t *testing.T, dir string) (q struct {
 		t.Fatalf("farm query --json: %v\n%s", err, out)
 	}
 	return q
+}
+
+// A run started for 16 meta-jobs gets 2 lanes with no setting
+// (casetable.LanesFor), and its cases run exactly once.
+func TestLocalSixteenMetaJobsGetLanes(t *testing.T) {
+	t.Parallel()
+	const n = 800
+	table := make([]string, n)
+	for i := range table {
+		table[i] = "true"
+	}
+	dir := newFarm(t, table, "0-00:10")
+	if r := farmIn(t, dir, []string{"FARM_CLAIM_LANES="}, "submit", "16", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: exit %d: %s %s", r.Code, r.Out, r.Err)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "5m")
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= n; id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {
+			t.Fatalf("case %d: %d starts, %d ends; want one run", id, rec.Starts[id], rec.Ends[id])
+		}
+	}
+	lanes, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*", "index"))
+	if len(lanes) != 1 {
+		t.Fatalf("run 1 made lane indexes %v, want one", lanes)
+	}
+	b, err := os.ReadFile(lanes[0])
+	if err != nil || !strings.Contains(strings.SplitN(string(b), "\n", 2)[0], " lanes=2 ") {
+		t.Fatalf("lane index %s: %q, %v; want 2 lanes", lanes[0], strings.SplitN(string(b), "\n", 2)[0], err)
+	}
 }
