@@ -23,7 +23,7 @@ var ErrNothingLeft = errors.New(MsgNothingLeft)
 
 // Resubmit starts a new run over the cases that failed, were interrupted,
 // were unfit or never ran (every case that did not succeed), farm-wide
-// over every earlier run: it writes them with their
+// over every earlier run, or over those opt.Select chooses: it writes them with their
 // original IDs to table.dat_ and submits opt.N jobs over it. It refuses while
 // any job of the farm (other than opt.Self) is pending or running.
 func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
@@ -69,22 +69,38 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
-	keep := func(id int64) bool { return sum.Get(id).State != status.Succeeded }
+	sel := opt.Select
+	keep := func(id int64) bool { return sel.Keeps(sum.Get(id)) }
 	// Counted first, writing nothing: the count may still be refused.
-	n, err := casetable.CountKept(f.Path(Table), keep)
+	by := map[status.State]int{}
+	hit := make([]bool, len(sel.Cases))
+	n, err := casetable.CountKept(f.Path(Table), func(id int64) bool {
+		sel.mark(id, hit)
+		if c := sum.Get(id); sel.Keeps(c) {
+			by[c.State]++
+			return true
+		}
+		return false
+	})
 	if err != nil {
 		return tableErr(err)
 	}
-	if n == 0 {
-		return ErrNothingLeft
+	if err := sel.missing(hit, Table); err != nil {
+		return err
 	}
-	return f.launchResubmit(ctx, su, opt, state, n, keep)
+	if n == 0 {
+		if sel.IsZero() {
+			return ErrNothingLeft
+		}
+		return fmt.Errorf("%w (no case is chosen by %s)", ErrNothingLeft, sel)
+	}
+	return f.launchResubmit(ctx, su, opt, state, n, keep, sel.chose(n, by))
 }
 
 // launchResubmit launches the run after state's, over the n cases of
 // table.dat that keep keeps, written to a table of its own once nothing can
 // refuse it (launchSetup.prepare).
-func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool) error {
+func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool, chose string) error {
 	// The new run's table gets a name of its own, so that two resubmits
 	// racing never write one file; the one whose run starts also leaves it
 	// as table.dat_, as META does.
@@ -101,7 +117,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		}
 		return tableErr(err)
 	}
-	su.announce = fmt.Sprintf("Resubmitting the %d case(s) that failed, were interrupted, were unfit or never ran (%s).", n, RetryTable)
+	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		f.removeRunTable(ctx, runTable)
 		return err

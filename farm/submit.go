@@ -36,6 +36,9 @@ type SubmitOptions struct {
 	// job has none.
 	Confirm func(jobs int) error
 	Yes     bool // --yes: Confirm is not asked
+	// Select is what a resubmit runs again (--failed, --cases, ...); the
+	// zero Selection: every case that did not succeed.
+	Select Selection
 }
 
 // ConfirmAbove is the number of jobs above which submit and resubmit ask

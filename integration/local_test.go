@@ -270,6 +270,8 @@ func TestUserErrors(t *testing.T) {
 		{"wrong N text", dir, []string{"submit", "many"}, 64, "Wrong first argument: many"},
 		{"no N", dir, []string{"submit"}, 64, "give the number of meta-jobs"},
 		{"bad backend", dir, []string{"submit", "2", "--backend", "pbs"}, 64, `unknown backend "pbs"`},
+		{"selection on submit", dir, []string{"submit", "2", "--failed", "--backend", "local"}, 64, "--failed chooses cases for 'farm resubmit'"},
+		{"bad --cases", dir, []string{"resubmit", "2", "--cases", "5-3"}, 64, `--cases 5-3: "5-3" ends before it starts`},
 		{"time on command line", dir, []string{"submit", "2", "--backend", "local", "-t", "10"}, 1, "cannot be given on the command line"},
 		{"no run-time", noTime, []string{"submit", "2", "--backend", "local"}, 1, "Job runtime sbatch argument (-t or --time) is missing in job_script.sh"},
 		{"no meta-job loop", noLoop, []string{"submit", "2", "--backend", "local"}, 1, "job_script.sh does not run 'farm metajob': restore its last line"},

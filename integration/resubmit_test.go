@@ -65,6 +65,27 @@ func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
 	if !strings.Contains(string(log), "resubmit: run 2") {
 		t.Errorf("farm.log lacks the resubmit:\n%s", log)
 	}
+
+	// Chosen cases, succeeded ones too, run once more; a selection of
+	// nothing says so and exits 0.
+	out = mustFarm(t, dir, "resubmit", "1", "--cases", "2,7-8")
+	if !strings.Contains(out, "Resubmitting the 3 case(s) chosen by --cases 2,7-8 (3 succeeded)") {
+		t.Errorf("resubmit --cases said %q", out)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	rec = readRecords(t, dir)
+	for _, id := range []int64{2, 7, 8} {
+		if rec.Starts[id] != 2 {
+			t.Errorf("case %d ran %d times after resubmit --cases, want 2", id, rec.Starts[id])
+		}
+	}
+	if rec.Starts[3] != 1 || rec.Starts[6] != 2 {
+		t.Errorf("resubmit --cases 2,7-8 ran case 3 %d times and 6 %d times, want 1 and 2", rec.Starts[3], rec.Starts[6])
+	}
+	r = farmIn(t, dir, nil, "resubmit", "1", "--failed")
+	if r.Code != 0 || strings.TrimSpace(r.Out) != "No failed/unfinished jobs; nothing to resubmit (no case is chosen by --failed)" {
+		t.Errorf("resubmit --failed of a farm with no failure: exit %d, %q %q", r.Code, r.Out, r.Err)
+	}
 }
 
 func TestLocalResubmitRefusedWhileJobsRun(t *testing.T) {

@@ -99,6 +99,12 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 	opt.N = n
 	for i := 1; i < len(args); i++ {
 		a := args[i]
+		if took, err := opt.Select.Parse(args, i); err != nil {
+			return opt, usageError{err.Error()}
+		} else if took > 0 {
+			i += took - 1
+			continue
+		}
 		switch {
 		case a == "-auto" || a == "--auto":
 			opt.Auto = true
@@ -157,6 +163,9 @@ func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error
 		if err != nil {
 			return err
 		}
+		if c.Command.Name != "resubmit" && !opt.Select.IsZero() {
+			return usagef("%s chooses cases for 'farm resubmit'; 'farm %s' runs every case of table.dat", opt.Select, c.Command.Name)
+		}
 		opt.Environ = os.Environ()
 		opt.Confirm = confirmer(c.Context, c.Command.Name, c.App.Reader, isTTY(c.App.Reader), c.App.Writer)
 		f, err := openFarm(c)
@@ -176,12 +185,16 @@ func resubmitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "resubmit",
 		Usage:     "run again the cases that failed, were interrupted, were unfit or never ran",
-		ArgsUsage: submitArgsUsage,
+		ArgsUsage: "N [--failed] [--interrupted] [--never-run] [--unfit] [--cases IDS] " + strings.TrimPrefix(submitArgsUsage, "N "),
 		Description: "Refused while any job of the farm is pending or running. Writes the cases still to do\n" +
 			"(farm-wide, over every run) to table.dat_ with their original IDs and submits N jobs over\n" +
 			"them, as 'farm submit' does. With nothing left, says so and exits 0.\n" +
+			"--failed, --interrupted, --never-run and --unfit choose the cases in those states only\n" +
+			"(combinable); --cases 3,17-20 chooses cases by ID, whatever their state (succeeded ones\n" +
+			"too); with both, a case must be in one of the states and among the IDs. -auto's later\n" +
+			"resubmits run every case that did not succeed, as always.\n" +
 			submitYesHelp + "\nEXAMPLES:\n" +
-			"   farm resubmit 4\n   farm resubmit -1 -auto",
+			"   farm resubmit 4\n   farm resubmit -1 -auto\n   farm resubmit 2 --failed --unfit\n   farm resubmit 1 --cases 3,17-20",
 		SkipFlagParsing: true,
 		Action:          submitAction((*farm.Farm).Resubmit),
 	}

@@ -1,0 +1,176 @@
+package farm
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/status"
+)
+
+// Selection is what 'farm resubmit' runs again: its options --failed,
+// --interrupted, --never-run, --unfit and --cases. The zero Selection is
+// every case that did not succeed, as META's resubmit (and -auto's).
+//
+// With state options only, a case is chosen when its farm-wide state is one
+// of them. With --cases only, the cases with those IDs are chosen whatever
+// their state, succeeded ones too (to run a case again whose output was
+// lost, say). With both, a case must be in one of the states and among the
+// IDs.
+type Selection struct {
+	States []status.State // farm-wide states chosen; none: any (with Cases) or all but succeeded
+	Cases  []IDRange      // IDs chosen; none: any
+	given  []string       // the options as given, for messages
+}
+
+// IDRange is the case IDs From to To, both included.
+type IDRange struct{ From, To int64 }
+
+// selectionOptions are the state options of resubmit, and the states they
+// choose.
+var selectionOptions = []struct {
+	name  string
+	state status.State
+}{
+	{"--failed", status.Failed},
+	{"--interrupted", status.Interrupted},
+	{"--never-run", status.NeverRan},
+	{"--unfit", status.Unfit},
+}
+
+// Parse reads a resubmit option at args[i] into sel: it returns
+// how many arguments it took (0: not a selection option) or an error for
+// a selection option given wrong.
+func (sel *Selection) Parse(args []string, i int) (int, error) {
+	a := args[i]
+	for _, o := range selectionOptions {
+		if a == o.name || a == o.name[1:] {
+			if !slices.Contains(sel.States, o.state) {
+				sel.States = append(sel.States, o.state)
+			}
+			sel.given = append(sel.given, o.name)
+			return 1, nil
+		}
+	}
+	if a == "--crashed" || a == "-crashed" {
+		return 0, Userf("--crashed: this farm marks no case crashed (there is no crash limit yet); --interrupted chooses the cases whose job died")
+	}
+	var spec string
+	took := 1
+	switch {
+	case a == "--cases" || a == "-cases":
+		if i+1 >= len(args) {
+			return 0, Userf("--cases needs the IDs of the cases: e.g. --cases 3,17-20")
+		}
+		spec, took = args[i+1], 2
+	case strings.HasPrefix(a, "--cases="):
+		spec = strings.TrimPrefix(a, "--cases=")
+	default:
+		return 0, nil
+	}
+	rs, err := ParseIDRanges(spec)
+	if err != nil {
+		return 0, err
+	}
+	sel.Cases = append(sel.Cases, rs...)
+	sel.given = append(sel.given, "--cases "+spec)
+	return took, nil
+}
+
+// ParseIDRanges reads case IDs as "3,17-20": IDs and ranges, separated by
+// commas.
+func ParseIDRanges(spec string) ([]IDRange, error) {
+	var rs []IDRange
+	bad := func(part, why string) error {
+		return Userf("--cases %s: %q %s; give case IDs (positive numbers) and ranges, separated by commas: e.g. --cases 3,17-20", spec, part, why)
+	}
+	for _, part := range strings.Split(spec, ",") {
+		p := strings.TrimSpace(part)
+		if p == "" {
+			return nil, bad(part, "is empty")
+		}
+		lo, hi, isRange := strings.Cut(p, "-")
+		from, err := strconv.ParseInt(lo, 10, 64)
+		if err != nil || from < 1 {
+			return nil, bad(p, "is not a case ID")
+		}
+		to := from
+		if isRange {
+			if to, err = strconv.ParseInt(hi, 10, 64); err != nil || to < 1 {
+				return nil, bad(p, "is not a range of case IDs")
+			}
+			if to < from {
+				return nil, bad(p, "ends before it starts")
+			}
+		}
+		rs = append(rs, IDRange{from, to})
+	}
+	return rs, nil
+}
+
+// IsZero reports whether no selection option was given.
+func (sel Selection) IsZero() bool { return len(sel.States) == 0 && len(sel.Cases) == 0 }
+
+// String is the options as given ("--failed --cases 3,17-20").
+func (sel Selection) String() string { return strings.Join(sel.given, " ") }
+
+// Keeps reports whether the selection chooses case c.
+func (sel Selection) Keeps(c status.Case) bool {
+	if sel.IsZero() {
+		return c.State != status.Succeeded
+	}
+	return (len(sel.States) == 0 || slices.Contains(sel.States, c.State)) && sel.hasID(c.ID)
+}
+
+// hasID reports whether id is among the IDs chosen (any, if none were).
+func (sel Selection) hasID(id int64) bool {
+	if len(sel.Cases) == 0 {
+		return true
+	}
+	for _, r := range sel.Cases {
+		if r.From <= id && id <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// mark records in hit (one per range of Cases) the ranges that hold id.
+func (sel Selection) mark(id int64, hit []bool) {
+	for i, r := range sel.Cases {
+		if r.From <= id && id <= r.To {
+			hit[i] = true
+		}
+	}
+}
+
+// missing returns an error naming the first ID or range chosen by --cases
+// in which table has no case (hit, from mark), or nil.
+func (sel Selection) missing(hit []bool, table string) error {
+	for i, r := range sel.Cases {
+		if hit[i] {
+			continue
+		}
+		if r.From == r.To {
+			return Userf("--cases: %s has no case %d; nothing was submitted ('farm Status' lists the cases)", table, r.From)
+		}
+		return Userf("--cases: %s has no case from %d to %d; nothing was submitted ('farm Status' lists the cases)", table, r.From, r.To)
+	}
+	return nil
+}
+
+// chose says what a resubmit chose: "the 3 case(s) chosen by --failed
+// --cases 1-9 (2 failed, 1 interrupted)".
+func (sel Selection) chose(n int, by map[status.State]int) string {
+	if sel.IsZero() {
+		return fmt.Sprintf("the %d case(s) that failed, were interrupted, were unfit or never ran", n)
+	}
+	var parts []string
+	for _, s := range []status.State{status.Failed, status.Interrupted, status.Unfit, status.NeverRan, status.Succeeded, status.Running} {
+		if by[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", by[s], s))
+		}
+	}
+	return fmt.Sprintf("the %d case(s) chosen by %s (%s)", n, sel, strings.Join(parts, ", "))
+}

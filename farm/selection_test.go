@@ -1,0 +1,143 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/status"
+	"github.com/google/go-cmp/cmp"
+)
+
+// selectionFarm is a farm of 8 cases after one run whose job recorded
+// every kind: 1 and 8 succeeded, 2 failed, 3 interrupted (started, never
+// ended, its job gone), 4 and 5 unfit; 6 and 7 never ran.
+func selectionFarm(t *testing.T) (*Farm, *strings.Builder) {
+	t.Helper()
+	ctx := context.Background()
+	f, out := newTestFarm(t, strings.Repeat("true\n", 8), &fakeBackend{})
+	if err := f.Submit(ctx, SubmitOptions{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	writeStatus(t, f, "101", 1, func(w *status.Writer) {
+		for _, id := range []int64{1, 8} {
+			w.StartAt(id, t0, status.Placement{Loop: 1, CPUs: []int{0}})
+			w.End(id, 0, t0, time.Second)
+		}
+		w.StartAt(2, t0, status.Placement{Loop: 1, CPUs: []int{0}})
+		w.End(2, 1, t0, time.Second)
+		w.Unfit(4, t0, "needs 16 CPUs, the job has 8")
+		w.Unfit(5, t0, "needs 16 CPUs, the job has 8")
+		w.StartAt(3, t0, status.Placement{Loop: 1, CPUs: []int{0}})
+	})
+	out.Reset()
+	var b strings.Builder
+	f.Out = &b
+	return f, &b
+}
+
+// Each selection option of resubmit chooses exactly the cases it names,
+// says what it chose, and the cases it chose are table.dat_.
+func TestResubmitSelectsExactly(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		ids  []int64
+		said string
+	}{
+		{nil, []int64{2, 3, 4, 5, 6, 7}, "Resubmitting the 6 case(s) that failed, were interrupted, were unfit or never ran (table.dat_)."},
+		{[]string{"--failed"}, []int64{2}, "Resubmitting the 1 case(s) chosen by --failed (1 failed) (table.dat_)."},
+		{[]string{"--interrupted"}, []int64{3}, "Resubmitting the 1 case(s) chosen by --interrupted (1 interrupted) (table.dat_)."},
+		{[]string{"--unfit"}, []int64{4, 5}, "Resubmitting the 2 case(s) chosen by --unfit (2 unfit) (table.dat_)."},
+		{[]string{"--never-run"}, []int64{6, 7}, "Resubmitting the 2 case(s) chosen by --never-run (2 never ran) (table.dat_)."},
+		{[]string{"--failed", "--never-run", "-interrupted"}, []int64{2, 3, 6, 7}, "Resubmitting the 4 case(s) chosen by --failed --never-run --interrupted (1 failed, 1 interrupted, 2 never ran) (table.dat_)."},
+		{[]string{"--cases", "1,6-7"}, []int64{1, 6, 7}, "Resubmitting the 3 case(s) chosen by --cases 1,6-7 (2 never ran, 1 succeeded) (table.dat_)."},
+		{[]string{"--cases=2-8", "--unfit"}, []int64{4, 5}, "Resubmitting the 2 case(s) chosen by --cases 2-8 --unfit (2 unfit) (table.dat_)."},
+		{[]string{"--failed", "--cases", "1", "--cases", "2"}, []int64{2}, "Resubmitting the 1 case(s) chosen by --failed --cases 1 --cases 2 (1 failed) (table.dat_)."},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			f, out := selectionFarm(t)
+			var sel Selection
+			for i := 0; i < len(c.args); i++ {
+				took, err := sel.Parse(c.args, i)
+				if err != nil || took == 0 {
+					t.Fatalf("Parse(%q, %d): %d, %v", c.args, i, took, err)
+				}
+				i += took - 1
+			}
+			if err := f.Resubmit(ctx, SubmitOptions{N: 1, Select: sel}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(out.String(), c.said) {
+				t.Errorf("resubmit said %q, want %q", out, c.said)
+			}
+			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(RetryTable))); diff != "" {
+				t.Errorf("table.dat_ (-want +got):\n%s", diff)
+			}
+			if st, err := f.readState(ctx); err != nil || st.Run != 2 || st.Cases != int64(len(c.ids)) {
+				t.Errorf("state after the resubmit: run %d, %d cases, %v; want run 2 of %d", st.Run, st.Cases, err, len(c.ids))
+			}
+		})
+	}
+}
+
+// A selection that chooses nothing says so and submits nothing (the CLI
+// exits 0, as with nothing left); IDs the table does not have, and bad
+// options, are refused with nothing submitted.
+func TestResubmitSelectionRefusals(t *testing.T) {
+	ctx := context.Background()
+	f, _ := selectionFarm(t)
+	parse := func(args ...string) Selection {
+		var sel Selection
+		for i := 0; i < len(args); i++ {
+			took, err := sel.Parse(args, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i += took - 1
+		}
+		return sel
+	}
+	err := f.Resubmit(ctx, SubmitOptions{N: 1, Select: parse("--cases", "1", "--failed")})
+	if !errors.Is(err, ErrNothingLeft) || !strings.Contains(err.Error(), "no case is chosen by --cases 1 --failed") {
+		t.Errorf("a selection of nothing: %v", err)
+	}
+	for _, c := range []struct {
+		sel  Selection
+		want string
+	}{
+		{parse("--cases", "9"), "--cases: table.dat has no case 9; nothing was submitted"},
+		{parse("--cases", "2,9-20"), "--cases: table.dat has no case from 9 to 20; nothing was submitted"},
+	} {
+		if err := f.Resubmit(ctx, SubmitOptions{N: 1, Select: c.sel}); err == nil || !IsUserError(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", c.sel, err, c.want)
+		}
+	}
+	if st, err := f.readState(ctx); err != nil || st.Run != 1 {
+		t.Errorf("the refused resubmits changed the state: run %d, %v", st.Run, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cases"}, "--cases needs the IDs"},
+		{[]string{"--cases", "3,,4"}, `"" is empty`},
+		{[]string{"--cases", "0"}, `"0" is not a case ID`},
+		{[]string{"--cases", "x-4"}, `"x-4" is not a case ID`},
+		{[]string{"--cases", "4-"}, `"4-" is not a range`},
+		{[]string{"--cases", "9-4"}, `"9-4" ends before it starts`},
+		{[]string{"--crashed"}, "no crash limit yet"},
+	} {
+		var sel Selection
+		if _, err := sel.Parse(c.args, 0); err == nil || !IsUserError(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q): %v; want %q", c.args, err, c.want)
+		}
+	}
+	var sel Selection
+	if took, err := sel.Parse([]string{"--mem=4G"}, 0); took != 0 || err != nil || !sel.IsZero() {
+		t.Errorf("Parse of a batch-system argument: took %d, %v, %+v", took, err, sel)
+	}
+}
