@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ func TestRig(t *testing.T) {
 		for _, profile := range []string{"coherent", "latency", "default"} {
 			t.Run(profile, func(t *testing.T) { fourThousandCases(t, r, profile) })
 		}
+		t.Run("coherent_lanes_frozen", func(t *testing.T) { lanesFrozenMidRun(t, r) })
 	})
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
@@ -115,6 +118,61 @@ func killBrickMidRun(t *testing.T, r *rig, ranDir string) {
 	}
 	report(t, "brick 2 killed after %d cases had run, %d had run 10 s later, %d when it was back (%.1f s after the kill)",
 		before, during, back, time.Since(killed).Seconds())
+}
+
+// lanesFrozenMidRun: farmOf4000 on the coherent volume with 4 lanes
+// (FARM_CLAIM_LANES=4, so that each meta-job has a home lane of its own),
+// cases of 20 ms; once 400 cases have run, one meta-job is stopped
+// (SIGSTOP) for 25 s — longer than a slot waits for its mark (20 s), so
+// that a commit it was in is voided by the others — and continued. Every
+// case still runs exactly once, and every meta-job ends by itself.
+func lanesFrozenMidRun(t *testing.T, r *rig) {
+	t.Setenv("FARM_CLAIM_LANES", "4")
+	farmOf4000(t, r, "coherent", "sleep 0.02; ", func(t *testing.T, dir, ranDir string) {
+		harness.WaitFor(t, 5*time.Minute, "400 cases to run", func() bool { return ranLines(ranDir) >= 400 })
+		pid := metaJobPID(t, dir)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP of meta-job %d: %v", pid, err)
+		}
+		before := ranLines(ranDir)
+		time.Sleep(25 * time.Second)
+		during := ranLines(ranDir)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatalf("SIGCONT of meta-job %d: %v", pid, err)
+		}
+		if during >= 4000 {
+			t.Errorf("the farm ended (%d cases run) while meta-job %d was stopped: it proves nothing of its resuming", during, pid)
+		}
+		lanes, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*", "index"))
+		if len(lanes) != 1 {
+			t.Errorf("run 1 has lane indexes %v; want one (4 lanes)", lanes)
+		}
+		report(t, "4 lanes: meta-job %d stopped for 25 s after %d cases had run; %d had run when it was continued", pid, before, during)
+	})
+}
+
+// metaJobPID returns the PID of a meta-job ('farm metajob') of the farm in
+// dir, on whichever node it runs (the rig's nodes share this machine's
+// process table).
+func metaJobPID(t *testing.T, dir string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("metajob")) {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		if err != nil || !bytes.Contains(env, []byte("FARM_DIR="+dir+"\x00")) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil {
+			return pid
+		}
+	}
+	t.Fatalf("no meta-job of %s found in /proc", dir)
+	return 0
 }
 
 // ranLines counts the lines of the files ran.* in dir: the runs the cases
