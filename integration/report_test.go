@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/internal/browser"
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // reportFarm runs a farm of 4 meta-jobs on the local backend to its end:
@@ -68,10 +69,7 @@ func reportFarm(t *testing.T) (dir string, started, failed, interrupted int) {
 func TestReportInBrowser(t *testing.T) {
 	t.Parallel()
 	if browser.Path() == "" {
-		if os.Getenv("FARM_REQUIRE_CHROMIUM") == "1" {
-			t.Fatal("FARM_REQUIRE_CHROMIUM=1 and no Chromium: integration/chromium-up installs it")
-		}
-		t.Skip("no Chromium (integration/chromium-up installs it): the report is not checked in a browser")
+		testreq.Skip(t, "FARM_REQUIRE_CHROMIUM", "no Chromium (integration/chromium-up installs it): the report is not checked in a browser")
 	}
 	dir, started, failed, interrupted := reportFarm(t)
 	page := filepath.Join(t.TempDir(), "report.html")
