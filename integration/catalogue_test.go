@@ -1455,7 +1455,17 @@ func permissionEntries() []catEntry {
 // Each exits 130 with one line saying what was left, and leaves a farm
 // that reads well; wait and watch leave the jobs running.
 func signalEntries() []catEntry {
-	jobFiles := []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+	return slices.Concat(longCommandSignalEntries(), inFlightSignalEntries(), slurmSilentEntries())
+}
+
+// signalJobFiles are the files that a signal to a command leaves to the
+// farm's running jobs.
+var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+
+// longCommandSignalEntries: SIGINT and SIGTERM to wait, query --watch,
+// and a submit or resubmit whose sbatch never answers.
+func longCommandSignalEntries() []catEntry {
+	jobFiles := signalJobFiles
 	goOn := `^farm: interrupted: the farm's jobs go on; 'farm query' shows them$`
 	watchStarted := func(_ string, stdout func() string) bool { return strings.Contains(stdout(), "\n") }
 	var out []catEntry
@@ -1491,6 +1501,12 @@ func signalEntries() []catEntry {
 				after:  readsWell},
 		)
 	}
+	return out
+}
+
+// inFlightSignalEntries: a signal while sbatch submits.
+func inFlightSignalEntries() []catEntry {
+	var out []catEntry
 	// Ctrl-C at a terminal (SIGINT to farm's process group, sbatch's
 	// too) or SIGTERM while sbatch submits: the sbatch in flight is let
 	// finish, its job recorded, and no further sbatch is started. Every
@@ -1507,6 +1523,13 @@ func signalEntries() []catEntry {
 		simple.name, simple.args, simple.code = "signal-"+name+"-submit-simple-records-the-array-in-flight", []string{"submit", "-1", "--backend", "slurm"}, 0
 		out = append(out, meta, simple)
 	}
+	return out
+}
+
+// slurmSilentEntries: signals to the commands that ask a Slurm that does
+// not answer, a Slurm that refuses, and wait's timeout.
+func slurmSilentEntries() []catEntry {
+	var out []catEntry
 	// A farm whose job is on a Slurm that does not answer: every command
 	// that asks for the job's state waits for squeue.
 	onSlurm := onGlob("MISC/jobs/*", func(n string) func(*testing.T, string) { return write(n, "1 slurm meta 1\n") })
@@ -1537,6 +1560,6 @@ func signalEntries() []catEntry {
 			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
 	)
 	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
-		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: jobFiles, after: jobsGoOn})
+		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: signalJobFiles, after: jobsGoOn})
 	return out
 }

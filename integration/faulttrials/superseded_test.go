@@ -273,14 +273,20 @@ func startedNotEnded(recs map[string]jobRecords, frozen []string) (running map[s
 // waitOthers waits (2 minutes at most) for the meta-jobs of jobs that are
 // not frozen to end, then for the farm.
 func (tr *trial) waitOthers(jobs, frozen []string) {
+	tr.waitNoneLive(jobs, frozenSet(frozen))
+	tr.wait()
+}
+
+// waitNoneLive waits, 2 minutes at most, until no meta-job of jobs but
+// those of skip is live.
+func (tr *trial) waitNoneLive(jobs []string, skip map[string]bool) {
 	deadline := time.Now().Add(2 * time.Minute)
-	for len(tr.live(jobs, frozenSet(frozen), 0)) > 0 {
+	for len(tr.live(jobs, skip, 0)) > 0 {
 		if time.Now().After(deadline) {
 			tr.t.Fatal("the other meta-jobs did not end within 2 minutes")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tr.wait()
 }
 
 // closedLanes checks that each of the lanes of run 1 (in lanedir) is
