@@ -465,29 +465,11 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 			}
 		}
 	}
-	lo := from         // marked (or -1)
-	loMark := unmarked // lo's mark, if looked up here
-	step := int64(1)
-	hi := int64(-1) // not marked
-	if from >= 0 && near > 1 {
-		g := from + near
-		m, err := c.marker(g)
-		if err != nil {
-			return 0, err
-		}
-		if m != unmarked {
-			lo, loMark = g, m
-		} else {
-			hi = g
-			if m, err = c.marker(g - 1); err != nil {
-				return 0, err
-			} else if m != unmarked {
-				lo, loMark = g-1, m
-			} else {
-				hi = g - 1
-			}
-		}
+	lo, loMark, hi, err := c.guess(from, near) // lo marked (or -1), hi not (or -1)
+	if err != nil {
+		return 0, err
 	}
+	step := int64(1)
 	for hi < 0 {
 		m, err := c.marker(lo + step)
 		if err != nil {
@@ -533,6 +515,27 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// guess looks up from+near, and the one below if that is not marked, for
+// latestNear: it returns the highest generation found marked (lo, with
+// its mark; from, not looked up, if none) and the lowest found not marked
+// (hi; -1 if none). With no guess (near < 2, or from unknown) it looks up
+// nothing.
+func (c *chain) guess(from, near int64) (lo int64, loMark mark, hi int64, err error) {
+	lo, loMark, hi = from, unmarked, -1
+	if from < 0 || near < 2 {
+		return lo, loMark, hi, nil
+	}
+	g := from + near
+	m, err := c.marker(g)
+	if err != nil || m != unmarked {
+		return g, m, -1, err
+	}
+	if m, err = c.marker(g - 1); err != nil || m != unmarked {
+		return g - 1, m, g, err
+	}
+	return lo, loMark, g - 1, nil
 }
 
 // legacyLatest is latest for a chain of an older farm, whose generations

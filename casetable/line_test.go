@@ -76,6 +76,26 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 	}
 }
 
+// tableChanges change the table at p as a user would: a line appended,
+// or the file replaced by an editor (another inode) with the same size.
+var tableChanges = map[string]func(p string) error{
+	"appended": func(p string) error {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteString("2 echo b again\n")
+		return err
+	},
+	"replaced": func(p string) error {
+		if err := os.WriteFile(p+".new", []byte("1 echo a\n3 echo c\n2 echo b\n"), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(p+".new", p)
+	},
+}
+
 // TestClaimRefusesAChangedTable: once the run's table has another size or
 // another inode than when the run started (a line appended, the file
 // replaced by an editor), nothing more is claimed from it, with a message
@@ -85,24 +105,7 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 	defer func(d time.Duration) { tableRecheck = d }(tableRecheck)
 	tableRecheck = 10 * time.Millisecond
 	table := "1 echo a\n2 echo b\n3 echo c\n"
-	changes := map[string]func(p string) error{
-		"appended": func(p string) error {
-			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = f.WriteString("2 echo b again\n")
-			return err
-		},
-		"replaced": func(p string) error {
-			if err := os.WriteFile(p+".new", []byte("1 echo a\n3 echo c\n2 echo b\n"), 0o644); err != nil {
-				return err
-			}
-			return os.Rename(p+".new", p)
-		},
-	}
-	for name, change := range changes {
+	for name, change := range tableChanges {
 		t.Run(name, func(t *testing.T) {
 			dir, st := startTableRun(t, table)
 			if cases, err := st.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 1 {

@@ -214,6 +214,76 @@ func liveChains(t *testing.T, misc string) []string {
 	return live
 }
 
+// damageChain damages the claim state of misc in the way damage names:
+// chain-garbage, chain-deleted, dir-deleted or generation-garbage.
+func damageChain(t *testing.T, misc, damage string) {
+	t.Helper()
+	ch, err := openChain(misc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.close()
+	last, _ := ch.latest(-1)
+	switch damage {
+	case "chain-garbage":
+		os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)
+	case "chain-deleted":
+		os.Remove(filepath.Join(misc, "chain"))
+	case "dir-deleted":
+		os.RemoveAll(ch.dir)
+	case "generation-garbage":
+		os.WriteFile(ch.genPath(last), []byte("x\n"), 0o644)
+	}
+}
+
+// raceRepairers runs two repairer processes (CASETABLE_TEST_ROLE=repairer)
+// on the farm dir of n cases, released at once from a FIFO barrier once
+// both are ready, and returns what each wrote.
+func raceRepairers(t *testing.T, trial int, dir string, n int) []string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "go.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []*strings.Builder
+	var cmds []*exec.Cmd
+	var dones []chan struct{}
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=repairer", "FARM_DIR="+dir, "BARRIER="+fifo, fmt.Sprintf("CASES=%d", n))
+		cmd.Stderr = os.Stderr
+		pipe, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(pipe)
+		if l, _ := r.ReadString('\n'); l != "ready\n" {
+			t.Fatalf("repairer said %q", l)
+		}
+		out := &strings.Builder{}
+		done := make(chan struct{})
+		go func() { io.Copy(out, r); close(done) }()
+		outs = append(outs, out)
+		cmds = append(cmds, cmd)
+		dones = append(dones, done)
+	}
+	time.Sleep(20 * time.Millisecond) // both are at (or in) their open of the FIFO
+	hold.Close()
+	said := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		<-dones[i] // all read before Wait closes the pipe
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("trial %d: repairer %d: %v", trial, i, err)
+		}
+		said[i] = outs[i].String()
+	}
+	return said
+}
+
 // TestRepairProcessesRaceOneLiveChain: a claimer is stopped (SIGSTOP)
 // inside a commit on the chain; the state is damaged (four ways); two
 // repair processes are released at once from a barrier. Exactly one
@@ -234,64 +304,11 @@ func TestRepairProcessesRaceOneLiveChain(t *testing.T) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			return cmd
 		})
-		ch, err := openChain(misc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, _ := ch.latest(-1)
-		switch damage {
-		case "chain-garbage":
-			os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)
-		case "chain-deleted":
-			os.Remove(filepath.Join(misc, "chain"))
-		case "dir-deleted":
-			os.RemoveAll(ch.dir)
-		case "generation-garbage":
-			os.WriteFile(ch.genPath(last), []byte("x\n"), 0o644)
-		}
-		ch.close()
-		fifo := filepath.Join(t.TempDir(), "go.fifo")
-		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var outs []*strings.Builder
-		var cmds []*exec.Cmd
-		var dones []chan struct{}
-		for i := 0; i < 2; i++ {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "CASETABLE_TEST_ROLE=repairer", "FARM_DIR="+dir, "BARRIER="+fifo, fmt.Sprintf("CASES=%d", n))
-			cmd.Stderr = os.Stderr
-			pipe, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := bufio.NewReader(pipe)
-			if l, _ := r.ReadString('\n'); l != "ready\n" {
-				t.Fatalf("repairer said %q", l)
-			}
-			out := &strings.Builder{}
-			done := make(chan struct{})
-			go func() { io.Copy(out, r); close(done) }()
-			outs = append(outs, out)
-			cmds = append(cmds, cmd)
-			dones = append(dones, done)
-		}
-		time.Sleep(20 * time.Millisecond) // both are at (or in) their open of the FIFO
-		hold.Close()
+		damageChain(t, misc, damage)
 		var what []string
 		rebuilt := 0
-		for i, cmd := range cmds {
-			<-dones[i] // all read before Wait closes the pipe
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("trial %d: repairer %d: %v", trial, i, err)
-			}
-		}
-		for _, out := range outs {
-			o := strings.TrimSpace(out.String())
+		for _, out := range raceRepairers(t, trial, dir, n) {
+			o := strings.TrimSpace(out)
 			switch {
 			case o == "rebuilt":
 				rebuilt++

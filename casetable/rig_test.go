@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // Claims across real nodes: the claimers run on the nodes of the cluster
@@ -35,10 +36,7 @@ func needRig(t *testing.T) rigNodes {
 		}
 		err = fmt.Errorf("integration/cluster exec 1 true: %v", err)
 	}
-	if os.Getenv("FARM_REQUIRE_CLUSTER") == "1" {
-		t.Fatalf("FARM_REQUIRE_CLUSTER=1 but %v", err)
-	}
-	t.Skipf("CLUSTER TESTS SKIPPED: %v", err)
+	testreq.Skip(t, "FARM_REQUIRE_CLUSTER", "CLUSTER TESTS SKIPPED: "+err.Error())
 	return r
 }
 

@@ -643,44 +643,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		go func() {
 			defer wg.Done()
 			r.g = goid()
-			dir := dirs[i%c.chains]
-			st := NewStore(dir, filepath.Join(dir, "MISC"))
-			st.Job = "bench." + strconv.Itoa(i)
-			st.Log = logs
-			defer st.Close()
-			time.Sleep(delay)
-			queued := 0 // cases claimed and not yet worked on
-			for {
-				t := time.Now()
-				if !t.Before(winEnd) {
-					return
-				}
-				commit := queued == 0
-				if commit {
-					got, err := c.refill(ctx, st)
-					if err != nil && ctx.Err() != nil {
-						r.cut = t // the window's end: a claim that won returns its cases first
-						return
-					}
-					if err != nil {
-						r.err = err
-						return
-					}
-					if len(got) == 0 {
-						r.err = fmt.Errorf("claimer %d found no case left: the table (%d cases) is too small", i, cases)
-						return
-					}
-					for _, cs := range got {
-						r.ids = append(r.ids, cs.ID)
-					}
-					queued = len(got)
-				}
-				e := time.Now()
-				take := min(queued, c.batch)
-				queued -= take
-				r.claims = append(r.claims, claimRec{start: t, end: e, cases: take, commit: commit})
-				time.Sleep(min(c.work, time.Until(winEnd)))
-			}
+			c.claimer(ctx, i, dirs[i%c.chains], r, logs, delay, winEnd, cases)
 		}()
 	}
 	go func() { // the window opens: stop tracing
@@ -697,48 +660,111 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		checkExact(b, dir, on)
 	}
 
+	w := measureWindow(recs, winStart, winEnd)
+	reportScale(b, c, n, &model.cc, w, herd)
+}
+
+// claimer is claimer i of a BenchmarkClaimScale run on the farm dir: it
+// waits delay, then claims a batch (or Ahead batches, when its queue is
+// empty) and works for a work period, until winEnd; r records its claims.
+func (c scaleConfig) claimer(ctx context.Context, i int, dir string, r *claimerRec, logs *logLines, delay time.Duration, winEnd time.Time, cases int64) {
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	st.Job = "bench." + strconv.Itoa(i)
+	st.Log = logs
+	defer st.Close()
+	time.Sleep(delay)
+	queued := 0 // cases claimed and not yet worked on
+	for {
+		t := time.Now()
+		if !t.Before(winEnd) {
+			return
+		}
+		commit := queued == 0
+		if commit {
+			got, err := c.refill(ctx, st)
+			if err != nil && ctx.Err() != nil {
+				r.cut = t // the window's end: a claim that won returns its cases first
+				return
+			}
+			if err != nil {
+				r.err = err
+				return
+			}
+			if len(got) == 0 {
+				r.err = fmt.Errorf("claimer %d found no case left: the table (%d cases) is too small", i, cases)
+				return
+			}
+			for _, cs := range got {
+				r.ids = append(r.ids, cs.ID)
+			}
+			queued = len(got)
+		}
+		e := time.Now()
+		take := min(queued, c.batch)
+		queued -= take
+		r.claims = append(r.claims, claimRec{start: t, end: e, cases: take, commit: commit})
+		time.Sleep(min(c.work, time.Until(winEnd)))
+	}
+}
+
+// scaleWindow is what the claimers of a BenchmarkClaimScale run did: the
+// claims that ended in its window (the cases they handed out, those that
+// committed), and the latencies, sorted: of those claims but each
+// claimer's first (lat), of the commits among them (clat), of each
+// claimer's first claim, in or out of the window (first), and how long
+// the claims still going at the window's end had been going (cut).
+type scaleWindow struct {
+	lat, clat, first, cut []time.Duration
+	claims, commits, got  int64
+}
+
+// measureWindow is the scaleWindow of recs between winStart and winEnd.
+func measureWindow(recs []*claimerRec, winStart, winEnd time.Time) (w scaleWindow) {
 	// Claims that ended in the window; the latencies without each
 	// claimer's first claim (which opens the chain), given apart.
-	var lat, clat, first []time.Duration
-	var claims, commits, got int64
 	for _, r := range recs {
 		for j, cl := range r.claims {
 			d := cl.end.Sub(cl.start)
 			if j == 0 {
-				first = append(first, d)
+				w.first = append(w.first, d)
 			}
 			if cl.end.Before(winStart) || cl.end.After(winEnd) {
 				continue
 			}
-			claims++
-			got += int64(cl.cases)
+			w.claims++
+			w.got += int64(cl.cases)
 			if j > 0 {
-				lat = append(lat, d)
+				w.lat = append(w.lat, d)
 				if cl.commit {
-					clat = append(clat, d)
+					w.clat = append(w.clat, d)
 				}
 			}
 			if cl.commit {
-				commits++
+				w.commits++
 			}
 		}
 	}
-	slices.Sort(lat)
-	slices.Sort(clat)
-	slices.Sort(first)
+	slices.Sort(w.lat)
+	slices.Sort(w.clat)
+	slices.Sort(w.first)
 	// Claims still going at the window's end: the latencies above are of
 	// claims that ended, and say nothing of these.
-	var cut []time.Duration
 	for _, r := range recs {
 		if !r.cut.IsZero() {
-			cut = append(cut, winEnd.Sub(r.cut))
+			w.cut = append(w.cut, winEnd.Sub(r.cut))
 		}
 	}
-	slices.Sort(cut)
+	slices.Sort(w.cut)
+	return w
+}
+
+// reportScale prints the line of the table of BenchmarkClaimScale for n
+// claimers, and its details, from the calls counted (cc) and the window w,
+// and reports its metrics.
+func reportScale(b *testing.B, c scaleConfig, n int, cc *callCounts, w scaleWindow, herd string) {
 	secs := c.seconds.Seconds()
-	cc := &model.cc
 	calls := cc.total()
-	perClaim := float64(max(claims, 1))
+	perClaim := float64(max(w.claims, 1))
 	util := "-"
 	if c.capacity > 0 {
 		util = fmt.Sprintf("%.0f%%", 100*float64(calls)/secs/c.capacity)
@@ -757,29 +783,29 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 		fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	})
 	fmt.Printf("| %d | %.1f (%.1f) | %.0f | %.1f | %s | %.2f (%.2f) | %s / %s / %s | %d (%.1f) | %s / %s (%d) | %s | %s / %s / %s |\n",
-		n, float64(claims)/secs, float64(n)/c.work.Seconds(), float64(got)/secs,
+		n, float64(w.claims)/secs, float64(n)/c.work.Seconds(), float64(w.got)/secs,
 		float64(calls)/perClaim, topKinds(cc, perClaim, 5),
 		float64(excl)/perClaim, float64(lost)/perClaim,
-		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-		len(cut), percentile(cut, 1).Seconds(),
-		ms(percentile(first, 0.5)), ms(percentile(first, 1)), len(first),
+		ms(percentile(w.lat, 0.5)), ms(percentile(w.lat, 0.99)), ms(percentile(w.lat, 1)),
+		len(w.cut), percentile(w.cut, 1).Seconds(),
+		ms(percentile(w.first, 0.5)), ms(percentile(w.first, 1)), len(w.first),
 		util, ms(time.Duration(cc.waited.Load()/max(calls, 1))), ms(time.Duration(cc.queued.Load()/max(calls, 1))),
 		ms(time.Duration(cc.overshoot.Load()/max(calls, 1))))
 	fmt.Printf("   N=%d: the herd: %s\n", n, herd)
 	fmt.Printf("   N=%d: %d claims ended in the window, %d of them by a commit (%.1f commits/s; %.1f calls a commit; commit p50 / p99 %s / %s ms); calls per claim by kind: %s; exclusive creates per claim: %s\n",
-		n, claims, commits, float64(commits)/secs, float64(calls)/float64(max(commits, 1)),
-		ms(percentile(clat, 0.5)), ms(percentile(clat, 0.99)),
+		n, w.claims, w.commits, float64(w.commits)/secs, float64(calls)/float64(max(w.commits, 1)),
+		ms(percentile(w.clat, 0.5)), ms(percentile(w.clat, 0.99)),
 		topKinds(cc, perClaim, len(scaleKinds)), strings.Join(exclBy, "; "))
 	if cc.otherErr.Load() > 0 {
 		fmt.Printf("   (%d exclusive creates failed with another error than EEXIST)\n", cc.otherErr.Load())
 	}
-	b.ReportMetric(float64(claims)/secs, "claims/s")
-	b.ReportMetric(float64(got)/secs, "cases/s")
+	b.ReportMetric(float64(w.claims)/secs, "claims/s")
+	b.ReportMetric(float64(w.got)/secs, "cases/s")
 	b.ReportMetric(float64(calls)/perClaim, "calls/claim")
 	b.ReportMetric(float64(excl)/perClaim, "excl/claim")
 	b.ReportMetric(float64(lost)/perClaim, "excl-lost/claim")
-	b.ReportMetric(float64(percentile(lat, 0.5))/1e6, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99))/1e6, "p99-ms")
+	b.ReportMetric(float64(percentile(w.lat, 0.5))/1e6, "p50-ms")
+	b.ReportMetric(float64(percentile(w.lat, 0.99))/1e6, "p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -822,36 +848,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.g = goid()
-			st := NewStore(dir, filepath.Join(dir, "MISC"))
-			st.Job = "bench." + strconv.Itoa(i)
-			st.Log = logs
-			defer st.Close()
-			time.Sleep(delay)
-			ctx := context.Background()
-			queued := 0
-			for {
-				if queued == 0 {
-					t := time.Now()
-					got, err := c.refill(ctx, st)
-					e := time.Now()
-					if err != nil {
-						r.err = err
-						return
-					}
-					r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got), commit: true})
-					if len(got) == 0 {
-						return
-					}
-					for _, cs := range got {
-						r.ids = append(r.ids, cs.ID)
-					}
-					queued = len(got)
-				}
-				queued -= min(queued, c.batch)
-				time.Sleep(c.work)
-				r.worked = time.Now()
-			}
+			c.endClaimer(i, dir, r, logs, delay)
 		}()
 	}
 	collect(b, &wg, recs, logs)
@@ -859,18 +856,81 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		b.Fatalf("%d cases handed out of %d", total, cases)
 	}
 	// The last case handed out, and each claimer's stop.
-	var last time.Time
-	for _, r := range recs {
-		for _, cl := range r.claims {
-			if cl.cases > 0 && cl.end.After(last) {
-				last = cl.end
-			}
-		}
+	last := lastHandedOut(recs)
+	stopAt, stops, byG, claimsAfter := stopsAfter(recs, last)
+	perClaimer, cc, excl := callsAfter(model.traced, byG, last, stopAt)
+	var sum int
+	for _, k := range perClaimer {
+		sum += k
 	}
-	var stops []time.Duration
-	byG := map[uint64]int{}
-	claimsAfter := 0 // Claims that returned after last
-	stopAt := make([]time.Time, n)
+	var totalClaims int
+	for _, r := range recs {
+		totalClaims += len(r.claims)
+	}
+	// The end of the last work period (the last case's end), and the
+	// last claimer's stop after it.
+	var lastWork, lastStop time.Time
+	for i, r := range recs {
+		lastWork, lastStop = later(lastWork, r.worked), later(lastStop, stopAt[i])
+	}
+	big := largestClaim(recs)
+	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
+	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
+		n, cases, totalClaims, last.Sub(t0).Seconds(), claimsAfter,
+		ms(percentile(stops, 0.5)), ms(percentile(stops, 1)), ms(max(lastStop.Sub(lastWork), 0)),
+		float64(sum)/float64(n), perClaimer[n/2], perClaimer[n-1],
+		topKinds(cc, float64(n), 6), excl)
+	b.ReportMetric(float64(percentile(stops, 1))/1e6, "stop-max-ms")
+	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
+	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
+	b.ReportMetric(0, "ns/op")
+}
+
+// endClaimer is claimer i of a BenchmarkClaimScaleEnd run on the farm
+// dir: it waits delay, then claims (when its queue is empty) and works for
+// a work period a batch, until a Claim hands it nothing; r records its
+// claims and its goroutine.
+func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines, delay time.Duration) {
+	r.g = goid()
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	st.Job = "bench." + strconv.Itoa(i)
+	st.Log = logs
+	defer st.Close()
+	time.Sleep(delay)
+	ctx := context.Background()
+	queued := 0
+	for {
+		if queued == 0 {
+			t := time.Now()
+			got, err := c.refill(ctx, st)
+			e := time.Now()
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.claims = append(r.claims, claimRec{start: t, end: e, cases: len(got), commit: true})
+			if len(got) == 0 {
+				return
+			}
+			for _, cs := range got {
+				r.ids = append(r.ids, cs.ID)
+			}
+			queued = len(got)
+		}
+		queued -= min(queued, c.batch)
+		time.Sleep(c.work)
+		r.worked = time.Now()
+	}
+}
+
+// stopsAfter returns when each claimer of recs stopped (the end of its
+// last claim), how long after last each did (sorted), the claimers by
+// goroutine, and how many claims returned after last.
+func stopsAfter(recs []*claimerRec, last time.Time) (stopAt []time.Time, stops []time.Duration, byG map[uint64]int, claimsAfter int) {
+	byG = map[uint64]int{}
+	stopAt = make([]time.Time, len(recs))
 	for i, r := range recs {
 		byG[r.g] = i
 		stop := r.claims[len(r.claims)-1].end
@@ -883,12 +943,49 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		}
 	}
 	slices.Sort(stops)
-	perClaimer := make([]int, n)
+	return stopAt, stops, byG, claimsAfter
+}
+
+// lastHandedOut is the end of the last claim of recs that handed out
+// cases.
+func lastHandedOut(recs []*claimerRec) (last time.Time) {
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if cl.cases > 0 && cl.end.After(last) {
+				last = cl.end
+			}
+		}
+	}
+	return last
+}
+
+// largestClaim is the claim of recs that handed out the most cases.
+func largestClaim(recs []*claimerRec) (big claimRec) {
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if cl.cases > big.cases {
+				big = cl
+			}
+		}
+	}
+	return big
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// callsAfter counts the traced calls of each claimer (by goroutine, byG)
+// from the last case handed out to its stop (not its Store's Close after
+// it): per claimer (sorted), by kind, and the exclusive creates.
+func callsAfter(traced []tracedCall, byG map[uint64]int, last time.Time, stopAt []time.Time) (perClaimer []int, cc *callCounts, excl int64) {
+	perClaimer = make([]int, len(stopAt))
 	var kinds [16]int64
-	var excl int64
-	for _, tc := range model.traced {
-		// Calls from the last case handed out to the claimer's stop
-		// (not its Store's Close after it).
+	for _, tc := range traced {
 		i, ok := byG[tc.g]
 		if !ok || !tc.at.After(last) || tc.at.After(stopAt[i]) {
 			continue
@@ -900,49 +997,11 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		}
 	}
 	slices.Sort(perClaimer)
-	var sum int
-	for _, k := range perClaimer {
-		sum += k
-	}
-	var cc callCounts
+	cc = &callCounts{}
 	for i, k := range kinds {
 		cc.byKind[i].Store(k)
 	}
-	var totalClaims int
-	for _, r := range recs {
-		totalClaims += len(r.claims)
-	}
-	// The end of the last work period (the last case's end), and the
-	// last claimer's stop after it.
-	var lastWork, lastStop time.Time
-	for i, r := range recs {
-		if r.worked.After(lastWork) {
-			lastWork = r.worked
-		}
-		if stopAt[i].After(lastStop) {
-			lastStop = stopAt[i]
-		}
-	}
-	var big claimRec
-	for _, r := range recs {
-		for _, cl := range r.claims {
-			if cl.cases > big.cases {
-				big = cl
-			}
-		}
-	}
-	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
-	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
-	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
-		n, cases, totalClaims, last.Sub(t0).Seconds(), claimsAfter,
-		ms(percentile(stops, 0.5)), ms(percentile(stops, 1)), ms(max(lastStop.Sub(lastWork), 0)),
-		float64(sum)/float64(n), perClaimer[n/2], perClaimer[n-1],
-		topKinds(&cc, float64(n), 6), excl)
-	b.ReportMetric(float64(percentile(stops, 1))/1e6, "stop-max-ms")
-	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
-	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
-	b.ReportMetric(0, "ns/op")
+	return perClaimer, cc, excl
 }
 
 // herdFigures describes the claimers' first claims, from the calls traced

@@ -40,6 +40,10 @@ const (
 // the command line, name the directive of the engine submitted to — Grid
 // Engine's #$ -l h_rt=, Slurm's #SBATCH -t, both for the local engine —
 // and write nothing.
+//
+// Over 80 lines: a table of cases (engine, scripts, command line, the
+// message wanted) and the one loop that runs them; the length is the
+// table's.
 func TestRunTimeMessagesNameTheEnginesDirective(t *testing.T) {
 	ctx := context.Background()
 	const (

@@ -61,35 +61,9 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		fmt.Fprintf(f.Out, "The claim state reads well (run %d, %d of %d cases claimed): nothing to repair.\n", cur.Run, cur.Claimed, cur.Cases)
 		return nil
 	}
-	// The records are read after the state, as resubmit reads them, and
-	// the active jobs and the job records are one reading.
-	active, recs, _, err := f.activeAndAll(ctx)
+	run, done, err := f.runToClose(ctx, cur, readable, mode)
 	if err != nil {
 		return err
-	}
-	if len(active) > 0 {
-		return Userf("%d job(s) of the farm are pending or running: 'farm wait' or 'farm kill' first, then 'farm repair'", len(active))
-	}
-	run := 0
-	for _, r := range recs {
-		run = max(run, r.Run)
-	}
-	sum, err := f.Summary(ctx)
-	if err != nil {
-		return err
-	}
-	var done int64
-	for r, c := range sum.RunCounts {
-		run = max(run, r)
-		done += c.Succeeded + c.Failed + c.Interrupted
-	}
-	if readable {
-		// A run is never moved back: the state's run may be newer than
-		// every record (its command has not recorded its jobs yet).
-		run = max(run, cur.Run)
-		if cur.Run == run && cur.Claimed < cur.Cases && !runHasJobs(recs, run) && mode != RepairAbandoned {
-			return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was repaired; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", run, run)
-		}
 	}
 	if run == 0 {
 		if damaged {
@@ -106,23 +80,67 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		return err
 	}
 	if err := store.RepairFrom(ctx, rd, st); err != nil {
-		var race *casetable.RepairRaceError
-		if errors.As(err, &race) && race.Token != "" {
-			return Userf("%v: nothing was repaired; see 'farm query' (if that repair was killed and 'farm query' still reports damage, remove %s and run 'farm repair' again)", err, race.Token)
-		}
-		if errors.As(err, &race) {
-			return Userf("%v: nothing was repaired; see 'farm query', and run 'farm repair' again if it is still needed", err)
-		}
-		if errors.As(err, &de) {
-			// Damaged further since it was read: decide again.
-			return Userf("%v, since 'farm repair' read it: nothing was repaired; run 'farm repair' again", err)
-		}
-		return err
+		return repairRefused(err)
 	}
 	f.Log("repair: claim state rebuilt: run %d closed", run)
 	fmt.Fprintf(f.Out, "Rebuilt the claim state from the records: run %d is closed (no case left to claim in it).\n"+
 		"'farm resubmit N' runs the cases that did not succeed; no case that succeeded runs again.\n", run)
 	return nil
+}
+
+// runToClose is the run Repair closes, the newest that the records (or a
+// claim state cur that reads well) know of, 0 if none, and the cases done
+// farm-wide. It refuses while jobs of the farm are pending or running, and
+// when the state's run was started moments ago and has recorded no job yet
+// (unless mode is RepairAbandoned). The records are read after the state,
+// as resubmit reads them, and the active jobs and the job records are one
+// reading.
+func (f *Farm) runToClose(ctx context.Context, cur casetable.State, readable bool, mode RepairMode) (run int, done int64, err error) {
+	active, recs, _, err := f.activeAndAll(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(active) > 0 {
+		return 0, 0, Userf("%d job(s) of the farm are pending or running: 'farm wait' or 'farm kill' first, then 'farm repair'", len(active))
+	}
+	for _, r := range recs {
+		run = max(run, r.Run)
+	}
+	sum, err := f.Summary(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for r, c := range sum.RunCounts {
+		run = max(run, r)
+		done += c.Succeeded + c.Failed + c.Interrupted
+	}
+	if readable {
+		// A run is never moved back: the state's run may be newer than
+		// every record (its command has not recorded its jobs yet).
+		run = max(run, cur.Run)
+		if cur.Run == run && cur.Claimed < cur.Cases && !runHasJobs(recs, run) && mode != RepairAbandoned {
+			return 0, 0, Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was repaired; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", run, run)
+		}
+	}
+	return run, done, nil
+}
+
+// repairRefused is what Repair says of err, an error of
+// casetable.Store.RepairFrom: a concurrent repair, submit or resubmit
+// changed the claim state since it was read, or it was damaged further.
+func repairRefused(err error) error {
+	var race *casetable.RepairRaceError
+	var de *casetable.DamageError
+	switch {
+	case errors.As(err, &race) && race.Token != "":
+		return Userf("%v: nothing was repaired; see 'farm query' (if that repair was killed and 'farm query' still reports damage, remove %s and run 'farm repair' again)", err, race.Token)
+	case errors.As(err, &race):
+		return Userf("%v: nothing was repaired; see 'farm query', and run 'farm repair' again if it is still needed", err)
+	case errors.As(err, &de):
+		// Damaged further since it was read: decide again.
+		return Userf("%v, since 'farm repair' read it: nothing was repaired; run 'farm repair' again", err)
+	}
+	return err
 }
 
 // closedRun is the claim state of run over table.dat with every case

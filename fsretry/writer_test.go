@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // Do with a limit, as the meta-job and the local supervisor use it.
@@ -49,7 +51,7 @@ func TestDoWithLimit(t *testing.T) {
 func TestWriterGivesUpThenSaysWhatWasLost(t *testing.T) {
 	devFull, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
-		t.Skip("no /dev/full:", err)
+		testreq.Skip(t, "FARM_REQUIRE_LINUX", "no /dev/full: "+err.Error())
 	}
 	defer devFull.Close()
 	o := &Writer{F: devFull, Retry: 300 * time.Millisecond}

@@ -742,51 +742,68 @@ var runFiles = []string{"MISC/", "STATUSES/", "OUTPUT/", "RUN*/", "farm.log"}
 // tableEntries: table.dat that submit must refuse, changing nothing; and
 // what it must take.
 func tableEntries() []catEntry {
-	fixIDs := `; fix the line, or remove all IDs to let farm number the table$`
-	refused := func(name, table, msg string) catEntry {
-		return catEntry{name: "table-" + name, setup: write("table.dat", table), args: submitLocal, code: 1, msg: msg}
-	}
+	return slices.Concat(tableLineEntries(), tableFileEntries(), tableNeedsEntries())
+}
+
+// fixIDs ends the message of a malformed numbered table.
+const fixIDs = `; fix the line, or remove all IDs to let farm number the table$`
+
+// refusedTable: submit refuses table.dat with msg.
+func refusedTable(name, table, msg string) catEntry {
+	return catEntry{name: "table-" + name, setup: write("table.dat", table), args: submitLocal, code: 1, msg: msg}
+}
+
+// tableLineEntries: table.dat refused as a file (missing, a dangling link,
+// a directory) or for its lines (none, bad IDs, NUL bytes).
+func tableLineEntries() []catEntry {
 	return []catEntry{
-		refused("empty", "", `^farm: table\.dat: table has no cases; put one command per line$`),
-		refused("only-blanks-and-comments", "\n   \n\t\n# a comment\n  # another\n", `^farm: table\.dat: table has no cases; put one command per line$`),
-		refused("only-crlf-blanks", "\r\n\r\n# c\r\n", `^farm: table\.dat: table has no cases`),
+		refusedTable("empty", "", `^farm: table\.dat: table has no cases; put one command per line$`),
+		refusedTable("only-blanks-and-comments", "\n   \n\t\n# a comment\n  # another\n", `^farm: table\.dat: table has no cases; put one command per line$`),
+		refusedTable("only-crlf-blanks", "\r\n\r\n# c\r\n", `^farm: table\.dat: table has no cases`),
 		{name: "table-missing", setup: remove("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat is missing: put one case \(command line\) per line in table\.dat$`},
 		{name: "table-dangling-symlink", setup: symlink("table.dat", "nowhere.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat is missing: put one case`},
 		{name: "table-symlink-loop", setup: symlink("table.dat", "table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(too many levels of symbolic links\): make it a file with one case \(command line\) per line$`},
 		{name: "table-is-a-directory", setup: toDir("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(is a directory\): make it a file with one case`},
-		refused("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixIDs),
-		refused("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
+		refusedTable("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixIDs),
+		refusedTable("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
 		// A signed first ID is an ID, as 0 is: it was numbered "1 -1 echo a".
-		refused("first-id-negative", "-1 echo a\n", atLine("table.dat", 1)+`malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refused("first-id-negative-then-unnumbered", "# c\n-7 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "-7": .*`+fixIDs),
-		refused("first-id-plus", "+1 echo a\n+2 echo b\n", atLine("table.dat", 1)+`malformed case ID "\+1": .*`+fixIDs),
-		refused("first-id-minus-zero", "-0 echo a\n", atLine("table.dat", 1)+`malformed case ID "-0": .*`+fixIDs),
-		refused("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refused("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
-		refused("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
-		refused("id-duplicate-leading-zero", "1 true\n01 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
-		refused("id-duplicate-huge", "9223372036854775807 a\n1 b\n9223372036854775807 c\n", atLine("table.dat", 3)+`duplicate case ID 9223372036854775807 \(first used on line 1\)`),
-		refused("id-non-numeric", "1 true\nx true\n", atLine("table.dat", 2)+`malformed case ID "x": a numbered table needs "ID command".*`+fixIDs),
-		refused("mixed-numbered-then-unnumbered", "1 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "echo".*`+fixIDs),
-		refused("id-only-no-command", "1 true\n2\n", atLine("table.dat", 2)+`case 2 has an ID but no command`+fixIDs),
-		refused("id-only-trailing-blanks", "1 true\n2 \t \n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
-		refused("id-beyond-int64", "99999999999999999999 true\n", atLine("table.dat", 1)+`malformed case ID "99999999999999999999": IDs must be positive integers`+fixIDs),
-		refused("id-int64-max-plus-one", "1 a\n9223372036854775808 b\n", atLine("table.dat", 2)+`malformed case ID "9223372036854775808"`),
-		refused("id-float-in-numbered", "1 true\n2.5 true\n", atLine("table.dat", 2)+`malformed case ID "2\.5"`),
-		refused("id-plus-in-numbered", "1 true\n+2 true\n", atLine("table.dat", 2)+`malformed case ID "\+2"`),
-		refused("id-hex-in-numbered", "1 true\n0x2 true\n", atLine("table.dat", 2)+`malformed case ID "0x2"`),
-		refused("id-long-garbage", "1 true\n"+strings.Repeat("x", 5000)+" true\n", atLine("table.dat", 2)+`malformed case ID "x{40}\.\.\."`),
-		refused("crlf-duplicate", "# c\r\n1 true\r\n2 true\r\n2 false\r\n", atLine("table.dat", 4)+`duplicate case ID 2 \(first used on line 3\)`),
-		refused("crlf-id-only", "1 true\r\n2\r\n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
-		refused("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
-		refused("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
+		refusedTable("first-id-negative", "-1 echo a\n", atLine("table.dat", 1)+`malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refusedTable("first-id-negative-then-unnumbered", "# c\n-7 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "-7": .*`+fixIDs),
+		refusedTable("first-id-plus", "+1 echo a\n+2 echo b\n", atLine("table.dat", 1)+`malformed case ID "\+1": .*`+fixIDs),
+		refusedTable("first-id-minus-zero", "-0 echo a\n", atLine("table.dat", 1)+`malformed case ID "-0": .*`+fixIDs),
+		refusedTable("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refusedTable("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
+		refusedTable("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
+		refusedTable("id-duplicate-leading-zero", "1 true\n01 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
+		refusedTable("id-duplicate-huge", "9223372036854775807 a\n1 b\n9223372036854775807 c\n", atLine("table.dat", 3)+`duplicate case ID 9223372036854775807 \(first used on line 1\)`),
+		refusedTable("id-non-numeric", "1 true\nx true\n", atLine("table.dat", 2)+`malformed case ID "x": a numbered table needs "ID command".*`+fixIDs),
+		refusedTable("mixed-numbered-then-unnumbered", "1 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "echo".*`+fixIDs),
+		refusedTable("id-only-no-command", "1 true\n2\n", atLine("table.dat", 2)+`case 2 has an ID but no command`+fixIDs),
+		refusedTable("id-only-trailing-blanks", "1 true\n2 \t \n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
+		refusedTable("id-beyond-int64", "99999999999999999999 true\n", atLine("table.dat", 1)+`malformed case ID "99999999999999999999": IDs must be positive integers`+fixIDs),
+		refusedTable("id-int64-max-plus-one", "1 a\n9223372036854775808 b\n", atLine("table.dat", 2)+`malformed case ID "9223372036854775808"`),
+		refusedTable("id-float-in-numbered", "1 true\n2.5 true\n", atLine("table.dat", 2)+`malformed case ID "2\.5"`),
+		refusedTable("id-plus-in-numbered", "1 true\n+2 true\n", atLine("table.dat", 2)+`malformed case ID "\+2"`),
+		refusedTable("id-hex-in-numbered", "1 true\n0x2 true\n", atLine("table.dat", 2)+`malformed case ID "0x2"`),
+		refusedTable("id-long-garbage", "1 true\n"+strings.Repeat("x", 5000)+" true\n", atLine("table.dat", 2)+`malformed case ID "x{40}\.\.\."`),
+		refusedTable("crlf-duplicate", "# c\r\n1 true\r\n2 true\r\n2 false\r\n", atLine("table.dat", 4)+`duplicate case ID 2 \(first used on line 3\)`),
+		refusedTable("crlf-id-only", "1 true\r\n2\r\n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
+		refusedTable("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
+		refusedTable("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
+	}
+}
+
+// tableFileEntries: long lines and commands, table.dat as a link, a table
+// changed after or during a run.
+func tableFileEntries() []catEntry {
+	return []catEntry{
 		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 2) + `duplicate case ID 1 \(first used on line 1\)`},
 		// A command that reaches single_case.sh in COMM must fit in 128 KiB
 		// with "COMM=": one byte more, and no program of the case starts
 		// (E2BIG). The longest that fits runs.
-		refused("command-too-long", "echo a\n\n"+commandOf(131067)+"\n", atLine("table.dat", 3)+`the command is 131067 bytes long, more than the 131066 a case may have \(it reaches single_case\.sh in the environment variable COMM, which Linux limits to 128 KiB\); shorten the line, e\.g\. put long data in a file the command reads$`),
-		refused("command-too-long-numbered", "1 true\n2 "+commandOf(200000)+"\n3 "+commandOf(131067)+"\n", atLine("table.dat", 2)+`the command is 200000 bytes long, more than the 131066`),
-		refused("command-too-long-simple", commandOf(131067)+"\n", atLine("table.dat", 1)+`the command is 131067 bytes long`),
+		refusedTable("command-too-long", "echo a\n\n"+commandOf(131067)+"\n", atLine("table.dat", 3)+`the command is 131067 bytes long, more than the 131066 a case may have \(it reaches single_case\.sh in the environment variable COMM, which Linux limits to 128 KiB\); shorten the line, e\.g\. put long data in a file the command reads$`),
+		refusedTable("command-too-long-numbered", "1 true\n2 "+commandOf(200000)+"\n3 "+commandOf(131067)+"\n", atLine("table.dat", 2)+`the command is 200000 bytes long, more than the 131066`),
+		refusedTable("command-too-long-simple", commandOf(131067)+"\n", atLine("table.dat", 1)+`the command is 131067 bytes long`),
 		{name: "table-command-longest-runs", setup: write("table.dat", commandOf(131066)+"\ntrue\n"), args: submitLocal, code: 0,
 			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
 		{name: "table-resubmit-command-too-long", base: baseRan, setup: appendTo("table.dat", "3 "+commandOf(131067)+"\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
@@ -843,10 +860,18 @@ func tableEntries() []catEntry {
 		{name: "table-rewritten-same-size-mid-run-query", base: baseActive, setup: write("table.dat", "1 sleep 99\n"), args: []string{"query"}, code: 0, change: activeFiles,
 			msg: "^farm: note: " + regexp.QuoteMeta(tableGoesOn) + "$"},
 		{name: "table-touched-mid-run-query", base: baseActive, setup: touch("table.dat"), args: []string{"query"}, code: 0, change: activeFiles},
+	}
+}
+
+// tableNeedsEntries: the one rule that makes a table numbered, table.dat
+// as a link out of the farm or gone after a run, and what a case needs
+// (#FARM).
+func tableNeedsEntries() []catEntry {
+	return []catEntry{
 		// One rule makes a table numbered: a first field that starts with
 		// a digit, or a sign and a digit, is an ID (issue 21).
-		refused("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refused("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixIDs),
+		refusedTable("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
+		refusedTable("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixIDs),
 		// farm never writes through a link out of the farm directory.
 		{name: "table-symlink-out-of-farm-unnumbered", setup: outsideTable("echo a\necho b\n"), args: submitLocal, code: 1,
 			msg: `^farm: table\.dat is a symbolic link to .*/outside/cases\.txt, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy \(cp --remove-destination .*/outside/cases\.txt table\.dat\), or number the table yourself \('1 command', '2 command', \.\.\. on its case lines\)$`,
@@ -875,16 +900,16 @@ func tableEntries() []catEntry {
 			msg: `^farm: table\.dat is missing`},
 		// What a case needs, after #FARM (issue 13): a part that does not
 		// read is refused, naming the line, before anything is written.
-		refused("needs-unknown-key", "echo a #FARM cpus=2\necho b #FARM cpu=2\n", atLine("table.dat", 2)+`#FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time\); fix the line$`),
-		refused("needs-numbered-bad-mem", "1 true\n# c\n2 true #FARM mem=8GiB\n", atLine("table.dat", 3)+`#FARM: bad mem="8GiB": want a size above 0: a number of MiB, or with a unit K, M, G or T \(of 1024\), e\.g\. 512M or 8G; fix the line$`),
-		refused("needs-bad-cpus", "true #FARM cpus=0\n", atLine("table.dat", 1)+`#FARM: bad cpus="0": want a whole number of CPUs, 1 or more; fix the line$`),
-		refused("needs-bad-gpus", "true #FARM gpus=-1\n", atLine("table.dat", 1)+`#FARM: bad gpus="-1": want a whole number of GPUs, 0 or more; fix the line$`),
-		refused("needs-bad-min-time", "true\ntrue #FARM min_time=366-00:00:00\n", atLine("table.dat", 2)+`#FARM: bad min_time="366-00:00:00": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line$`),
-		refused("needs-duplicate-key", "true #FARM cpus=2 mem=1G cpus=4\n", atLine("table.dat", 1)+`#FARM: cpus is given twice; give each key once \(known: cpus, gpus, mem, min_time\); fix the line$`),
-		refused("needs-empty-value", "true #FARM mem=\n", atLine("table.dat", 1)+`#FARM: mem= has no value \(known: cpus, gpus, mem, min_time\); fix the line$`),
-		refused("needs-nothing-after-mark", "true #FARM \t\r\n", atLine("table.dat", 1)+`#FARM: no key=value after it \(known: cpus, gpus, mem, min_time\); fix the line$`),
-		refused("needs-not-key-value", "true #FARM needs four cpus\n", atLine("table.dat", 1)+`#FARM: "needs" is not key=value \(known: cpus, gpus, mem, min_time\); fix the line$`),
-		refused("needs-no-command", "1 true\n2 #FARM cpus=1\n", atLine("table.dat", 2)+`a case needs a command before #FARM; fix the line$`),
+		refusedTable("needs-unknown-key", "echo a #FARM cpus=2\necho b #FARM cpu=2\n", atLine("table.dat", 2)+`#FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refusedTable("needs-numbered-bad-mem", "1 true\n# c\n2 true #FARM mem=8GiB\n", atLine("table.dat", 3)+`#FARM: bad mem="8GiB": want a size above 0: a number of MiB, or with a unit K, M, G or T \(of 1024\), e\.g\. 512M or 8G; fix the line$`),
+		refusedTable("needs-bad-cpus", "true #FARM cpus=0\n", atLine("table.dat", 1)+`#FARM: bad cpus="0": want a whole number of CPUs, 1 or more; fix the line$`),
+		refusedTable("needs-bad-gpus", "true #FARM gpus=-1\n", atLine("table.dat", 1)+`#FARM: bad gpus="-1": want a whole number of GPUs, 0 or more; fix the line$`),
+		refusedTable("needs-bad-min-time", "true\ntrue #FARM min_time=366-00:00:00\n", atLine("table.dat", 2)+`#FARM: bad min_time="366-00:00:00": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line$`),
+		refusedTable("needs-duplicate-key", "true #FARM cpus=2 mem=1G cpus=4\n", atLine("table.dat", 1)+`#FARM: cpus is given twice; give each key once \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refusedTable("needs-empty-value", "true #FARM mem=\n", atLine("table.dat", 1)+`#FARM: mem= has no value \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refusedTable("needs-nothing-after-mark", "true #FARM \t\r\n", atLine("table.dat", 1)+`#FARM: no key=value after it \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refusedTable("needs-not-key-value", "true #FARM needs four cpus\n", atLine("table.dat", 1)+`#FARM: "needs" is not key=value \(known: cpus, gpus, mem, min_time\); fix the line$`),
+		refusedTable("needs-no-command", "1 true\n2 #FARM cpus=1\n", atLine("table.dat", 2)+`a case needs a command before #FARM; fix the line$`),
 		// A good part runs: the command without it (bash would take it for
 		// a comment anyway), its cases succeed.
 		{name: "table-needs-run", setup: write("table.dat", "echo a #FARM cpus=1 mem=64M min_time=1\ntrue #FARM gpus=0\n"), args: submitLocal, code: 0,
@@ -949,16 +974,27 @@ func configEntries() []catEntry {
 // entries on an unnumbered table, and table-not-numbered-when-njobs-max-
 // refuses, hold that).
 func scriptEntries() []catEntry {
-	js := func(name string, setup func(*testing.T, string), args []string, msg string) catEntry {
-		return catEntry{name: "job-script-" + name, base: baseNumbered, setup: setup, args: args, code: 1, msg: msg}
-	}
+	return append(runTimeEntries(), scriptFileEntries()...)
+}
+
+// jobScriptEntry: submit with args refuses the job_script.sh that setup
+// makes, with msg.
+func jobScriptEntry(name string, setup func(*testing.T, string), args []string, msg string) catEntry {
+	return catEntry{name: "job-script-" + name, base: baseNumbered, setup: setup, args: args, code: 1, msg: msg}
+}
+
+// resubmitScriptEntry: submit -auto refuses the resubmit_script.sh that
+// setup makes, with msg.
+func resubmitScriptEntry(name string, setup func(*testing.T, string), msg string) catEntry {
+	return catEntry{name: "resubmit-script-" + name, base: baseNumbered, setup: setup, args: []string{"submit", "1", "-auto", "--backend", "local"}, code: 1, msg: msg}
+}
+
+// runTimeEntries: the run-time of job_script.sh, resubmit_script.sh and
+// final.sh out of range, unreadable or missing.
+func runTimeEntries() []catEntry {
 	badTime := func(name, line, val, why string) catEntry {
-		return js(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), submitLocal,
+		return jobScriptEntry(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), submitLocal,
 			`^farm: .*/job_script\.sh:6: bad run-time "`+val+`" \(`+why+`\); use a Slurm time such as 0-01:00 or 30$`)
-	}
-	auto := []string{"submit", "1", "-auto", "--backend", "local"}
-	rs := func(name string, setup func(*testing.T, string), msg string) catEntry {
-		return catEntry{name: "resubmit-script-" + name, base: baseNumbered, setup: setup, args: auto, code: 1, msg: msg}
 	}
 	// The local backend reads either engine's run-time: its message names both.
 	noTime := `^farm: Job runtime sbatch argument \(-t or --time\) is missing in job_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-01:00', or '#\$ -l h_rt=01:00:00' for Grid Engine\)$`
@@ -966,7 +1002,7 @@ func scriptEntries() []catEntry {
 	// minutes; the local backend keeps short limits to the second) or
 	// over 35 days.
 	wrongTime := func(name, line, val string, args []string) catEntry {
-		return js(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), args,
+		return jobScriptEntry(name, edit("job_script.sh", "#SBATCH -t 0-00:10\n", line+"\n"), args,
 			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - `+regexp.QuoteMeta(val)+` \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`)
 	}
 	submitSlurm := []string{"submit", "1", "--backend", "slurm"}
@@ -990,7 +1026,7 @@ func scriptEntries() []catEntry {
 		wrongTime("run-time-29s-local", "#SBATCH --time=0:29", "0:29", submitLocal),
 		wrongTime("run-time-00:00:05-local", "#SBATCH -t 00:00:05", "00:00:05", submitLocal),
 		wrongTime("run-time-days-form-1s-local", "#SBATCH -t 0-0:0:1", "0-0:0:1", submitLocal),
-		js("run-time-h_rt-29-local", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#$ -l h_rt=29\n"), submitLocal,
+		jobScriptEntry("run-time-h_rt-29-local", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#$ -l h_rt=29\n"), submitLocal,
 			`^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 29 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`),
 		// FARM_MIN_RUNTIME lowers the minimum only where the engine keeps
 		// limits to the second, and must read.
@@ -1002,7 +1038,7 @@ func scriptEntries() []catEntry {
 			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#SBATCH -t 0-01:00'\)$`},
 		{name: "final-script-run-time-40-days", base: baseNumbered, setup: write("final.sh", "#!/bin/bash\n#$ -l h_rt=960:00:00\necho done\n"), args: submitLocal, code: 1,
 			msg: `^farm: final\.sh:2: Wrong job runtime in final\.sh - 960:00:00 \. Exiting \(the run-time must be from 30 seconds to 35 days, e\.g\. '#\$ -l h_rt=01:00:00'\)$`},
-		rs("run-time-10s", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:0:10\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 0:0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
+		resubmitScriptEntry("run-time-10s", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:0:10\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 0:0:10 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
 		// Refused before table.dat is numbered.
 		{name: "job-script-run-time-unnumbered-table", setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:05\n"), args: submitSlurm, code: 1,
 			msg: `^farm: job_script\.sh:6: Wrong job runtime in job_script\.sh - 0:05 \. Exiting`},
@@ -1011,10 +1047,10 @@ func scriptEntries() []catEntry {
 		// At 30 s it goes on to sbatch (the guard's, which fails).
 		{name: "job-script-run-time-30s-slurm-passes", base: baseNumbered, setup: edit("job_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 0:30\n"), args: submitSlurm, code: 1,
 			msg: `^farm: Something wrong with sbatch farm submission: the bad-input catalogue uses no Slurm`, change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}},
-		rs("run-time-over-35-days", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 40-0\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 40-0 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
-		js("run-time-on-command-line-huge", nil, []string{"submit", "1", "--backend", "local", "-t", "99999999999"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
-		js("no-run-time", edit("job_script.sh", "#SBATCH -t 0-00:10\n", ""), submitLocal, noTime),
-		js("run-time-commented-out", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "##SBATCH -t 0-00:10\n"), submitLocal, noTime),
+		resubmitScriptEntry("run-time-over-35-days", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t 40-0\n"), `^farm: resubmit_script\.sh:6: Wrong job runtime in resubmit_script\.sh - 40-0 \. Exiting \(the run-time must be from 30 seconds to 35 days`),
+		jobScriptEntry("run-time-on-command-line-huge", nil, []string{"submit", "1", "--backend", "local", "-t", "99999999999"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		jobScriptEntry("no-run-time", edit("job_script.sh", "#SBATCH -t 0-00:10\n", ""), submitLocal, noTime),
+		jobScriptEntry("run-time-commented-out", edit("job_script.sh", "#SBATCH -t 0-00:10\n", "##SBATCH -t 0-00:10\n"), submitLocal, noTime),
 		badTime("run-time-word", "#SBATCH -t abc", "abc", `bad number "abc"`),
 		badTime("run-time-too-many-fields", "#SBATCH -t 1:2:3:4", "1:2:3:4", `too many fields`),
 		badTime("run-time-empty", "#SBATCH -t", "", `empty`),
@@ -1024,24 +1060,32 @@ func scriptEntries() []catEntry {
 		badTime("run-time-negative-minutes", "#SBATCH -t 0:-5", "0:-5", `bad days "0:"`),
 		badTime("run-time-float", "#SBATCH -t 1.5", "1.5", `bad number "1\.5"`),
 		badTime("run-time-days-too-many", "#SBATCH -t 1-2:3:4:5", "1-2:3:4:5", `too many fields`),
+	}
+}
+
+// scriptFileEntries: job_script.sh, resubmit_script.sh and single_case.sh
+// missing, directories, links, without the line that runs farm, not
+// executable; and a run-time on the command line.
+func scriptFileEntries() []catEntry {
+	return []catEntry{
 		{name: "job-script-missing", base: baseNumbered, setup: remove("job_script.sh"), args: submitLocal, code: 1,
 			msg: `^farm: Non-farm directory .* \(no job_script\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
-		js("is-a-directory", toDir("job_script.sh"), submitLocal, `^farm: job_script\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`),
-		js("no-metajob-line", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, "echo hello"), submitLocal,
+		jobScriptEntry("is-a-directory", toDir("job_script.sh"), submitLocal, `^farm: job_script\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`),
+		jobScriptEntry("no-metajob-line", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, "echo hello"), submitLocal,
 			`^farm: job_script\.sh does not run 'farm metajob': restore its last line, exec "\$\{FARM_BIN:-farm\}" metajob \(see 'farm init' for the template\)$`),
-		js("metajob-only-in-a-comment", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, `# exec farm metajob`), submitLocal, `^farm: job_script\.sh does not run 'farm metajob'`),
-		js("run-time-on-command-line", nil, []string{"submit", "1", "--backend", "local", "-t", "10"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
-		js("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
-		js("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
-		js("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
+		jobScriptEntry("metajob-only-in-a-comment", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, `# exec farm metajob`), submitLocal, `^farm: job_script\.sh does not run 'farm metajob'`),
+		jobScriptEntry("run-time-on-command-line", nil, []string{"submit", "1", "--backend", "local", "-t", "10"}, `^farm: the run-time \(-t\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		jobScriptEntry("run-time-on-command-line-joined", nil, []string{"submit", "1", "--backend", "local", "-t10"}, `^farm: the run-time \(-t10\) cannot be given on the command line`),
+		jobScriptEntry("time-on-command-line", nil, []string{"submit", "1", "--time=10", "--backend", "local"}, `^farm: the run-time \(--time=10\) cannot be given on the command line`),
+		jobScriptEntry("time-on-command-line-split", nil, []string{"submit", "2", "--backend", "local", "--time", "1:00"}, `^farm: the run-time \(--time\) cannot be given on the command line`),
 		// A short one too: no run-time on the command line, in any form.
-		js("run-time-on-command-line-1s", nil, []string{"submit", "1", "--backend", "local", "--time=0:0:1"}, `^farm: the run-time \(--time=0:0:1\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
-		js("h_rt-on-command-line-29s", nil, []string{"submit", "1", "--backend", "local", "-l", "h_vmem=1G,h_rt=29"}, `^farm: the run-time \(-l h_vmem=1G,h_rt=29\) cannot be given on the command line: set it with '#\$ -l h_rt=' in job_script\.sh$`),
-		rs("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
-		rs("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
-		rs("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
-		rs("missing", remove("resubmit_script.sh"), `^farm: resubmit_script\.sh is missing: restore it \(the template is in any new farm: 'farm init DIR'\)$`),
-		rs("is-a-directory", toDir("resubmit_script.sh"), `^farm: resubmit_script\.sh cannot be read \(is a directory\): restore it`),
+		jobScriptEntry("run-time-on-command-line-1s", nil, []string{"submit", "1", "--backend", "local", "--time=0:0:1"}, `^farm: the run-time \(--time=0:0:1\) cannot be given on the command line: set it with '#SBATCH -t' in job_script\.sh$`),
+		jobScriptEntry("h_rt-on-command-line-29s", nil, []string{"submit", "1", "--backend", "local", "-l", "h_vmem=1G,h_rt=29"}, `^farm: the run-time \(-l h_vmem=1G,h_rt=29\) cannot be given on the command line: set it with '#\$ -l h_rt=' in job_script\.sh$`),
+		resubmitScriptEntry("no-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", ""), `^farm: Job runtime sbatch argument \(-t or --time\) is missing in resubmit_script\.sh\. Exiting \(add a line like '#SBATCH -t 0-00:10', or '#\$ -l h_rt=00:10:00' for Grid Engine\)$`),
+		resubmitScriptEntry("bad-run-time", edit("resubmit_script.sh", "#SBATCH -t 0-00:10\n", "#SBATCH -t ten\n"), `^farm: .*/resubmit_script\.sh:6: bad run-time "ten" \(bad number "ten"\); use a Slurm time`),
+		resubmitScriptEntry("no-autojob-line", edit("resubmit_script.sh", `exec "${FARM_BIN:-farm}" autojob`, "true"), `^farm: resubmit_script\.sh does not run 'farm autojob': restore its last line`),
+		resubmitScriptEntry("missing", remove("resubmit_script.sh"), `^farm: resubmit_script\.sh is missing: restore it \(the template is in any new farm: 'farm init DIR'\)$`),
+		resubmitScriptEntry("is-a-directory", toDir("resubmit_script.sh"), `^farm: resubmit_script\.sh cannot be read \(is a directory\): restore it`),
 		{name: "resubmit-script-missing-with-final", base: baseNumbered, setup: both(remove("resubmit_script.sh"), write("final.sh", "#!/bin/bash\n#SBATCH -t 5\necho done\n")),
 			args: submitLocal, code: 1, msg: `^farm: resubmit_script\.sh is missing: restore it`},
 		{name: "single-case-missing", base: baseNumbered, setup: remove("single_case.sh"), args: submitLocal, code: 1,
@@ -1108,45 +1152,63 @@ func sbatchArgsWithout(flags ...string) func(*testing.T, string) {
 // refusal), changing nothing; and paths with spaces and shell
 // metacharacters, which must work as any other.
 func argumentEntries() []catEntry {
-	usage := func(name string, args []string, msg string) catEntry {
-		return catEntry{name: "args-" + name, args: args, code: 64, msg: msg + `.* \(see 'farm help'\)$`}
-	}
+	return slices.Concat(usageEntries(), commandLineEntries(), strayArgumentEntries())
+}
+
+// usageEntry: the command line args is refused as a usage error (64), with
+// msg and the pointer to 'farm help'.
+func usageEntry(name string, args []string, msg string) catEntry {
+	return catEntry{name: "args-" + name, args: args, code: 64, msg: msg + `.* \(see 'farm help'\)$`}
+}
+
+// undefinedFlag is the message of the flag -bogus.
+const undefinedFlag = `^farm: flag provided but not defined: -bogus`
+
+// usageEntries: the usage errors of each command's arguments and flags.
+func usageEntries() []catEntry {
 	wrongN := func(n string) string {
 		return `^farm: Wrong first argument: ` + regexp.QuoteMeta(n) + ` \(should be a positive integer or -1\) ; exiting`
 	}
-	undefined := `^farm: flag provided but not defined: -bogus`
+	return []catEntry{
+		usageEntry("submit-zero", []string{"submit", "0"}, wrongN("0")),
+		usageEntry("submit-minus-two", []string{"submit", "-2"}, wrongN("-2")),
+		usageEntry("submit-word", []string{"submit", "abc"}, wrongN("abc")),
+		usageEntry("submit-empty-n", []string{"submit", ""}, wrongN("")),
+		usageEntry("submit-fraction", []string{"submit", "1.5"}, wrongN("1.5")),
+		usageEntry("submit-n-beyond-int64", []string{"submit", "99999999999999999999"}, wrongN("99999999999999999999")),
+		usageEntry("submit-no-n", []string{"submit"}, `^farm: give the number of meta-jobs: 'farm submit N' \(N > 0\), or 'farm submit -1' for one job per case`),
+		usageEntry("submit-unknown-backend", []string{"submit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch": use --backend slurm or --backend sge or --backend local`),
+		usageEntry("submit-unknown-backend-joined", []string{"submit", "1", "--backend=pbs"}, `^farm: unknown backend "pbs"`),
+		usageEntry("submit-backend-without-value", []string{"submit", "1", "--backend"}, `^farm: --backend needs a value: slurm or sge or local`),
+		usageEntry("submit-backend-empty", []string{"submit", "1", "--backend="}, `^farm: --backend needs a value: slurm or sge or local`),
+		usageEntry("resubmit-zero", []string{"resubmit", "0"}, wrongN("0")),
+		usageEntry("resubmit-word", []string{"resubmit", "many"}, wrongN("many")),
+		usageEntry("resubmit-no-n", []string{"resubmit"}, `^farm: give the number of meta-jobs`),
+		usageEntry("resubmit-unknown-backend", []string{"resubmit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch"`),
+		usageEntry("wait-timeout-word", []string{"wait", "--timeout", "abc"}, `^farm: invalid value "abc" for flag -timeout: parse error`),
+		usageEntry("wait-timeout-no-unit", []string{"wait", "--timeout", "10"}, `^farm: invalid value "10" for flag -timeout`),
+		usageEntry("wait-timeout-negative", []string{"wait", "--timeout", "-5s"}, `^farm: --timeout must not be negative \(0 waits for ever\), got -5s`),
+		usageEntry("query-interval-too-short", []string{"query", "--watch", "--interval", "1ms"}, `^farm: --interval must be at least 100ms`),
+		usageEntry("query-interval-word", []string{"query", "--interval", "abc"}, `^farm: invalid value "abc" for flag -interval`),
+		usageEntry("wait-progress-interval-too-short", []string{"wait", "--progress", "--interval", "10ms"}, `^farm: --interval must be at least 100ms`),
+		usageEntry("report-scale-too-large", []string{"report", "--png", "x.png", "--scale", "100"}, `^farm: --scale must be between 0.25 and 8, got 100`),
+		usageEntry("report-argument", []string{"report", "out.html"}, `^farm: report takes no arguments, got "out.html"`),
+		usageEntry("unknown-command", []string{"frobnicate"}, `^farm: unknown command "frobnicate"`),
+		usageEntry("init-no-dir", []string{"init"}, `^farm: init takes one argument: the new farm directory`),
+		usageEntry("init-two-dirs", []string{"init", "a", "b"}, `^farm: init takes one argument: the new farm directory`),
+		usageEntry("completion-unknown-shell", []string{"completion", "fish"}, `^farm: completion takes one argument: bash or zsh`),
+		usageEntry("completion-no-shell", []string{"completion"}, `^farm: completion takes one argument: bash or zsh`),
+		usageEntry("global-flag-unknown", []string{"--bogus", "Status"}, undefinedFlag),
+		usageEntry("global-farm-flag-after-command", []string{"Status", "-C"}, `^farm: flag provided but not defined: -C`),
+	}
+}
+
+// commandLineEntries: command lines refused for what they ask (over 1000
+// jobs without --yes, a farm submitted twice or never, a path that is no
+// farm), and a path full of shell metacharacters taken as it is.
+func commandLineEntries() []catEntry {
 	weird := "a b;$(touch x)`touch y`'\"&|<>*?"
-	out := []catEntry{
-		usage("submit-zero", []string{"submit", "0"}, wrongN("0")),
-		usage("submit-minus-two", []string{"submit", "-2"}, wrongN("-2")),
-		usage("submit-word", []string{"submit", "abc"}, wrongN("abc")),
-		usage("submit-empty-n", []string{"submit", ""}, wrongN("")),
-		usage("submit-fraction", []string{"submit", "1.5"}, wrongN("1.5")),
-		usage("submit-n-beyond-int64", []string{"submit", "99999999999999999999"}, wrongN("99999999999999999999")),
-		usage("submit-no-n", []string{"submit"}, `^farm: give the number of meta-jobs: 'farm submit N' \(N > 0\), or 'farm submit -1' for one job per case`),
-		usage("submit-unknown-backend", []string{"submit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch": use --backend slurm or --backend sge or --backend local`),
-		usage("submit-unknown-backend-joined", []string{"submit", "1", "--backend=pbs"}, `^farm: unknown backend "pbs"`),
-		usage("submit-backend-without-value", []string{"submit", "1", "--backend"}, `^farm: --backend needs a value: slurm or sge or local`),
-		usage("submit-backend-empty", []string{"submit", "1", "--backend="}, `^farm: --backend needs a value: slurm or sge or local`),
-		usage("resubmit-zero", []string{"resubmit", "0"}, wrongN("0")),
-		usage("resubmit-word", []string{"resubmit", "many"}, wrongN("many")),
-		usage("resubmit-no-n", []string{"resubmit"}, `^farm: give the number of meta-jobs`),
-		usage("resubmit-unknown-backend", []string{"resubmit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch"`),
-		usage("wait-timeout-word", []string{"wait", "--timeout", "abc"}, `^farm: invalid value "abc" for flag -timeout: parse error`),
-		usage("wait-timeout-no-unit", []string{"wait", "--timeout", "10"}, `^farm: invalid value "10" for flag -timeout`),
-		usage("wait-timeout-negative", []string{"wait", "--timeout", "-5s"}, `^farm: --timeout must not be negative \(0 waits for ever\), got -5s`),
-		usage("query-interval-too-short", []string{"query", "--watch", "--interval", "1ms"}, `^farm: --interval must be at least 100ms`),
-		usage("query-interval-word", []string{"query", "--interval", "abc"}, `^farm: invalid value "abc" for flag -interval`),
-		usage("wait-progress-interval-too-short", []string{"wait", "--progress", "--interval", "10ms"}, `^farm: --interval must be at least 100ms`),
-		usage("report-scale-too-large", []string{"report", "--png", "x.png", "--scale", "100"}, `^farm: --scale must be between 0.25 and 8, got 100`),
-		usage("report-argument", []string{"report", "out.html"}, `^farm: report takes no arguments, got "out.html"`),
-		usage("unknown-command", []string{"frobnicate"}, `^farm: unknown command "frobnicate"`),
-		usage("init-no-dir", []string{"init"}, `^farm: init takes one argument: the new farm directory`),
-		usage("init-two-dirs", []string{"init", "a", "b"}, `^farm: init takes one argument: the new farm directory`),
-		usage("completion-unknown-shell", []string{"completion", "fish"}, `^farm: completion takes one argument: bash or zsh`),
-		usage("completion-no-shell", []string{"completion"}, `^farm: completion takes one argument: bash or zsh`),
-		usage("global-flag-unknown", []string{"--bogus", "Status"}, undefined),
-		usage("global-farm-flag-after-command", []string{"Status", "-C"}, `^farm: flag provided but not defined: -C`),
+	return []catEntry{
 		// Above 1000 jobs META asks "Are you sure?"; with no terminal to
 		// ask on, farm refuses before it writes anything (the table stays
 		// unnumbered), and says to add --yes.
@@ -1209,16 +1271,22 @@ func argumentEntries() []catEntry {
 				}
 			}},
 	}
+}
+
+// strayArgumentEntries: an argument or an unknown flag given to a command
+// that takes none.
+func strayArgumentEntries() []catEntry {
+	var out []catEntry
 	for _, args := range [][]string{{"wait", "10m"}, {"kill", "123"}, {"prune", "123"}, {"Status", "-f", "extra"}, {"query", "watch"}, {"list", "all"}, {"clean", "yes"}, {"repair", "force"}, {"wait", "--timeout", "1s", "now"}} {
 		stray := args[len(args)-1]
-		out = append(out, usage("stray-argument-"+args[0]+"-"+stray, args, `^farm: `+args[0]+` takes no arguments, got "`+stray+`" \(flags go before arguments\)`))
+		out = append(out, usageEntry("stray-argument-"+args[0]+"-"+stray, args, `^farm: `+args[0]+` takes no arguments, got "`+stray+`" \(flags go before arguments\)`))
 	}
 	for _, cmd := range []string{"wait", "Status", "status", "list", "query", "clean", "kill", "prune", "repair", "init"} {
 		name := "unknown-flag-" + cmd
 		if cmd == "Status" {
 			name = "unknown-flag-Status-capital"
 		}
-		out = append(out, usage(name, []string{cmd, "--bogus"}, undefined))
+		out = append(out, usageEntry(name, []string{cmd, "--bogus"}, undefinedFlag))
 	}
 	return out
 }
@@ -1387,7 +1455,17 @@ func permissionEntries() []catEntry {
 // Each exits 130 with one line saying what was left, and leaves a farm
 // that reads well; wait and watch leave the jobs running.
 func signalEntries() []catEntry {
-	jobFiles := []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+	return slices.Concat(longCommandSignalEntries(), inFlightSignalEntries(), slurmSilentEntries())
+}
+
+// signalJobFiles are the files that a signal to a command leaves to the
+// farm's running jobs.
+var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+
+// longCommandSignalEntries: SIGINT and SIGTERM to wait, query --watch,
+// and a submit or resubmit whose sbatch never answers.
+func longCommandSignalEntries() []catEntry {
+	jobFiles := signalJobFiles
 	goOn := `^farm: interrupted: the farm's jobs go on; 'farm query' shows them$`
 	watchStarted := func(_ string, stdout func() string) bool { return strings.Contains(stdout(), "\n") }
 	var out []catEntry
@@ -1423,6 +1501,12 @@ func signalEntries() []catEntry {
 				after:  readsWell},
 		)
 	}
+	return out
+}
+
+// inFlightSignalEntries: a signal while sbatch submits.
+func inFlightSignalEntries() []catEntry {
+	var out []catEntry
 	// Ctrl-C at a terminal (SIGINT to farm's process group, sbatch's
 	// too) or SIGTERM while sbatch submits: the sbatch in flight is let
 	// finish, its job recorded, and no further sbatch is started. Every
@@ -1439,6 +1523,13 @@ func signalEntries() []catEntry {
 		simple.name, simple.args, simple.code = "signal-"+name+"-submit-simple-records-the-array-in-flight", []string{"submit", "-1", "--backend", "slurm"}, 0
 		out = append(out, meta, simple)
 	}
+	return out
+}
+
+// slurmSilentEntries: signals to the commands that ask a Slurm that does
+// not answer, a Slurm that refuses, and wait's timeout.
+func slurmSilentEntries() []catEntry {
+	var out []catEntry
 	// A farm whose job is on a Slurm that does not answer: every command
 	// that asks for the job's state waits for squeue.
 	onSlurm := onGlob("MISC/jobs/*", func(n string) func(*testing.T, string) { return write(n, "1 slurm meta 1\n") })
@@ -1469,6 +1560,6 @@ func signalEntries() []catEntry {
 			msg: `^farm: asking Slurm for the state of 1 job\(s\): squeue .*: exit status 1: the bad-input catalogue uses no Slurm$`},
 	)
 	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
-		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: jobFiles, after: jobsGoOn})
+		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: signalJobFiles, after: jobsGoOn})
 	return out
 }

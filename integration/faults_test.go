@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testreq"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -22,10 +23,7 @@ import (
 func mountTmpfs(t *testing.T, opts string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		if os.Getenv("FARM_REQUIRE_NAMESPACES") == "1" {
-			t.Fatal("FARM_REQUIRE_NAMESPACES=1 (CI, as root) but not root: this test mounts a small tmpfs")
-		}
-		t.Skip("SKIPPED: this test mounts a small tmpfs to fill it, which needs root (CI runs as root)")
+		testreq.Skip(t, "FARM_REQUIRE_NAMESPACES", "not root: this test mounts a small tmpfs to fill it, which needs root (CI runs as root)")
 	}
 	mnt := filepath.Join(t.TempDir(), "fs")
 	if err := os.Mkdir(mnt, 0o755); err != nil {

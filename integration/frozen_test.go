@@ -79,40 +79,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 	}()
 
 	// Stop it with cases claimed and not started.
-	waitFor(t, 30*time.Second, "15 cases to start", func() bool { return len(execLines(t, execLog)) >= 15 })
-	var held []int64 // claimed, not started: the rest of its batch
-	var started map[int64]bool
-	deadline := time.Now().Add(30 * time.Second)
-	for len(held) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("never stopped the meta-job with cases claimed and not started")
-		}
-		if claimed(t, dir)-int64(len(execLines(t, execLog))) < 8 {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		stopGroup(t, pgid)
-		// Started: its start record written (the case may not have
-		// begun its command yet: it runs on when the job resumes), or
-		// in the log.
-		started = map[int64]bool{}
-		for id := range harness.ReadRunRecords(t, dir)[1].Starts {
-			started[id] = true
-		}
-		for _, l := range execLines(t, execLog) {
-			started[l.id] = true
-		}
-		for id := int64(1); id <= claimed(t, dir); id++ { // one meta-job: it claimed 1..Claimed
-			if !started[id] {
-				held = append(held, id)
-			}
-		}
-		if len(held) == 0 || len(started) >= n*3/4 {
-			syscall.Kill(-pgid, syscall.SIGCONT) // between two batches: again
-			held = nil
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	held, started := stopHoldingCases(t, dir, execLog, pgid, n)
 	before := len(execLines(t, execLog))
 	t.Logf("job %s stopped with %d cases started (%d in the log), holding cases %d..%d", victim, len(started), before, held[0], held[len(held)-1])
 	t0 := time.Now()
@@ -150,21 +117,74 @@ func testFrozenMetajob(t *testing.T, config string) {
 	if len(late) > 0 {
 		t.Errorf("the resumed meta-job of run 1 started cases %s after run 2 had started (and run them)", strings.Join(late, " "))
 	}
+	checkSupersededOutput(t, dir, victim, config, len(held))
+	checkHeldRanOnceInRun2(t, dir, held, n)
+}
+
+// stopHoldingCases stops (SIGSTOP) the process group pgid of the one
+// meta-job of the farm dir of n cases once it has claimed cases it has not
+// started (the rest of its batch), and returns them, and those started.
+func stopHoldingCases(t *testing.T, dir, execLog string, pgid, n int) (held []int64, started map[int64]bool) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "15 cases to start", func() bool { return len(execLines(t, execLog)) >= 15 })
+	deadline := time.Now().Add(30 * time.Second)
+	for len(held) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("never stopped the meta-job with cases claimed and not started")
+		}
+		if claimed(t, dir)-int64(len(execLines(t, execLog))) < 8 {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		stopGroup(t, pgid)
+		// Started: its start record written (the case may not have
+		// begun its command yet: it runs on when the job resumes), or
+		// in the log.
+		started = map[int64]bool{}
+		for id := range harness.ReadRunRecords(t, dir)[1].Starts {
+			started[id] = true
+		}
+		for _, l := range execLines(t, execLog) {
+			started[l.id] = true
+		}
+		for id := int64(1); id <= claimed(t, dir); id++ { // one meta-job: it claimed 1..Claimed
+			if !started[id] {
+				held = append(held, id)
+			}
+		}
+		if len(held) == 0 || len(started) >= n*3/4 {
+			syscall.Kill(-pgid, syscall.SIGCONT) // between two batches: again
+			held = nil
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return held, started
+}
+
+// checkSupersededOutput checks that the output of the frozen meta-job
+// victim says that run 2 took over its held cases (and, with a config, that
+// it ran 3 loops).
+func checkSupersededOutput(t *testing.T, dir, victim, config string, held int) {
+	t.Helper()
 	out, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-"+victim+".out"))
 	t.Logf("job %s's output ends: %s", victim, tail(out, 300))
 	if config != "" && !strings.Contains(string(out), "farm: WHOLE_NODE: 3 loops") {
 		t.Errorf("job %s did not run 3 loops", victim)
 	}
-	cases := fmt.Sprintf("the %d cases it had claimed but not started were left to run 2; exiting.", len(held))
-	if len(held) == 1 {
+	cases := fmt.Sprintf("the %d cases it had claimed but not started were left to run 2; exiting.", held)
+	if held == 1 {
 		cases = "the case it had claimed but not started was left to run 2; exiting."
 	}
 	if !strings.Contains(string(out), "farm: run 1 was superseded by run 2 while this meta-job was stopped") || !strings.Contains(string(out), cases) {
-		t.Errorf("job %s's output lacks the line saying run 2 took over its %d cases:\n%s", victim, len(held), tail(out, 1500))
+		t.Errorf("job %s's output lacks the line saying run 2 took over its %d cases:\n%s", victim, held, tail(out, 1500))
 	}
+}
 
-	// Farm's records: in run 1 the held cases never started; run 2 ran
-	// every one of them; no case started twice in a run; all succeeded.
+// checkHeldRanOnceInRun2 checks farm's records of the n cases: in run 1 the
+// held cases never started; run 2 ran every one of them; no case started
+// twice in a run; all succeeded.
+func checkHeldRanOnceInRun2(t *testing.T, dir string, held []int64, n int) {
+	t.Helper()
 	runs := harness.ReadRunRecords(t, dir)
 	for _, id := range held {
 		if runs[1].Starts[id] != 0 || runs[2].Starts[id] != 1 {
@@ -179,7 +199,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 		}
 	}
 	rows := statusJSON(t, dir)
-	for id := int64(1); id <= n; id++ {
+	for id := int64(1); id <= int64(n); id++ {
 		if rows[id].State != "succeeded" {
 			t.Errorf("case %d: %+v, want succeeded", id, rows[id])
 		}

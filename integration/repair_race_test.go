@@ -189,24 +189,7 @@ func TestLocalRepairForceRacingResubmit(t *testing.T) {
 	outcomes := map[string]int{}
 	for trial := 0; trial < trials; trial++ {
 		base := t.TempDir()
-		marker := filepath.Join(base, "marker")
-		var table []string
-		for i := 1; i <= cases; i++ {
-			if i%2 == 0 {
-				table = append(table, "test -e "+marker)
-			} else {
-				table = append(table, "true")
-			}
-		}
-		dir := harness.NewFarmAt(t, filepath.Join(base, "farm"), table, "0-00:10")
-		env := privateSlots(t, base)
-		if r := farmIn(t, dir, env, "submit", "2", "--backend", "local"); r.Code != 0 {
-			t.Fatalf("submit: %s %s", r.Out, r.Err)
-		}
-		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 1 {
-			t.Fatalf("trial %d: wait after run 1: exit %d, want 1 (cases failed)", trial, r.Code)
-		}
-		os.WriteFile(marker, nil, 0o644)
+		dir, env := farmWithFailedHalf(t, base, cases)
 		b := newBarrier(t, base)
 		offset := time.Duration(trial/2) * 500 * time.Microsecond
 		var rep, res *racer
@@ -269,19 +252,7 @@ func TestLocalRepairForceRacingResubmit(t *testing.T) {
 			t.Errorf("trial %d: neither won: repair exit %d %q %q; resubmit exit %d %q %q", trial, rep.code, rep.out.String(), rep.err.String(), res.code, res.out.String(), res.err.String())
 		}
 		outcomes[o]++
-		// The chain's history: runs never go down.
-		_, named := liveChains(t, dir)
-		prev := 0
-		for _, g := range chainGens(t, filepath.Join(dir, "MISC", named)) {
-			run, err := strconv.Atoi(genField(g.body, "run"))
-			if err != nil {
-				continue
-			}
-			if run < prev {
-				t.Errorf("trial %d: generation %d (by %s) is of run %d after run %d: a run was rolled back", trial, g.n, genField(g.body, "by"), run, prev)
-			}
-			prev = run
-		}
+		checkRunsNeverGoDown(t, trial, dir)
 		t.Logf("trial %d (%s first, other +%s): %s", trial, map[bool]string{true: "repair", false: "resubmit"}[trial%2 == 0], offset, o)
 		if t.Failed() {
 			harness.Diagnose(t, dir)
@@ -289,6 +260,53 @@ func TestLocalRepairForceRacingResubmit(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
+}
+
+// farmWithFailedHalf makes a farm of n cases in base whose run 1 (2
+// meta-jobs on the local backend) has ended with every even case failed,
+// and which would succeed if run again; it returns the farm and the
+// environment of its commands.
+func farmWithFailedHalf(t *testing.T, base string, n int) (dir string, env []string) {
+	t.Helper()
+	marker := filepath.Join(base, "marker")
+	var table []string
+	for i := 1; i <= n; i++ {
+		if i%2 == 0 {
+			table = append(table, "test -e "+marker)
+		} else {
+			table = append(table, "true")
+		}
+	}
+	dir = harness.NewFarmAt(t, filepath.Join(base, "farm"), table, "0-00:10")
+	env = privateSlots(t, base)
+	if r := farmIn(t, dir, env, "submit", "2", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s %s", r.Out, r.Err)
+	}
+	if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 1 {
+		t.Fatalf("wait after run 1: exit %d, want 1 (cases failed)", r.Code)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, env
+}
+
+// checkRunsNeverGoDown checks the history of the farm's current claim
+// chain: the run of each generation is at least that of the one before.
+func checkRunsNeverGoDown(t *testing.T, trial int, dir string) {
+	t.Helper()
+	_, named := liveChains(t, dir)
+	prev := 0
+	for _, g := range chainGens(t, filepath.Join(dir, "MISC", named)) {
+		run, err := strconv.Atoi(genField(g.body, "run"))
+		if err != nil {
+			continue
+		}
+		if run < prev {
+			t.Errorf("trial %d: generation %d (by %s) is of run %d after run %d: a run was rolled back", trial, g.n, genField(g.body, "by"), run, prev)
+		}
+		prev = run
+	}
 }
 
 // repairGen returns the generation the repair made in the current chain,

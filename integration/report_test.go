@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/internal/browser"
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // reportFarm runs a farm of 4 meta-jobs on the local backend to its end:
@@ -68,10 +69,7 @@ func reportFarm(t *testing.T) (dir string, started, failed, interrupted int) {
 func TestReportInBrowser(t *testing.T) {
 	t.Parallel()
 	if browser.Path() == "" {
-		if os.Getenv("FARM_REQUIRE_CHROMIUM") == "1" {
-			t.Fatal("FARM_REQUIRE_CHROMIUM=1 and no Chromium: integration/chromium-up installs it")
-		}
-		t.Skip("no Chromium (integration/chromium-up installs it): the report is not checked in a browser")
+		testreq.Skip(t, "FARM_REQUIRE_CHROMIUM", "no Chromium (integration/chromium-up installs it): the report is not checked in a browser")
 	}
 	dir, started, failed, interrupted := reportFarm(t)
 	page := filepath.Join(t.TempDir(), "report.html")
@@ -96,6 +94,37 @@ func TestReportInBrowser(t *testing.T) {
 	if reqs := p.Requests(); len(reqs) > 0 {
 		t.Errorf("the page made network requests: %v", reqs)
 	}
+	checkFigureElements(t, p, started, failed, interrupted)
+	var summary string
+	if err := p.Eval(`document.getElementById("summary").innerText`, &summary); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(summary, "36") {
+		t.Errorf("the summary does not give the 36 cases:\n%s", summary)
+	}
+	art := filepath.Join(os.TempDir(), "farm-test-artifacts")
+	os.MkdirAll(art, 0o755)
+	shot := filepath.Join(art, "report.png")
+	if err := p.Screenshot(shot); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the report: %s", shot)
+	checkPNG(t, shot, 1100, 1500)
+
+	checkPNG(t, pngPath, 2*960, 2*1000)
+	checkSVG(t, svgPath, started)
+	if st, err := os.Stat(page); err != nil || st.Size() > 1<<20 {
+		t.Errorf("the page of a 36-case farm: %v, %d bytes", err, st.Size())
+	}
+}
+
+// checkFigureElements checks that the figures of the report open in p
+// have the elements the farm's records call for: a timeline bar per case
+// started, the failed and interrupted ones among them, a start and an end
+// tick per meta-job (4), the quantile on the histogram, the 20 slowest
+// cases, and the bars of the other figures.
+func checkFigureElements(t *testing.T, p *browser.Page, started, failed, interrupted int) {
+	t.Helper()
 	count := func(sel string) int {
 		t.Helper()
 		n, err := p.Count(sel)
@@ -130,27 +159,6 @@ func TestReportInBrowser(t *testing.T) {
 		if count(sel) == 0 {
 			t.Errorf("%s: none", sel)
 		}
-	}
-	var summary string
-	if err := p.Eval(`document.getElementById("summary").innerText`, &summary); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(summary, "36") {
-		t.Errorf("the summary does not give the 36 cases:\n%s", summary)
-	}
-	art := filepath.Join(os.TempDir(), "farm-test-artifacts")
-	os.MkdirAll(art, 0o755)
-	shot := filepath.Join(art, "report.png")
-	if err := p.Screenshot(shot); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the report: %s", shot)
-	checkPNG(t, shot, 1100, 1500)
-
-	checkPNG(t, pngPath, 2*960, 2*1000)
-	checkSVG(t, svgPath, started)
-	if st, err := os.Stat(page); err != nil || st.Size() > 1<<20 {
-		t.Errorf("the page of a 36-case farm: %v, %d bytes", err, st.Size())
 	}
 }
 

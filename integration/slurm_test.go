@@ -15,6 +15,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/internal/testreq"
 	"github.com/farm-hpc/farm/internal/testslurm"
 	"github.com/farm-hpc/farm/sge"
 	"github.com/farm-hpc/farm/slurm"
@@ -249,10 +250,7 @@ func testTwoHundredCasesFourJobs(t *testing.T, e engine) {
 	t.Parallel()
 	if n := e.slots(t); n < 4 {
 		msg := fmt.Sprintf("the %s node has %d CPUs (slots); 4 meta-jobs must run at once: FARM_SLURM_CPUS=8 / FARM_SGE_SLOTS=8 with integration/slurm-up or sge-up", e.name, n)
-		if os.Getenv("FARM_REQUIRE_SLURM") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testreq.Skip(t, "FARM_REQUIRE_SLURM", msg)
 	}
 	const n = 200
 	table := repeat("sleep 0.2", n)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // slowWriter takes its time over every write, as an output file on a busy
@@ -52,7 +53,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash")
+		testreq.Skip(t, "FARM_REQUIRE_LINUX", "no bash")
 	}
 	out := &slowWriter{}
 	r, err := newForkRunner(dir, bash, os.Environ(), out)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -52,12 +54,7 @@ func TestHostIDForm(t *testing.T) {
 func TestHostIDNamespaces(t *testing.T) {
 	// proc cannot import internal/testhost (which imports nothing of
 	// farm's, but lives above it): the same gate, written out.
-	skip := func(why string) {
-		if os.Getenv("FARM_REQUIRE_NAMESPACES") == "1" {
-			t.Fatalf("FARM_REQUIRE_NAMESPACES=1 but %s", why)
-		}
-		t.Skip(why)
-	}
+	skip := func(why string) { testreq.Skip(t, "FARM_REQUIRE_NAMESPACES", why) }
 	if os.Geteuid() != 0 {
 		skip("needs root (unshare)")
 	}

@@ -82,6 +82,11 @@ func TestParsePlacementRecords(t *testing.T) {
 
 // CreateCap, StartAt and Unfit write the records of the package comment,
 // exactly, and they read back.
+//
+// Over 80 lines: most of it is the exact text of two status files and the
+// placements they read back as, written out in full because that exact
+// text is what the test holds; split up, each write would sit away from
+// the record it must make.
 func TestWriterPlacementRecords(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName("42", 1))

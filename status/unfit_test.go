@@ -27,6 +27,10 @@ func writeCap(t *testing.T, dir, job string, run int, c Capacity, fn func(w *Wri
 // that started replaces it, of any run; it replaces only nothing or an
 // older unfit attempt. Every case carries the placement of its decisive
 // attempt, and a live job the CPUs and GPUs of its running cases.
+//
+// Over 80 lines: the records of two jobs and, in full, the cases, counts
+// and jobs they must sum to; the expectations are only readable next to
+// the records they come from.
 func TestUnfitCasesAndPlacements(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)

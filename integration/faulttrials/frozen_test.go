@@ -131,45 +131,18 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 	}
 	victim := live[rng.IntN(len(live))]
 	w := tr.watch()
-	got, slot := point, ""
-	if point == "before" {
-		eng.signal(tr.dir, victim, syscall.SIGSTOP)
-		tr.waitStopped(victim)
-	} else {
-		got, slot = tr.freezeAtCommit(w, victim, point)
-	}
 	// A victim that found nothing left to claim may end before the signal
 	// reaches it: then nothing was frozen, and the trial only checks the end.
-	frozen := procState(eng.leader(tr.dir, victim), 'T')
-	if !frozen {
-		t.Logf("job %s ended before it could be frozen (the farm was almost done)", victim)
-		got = "missed"
+	got, slot, frozen := tr.freezeVictim(w, victim, point)
+	var inCommit, inLane int
+	if frozen {
+		inCommit, inLane = tr.frozeAt(w, victim, got, slot)
 	} else {
-		at := ""
-		if slot != "" {
-			at, _ = filepath.Rel(tr.dir, slot)
-			at = " (" + at + ")"
-		}
-		t.Logf("froze job %s %s its commit%s", victim, got, at)
-	}
-	if got == "inside" && !w.inLane(filepath.Dir(slot)) && w.lanes > 0 {
-		t.Errorf("slot %s open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
+		got = "missed"
 	}
 	defer eng.signal(tr.dir, victim, syscall.SIGCONT)
 	// The others run every other case and end.
-	var others []string
-	for _, j := range ids {
-		if j != victim {
-			others = append(others, j)
-		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(tr.live(others, nil, 0)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the other meta-jobs did not end within 2 minutes")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	tr.waitNoneLive(ids, frozenSet([]string{victim}))
 	time.Sleep(hold)
 	if frozen && !procState(eng.leader(tr.dir, victim), 'T') {
 		t.Errorf("job %s is no longer stopped", victim)
@@ -177,13 +150,7 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 	eng.signal(tr.dir, victim, syscall.SIGCONT)
 	tr.wait()
 	c := final(t, tr.dir, tr.exec, n)
-	c.Trials, c.Kills = 1, 1
-	if got == "inside" {
-		c.InCommit = 1
-		if w.inLane(filepath.Dir(slot)) {
-			c.InLane = 1
-		}
-	}
+	c.Trials, c.Kills, c.InCommit, c.InLane = 1, 1, inCommit, inLane
 	if laneRun {
 		c.LaneRuns = 1
 	}

@@ -99,12 +99,13 @@ type killPlan struct {
 	how      string
 }
 
-// killTrial runs the trial of seed on eng, its runs with lanes if lanes,
-// and returns its counts.
-func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	jobs := 4 + rng.IntN(5)
-	n := 30 + rng.IntN(71)
+// killTrialPlan draws the trial of seed on eng from its seed, and logs it:
+// the meta-jobs of each run, the durations of its n cases (in ms), and its
+// kills in order; the trial draws its further choices from rng.
+func killTrialPlan(t *testing.T, eng engine, seed uint64, lanes bool) (rng *rand.Rand, jobs, n int, dur []int, plan []killPlan) {
+	rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	jobs = 4 + rng.IntN(5)
+	n = 30 + rng.IntN(71)
 	if lanes {
 		n += 34 // 4 blocks of 16 at least
 	}
@@ -114,14 +115,13 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 		// so that the kills find a run going on.
 		n, lo, hi = 60+rng.IntN(91), 20, 120
 	}
-	dur := durations(rng, n, lo, hi)
+	dur = durations(rng, n, lo, hi)
 	total := 0
 	for _, d := range dur {
 		total += d
 	}
 	// The run lasts about total/jobs ms once the jobs run.
 	span := time.Duration(total/jobs) * time.Millisecond
-	var plan []killPlan
 	kills := 1 + rng.IntN(jobs/2)
 	if rng.IntN(8) == 0 {
 		kills = jobs // every meta-job of the run
@@ -141,6 +141,13 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 		return plan[i].run < plan[j].run || plan[i].run == plan[j].run && plan[i].after < plan[j].after
 	})
 	t.Logf("seed %d: %d meta-jobs, %d cases of %d-%d ms, kills %+v", seed, jobs, n, lo, hi, plan)
+	return rng, jobs, n, dur, plan
+}
+
+// killTrial runs the trial of seed on eng, its runs with lanes if lanes,
+// and returns its counts.
+func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
+	rng, jobs, n, dur, plan := killTrialPlan(t, eng, seed, lanes)
 
 	tr := newTrial(t, eng, dur)
 	c := counts{Trials: 1}
@@ -215,6 +222,35 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 		harness.Diagnose(t, tr.dir)
 	}
 	return f
+}
+
+// slotLeftOpen returns the slot a killed meta-job left open, "" if none,
+// and whether it is in a "lane" or on the "main" chain: a slot not in
+// before that opened and stays open is the victim's, since others mark
+// theirs within milliseconds (and are stopped at a commit), and it is
+// voided only after FARM_CLAIM_VOID_AFTER. One left on the main chain of
+// a run with lanes is an error.
+func (tr *trial) slotLeftOpen(w *commitWatch, before map[string]bool) (slot, inCommit string) {
+	time.Sleep(30 * time.Millisecond)
+	after := w.openSlots()
+	time.Sleep(30 * time.Millisecond)
+	again := w.openSlots()
+	for f := range after {
+		if !before[f] && again[f] {
+			slot = f
+		}
+	}
+	switch {
+	case slot == "":
+	case w.inLane(filepath.Dir(slot)):
+		inCommit = "lane"
+	default:
+		inCommit = "main"
+		if w.lanes > 0 {
+			tr.t.Errorf("slot %s left open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
+		}
+	}
+	return slot, inCommit
 }
 
 // trial is one trial's farm.
@@ -399,29 +435,7 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// A slot that opened and stays open is the victim's: others mark
-	// theirs within milliseconds (and are stopped at a commit); it is
-	// voided only after FARM_CLAIM_VOID_AFTER.
-	time.Sleep(30 * time.Millisecond)
-	after := w.openSlots()
-	time.Sleep(30 * time.Millisecond)
-	again := w.openSlots()
-	slot := ""
-	for f := range after {
-		if !before[f] && again[f] {
-			slot = f
-		}
-	}
-	switch {
-	case slot == "":
-	case w.inLane(filepath.Dir(slot)):
-		inCommit = "lane"
-	default:
-		inCommit = "main"
-		if w.lanes > 0 {
-			t.Errorf("slot %s left open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
-		}
-	}
+	slot, inCommit := tr.slotLeftOpen(w, before)
 	where := ""
 	if slot != "" {
 		where, _ = filepath.Rel(tr.dir, slot)

@@ -84,8 +84,7 @@ func TestFrozenAcrossResubmitLanes(t *testing.T) {
 // how many lanes of run 1 it found closed, and how many cases the frozen
 // job had started and not ended.
 func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got string, late, closed, ranOn int) {
-	running := map[string]map[int64]bool{} // per frozen job, started and not ended when it froze
-	var supervisors []int
+	var running map[string]map[int64]bool // per frozen job, started and not ended when it froze
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
 	jobs := 3 + rng.IntN(4)
 	n := 60 + rng.IntN(91)
@@ -96,10 +95,7 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, every live job's node down too %v; run 2 of %d meta-jobs", seed, jobs, n, point, delay, all, k)
 	eng := local{}
 	tr := newTrial(t, eng, dur)
-	env := func(run int) []string {
-		return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_RECHECK_AFTER=1s"}
-	}
-	mustEnv(t, tr.dir, env(1), append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	mustEnv(t, tr.dir, supersededEnv(seed, 1), append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
 	c.Trials = 1
 	if tr.checkLanes(1, lanesOf(seed, 1)) {
 		c.LaneRuns++
@@ -117,133 +113,45 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 		return c, "missed", 0, 0, 0
 	}
 	victim := live[rng.IntN(len(live))]
-	got, slot := point, ""
-	if point == "before" {
-		eng.signal(tr.dir, victim, syscall.SIGSTOP)
-		tr.waitStopped(victim)
-	} else {
-		got, slot = tr.freezeAtCommit(w, victim, point)
-	}
+	got, slot, stopped := tr.freezeVictim(w, victim, point)
 	t0 := time.Now()
-	if !procState(eng.leader(tr.dir, victim), 'T') {
-		t.Logf("job %s ended before it could be frozen (the farm was almost done)", victim)
+	if !stopped {
 		tr.wait()
 		f := final(t, tr.dir, tr.exec, n)
 		f.Trials, f.LaneRuns = c.Trials, c.LaneRuns
 		return f, "missed", 0, 0, 0
 	}
-	if got == "inside" {
-		c.InCommit = 1
-		if w.inLane(filepath.Dir(slot)) {
-			c.InLane = 1
-		} else if w.lanes > 0 {
-			t.Errorf("slot %s open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
-		}
-	}
-	at := ""
-	if slot != "" {
-		at, _ = filepath.Rel(tr.dir, slot)
-		at = " (" + at + ")"
-	}
-	t.Logf("froze job %s %s its commit%s", victim, got, at)
+	c.InCommit, c.InLane = tr.frozeAt(w, victim, got, slot)
 	frozen := []string{victim}
 	if all {
 		// Every node goes down: the others freeze wherever they are
 		// (a victim frozen inside its commit keeps its slot open: only
 		// run 2's closing of the lane voids it).
-		for _, j := range ids {
-			if j != victim && eng.alive(tr.dir, j) && eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
-				tr.waitStopped(j)
-				frozen = append(frozen, j)
-			}
-		}
-		t.Logf("froze the other live jobs too: %v", frozen[1:])
+		frozen = append(frozen, tr.freezeLive(ids, victim)...)
 	}
-	// Their nodes go down: the batch system records the jobs FAILED,
-	// their processes live on, stopped.
-	for _, j := range frozen {
-		supervisor, err := eng.nodeDown(tr.dir, j)
-		if supervisor > 0 {
-			defer syscall.Kill(supervisor, syscall.SIGCONT)
-		}
-		defer eng.signal(tr.dir, j, syscall.SIGCONT)
-		if err != nil {
-			t.Fatal(err)
-		}
-		supervisors = append(supervisors, supervisor)
-	}
+	supervisors := tr.nodesDown(frozen)
 	// The cases they had started and not ended: the next run runs them
 	// again (farm cannot know whether they ended), and they run on to
 	// their end when their jobs resume.
-	recs := readJobRecords(t, tr.dir)
-	for _, j := range frozen {
-		running[j] = map[int64]bool{}
-		for id := range recs[j].started {
-			if !recs[j].ended[id] {
-				running[j][id] = true
-				ranOn++
-			}
-		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(tr.live(ids, frozenSet(frozen), 0)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the other meta-jobs did not end within 2 minutes")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	tr.wait()
+	running, ranOn = startedNotEnded(readJobRecords(t, tr.dir), frozen)
+	tr.waitOthers(ids, frozen)
 	if tr.allSucceeded() {
 		// The others ran everything, the victim's cases too (it held
 		// none, or they were taken back): no run 2.
 		t.Logf("every case succeeded without a resubmit")
 	} else {
-		mustEnv(t, tr.dir, env(2), "resubmit", fmt.Sprint(k))
+		mustEnv(t, tr.dir, supersededEnv(seed, 2), "resubmit", fmt.Sprint(k))
 		tr.checkLanes(2, lanesOf(seed, 2))
-		// Run 2's start closed every lane of run 1.
-		for l := 0; l < lanes; l++ {
-			seg := filepath.Join(tr.dir, "MISC", lanedir, strconv.Itoa(l), "000000")
-			if g, err := newestGeneration(seg); err != nil || !strings.HasSuffix(strings.TrimSpace(g), " closed") {
-				t.Errorf("lane %d of run 1 not closed once run 2 started: newest generation %q (%v)", l, g, err)
-			} else {
-				closed++
-			}
-		}
+		closed = tr.closedLanes(lanedir, lanes)
 		tr.wait()
 	}
 	// The nodes thaw: the frozen meta-jobs resume, stopped for more than
 	// FARM_RECHECK_AFTER.
 	seen := readExec(tr.exec, n)
 	time.Sleep(time.Until(t0.Add(2 * time.Second)))
-	for i, j := range frozen {
-		syscall.Kill(supervisors[i], syscall.SIGCONT)
-		eng.signal(tr.dir, j, syscall.SIGCONT)
-	}
-	deadline = time.Now().Add(60 * time.Second)
-	for _, j := range frozen {
-		pgid := eng.leader(tr.dir, j)
-		for pgid > 0 && syscall.Kill(-pgid, 0) == nil && !zombie(pgid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s still running 60 s after it resumed", j)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	after := readExec(tr.exec, n)
-	for id, evs := range after {
-		for _, e := range evs[len(seen[id]):] {
-			if e.kind == 'S' && running[e.job] != nil && !running[e.job][id] {
-				late++
-				t.Errorf("case %d: started by job %s of run 1 after it resumed (execution log %v)", id, e.job, evs)
-			}
-		}
-	}
-	for _, j := range frozen {
-		out, _ := os.ReadFile(filepath.Join(tr.dir, "OUTPUT", "slurm-"+j+".out"))
-		if i := strings.LastIndex(string(out), "farm: run 1 was superseded"); i >= 0 {
-			t.Logf("job %s: %s", j, strings.SplitN(string(out[i:]), "\n", 2)[0])
-		}
-	}
+	tr.thaw(frozen, supervisors)
+	late = lateStarts(t, seen, readExec(tr.exec, n), running)
+	tr.logSuperseded(frozen)
 	f := finalRanOn(t, tr.dir, tr.exec, n, running)
 	f.Trials, f.Kills, f.InCommit, f.InLane, f.LaneRuns = c.Trials, len(frozen), c.InCommit, c.InLane, c.LaneRuns
 	if f.Reruns > ranOn {
@@ -253,6 +161,181 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 		harness.Diagnose(t, tr.dir)
 	}
 	return f, got, late, closed, ranOn
+}
+
+// supersededEnv is the environment of the farm commands of run of the
+// trial of seed: its lanes, and a recheck after 1 s.
+func supersededEnv(seed uint64, run int) []string {
+	return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_RECHECK_AFTER=1s"}
+}
+
+// freezeVictim stops the meta-job victim at point (before, inside or after
+// a commit) and returns where it froze and in which slot; stopped is false
+// if it ended before it could be.
+func (tr *trial) freezeVictim(w *commitWatch, victim, point string) (got, slot string, stopped bool) {
+	eng := local{}
+	got = point
+	if point == "before" {
+		eng.signal(tr.dir, victim, syscall.SIGSTOP)
+		tr.waitStopped(victim)
+	} else {
+		got, slot = tr.freezeAtCommit(w, victim, point)
+	}
+	if !procState(eng.leader(tr.dir, victim), 'T') {
+		tr.t.Logf("job %s ended before it could be frozen (the farm was almost done)", victim)
+		return got, slot, false
+	}
+	return got, slot, true
+}
+
+// frozeAt logs where the victim froze (got: before, inside or after its
+// commit, in slot) and returns the counts of a freeze inside a commit, and
+// inside one in a lane; a slot open on the main chain of a run with lanes
+// is an error.
+func (tr *trial) frozeAt(w *commitWatch, victim, got, slot string) (inCommit, inLane int) {
+	if got == "inside" {
+		inCommit = 1
+		if w.inLane(filepath.Dir(slot)) {
+			inLane = 1
+		} else if w.lanes > 0 {
+			tr.t.Errorf("slot %s open on the main chain of a run with lanes (%s): claims must commit in the lanes only", slot, w.lanedir)
+		}
+	}
+	at := ""
+	if slot != "" {
+		at, _ = filepath.Rel(tr.dir, slot)
+		at = " (" + at + ")"
+	}
+	tr.t.Logf("froze job %s %s its commit%s", victim, got, at)
+	return inCommit, inLane
+}
+
+// nodesDown takes the nodes of the frozen jobs down: the batch system
+// records the jobs FAILED, their processes live on, stopped. It returns
+// their supervisors (stopped too); the test's end resumes them all.
+func (tr *trial) nodesDown(frozen []string) (supervisors []int) {
+	eng := local{}
+	for _, j := range frozen {
+		supervisor, err := eng.nodeDown(tr.dir, j)
+		if supervisor > 0 {
+			tr.t.Cleanup(func() { syscall.Kill(supervisor, syscall.SIGCONT) })
+		}
+		tr.t.Cleanup(func() { eng.signal(tr.dir, j, syscall.SIGCONT) })
+		if err != nil {
+			tr.t.Fatal(err)
+		}
+		supervisors = append(supervisors, supervisor)
+	}
+	return supervisors
+}
+
+// logSuperseded logs the line of each frozen job's output that says its
+// run was superseded.
+func (tr *trial) logSuperseded(frozen []string) {
+	for _, j := range frozen {
+		out, _ := os.ReadFile(filepath.Join(tr.dir, "OUTPUT", "slurm-"+j+".out"))
+		if i := strings.LastIndex(string(out), "farm: run 1 was superseded"); i >= 0 {
+			tr.t.Logf("job %s: %s", j, strings.SplitN(string(out[i:]), "\n", 2)[0])
+		}
+	}
+}
+
+// freezeLive stops (SIGSTOP) every live meta-job of jobs but victim, and
+// returns them.
+func (tr *trial) freezeLive(jobs []string, victim string) []string {
+	var frozen []string
+	for _, j := range jobs {
+		if j != victim && tr.eng.alive(tr.dir, j) && tr.eng.signal(tr.dir, j, syscall.SIGSTOP) == nil {
+			tr.waitStopped(j)
+			frozen = append(frozen, j)
+		}
+	}
+	tr.t.Logf("froze the other live jobs too: %v", frozen)
+	return frozen
+}
+
+// startedNotEnded returns, per frozen job, the cases its records say it
+// started and did not end, and how many.
+func startedNotEnded(recs map[string]jobRecords, frozen []string) (running map[string]map[int64]bool, n int) {
+	running = map[string]map[int64]bool{}
+	for _, j := range frozen {
+		running[j] = map[int64]bool{}
+		for id := range recs[j].started {
+			if !recs[j].ended[id] {
+				running[j][id] = true
+				n++
+			}
+		}
+	}
+	return running, n
+}
+
+// waitOthers waits (2 minutes at most) for the meta-jobs of jobs that are
+// not frozen to end, then for the farm.
+func (tr *trial) waitOthers(jobs, frozen []string) {
+	tr.waitNoneLive(jobs, frozenSet(frozen))
+	tr.wait()
+}
+
+// waitNoneLive waits, 2 minutes at most, until no meta-job of jobs but
+// those of skip is live.
+func (tr *trial) waitNoneLive(jobs []string, skip map[string]bool) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(tr.live(jobs, skip, 0)) > 0 {
+		if time.Now().After(deadline) {
+			tr.t.Fatal("the other meta-jobs did not end within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// closedLanes checks that each of the lanes of run 1 (in lanedir) is
+// closed, its newest generation a closing one, once run 2 started; it
+// returns how many are.
+func (tr *trial) closedLanes(lanedir string, lanes int) (closed int) {
+	for l := 0; l < lanes; l++ {
+		seg := filepath.Join(tr.dir, "MISC", lanedir, strconv.Itoa(l), "000000")
+		if g, err := newestGeneration(seg); err != nil || !strings.HasSuffix(strings.TrimSpace(g), " closed") {
+			tr.t.Errorf("lane %d of run 1 not closed once run 2 started: newest generation %q (%v)", l, g, err)
+		} else {
+			closed++
+		}
+	}
+	return closed
+}
+
+// thaw resumes the frozen meta-jobs and their supervisors, and waits (60 s
+// at most) for them to end.
+func (tr *trial) thaw(frozen []string, supervisors []int) {
+	for i, j := range frozen {
+		syscall.Kill(supervisors[i], syscall.SIGCONT)
+		tr.eng.signal(tr.dir, j, syscall.SIGCONT)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, j := range frozen {
+		pgid := tr.eng.leader(tr.dir, j)
+		for pgid > 0 && syscall.Kill(-pgid, 0) == nil && !zombie(pgid) {
+			if time.Now().After(deadline) {
+				tr.t.Fatalf("job %s still running 60 s after it resumed", j)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// lateStarts counts the cases that a frozen job started after it resumed
+// (events in after beyond those in seen) other than those it had started
+// and not ended when it froze (running), each an error.
+func lateStarts(t *testing.T, seen, after map[int64][]event, running map[string]map[int64]bool) (late int) {
+	for id, evs := range after {
+		for _, e := range evs[len(seen[id]):] {
+			if e.kind == 'S' && running[e.job] != nil && !running[e.job][id] {
+				late++
+				t.Errorf("case %d: started by job %s of run 1 after it resumed (execution log %v)", id, e.job, evs)
+			}
+		}
+	}
+	return late
 }
 
 // newestGeneration returns the content of the newest committed generation

@@ -170,6 +170,36 @@ func Open(ctx context.Context, file string, opt Options) (*Page, error) {
 	return p, nil
 }
 
+// chromiumFlags are Chromium's flags: headless, driven over the pipes of
+// fds 3 and 4, with its profile in dir, reaching no network.
+func chromiumFlags(dir string, opt Options) []string {
+	return []string{
+		"--headless",
+		"--remote-debugging-pipe",
+		"--no-sandbox",
+		"--disable-gpu",
+		"--disable-quic",
+		"--no-first-run",
+		"--no-default-browser-check",
+		"--disable-background-networking",
+		"--disable-component-update",
+		"--disable-sync",
+		"--disable-default-apps",
+		"--disable-extensions",
+		"--disable-breakpad",
+		"--disable-dev-shm-usage",
+		"--hide-scrollbars",
+		"--mute-audio",
+		"--password-store=basic",
+		// No name resolves, not even an IP address: every request to a
+		// host fails at once.
+		"--host-resolver-rules=MAP * ~NOTFOUND",
+		"--user-data-dir=" + dir,
+		fmt.Sprintf("--window-size=%d,%d", opt.Width, opt.Height),
+		"about:blank",
+	}
+}
+
 // start starts Chromium in a process group of its own, with a fresh
 // user-data-dir, and the reader of its replies.
 func start(bin, file, pageURL string, opt Options) (*Page, error) {
@@ -199,31 +229,7 @@ func start(bin, file, pageURL string, opt Options) (*Page, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("browser: %w", err)
 	}
-	cmd := exec.Command(bin,
-		"--headless",
-		"--remote-debugging-pipe",
-		"--no-sandbox",
-		"--disable-gpu",
-		"--disable-quic",
-		"--no-first-run",
-		"--no-default-browser-check",
-		"--disable-background-networking",
-		"--disable-component-update",
-		"--disable-sync",
-		"--disable-default-apps",
-		"--disable-extensions",
-		"--disable-breakpad",
-		"--disable-dev-shm-usage",
-		"--hide-scrollbars",
-		"--mute-audio",
-		"--password-store=basic",
-		// No name resolves, not even an IP address: every request to a
-		// host fails at once.
-		"--host-resolver-rules=MAP * ~NOTFOUND",
-		"--user-data-dir="+dir,
-		fmt.Sprintf("--window-size=%d,%d", opt.Width, opt.Height),
-		"about:blank",
-	)
+	cmd := exec.Command(bin, chromiumFlags(dir, opt)...)
 	cmd.Dir = dir
 	// Chromium's crash handler (chrome_crashpad_handler, in a session of
 	// its own) keeps its database under $XDG_CONFIG_HOME/chromium, not the
@@ -539,7 +545,8 @@ func oneLine(s string) string {
 	return strings.Join(lines, " | ")
 }
 
-// event keeps what the page's session reports.
+// event keeps what the page's session reports: console errors, exceptions,
+// log errors and requests (each by a method of its own below), and loads.
 func (p *Page) event(m message) {
 	p.mu.Lock()
 	session := p.session
@@ -549,95 +556,13 @@ func (p *Page) event(m message) {
 	}
 	switch m.Method {
 	case "Runtime.consoleAPICalled":
-		var e struct {
-			Type       string         `json:"type"`
-			Args       []remoteObject `json:"args"`
-			StackTrace *struct {
-				CallFrames []callFrame `json:"callFrames"`
-			} `json:"stackTrace"`
-		}
-		if json.Unmarshal(m.Params, &e) != nil || (e.Type != "error" && e.Type != "assert") {
-			return
-		}
-		args := make([]string, len(e.Args))
-		for i, a := range e.Args {
-			args[i] = a.text()
-		}
-		line := "console." + e.Type + ": " + strings.Join(args, " ")
-		if e.StackTrace != nil && len(e.StackTrace.CallFrames) > 0 {
-			f := e.StackTrace.CallFrames[0]
-			line += where(f.URL, f.LineNumber, f.ColumnNumber)
-		}
-		p.addError(oneLine(line))
+		p.consoleCalled(m.Params)
 	case "Runtime.exceptionThrown":
-		var e struct {
-			ExceptionDetails struct {
-				Text         string        `json:"text"`
-				URL          string        `json:"url"`
-				LineNumber   int           `json:"lineNumber"`
-				ColumnNumber int           `json:"columnNumber"`
-				Exception    *remoteObject `json:"exception"`
-			} `json:"exceptionDetails"`
-		}
-		if json.Unmarshal(m.Params, &e) != nil {
-			return
-		}
-		d := e.ExceptionDetails
-		what := d.Text
-		if d.Exception != nil {
-			// The description's first line ("Error: kaboom"); the rest is
-			// the stack.
-			desc, _, _ := strings.Cut(d.Exception.text(), "\n")
-			what += " " + desc
-		}
-		p.addError(oneLine("exception: " + what + where(d.URL, d.LineNumber, d.ColumnNumber)))
+		p.exceptionThrown(m.Params)
 	case "Log.entryAdded":
-		var e struct {
-			Entry struct {
-				Source     string `json:"source"`
-				Level      string `json:"level"`
-				Text       string `json:"text"`
-				URL        string `json:"url"`
-				LineNumber int    `json:"lineNumber"`
-			} `json:"entry"`
-		}
-		if json.Unmarshal(m.Params, &e) != nil || e.Entry.Level != "error" {
-			return
-		}
-		line := "log." + e.Entry.Source + ": " + e.Entry.Text
-		if e.Entry.URL != "" {
-			line += " (" + e.Entry.URL + ")"
-		}
-		p.addError(oneLine(line))
+		p.logEntryAdded(m.Params)
 	case "Network.requestWillBeSent", "Network.webSocketCreated":
-		var e struct {
-			Request struct {
-				URL string `json:"url"`
-			} `json:"request"`
-			URL string `json:"url"` // of a WebSocket
-		}
-		if json.Unmarshal(m.Params, &e) != nil {
-			return
-		}
-		u := e.Request.URL
-		if u == "" {
-			u = e.URL
-		}
-		if u == "" {
-			return
-		}
-		if u == p.url || strings.HasPrefix(u, "data:") {
-			return
-		}
-		if pu, err := url.Parse(u); err == nil && pu.Scheme == "file" && pu.Path == p.file {
-			return // the page itself, escaped otherwise
-		}
-		p.mu.Lock()
-		if !p.seen[u] {
-			p.seen[u] = true
-			p.requests = append(p.requests, u)
-		}
-		p.mu.Unlock()
+		p.requestSent(m.Params)
 	case "Page.lifecycleEvent":
 		var e struct {
 			LoaderID string `json:"loaderId"`
@@ -649,6 +574,111 @@ func (p *Page) event(m message) {
 			p.mu.Unlock()
 		}
 	}
+}
+
+// consoleCalled keeps a console.error or console.assert of the page as an
+// error, with where it was called.
+func (p *Page) consoleCalled(params json.RawMessage) {
+	var e struct {
+		Type       string         `json:"type"`
+		Args       []remoteObject `json:"args"`
+		StackTrace *struct {
+			CallFrames []callFrame `json:"callFrames"`
+		} `json:"stackTrace"`
+	}
+	if json.Unmarshal(params, &e) != nil || (e.Type != "error" && e.Type != "assert") {
+		return
+	}
+	args := make([]string, len(e.Args))
+	for i, a := range e.Args {
+		args[i] = a.text()
+	}
+	line := "console." + e.Type + ": " + strings.Join(args, " ")
+	if e.StackTrace != nil && len(e.StackTrace.CallFrames) > 0 {
+		f := e.StackTrace.CallFrames[0]
+		line += where(f.URL, f.LineNumber, f.ColumnNumber)
+	}
+	p.addError(oneLine(line))
+}
+
+// exceptionThrown keeps an uncaught exception of the page as an error.
+func (p *Page) exceptionThrown(params json.RawMessage) {
+	var e struct {
+		ExceptionDetails struct {
+			Text         string        `json:"text"`
+			URL          string        `json:"url"`
+			LineNumber   int           `json:"lineNumber"`
+			ColumnNumber int           `json:"columnNumber"`
+			Exception    *remoteObject `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	if json.Unmarshal(params, &e) != nil {
+		return
+	}
+	d := e.ExceptionDetails
+	what := d.Text
+	if d.Exception != nil {
+		// The description's first line ("Error: kaboom"); the rest is
+		// the stack.
+		desc, _, _ := strings.Cut(d.Exception.text(), "\n")
+		what += " " + desc
+	}
+	p.addError(oneLine("exception: " + what + where(d.URL, d.LineNumber, d.ColumnNumber)))
+}
+
+// logEntryAdded keeps an entry of the browser's log at level error (a
+// failed load, a blocked request, …) as an error.
+func (p *Page) logEntryAdded(params json.RawMessage) {
+	var e struct {
+		Entry struct {
+			Source     string `json:"source"`
+			Level      string `json:"level"`
+			Text       string `json:"text"`
+			URL        string `json:"url"`
+			LineNumber int    `json:"lineNumber"`
+		} `json:"entry"`
+	}
+	if json.Unmarshal(params, &e) != nil || e.Entry.Level != "error" {
+		return
+	}
+	line := "log." + e.Entry.Source + ": " + e.Entry.Text
+	if e.Entry.URL != "" {
+		line += " (" + e.Entry.URL + ")"
+	}
+	p.addError(oneLine(line))
+}
+
+// requestSent keeps, once each, the URL of a request or WebSocket of the
+// page other than the page itself and data: URLs.
+func (p *Page) requestSent(params json.RawMessage) {
+	var e struct {
+		Request struct {
+			URL string `json:"url"`
+		} `json:"request"`
+		URL string `json:"url"` // of a WebSocket
+	}
+	if json.Unmarshal(params, &e) != nil {
+		return
+	}
+	u := e.Request.URL
+	if u == "" {
+		u = e.URL
+	}
+	if u == "" {
+		return
+	}
+	if u == p.url || strings.HasPrefix(u, "data:") {
+		return
+	}
+	if pu, err := url.Parse(u); err == nil && pu.Scheme == "file" && pu.Path == p.file {
+		return // the page itself, escaped otherwise
+	}
+	p.mu.Lock()
+	if !p.seen[u] {
+		p.seen[u] = true
+		p.requests = append(p.requests, u)
+	}
+	p.mu.Unlock()
 }
 
 func (p *Page) addError(line string) {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // need skips t without Chromium, or fails it with FARM_REQUIRE_CHROMIUM=1
@@ -20,10 +22,7 @@ func need(t *testing.T) {
 	if Path() != "" {
 		return
 	}
-	if os.Getenv("FARM_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("FARM_REQUIRE_CHROMIUM=1 but no Chromium found (install it with integration/chromium-up)")
-	}
-	t.Skip("CHROMIUM TESTS SKIPPED: no chromium, chromium-browser or google-chrome (integration/chromium-up installs it)")
+	testreq.Skip(t, "FARM_REQUIRE_CHROMIUM", "CHROMIUM TESTS SKIPPED: no chromium, chromium-browser or google-chrome (integration/chromium-up installs it)")
 }
 
 // open writes html to a file of a temporary directory and opens it; the

@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // unshare is the command line that runs what follows it in a new UTS and
@@ -37,10 +39,7 @@ func Available() error {
 func NeedNamespaces(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
-		if os.Getenv("FARM_REQUIRE_NAMESPACES") == "1" {
-			t.Fatalf("FARM_REQUIRE_NAMESPACES=1 but %v", err)
-		}
-		t.Skip(err.Error())
+		testreq.Skip(t, "FARM_REQUIRE_NAMESPACES", err.Error())
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // Gate asks once, for all the tests of a test binary, whether the batch
@@ -50,10 +52,9 @@ func (g *Gate) Need(t testing.TB) {
 	if system == "" {
 		system, require, up = "Slurm", "FARM_REQUIRE_SLURM", "integration/slurm-up"
 	}
-	if os.Getenv(require) == "1" {
-		t.Fatalf("%s=1 but %s is not available: %s (start it with %s)", require, system, why, up)
-	}
 	banner := strings.ToUpper(strings.ReplaceAll(system, " ", "")) + " TESTS SKIPPED: "
-	g.skipOnce.Do(func() { fmt.Fprintf(os.Stderr, "%s%s\n", banner, why) })
-	t.Skip(banner + why)
+	if !testreq.Required(require) {
+		g.skipOnce.Do(func() { fmt.Fprintf(os.Stderr, "%s%s\n", banner, why) })
+	}
+	testreq.Skip(t, require, fmt.Sprintf("%s%s is not available: %s (start it with %s)", banner, system, why, up))
 }
