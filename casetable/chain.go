@@ -448,7 +448,9 @@ func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0)
 // last two commits, say): it looks up from+near and, if that is marked,
 // gallops on from there, else looks up the one below — two lookups when
 // the guess is right, where a gallop from from costs 2·log2(near). The
-// guess only orders the lookups: whatever it is, the answer is latest's.
+// guess only orders the lookups: whatever it is, the answer is latest's
+// (with lookups that agree; a cache that hides a mark may make either
+// answer older, never below from, and a commit on it only loses).
 func (c *chain) latestNear(from, near int64) (int64, error) {
 	if c.legacy {
 		return c.legacyLatest(from)

@@ -402,12 +402,6 @@ func (s *Store) refresh() error {
 
 // load reads generation n into s.cur.
 func (s *Store) load(n int64) error {
-	if n == s.gen && n == s.cur.Gen {
-		// The generation this store read or committed last: its content
-		// does not change, and a look for a newer one found none.
-		s.top = max(n, s.ch.top)
-		return nil
-	}
 	b, err := s.ch.read(n)
 	if err != nil {
 		return err
@@ -474,13 +468,16 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
 	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0
-	reopened := false // the chain was looked up again after damage
-	lost := 0         // attempts lost to other processes
+	reopened := false   // the chain was looked up again after damage
+	lost := 0           // attempts lost to other processes
+	var tried time.Time // this attempt's start: its reading of the base, then its commit
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
 		}
-		tried := time.Now() // this attempt's start: the base's reading and the commit
+		if tried.IsZero() || stale {
+			tried = time.Now()
+		}
 		if stale {
 			if err := s.readBase(); err != nil {
 				if r.Again(ctx, err) {
@@ -579,6 +576,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			return State{}, err
 		}
 		r.OK()
+		tried = time.Now()
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
@@ -594,14 +592,22 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 // 256 claimers' first claims, 87 calls each with a unit of 1 ms, 73
 // with this one).
 func backoff(ctx context.Context, lost int, unit time.Duration) {
-	unit = max(unit, time.Millisecond)
-	d := time.Duration(rand.Int64N(int64(min(unit<<min(lost-1, 20), 2*time.Second))))
+	d := time.Duration(rand.Int64N(int64(backoffLimit(lost, unit))))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// backoffLimit is the bound of backoff's pause: unit·2^(lost-1), unit at
+// least 1 ms, at most 2 s (computed so that it cannot overflow, whatever an
+// attempt stopped for hours took).
+func backoffLimit(lost int, unit time.Duration) time.Duration {
+	const most = 2 * time.Second
+	unit = min(max(unit, time.Millisecond), most)
+	return min(unit<<min(max(lost-1, 0), 20), most)
 }
 
 // errNoCommit, returned by update's fn, ends the update with no commit.
