@@ -28,7 +28,6 @@ func TestRig(t *testing.T) {
 		for _, profile := range []string{"coherent", "latency", "default"} {
 			t.Run(profile, func(t *testing.T) { fourThousandCases(t, r, profile) })
 		}
-		t.Run("coherent_lanes_frozen", func(t *testing.T) { lanesFrozenMidRun(t, r) })
 	})
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
@@ -47,17 +46,28 @@ func TestRig(t *testing.T) {
 // In every run every case runs exactly once (by the cases' own record, the
 // status records and farm Status) and every meta-job ends by itself with
 // "No cases left; exiting.". The third run's cases sleep 20 ms each, so
-// that the run outlasts the brick's absence and its restart; the others
-// are trivial.
+// that the run outlasts the brick's absence and its restart. The fourth
+// claims over 4 lanes, its cases sleep 20 ms, and one of its meta-jobs is
+// stopped for 25 s mid-run (freezeOneMidRun). The others are trivial.
 func TestRigFourThousandCasesDHT(t *testing.T) {
 	r := needRig(t)
 	for run := 1; run <= 5; run++ {
 		name, pre, during := fmt.Sprintf("run%d", run), "", (func(*testing.T, string, string))(nil)
-		if run == 3 {
+		lanes := ""
+		switch run {
+		case 3:
 			name += "_brick2_killed"
 			pre, during = "sleep 0.02; ", func(t *testing.T, dir, ranDir string) { killBrickMidRun(t, r, ranDir) }
+		case 4:
+			name += "_lanes_frozen"
+			lanes, pre, during = "4", "sleep 0.02; ", freezeOneMidRun
 		}
-		t.Run(name, func(t *testing.T) { farmOf4000(t, r, "dht", pre, during) })
+		t.Run(name, func(t *testing.T) {
+			if lanes != "" {
+				t.Setenv("FARM_CLAIM_LANES", lanes)
+			}
+			farmOf4000(t, r, "dht", pre, during)
+		})
 	}
 }
 
@@ -120,35 +130,33 @@ func killBrickMidRun(t *testing.T, r *rig, ranDir string) {
 		before, during, back, time.Since(killed).Seconds())
 }
 
-// lanesFrozenMidRun: farmOf4000 on the coherent volume with 4 lanes
-// (FARM_CLAIM_LANES=4, so that each meta-job has a home lane of its own),
-// cases of 20 ms; once 400 cases have run, one meta-job is stopped
-// (SIGSTOP) for 25 s — longer than a slot waits for its mark (20 s), so
-// that a commit it was in is voided by the others — and continued. Every
-// case still runs exactly once, and every meta-job ends by itself.
-func lanesFrozenMidRun(t *testing.T, r *rig) {
-	t.Setenv("FARM_CLAIM_LANES", "4")
-	farmOf4000(t, r, "coherent", "sleep 0.02; ", func(t *testing.T, dir, ranDir string) {
-		harness.WaitFor(t, 5*time.Minute, "400 cases to run", func() bool { return ranLines(ranDir) >= 400 })
-		pid := metaJobPID(t, dir)
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP of meta-job %d: %v", pid, err)
-		}
-		before := ranLines(ranDir)
-		time.Sleep(25 * time.Second)
-		during := ranLines(ranDir)
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-			t.Fatalf("SIGCONT of meta-job %d: %v", pid, err)
-		}
-		if during >= 4000 {
-			t.Errorf("the farm ended (%d cases run) while meta-job %d was stopped: it proves nothing of its resuming", during, pid)
-		}
-		lanes, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*", "index"))
-		if len(lanes) != 1 {
-			t.Errorf("run 1 has lane indexes %v; want one (4 lanes)", lanes)
-		}
-		report(t, "4 lanes: meta-job %d stopped for 25 s after %d cases had run; %d had run when it was continued", pid, before, during)
-	})
+// freezeOneMidRun is a farmOf4000 during for a run with 4 lanes
+// (FARM_CLAIM_LANES=4: each meta-job has a home lane of its own) and cases
+// of 20 ms: once 400 cases have run, one meta-job is stopped (SIGSTOP) for
+// 25 s — longer than a slot waits for its mark (20 s), so that a commit it
+// was in is voided by the others — and continued. farmOf4000 then checks
+// that every case ran exactly once and every meta-job ended by itself.
+func freezeOneMidRun(t *testing.T, dir, ranDir string) {
+	harness.WaitFor(t, 5*time.Minute, "400 cases to run", func() bool { return ranLines(ranDir) >= 400 })
+	pid := metaJobPID(t, dir)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP of meta-job %d: %v", pid, err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT) // whatever happens below
+	before := ranLines(ranDir)
+	time.Sleep(25 * time.Second)
+	during := ranLines(ranDir)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT of meta-job %d: %v", pid, err)
+	}
+	if during >= 4000 {
+		t.Errorf("the farm ended (%d cases run) while meta-job %d was stopped: it proves nothing of its resuming", during, pid)
+	}
+	lanes, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*", "index"))
+	if len(lanes) != 1 {
+		t.Errorf("run 1 has lane indexes %v; want one (4 lanes)", lanes)
+	}
+	report(t, "4 lanes: meta-job %d stopped for 25 s after %d cases had run; %d had run when it was continued", pid, before, during)
 }
 
 // metaJobPID returns the PID of a meta-job ('farm metajob') of the farm in
