@@ -21,7 +21,7 @@ import (
 type Selection struct {
 	States []status.State // farm-wide states chosen; none: any (with Cases) or all but succeeded
 	Cases  []IDRange      // IDs chosen; none: any
-	given  []string       // the options as given, for messages
+	Given  []string       // the options as given, for messages
 }
 
 // IDRange is the case IDs From to To, both included.
@@ -49,7 +49,7 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 			if !slices.Contains(sel.States, o.state) {
 				sel.States = append(sel.States, o.state)
 			}
-			sel.given = append(sel.given, o.name)
+			sel.Given = append(sel.Given, o.name)
 			return 1, nil
 		}
 	}
@@ -74,7 +74,7 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 		return 0, err
 	}
 	sel.Cases = append(sel.Cases, rs...)
-	sel.given = append(sel.given, "--cases "+spec)
+	sel.Given = append(sel.Given, "--cases "+spec)
 	return took, nil
 }
 
@@ -113,7 +113,7 @@ func ParseIDRanges(spec string) ([]IDRange, error) {
 func (sel Selection) IsZero() bool { return len(sel.States) == 0 && len(sel.Cases) == 0 }
 
 // String is the options as given ("--failed --cases 3,17-20").
-func (sel Selection) String() string { return strings.Join(sel.given, " ") }
+func (sel Selection) String() string { return strings.Join(sel.Given, " ") }
 
 // Keeps reports whether the selection chooses case c.
 func (sel Selection) Keeps(c status.Case) bool {

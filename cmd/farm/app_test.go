@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -28,6 +29,11 @@ func TestParseSubmitArgs(t *testing.T) {
 		{[]string{"2000", "--mem=1G", "--yes"}, farm.SubmitOptions{N: 2000, Yes: true, Args: []string{"--mem=1G"}}, ""},
 		{[]string{"-1", "-y", "-auto"}, farm.SubmitOptions{N: -1, Yes: true, Auto: true}, ""},
 		{[]string{"1500", "-yes"}, farm.SubmitOptions{N: 1500, Yes: true}, ""},
+		// resubmit's choice of cases is farm's too, wherever it is.
+		{[]string{"2", "--mem=1G", "--failed", "--cases", "3,5-7", "-unfit"}, farm.SubmitOptions{N: 2, Args: []string{"--mem=1G"},
+			Select: farm.Selection{States: []status.State{status.Failed, status.Unfit}, Cases: []farm.IDRange{{From: 3, To: 3}, {From: 5, To: 7}}, Given: []string{"--failed", "--cases 3,5-7", "--unfit"}}}, ""},
+		{[]string{"2", "--cases=4"}, farm.SubmitOptions{N: 2, Select: farm.Selection{Cases: []farm.IDRange{{From: 4, To: 4}}, Given: []string{"--cases 4"}}}, ""},
+		{[]string{"2", "--cases", "4-x"}, farm.SubmitOptions{}, `"4-x" is not a range of case IDs`},
 		{[]string{"0"}, farm.SubmitOptions{}, "Wrong first argument: 0 (should be a positive integer or -1) ; exiting"},
 		{[]string{"-2"}, farm.SubmitOptions{}, "Wrong first argument: -2"},
 		{[]string{"2", "--backend"}, farm.SubmitOptions{}, "--backend needs a value"},

@@ -238,14 +238,15 @@ func confirmer(ctx context.Context, verb string, in io.Reader, tty bool, out io.
 	}
 }
 
-// isTTY reports whether r is a terminal (not merely a character device:
-// /dev/null is one too).
-func isTTY(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTTY reports whether f, a reader or a writer, is a terminal (not
+// merely a character device: /dev/null is one too): one to ask a question
+// on, or to redraw a progress bar in place on.
+func isTTY(f any) bool {
+	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
 	return err == nil
 }
 
@@ -708,21 +709,11 @@ func noEnv(string) string { return "" }
 // watchOptions are how --watch and --progress draw the progress bar on the
 // command's output: in place on a terminal, cut to its width.
 func watchOptions(c *cli.Context) farm.WatchOptions {
-	opt := farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTerminal(c.App.Writer)}
+	opt := farm.WatchOptions{Interval: c.Duration("interval"), TTY: isTTY(c.App.Writer)}
 	if f, ok := c.App.Writer.(*os.File); ok && opt.TTY {
 		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil {
 			opt.Columns = int(ws.Col)
 		}
 	}
 	return opt
-}
-
-// isTerminal reports whether w is a terminal (so a bar can be redrawn in place).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
