@@ -15,7 +15,8 @@
 //
 // and is registered with one line in cmd/farm/backends.go. Nothing else in
 // farm names an engine: the farm package sees only this interface, and what
-// differs between engines is said by Capabilities, never by Name.
+// differs between engines is said by Capabilities (its job-script dialect,
+// Script, among them) and the optional interfaces below, never by Name.
 //
 // An engine reads no tuning variable of its own accord: its tuning comes in
 // an options struct from cmd/farm, and what a job learns from its batch
@@ -172,19 +173,12 @@ type Capabilities struct {
 	// be seen as it last said (JobInfo.OtherHost) and cancelled through the
 	// farm directory.
 	CrossHost bool
-	// Directive is the prefix of the job-script lines that carry the
-	// engine's own options, from which farm reads a script's run-time:
-	// DirectiveSlurm ("#SBATCH -t 0-01:00") or DirectiveGridEngine
-	// ("#$ -l h_rt=01:00:00"). "" means either (an engine that only needs
-	// the run-time: the local one).
-	Directive string
+	// Scripts are the job-script dialects the engine reads a script's
+	// run-time in, tried in order (the first that finds one wins): its
+	// own; the local engine's, every registered engine's, so that a farm
+	// made for any batch system can be tried on it.
+	Scripts []Script
 }
-
-// The job-script directives an engine reads (Capabilities.Directive).
-const (
-	DirectiveSlurm      = "#SBATCH"
-	DirectiveGridEngine = "#$"
-)
 
 // Preflighter is an optional ability: an engine that can tell, before
 // anything is submitted, that Submit would fail on this host (a

@@ -17,6 +17,22 @@ type Engine struct {
 	Available func(ctx context.Context) string
 	// Open returns the engine's backend for the farm directory dir.
 	Open func(dir string) Backend
+	// Script is the engine's job-script dialect (its backends'
+	// Capabilities.Scripts[0]); nil for an engine that has none of its
+	// own (the local one, which reads every other engine's: Scripts).
+	Script Script
+}
+
+// Scripts returns the job-script dialects of engines, in order, leaving out
+// those that have none.
+func Scripts(engines []Engine) []Script {
+	var out []Script
+	for _, e := range engines {
+		if e.Script != nil {
+			out = append(out, e.Script)
+		}
+	}
+	return out
 }
 
 // Opener finds a backend by name for a farm directory. The Registry is the

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/backend"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -26,14 +25,14 @@ func TestScriptTimeLimit(t *testing.T) {
 	} {
 		p := filepath.Join(dir, "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		got, ok, err := ScriptTimeLimit(p, backend.DirectiveSlurm)
+		got, ok, err := ScriptTimeLimit(p, scriptsOf("#SBATCH"))
 		if err != nil || ok != tc.ok || got != tc.want {
 			t.Errorf("%q: %v %v %v; want %v %v", tc.script, got, ok, err, tc.want, tc.ok)
 		}
 	}
 	p := filepath.Join(dir, "js")
 	os.WriteFile(p, []byte("\n#SBATCH -t ten\n"), 0o644)
-	if _, _, err := ScriptTimeLimit(p, backend.DirectiveSlurm); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
+	if _, _, err := ScriptTimeLimit(p, scriptsOf("#SBATCH")); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
 		t.Errorf("bad time: %v", err)
 	}
 }

@@ -66,7 +66,7 @@ func parseQstat(out string) ([]row, error) {
 			r.Start = parseTime(j.Start)
 			for _, h := range j.Requests {
 				if h.Name == "h_rt" && !r.Start.IsZero() {
-					if d, err := backend.ParseGridEngineTime(strings.TrimSpace(h.Value)); err == nil && d > 0 {
+					if d, err := ParseTime(strings.TrimSpace(h.Value)); err == nil && d > 0 {
 						r.End = r.Start.Add(d)
 					}
 				}

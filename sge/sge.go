@@ -108,7 +108,7 @@ func New(dir string, opt Options) *Backend {
 // Engine registers the Grid Engine engine: available where qsub is found
 // and a qmaster answers.
 func Engine(opt Options) backend.Engine {
-	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }}
+	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}}
 }
 
 // Name implements backend.Backend.
@@ -118,7 +118,7 @@ func (b *Backend) Name() string { return Name }
 // arrays; the run-time is passed to qsub as h_rt, which Grid Engine
 // enforces to the second; job scripts carry "#$" directives.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Arrays: true, EnforcesTimeLimit: true, Directive: backend.DirectiveGridEngine}
+	return backend.Capabilities{Arrays: true, EnforcesTimeLimit: true, Scripts: []backend.Script{Script{}}}
 }
 
 // Available returns "" when Grid Engine can be used here: qsub and qstat

@@ -91,13 +91,13 @@ type Options struct {
 func Engine(opt Options) backend.Engine {
 	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend {
 		return &Backend{Dir: dir, CallTimeout: opt.CallTimeout}
-	}}
+	}, Script: Script{}}
 }
 
 // Capabilities implements backend.Backend: SIMPLE-mode submissions are job
 // arrays; the run-time is the job script's (#SBATCH -t).
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Arrays: true, Directive: backend.DirectiveSlurm}
+	return backend.Capabilities{Arrays: true, Scripts: []backend.Script{Script{}}}
 }
 
 // Available returns "" when Slurm can be used here: sbatch is in $PATH and
