@@ -39,7 +39,9 @@ func (b *fakeBackend) Jobs(_ context.Context, ids []string) (map[string]backend.
 	}
 	return out, nil
 }
-func (b *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Scripts: anyScripts} }
+func (b *fakeBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Scripts: anyScripts}
+}
 func (b *fakeBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
 	return nil, nil
 }
