@@ -620,7 +620,7 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 		Dir:     f.Dir,
 		Environ: environ,
 		Env:     env.Vars(),
-		Output:  func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+		Output:  func(id string) string { return f.Path(OutputDir, backend.OutputName(be, id)) },
 	}, nil
 }
 

@@ -412,3 +412,8 @@ func parseMaxArrayTasks(conf string) (int, bool) {
 	}
 	return 0, false
 }
+
+var _ backend.TaskIDs = (*Backend)(nil)
+
+// ArrayOf implements backend.TaskIDs: a task's ID is ARRAY.TASK.
+func (b *Backend) ArrayOf(id string) (string, bool) { return backend.CutTask(id, ".") }

@@ -774,3 +774,8 @@ func (b *Backend) ActiveIn(ctx context.Context, dir string) ([]string, error) {
 }
 
 var _ backend.DirJobs = (*Backend)(nil)
+
+var _ backend.TaskIDs = (*Backend)(nil)
+
+// ArrayOf implements backend.TaskIDs: a task's ID is ARRAY_TASK.
+func (b *Backend) ArrayOf(id string) (string, bool) { return backend.CutTask(id, "_") }
