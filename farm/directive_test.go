@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/sge"
 )
 
 // directiveBackend is a fakeBackend whose engine reads the run-time from
@@ -144,12 +146,12 @@ func TestFinalScriptRunTimeByDirective(t *testing.T) {
 // TestInitForGridEngine: a farm made for Grid Engine submits on an engine
 // that reads #$ lines, and on the local engine (directive ""), with the
 // templates' run-times; on one that reads #SBATCH lines it is refused,
-// naming them. An unknown engine makes nothing.
+// naming them. An engine without job scripts makes nothing.
 func TestInitForGridEngine(t *testing.T) {
 	ctx := context.Background()
 	for _, directive := range []string{"#$", "", "#SBATCH"} {
 		dir := filepath.Join(t.TempDir(), "farm")
-		if err := Init(dir, "sge"); err != nil {
+		if err := Init(dir, sge.Templates()); err != nil {
 			t.Fatal(err)
 		}
 		if rt, ok, err := ScriptRunTime(filepath.Join(dir, JobScript), scriptsOf(directive)); err != nil || ok != (directive != "#SBATCH") ||
@@ -173,10 +175,10 @@ func TestInitForGridEngine(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir, "pbs"); err == nil || !IsUserError(err) || err.Error() != `no templates for the engine "pbs": one of slurm, sge (nothing was made)` {
-		t.Errorf("Init(pbs) = %v", err)
+	if err := Init(dir, fstest.MapFS{}); err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "job_script.sh") || !strings.HasSuffix(err.Error(), "(nothing was made)") {
+		t.Errorf("Init(no job scripts) = %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("Init(pbs) made %s", dir)
+		t.Errorf("Init(no job scripts) made %s", dir)
 	}
 }

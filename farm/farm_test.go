@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,14 +75,14 @@ func TestOpenRefusesNonFarm(t *testing.T) {
 func TestInitRefusesNonEmptyDir(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644)
-	if err := Init(dir, ""); err == nil || !IsUserError(err) {
+	if err := Init(dir, slurm.Templates()); err == nil || !IsUserError(err) {
 		t.Fatalf("Init(non-empty) = %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("Init wrote into a non-empty dir: %v", entries)
 	}
 	fresh := filepath.Join(dir, "new")
-	if err := Init(fresh, ""); err != nil {
+	if err := Init(fresh, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(fresh, Options{}); err != nil {

@@ -108,7 +108,7 @@ func New(dir string, opt Options) *Backend {
 // Engine registers the Grid Engine engine: available where qsub is found
 // and a qmaster answers.
 func Engine(opt Options) backend.Engine {
-	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}}
+	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}, Templates: Templates(), Edit: "#$ -l h_rt, -P"}
 }
 
 // Name implements backend.Backend.

@@ -91,7 +91,7 @@ type Options struct {
 func Engine(opt Options) backend.Engine {
 	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend {
 		return &Backend{Dir: dir, CallTimeout: opt.CallTimeout}
-	}, Script: Script{}}
+	}, Script: Script{}, Templates: Templates(), Edit: "#SBATCH -t, -A"}
 }
 
 // Capabilities implements backend.Backend: SIMPLE-mode submissions are job

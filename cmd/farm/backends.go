@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,10 @@ func adoptBackend(name string) string {
 	}
 	return name
 }
+
+// metaTemplates are the job-script templates of META's batch system,
+// Slurm's: farm adopt gives a META farm without resubmit_script.sh that one.
+func metaTemplates() fs.FS { return slurm.Templates() }
 
 // slurmOptions reads $FARM_SLURM_CALL_TIMEOUT.
 func slurmOptions(getenv func(string) string) slurm.Options {
