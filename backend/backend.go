@@ -4,19 +4,27 @@
 //
 // # Writing an engine
 //
-// An engine is one package beside this one (local/, slurm/) that provides:
+// An engine is one package beside this one (local/, slurm/, sge/) that
+// holds all farm knows of its batch system, and provides:
 //
 //   - a type implementing Backend, checked at compile time with
 //     var _ backend.Backend = (*T)(nil);
+//   - its job-script dialect, a Script (Capabilities.Scripts): how its
+//     scripts set the run-time, and the words of farm's messages about it;
+//   - with Capabilities.Arrays, TaskIDs: the array a task's ID is of;
+//     optionally OutputNamer (its output files' names), Preflighter,
+//     DirJobs;
 //   - an Engine value: its name (what --backend takes), whether it can be
-//     used here (Available), and how to open it for a farm directory;
+//     used here (Available), how to open it for a farm directory, its
+//     Script, and its job-script templates for farm init (Templates, Edit);
 //   - a test that runs the shared conformance suite, backend/backendtest,
 //     against a real instance of the batch system.
 //
 // and is registered with one line in cmd/farm/backends.go. Nothing else in
 // farm names an engine: the farm package sees only this interface, and what
-// differs between engines is said by Capabilities (its job-script dialect,
-// Script, among them) and the optional interfaces below, never by Name.
+// differs between engines is said by Capabilities and the optional
+// interfaces, never by Name. ARCHITECTURE.md walks through adding PBS;
+// backendtest/fakepbs is that walk done for a test engine.
 //
 // An engine reads no tuning variable of its own accord: its tuning comes in
 // an options struct from cmd/farm, and what a job learns from its batch
