@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -132,16 +131,9 @@ func (b *Backend) Name() string { return Name }
 // started.
 type CommandError = backend.CommandError
 
-func (b *Backend) callTimeout() time.Duration {
-	if b.CallTimeout > 0 {
-		return b.CallTimeout
-	}
-	return DefaultCallTimeout
-}
-
 // commands runs Slurm's commands, each under the call timeout.
 func (b *Backend) commands() backend.Commands {
-	return backend.Commands{Timeout: b.callTimeout(), Who: "the Slurm controller", TimeoutEnv: EnvCallTimeout}
+	return backend.Commands{Timeout: backend.CallTimeout(b.CallTimeout, DefaultCallTimeout), Who: "the Slurm controller", TimeoutEnv: EnvCallTimeout}
 }
 
 // run runs one scheduler command under the call timeout and returns its
@@ -162,15 +154,9 @@ func (b *Backend) runCmd(ctx context.Context, env []string, own bool, name strin
 // (SQUEUE_USERS, SQUEUE_PARTITION, SCANCEL_STATE, ...), and with Slurm's
 // standard time format, which parseTime reads.
 func queryEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SQUEUE_") || strings.HasPrefix(k, "SCANCEL_") || k == "SLURM_TIME_FORMAT" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "SLURM_TIME_FORMAT=standard")
+	return backend.FilterEnv(nil, func(k string) bool {
+		return strings.HasPrefix(k, "SQUEUE_") || strings.HasPrefix(k, "SCANCEL_") || k == "SLURM_TIME_FORMAT"
+	}, "SLURM_TIME_FORMAT=standard")
 }
 
 // submitEnv is the environment of sbatch, which sbatch exports to the job:
@@ -182,18 +168,9 @@ func queryEnv() []string {
 // SLURM_JOB_GPUS for its own (allocVars). SBATCH_ARRAY_INX is dropped too,
 // as it would turn every meta-job into an array.
 func submitEnv(base, extra []string) []string {
-	if base == nil {
-		base = os.Environ()
-	}
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" || slices.Contains(allocVars, k) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
+	return backend.FilterEnv(base, func(k string) bool {
+		return strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" || slices.Contains(allocVars, k)
+	}, extra...)
 }
 
 // Submit implements backend.Backend. META mode (req.Array false) submits
@@ -344,7 +321,7 @@ func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.Jo
 	if err != nil {
 		return nil, err
 	}
-	return q.infos(), nil
+	return q.Infos(), nil
 }
 
 // query runs squeue once for ids and sums up the rows for each.
@@ -452,66 +429,10 @@ func parseSqueue(out string) ([]row, error) {
 }
 
 // queue is squeue's answer for a set of asked IDs.
-type queue struct {
-	asked []string
-	aggs  map[string]*agg
-	tasks map[string]backend.JobInfo // array tasks listed one by one, by "ARRAY_TASK"
-}
-
-// agg sums up the rows of one asked ID.
-type agg struct {
-	n         int
-	pending   bool // some task (or the job) is pending
-	running   bool // some task (or the job) is running or ending
-	cancelled bool // some task (or the job) was cancelled
-	worst     backend.JobState
-	start     time.Time
-	end       time.Time
-	tasks     int // jobs or array tasks pending or running
-}
-
-func (a *agg) add(r row) {
-	a.n++
-	switch r.State {
-	case backend.Pending:
-		a.pending = true
-		a.tasks += backend.TaskCount(r.Task)
-	case backend.Running:
-		a.running = true
-		a.tasks++
-	default:
-		if backend.Severity(r.State) > backend.Severity(a.worst) {
-			a.worst = r.State
-		}
-		if r.State == backend.Cancelled {
-			a.cancelled = true
-		}
-	}
-	if !r.Start.IsZero() && (a.start.IsZero() || r.Start.Before(a.start)) {
-		a.start = r.Start
-	}
-	if r.End.After(a.end) {
-		a.end = r.End
-	}
-}
-
-func (a *agg) state() backend.JobState {
-	switch {
-	case a.n == 0:
-		return backend.Gone
-	case a.running:
-		return backend.Running
-	case a.pending:
-		return backend.Pending
-	}
-	return a.worst
-}
-
-// active reports whether the job (any of its tasks) is pending or running.
-func (a *agg) active() bool { return a.running || a.pending }
+type queue = backend.Queue
 
 func newQueue(asked []string, rows []row) *queue {
-	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]backend.JobInfo{}}
+	q := backend.NewQueue(nil)
 	byArray := map[string][]row{}
 	byJob := map[string][]row{}
 	for _, r := range rows {
@@ -521,50 +442,41 @@ func newQueue(asked []string, rows []row) *queue {
 		}
 	}
 	for _, id := range asked {
-		if q.aggs[id] != nil {
+		if q.Jobs[id] != nil {
 			continue
 		}
-		a := &agg{}
-		q.aggs[id] = a
+		a := &backend.Rollup{}
+		q.Jobs[id] = a
 		if !validID(id) {
 			continue
 		}
 		if parent, task, ok := strings.Cut(id, "_"); ok {
 			for _, r := range byArray[parent] {
 				if backend.TaskMatches(r.Task, task) {
-					a.add(r)
+					add(a, r)
 				}
 			}
 			continue
 		}
 		// A plain job, a whole array, or an array task by its own job ID.
 		for _, r := range byArray[id] {
-			a.add(r)
+			add(a, r)
 			if r.single() {
-				q.tasks[id+"_"+r.Task] = info(id+"_"+r.Task, r)
+				q.Tasks[id+"_"+r.Task] = info(id+"_"+r.Task, r)
 			}
 		}
 		for _, r := range byJob[id] {
-			a.add(r)
+			add(a, r)
 		}
 	}
 	return q
 }
 
+// add adds row r to the roll-up a.
+func add(a *backend.Rollup, r row) { a.Add(r.State, r.Task, r.Start, r.End) }
+
 func info(id string, r row) backend.JobInfo {
 	return backend.JobInfo{ID: id, State: r.State, Start: r.Start, End: r.End}
-}
-
-// infos is the answer of Jobs.
-func (q *queue) infos() map[string]backend.JobInfo {
-	out := make(map[string]backend.JobInfo, len(q.aggs)+len(q.tasks))
-	for id, in := range q.tasks {
-		out[id] = in
-	}
-	for id, a := range q.aggs {
-		out[id] = backend.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
-	}
-	return out
 }
 
 // MapState maps a Slurm job state name (squeue %T, scontrol JobState) to the
@@ -627,41 +539,24 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	if err != nil {
 		return nil, fmt.Errorf("cancelling jobs: %w", err)
 	}
-	var targets []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		a := before.aggs[id]
-		if seen[id] || a == nil {
-			continue
-		}
-		seen[id] = true
-		if (pendingOnly && a.pending) || (!pendingOnly && a.active()) {
-			targets = append(targets, id)
-		}
-	}
+	targets := before.Pick(ids, func(a *backend.Rollup) bool { return (pendingOnly && a.Pending) || (!pendingOnly && a.Active()) })
 	if len(targets) == 0 {
 		return nil, nil
 	}
 	cancelErr := b.scancel(ctx, targets, pendingOnly)
 	// scancel may fail for a job that ended meanwhile; what counts is that
 	// none is left pending (or running).
-	done := func(a *agg) bool {
-		if pendingOnly {
-			return !a.pending
-		}
-		return !a.active()
-	}
 	wait := b.CancelWait
 	if wait <= 0 {
 		wait = DefaultCancelWait
 	}
 	return backend.SettleCancel(ctx, wait, targets, cancelErr,
 		func() (*queue, error) { return b.query(ctx, targets) },
-		func(q *queue, id string) bool { return done(q.aggs[id]) },
+		func(q *queue, id string) bool { return q.Jobs[id].Settled(pendingOnly) },
 		func(q *queue, id string) bool {
 			// It started before scancel came: not cancelled, it runs on.
-			a := q.aggs[id]
-			return pendingOnly && a.n > 0 && !a.pending && !a.cancelled
+			a := q.Jobs[id]
+			return pendingOnly && a.N > 0 && !a.Pending && !a.Cancelled
 		})
 }
 
@@ -672,14 +567,10 @@ func (b *Backend) scancel(ctx context.Context, targets []string, pendingOnly boo
 	if pendingOnly {
 		args = append(args, "--state=PENDING")
 	}
-	var first error
-	for i := 0; i < len(targets); i += maxCancelArgs {
-		batch := targets[i:min(i+maxCancelArgs, len(targets))]
-		if _, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return backend.Batches(targets, maxCancelArgs, func(batch []string) error {
+		_, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...)
+		return err
+	})
 }
 
 // Self implements backend.Backend inside a Slurm job. Its ID is
