@@ -90,9 +90,10 @@ func setRunTime(t *testing.T, f *Farm, value string) {
 	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
 }
 
-// TestScriptRunTimeByDirective: the run-time as each engine reads it —
-// Slurm's #SBATCH -t, Grid Engine's #$ -l h_rt=, and for the local engine
-// (directive "") the #SBATCH one if there is one, else the #$ one.
+// TestScriptRunTimeByDirective: the run-time as the local engine reads it,
+// in the dialects the registry gives it (scriptsOf("")): the #SBATCH one if
+// there is one, else the #$ one. (Each dialect's own cases are in its
+// package: slurm/script_test.go, sge/script_test.go.)
 func TestScriptRunTimeByDirective(t *testing.T) {
 	const (
 		slurm = "#SBATCH"
@@ -102,28 +103,6 @@ func TestScriptRunTimeByDirective(t *testing.T) {
 		name, script, directive string
 		want                    RunTime // zero: none
 	}{
-		{"ge", "#!/bin/bash\n#$ -l h_rt=01:00:00\n", ge, RunTime{time.Hour, 2, "01:00:00", scriptOf(ge)}},
-		{"ge seconds", "#$ -l h_rt=3600\n", ge, RunTime{time.Hour, 1, "3600", scriptOf(ge)}},
-		{"ge list", "#$ -cwd\n#$ -l h_vmem=2G,h_rt=1:30:00\n", ge, RunTime{90 * time.Minute, 2, "1:30:00", scriptOf(ge)}},
-		{"ge list last", "#$ -l h_rt=1:30:00,h_vmem=2G\n", ge, RunTime{90 * time.Minute, 1, "1:30:00", scriptOf(ge)}},
-		{"ge two -l", "#$ -l h_rt=01:00:00 -l h_vmem=2G\n", ge, RunTime{time.Hour, 1, "01:00:00", scriptOf(ge)}},
-		{"ge second -l", "#$ -l h_vmem=2G -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 1, "2:00:00", scriptOf(ge)}},
-		{"ge -hard", "#$ -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", scriptOf(ge)}},
-		{"ge soft then hard", "#$ -soft -l arch=lx-amd64 -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", scriptOf(ge)}},
-		{"ge -soft ends with the line", "#$ -soft -l arch=lx-amd64\n#$ -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 2, "0:10:0", scriptOf(ge)}},
-		{"ge quoted", "#$ -l \"h_rt=0:10:0\"\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", scriptOf(ge)}},
-		{"ge no space", "#$-l h_rt=600\n", ge, RunTime{10 * time.Minute, 1, "600", scriptOf(ge)}},
-		{"ge last wins", "#$ -l h_rt=1:00:00\n#$ -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 2, "2:00:00", scriptOf(ge)}},
-		{"ge CRLF", "#$ -l h_rt=0:10:0\r\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", scriptOf(ge)}},
-		{"ge INFINITY", "#$ -l h_rt=INFINITY\n", ge, RunTime{0, 1, "INFINITY", scriptOf(ge)}},
-		{"ge s_rt is not the run-time", "#$ -l s_rt=1:00:00\n", ge, RunTime{}},
-		{"ge other resources", "#$ -l h_vmem=4G\n#$ -pe smp 4\n", ge, RunTime{}},
-		{"ge indented", " #$ -l h_rt=1:00:00\n", ge, RunTime{}},
-		{"ge commented", "##$ -l h_rt=1:00:00\n# $ -l h_rt=1:00:00\n", ge, RunTime{}},
-		{"ge joined -l", "#$ -lh_rt=1:00:00\n", ge, RunTime{}},
-		{"ge ignores #SBATCH", "#SBATCH -t 0-01:00\n", ge, RunTime{}},
-		{"slurm ignores #$", "#$ -l h_rt=1:00:00\n", slurm, RunTime{}},
-		{"slurm", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", slurm, RunTime{time.Hour, 2, "0-01:00", scriptOf(slurm)}},
 		{"local reads #SBATCH", "#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 1, "0-01:00", scriptOf(slurm)}},
 		{"local reads #$", "#$ -l h_rt=2:00:00\n", "", RunTime{2 * time.Hour, 1, "2:00:00", scriptOf(ge)}},
 		{"local prefers #SBATCH", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 2, "0-01:00", scriptOf(slurm)}},
