@@ -4,18 +4,27 @@
 //
 // # Writing an engine
 //
-// An engine is one package beside this one (local/, slurm/) that provides:
+// An engine is one package beside this one (local/, slurm/, sge/) that
+// holds all farm knows of its batch system, and provides:
 //
 //   - a type implementing Backend, checked at compile time with
 //     var _ backend.Backend = (*T)(nil);
+//   - its job-script dialect, a Script (Capabilities.Scripts): how its
+//     scripts set the run-time, and the words of farm's messages about it;
+//   - with Capabilities.Arrays, TaskIDs: the array a task's ID is of;
+//     optionally OutputNamer (its output files' names), Preflighter,
+//     DirJobs;
 //   - an Engine value: its name (what --backend takes), whether it can be
-//     used here (Available), and how to open it for a farm directory;
+//     used here (Available), how to open it for a farm directory, its
+//     Script, and its job-script templates for farm init (Templates, Edit);
 //   - a test that runs the shared conformance suite, backend/backendtest,
 //     against a real instance of the batch system.
 //
 // and is registered with one line in cmd/farm/backends.go. Nothing else in
 // farm names an engine: the farm package sees only this interface, and what
-// differs between engines is said by Capabilities, never by Name.
+// differs between engines is said by Capabilities and the optional
+// interfaces, never by Name. ARCHITECTURE.md walks through adding PBS;
+// backendtest/fakepbs is that walk done for a test engine.
 //
 // An engine reads no tuning variable of its own accord: its tuning comes in
 // an options struct from cmd/farm, and what a job learns from its batch
@@ -172,19 +181,12 @@ type Capabilities struct {
 	// be seen as it last said (JobInfo.OtherHost) and cancelled through the
 	// farm directory.
 	CrossHost bool
-	// Directive is the prefix of the job-script lines that carry the
-	// engine's own options, from which farm reads a script's run-time:
-	// DirectiveSlurm ("#SBATCH -t 0-01:00") or DirectiveGridEngine
-	// ("#$ -l h_rt=01:00:00"). "" means either (an engine that only needs
-	// the run-time: the local one).
-	Directive string
+	// Scripts are the job-script dialects the engine reads a script's
+	// run-time in, tried in order (the first that finds one wins): its
+	// own; the local engine's, every registered engine's, so that a farm
+	// made for any batch system can be tried on it.
+	Scripts []Script
 }
-
-// The job-script directives an engine reads (Capabilities.Directive).
-const (
-	DirectiveSlurm      = "#SBATCH"
-	DirectiveGridEngine = "#$"
-)
 
 // Preflighter is an optional ability: an engine that can tell, before
 // anything is submitted, that Submit would fail on this host (a

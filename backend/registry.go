@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -17,6 +18,32 @@ type Engine struct {
 	Available func(ctx context.Context) string
 	// Open returns the engine's backend for the farm directory dir.
 	Open func(dir string) Backend
+	// Templates holds the engine's job scripts for farm init --engine
+	// Name (templates.Scripts: job_script.sh, resubmit_script.sh), which
+	// carry its directives, and Edit names those a user edits first
+	// ("#SBATCH -t, -A"); nil for an engine farm init writes none for (the
+	// local one, which runs every other engine's).
+	Templates fs.FS
+	Edit      string
+	// Script is the engine's job-script dialect (its backends'
+	// Capabilities.Scripts[0]); nil for an engine that has none of its
+	// own (the local one, which reads every other engine's: Scripts).
+	Script Script
+}
+
+// Engines returns the registered engines, in order.
+func (r *Registry) Engines() []Engine { return r.engines }
+
+// Scripts returns the job-script dialects of engines, in order, leaving out
+// those that have none.
+func Scripts(engines []Engine) []Script {
+	var out []Script
+	for _, e := range engines {
+		if e.Script != nil {
+			out = append(out, e.Script)
+		}
+	}
+	return out
 }
 
 // Opener finds a backend by name for a farm directory. The Registry is the

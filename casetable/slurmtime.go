@@ -14,9 +14,10 @@ import (
 // "days-hours:minutes" and "days-hours:minutes:seconds"; "UNLIMITED" and
 // "INFINITE" are 0 (no limit), and quotes around the value are dropped. A
 // value too large for a Duration is the largest Duration, never one that
-// wrapped around to a small one. It is here, not in package farm, so that
-// a table line's min_time (ParseNeeds) reads as a job script's run-time
-// does (farm reads a job script's #SBATCH -t with it).
+// wrapped around to a small one. It is here, below the engines, because a
+// table line's min_time (ParseNeeds) is written in it: the Slurm engine's
+// job-script dialect (slurm.Script) reads #SBATCH -t with it, so that both
+// read alike.
 func ParseSlurmTime(s string) (time.Duration, error) {
 	s = strings.Trim(s, `"'`)
 	if s == "" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,9 +68,11 @@ type scriptEdit struct {
 // single_case.sh and table.dat are left as they are. It refuses, changing
 // nothing, when the directory is not a META farm, when it is one farm
 // cannot run, and when jobs of it are still queued or running (asked of
-// the backend named, or of the default one).
-func (f *Farm) Adopt(ctx context.Context, backendName string) error {
-	a, err := f.planAdoption(ctx, backendName)
+// the backend named, or of the default one). scripts are the job-script
+// templates of META's batch system (Slurm's, backend.Engine.Templates):
+// a META farm without resubmit_script.sh gets that one.
+func (f *Farm) Adopt(ctx context.Context, backendName string, scripts fs.FS) error {
+	a, err := f.planAdoption(ctx, backendName, scripts)
 	if err != nil {
 		return err
 	}
@@ -84,7 +87,7 @@ func (f *Farm) Adopt(ctx context.Context, backendName string) error {
 
 // planAdoption checks everything Adopt needs and decides what it will
 // write; it writes nothing.
-func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption, error) {
+func (f *Farm) planAdoption(ctx context.Context, backendName string, scripts fs.FS) (*adoption, error) {
 	if _, err := os.Stat(f.Path(METAConfig)); err != nil {
 		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, METAConfig)
 	}
@@ -96,12 +99,12 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string) (*adoption,
 	if a.config, a.settings, err = f.adoptedConfig(); err != nil {
 		return nil, err
 	}
-	js, err := f.scriptEdit(JobScript, "task.run", farmMetajobLine, true)
+	js, err := f.scriptEdit(JobScript, "task.run", farmMetajobLine, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	a.scripts = append(a.scripts, js)
-	rs, err := f.scriptEdit(ResubmitScript, ".run", farmAutojobLine, false)
+	rs, err := f.scriptEdit(ResubmitScript, ".run", farmAutojobLine, false, scripts)
 	if err != nil {
 		return nil, err
 	}
@@ -218,13 +221,15 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 // scriptEdit plans the replacement of the last command line of script
 // name, which must hold want (META's), by line. A script already ending
 // with line needs nothing; a missing one is an error if required, else it
-// gets farm's template.
-func (f *Farm) scriptEdit(name, want, line string, required bool) (scriptEdit, error) {
+// gets farm's template, from scripts (META's batch system's).
+func (f *Farm) scriptEdit(name, want, line string, required bool, scripts fs.FS) (scriptEdit, error) {
 	e := scriptEdit{name: name}
 	fi, err := os.Stat(f.Path(name))
 	if os.IsNotExist(err) && !required {
-		// META runs on Slurm: its farms get Slurm's template.
-		files, _ := templates.All("slurm")
+		files, err := templates.All(scripts)
+		if err != nil {
+			return e, err
+		}
 		for _, t := range files {
 			if t.Name == name {
 				e.new, e.mode = t.Data, t.Mode

@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/sge"
 )
 
 // directiveBackend is a fakeBackend whose engine reads the run-time from
-// the job-script lines of directive (Capabilities.Directive), and which
+// the job-script lines of directive (the dialect scriptsOf gives), and which
 // keeps the requests it was given. It only decides which messages are
 // said and which run-time is read: nothing runs.
 type directiveBackend struct {
@@ -22,7 +24,7 @@ type directiveBackend struct {
 }
 
 func (b *directiveBackend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Directive: b.directive}
+	return backend.Capabilities{Scripts: scriptsOf(b.directive)}
 }
 
 func (b *directiveBackend) Submit(ctx context.Context, req backend.SubmitRequest) ([]string, error) {
@@ -47,8 +49,8 @@ const (
 func TestRunTimeMessagesNameTheEnginesDirective(t *testing.T) {
 	ctx := context.Background()
 	const (
-		slurm = backend.DirectiveSlurm
-		ge    = backend.DirectiveGridEngine
+		slurm = "#SBATCH"
+		ge    = "#$"
 	)
 	noTime := "#!/bin/bash\n#$ -l h_vmem=1G\n#SBATCH --mem=1G\nexec \"${FARM_BIN:-farm}\" metajob\n"
 	for _, tc := range []struct {
@@ -131,13 +133,13 @@ func TestRunTimeMessagesNameTheEnginesDirective(t *testing.T) {
 // engine reads it, and a bad one is refused with its line.
 func TestFinalScriptRunTimeByDirective(t *testing.T) {
 	ctx := context.Background()
-	b := &directiveBackend{directive: backend.DirectiveGridEngine}
+	b := &directiveBackend{directive: "#$"}
 	f, _ := newTestFarm(t, "true\n", b)
 	os.WriteFile(f.Path(FinalScript), []byte("#!/bin/bash\n#SBATCH -t 5\n#$ -l h_rt=0:20:0\necho done\n"), 0o755)
 	if _, err := f.submitFinal(ctx, SubmitOptions{}, 1); err != nil || len(b.reqs) != 1 || b.reqs[0].TimeLimit != 20*time.Minute {
 		t.Fatalf("submitFinal: %v; requests %+v", err, b.reqs)
 	}
-	b = &directiveBackend{directive: backend.DirectiveGridEngine}
+	b = &directiveBackend{directive: "#$"}
 	f, _ = newTestFarm(t, "true\n", b)
 	os.WriteFile(f.Path(FinalScript), []byte("#!/bin/bash\n#$ -l h_rt=20:00\necho done\n"), 0o755)
 	if _, err := f.submitFinal(ctx, SubmitOptions{}, 1); err == nil || !strings.Contains(err.Error(), "final.sh:2: bad run-time h_rt=20:00 (2 fields;") || len(b.reqs) != 0 {
@@ -148,16 +150,16 @@ func TestFinalScriptRunTimeByDirective(t *testing.T) {
 // TestInitForGridEngine: a farm made for Grid Engine submits on an engine
 // that reads #$ lines, and on the local engine (directive ""), with the
 // templates' run-times; on one that reads #SBATCH lines it is refused,
-// naming them. An unknown engine makes nothing.
+// naming them. An engine without job scripts makes nothing.
 func TestInitForGridEngine(t *testing.T) {
 	ctx := context.Background()
-	for _, directive := range []string{backend.DirectiveGridEngine, "", backend.DirectiveSlurm} {
+	for _, directive := range []string{"#$", "", "#SBATCH"} {
 		dir := filepath.Join(t.TempDir(), "farm")
-		if err := Init(dir, "sge"); err != nil {
+		if err := Init(dir, sge.Templates()); err != nil {
 			t.Fatal(err)
 		}
-		if rt, ok, err := ScriptRunTime(filepath.Join(dir, JobScript), directive); err != nil || ok != (directive != backend.DirectiveSlurm) ||
-			ok && rt != (RunTime{Limit: 10 * time.Minute, Line: 9, Value: "00:10:00", Directive: backend.DirectiveGridEngine}) {
+		if rt, ok, err := ScriptRunTime(filepath.Join(dir, JobScript), scriptsOf(directive)); err != nil || ok != (directive != "#SBATCH") ||
+			ok && rt != (RunTime{Limit: 10 * time.Minute, Line: 9, Value: "00:10:00", Script: scriptOf("#$")}) {
 			t.Errorf("directive %q: ScriptRunTime = %+v, %t, %v", directive, rt, ok, err)
 		}
 		b := &directiveBackend{directive: directive}
@@ -166,7 +168,7 @@ func TestInitForGridEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = f.Submit(ctx, SubmitOptions{N: 1, Auto: true})
-		if directive == backend.DirectiveSlurm {
+		if directive == "#SBATCH" {
 			if err == nil || !strings.HasPrefix(err.Error(), "Job runtime sbatch argument (-t or --time) is missing in job_script.sh") {
 				t.Errorf("#SBATCH engine: %v", err)
 			}
@@ -177,10 +179,10 @@ func TestInitForGridEngine(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir, "pbs"); err == nil || !IsUserError(err) || err.Error() != `no templates for the engine "pbs": one of slurm, sge (nothing was made)` {
-		t.Errorf("Init(pbs) = %v", err)
+	if err := Init(dir, fstest.MapFS{}); err == nil || !IsUserError(err) || !strings.Contains(err.Error(), "job_script.sh") || !strings.HasSuffix(err.Error(), "(nothing was made)") {
+		t.Errorf("Init(no job scripts) = %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("Init(pbs) made %s", dir)
+		t.Errorf("Init(no job scripts) made %s", dir)
 	}
 }

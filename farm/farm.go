@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,15 +160,15 @@ func (f *Farm) Log(format string, args ...any) {
 	fh.Close()
 }
 
-// Init makes a new farm directory with the templates for engine (one of
-// templates.Engines: its job scripts carry that engine's directives; ""
-// is Slurm's). It refuses an existing directory that is not empty, so
+// Init makes a new farm directory with the templates every engine shares
+// and scripts, an engine's job scripts (backend.Engine.Templates), which
+// carry its directives. It refuses an existing directory that is not empty, so
 // nothing is overwritten. The templates are written into a temporary
 // directory beside dir, which is renamed into place once complete: an
 // interrupted init (a full disk) leaves no half-made farm, and the
 // temporary directory is removed.
-func Init(dir, engine string) error {
-	files, err := templates.All(engine)
+func Init(dir string, scripts fs.FS) error {
+	files, err := templates.All(scripts)
 	if err != nil {
 		return Userf("%v (nothing was made)", err)
 	}

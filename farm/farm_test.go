@@ -1,13 +1,13 @@
 package farm
 
 import (
+	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/backend"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -26,14 +26,14 @@ func TestScriptTimeLimit(t *testing.T) {
 	} {
 		p := filepath.Join(dir, "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		got, ok, err := ScriptTimeLimit(p, backend.DirectiveSlurm)
+		got, ok, err := ScriptTimeLimit(p, scriptsOf("#SBATCH"))
 		if err != nil || ok != tc.ok || got != tc.want {
 			t.Errorf("%q: %v %v %v; want %v %v", tc.script, got, ok, err, tc.want, tc.ok)
 		}
 	}
 	p := filepath.Join(dir, "js")
 	os.WriteFile(p, []byte("\n#SBATCH -t ten\n"), 0o644)
-	if _, _, err := ScriptTimeLimit(p, backend.DirectiveSlurm); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
+	if _, _, err := ScriptTimeLimit(p, scriptsOf("#SBATCH")); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
 		t.Errorf("bad time: %v", err)
 	}
 }
@@ -75,14 +75,14 @@ func TestOpenRefusesNonFarm(t *testing.T) {
 func TestInitRefusesNonEmptyDir(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644)
-	if err := Init(dir, ""); err == nil || !IsUserError(err) {
+	if err := Init(dir, slurm.Templates()); err == nil || !IsUserError(err) {
 		t.Fatalf("Init(non-empty) = %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("Init wrote into a non-empty dir: %v", entries)
 	}
 	fresh := filepath.Join(dir, "new")
-	if err := Init(fresh, ""); err != nil {
+	if err := Init(fresh, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(fresh, Options{}); err != nil {

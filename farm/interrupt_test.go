@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ import (
 func newTestFarm(t *testing.T, table string, b backend.Backend) (*Farm, *bytes.Buffer) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir, ""); err != nil {
+	if err := Init(dir, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, Table), []byte(table), 0o644)

@@ -41,7 +41,7 @@ func TestCheckRunTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Directive: backend.DirectiveSlurm}, tc.min)
+		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Script: scriptOf("#SBATCH")}, tc.min)
 		least := "30 seconds"
 		if tc.min != MinRunTime {
 			least = tc.min.String() + " (FARM_MIN_RUNTIME)"
@@ -53,7 +53,7 @@ func TestCheckRunTime(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "js")
 	os.WriteFile(p, []byte("#!/bin/bash\n#SBATCH --mem=1G\n\n#SBATCH --time=\"2-0\" -A x\n"), 0o644)
-	if rt, ok, err := ScriptRunTime(p, backend.DirectiveSlurm); err != nil || !ok || rt != (RunTime{Limit: 48 * time.Hour, Line: 4, Value: `"2-0"`, Directive: backend.DirectiveSlurm}) {
+	if rt, ok, err := ScriptRunTime(p, scriptsOf("#SBATCH")); err != nil || !ok || rt != (RunTime{Limit: 48 * time.Hour, Line: 4, Value: `"2-0"`, Script: scriptOf("#SBATCH")}) {
 		t.Errorf("ScriptRunTime = %+v, %t, %v", rt, ok, err)
 	}
 }
@@ -90,52 +90,31 @@ func setRunTime(t *testing.T, f *Farm, value string) {
 	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
 }
 
-// TestScriptRunTimeByDirective: the run-time as each engine reads it —
-// Slurm's #SBATCH -t, Grid Engine's #$ -l h_rt=, and for the local engine
-// (directive "") the #SBATCH one if there is one, else the #$ one.
+// TestScriptRunTimeByDirective: the run-time as the local engine reads it,
+// in the dialects the registry gives it (scriptsOf("")): the #SBATCH one if
+// there is one, else the #$ one. (Each dialect's own cases are in its
+// package: slurm/script_test.go, sge/script_test.go.)
 func TestScriptRunTimeByDirective(t *testing.T) {
 	const (
-		slurm = backend.DirectiveSlurm
-		ge    = backend.DirectiveGridEngine
+		slurm = "#SBATCH"
+		ge    = "#$"
 	)
 	for _, tc := range []struct {
 		name, script, directive string
 		want                    RunTime // zero: none
 	}{
-		{"ge", "#!/bin/bash\n#$ -l h_rt=01:00:00\n", ge, RunTime{time.Hour, 2, "01:00:00", ge}},
-		{"ge seconds", "#$ -l h_rt=3600\n", ge, RunTime{time.Hour, 1, "3600", ge}},
-		{"ge list", "#$ -cwd\n#$ -l h_vmem=2G,h_rt=1:30:00\n", ge, RunTime{90 * time.Minute, 2, "1:30:00", ge}},
-		{"ge list last", "#$ -l h_rt=1:30:00,h_vmem=2G\n", ge, RunTime{90 * time.Minute, 1, "1:30:00", ge}},
-		{"ge two -l", "#$ -l h_rt=01:00:00 -l h_vmem=2G\n", ge, RunTime{time.Hour, 1, "01:00:00", ge}},
-		{"ge second -l", "#$ -l h_vmem=2G -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 1, "2:00:00", ge}},
-		{"ge -hard", "#$ -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
-		{"ge soft then hard", "#$ -soft -l arch=lx-amd64 -hard -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
-		{"ge -soft ends with the line", "#$ -soft -l arch=lx-amd64\n#$ -l h_rt=0:10:0\n", ge, RunTime{10 * time.Minute, 2, "0:10:0", ge}},
-		{"ge quoted", "#$ -l \"h_rt=0:10:0\"\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
-		{"ge no space", "#$-l h_rt=600\n", ge, RunTime{10 * time.Minute, 1, "600", ge}},
-		{"ge last wins", "#$ -l h_rt=1:00:00\n#$ -l h_rt=2:00:00\n", ge, RunTime{2 * time.Hour, 2, "2:00:00", ge}},
-		{"ge CRLF", "#$ -l h_rt=0:10:0\r\n", ge, RunTime{10 * time.Minute, 1, "0:10:0", ge}},
-		{"ge INFINITY", "#$ -l h_rt=INFINITY\n", ge, RunTime{0, 1, "INFINITY", ge}},
-		{"ge s_rt is not the run-time", "#$ -l s_rt=1:00:00\n", ge, RunTime{}},
-		{"ge other resources", "#$ -l h_vmem=4G\n#$ -pe smp 4\n", ge, RunTime{}},
-		{"ge indented", " #$ -l h_rt=1:00:00\n", ge, RunTime{}},
-		{"ge commented", "##$ -l h_rt=1:00:00\n# $ -l h_rt=1:00:00\n", ge, RunTime{}},
-		{"ge joined -l", "#$ -lh_rt=1:00:00\n", ge, RunTime{}},
-		{"ge ignores #SBATCH", "#SBATCH -t 0-01:00\n", ge, RunTime{}},
-		{"slurm ignores #$", "#$ -l h_rt=1:00:00\n", slurm, RunTime{}},
-		{"slurm", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", slurm, RunTime{time.Hour, 2, "0-01:00", slurm}},
-		{"local reads #SBATCH", "#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 1, "0-01:00", slurm}},
-		{"local reads #$", "#$ -l h_rt=2:00:00\n", "", RunTime{2 * time.Hour, 1, "2:00:00", ge}},
-		{"local prefers #SBATCH", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 2, "0-01:00", slurm}},
+		{"local reads #SBATCH", "#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 1, "0-01:00", scriptOf(slurm)}},
+		{"local reads #$", "#$ -l h_rt=2:00:00\n", "", RunTime{2 * time.Hour, 1, "2:00:00", scriptOf(ge)}},
+		{"local prefers #SBATCH", "#$ -l h_rt=2:00:00\n#SBATCH -t 0-01:00\n", "", RunTime{time.Hour, 2, "0-01:00", scriptOf(slurm)}},
 		{"local none", "#!/bin/bash\necho -l h_rt=1:00:00\n", "", RunTime{}},
 	} {
 		p := filepath.Join(t.TempDir(), "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		rt, ok, err := ScriptRunTime(p, tc.directive)
+		rt, ok, err := ScriptRunTime(p, scriptsOf(tc.directive))
 		if err != nil || ok != (tc.want != RunTime{}) || rt != tc.want {
 			t.Errorf("%s: ScriptRunTime = %+v, %t, %v; want %+v", tc.name, rt, ok, err, tc.want)
 		}
-		if limit, lok, lerr := ScriptTimeLimit(p, tc.directive); limit != tc.want.Limit || lok != ok || lerr != nil {
+		if limit, lok, lerr := ScriptTimeLimit(p, scriptsOf(tc.directive)); limit != tc.want.Limit || lok != ok || lerr != nil {
 			t.Errorf("%s: ScriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
 		}
 	}
@@ -146,18 +125,18 @@ func TestScriptRunTimeByDirective(t *testing.T) {
 // the local engine, a bad #SBATCH one is an error even with a good #$ one.
 func TestScriptRunTimeErrors(t *testing.T) {
 	for _, tc := range []struct{ script, directive, err string }{
-		{"#!/bin/bash\n#$ -l h_rt=1:00\n", backend.DirectiveGridEngine,
+		{"#!/bin/bash\n#$ -l h_rt=1:00\n", "#$",
 			"js:2: bad run-time h_rt=1:00 (2 fields; Grid Engine takes hours:minutes:seconds (three fields, 0:30:0 for 30 minutes) or seconds); use a Grid Engine time such as h_rt=01:00:00 (hours:minutes:seconds) or h_rt=3600 (seconds)"},
-		{"#$ -l h_vmem=1G,h_rt=ten\n", backend.DirectiveGridEngine, `js:1: bad run-time h_rt=ten (bad number "ten"); use a Grid Engine time such as h_rt=01:00:00`},
-		{"#$ -l h_rt=\n", backend.DirectiveGridEngine, "js:1: bad run-time h_rt= (empty); use a Grid Engine time"},
+		{"#$ -l h_vmem=1G,h_rt=ten\n", "#$", `js:1: bad run-time h_rt=ten (bad number "ten"); use a Grid Engine time such as h_rt=01:00:00`},
+		{"#$ -l h_rt=\n", "#$", "js:1: bad run-time h_rt= (empty); use a Grid Engine time"},
 		{"#$ -l h_rt=1:00:00\n#$ -l h_rt=0600\n", "", `js:2: bad run-time h_rt=0600 ("0600" begins with 0, which Grid Engine reads as octal or hexadecimal: write the seconds without it)`},
-		{"#$ -soft -l h_rt=1:00:00\n", backend.DirectiveGridEngine,
+		{"#$ -soft -l h_rt=1:00:00\n", "#$",
 			"js:1: h_rt=1:00:00 is requested after -soft, which does not limit the job's run-time; request it as a hard limit: '#$ -l h_rt=1:00:00'"},
 		{"#$ -l h_rt=1:00:00\n#SBATCH -t ten\n", "", `js:2: bad run-time "ten" (bad number "ten"); use a Slurm time such as 0-01:00 or 30`},
 	} {
 		p := filepath.Join(t.TempDir(), "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		_, _, err := ScriptRunTime(p, tc.directive)
+		_, _, err := ScriptRunTime(p, scriptsOf(tc.directive))
 		if err == nil || !IsUserError(err) || !strings.HasPrefix(err.Error(), p[:len(p)-2]) || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q (directive %q): %v; want %q", tc.script, tc.directive, err, tc.err)
 		}
@@ -167,21 +146,21 @@ func TestScriptRunTimeErrors(t *testing.T) {
 // TestCheckRunTimeExample: META's "Wrong job runtime" names an example in
 // the form the run-time was read from.
 func TestCheckRunTimeExample(t *testing.T) {
-	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Directive: backend.DirectiveGridEngine}, MinRunTime)
+	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Script: scriptOf("#$")}, MinRunTime)
 	want := "resubmit_script.sh:3: Wrong job runtime in resubmit_script.sh - INFINITY . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#$ -l h_rt=01:00:00')"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Directive: backend.DirectiveSlurm}, MinRunTime)
+	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Script: scriptOf("#SBATCH")}, MinRunTime)
 	if want := "(the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("got %v, want it to end %q", err, want)
 	}
 }
 
-func TestScriptRunTimeUnknownDirective(t *testing.T) {
+func TestScriptRunTimeNoDialect(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "js")
 	os.WriteFile(p, []byte("#PBS -l walltime=1:00:00\n"), 0o644)
-	if _, _, err := ScriptRunTime(p, "#PBS"); err == nil || err.Error() != `farm cannot read a run-time from "#PBS" lines, which the engine reads (backend.Capabilities.Directive)` {
-		t.Errorf("ScriptRunTime(#PBS) = %v", err)
+	if _, _, err := ScriptRunTime(p, nil); err == nil || err.Error() != `the engine reads no run-time from a job script (its backend.Capabilities.Scripts is empty)` {
+		t.Errorf("ScriptRunTime(no dialect) = %v", err)
 	}
 }

@@ -47,13 +47,40 @@ func (f *Farm) List(ctx context.Context, w io.Writer, format Format) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, listRows(recs, infos, sum), format)
+	return writeList(w, listRows(recs, infos, sum, f.arrayOf(ctx, recs)), format)
+}
+
+// arrayOf reads array tasks' IDs as the engines of the jobs recs does
+// (backend.TaskIDs): the array a task ID is of, ok false if none says it
+// is a task's.
+func (f *Farm) arrayOf(ctx context.Context, recs []JobRecord) func(id string) (string, bool) {
+	var readers []backend.TaskIDs
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.Backend] {
+			continue
+		}
+		seen[r.Backend] = true
+		if b, err := f.openBackend(ctx, r.Backend); err == nil {
+			if t, ok := b.(backend.TaskIDs); ok {
+				readers = append(readers, t)
+			}
+		}
+	}
+	return func(id string) (string, bool) {
+		for _, t := range readers {
+			if array, ok := t.ArrayOf(id); ok {
+				return array, true
+			}
+		}
+		return "", false
+	}
 }
 
 // listRows joins the job records with their states and status files. A
-// SIMPLE-mode job array counts the cases of all its tasks (Slurm's task
-// IDs are ARRAY_TASK, Grid Engine's ARRAY.TASK).
-func listRows(recs []JobRecord, infos map[string]backend.JobInfo, sum *status.Summary) []listRow {
+// SIMPLE-mode job array counts the cases of all its tasks, whose IDs
+// arrayOf reads (backend.TaskIDs).
+func listRows(recs []JobRecord, infos map[string]backend.JobInfo, sum *status.Summary, arrayOf func(id string) (string, bool)) []listRow {
 	recorded := map[string]bool{}
 	for _, r := range recs {
 		recorded[r.ID] = true
@@ -61,8 +88,8 @@ func listRows(recs []JobRecord, infos map[string]backend.JobInfo, sum *status.Su
 	ended, open := map[string]int64{}, map[string]int64{}
 	for _, j := range sum.Jobs {
 		id := j.ID
-		if i := strings.LastIndexAny(id, "_."); i > 0 && !recorded[id] && recorded[id[:i]] {
-			id = id[:i] // array task -> its array
+		if array, ok := arrayOf(id); ok && !recorded[id] && recorded[array] {
+			id = array // array task -> its array
 		}
 		ended[id] += j.Ended
 		open[id] += j.Open

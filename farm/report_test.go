@@ -124,7 +124,7 @@ func TestListGolden(t *testing.T) {
 		"4003": {ID: "4003", State: backend.Completed, Start: start.Add(time.Hour), End: start.Add(time.Hour + time.Second)},
 		"4010": {ID: "4010", State: backend.Timeout, Start: start.Add(2 * time.Hour), End: start.Add(3 * time.Hour)},
 	}
-	rows := listRows(recs, infos, sum)
+	rows := listRows(recs, infos, sum, noTasks)
 	var b bytes.Buffer
 	if err := writeList(&b, rows, Text); err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestListOtherHost(t *testing.T) {
 		"2": {ID: "2", State: backend.Completed, OtherHost: other},
 		"3": {ID: "3", State: backend.Running},
 	}
-	rows := listRows(recs, infos, sum)
+	rows := listRows(recs, infos, sum, noTasks)
 	var b bytes.Buffer
 	writeList(&b, rows, Text)
 	want := "Job 1 runs on nodeA (host identity " + other + "), not here: its state is the one it last recorded.\n"
@@ -303,5 +303,24 @@ func TestBarFitsTerminal(t *testing.T) {
 	plain.done()
 	if b.String() != full+"\n" {
 		t.Errorf("not on a terminal: %q, want the whole line %q", b.String(), full+"\n")
+	}
+}
+
+// noTasks is the arrayOf of a farm whose engines have no arrays.
+func noTasks(string) (string, bool) { return "", false }
+
+// TestListRowsCountsArrayTasks: the cases of an array's tasks count for
+// the array's record, as the engine reads its task IDs (backend.TaskIDs);
+// a status file of a job that is itself recorded stays its own.
+func TestListRowsCountsArrayTasks(t *testing.T) {
+	recs := []JobRecord{{Run: 1, Backend: "x", Kind: KindMeta, ID: "7[]"}, {Run: 1, Backend: "x", Kind: KindMeta, ID: "8"}}
+	sum := &status.Summary{Jobs: []status.Job{{ID: "7[1]", Ended: 2}, {ID: "7[2]", Ended: 3, Open: 1}, {ID: "8", Ended: 1}, {ID: "9[1]", Ended: 5}}}
+	arrayOf := func(id string) (string, bool) {
+		array, task, ok := strings.Cut(id, "[")
+		return array + "[]", ok && task != "]"
+	}
+	rows := listRows(recs, map[string]backend.JobInfo{}, sum, arrayOf)
+	if len(rows) != 2 || rows[0].Cases != 5 || rows[0].Running != 1 || rows[1].Cases != 1 {
+		t.Errorf("rows = %+v; want 7[] with 5 cases (1 running), 8 with 1", rows)
 	}
 }

@@ -213,10 +213,10 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	if err := f.checkFinalRunTime(be.Capabilities().Directive, min); err != nil {
+	if err := f.checkFinalRunTime(be.Capabilities().Scripts, min); err != nil {
 		return nil, err
 	}
-	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Directive)
+	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Scripts)
 	if err != nil {
 		return nil, err
 	}

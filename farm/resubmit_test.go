@@ -3,6 +3,7 @@ package farm
 import (
 	"context"
 	"errors"
+	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,7 +40,9 @@ func (b *fakeBackend) Jobs(_ context.Context, ids []string) (map[string]backend.
 	}
 	return out, nil
 }
-func (b *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *fakeBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Scripts: anyScripts}
+}
 func (b *fakeBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
 	return nil, nil
 }
@@ -60,7 +63,7 @@ func (o fixed) Open(context.Context, string, string) (backend.Backend, error) { 
 func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir, ""); err != nil {
+	if err := Init(dir, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, Table), []byte("true\ntrue\nfalse\n"), 0o644)
@@ -137,7 +140,7 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 func TestResubmitTableKeepsNeeds(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "farm")
-	if err := Init(dir, ""); err != nil {
+	if err := Init(dir, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	bad := "./run a #FARM cpus=4\n./run b #FARM cpu=2\n"

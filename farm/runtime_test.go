@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,7 +37,7 @@ func TestUpperQuantile(t *testing.T) {
 // are kept, with their original IDs and commands.
 func TestRetryTableFromEveryMix(t *testing.T) {
 	dir := t.TempDir()
-	if err := Init(filepath.Join(dir, "f"), ""); err != nil {
+	if err := Init(filepath.Join(dir, "f"), slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
 	f, err := Open(filepath.Join(dir, "f"), Options{})

@@ -439,7 +439,7 @@ type launchSetup struct {
 
 // setUp opens the backend; checks the job script, the arguments and, for
 // a new run (newRun) with -auto or final.sh, resubmit_script.sh, reading
-// their run-times as the engine does (Capabilities.Directive); and, if it
+// their run-times as the engine does (Capabilities.Scripts); and, if it
 // can tell, asks the backend whether it can submit (backend.Preflighter):
 // all that can refuse a submission before anything is changed (opening a
 // backend writes nothing).
@@ -449,7 +449,7 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 		return launchSetup{}, err
 	}
 	caps := be.Capabilities()
-	rt, err := f.checkSubmission(opt, caps.Directive)
+	rt, err := f.checkSubmission(opt, caps.Scripts)
 	if err != nil {
 		return launchSetup{}, err
 	}
@@ -458,7 +458,7 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 	if withAuto {
 		// A run must not start without the -auto/final.sh job it was
 		// asked for.
-		if auto, err = f.checkAutoScript(caps.Directive); err != nil {
+		if auto, err = f.checkAutoScript(caps.Scripts); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -475,7 +475,7 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 		}
 		// final.sh's run-time, if it has one, is checked now rather than
 		// by the -auto job at the run's end.
-		if err := f.checkFinalRunTime(caps.Directive, min); err != nil {
+		if err := f.checkFinalRunTime(caps.Scripts, min); err != nil {
 			return launchSetup{}, err
 		}
 	}
@@ -489,14 +489,14 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 
 // checkSubmission checks the job script and the arguments before anything
 // is submitted, and returns the script's run-time, read as an engine whose
-// Capabilities().Directive is directive reads it.
-func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(JobScript), directive)
+// Capabilities().Scripts are scripts reads it.
+func (f *Farm) checkSubmission(opt SubmitOptions, scripts []backend.Script) (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(JobScript), scripts)
 	if err != nil {
 		return rt, scriptErr(JobScript, err)
 	}
 	if !ok {
-		return rt, missingRunTime(JobScript, directive, time.Hour)
+		return rt, missingRunTime(JobScript, scripts, time.Hour)
 	}
 	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
 		return rt, scriptErr(JobScript, err)
@@ -508,7 +508,7 @@ func (f *Farm) checkSubmission(opt SubmitOptions, directive string) (RunTime, er
 	if msg := NotRunnable(f.Path(SingleCase), head); msg != "" {
 		return rt, Userf("%s", msg)
 	}
-	return rt, runTimeArg(opt.Args, directive)
+	return rt, runTimeArg(opt.Args, scripts)
 }
 
 // checkJobsMax refuses count more jobs (and extra for -auto/final.sh) if
@@ -623,7 +623,7 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 		Dir:     f.Dir,
 		Environ: environ,
 		Env:     env.Vars(),
-		Output:  func(id string) string { return f.Path(OutputDir, "slurm-"+id+".out") },
+		Output:  func(id string) string { return f.Path(OutputDir, backend.OutputName(be, id)) },
 	}, nil
 }
 
@@ -740,14 +740,14 @@ func jobName(f *Farm, kind string) string {
 
 // checkAutoScript checks resubmit_script.sh, which the -auto/final.sh job
 // runs, and returns its run-time, read as an engine whose
-// Capabilities().Directive is directive reads it.
-func (f *Farm) checkAutoScript(directive string) (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript), directive)
+// Capabilities().Scripts are scripts reads it.
+func (f *Farm) checkAutoScript(scripts []backend.Script) (RunTime, error) {
+	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript), scripts)
 	if err != nil {
 		return rt, scriptErr(ResubmitScript, err)
 	}
 	if !ok {
-		return rt, missingRunTime(ResubmitScript, directive, 10*time.Minute)
+		return rt, missingRunTime(ResubmitScript, scripts, 10*time.Minute)
 	}
 	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
 		return rt, scriptErr(ResubmitScript, err)
@@ -758,11 +758,11 @@ func (f *Farm) checkAutoScript(directive string) (RunTime, error) {
 // checkFinalRunTime refuses final.sh's run-time, if it has one, as
 // checkRunTime does (a final.sh without one runs with the engine's
 // default). A farm without final.sh passes.
-func (f *Farm) checkFinalRunTime(directive string, min time.Duration) error {
+func (f *Farm) checkFinalRunTime(scripts []backend.Script, min time.Duration) error {
 	if !f.hasFinal() {
 		return nil
 	}
-	rt, ok, err := ScriptRunTime(f.Path(FinalScript), directive)
+	rt, ok, err := ScriptRunTime(f.Path(FinalScript), scripts)
 	if err != nil {
 		return scriptErr(FinalScript, err)
 	}

@@ -26,7 +26,9 @@ func (b *autoBackend) Name() string { return "fake" }
 func (b *autoBackend) Submit(context.Context, backend.SubmitRequest) ([]string, error) {
 	return nil, nil
 }
-func (b *autoBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *autoBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Scripts: anyScripts}
+}
 func (b *autoBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
 	return nil, nil
 }

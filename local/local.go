@@ -65,6 +65,12 @@ type Options struct {
 	// inherit (ParseGPUs): Preflight refuses one that does not read, so
 	// that farm submit says so before any job fails on it.
 	GPUs string
+
+	// Scripts are the job-script dialects the local engine reads a
+	// script's run-time in (Capabilities.Scripts), tried in order: every
+	// registered engine's, so that a farm made for any of them can be
+	// tried here.
+	Scripts []backend.Script
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -99,9 +105,10 @@ func (l *Backend) Name() string { return Name }
 
 // Capabilities implements backend.Backend: no arrays (a SIMPLE-mode
 // submission is Count jobs), the time limit enforced by the supervisor,
-// states recorded in the farm directory.
+// states recorded in the farm directory, the run-time read in any of
+// Options.Scripts.
 func (l *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{EnforcesTimeLimit: true, CrossHost: true}
+	return backend.Capabilities{EnforcesTimeLimit: true, CrossHost: true, Scripts: l.Scripts}
 }
 
 // localSpec is what submit fixes about a job: MISC/local/ID.job.

@@ -29,7 +29,7 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	if err != nil {
 		return nil, fmt.Errorf("cancelling jobs: %w", err)
 	}
-	targets := pick(ids, before, func(a *agg) bool { return a.pending || (!pendingOnly && a.running) })
+	targets := before.Pick(ids, func(a *backend.Rollup) bool { return a.Pending || (!pendingOnly && a.Running) })
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -59,33 +59,13 @@ func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		b.mark(id)
 	}
 	delErr := b.batch(ctx, "qdel", args)
-	done := func(a *agg) bool {
-		if pendingOnly {
-			return !a.pending
-		}
-		return !a.active()
-	}
 	wait := b.CancelWait
 	if wait <= 0 {
 		wait = DefaultCancelWait
 	}
 	return backend.SettleCancel(ctx, wait, targets, delErr,
 		func() (*queue, error) { return b.query(ctx, targets, false) },
-		func(q *queue, id string) bool { return done(q.aggs[id]) }, nil)
-}
-
-// pick returns the IDs of ids (each once, valid ones only) whose agg in q
-// satisfies cond.
-func pick(ids []string, q *queue, cond func(*agg) bool) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if a := q.aggs[id]; !seen[id] && a != nil && validID(id) && cond(a) {
-			out = append(out, id)
-		}
-		seen[id] = true
-	}
-	return out
+		func(q *queue, id string) bool { return q.Jobs[id].Settled(pendingOnly) }, nil)
 }
 
 // pendingArgs sorts the held targets into those still pending (and the
@@ -93,20 +73,20 @@ func pick(ids []string, q *queue, cond func(*agg) bool) []string {
 // started before the hold took (to be released).
 func pendingArgs(targets []string, held *queue) (pending, started, args []string) {
 	for _, id := range targets {
-		a := held.aggs[id]
-		if a.running {
+		a := held.Jobs[id]
+		if a.Running {
 			started = append(started, id)
 		}
-		if !a.pending {
+		if !a.Pending {
 			continue
 		}
 		pending = append(pending, id)
-		if !a.running || strings.Contains(id, ".") {
+		if !a.Running || strings.Contains(id, ".") {
 			args = append(args, id)
 			continue
 		}
 		// An array with running tasks: its pending tasks only.
-		for _, expr := range a.pendExprs {
+		for _, expr := range a.PendExprs {
 			for _, part := range strings.Split(strings.Trim(expr, "[]"), ",") {
 				args = append(args, id+"."+part)
 			}
@@ -118,11 +98,8 @@ func pendingArgs(targets []string, held *queue) (pending, started, args []string
 // batch runs cmd on ids, at most maxCancelArgs at a time; it returns the
 // first error.
 func (b *Backend) batch(ctx context.Context, cmd string, ids []string) error {
-	var first error
-	for i := 0; i < len(ids); i += maxCancelArgs {
-		if _, err := b.run(ctx, nil, false, cmd, ids[i:min(i+maxCancelArgs, len(ids))]...); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return backend.Batches(ids, maxCancelArgs, func(batch []string) error {
+		_, err := b.run(ctx, nil, false, cmd, batch...)
+		return err
+	})
 }

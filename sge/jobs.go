@@ -66,7 +66,7 @@ func parseQstat(out string) ([]row, error) {
 			r.Start = parseTime(j.Start)
 			for _, h := range j.Requests {
 				if h.Name == "h_rt" && !r.Start.IsZero() {
-					if d, err := backend.ParseGridEngineTime(strings.TrimSpace(h.Value)); err == nil && d > 0 {
+					if d, err := ParseTime(strings.TrimSpace(h.Value)); err == nil && d > 0 {
 						r.End = r.Start.Add(d)
 					}
 				}
@@ -90,56 +90,7 @@ func parseTime(s string) time.Time {
 }
 
 // queue is what qstat and the accounting file say of a set of asked IDs.
-type queue struct {
-	aggs  map[string]*agg
-	tasks map[string]backend.JobInfo // array tasks by "JOB.TASK"
-}
-
-// agg sums up the rows of one asked ID.
-type agg struct {
-	n         int // qstat rows
-	pending   bool
-	running   bool
-	tasks     int
-	start     time.Time
-	end       time.Time
-	final     backend.JobState // from the accounting records, once ended
-	pendExprs []string         // index expressions of its pending array tasks
-}
-
-func (a *agg) add(r row) {
-	a.n++
-	if r.State == backend.Pending {
-		a.pending = true
-		a.tasks += backend.TaskCount(r.Task)
-		if r.Task != "" {
-			a.pendExprs = append(a.pendExprs, r.Task)
-		}
-	} else {
-		a.running = true
-		a.tasks++
-	}
-	if !r.Start.IsZero() && (a.start.IsZero() || r.Start.Before(a.start)) {
-		a.start = r.Start
-	}
-	if r.End.After(a.end) {
-		a.end = r.End
-	}
-}
-
-func (a *agg) active() bool { return a.running || a.pending }
-
-func (a *agg) state() backend.JobState {
-	switch {
-	case a.running:
-		return backend.Running
-	case a.pending:
-		return backend.Pending
-	case a.final != "":
-		return a.final
-	}
-	return backend.Gone
-}
+type queue = backend.Queue
 
 // Jobs implements backend.Backend: one `qstat -xml -r -u USER` for the
 // jobs that are queued or running and, for those it no longer lists, the
@@ -152,23 +103,15 @@ func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.Jo
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]backend.JobInfo, len(q.aggs)+len(q.tasks))
-	for id, in := range q.tasks {
-		out[id] = in
-	}
-	for id, a := range q.aggs {
-		out[id] = backend.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
-	}
-	return out, nil
+	return q.Infos(), nil
 }
 
 // query asks qstat about ids and, with ended, the accounting file about
 // those qstat does not list.
 func (b *Backend) query(ctx context.Context, ids []string, ended bool) (*queue, error) {
-	q := &queue{aggs: map[string]*agg{}, tasks: map[string]backend.JobInfo{}}
+	q := backend.NewQueue(ids)
 	any := false
 	for _, id := range ids {
-		q.aggs[id] = &agg{}
 		any = any || validID(id)
 	}
 	if !any {
@@ -187,7 +130,7 @@ func (b *Backend) query(ctx context.Context, ids []string, ended bool) (*queue, 
 		byNum[r.Num] = append(byNum[r.Num], r)
 	}
 	gone := map[string]bool{}
-	for id, a := range q.aggs {
+	for id, a := range q.Jobs {
 		if !validID(id) {
 			continue
 		}
@@ -196,12 +139,12 @@ func (b *Backend) query(ctx context.Context, ids []string, ended bool) (*queue, 
 			if isTask && !backend.TaskMatches(r.Task, task) {
 				continue
 			}
-			a.add(r)
+			a.Add(r.State, r.Task, r.Start, r.End)
 			if !isTask && r.Task != "" && jobIDRe.MatchString(r.Task) {
-				q.tasks[num+"."+r.Task] = backend.JobInfo{ID: num + "." + r.Task, State: r.State, Start: r.Start, End: r.End}
+				q.Tasks[num+"."+r.Task] = backend.JobInfo{ID: num + "." + r.Task, State: r.State, Start: r.Start, End: r.End}
 			}
 		}
-		if a.n == 0 {
+		if a.N == 0 {
 			gone[num] = true
 		}
 	}
@@ -219,8 +162,8 @@ func (b *Backend) query(ctx context.Context, ids []string, ended bool) (*queue, 
 // settle gives the asked IDs that qstat no longer lists their final state,
 // from their accounting records and Cancel's marks.
 func (b *Backend) settle(q *queue, recs map[string][]record) {
-	for id, a := range q.aggs {
-		if a.n > 0 || !validID(id) {
+	for id, a := range q.Jobs {
+		if a.N > 0 || !validID(id) {
 			continue
 		}
 		num, task, isTask := strings.Cut(id, ".")
@@ -230,18 +173,18 @@ func (b *Backend) settle(q *queue, recs map[string][]record) {
 				continue
 			}
 			st := r.state(marked)
-			if backend.Severity(st) > backend.Severity(a.final) {
-				a.final = st
+			if backend.Severity(st) > backend.Severity(a.Worst) {
+				a.Worst = st
 			}
-			if a.start.IsZero() || r.Start.Before(a.start) {
-				a.start = r.Start
+			if a.Start.IsZero() || r.Start.Before(a.Start) {
+				a.Start = r.Start
 			}
-			if r.End.After(a.end) {
-				a.end = r.End
+			if r.End.After(a.End) {
+				a.End = r.End
 			}
 			if !isTask && r.Task > 0 {
 				tid := num + "." + strconv.Itoa(r.Task)
-				q.tasks[tid] = backend.JobInfo{ID: tid, State: st, Start: r.Start, End: r.End}
+				q.Tasks[tid] = backend.JobInfo{ID: tid, State: st, Start: r.Start, End: r.End}
 			}
 		}
 		array := false
@@ -249,12 +192,12 @@ func (b *Backend) settle(q *queue, recs map[string][]record) {
 			array = array || r.Task > 0
 		}
 		switch {
-		case marked && a.final == "":
+		case marked && a.Worst == "":
 			// Deleted while pending: no record.
-			a.final = backend.Cancelled
+			a.Worst = backend.Cancelled
 		case marked && array && !isTask:
 			// Some of its tasks may have been deleted while pending.
-			a.final = max2(a.final, backend.Cancelled)
+			a.Worst = max2(a.Worst, backend.Cancelled)
 		}
 	}
 }

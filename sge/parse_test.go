@@ -193,7 +193,7 @@ func TestReadAccounting(t *testing.T) {
 func TestSettle(t *testing.T) {
 	b := &Backend{Dir: t.TempDir()}
 	b.mark("21")
-	q := &queue{aggs: map[string]*agg{"20": {}, "21": {}, "22": {}, "23": {}, "23.2": {}}, tasks: map[string]backend.JobInfo{}}
+	q := backend.NewQueue([]string{"20", "21", "22", "23", "23.2"})
 	rec := func(num string, task, failed, exit int) record {
 		return record{Num: num, Task: task, Start: time.Unix(100, 0), End: time.Unix(200, 0), Failed: failed, Exit: exit}
 	}
@@ -202,12 +202,12 @@ func TestSettle(t *testing.T) {
 		"23": {rec("23", 1, 0, 0), rec("23", 2, 37, 137)},
 	})
 	for id, want := range map[string]backend.JobState{"20": backend.Completed, "21": backend.Cancelled, "22": backend.Gone, "23": backend.Timeout, "23.2": backend.Timeout} {
-		if got := q.aggs[id].state(); got != want {
+		if got := q.Jobs[id].State(); got != want {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
 	}
-	if q.tasks["23.1"].State != backend.Completed || q.tasks["23.2"].State != backend.Timeout {
-		t.Errorf("tasks of 23: %v", q.tasks)
+	if q.Tasks["23.1"].State != backend.Completed || q.Tasks["23.2"].State != backend.Timeout {
+		t.Errorf("tasks of 23: %v", q.Tasks)
 	}
 }
 

@@ -108,7 +108,7 @@ func New(dir string, opt Options) *Backend {
 // Engine registers the Grid Engine engine: available where qsub is found
 // and a qmaster answers.
 func Engine(opt Options) backend.Engine {
-	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }}
+	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}, Templates: Templates(), Edit: "#$ -l h_rt, -P"}
 }
 
 // Name implements backend.Backend.
@@ -118,7 +118,7 @@ func (b *Backend) Name() string { return Name }
 // arrays; the run-time is passed to qsub as h_rt, which Grid Engine
 // enforces to the second; job scripts carry "#$" directives.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Arrays: true, EnforcesTimeLimit: true, Directive: backend.DirectiveGridEngine}
+	return backend.Capabilities{Arrays: true, EnforcesTimeLimit: true, Scripts: []backend.Script{Script{}}}
 }
 
 // Available returns "" when Grid Engine can be used here: qsub and qstat
@@ -165,18 +165,11 @@ func userName() string {
 // not be started.
 type CommandError = backend.CommandError
 
-func (b *Backend) callTimeout() time.Duration {
-	if b.CallTimeout > 0 {
-		return b.CallTimeout
-	}
-	return DefaultCallTimeout
-}
-
 // run runs one scheduler command under the call timeout and returns its
 // standard output. env nil means this process's environment. own starts
 // it in a process group of its own, out of reach of the terminal's Ctrl-C.
 func (b *Backend) run(ctx context.Context, env []string, own bool, name string, args ...string) (string, error) {
-	c := backend.Commands{Timeout: b.callTimeout(), Who: "the Grid Engine qmaster", TimeoutEnv: EnvCallTimeout,
+	c := backend.Commands{Timeout: backend.CallTimeout(b.CallTimeout, DefaultCallTimeout), Who: "the Grid Engine qmaster", TimeoutEnv: EnvCallTimeout,
 		Message: func(stderr, stdout string) string {
 			msg := strings.TrimSpace(stderr)
 			if msg == "" {
@@ -215,18 +208,9 @@ var jobVars = []string{
 // submitEnv is qsub's environment, which -V exports to the job: base (this
 // process's if nil) without jobVars and SGE_HGR_*, plus extra.
 func submitEnv(base, extra []string) []string {
-	if base == nil {
-		base = os.Environ()
-	}
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SGE_HGR_") || slices.Contains(jobVars, k) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
+	return backend.FilterEnv(base, func(k string) bool {
+		return strings.HasPrefix(k, "SGE_HGR_") || slices.Contains(jobVars, k)
+	}, extra...)
 }
 
 // jobName makes name a valid Grid Engine job name: no blanks or
@@ -412,3 +396,8 @@ func parseMaxArrayTasks(conf string) (int, bool) {
 	}
 	return 0, false
 }
+
+var _ backend.TaskIDs = (*Backend)(nil)
+
+// ArrayOf implements backend.TaskIDs: a task's ID is ARRAY.TASK.
+func (b *Backend) ArrayOf(id string) (string, bool) { return backend.CutTask(id, ".") }

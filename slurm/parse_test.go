@@ -122,7 +122,7 @@ func TestParseSqueueAndSumUp(t *testing.T) {
 		t.Errorf("task fields: %+v %+v %+v", rows[0], rows[1], rows[4])
 	}
 	asked := []string{"20", "21", "30", "31", "40", "20_7", "20_2", "20_99", "99", "bogus"}
-	m := newQueue(asked, rows).infos()
+	m := newQueue(asked, rows).Infos()
 	ts := func(s string) time.Time { return ParseTime(s) }
 	want := map[string]backend.JobInfo{
 		"20":    {State: backend.Running, Start: ts("2026-11-22T04:46:25"), End: ts("2026-11-22T04:47:26")},
@@ -156,10 +156,10 @@ func TestParseSqueueAndSumUp(t *testing.T) {
 		t.Errorf("%d entries, want %d: %v", len(m), len(want), m)
 	}
 	q := newQueue(asked, rows)
-	if a := q.aggs["31"]; !a.cancelled || a.pending || !a.running {
+	if a := q.Jobs["31"]; !a.Cancelled || a.Pending || !a.Running {
 		t.Errorf("array 31 flags %+v: want cancelled and running, nothing pending", a)
 	}
-	if a := q.aggs["20"]; !a.pending || !a.running {
+	if a := q.Jobs["20"]; !a.Pending || !a.Running {
 		t.Errorf("array 20 flags %+v: want pending and running", a)
 	}
 }

@@ -12,9 +12,7 @@ package slurm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -91,13 +89,13 @@ type Options struct {
 func Engine(opt Options) backend.Engine {
 	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend {
 		return &Backend{Dir: dir, CallTimeout: opt.CallTimeout}
-	}}
+	}, Script: Script{}, Templates: Templates(), Edit: "#SBATCH -t, -A"}
 }
 
 // Capabilities implements backend.Backend: SIMPLE-mode submissions are job
 // arrays; the run-time is the job script's (#SBATCH -t).
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Arrays: true, Directive: backend.DirectiveSlurm}
+	return backend.Capabilities{Arrays: true, Scripts: []backend.Script{Script{}}}
 }
 
 // Available returns "" when Slurm can be used here: sbatch is in $PATH and
@@ -132,16 +130,9 @@ func (b *Backend) Name() string { return Name }
 // started.
 type CommandError = backend.CommandError
 
-func (b *Backend) callTimeout() time.Duration {
-	if b.CallTimeout > 0 {
-		return b.CallTimeout
-	}
-	return DefaultCallTimeout
-}
-
 // commands runs Slurm's commands, each under the call timeout.
 func (b *Backend) commands() backend.Commands {
-	return backend.Commands{Timeout: b.callTimeout(), Who: "the Slurm controller", TimeoutEnv: EnvCallTimeout}
+	return backend.Commands{Timeout: backend.CallTimeout(b.CallTimeout, DefaultCallTimeout), Who: "the Slurm controller", TimeoutEnv: EnvCallTimeout}
 }
 
 // run runs one scheduler command under the call timeout and returns its
@@ -162,15 +153,9 @@ func (b *Backend) runCmd(ctx context.Context, env []string, own bool, name strin
 // (SQUEUE_USERS, SQUEUE_PARTITION, SCANCEL_STATE, ...), and with Slurm's
 // standard time format, which parseTime reads.
 func queryEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SQUEUE_") || strings.HasPrefix(k, "SCANCEL_") || k == "SLURM_TIME_FORMAT" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "SLURM_TIME_FORMAT=standard")
+	return backend.FilterEnv(nil, func(k string) bool {
+		return strings.HasPrefix(k, "SQUEUE_") || strings.HasPrefix(k, "SCANCEL_") || k == "SLURM_TIME_FORMAT"
+	}, "SLURM_TIME_FORMAT=standard")
 }
 
 // submitEnv is the environment of sbatch, which sbatch exports to the job:
@@ -182,18 +167,9 @@ func queryEnv() []string {
 // SLURM_JOB_GPUS for its own (allocVars). SBATCH_ARRAY_INX is dropped too,
 // as it would turn every meta-job into an array.
 func submitEnv(base, extra []string) []string {
-	if base == nil {
-		base = os.Environ()
-	}
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" || slices.Contains(allocVars, k) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
+	return backend.FilterEnv(base, func(k string) bool {
+		return strings.HasPrefix(k, "SLURM_ARRAY_") || k == "SLURM_JOB_END_TIME" || k == "SLURM_JOB_START_TIME" || k == "SBATCH_ARRAY_INX" || slices.Contains(allocVars, k)
+	}, extra...)
 }
 
 // Submit implements backend.Backend. META mode (req.Array false) submits
@@ -325,425 +301,6 @@ func parseMaxArraySize(config string) (int, bool) {
 	return 0, false
 }
 
-// squeueFormat is the one squeue format farm reads: array job ID (the job ID
-// of a plain job), array task index or index expression ("N/A" for a plain
-// job), the job's own ID, state, start and end.
-const squeueFormat = "%F|%K|%A|%T|%S|%e"
-
-// Jobs implements backend.Backend with a single `squeue -h -t all -j IDS` call
-// (one per ~10,000 jobs, the most one command-line argument holds).
-// Every ID in ids gets an entry; an ID squeue does not list is Gone (Slurm
-// forgets jobs MinJobAge after they end). For an array job ID ("123") the
-// entry sums up its tasks: Running if any task runs, else Pending if any is
-// pending, else the worst final state (FAILED, TIMEOUT, CANCELLED, COMPLETED
-// in that order). The map also has an entry for every array task that squeue
-// lists one by one ("123_4"), since a task names its status file by that ID.
-// A failed or hung squeue is an error, never a wrong state.
-func (b *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.JobInfo, error) {
-	q, err := b.query(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	return q.infos(), nil
-}
-
-// query runs squeue once for ids and sums up the rows for each.
-func (b *Backend) query(ctx context.Context, ids []string) (*queue, error) {
-	var valid []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if validID(id) && !seen[id] {
-			valid = append(valid, id)
-			seen[id] = true
-		}
-	}
-	var rows []row
-	for _, list := range chunks(valid, maxJobList) {
-		out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-t", "all", "-j", list, "-o", squeueFormat)
-		if err != nil {
-			var ce *CommandError
-			// squeue -j with one ID that Slurm has purged exits 1 with this
-			// message (with several IDs it just omits them): no job.
-			if !errors.As(err, &ce) || ce.Timeout > 0 || !strings.Contains(ce.Stderr, "Invalid job id specified") {
-				return nil, fmt.Errorf("asking Slurm for the state of %d job(s): %w", len(valid), err)
-			}
-			out = ""
-		}
-		r, err := parseSqueue(out)
-		if err != nil {
-			return nil, fmt.Errorf("reading squeue's answer: %w", err)
-		}
-		rows = append(rows, r...)
-	}
-	return newQueue(ids, rows), nil
-}
-
-// maxJobList bounds the length of one squeue -j argument: Linux refuses a
-// single argument over 128 KiB. Only a farm of more than ~10,000 jobs needs
-// more than one squeue call.
-const maxJobList = 100_000
-
-// chunks joins ids with commas into lists of at most max bytes.
-func chunks(ids []string, max int) []string {
-	var out []string
-	var b strings.Builder
-	for _, id := range ids {
-		if b.Len() > 0 && b.Len()+1+len(id) > max {
-			out = append(out, b.String())
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(id)
-	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
-	}
-	return out
-}
-
-var validIDRe = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
-
-// validID reports whether id is a Slurm job ID ("123") or array task ID
-// ("123_4"); other strings are never passed to squeue or scancel.
-func validID(id string) bool { return validIDRe.MatchString(id) }
-
-// row is one line of squeue's answer.
-type row struct {
-	ArrayJob string // %F: the array job ID, or the job ID of a plain job
-	Task     string // %K: "" for a plain job or an array's meta record, a task index, or an index expression for pending tasks
-	JobID    string // %A: the job's own ID
-	Raw      string // Slurm's state name
-	State    backend.JobState
-	Start    time.Time
-	End      time.Time
-}
-
-// single reports whether r is one array task, listed by itself.
-func (r row) single() bool { return r.Task != "" && jobIDRe.MatchString(r.Task) }
-
-// parseSqueue reads squeue output in squeueFormat.
-func parseSqueue(out string) ([]row, error) {
-	var rows []row
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "CLUSTER:") {
-			continue
-		}
-		f := strings.Split(line, "|")
-		if len(f) != 6 {
-			return nil, fmt.Errorf("unexpected squeue line %q (want %s)", line, squeueFormat)
-		}
-		r := row{ArrayJob: f[0], Task: f[1], JobID: f[2], Raw: f[3], State: MapState(f[3])}
-		if r.Task == "N/A" || r.Task == "(null)" {
-			r.Task = ""
-		}
-		if !jobIDRe.MatchString(r.ArrayJob) || !jobIDRe.MatchString(r.JobID) {
-			return nil, fmt.Errorf("unexpected squeue line %q: bad job ID", line)
-		}
-		// A pending job's %S and %e are the scheduler's guesses: keep them out.
-		if r.State != backend.Pending {
-			r.Start, r.End = ParseTime(f[4]), ParseTime(f[5])
-		}
-		rows = append(rows, r)
-	}
-	return rows, nil
-}
-
-// queue is squeue's answer for a set of asked IDs.
-type queue struct {
-	asked []string
-	aggs  map[string]*agg
-	tasks map[string]backend.JobInfo // array tasks listed one by one, by "ARRAY_TASK"
-}
-
-// agg sums up the rows of one asked ID.
-type agg struct {
-	n         int
-	pending   bool // some task (or the job) is pending
-	running   bool // some task (or the job) is running or ending
-	cancelled bool // some task (or the job) was cancelled
-	worst     backend.JobState
-	start     time.Time
-	end       time.Time
-	tasks     int // jobs or array tasks pending or running
-}
-
-func (a *agg) add(r row) {
-	a.n++
-	switch r.State {
-	case backend.Pending:
-		a.pending = true
-		a.tasks += backend.TaskCount(r.Task)
-	case backend.Running:
-		a.running = true
-		a.tasks++
-	default:
-		if backend.Severity(r.State) > backend.Severity(a.worst) {
-			a.worst = r.State
-		}
-		if r.State == backend.Cancelled {
-			a.cancelled = true
-		}
-	}
-	if !r.Start.IsZero() && (a.start.IsZero() || r.Start.Before(a.start)) {
-		a.start = r.Start
-	}
-	if r.End.After(a.end) {
-		a.end = r.End
-	}
-}
-
-func (a *agg) state() backend.JobState {
-	switch {
-	case a.n == 0:
-		return backend.Gone
-	case a.running:
-		return backend.Running
-	case a.pending:
-		return backend.Pending
-	}
-	return a.worst
-}
-
-// active reports whether the job (any of its tasks) is pending or running.
-func (a *agg) active() bool { return a.running || a.pending }
-
-func newQueue(asked []string, rows []row) *queue {
-	q := &queue{asked: asked, aggs: map[string]*agg{}, tasks: map[string]backend.JobInfo{}}
-	byArray := map[string][]row{}
-	byJob := map[string][]row{}
-	for _, r := range rows {
-		byArray[r.ArrayJob] = append(byArray[r.ArrayJob], r)
-		if r.JobID != r.ArrayJob {
-			byJob[r.JobID] = append(byJob[r.JobID], r)
-		}
-	}
-	for _, id := range asked {
-		if q.aggs[id] != nil {
-			continue
-		}
-		a := &agg{}
-		q.aggs[id] = a
-		if !validID(id) {
-			continue
-		}
-		if parent, task, ok := strings.Cut(id, "_"); ok {
-			for _, r := range byArray[parent] {
-				if backend.TaskMatches(r.Task, task) {
-					a.add(r)
-				}
-			}
-			continue
-		}
-		// A plain job, a whole array, or an array task by its own job ID.
-		for _, r := range byArray[id] {
-			a.add(r)
-			if r.single() {
-				q.tasks[id+"_"+r.Task] = info(id+"_"+r.Task, r)
-			}
-		}
-		for _, r := range byJob[id] {
-			a.add(r)
-		}
-	}
-	return q
-}
-
-func info(id string, r row) backend.JobInfo {
-	return backend.JobInfo{ID: id, State: r.State, Start: r.Start, End: r.End}
-}
-
-// infos is the answer of Jobs.
-func (q *queue) infos() map[string]backend.JobInfo {
-	out := make(map[string]backend.JobInfo, len(q.aggs)+len(q.tasks))
-	for id, in := range q.tasks {
-		out[id] = in
-	}
-	for id, a := range q.aggs {
-		out[id] = backend.JobInfo{ID: id, State: a.state(), Start: a.start, End: a.end, Tasks: a.tasks}
-	}
-	return out
-}
-
-// MapState maps a Slurm job state name (squeue %T, scontrol JobState) to the
-// farm's JobState. States in which the job's processes may still run —
-// CONFIGURING, COMPLETING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT,
-// RESIZING — are Running, so that no case of such a job is taken for
-// interrupted and `farm kill` waits for them; states in which the job waits
-// to (re)start — REQUEUED, REQUEUE_HOLD, REQUEUE_FED, RESV_DEL_HOLD,
-// SPECIAL_EXIT — are Pending. Every other end (NODE_FAIL, OUT_OF_MEMORY,
-// PREEMPTED, BOOT_FAIL, DEADLINE, REVOKED) and any state this version does
-// not know are Failed.
-func MapState(s string) backend.JobState {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	// Slurm may add flags after the base state ("CANCELLED by 0", "RUNNING+").
-	if i := strings.IndexAny(s, " +"); i > 0 {
-		s = s[:i]
-	}
-	switch s {
-	case "PENDING", "PD", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF", "RESV_DEL_HOLD", "RD", "SPECIAL_EXIT", "SE":
-		return backend.Pending
-	case "RUNNING", "R", "CONFIGURING", "CF", "COMPLETING", "CG", "SUSPENDED", "S", "STOPPED", "ST", "SIGNALING", "SI", "STAGE_OUT", "SO", "RESIZING", "RS":
-		return backend.Running
-	case "COMPLETED", "CD":
-		return backend.Completed
-	case "CANCELLED", "CA":
-		return backend.Cancelled
-	case "TIMEOUT", "TO":
-		return backend.Timeout
-	}
-	return backend.Failed
-}
-
-// ParseTime reads a Slurm time in the standard format
-// (2006-01-02T15:04:05, local time). "N/A", "Unknown", "None", "INVALID"
-// and anything unreadable give the zero time.
-func ParseTime(s string) time.Time {
-	t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(s), time.Local)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
-// maxCancelArgs is the most job IDs given to one scancel call.
-const maxCancelArgs = 5000
-
-// Cancel implements backend.Backend. It asks squeue once which of ids are
-// active (pending, with PendingOnly), cancels those with one scancel call
-// (one per 5,000 jobs; scancel --state=PENDING with PendingOnly, which also
-// cancels only the pending tasks of an array) and returns them. It then
-// polls squeue, for up to CancelWait, until they are no longer pending or
-// running, so that squeue shows no job of the farm once `farm kill`
-// returns; with Slurm's usual KillWait of 30 s a job that ignores SIGTERM
-// may outlast that wait, and Cancel returns anyway: Slurm kills it. With
-// PendingOnly, a job that started between the query and scancel was not
-// cancelled and is left out.
-func (b *Backend) Cancel(ctx context.Context, ids []string, scope backend.CancelScope) ([]string, error) {
-	pendingOnly := scope == backend.PendingOnly
-	before, err := b.query(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("cancelling jobs: %w", err)
-	}
-	var targets []string
-	seen := map[string]bool{}
-	for _, id := range ids {
-		a := before.aggs[id]
-		if seen[id] || a == nil {
-			continue
-		}
-		seen[id] = true
-		if (pendingOnly && a.pending) || (!pendingOnly && a.active()) {
-			targets = append(targets, id)
-		}
-	}
-	if len(targets) == 0 {
-		return nil, nil
-	}
-	cancelErr := b.scancel(ctx, targets, pendingOnly)
-	// scancel may fail for a job that ended meanwhile; what counts is that
-	// none is left pending (or running).
-	done := func(a *agg) bool {
-		if pendingOnly {
-			return !a.pending
-		}
-		return !a.active()
-	}
-	wait := b.CancelWait
-	if wait <= 0 {
-		wait = DefaultCancelWait
-	}
-	return backend.SettleCancel(ctx, wait, targets, cancelErr,
-		func() (*queue, error) { return b.query(ctx, targets) },
-		func(q *queue, id string) bool { return done(q.aggs[id]) },
-		func(q *queue, id string) bool {
-			// It started before scancel came: not cancelled, it runs on.
-			a := q.aggs[id]
-			return pendingOnly && a.n > 0 && !a.pending && !a.cancelled
-		})
-}
-
-// scancel cancels targets (only their pending tasks with pendingOnly), in
-// calls of at most maxCancelArgs jobs; it returns the first error.
-func (b *Backend) scancel(ctx context.Context, targets []string, pendingOnly bool) error {
-	args := []string{}
-	if pendingOnly {
-		args = append(args, "--state=PENDING")
-	}
-	var first error
-	for i := 0; i < len(targets); i += maxCancelArgs {
-		batch := targets[i:min(i+maxCancelArgs, len(targets))]
-		if _, err := b.run(ctx, queryEnv(), "scancel", append(args, batch...)...); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// Self implements backend.Backend inside a Slurm job. Its ID is
-// "$SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID" in an array task, else
-// $SLURM_JOB_ID; its Restart is $SLURM_RESTART_COUNT. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
-// Slurm 23.02 and later) if set, else the job's EndTime from squeue (its
-// start plus its time limit), unless req.NoEnd; the zero time if neither
-// tells.
-func (b *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Self, error) {
-	env := req.Env
-	id, err := selfID(env)
-	if err != nil {
-		return backend.Self{}, err
-	}
-	s := backend.Self{ID: id, Alloc: selfAlloc(env)}
-	// Set by Slurm when it restarted (requeued) the job under the same ID.
-	if n, err := strconv.Atoi(strings.TrimSpace(env("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
-		s.Restart = n
-	}
-	if v := strings.TrimSpace(env("SLURM_JOB_END_TIME")); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			s.End = time.Unix(n, 0)
-			return s, nil
-		}
-	}
-	// A SIMPLE-mode task runs one case and never needs its end time: spare
-	// the controller one query per task.
-	if req.NoEnd {
-		return s, nil
-	}
-	// Asked by the array task ID: the job ID of an array's last task is the
-	// array job ID, which would list every task.
-	out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-j", id, "-o", "%e")
-	if err == nil {
-		s.End = ParseTime(firstLine(out))
-	}
-	return s, nil
-}
-
-// selfID is the job's own ID from Slurm's environment.
-func selfID(env func(string) string) (string, error) {
-	arr, task := env("SLURM_ARRAY_JOB_ID"), env("SLURM_ARRAY_TASK_ID")
-	if arr != "" && task != "" {
-		id := arr + "_" + task
-		if !validID(id) {
-			return "", fmt.Errorf("SLURM_ARRAY_JOB_ID=%q SLURM_ARRAY_TASK_ID=%q: not an array task ID", arr, task)
-		}
-		return id, nil
-	}
-	id := env("SLURM_JOB_ID")
-	if id == "" {
-		return "", errors.New("SLURM_JOB_ID is not set: not inside a Slurm job")
-	}
-	if !jobIDRe.MatchString(id) {
-		return "", fmt.Errorf("SLURM_JOB_ID=%q: not a job ID", id)
-	}
-	return id, nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(line)
-}
-
 // ActiveIn implements backend.DirJobs with one `squeue --me` call (active
 // jobs only: squeue lists no ended job without -t): the job IDs whose
 // working directory (%Z) is dir or below it.
@@ -774,3 +331,8 @@ func (b *Backend) ActiveIn(ctx context.Context, dir string) ([]string, error) {
 }
 
 var _ backend.DirJobs = (*Backend)(nil)
+
+var _ backend.TaskIDs = (*Backend)(nil)
+
+// ArrayOf implements backend.TaskIDs: a task's ID is ARRAY_TASK.
+func (b *Backend) ArrayOf(id string) (string, bool) { return backend.CutTask(id, "_") }

@@ -1,26 +1,23 @@
 // Package templates holds the files that `farm init` writes into a new farm
-// directory.
+// directory that every engine shares (single_case.sh, config, table.dat),
+// and puts them together with an engine's job scripts, which its package
+// holds (backend.Engine.Templates).
 package templates
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 )
 
-// files holds the templates: in files/ those of the default engine
-// (Slurm) and those every engine shares; in files/ENGINE/ the job scripts
-// of another engine, which replace the default's.
+// files holds the templates every engine shares.
 //
 //go:embed files
 var files embed.FS
 
-// Engines are the engines farm init writes job scripts for (farm init
-// --engine), the default first: Slurm's #SBATCH lines, Grid Engine's #$
-// lines. Their names are those of the engines (--backend).
-var Engines = []string{"slurm", "sge"}
+// Scripts are the job scripts an engine gives (backend.Engine.Templates),
+// with its directives: they end with the very lines that start farm.
+var Scripts = []string{"job_script.sh", "resubmit_script.sh"}
 
 // File is one template and the mode it is written with.
 type File struct {
@@ -29,23 +26,10 @@ type File struct {
 	Data []byte
 }
 
-// UnknownEngineError is All's error for an engine it has no templates for.
-type UnknownEngineError struct{ Engine string }
-
-func (e *UnknownEngineError) Error() string {
-	return fmt.Sprintf("no templates for the engine %q: one of %s", e.Engine, strings.Join(Engines, ", "))
-}
-
-// All returns the templates for engine (one of Engines; "" is the default)
-// in a fixed order.
-func All(engine string) ([]File, error) {
-	known := engine == ""
-	for _, e := range Engines {
-		known = known || e == engine
-	}
-	if !known {
-		return nil, &UnknownEngineError{Engine: engine}
-	}
+// All returns the templates of a farm whose job scripts (Scripts) are
+// those of scripts, an engine's (backend.Engine.Templates), in a fixed
+// order; an error if scripts lacks one.
+func All(scripts fs.FS) ([]File, error) {
 	out := []File{}
 	for _, n := range []struct {
 		name string
@@ -57,11 +41,16 @@ func All(engine string) ([]File, error) {
 		{"config", 0o644},
 		{"table.dat", 0o644},
 	} {
-		b, err := files.ReadFile("files/" + engine + "/" + n.name)
-		if engine == "" || errors.Is(err, fs.ErrNotExist) {
-			b, err = files.ReadFile("files/" + n.name)
-		}
-		if err != nil {
+		var b []byte
+		var err error
+		if n.name == Scripts[0] || n.name == Scripts[1] {
+			if scripts == nil {
+				return nil, fmt.Errorf("the engine has no job-script templates")
+			}
+			if b, err = fs.ReadFile(scripts, n.name); err != nil {
+				return nil, fmt.Errorf("the engine's templates: %w", err)
+			}
+		} else if b, err = files.ReadFile("files/" + n.name); err != nil {
 			panic(err) // embedded at build time: cannot be missing
 		}
 		out = append(out, File{Name: n.name, Mode: n.mode, Data: b})

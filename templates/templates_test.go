@@ -1,100 +1,47 @@
 package templates
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
-// lastLine is the last line of a script that is not blank.
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return lines[len(lines)-1]
-}
-
-// TestEngines: Slurm's templates are the default; Grid Engine's differ
-// only in the job scripts, which carry #$ lines and no #SBATCH one, and
-// end with the very lines that start farm, as Slurm's do; every script
-// reads in bash.
-func TestEngines(t *testing.T) {
-	def, err := All("")
+// TestAll: the templates are the engine's job scripts and the shared
+// files, in a fixed order; an engine without one of the scripts is an
+// error; the shared scripts read in bash. (Each engine's job scripts are
+// checked in cmd/farm, TestEngineTemplates, for every registered engine.)
+func TestAll(t *testing.T) {
+	scripts := fstest.MapFS{
+		"job_script.sh":      {Data: []byte("#!/bin/bash\n# js\n")},
+		"resubmit_script.sh": {Data: []byte("#!/bin/bash\n# rs\n")},
+	}
+	files, err := All(scripts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slurm, err := All("slurm")
-	if err != nil {
-		t.Fatal(err)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
 	}
-	sge, err := All("sge")
-	if err != nil {
-		t.Fatal(err)
+	if got := strings.Join(names, " "); got != "job_script.sh single_case.sh resubmit_script.sh config table.dat" {
+		t.Errorf("templates %s", got)
 	}
-	if len(def) != 5 || len(slurm) != 5 || len(sge) != 5 {
-		t.Fatalf("%d, %d and %d templates, want 5", len(def), len(slurm), len(sge))
+	if string(files[0].Data) != "#!/bin/bash\n# js\n" || string(files[2].Data) != "#!/bin/bash\n# rs\n" || files[0].Mode != 0o755 || files[3].Mode != 0o644 {
+		t.Errorf("job scripts not the engine's: %+v", files)
 	}
-	for i := range def {
-		d, sl, ge := def[i], slurm[i], sge[i]
-		if d.Name != sl.Name || d.Name != ge.Name || d.Mode != sl.Mode || d.Mode != ge.Mode || !bytes.Equal(d.Data, sl.Data) {
-			t.Errorf("%s: the default and Slurm's templates differ", d.Name)
-		}
-		script := d.Name == "job_script.sh" || d.Name == "resubmit_script.sh"
-		if script == bytes.Equal(d.Data, ge.Data) {
-			t.Errorf("%s: Grid Engine's is the same as Slurm's: %t, want %t", d.Name, !script, script)
-		}
-		if !script {
-			continue
-		}
-		if lastLine(ge.Data) != lastLine(d.Data) || !strings.HasPrefix(lastLine(d.Data), `exec "${FARM_BIN:-farm}" `) {
-			t.Errorf("%s: Grid Engine's ends with %q, Slurm's with %q", d.Name, lastLine(ge.Data), lastLine(d.Data))
-		}
-		for _, l := range strings.Split(string(ge.Data), "\n") {
-			if strings.HasPrefix(l, "#SBATCH") {
-				t.Errorf("%s: Grid Engine's has %q", d.Name, l)
-			}
-		}
-		for _, l := range strings.Split(string(d.Data), "\n") {
-			if strings.HasPrefix(l, "#$") {
-				t.Errorf("%s: Slurm's has %q", d.Name, l)
-			}
-		}
-		for _, want := range []string{"\n#$ -l h_rt=00:10:00\n", "\n##$ -P project\n", "\n#$ -S /bin/bash\n", "99", "100", "Eqw"} {
-			if !bytes.Contains(ge.Data, []byte(want)) {
-				t.Errorf("%s: Grid Engine's lacks %q", d.Name, want)
-			}
-		}
-	}
-	for _, want := range []string{"\n##$ -l h_vmem=4G\n", "#$ -pe smp NWHOLE\n", "qconf -spl", "site-specific"} {
-		if !bytes.Contains(sge[0].Data, []byte(want)) {
-			t.Errorf("Grid Engine's job_script.sh lacks %q", want)
-		}
-	}
-
 	dir := t.TempDir()
-	for _, set := range [][]File{slurm, sge} {
-		for _, f := range set {
-			if !strings.HasSuffix(f.Name, ".sh") {
-				continue
-			}
-			p := filepath.Join(dir, f.Name)
-			os.WriteFile(p, f.Data, f.Mode)
-			if out, err := exec.Command("bash", "-n", p).CombinedOutput(); err != nil {
-				t.Errorf("bash -n %s: %v\n%s", f.Name, err, out)
-			}
-		}
+	p := filepath.Join(dir, files[1].Name)
+	os.WriteFile(p, files[1].Data, files[1].Mode)
+	if out, err := exec.Command("bash", "-n", p).CombinedOutput(); err != nil {
+		t.Errorf("bash -n %s: %v\n%s", files[1].Name, err, out)
 	}
-}
-
-func TestUnknownEngine(t *testing.T) {
-	_, err := All("pbs")
-	var ue *UnknownEngineError
-	if !errors.As(err, &ue) || err.Error() != `no templates for the engine "pbs": one of slurm, sge` {
-		t.Errorf("All(pbs): %v", err)
+	if _, err := All(fstest.MapFS{"job_script.sh": {Data: []byte("x")}}); err == nil || !strings.Contains(err.Error(), "resubmit_script.sh") {
+		t.Errorf("All(no resubmit_script.sh) = %v", err)
 	}
-	if _, err := All("../files"); err == nil {
-		t.Error("All(../files) accepted")
+	if _, err := All(nil); err == nil {
+		t.Error("All(nil) accepted")
 	}
 }

@@ -48,8 +48,9 @@ const (
 // makes, one per farm directory. Its subtests run in parallel with each
 // other.
 //
-// The job scripts carry "#SBATCH -t 1" and the requests a TimeLimit of one
-// minute; only an engine with Capabilities().EnforcesTimeLimit is expected to enforce a shorter
+// The job scripts carry a run-time of one minute in the engine's dialect
+// (Capabilities().Scripts[0], if it has one) and the requests a TimeLimit
+// of one minute; only an engine with Capabilities().EnforcesTimeLimit is expected to enforce a shorter
 // TimeLimit (subtest TimeLimit), as Slurm's minimum is one minute and it
 // enforces limits only every ~30 s.
 func Run(t *testing.T, newBackend func(t *testing.T, dir string) backend.Backend) {
@@ -141,7 +142,10 @@ func fmtInfos(m map[string]backend.JobInfo) string {
 func (h *harness) script(name, body string) string {
 	h.t.Helper()
 	p := filepath.Join(h.dir, name)
-	text := "#!/bin/bash\n#SBATCH -t 1\n" + body + "\n"
+	text := "#!/bin/bash\n" + body + "\n"
+	if sc := h.b.Capabilities().Scripts; len(sc) > 0 {
+		text = "#!/bin/bash\n" + sc[0].RunTimeLine(time.Minute) + "\n" + body + "\n"
+	}
 	if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
 		h.t.Fatal(err)
 	}
@@ -158,7 +162,7 @@ func (h *harness) request(script string, count int) backend.SubmitRequest {
 		Environ:   append(os.Environ(), envSubmitter+"=from-the-submitter"),
 		Env:       []string{envRequest + "=from-the-request"},
 		TimeLimit: time.Minute,
-		Output:    func(id string) string { return filepath.Join(h.dir, "OUTPUT", "slurm-"+id+".out") },
+		Output:    func(id string) string { return filepath.Join(h.dir, "OUTPUT", backend.OutputName(h.b, id)) },
 	}
 }
 
@@ -350,7 +354,7 @@ func testEnvironment(t *testing.T, h *harness) {
 	h.waitEnded(ids)
 	want := fmt.Sprintf("request=from-the-request submitter=from-the-submitter dir=%s\n", h.dir)
 	for _, id := range ids {
-		p := filepath.Join(h.dir, "OUTPUT", "slurm-"+id+".out")
+		p := filepath.Join(h.dir, "OUTPUT", backend.OutputName(h.b, id))
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Errorf("job %s: no output file: %v", id, err)
@@ -487,12 +491,24 @@ func testArray(t *testing.T, h *harness) {
 	if got := strings.Count(string(b), "task-ran"); got != n {
 		t.Errorf("%d tasks ran, want %d", got, n)
 	}
-	files, _ := filepath.Glob(filepath.Join(h.dir, "OUTPUT", "slurm-*.out"))
+	// The output files are named as the engine names them
+	// (backend.OutputName): the task's ID between a prefix and a suffix.
+	pre, suf, _ := strings.Cut(backend.OutputName(h.b, "\x00"), "\x00")
+	files, _ := filepath.Glob(filepath.Join(h.dir, "OUTPUT", pre+"*"+suf))
 	if len(files) != n {
 		t.Fatalf("%d output files %v, want one per task (%d)", len(files), files, n)
 	}
+	tasks, hasTasks := h.b.(backend.TaskIDs)
+	if h.b.Capabilities().Arrays && !hasTasks {
+		t.Errorf("the engine has arrays but does not read its task IDs (backend.TaskIDs)")
+	}
 	for _, f := range files {
-		task := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "slurm-"), ".out")
+		task := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), pre), suf)
+		if hasTasks && !slices.Contains(ids, task) {
+			if array, ok := tasks.ArrayOf(task); !ok || !slices.Contains(ids, array) {
+				t.Errorf("ArrayOf(%q) = %q, %t; want one of the IDs Submit returned, %v", task, array, ok, ids)
+			}
+		}
 		in, ok := m[task]
 		if !ok {
 			t.Errorf("Jobs(%v) has no entry for task %s (output %s): %s", ids, task, f, fmtInfos(m))

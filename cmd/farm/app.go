@@ -31,7 +31,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:  "farm",
-		Usage: "run many independent cases (one command line each) as a few meta-jobs on a batch system (Slurm, Grid Engine) or this machine",
+		Usage: "run many independent cases (one command line each) as a few meta-jobs on a batch system (" + systemNames() + ") or this machine",
 		Description: "A farm is a directory with table.dat (one case per line), job_script.sh, single_case.sh,\n" +
 			"resubmit_script.sh and config. Make one with 'farm init DIR', edit it, then run\n" +
 			"'farm submit N' inside it.\n\n" + helpExitCodes,

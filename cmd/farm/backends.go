@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,15 +17,16 @@ import (
 
 // registry is the one place that names the batch systems farm can use, in
 // order of preference for the default (--backend unset or auto): the first
-// one available here. A new engine is one package and one line here.
-// getenv gives the engines' tuning variables; notices (the default fell
-// back) go to stderr.
+// one available here. A new engine is one package and one line here, in
+// batch (the local engine, last, reads the job scripts of every engine
+// before it). getenv gives the engines' tuning variables; notices (the
+// default fell back) go to stderr.
 func registry(getenv func(string) string, stderr io.Writer) *backend.Registry {
-	r := backend.NewRegistry(
+	batch := []backend.Engine{
 		slurm.Engine(slurmOptions(getenv)),
 		sge.Engine(sgeOptions(getenv)),
-		local.Engine(localOptions(getenv)),
-	)
+	}
+	r := backend.NewRegistry(append(batch, local.Engine(localOptions(getenv, backend.Scripts(batch))))...)
 	r.Notice = func(msg string) { fmt.Fprintln(stderr, msg) }
 	return r
 }
@@ -44,6 +46,10 @@ func adoptBackend(name string) string {
 	return name
 }
 
+// metaTemplates are the job-script templates of META's batch system,
+// Slurm's: farm adopt gives a META farm without resubmit_script.sh that one.
+func metaTemplates() fs.FS { return slurm.Templates() }
+
 // slurmOptions reads $FARM_SLURM_CALL_TIMEOUT.
 func slurmOptions(getenv func(string) string) slurm.Options {
 	return slurm.Options{CallTimeout: envDuration(getenv, slurm.EnvCallTimeout)}
@@ -56,9 +62,10 @@ func sgeOptions(getenv func(string) string) sge.Options {
 
 // localOptions reads $FARM_LOCAL_SLOTS, $FARM_LOCAL_KILL_WAIT,
 // $FARM_LOCAL_SLOT_DIR (default: under $TMPDIR) and $FARM_GPUS (checked
-// by the engine's Preflight).
-func localOptions(getenv func(string) string) local.Options {
-	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT"), SlotDir: getenv(local.EnvSlotDir), GPUs: getenv(local.EnvGPUs)}
+// by the engine's Preflight); scripts are the dialects it reads job scripts
+// in.
+func localOptions(getenv func(string) string, scripts []backend.Script) local.Options {
+	opt := local.Options{KillWait: envDuration(getenv, "FARM_LOCAL_KILL_WAIT"), SlotDir: getenv(local.EnvSlotDir), GPUs: getenv(local.EnvGPUs), Scripts: scripts}
 	if opt.SlotDir == "" {
 		tmp := getenv("TMPDIR")
 		if tmp == "" {

@@ -21,7 +21,6 @@ import (
 	"github.com/farm-hpc/farm/metajob"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/report"
-	"github.com/farm-hpc/farm/templates"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
@@ -50,38 +49,76 @@ func commands() []*cli.Command {
 }
 
 func initCmd() *cli.Command {
+	engines := initEngines()
+	var names, edits []string
+	for _, e := range engines {
+		names = append(names, e.Name)
+		edits = append(edits, fmt.Sprintf("%s with --engine %s", e.Edit, e.Name))
+	}
 	return &cli.Command{
 		Name:      "init",
 		Usage:     "make a new farm directory with editable templates",
 		ArgsUsage: "DIR",
 		Description: "Creates DIR with job_script.sh, single_case.sh, resubmit_script.sh, config and an\n" +
 			"example table.dat. DIR must not exist or be empty. The job scripts carry the batch\n" +
-			"system's options: Slurm's #SBATCH lines, or Grid Engine's #$ lines with --engine sge\n" +
-			"(the local backend reads the run-time of either).\n\nEXAMPLES:\n" +
-			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine sge myfarm",
+			"system's options (" + strings.Join(edits, "; ") + ";\n" +
+			"the local backend reads the run-time of any).\n\nEXAMPLES:\n" +
+			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine " + names[len(names)-1] + " myfarm",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "engine", Value: templates.Engines[0], Usage: "the batch system the job scripts are for: " + strings.Join(templates.Engines, " or ")},
+			&cli.StringFlag{Name: "engine", Value: names[0], Usage: "the batch system the job scripts are for: " + strings.Join(names, " or ")},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("init takes one argument: the new farm directory")
 			}
-			engine := c.String("engine")
-			if !slices.Contains(templates.Engines, engine) {
-				return usagef("unknown engine %q for farm init --engine: %s", engine, strings.Join(templates.Engines, " or "))
+			name := c.String("engine")
+			i := slices.Index(names, name)
+			if i < 0 {
+				return usagef("unknown engine %q for farm init --engine: %s", name, strings.Join(names, " or "))
 			}
 			dir := c.Args().First()
-			if err := farm.Init(dir, engine); err != nil {
+			if err := farm.Init(dir, engines[i].Templates); err != nil {
 				return err
 			}
-			edit := "#SBATCH -t, -A"
-			if engine == "sge" {
-				edit = "#$ -l h_rt, -P"
-			}
-			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (%s) and single_case.sh, then run 'farm submit N' in it.\n", dir, edit)
+			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (%s) and single_case.sh, then run 'farm submit N' in it.\n", dir, engines[i].Edit)
 			return nil
 		},
 	}
+}
+
+// initEngines are the registered engines farm init writes job scripts for
+// (backend.Engine.Templates), the default first.
+func initEngines() []backend.Engine {
+	var out []backend.Engine
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Templates != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// runTimeHelp says how the registered engines' job scripts set the
+// run-time, for the help: "'#SBATCH -t 0-01:00' for Slurm, ...".
+func runTimeHelp() string {
+	var parts []string
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Script != nil {
+			parts = append(parts, fmt.Sprintf("'%s' for %s", e.Script.RunTimeLine(time.Hour), e.Script.System()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// systemNames are the registered engines' batch systems, for the help.
+func systemNames() string {
+	var names []string
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Script != nil {
+			names = append(names, e.Script.System())
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // parseSubmitArgs parses "N [-auto] [--yes] [--backend B] [batch system
@@ -136,7 +173,8 @@ func submitCmd() *cli.Command {
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
 			"cases, a batch at a time, until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
 			"Other arguments go to the engine's submit command (sbatch, qsub); the run-time must be in\n" +
-			"job_script.sh (#SBATCH -t, or #$ -l h_rt= in a farm made with farm init --engine sge),\n" +
+			"job_script.sh, as the engine's job scripts set it:\n" +
+			"   " + runTimeHelp() + ",\n" +
 			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
 			submitYesHelp +
 			"Without --backend (or with auto), the first engine that answers here is used, in the\n" +
@@ -590,7 +628,7 @@ func adoptCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return f.Adopt(c.Context, adoptBackend(c.String("backend")))
+			return f.Adopt(c.Context, adoptBackend(c.String("backend")), metaTemplates())
 		},
 	}
 }

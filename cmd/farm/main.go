@@ -1,6 +1,6 @@
 // Command farm runs job farms: many independent cases, one command line each,
-// claimed in batches by a few meta-jobs on a batch system (the engines of
-// backends.go: Slurm, Grid Engine) or on this machine (the local engine).
+// claimed in batches by a few meta-jobs on a batch system (the engines
+// registered in backends.go) or on this machine (the local engine).
 package main
 
 import "os"

@@ -1,10 +1,78 @@
 package slurm
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/farm-hpc/farm/backend"
 )
+
+// Self implements backend.Backend inside a Slurm job. Its ID is
+// "$SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID" in an array task, else
+// $SLURM_JOB_ID; its Restart is $SLURM_RESTART_COUNT. Its end time is $SLURM_JOB_END_TIME (Unix seconds, set by
+// Slurm 23.02 and later) if set, else the job's EndTime from squeue (its
+// start plus its time limit), unless req.NoEnd; the zero time if neither
+// tells.
+func (b *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Self, error) {
+	env := req.Env
+	id, err := selfID(env)
+	if err != nil {
+		return backend.Self{}, err
+	}
+	s := backend.Self{ID: id, Alloc: selfAlloc(env)}
+	// Set by Slurm when it restarted (requeued) the job under the same ID.
+	if n, err := strconv.Atoi(strings.TrimSpace(env("SLURM_RESTART_COUNT"))); err == nil && n > 0 {
+		s.Restart = n
+	}
+	if v := strings.TrimSpace(env("SLURM_JOB_END_TIME")); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			s.End = time.Unix(n, 0)
+			return s, nil
+		}
+	}
+	// A SIMPLE-mode task runs one case and never needs its end time: spare
+	// the controller one query per task.
+	if req.NoEnd {
+		return s, nil
+	}
+	// Asked by the array task ID: the job ID of an array's last task is the
+	// array job ID, which would list every task.
+	out, err := b.run(ctx, queryEnv(), "squeue", "-h", "-j", id, "-o", "%e")
+	if err == nil {
+		s.End = ParseTime(firstLine(out))
+	}
+	return s, nil
+}
+
+// selfID is the job's own ID from Slurm's environment.
+func selfID(env func(string) string) (string, error) {
+	arr, task := env("SLURM_ARRAY_JOB_ID"), env("SLURM_ARRAY_TASK_ID")
+	if arr != "" && task != "" {
+		id := arr + "_" + task
+		if !validID(id) {
+			return "", fmt.Errorf("SLURM_ARRAY_JOB_ID=%q SLURM_ARRAY_TASK_ID=%q: not an array task ID", arr, task)
+		}
+		return id, nil
+	}
+	id := env("SLURM_JOB_ID")
+	if id == "" {
+		return "", errors.New("SLURM_JOB_ID is not set: not inside a Slurm job")
+	}
+	if !jobIDRe.MatchString(id) {
+		return "", fmt.Errorf("SLURM_JOB_ID=%q: not a job ID", id)
+	}
+	return id, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(line)
+}
 
 // allocVars are the variables in which Slurm tells a job what it was given
 // (selfAlloc). A job submitted from inside another inherits the

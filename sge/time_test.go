@@ -1,4 +1,4 @@
-package backend
+package sge
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func TestParseGridEngineTime(t *testing.T) {
+func TestParseTime(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want time.Duration
@@ -28,8 +28,8 @@ func TestParseGridEngineTime(t *testing.T) {
 		{"99999999999999999999:00:00", time.Duration(math.MaxInt64)},
 		{"840:00:00", 840 * time.Hour},
 	} {
-		if got, err := ParseGridEngineTime(tc.in); err != nil || got != tc.want {
-			t.Errorf("ParseGridEngineTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		if got, err := ParseTime(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 	for _, tc := range []struct{ in, err string }{
@@ -47,8 +47,8 @@ func TestParseGridEngineTime(t *testing.T) {
 		{"0-01:00", "2 fields"},
 		{"0-01:00:00", `bad number "0-01"`},
 	} {
-		if _, err := ParseGridEngineTime(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseGridEngineTime(%q) = %v; want an error %q", tc.in, err, tc.err)
+		if _, err := ParseTime(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseTime(%q) = %v; want an error %q", tc.in, err, tc.err)
 		}
 	}
 }
