@@ -79,3 +79,40 @@ func TestBatchSizerIgnoresClaimTime(t *testing.T) {
 		t.Errorf("batch %d for cases of 10 ms that cost the job 20 ms, want 50", k)
 	}
 }
+
+// A claim that took long next to the cases lets the next batch grow to the
+// cases that run in that claim's time at once, not by doubling; never
+// beyond about BatchSeconds of work.
+func TestBatchSizerGrowsAfterASlowClaim(t *testing.T) {
+	rt := &runtimeGuard{}
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := batchSizer{now: clk.now}
+	if k := b.next(rt, 1); k != 1 {
+		t.Fatalf("first batch %d, want 1", k)
+	}
+	b.claimed(300 * time.Millisecond) // the first claim waited 0.3 s
+	clk.t = clk.t.Add(300 * time.Millisecond)
+	clk.t = clk.t.Add(10 * time.Millisecond)
+	b.observe(10 * time.Millisecond)
+	if k := b.next(rt, 1); k != 30 {
+		t.Errorf("batch %d after a 0.3 s claim of a 10 ms case, want 30 (not 2)", k)
+	}
+	b.claimed(30 * time.Second) // then one of 30 s: capped by BatchSeconds
+	clk.t = clk.t.Add(30 * time.Second)
+	for range 30 {
+		clk.t = clk.t.Add(10 * time.Millisecond)
+		b.observe(10 * time.Millisecond)
+	}
+	if k := b.next(rt, 1); k != 100 {
+		t.Errorf("batch %d after a 30 s claim of 10 ms cases, want 100 (BatchSeconds of work)", k)
+	}
+	// A fast claim: doubling as before.
+	b = batchSizer{now: clk.now}
+	b.next(rt, 1)
+	b.claimed(time.Millisecond)
+	clk.t = clk.t.Add(10 * time.Millisecond)
+	b.observe(10 * time.Millisecond)
+	if k := b.next(rt, 1); k != 2 {
+		t.Errorf("batch %d after a 1 ms claim, want 2", k)
+	}
+}
