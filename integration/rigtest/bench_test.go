@@ -26,7 +26,7 @@ import (
 // and 0.1 s cases (sleep 0.1) (FARM_RIG_BENCH_KINDS: trivial, sleep0.1).
 // The work grows with the meta-jobs, so that each has enough of it to reach
 // a steady state after its start-up: FARM_RIG_BENCH_TRIVIAL_PER_JOB trivial
-// cases a meta-job (40 by default: 320, 1,280 and 5,120 cases) and
+// cases a meta-job (60 by default: 480, 1,920 and 7,680 cases) and
 // FARM_RIG_BENCH_SLEEP_PER_JOB 0.1 s cases a meta-job (40 by default: an
 // ideal wall time of 4 s at every N). FARM_RIG_BENCH_CASES, if set, is the
 // total number of trivial cases at every N instead (the earlier shape).
@@ -45,15 +45,18 @@ import (
 //     same offsets. "Slurm to first case" is, per meta-job, its first
 //     case's start minus the start Slurm gives the job (squeue %S, whole
 //     seconds, so ±1 s): p50 and max.
-//   - Over the steady-state window: from the moment every meta-job has
-//     started its first case (the latest first-case start) to the moment
-//     the first meta-job ran out of work (the earliest of the meta-jobs'
-//     last case ends). In it every meta-job is past its start-up and none
-//     has begun to drain. claims/s = the cases that started in the window ÷
-//     its length; efficiency = the cases' time inside the window (each
-//     case's [start, start + duration] clipped to it) ÷ (meta-jobs ×
-//     length). A run whose window is empty (the start-up spread outlasted
-//     the work) reports none ("steady-s" 0): its work was too short.
+//   - Over the steady-state window: from the moment 90% of the meta-jobs
+//     have started their first case (the 90th percentile of the first-case
+//     starts, rounded up to a meta-job) to the moment 10% of them have run
+//     out of work (the same percentile, from the end, of the meta-jobs'
+//     last case ends): at least 80% of the meta-jobs are past their
+//     start-up and not yet draining throughout. (Not every meta-job: one
+//     straggler's start would decide the window alone.) claims/s = the
+//     cases that started in the window ÷ its length; efficiency = the
+//     cases' time inside the window (each case's [start, start + duration]
+//     clipped to it) ÷ (all the meta-jobs × its length). A run whose window
+//     is empty (the start-up spread outlasted the work) reports none
+//     ("steady-s" 0).
 //
 // On the Gluster volumes also the file operations the bricks served per
 // case (gluster volume profile, one brick of the two replicas: the other
@@ -72,7 +75,7 @@ func BenchmarkRigClaims(b *testing.B) {
 	if os.Getenv("FARM_RIG_BENCH_CASES") != "" {
 		trivialTotal = envInt(b, "FARM_RIG_BENCH_CASES", 0)
 	}
-	trivialPerJob := envInt(b, "FARM_RIG_BENCH_TRIVIAL_PER_JOB", 40)
+	trivialPerJob := envInt(b, "FARM_RIG_BENCH_TRIVIAL_PER_JOB", 60)
 	perJob := envInt(b, "FARM_RIG_BENCH_SLEEP_PER_JOB", 40)
 	for _, profile := range envList("FARM_RIG_BENCH_PROFILES", "coherent latency") {
 		for _, kind := range envList("FARM_RIG_BENCH_KINDS", "trivial sleep0.1") {
@@ -174,7 +177,7 @@ func benchClaims(b *testing.B, profile, cmd string, jobs, cases int) {
 		b.Logf("  steady state %.1f–%.1f s (%.1f s, %d cases started in it): %.1f claims/s, efficiency %.3f",
 			m.steadyFrom, m.steadyTo, m.steadyLen(), m.steadyCases, m.steadyClaimsPerSec(), m.steadyEfficiency())
 	} else {
-		b.Logf("  no steady state: the first meta-job ran out of work %.1f s after the first case, before the last had started (%.1f s)", m.steadyTo, m.steadyFrom)
+		b.Logf("  no steady state: 10%% of the meta-jobs had run out of work %.1f s after the first case, before 90%% had started (%.1f s)", m.steadyTo, m.steadyFrom)
 	}
 	b.Logf("  FARM_CLAIM_AHEAD=%q FARM_CLAIM_LANES=%q", os.Getenv("FARM_CLAIM_AHEAD"), os.Getenv("FARM_CLAIM_LANES"))
 	if vol != "" {
@@ -211,8 +214,8 @@ type manyRun struct {
 	spread       float64   // the latest of firsts
 	slurmToFirst quant     // per meta-job: first case's start - Slurm's start of the job
 
-	// The steady-state window (BenchmarkRigClaims): from the latest first
-	// case's start to the earliest of the meta-jobs' last case ends.
+	// The steady-state window (BenchmarkRigClaims): from the 90th
+	// percentile of the first-case starts to the 10th of the last ends.
 	steadyFrom, steadyTo float64
 	steadyCases          int     // cases started in the window
 	steadySecs           float64 // the cases' time inside the window
@@ -309,7 +312,7 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 	var spans []span
 	firstOf := map[string]float64{} // job ID: its first case's start (Unix)
 	headers := 0
-	m.steadyTo = math.Inf(1)
+	var lastEnds []float64 // each working meta-job's last case's end
 	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
 	for _, f := range files {
 		bs, err := os.ReadFile(f)
@@ -340,20 +343,24 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 		if first != 0 {
 			m.working++
 			m.firsts = append(m.firsts, first-rec.First)
-			m.steadyTo = min(m.steadyTo, lastEnd-rec.First)
+			lastEnds = append(lastEnds, lastEnd-rec.First)
 			if job != "" {
 				firstOf[job] = first
 			}
 		}
 	}
 	sort.Float64s(m.firsts)
+	sort.Float64s(lastEnds)
 	if len(m.firsts) > 0 {
 		m.spread = m.firsts[len(m.firsts)-1]
-	}
-	m.steadyFrom = m.spread
-	if m.working < jobs {
-		// A meta-job that ran nothing never reached a steady state.
-		m.steadyTo = m.steadyFrom
+		// The 90th percentile of jobs first-case starts (ran nothing:
+		// never started), the 10th of their last ends.
+		k := (9*jobs + 9) / 10 // ceil(0.9 jobs), from 1
+		m.steadyFrom = math.Inf(1)
+		if k <= len(m.firsts) {
+			m.steadyFrom = m.firsts[k-1]
+		}
+		m.steadyTo = lastEnds[min(len(lastEnds)-1, jobs-k)]
 	}
 	for _, sp := range spans {
 		if sp.start >= m.steadyFrom && sp.start < m.steadyTo {
