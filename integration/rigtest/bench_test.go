@@ -57,6 +57,12 @@ import (
 //     clipped to it) ÷ (all the meta-jobs × its length). A run whose window
 //     is empty (the start-up spread outlasted the work) reports none
 //     ("steady-s" 0).
+//   - After start-up, per meta-job: efficiency = the cases' time ÷ the
+//     sum, over the meta-jobs that ran cases, of their first case's start
+//     to their last case's end ("busy-eff"): the part of a started
+//     meta-job's time that its cases used, the rest being its claims and
+//     per-case overhead. Defined even when the window is empty; a meta-job
+//     that ran nothing is left out of it (and counted by "working").
 //
 // On the Gluster volumes also the file operations the bricks served per
 // case (gluster volume profile, one brick of the two replicas: the other
@@ -169,8 +175,9 @@ func benchClaims(b *testing.B, profile, cmd string, jobs, cases int) {
 	b.ReportMetric(m.steadyEfficiency(), "steady-eff")
 	b.ReportMetric(m.steadyLen(), "steady-s")
 	b.ReportMetric(m.spread, "firstcase-spread-s")
-	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q, load average %s: whole wall %.1f s: %.1f claims/s, efficiency %.3f (%.1f s of cases); %d meta-jobs ran cases",
-		profile, jobs, m.perHost, cases, cmd, loadAvg(), m.wall, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.working)
+	b.ReportMetric(m.busyEfficiency(), "busy-eff")
+	b.Logf("%s, %d meta-jobs (per node %v), %d cases of %q, load average %s: whole wall %.1f s: %.1f claims/s, efficiency %.3f (%.1f s of cases); %d meta-jobs ran cases, efficiency after their start-up %.3f",
+		profile, jobs, m.perHost, cases, cmd, loadAvg(), m.wall, m.claimsPerSec(), m.efficiency(), m.caseSecs, m.working, m.busyEfficiency())
 	b.Logf("  start-up: first cases %s after the farm's first (spread %.1f s); Slurm start to first case p50 %.1f s, max %.1f s; Slurm started the last meta-job %.0f s after the first case",
 		m.firstQuantiles(), m.spread, m.slurmToFirst.p50, m.slurmToFirst.max, m.lastJob)
 	if m.steadyLen() > 0 {
@@ -219,7 +226,11 @@ type manyRun struct {
 	steadyFrom, steadyTo float64
 	steadyCases          int     // cases started in the window
 	steadySecs           float64 // the cases' time inside the window
+	lives                float64 // the working meta-jobs' first start to last end, summed
 }
+
+// busyEfficiency is the cases' time ÷ the working meta-jobs' lives.
+func (m manyRun) busyEfficiency() float64 { return m.caseSecs / m.lives }
 
 // quant is a distribution's median and maximum (NaN when empty).
 type quant struct{ p50, max float64 }
@@ -344,6 +355,7 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 			m.working++
 			m.firsts = append(m.firsts, first-rec.First)
 			lastEnds = append(lastEnds, lastEnd-rec.First)
+			m.lives += lastEnd - first
 			if job != "" {
 				firstOf[job] = first
 			}
