@@ -661,25 +661,14 @@ const MaxBatch = 8192
 // time the job spent claiming, over the cases ended: what a case costs the
 // job (its run, the records, the loops that run cases at once), and not
 // what its claims cost, so that batches do not shrink as claims get slower
-// — (at most doubling from one claim to the next, or, when the last claim
-// took longer than that, as many cases as run in the time the last claim
-// took), never more than fit in the job's remaining time.
-//
-// The second bound is for claims that are slow next to the cases: many
-// meta-jobs starting at once wait seconds to tens of seconds for their
-// first claim (BENCHMARKS.md, issue 22's rig runs), and doubling from one
-// case would make a meta-job of 40 ms cases pay five more such claims
-// before its batches reach a second of work, each a generation that the
-// meta-jobs still waiting for their first case contend for. A batch of the
-// last claim's time is bounded by what the job just paid to claim, so a
-// misjudged pace costs it no more than that claim did.
+// — (at most doubling from one claim to the next), never more than fit in
+// the job's remaining time.
 type batchSizer struct {
 	max      int // 0: MaxBatch
 	k        int
 	n        int              // cases observed
 	first    time.Time        // when the first case observed started
 	claiming time.Duration    // time spent in claims since then
-	last     time.Duration    // the last claim's time
 	now      func() time.Time // the clock; time.Now if nil
 }
 
@@ -699,7 +688,6 @@ func (b *batchSizer) observe(d time.Duration) {
 
 // claimed counts a claim that took d.
 func (b *batchSizer) claimed(d time.Duration) {
-	b.last = d
 	if b.n > 0 {
 		b.claiming += d
 	}
@@ -726,11 +714,7 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 		fit := int((time.Until(end).Seconds() - rt.cutoff) / mean)
 		want = min(want, fit)
 	}
-	grow := 2 * b.k
-	if mean > 0 {
-		grow = max(grow, int(b.last.Seconds()/mean))
-	}
-	b.k = max(1, min(want, grow, lim))
+	b.k = max(1, min(want, 2*b.k, lim))
 	return b.k
 }
 
