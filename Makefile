@@ -68,7 +68,9 @@ bench-scale:
 # Claims per second and efficiency on the cluster rig (integration/CLUSTER.md),
 # which it brings up (as root) and takes down: 8, 32 and 128 meta-jobs over
 # its 4 nodes (partition many: 2, 8 and 32 a node), trivial and 0.1 s cases,
-# on GlusterFS with and without added latency (issue 22). The meta-jobs get
+# on GlusterFS with and without added latency (issue 22): over the whole
+# wall, the meta-jobs' start-up apart, and the steady state. About 25
+# minutes on a shared 2-core machine. The meta-jobs get
 # the environment: FARM_CLAIM_AHEAD=1 make bench-cluster. FARM_RIG_BENCH_*
 # choose the configurations (integration/rigtest/bench_test.go).
 bench-cluster: build

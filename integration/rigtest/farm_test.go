@@ -107,7 +107,7 @@ func TestRigManyMetaJobs(t *testing.T) {
 		t.Errorf("the meta-jobs ran on %v; want them spread over %v", m.perHost, want)
 	}
 	report(t, "%d cases, %d meta-jobs on 4 nodes (per node %v), coherent volume: %.1f claims/s farm-wide, efficiency %.3f (%.1f s from first start to last end; %d meta-jobs ran cases, the last began %.1f s after the first case; Slurm started the last meta-job %.0f s after it)",
-		n, jobs, m.perHost, m.claimsPerSec(), m.efficiency(), m.wall, m.working, m.lastIn, m.lastJob)
+		n, jobs, m.perHost, m.claimsPerSec(), m.efficiency(), m.wall, m.working, m.spread, m.lastJob)
 }
 
 // killBrickMidRun kills brick 2 of the dht volume once the farm's cases
