@@ -303,23 +303,8 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 	}
 	harness.Must(tb, dir, "wait", "--timeout", timeout)
 	rec := harness.ReadRecords(tb, dir)
-	bad := 0
-	for id := int64(1); id <= int64(cases); id++ {
-		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.Interrupts[id] != 0 || rec.ExitStatus[id] != 0 {
-			if bad++; bad <= 10 {
-				tb.Errorf("case %d: %d starts, %d ends (%d interrupted), exit status %d; want one successful run",
-					id, rec.Starts[id], rec.Ends[id], rec.Interrupts[id], rec.ExitStatus[id])
-			}
-		}
-	}
-	if bad > 10 {
-		tb.Errorf("... %d cases in all did not run exactly once", bad)
-	}
-	if len(rec.Starts) != cases || len(rec.Ends) != cases {
-		tb.Errorf("%d cases have a start record and %d an end record; want %d", len(rec.Starts), len(rec.Ends), cases)
-	}
+	checkManyExact(tb, rec, cases)
 	m := manyRun{cases: cases, jobs: jobs, wall: rec.Last - rec.First, perHost: map[string]int{}}
-	type span struct{ start, secs float64 }
 	var spans []span
 	firstOf := map[string]float64{} // job ID: its first case's start (Unix)
 	headers := 0
@@ -361,27 +346,7 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 			}
 		}
 	}
-	sort.Float64s(m.firsts)
-	sort.Float64s(lastEnds)
-	if len(m.firsts) > 0 {
-		m.spread = m.firsts[len(m.firsts)-1]
-		// The 90th percentile of jobs first-case starts (ran nothing:
-		// never started), the 10th of their last ends.
-		k := (9*jobs + 9) / 10 // ceil(0.9 jobs), from 1
-		m.steadyFrom = math.Inf(1)
-		if k <= len(m.firsts) {
-			m.steadyFrom = m.firsts[k-1]
-		}
-		m.steadyTo = lastEnds[min(len(lastEnds)-1, jobs-k)]
-	}
-	for _, sp := range spans {
-		if sp.start >= m.steadyFrom && sp.start < m.steadyTo {
-			m.steadyCases++
-		}
-		if lo, hi := max(sp.start, m.steadyFrom), min(sp.start+sp.secs, m.steadyTo); hi > lo {
-			m.steadySecs += hi - lo
-		}
-	}
+	m.window(spans, lastEnds)
 	starts := jobStarts(dir)
 	var toFirst []float64
 	m.lastJob = math.NaN()
@@ -401,6 +366,57 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 		tb.FailNow()
 	}
 	return m
+}
+
+// checkManyExact fails tb unless each of the cases 1..cases ran exactly
+// once, successfully, by the records rec.
+func checkManyExact(tb testing.TB, rec harness.Records, cases int) {
+	tb.Helper()
+	bad := 0
+	for id := int64(1); id <= int64(cases); id++ {
+		if rec.Starts[id] != 1 || rec.Ends[id] != 1 || rec.Interrupts[id] != 0 || rec.ExitStatus[id] != 0 {
+			if bad++; bad <= 10 {
+				tb.Errorf("case %d: %d starts, %d ends (%d interrupted), exit status %d; want one successful run",
+					id, rec.Starts[id], rec.Ends[id], rec.Interrupts[id], rec.ExitStatus[id])
+			}
+		}
+	}
+	if bad > 10 {
+		tb.Errorf("... %d cases in all did not run exactly once", bad)
+	}
+	if len(rec.Starts) != cases || len(rec.Ends) != cases {
+		tb.Errorf("%d cases have a start record and %d an end record; want %d", len(rec.Starts), len(rec.Ends), cases)
+	}
+}
+
+// span is a case's start (seconds from the farm's first case) and duration.
+type span struct{ start, secs float64 }
+
+// window sets m's start-up spread and steady-state window from the
+// meta-jobs' first-case starts (m.firsts) and last ends (lastEnds), and
+// what the cases did in the window.
+func (m *manyRun) window(spans []span, lastEnds []float64) {
+	sort.Float64s(m.firsts)
+	sort.Float64s(lastEnds)
+	if len(m.firsts) > 0 {
+		m.spread = m.firsts[len(m.firsts)-1]
+		// The 90th percentile of jobs first-case starts (ran nothing:
+		// never started), the 10th of their last ends.
+		k := (9*m.jobs + 9) / 10 // ceil(0.9 jobs), from 1
+		m.steadyFrom = math.Inf(1)
+		if k <= len(m.firsts) {
+			m.steadyFrom = m.firsts[k-1]
+		}
+		m.steadyTo = lastEnds[min(len(lastEnds)-1, m.jobs-k)]
+	}
+	for _, sp := range spans {
+		if sp.start >= m.steadyFrom && sp.start < m.steadyTo {
+			m.steadyCases++
+		}
+		if lo, hi := max(sp.start, m.steadyFrom), min(sp.start+sp.secs, m.steadyTo); hi > lo {
+			m.steadySecs += hi - lo
+		}
+	}
 }
 
 // jobStarts is the start time Slurm gives each of the farm's jobs
