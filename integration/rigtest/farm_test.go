@@ -86,6 +86,7 @@ func TestRigManyMetaJobs(t *testing.T) {
 	largeFarmConfig(t, dir)
 	m := runMany(t, dir, jobs, n, "5m")
 	checkMetaJobsEnded(t, dir, jobs)
+	jobsGone(t, dir)
 	ran := ranCounts(t, ranDir)
 	bad := 0
 	for id := int64(1); id <= n; id++ {
@@ -220,8 +221,9 @@ func farmOf4000(t *testing.T, r *rig, profile, pre string, during func(t *testin
 	if during != nil {
 		during(t, dir, ranDir)
 	}
-	out := harness.Must(t, dir, "wait", "--timeout", "15m")
+	out := harness.Must(t, dir, "wait", "--timeout", "4m")
 	checkMetaJobsEnded(t, dir, 4)
+	jobsGone(t, dir)
 	if !strings.Contains(out, fmt.Sprintf("%d cases: %d succeeded", n, n)) {
 		t.Errorf("wait said %q", out)
 	}

@@ -107,7 +107,7 @@ func submitSpread(t *testing.T, dir string, jobs int, args ...string) {
 	if want := fmt.Sprintf("Submitted %d meta-jobs for run 1 on the slurm backend", jobs); !strings.Contains(out, want) {
 		t.Errorf("submit said %q; want %q", out, want)
 	}
-	harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("the %d meta-jobs to run", jobs), func() bool { return len(jobNodes(t, dir)) == jobs })
+	waitOrTell(t, 2*time.Minute, fmt.Sprintf("the %d meta-jobs to run", jobs), func() bool { return len(jobNodes(t, dir)) == jobs })
 	nodes := map[int]bool{}
 	for _, n := range jobNodes(t, dir) {
 		nodes[n] = true
