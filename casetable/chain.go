@@ -736,8 +736,18 @@ func (c *chain) void(d int, n int64) error {
 // marked, and returns its mark. A slot left unmarked for voidAfter (its
 // owner died or stalls between its two steps) is voided.
 func (c *chain) await(ctx context.Context, n int64) (mark, error) {
+	return c.awaitPaced(ctx, n, 0)
+}
+
+// awaitPaced is await for a claimer whose lost attempt took unit: the
+// slot's owner has about that long to go (its content and its mark, the
+// same calls), so the looks start a quarter of it apart, not 1 ms, and
+// double up to 100 ms. On a filesystem of 1 ms a call it is await; on the
+// cluster rig's saturated cores, where a call took 50–300 ms, a loser
+// looked for the mark 3–4 times a generation (BENCHMARKS.md).
+func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (mark, error) {
 	start := time.Now()
-	wait := time.Millisecond
+	wait := min(max(unit/4, time.Millisecond), 100*time.Millisecond)
 	voids := 0
 	for {
 		m, err := c.marker(n)
@@ -921,19 +931,27 @@ func (c *chain) afterCommit(n int64) {
 		}
 	}
 	if n%hintEvery == 0 {
-		d, err := c.dirFD()
-		if err != nil {
-			return
-		}
-		tmp := "head.tmp." + c.self
-		if writeNewAt(d, tmp, []byte(strconv.FormatInt(n, 10)+"\n")) == nil {
-			if sysRenameat(d, tmp, d, "head") != nil {
-				sysUnlinkat(d, tmp)
-			}
-		} else {
-			sysUnlinkat(d, tmp)
+		if d, err := c.dirFD(); err == nil {
+			writeHint(d, n)
 		}
 	}
+}
+
+// writeHint makes the head hint say n: a record of 24 bytes written in
+// place at offset 0, in one write, so that two committers writing at once
+// leave one value or the other, whole — never a rename onto "head":
+// renames of several clients onto one name can deadlock a GlusterFS
+// distribute-replicate volume for its clients' frame timeout (30 min;
+// see Store.ShareCutoff). A reader that finds the file empty (just made)
+// or older than the newest hint has a hint that costs it lookups, no more.
+func writeHint(d int, n int64) {
+	fd, err := sysOpenat(d, "head", unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "head")
+	f.WriteAt([]byte(fmt.Sprintf("%-23d\n", n)), 0)
+	sysClose(f)
 }
 
 // tombName is the name of the segment's tomb number i: tomb, tomb.1, ...

@@ -201,6 +201,7 @@ type Store struct {
 	dirFD   *os.File // the farm directory, for statTable
 	fpIno   uint64   // an inode number of fpTable that its fingerprint vouched for
 	fpTable string
+	checked tableID // the table checkTable found unchanged in this claim; zero: none yet
 
 	// What the store's claims cost because others claim too (Ahead).
 	own   int64 // the generation this store committed last; -1: none
@@ -557,7 +558,8 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		// process does: a pause of random length, doubling with the
 		// attempts lost (binary exponential backoff), keeps them from
 		// all looking for it and then trying the next slot at once.
-		backoff(ctx, lost, time.Since(tried))
+		unit := time.Since(tried)
+		backoff(ctx, lost, unit)
 		// Lost the race: another process took the slot, or voided ours.
 		// Once the slot is marked, the newest generation is the new
 		// base. A meta-job that ran its batch while others committed is
@@ -565,7 +567,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		// gallop of name lookups from the slot it lost) costs a few
 		// lookups, where following the chain one lost commit at a time
 		// would cost a create and a read per generation.
-		if _, err := s.ch.await(ctx, next); err != nil {
+		if _, err := s.ch.awaitPaced(ctx, next, unit); err != nil {
 			if ctx.Err() != nil {
 				return State{}, ctx.Err()
 			}
@@ -616,6 +618,7 @@ var errNoCommit = errors.New("nothing to commit")
 // dropFiles closes the table and the directories the store keeps open, after
 // a transient error: a stale handle (ESTALE) is looked up afresh.
 func (s *Store) dropFiles() {
+	s.checked = tableID{}
 	if s.table != nil {
 		sysClose(s.table)
 		s.table = nil
@@ -707,6 +710,7 @@ func (s *Store) loadNewest(lost int64) error {
 // to hand out commits nothing (its counters are not kept): the end of a
 // run costs each meta-job a reading, not a generation won in turn.
 func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+	s.checked = tableID{} // the table is checked once a claim
 	if err := s.findLanes(ctx, run); err != nil {
 		return nil, err
 	}
@@ -881,6 +885,15 @@ func (s *Store) checkTable(st *State) error {
 	if st.TSize <= 0 {
 		return nil // not recorded (a state of an older farm)
 	}
+	// Once a claim: an attempt lost to another claimer checks the same
+	// table again for nothing (a lookup at the server each; 21 in one
+	// contended first claim on the rig, BENCHMARKS.md). A table changed
+	// between the check and the commit is found by the next claim, as it
+	// would be between a check and a commit of the same attempt.
+	id := tableID{st.Table, st.TSize, st.TIno, st.TFP}
+	if s.checked == id {
+		return nil
+	}
 	var err error
 	for try := 0; try < 2; try++ {
 		var size int64
@@ -898,6 +911,7 @@ func (s *Store) checkTable(st *State) error {
 			return serr
 		}
 		if size == st.TSize && (st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable)) {
+			s.checked = id
 			return nil
 		}
 		if size == st.TSize && st.TFP != "" {
@@ -908,12 +922,21 @@ func (s *Store) checkTable(st *State) error {
 			}
 			if fp, ferr := fingerprint(s.table, size); ferr == nil && fp == st.TFP {
 				s.fpIno, s.fpTable = ino, st.Table
+				s.checked = id
 				return nil
 			}
 		}
 		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
 	}
 	return err
+}
+
+// tableID is a run's table as its claim state records it.
+type tableID struct {
+	name string
+	size int64
+	ino  uint64
+	fp   string
 }
 
 // statTable returns the size and inode of the file table names, looked up

@@ -595,6 +595,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 // claimInLane claims up to most cases in the lane whose store is ls, and
 // reports whether the lane has nothing left after it.
 func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]Case, bool, error) {
+	ls.checked = tableID{} // the table is checked once a claim
 	most = max(most, 1)
 	var cases []Case
 	exhausted := false
@@ -757,8 +758,9 @@ var ErrNoLane = errors.New("no lane of the run left to store it in")
 // to recompute dt_cutoff takes it instead of reading every status file
 // again, so that a run of S lanes reads them about as often as a run
 // without lanes. ok is false in a run without lanes, or when no shared
-// value is recent enough (the file is a cache: rewritten whole, by
-// rename; one read stale by a client's cache only costs a recomputation).
+// value is recent enough (the file is a cache, see ShareCutoff; one read
+// stale by a client's cache, or while its first record is being written,
+// only costs a recomputation).
 func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
 	L := s.lanes
 	if L == nil || L.stores[L.home] == nil {
@@ -768,7 +770,11 @@ func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	for _, kv := range strings.Fields(string(b)) {
+	line, _, whole := bytes.Cut(b, []byte("\n"))
+	if !whole {
+		return 0, 0, false
+	}
+	for _, kv := range strings.Fields(string(line)) {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "cutoff":
@@ -787,11 +793,37 @@ func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
 // ShareCutoff records dt_cutoff, computed from durations case durations,
 // for the meta-jobs of the run's other lanes (SharedCutoff); best effort,
 // and nothing in a run without lanes.
+//
+// Every meta-job of the run may write it, at the same moment: it is
+// written in place, a record of cutoffRecord bytes at offset 0 in one
+// write, never renamed over. Renames of several clients onto one name
+// deadlocked a GlusterFS distribute-replicate volume: on the rig's dht
+// volume, the 4 meta-jobs of a run with lanes hung in rename(2) onto this
+// file (then written by temp file and rename) for good, and so did an
+// mv onto it from the head (2026-11-27, in CI and here; GlusterFS issue
+// 3089: a rename is a link, an unlink and locks between them, and two
+// renames onto one name can wait for each other's locks until the
+// client's frame timeout, 30 minutes). A record of fixed length needs no
+// truncation, so two writes leave one or the other whole.
 func (s *Store) ShareCutoff(cutoff float64, durations int64) {
 	L := s.lanes
 	if L == nil {
 		return
 	}
-	b := []byte("cutoff=" + strconv.FormatFloat(cutoff, 'g', -1, 64) + " durations=" + strconv.FormatInt(durations, 10) + "\n")
-	atomicfile.WriteBytes(filepath.Join(L.dir, "cutoff"), proc.NewMode(0o644), b)
+	rec := "cutoff=" + strconv.FormatFloat(cutoff, 'g', -1, 64) + " durations=" + strconv.FormatInt(durations, 10)
+	if len(rec) >= cutoffRecord {
+		return
+	}
+	b := []byte(rec + strings.Repeat(" ", cutoffRecord-1-len(rec)) + "\n")
+	f, err := sysOpenFile(filepath.Join(L.dir, "cutoff"), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	f.WriteAt(b, 0)
+	sysClose(f)
 }
+
+// cutoffRecord is the length of ShareCutoff's record, its newline
+// included: longer than any (a float of up to 24 characters, a count of up
+// to 19 digits and the keys take 61).
+const cutoffRecord = 64
