@@ -61,6 +61,16 @@ type Case struct {
 	// must never be; 0 otherwise.
 	Starts    int
 	StartsRun int
+	// Attempts is how many times the case was started, in every run (its
+	// start records; at most 255 are counted).
+	Attempts int
+	// Crashes is how many of its attempts were interrupted with no record
+	// of their end: its meta-job died while it ran (killed, out of
+	// memory, its node lost), or was requeued and restarted. An attempt
+	// ended by a signal the meta-job caught (a time limit, scancel,
+	// 'farm kill': an I record) is not a crash; nor is a case that
+	// failed.
+	Crashes int
 }
 
 // Job describes one status file.
@@ -497,7 +507,8 @@ func (p *fileParser) add(f *File, a *Attempt) {
 			b.recent++
 		}
 	}
-	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
+		note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -528,6 +539,7 @@ type attempt struct {
 	id      int64
 	state   State
 	started bool   // the file holds the attempt's start record
+	crashed bool   // interrupted with no record of its end (Case.Crashes)
 	note    uint32 // its note in the file (File.notes), 0 if none
 	status  int
 	start   float64
@@ -576,6 +588,12 @@ func (s *Summary) merge(a attempt, ji, run int) {
 			s.startedAgain(a.id, run)
 		}
 		col := p.cols
+		if a.started {
+			col.tries[i] = inc8(col.tries[i])
+		}
+		if a.crashed {
+			col.crashes[i] = inc8(col.crashes[i])
+		}
 		oldRun := 0
 		if ow := col.job[i]; ow > 0 {
 			oldRun = s.jobRun[s.jobOf(ow)]
@@ -592,6 +610,12 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	fc := old
 	if a.started && s.cases.farStart(&fc, a.id, run) {
 		s.startedAgain(a.id, run)
+	}
+	if a.started {
+		fc.tries = inc8(fc.tries)
+	}
+	if a.crashed {
+		fc.crashes = inc8(fc.crashes)
 	}
 	oldRun := 0
 	if old.job > 0 {
@@ -697,14 +721,15 @@ func (s *Summary) Get(id int64) Case {
 // at is the case at offset i of page p.
 func (s *Summary) at(p *casePage, i int) Case {
 	col := p.cols
-	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i])}
+	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i]),
+		Attempts: int(col.tries[i]), Crashes: int(col.crashes[i])}
 	s.withJob(&c, col.job[i])
 	return c
 }
 
 // farAt is far case id.
 func (s *Summary) farAt(id int64, fc farCase) Case {
-	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs)}
+	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs), Attempts: int(fc.tries), Crashes: int(fc.crashes)}
 	s.withJob(&c, fc.job)
 	return c
 }

@@ -64,12 +64,15 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 	var got []Case
 	sum.Each(func(c Case) error { got = append(got, c); return nil })
 	want := []Case{
-		{ID: 1, State: Succeeded, Status: 0, Seconds: 1, Job: "10", Host: "node10", Run: 1},
-		{ID: 2, State: Succeeded, Status: 0, Seconds: 1, Job: "20", Host: "node20", Run: 2},
-		{ID: 3, State: Failed, Status: 4, Seconds: 1, Job: "20", Host: "node20", Run: 2},
-		{ID: 4, State: Succeeded, Status: 0, Seconds: 1, Job: "11", Host: "node11", Run: 1},
-		{ID: 5, State: Running, Seconds: 4, Job: "11", Host: "node11", Run: 1},
-		{ID: 6, State: Interrupted, Status: 15, Seconds: 5, Job: "11", Host: "node11", Run: 1},
+		// Attempts: every start, in every run. Crashes: the attempts cut off
+		// with no record of their end (case 3's in dead job 10); case 6's
+		// interruption by a signal its meta-job caught (an I record) is not one.
+		{ID: 1, State: Succeeded, Status: 0, Seconds: 1, Job: "10", Host: "node10", Run: 1, Attempts: 2},
+		{ID: 2, State: Succeeded, Status: 0, Seconds: 1, Job: "20", Host: "node20", Run: 2, Attempts: 2},
+		{ID: 3, State: Failed, Status: 4, Seconds: 1, Job: "20", Host: "node20", Run: 2, Attempts: 2, Crashes: 1},
+		{ID: 4, State: Succeeded, Status: 0, Seconds: 1, Job: "11", Host: "node11", Run: 1, Attempts: 1},
+		{ID: 5, State: Running, Seconds: 4, Job: "11", Host: "node11", Run: 1, Attempts: 1},
+		{ID: 6, State: Interrupted, Status: 15, Seconds: 5, Job: "11", Host: "node11", Run: 1, Attempts: 1},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Case{})); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
@@ -82,8 +85,11 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 	}
 	// With job 10 dead and no live jobs at all, the open case 5 is interrupted too.
 	sum, _ = Load(dir, Options{})
-	if c := sum.Get(5); c.State != Interrupted {
-		t.Errorf("open case of a dead job = %v, want interrupted", c.State)
+	if c := sum.Get(5); c.State != Interrupted || c.Attempts != 1 || c.Crashes != 1 {
+		t.Errorf("open case of a dead job = %v, %d attempts, %d crashes; want interrupted, 1 attempt, 1 crash", c.State, c.Attempts, c.Crashes)
+	}
+	if c := sum.Get(6); c.Crashes != 0 {
+		t.Errorf("case interrupted by a caught signal: %d crashes; want 0", c.Crashes)
 	}
 }
 

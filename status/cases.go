@@ -6,20 +6,20 @@ import (
 )
 
 // The outcomes of the cases are kept in pages of pageSize consecutive case
-// IDs, 13 bytes a case, made as the cases of their range are first recorded
+// IDs, 15 bytes a case, made as the cases of their range are first recorded
 // and found by page number. A range that holds few recorded cases has no
 // page: its cases are kept one by one in a map (sparse IDs). So memory grows
 // with the number of cases recorded, not with the largest ID: a farm of
 // cases 1..N costs 13 bytes a case, as one array would; a case whose ID is
-// 2,000,000,000 costs one page (104 KiB) or a map entry; cases with IDs
+// 2,000,000,000 costs one page (120 KiB) or a map entry; cases with IDs
 // spread thinly over the int64s cost some 40 bytes each once loaded (a few
 // times that while the map grows).
 const (
 	pageBits = 13
-	pageSize = 1 << pageBits // IDs a page holds: 13 x 8 KiB, no size-class rounding
+	pageSize = 1 << pageBits // IDs a page holds: 15 x 8 KiB, no size-class rounding
 	pageMask = pageSize - 1
 	// promoteAt is how many sparse cases a range must hold to get a page:
-	// a page then costs at most 104 bytes a case, the order of what the map
+	// a page then costs at most 120 bytes a case, the order of what the map
 	// costs.
 	promoteAt = pageSize / 8
 	// firstScan is how many sparse cases are kept before the first look for
@@ -29,16 +29,18 @@ const (
 
 // pageCols are the outcomes of the cases of one page, by offset in the page.
 type pageCols struct {
-	state  [pageSize]State
-	status [pageSize]int32
-	secs   [pageSize]float32
-	job    [pageSize]uint32 // index into Summary.Jobs, +1 (0 = none)
+	state   [pageSize]State
+	status  [pageSize]int32
+	secs    [pageSize]float32
+	job     [pageSize]uint32 // index into Summary.Jobs, +1 (0 = none)
+	tries   [pageSize]uint8  // Case.Attempts, at most 255
+	crashes [pageSize]uint8  // Case.Crashes, at most 255
 }
 
 // casePage is one page: the cases n*pageSize to n*pageSize+pageSize-1.
 type casePage struct {
 	n    int64
-	cols *pageCols // allocated alone: 104 KiB, exactly 13 of the runtime's 8 KiB pages
+	cols *pageCols // allocated alone: 120 KiB, exactly 15 of the runtime's 8 KiB pages
 	// While loading: per run, one bit per case of the page started in that
 	// run, to find the cases started twice in one run.
 	started []runBits
@@ -79,6 +81,8 @@ type farCase struct {
 	status   int32
 	secs     float32
 	job      uint32 // index into Summary.Jobs, +1
+	tries    uint8  // Case.Attempts, at most 255
+	crashes  uint8  // Case.Crashes, at most 255
 }
 
 // caseStore holds the outcome of every recorded case.
@@ -204,6 +208,7 @@ func (cs *caseStore) promote() {
 		}
 		i := id & pageMask
 		p.cols.state[i], p.cols.status[i], p.cols.secs[i], p.cols.job[i] = c.state, c.status, c.secs, c.job
+		p.cols.tries[i], p.cols.crashes[i] = c.tries, c.crashes
 		if c.startRun > 0 {
 			p.start(int(c.startRun)-1, int(i))
 		}
@@ -271,6 +276,14 @@ func (cs *caseStore) find(id int64) *casePage {
 		return nil
 	}
 	return cs.pages[n]
+}
+
+// inc8 is n+1, at most 255.
+func inc8(n uint8) uint8 {
+	if n < 255 {
+		n++
+	}
+	return n
 }
 
 // seconds rounds a stored duration to the millisecond it was written with.

@@ -70,15 +70,15 @@ func TestUnfitCasesAndPlacements(t *testing.T) {
 	var got []Case
 	sum.Each(func(c Case) error { got = append(got, c); return nil })
 	want := []Case{
-		{ID: 1, State: Succeeded, Seconds: 1, Job: "10", Host: "node10", Run: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
+		{ID: 1, State: Succeeded, Seconds: 1, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
 		{ID: 2, State: Unfit, Job: "10", Host: "node10", Run: 1, Reason: "needs 16 CPUs, the job has 8"},
-		{ID: 3, State: Running, Seconds: 8, Job: "20", Host: "node20", Run: 2, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
-		{ID: 4, State: Running, Seconds: 7, Job: "20", Host: "node20", Run: 2, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
-		{ID: 5, State: Failed, Status: 1, Seconds: 1, Job: "20", Host: "node20", Run: 2},
-		{ID: 6, State: Failed, Status: 3, Seconds: 2, Job: "10", Host: "node10", Run: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
+		{ID: 3, State: Running, Seconds: 8, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
+		{ID: 4, State: Running, Seconds: 7, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
+		{ID: 5, State: Failed, Status: 1, Seconds: 1, Job: "20", Host: "node20", Run: 2, Attempts: 1},
+		{ID: 6, State: Failed, Status: 3, Seconds: 2, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 		{ID: 7, State: Unfit, Job: "20", Host: "node20", Run: 2, Reason: "needs 0-02:00:00, 0-00:30:00 left"},
 		{ID: 8, State: Unfit, Job: "20", Host: "node20", Run: 2},
-		{ID: 9, State: Interrupted, Job: "10", Host: "node10", Run: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
+		{ID: 9, State: Interrupted, Job: "10", Host: "node10", Run: 1, Attempts: 1, Crashes: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
@@ -147,7 +147,7 @@ func TestUnfitOutcomeDoesNotDependOnOrder(t *testing.T) {
 }
 
 // Placements and reasons cost nothing per case: a farm whose every case
-// has one, in a few dozen kinds, keeps 13 bytes a case, as one without.
+// has one, in a few dozen kinds, keeps 15 bytes a case, as one without.
 func TestPlacedCasesCostPerCase(t *testing.T) {
 	const n = 200_000
 	dir := t.TempDir()
@@ -173,7 +173,7 @@ func TestPlacedCasesCostPerCase(t *testing.T) {
 	sum, heap, total := kept(t, dir, Options{MaxID: n, Cases: n})
 	per := float64(heap) / n
 	t.Logf("%.1f bytes a case kept, %d allocated", per, total/n)
-	if per > 14 {
+	if per > 16 {
 		t.Errorf("%.1f bytes a case", per)
 	}
 	if got := sum.Totals(); got.Succeeded != n-n/100 || got.Unfit != n/100 {
