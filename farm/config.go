@@ -21,6 +21,7 @@ type Config struct {
 	RunDirs    bool          // RUN_DIRS: make RUN$ID for every case before it runs
 	WholeNode  bool          // WHOLE_NODE: each meta-job runs NWhole cases at once
 	NWhole     int           // NWHOLE: cases a whole-node meta-job runs at once
+	MaxCrashes int           // MAX_CRASHES: a case whose job died under it this often is crashed; 0 = no limit
 }
 
 // MaxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
@@ -35,9 +36,13 @@ func (c Config) Slots() int {
 	return 1
 }
 
-// DefaultConfig is META's defaults.
+// DefaultMaxCrashes is MAX_CRASHES when the config does not set it: as
+// HyperQueue's crash limit.
+const DefaultMaxCrashes = 5
+
+// DefaultConfig is META's defaults, and farm's for what META does not have.
 func DefaultConfig() Config {
-	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true}
+	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: DefaultMaxCrashes}
 }
 
 // LoadConfig reads a config file; a missing file gives the defaults.
@@ -100,6 +105,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 			cfg.WholeNode = num != 0
 		case "NWHOLE":
 			cfg.NWhole = int(num)
+		case "MAX_CRASHES":
+			cfg.MaxCrashes = int(num)
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -121,9 +128,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {

@@ -13,12 +13,14 @@ func TestParseConfig(t *testing.T) {
 	for content, want := range map[string]Config{
 		"":                                   DefaultConfig(),
 		"# only a comment\r\n\r\n":           DefaultConfig(),
-		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second},
-		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true},
-		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true},
-		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true},
-		"NJOBS_MAX=2.0\nN_failed_max=1e2":    {NFailedMax: 100, DtFailed: 5 * time.Second, NJobsMax: 2, RunDirs: true},
-		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true},
+		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second, MaxCrashes: 5},
+		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true, MaxCrashes: 5},
+		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true, MaxCrashes: 5},
+		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true, MaxCrashes: 5},
+		"NJOBS_MAX=2.0\nN_failed_max=1e2":    {NFailedMax: 100, DtFailed: 5 * time.Second, NJobsMax: 2, RunDirs: true, MaxCrashes: 5},
+		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true, MaxCrashes: 5},
+		"MAX_CRASHES=0":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true},
+		"MAX_CRASHES=2":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 2},
 	} {
 		got, err := ParseConfig("config", []byte(content))
 		if err != nil || got != want {
@@ -41,6 +43,8 @@ func TestParseConfig(t *testing.T) {
 		// Counts are whole numbers: NJOBS_MAX=1.9 was read as 1.
 		"NJOBS_MAX=1.9\n":                  `config:1: NJOBS_MAX must be a whole number, got "1.9": write 1 or 2`,
 		"N_failed_max=0.5\n":               `config:1: N_failed_max must be a whole number, got "0.5": write 0 or 1`,
+		"MAX_CRASHES=-1\n":                 `config:1: MAX_CRASHES must be a number >= 0, got "-1"`,
+		"MAX_CRASHES=2.5\n":                `config:1: MAX_CRASHES must be a whole number, got "2.5": write 2 or 3`,
 		"RUN_DIRS=1e-3\n":                  `config:1: RUN_DIRS must be a whole number, got "1e-3": write 0 or 1`,
 		"NJOBS_MAX=99999999999999999999\n": `config:1: NJOBS_MAX must be at most 1000000000, got "99999999999999999999"`,
 		"N_failed_max=1e30\n":              `config:1: N_failed_max must be at most 1000000000, got "1e30"`,

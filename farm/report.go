@@ -274,6 +274,9 @@ type StatusOptions struct {
 	FailedOnly bool // --failed: only cases that did not succeed
 	JSON       bool
 	META       bool // --meta: META's "ID STATUS" lines, of the cases that ended
+	// MaxCrashes is the farm's MAX_CRASHES, for the "crashed" of --json
+	// (Status sets it from the config).
+	MaxCrashes int
 }
 
 // Status prints the status of every case that has a record (farm Status).
@@ -283,6 +286,7 @@ func (f *Farm) Status(ctx context.Context, w io.Writer, opt StatusOptions) error
 		return err
 	}
 	f.sayNote()
+	opt.MaxCrashes = f.Config.MaxCrashes
 	return WriteStatus(w, sum, opt)
 }
 
@@ -293,7 +297,7 @@ func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	each := func(fn func(status.Case) error) error { return eachStatusCase(sum, opt, fn) }
 	if opt.JSON {
-		return writeStatusJSON(bw, each)
+		return writeStatusJSON(bw, each, Selection{MaxCrashes: opt.MaxCrashes})
 	}
 	if opt.META {
 		return writeStatusMETA(bw, each)
@@ -355,8 +359,8 @@ func writeStatusMETA(bw *bufio.Writer, each func(func(status.Case) error) error)
 }
 
 // writeStatusJSON writes the cases each gives as a JSON array, one object
-// a case, and flushes bw.
-func writeStatusJSON(bw *bufio.Writer, each func(func(status.Case) error) error) error {
+// a case, and flushes bw; sel says which cases are crashed.
+func writeStatusJSON(bw *bufio.Writer, each func(func(status.Case) error) error, sel Selection) error {
 	quoted := map[string][]byte{}
 	q := func(s string) []byte {
 		b, ok := quoted[s]
@@ -375,7 +379,7 @@ func writeStatusJSON(bw *bufio.Writer, each func(func(status.Case) error) error)
 			b = append(b, ',')
 		}
 		first = false
-		b = appendStatusJSON(b, c, q)
+		b = appendStatusJSON(b, c, q, sel.IsCrashed(c))
 		_, err := bw.Write(b)
 		return err
 	})
@@ -386,9 +390,9 @@ func writeStatusJSON(bw *bufio.Writer, each func(func(status.Case) error) error)
 	return bw.Flush()
 }
 
-// appendStatusJSON appends the JSON object of case c to b; q quotes a
-// string.
-func appendStatusJSON(b []byte, c status.Case, q func(string) []byte) []byte {
+// appendStatusJSON appends the JSON object of case c, crashed or not, to
+// b; q quotes a string.
+func appendStatusJSON(b []byte, c status.Case, q func(string) []byte, crashed bool) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, c.ID, 10)
 	b = append(b, `,"state":"`...)
@@ -403,6 +407,13 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte) []byte {
 	b = append(b, q(c.Host)...)
 	b = append(b, `,"run":`...)
 	b = strconv.AppendInt(b, int64(c.Run), 10)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(c.Attempts), 10)
+	b = append(b, `,"crashes":`...)
+	b = strconv.AppendInt(b, int64(c.Crashes), 10)
+	if crashed {
+		b = append(b, `,"crashed":true`...)
+	}
 	if c.Loop > 0 {
 		b = append(b, `,"loop":`...)
 		b = strconv.AppendInt(b, int64(c.Loop), 10)

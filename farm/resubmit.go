@@ -70,31 +70,53 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return err
 	}
 	sel := opt.Select
+	sel.MaxCrashes = f.Config.MaxCrashes
 	keep := func(id int64) bool { return sel.Keeps(sum.Get(id)) }
-	// Counted first, writing nothing: the count may still be refused.
-	by := map[status.State]int{}
-	hit := make([]bool, len(sel.Cases))
-	n, err := casetable.CountKept(f.Path(Table), func(id int64) bool {
-		sel.mark(id, hit)
-		if c := sum.Get(id); sel.Keeps(c) {
-			by[c.State]++
-			return true
-		}
-		return false
-	})
+	n, by, crashedOut, err := f.countChosen(sum, sel)
 	if err != nil {
-		return tableErr(err)
-	}
-	if err := sel.missing(hit, Table); err != nil {
 		return err
 	}
 	if n == 0 {
+		if crashedOut > 0 {
+			by := ""
+			if !sel.IsZero() {
+				by = " chosen by " + sel.String()
+			}
+			return Userf("nothing to resubmit%s: the %d case(s) left are crashed (their meta-job died under them MAX_CRASHES=%d times); 'farm resubmit --crashed' runs them again, or raise MAX_CRASHES in %s",
+				by, crashedOut, sel.MaxCrashes, ConfigFile)
+		}
 		if sel.IsZero() {
 			return ErrNothingLeft
 		}
 		return fmt.Errorf("%w (no case is chosen by %s)", ErrNothingLeft, sel)
 	}
-	return f.launchResubmit(ctx, su, opt, state, n, keep, sel.chose(n, by))
+	return f.launchResubmit(ctx, su, opt, state, n, keep, sel.chose(n, by, crashedOut))
+}
+
+// countChosen counts, writing nothing, the cases of table.dat that sel
+// chooses (by Selection.Label), and those it leaves out only for the crash
+// limit; an ID of sel's that the table does not have is an error.
+func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[string]int, crashedOut int, err error) {
+	by = map[string]int{}
+	unlimited := sel
+	unlimited.MaxCrashes = 0
+	hit := make([]bool, len(sel.Cases))
+	n, err = casetable.CountKept(f.Path(Table), func(id int64) bool {
+		sel.mark(id, hit)
+		c := sum.Get(id)
+		if sel.Keeps(c) {
+			by[sel.Label(c)]++
+			return true
+		}
+		if unlimited.Keeps(c) {
+			crashedOut++ // chosen but for the crash limit
+		}
+		return false
+	})
+	if err != nil {
+		return 0, nil, 0, tableErr(err)
+	}
+	return n, by, crashedOut, sel.missing(hit, Table)
 }
 
 // launchResubmit launches the run after state's, over the n cases of
@@ -172,11 +194,22 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		return nil
 	}
 	left := fmt.Sprintf("%d failed, %d interrupted, %d never ran, %d unfit", p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
+	crashed := f.crashed(sum)
+	if crashed.all > 0 {
+		left += fmt.Sprintf("; %d of them crashed", crashed.all)
+	}
 	if !opt.Auto {
 		say("Not every case succeeded (%s); %s not submitted.", left, FinalScript)
 		return nil
 	}
-	if p.Interrupted+p.NeverRan+p.Unfit == 0 {
+	if p.Interrupted+p.NeverRan+p.Unfit == crashed.rerun {
+		// What a resubmit would run again are failures only, or
+		// nothing: -auto ends here, whatever the crashes.
+		if crashed.all > 0 {
+			say("Only failed or crashed cases left (%d failed, %d crashed: their meta-job died under them MAX_CRASHES=%d times); cannot auto-resubmit; exiting. 'farm resubmit --failed' or 'farm resubmit --crashed' runs them again.",
+				p.Failed-crashed.failed, crashed.all, f.Config.MaxCrashes)
+			return nil
+		}
 		say("%s (%d failed).", MsgOnlyFailed, p.Failed)
 		return nil
 	}
@@ -192,6 +225,35 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		return err
 	}
 	return nil
+}
+
+// crashCount counts the crashed cases of a farm (Selection.IsCrashed).
+type crashCount struct {
+	all    int64 // every crashed case
+	rerun  int64 // those interrupted or unfit: what a resubmit would run but for the crash limit
+	failed int64 // those that failed last
+}
+
+// crashed counts the crashed cases of sum, by the farm's MAX_CRASHES.
+func (f *Farm) crashed(sum *status.Summary) crashCount {
+	sel := Selection{MaxCrashes: f.Config.MaxCrashes}
+	var n crashCount
+	if sel.MaxCrashes == 0 {
+		return n
+	}
+	sum.Each(func(c status.Case) error {
+		if sel.IsCrashed(c) {
+			n.all++
+			switch c.State {
+			case status.Interrupted, status.Unfit:
+				n.rerun++
+			case status.Failed:
+				n.failed++
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // submitFinal submits final.sh once, on opt's backend.

@@ -10,18 +10,27 @@ import (
 )
 
 // Selection is what 'farm resubmit' runs again: its options --failed,
-// --interrupted, --never-run, --unfit and --cases. The zero Selection is
-// every case that did not succeed, as META's resubmit (and -auto's).
+// --interrupted, --never-run, --unfit, --crashed and --cases. The zero
+// Selection is every case that did not succeed and is not crashed, as
+// META's resubmit (and -auto's) but for the crash limit.
 //
-// With state options only, a case is chosen when its farm-wide state is one
-// of them. With --cases only, the cases with those IDs are chosen whatever
-// their state, succeeded ones too (to run a case again whose output was
-// lost, say). With both, a case must be in one of the states and among the
-// IDs.
+// A case is crashed when its meta-job died while it ran (status.Case's
+// Crashes) at least MaxCrashes times (MAX_CRASHES) and it has not
+// succeeded since: only --crashed, or its ID given with --cases alone,
+// runs it again. With state options only, a case is chosen when its
+// farm-wide state is one of them (crashed counting as a state of its own).
+// With --cases only, the cases with those IDs are chosen whatever their
+// state, succeeded and crashed ones too (to run a case again whose output
+// was lost, say). With both, a case must be in one of the states and among
+// the IDs.
 type Selection struct {
-	States []status.State // farm-wide states chosen; none: any (with Cases) or all but succeeded
-	Cases  []IDRange      // IDs chosen; none: any
-	Given  []string       // the options as given, for messages
+	States  []status.State // farm-wide states chosen; none: any (with Cases) or all but succeeded
+	Crashed bool           // --crashed: the crashed cases are chosen
+	Cases   []IDRange      // IDs chosen; none: any
+	Given   []string       // the options as given, for messages
+	// MaxCrashes is the farm's MAX_CRASHES (0: no case is ever crashed),
+	// set by the command from the config.
+	MaxCrashes int
 }
 
 // IDRange is the case IDs From to To, both included.
@@ -54,7 +63,11 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 		}
 	}
 	if a == "--crashed" || a == "-crashed" {
-		return 0, Userf("--crashed: this farm marks no case crashed (there is no crash limit yet); --interrupted chooses the cases whose job died")
+		if !sel.Crashed {
+			sel.Crashed = true
+			sel.Given = append(sel.Given, "--crashed")
+		}
+		return 1, nil
 	}
 	var spec string
 	took := 1
@@ -110,17 +123,41 @@ func ParseIDRanges(spec string) ([]IDRange, error) {
 }
 
 // IsZero reports whether no selection option was given.
-func (sel Selection) IsZero() bool { return len(sel.States) == 0 && len(sel.Cases) == 0 }
+func (sel Selection) IsZero() bool {
+	return len(sel.States) == 0 && len(sel.Cases) == 0 && !sel.Crashed
+}
 
 // String is the options as given ("--failed --cases 3,17-20").
 func (sel Selection) String() string { return strings.Join(sel.Given, " ") }
 
 // Keeps reports whether the selection chooses case c.
 func (sel Selection) Keeps(c status.Case) bool {
-	if sel.IsZero() {
-		return c.State != status.Succeeded
+	crashed := sel.IsCrashed(c)
+	switch {
+	case sel.IsZero():
+		return c.State != status.Succeeded && !crashed
+	case !sel.hasID(c.ID):
+		return false
+	case len(sel.States) == 0 && !sel.Crashed:
+		return true // --cases alone: whatever the state
+	case crashed:
+		return sel.Crashed
 	}
-	return (len(sel.States) == 0 || slices.Contains(sel.States, c.State)) && sel.hasID(c.ID)
+	return slices.Contains(sel.States, c.State)
+}
+
+// IsCrashed reports whether case c is crashed: its meta-job died while it
+// ran at least MaxCrashes times, and it neither succeeded since nor runs.
+func (sel Selection) IsCrashed(c status.Case) bool {
+	return sel.MaxCrashes > 0 && c.Crashes >= sel.MaxCrashes && c.State != status.Succeeded && c.State != status.Running
+}
+
+// Label is what chose calls case c: "crashed", or its state.
+func (sel Selection) Label(c status.Case) string {
+	if sel.IsCrashed(c) {
+		return "crashed"
+	}
+	return c.State.String()
 }
 
 // hasID reports whether id is among the IDs chosen (any, if none were).
@@ -160,17 +197,22 @@ func (sel Selection) missing(hit []bool, table string) error {
 	return nil
 }
 
-// chose says what a resubmit chose: "the 3 case(s) chosen by --failed
-// --cases 1-9 (2 failed, 1 interrupted)".
-func (sel Selection) chose(n int, by map[status.State]int) string {
+// chose says what a resubmit chose, by Label: "the 3 case(s) chosen by
+// --failed --cases 1-9 (2 failed, 1 interrupted)". crashedOut is how many
+// crashed cases it left out.
+func (sel Selection) chose(n int, by map[string]int, crashedOut int) string {
+	out := ""
+	if crashedOut > 0 {
+		out = fmt.Sprintf("; %d crashed case(s) left out (their meta-job died under them MAX_CRASHES=%d times): 'farm resubmit --crashed' runs them", crashedOut, sel.MaxCrashes)
+	}
 	if sel.IsZero() {
-		return fmt.Sprintf("the %d case(s) that failed, were interrupted, were unfit or never ran", n)
+		return fmt.Sprintf("the %d case(s) that failed, were interrupted, were unfit or never ran%s", n, out)
 	}
 	var parts []string
-	for _, s := range []status.State{status.Failed, status.Interrupted, status.Unfit, status.NeverRan, status.Succeeded, status.Running} {
+	for _, s := range []string{"failed", "interrupted", "crashed", "unfit", "never ran", "succeeded", "running"} {
 		if by[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", by[s], s))
 		}
 	}
-	return fmt.Sprintf("the %d case(s) chosen by %s (%s)", n, sel, strings.Join(parts, ", "))
+	return fmt.Sprintf("the %d case(s) chosen by %s (%s)%s", n, sel, strings.Join(parts, ", "), out)
 }
