@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // Kept lists the files farm clean keeps: the user's scripts, config and table.
-var Kept = []string{JobScript, SingleCase, ResubmitScript, FinalScript, ConfigFile, Table}
+var Kept = []string{layout.JobScript, layout.SingleCase, layout.ResubmitScript, layout.FinalScript, layout.Config, layout.Table}
 
 // CleanMode says whether Clean deletes, or only lists what it would.
 type CleanMode int

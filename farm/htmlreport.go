@@ -9,6 +9,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/report"
 )
 
@@ -29,7 +30,7 @@ func (f *Farm) ReportData(ctx context.Context, now time.Time) (*report.Data, err
 		}
 	}
 	d, err := report.Build(report.Input{
-		StatusDir:  f.Path(StatusDir),
+		StatusDir:  f.Path(layout.StatusDir),
 		Now:        now,
 		Jobs:       jobs,
 		LiveAsOf:   now, // before the scheduler was asked
@@ -97,8 +98,8 @@ func (f *Farm) slowestCommands(as []report.Attempt, runTable string) {
 			return nil
 		})
 	}
-	if runTable != Table {
+	if runTable != layout.Table {
 		from(runTable)
 	}
-	from(Table)
+	from(layout.Table)
 }

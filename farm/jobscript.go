@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // RunTime is the run-time line of a job script.
@@ -131,7 +132,7 @@ func runTimeArg(args []string, scripts []backend.Script) error {
 		}
 	}
 	if first >= 0 {
-		return Userf("the run-time (%s) cannot be given on the command line: set it with '%s' in %s", given, use, JobScript)
+		return Userf("the run-time (%s) cannot be given on the command line: set it with '%s' in %s", given, use, layout.JobScript)
 	}
 	return nil
 }

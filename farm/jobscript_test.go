@@ -9,6 +9,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // TestCheckRunTime: META's limits, 30 seconds to 35 days, with its
@@ -41,7 +42,7 @@ func TestCheckRunTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Script: scriptOf("#SBATCH")}, tc.min)
+		err = checkRunTime(layout.JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Script: scriptOf("#SBATCH")}, tc.min)
 		least := "30 seconds"
 		if tc.min != MinRunTime {
 			least = tc.min.String() + " (FARM_MIN_RUNTIME)"
@@ -86,8 +87,8 @@ func TestMinRunTime(t *testing.T) {
 
 func setRunTime(t *testing.T, f *Farm, value string) {
 	t.Helper()
-	b, _ := os.ReadFile(f.Path(JobScript))
-	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
+	b, _ := os.ReadFile(f.Path(layout.JobScript))
+	os.WriteFile(f.Path(layout.JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
 }
 
 // TestScriptRunTimeByDirective: the run-time as the local engine reads it,
@@ -146,12 +147,12 @@ func TestScriptRunTimeErrors(t *testing.T) {
 // TestCheckRunTimeExample: META's "Wrong job runtime" names an example in
 // the form the run-time was read from.
 func TestCheckRunTimeExample(t *testing.T) {
-	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Script: scriptOf("#$")}, MinRunTime)
+	err := checkRunTime(layout.ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Script: scriptOf("#$")}, MinRunTime)
 	want := "resubmit_script.sh:3: Wrong job runtime in resubmit_script.sh - INFINITY . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#$ -l h_rt=01:00:00')"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Script: scriptOf("#SBATCH")}, MinRunTime)
+	err = checkRunTime(layout.JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Script: scriptOf("#SBATCH")}, MinRunTime)
 	if want := "(the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("got %v, want it to end %q", err, want)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -335,7 +336,7 @@ func (b *bar) done() {
 func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
 	b := &bar{w: w, opt: opt}
 	defer b.done()
-	tail := status.NewTail(f.Path(StatusDir))
+	tail := status.NewTail(f.Path(layout.StatusDir))
 	for {
 		recs, err := f.Jobs()
 		if err != nil {

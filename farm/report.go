@@ -13,6 +13,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -41,7 +42,7 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 		maxID, cases = st.MaxID, st.Total
 		f.note = f.tableNote(st, recs, infos)
 	}
-	sum, err := status.Load(f.Path(StatusDir), status.Options{
+	sum, err := status.Load(f.Path(layout.StatusDir), status.Options{
 		Live:     func(id string) bool { return runsCases(infos[id].State) },
 		LiveAsOf: asOf,
 		MaxID:    maxID,
@@ -64,17 +65,17 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 // a reading of it whole only after a same-size change of its identity or
 // times (casetable.Source.Changed).
 func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
-	if st.Run == 0 || st.Table == "" || st.Table == Table {
+	if st.Run == 0 || st.Table == "" || st.Table == layout.Table {
 		return ""
 	}
-	if fi, err := os.Stat(f.Path(Table)); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(f.Path(layout.Table)); err != nil || !fi.Mode().IsRegular() {
 		return "" // what reads it says what is wrong
 	}
 	src, err := casetable.ReadSource(f.Path(st.Table))
 	if err != nil {
 		return ""
 	}
-	if changed, err := src.Changed(f.Path(Table)); err != nil || !changed {
+	if changed, err := src.Changed(f.Path(layout.Table)); err != nil || !changed {
 		return ""
 	}
 	going := st.Claimed < st.Cases
@@ -84,9 +85,9 @@ func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]
 		}
 	}
 	if going {
-		return fmt.Sprintf("%s changed since run %d started; run %d goes on with the table it started with; 'farm resubmit' will use %s as it is now", Table, st.Run, st.Run, Table)
+		return fmt.Sprintf("%s changed since run %d started; run %d goes on with the table it started with; 'farm resubmit' will use %s as it is now", layout.Table, st.Run, st.Run, layout.Table)
 	}
-	return fmt.Sprintf("%s changed since run %d started; run %d ran the table it started with; 'farm resubmit' will use %s as it is now", Table, st.Run, st.Run, Table)
+	return fmt.Sprintf("%s changed since run %d started; run %d ran the table it started with; 'farm resubmit' will use %s as it is now", layout.Table, st.Run, st.Run, layout.Table)
 }
 
 // readState reads the claim state (zero State if never submitted).
@@ -125,11 +126,11 @@ func (p Progress) String() string {
 // and what to do, and the summary goes on.
 func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 	var p Progress
-	if numbered, err := casetable.FirstCaseNumbered(f.Path(Table)); err == nil && !numbered && !f.hasRecords() {
+	if numbered, err := casetable.FirstCaseNumbered(f.Path(layout.Table)); err == nil && !numbered && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
 		return Progress{}, nil
 	}
-	skipped, first, err := casetable.ReadIDsLenient(f.Path(Table), func(id int64) {
+	skipped, first, err := casetable.ReadIDsLenient(f.Path(layout.Table), func(id int64) {
 		p.Total++
 		st := sum.Get(id).State
 		if st == status.NeverRan {
@@ -152,7 +153,7 @@ func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 			note = " (" + f.note + ")"
 			f.note = ""
 		}
-		fmt.Fprintf(f.warnings(), "farm: warning: %v%s: not counted; fix the line before 'farm resubmit', which refuses %s until then%s\n", first, more, Table, note)
+		fmt.Fprintf(f.warnings(), "farm: warning: %v%s: not counted; fix the line before 'farm resubmit', which refuses %s until then%s\n", first, more, layout.Table, note)
 	}
 	f.sayNote()
 	return p, nil
@@ -209,7 +210,7 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 	var tail *status.Tail
 	var drawn time.Time
 	if w != nil {
-		b, tail = &bar{w: w, opt: opt}, status.NewTail(f.Path(StatusDir))
+		b, tail = &bar{w: w, opt: opt}, status.NewTail(f.Path(layout.StatusDir))
 		defer b.done()
 	}
 	parent := ctx

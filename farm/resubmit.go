@@ -8,6 +8,7 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 )
 
@@ -74,7 +75,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	// Counted first, writing nothing: the count may still be refused.
 	by := map[status.State]int{}
 	hit := make([]bool, len(sel.Cases))
-	n, err := casetable.CountKept(f.Path(Table), func(id int64) bool {
+	n, err := casetable.CountKept(f.Path(layout.Table), func(id int64) bool {
 		sel.mark(id, hit)
 		if c := sum.Get(id); sel.Keeps(c) {
 			by[c.State]++
@@ -85,7 +86,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return tableErr(err)
 	}
-	if err := sel.missing(hit, Table); err != nil {
+	if err := sel.missing(hit, layout.Table); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -108,21 +109,21 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// may have the same PID.)
 	runTable := privateTable(state.Run + 1)
 	su.prepare = func() error {
-		m, src, err := casetable.RebuildSource(f.Path(Table), f.Path(runTable), keep)
+		m, src, err := casetable.RebuildSource(f.Path(layout.Table), f.Path(runTable), keep)
 		if err == nil && m != n {
-			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)
+			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", layout.Table, n, m)
 		}
 		if err == nil {
 			err = casetable.WriteSource(f.Path(runTable), src)
 		}
 		return tableErr(err)
 	}
-	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, RetryTable)
+	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, layout.RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		f.removeRunTable(ctx, runTable)
 		return err
 	}
-	atomicfile.Link(f.Path(runTable), f.Path(RetryTable))
+	atomicfile.Link(f.Path(runTable), f.Path(layout.RetryTable))
 	return nil
 }
 
@@ -165,15 +166,15 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		}
 		ids, err := f.submitFinal(ctx, opt, run)
 		if err != nil {
-			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, FinalScript, err)
+			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, layout.FinalScript, err)
 			return err
 		}
-		say("All %d cases succeeded; submitted %s as job %s.", p.Total, FinalScript, strings.Join(ids, " "))
+		say("All %d cases succeeded; submitted %s as job %s.", p.Total, layout.FinalScript, strings.Join(ids, " "))
 		return nil
 	}
 	left := fmt.Sprintf("%d failed, %d interrupted, %d never ran, %d unfit", p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
 	if !opt.Auto {
-		say("Not every case succeeded (%s); %s not submitted.", left, FinalScript)
+		say("Not every case succeeded (%s); %s not submitted.", left, layout.FinalScript)
 		return nil
 	}
 	if p.Interrupted+p.NeverRan+p.Unfit == 0 {
@@ -202,7 +203,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	}
 	for _, r := range recs {
 		if r.Kind == KindFinal {
-			return nil, fmt.Errorf("%s was already submitted as job %s", FinalScript, r.ID)
+			return nil, fmt.Errorf("%s was already submitted as job %s", layout.FinalScript, r.ID)
 		}
 	}
 	be, err := f.openBackend(ctx, opt.Backend)
@@ -216,7 +217,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err := f.checkFinalRunTime(be.Capabilities().Scripts, min); err != nil {
 		return nil, err
 	}
-	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Scripts)
+	limit, _, err := ScriptTimeLimit(f.Path(layout.FinalScript), be.Capabilities().Scripts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +225,6 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(FinalScript), jobName(f, "final"), 1, limit
+	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(layout.FinalScript), jobName(f, "final"), 1, limit
 	return f.submitJobs(ctx, be, req, run, KindFinal, "submit", "")
 }

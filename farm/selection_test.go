@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -74,7 +75,7 @@ func TestResubmitSelectsExactly(t *testing.T) {
 			if !strings.HasPrefix(out.String(), c.said) {
 				t.Errorf("resubmit said %q, want %q", out, c.said)
 			}
-			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(RetryTable))); diff != "" {
+			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 				t.Errorf("table.dat_ (-want +got):\n%s", diff)
 			}
 			if st, err := f.readState(ctx); err != nil || st.Run != 2 || st.Cases != int64(len(c.ids)) {

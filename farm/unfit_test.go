@@ -10,6 +10,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -113,7 +114,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 // cases into 8 CPUs.
 func writeStatus(t *testing.T, f *Farm, job string, run int, fn func(w *status.Writer)) {
 	t.Helper()
-	w, err := status.CreateCap(f.Path(StatusDir, "status."+job), job, 0, run, "node1", status.Capacity{CPUs: 8}, nil)
+	w, err := status.CreateCap(f.Path(layout.StatusDir, "status."+job), job, 0, run, "node1", status.Capacity{CPUs: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if want := "Resubmitting the 6 case(s) that failed, were interrupted, were unfit or never ran (table.dat_)."; !strings.HasPrefix(out.String(), want) {
 		t.Errorf("resubmit said %q, want %q", out, want)
 	}
-	if diff := cmp.Diff([]int64{2, 3, 4, 5, 6, 7}, tableIDs(t, f.Path(RetryTable))); diff != "" {
+	if diff := cmp.Diff([]int64{2, 3, 4, 5, 6, 7}, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 		t.Errorf("table.dat_ (-want +got):\n%s", diff)
 	}
 	// Run 2 runs them: 4 succeeds, 5 is unfit again, 2 fails again.
@@ -206,7 +207,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if err := f.Resubmit(ctx, SubmitOptions{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]int64{3, 5, 7}, tableIDs(t, f.Path(RetryTable))); diff != "" {
+	if diff := cmp.Diff([]int64{3, 5, 7}, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 		t.Errorf("table.dat_ of run 3 (-want +got):\n%s", diff)
 	}
 }
@@ -274,7 +275,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 	}
 	t0 := time.Now().Add(-time.Minute)
 	create := func(job string, restart int, c status.Capacity) *status.Writer {
-		w, err := status.CreateCap(f.Path(StatusDir, status.FileName(job, restart)), job, restart, 1, "node1", c, nil)
+		w, err := status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(job, restart)), job, restart, 1, "node1", c, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // autoBackend plays a farm whose -auto job (job 1) resubmits and ends
@@ -61,10 +62,10 @@ func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]backen
 
 func TestWaitSeesJobsSubmittedByAJobThatJustEnded(t *testing.T) {
 	dir := t.TempDir()
-	for _, d := range []string{MiscDir, StatusDir} {
+	for _, d := range []string{layout.MiscDir, layout.StatusDir} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
-	os.WriteFile(filepath.Join(dir, Table), []byte("1 true\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte("1 true\n"), 0o644)
 	f := &Farm{Dir: dir}
 	b := &autoBackend{f: f, t: t}
 	f.backends = fixed{b}

@@ -24,6 +24,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
@@ -153,7 +154,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	m.out = out
 	m.pool = m.newPool()
 	capacity := status.Capacity{CPUs: len(m.pool.cpuFree), GPUs: len(m.pool.gpus)}
-	if m.sw, err = status.CreateCap(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
+	if m.sw, err = status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
 		return err
 	}
 	if err := m.openSlots(); err != nil {
@@ -589,7 +590,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		m.table, m.tableLines = st.Table, n
 	}
 	if rt.recompute {
-		rt.update(ctx, m.store, m.Farm.Path(farm.StatusDir), m.log)
+		rt.update(ctx, m.store, m.Farm.Path(layout.StatusDir), m.log)
 	}
 	return cases, "", nil
 }

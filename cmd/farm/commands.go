@@ -17,6 +17,7 @@ import (
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/local"
 	"github.com/farm-hpc/farm/metajob"
 	"github.com/farm-hpc/farm/proc"
@@ -662,7 +663,7 @@ func runCaseCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "farm: case %d (line %d of %s) ended with STATUS %d; not recorded (run-case only tries a case)\n", cs.ID, cs.Line, farm.Table, code)
+			fmt.Fprintf(c.App.ErrWriter, "farm: case %d (line %d of %s) ended with STATUS %d; not recorded (run-case only tries a case)\n", cs.ID, cs.Line, layout.Table, code)
 			return exitStatus(code)
 		},
 	}
