@@ -1,23 +1,102 @@
 package farm
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/report"
 )
 
-// ReportData computes the data of farm report: one scheduler query per
+// ReportOptions are the files farm report writes.
+type ReportOptions struct {
+	HTML  string  // the page; "" with neither SVG nor PNG: report.html in the farm directory
+	SVG   string  // the figures as one SVG image, if not ""
+	PNG   string  // the figures as one PNG image, if not ""
+	Scale float64 // pixels per unit of the PNG (1: 960 pixels wide)
+}
+
+// Report is farm report: it gathers the report's data (reportData) and
+// writes the files opt names, each whole (atomicfile), saying on f.Out
+// what it wrote and how big.
+func (f *Farm) Report(ctx context.Context, opt ReportOptions) error {
+	if opt.HTML == "" && opt.PNG == "" && opt.SVG == "" {
+		opt.HTML = filepath.Join(f.Dir, "report.html")
+	}
+	d, err := f.reportData(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(f.Dir)
+	if abs, err := filepath.Abs(f.Dir); err == nil {
+		name = abs
+	}
+	figs := append([]*report.Canvas{report.SummaryFigure(d, name)}, report.Figures(d)...)
+	for _, o := range []struct {
+		path  string
+		write func(w *bufio.Writer) error
+	}{
+		{opt.HTML, func(w *bufio.Writer) error { return report.WriteHTML(w, d, name) }},
+		{opt.SVG, func(w *bufio.Writer) error { return report.WriteSVG(w, figs) }},
+		{opt.PNG, func(w *bufio.Writer) error { return report.WritePNG(w, figs, opt.Scale) }},
+	} {
+		if o.path == "" {
+			continue
+		}
+		if err := atomicfile.Write(o.path, proc.NewMode(0o666), o.write, ""); err != nil {
+			return writeError(o.path, err)
+		}
+		size := ""
+		if st, err := os.Stat(o.path); err == nil {
+			size = fmt.Sprintf(" (%s)", fmtBytes(st.Size()))
+		}
+		fmt.Fprintf(f.Out, "Wrote %s%s\n", o.path, size)
+	}
+	if opt.HTML != "" {
+		fmt.Fprintf(f.Out, "Open it in a browser; it needs no network (copy it to a laptop with scp, for one).\n")
+	}
+	return nil
+}
+
+// writeError says why the file at path could not be written, and what to
+// do, in one line.
+func writeError(path string, err error) error {
+	dir := filepath.Dir(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cannot write %s: the directory %s does not exist; create it, or name another file", path, dir)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot write %s: no permission to write in %s; name another file", path, dir)
+	}
+	return fmt.Errorf("cannot write %s: %v", path, err)
+}
+
+// fmtBytes is a size for people: "1.2 MB".
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// reportData computes the data of farm report: one scheduler query per
 // backend (the jobs' starts and ends), one read of the status files for
 // farm query's figures and one for the report's, and, for the commands of
 // the slowest cases, one read of table.dat.
-func (f *Farm) ReportData(ctx context.Context, now time.Time) (*report.Data, error) {
+func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, error) {
 	q, infos, st, err := f.query(ctx, now)
 	if err != nil {
 		return nil, err

@@ -187,8 +187,8 @@ func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta floa
 	return perMin, eta
 }
 
-// Report prints the farm's summary as of now (farm query).
-func (f *Farm) Report(ctx context.Context, w io.Writer, format Format) error {
+// PrintQuery prints the farm's summary as of now (farm query).
+func (f *Farm) PrintQuery(ctx context.Context, w io.Writer, format Format) error {
 	q, err := f.Query(ctx, time.Now())
 	if err != nil {
 		return err
