@@ -26,9 +26,9 @@ type Config struct {
 // MaxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
 const MaxNWhole = 4096
 
-// Slots is how many cases a meta-job runs at once: NWHOLE in WHOLE_NODE
+// casesAtOnce is how many cases a meta-job runs at once: NWHOLE in WHOLE_NODE
 // mode, else 1.
-func (c Config) Slots() int {
+func (c Config) casesAtOnce() int {
 	if c.WholeNode {
 		return c.NWhole
 	}

@@ -322,8 +322,8 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		// META: each of a job's NWHOLE loops runs one case). Adding to an
 		// active SIMPLE run: one job per unclaimed case is unknown; add
 		// one.
-		slots := f.Config.Slots()
-		count = max((nr.cases+slots-1)/slots, 1)
+		n := f.Config.casesAtOnce()
+		count = max((nr.cases+n-1)/n, 1)
 	}
 	extra := 0
 	if opt.Auto || f.hasFinal() {
@@ -666,7 +666,7 @@ func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.S
 func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids []string) {
 	if simple {
 		each := "one case each"
-		if n := f.Config.Slots(); n > 1 {
+		if n := f.Config.casesAtOnce(); n > 1 {
 			each = fmt.Sprintf("%d cases each at once", n)
 		}
 		fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, %s) for run %d on the %s backend", count, each, run, be.Name())

@@ -44,7 +44,7 @@ type caseRunner interface {
 	// refresh picks up an edited single_case.sh; the meta-job calls it
 	// before each batch of claimed cases.
 	refresh() error
-	// bind makes the cases run on cpus only (WHOLE_NODE: a slot's share).
+	// bind makes the cases run on cpus only (WHOLE_NODE: a loop's share).
 	bind(cpus []int)
 	close()
 }

@@ -18,7 +18,7 @@
 // A meta-job that packs several cases at once into what it was given
 // (CreateCap, StartAt, Unfit) says in its header how many CPUs and GPUs it
 // has (cpus=N gpus=N), and in each S record where the case runs: loop=N
-// its loop (slot), cpus=LIST the CPUs it is bound to, in ascending order
+// its loop, cpus=LIST the CPUs it is bound to, in ascending order
 // with runs of consecutive numbers as ranges ("0-3,8"), gpus=LIST the
 // devices it was given, names separated by commas ("0,1"). A field that
 // would be empty or zero is left out; HOST is then "-" if it is empty.
