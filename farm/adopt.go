@@ -184,8 +184,8 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 	}
 	if v, err := num("NWHOLE"); err != nil {
 		return nil, nil, err
-	} else if n, _ := strconv.Atoi(v); n > MaxNWhole {
-		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", layout.METAConfig, lines["NWHOLE"], v, MaxNWhole)
+	} else if n, _ := strconv.Atoi(v); n > maxNWhole {
+		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", layout.METAConfig, lines["NWHOLE"], v, maxNWhole)
 	}
 	if w, _ := num("WHOLE_NODE"); w != "" && w != "0" && vals["NWHOLE"] == "" {
 		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", layout.METAConfig, lines["WHOLE_NODE"], w)
@@ -210,7 +210,7 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 			fmt.Fprintf(&b, "# config.h's %s=%s has no farm setting.\n", k, v)
 		}
 	}
-	if _, err := ParseConfig(layout.Config, b.Bytes()); err != nil {
+	if _, err := parseConfig(layout.Config, b.Bytes()); err != nil {
 		return nil, nil, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", layout.METAConfig, err, layout.METAConfig)
 	}
 	return b.Bytes(), settings, nil

@@ -81,7 +81,7 @@ func Open(dir string, opt Options) (*Farm, error) {
 			return nil, Userf("Non-farm directory %s (no %s): cd into a farm directory, or make one with 'farm init DIR'", abs, name)
 		}
 	}
-	cfg, err := LoadConfig(filepath.Join(abs, layout.Config))
+	cfg, err := loadConfig(filepath.Join(abs, layout.Config))
 	if err != nil {
 		return nil, err
 	}

@@ -27,10 +27,10 @@ type JobRecord struct {
 
 // Job kinds.
 const (
-	KindMeta   = "meta"
-	KindSimple = "simple"
-	KindAuto   = "auto"
-	KindFinal  = "final"
+	kindMeta   = "meta"
+	kindSimple = "simple"
+	kindAuto   = "auto"
+	kindFinal  = "final"
 )
 
 // Job records live in MISC/jobs/, one file per submission (written whole to

@@ -21,9 +21,9 @@ type RunTime struct {
 	Script backend.Script
 }
 
-// ScriptTimeLimit reads the run-time of a job script as ScriptRunTime
+// scriptTimeLimit reads the run-time of a job script as ScriptRunTime
 // does. ok is false when the script has none.
-func ScriptTimeLimit(path string, scripts []backend.Script) (limit time.Duration, ok bool, err error) {
+func scriptTimeLimit(path string, scripts []backend.Script) (limit time.Duration, ok bool, err error) {
 	rt, ok, err := ScriptRunTime(path, scripts)
 	return rt.Limit, ok, err
 }
@@ -65,13 +65,13 @@ const (
 	MaxRunTime = 35 * 24 * time.Hour
 )
 
-// MinRunTimeVar lowers the minimum run-time, for trying a farm's time
+// minRunTimeVar lowers the minimum run-time, for trying a farm's time
 // limits in seconds, on an engine that keeps a limit to the second itself
 // (Capabilities.EnforcesTimeLimit: the local one, Grid Engine): a Go
 // duration such as "2s", in the submitting environment. Slurm, which
 // counts whole minutes and checks limits every 30 s or so, keeps META's 30
 // seconds.
-const MinRunTimeVar = "FARM_MIN_RUNTIME"
+const minRunTimeVar = "FARM_MIN_RUNTIME"
 
 // minRunTime is the shortest run-time a submission from environ may give
 // its jobs on an engine with capabilities caps: MinRunTime, or
@@ -79,7 +79,7 @@ const MinRunTimeVar = "FARM_MIN_RUNTIME"
 func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, error) {
 	v, set := "", false
 	for _, kv := range environ {
-		if val, ok := strings.CutPrefix(kv, MinRunTimeVar+"="); ok {
+		if val, ok := strings.CutPrefix(kv, minRunTimeVar+"="); ok {
 			v, set = val, true
 		}
 	}
@@ -88,7 +88,7 @@ func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, err
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, Userf("%s=%q is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds", MinRunTimeVar, v)
+		return 0, Userf("%s=%q is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds", minRunTimeVar, v)
 	}
 	return d, nil
 }
@@ -105,7 +105,7 @@ func checkRunTime(name string, rt RunTime, min time.Duration) error {
 	}
 	least := "30 seconds"
 	if min != MinRunTime {
-		least = min.String() + " (" + MinRunTimeVar + ")"
+		least = min.String() + " (" + minRunTimeVar + ")"
 	}
 	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from %s to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, least, rt.Script.RunTimeLine(time.Hour))
 }

@@ -115,8 +115,8 @@ func TestScriptRunTimeByDirective(t *testing.T) {
 		if err != nil || ok != (tc.want != RunTime{}) || rt != tc.want {
 			t.Errorf("%s: ScriptRunTime = %+v, %t, %v; want %+v", tc.name, rt, ok, err, tc.want)
 		}
-		if limit, lok, lerr := ScriptTimeLimit(p, scriptsOf(tc.directive)); limit != tc.want.Limit || lok != ok || lerr != nil {
-			t.Errorf("%s: ScriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
+		if limit, lok, lerr := scriptTimeLimit(p, scriptsOf(tc.directive)); limit != tc.want.Limit || lok != ok || lerr != nil {
+			t.Errorf("%s: scriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/farm-hpc/farm/status"
 )
 
-// RateWindow is how far back farm query looks to measure throughput.
-const RateWindow = 10 * time.Minute
+// rateWindow is how far back farm query looks to measure throughput.
+const rateWindow = 10 * time.Minute
 
 // Query is the short summary of a farm that farm query prints.
 type Query struct {
@@ -30,7 +30,7 @@ type Query struct {
 	// FarmCases are all cases of table.dat, by their farm-wide state.
 	FarmCases CaseCounts `json:"farm_cases"`
 	// PerMinute is the recent throughput: cases ended per minute over the
-	// last RateWindow (or since the farm started, if later).
+	// last rateWindow (or since the farm started, if later).
 	PerMinute float64 `json:"cases_per_minute"`
 	// ETASeconds estimates when the current run's cases will all have
 	// ended, at that throughput; -1 when unknown (nothing active, no rate).
@@ -104,7 +104,7 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	if err != nil {
 		return q, nil, st, err
 	}
-	sum, recs, infos, err := f.load(ctx, now.Add(-RateWindow))
+	sum, recs, infos, err := f.load(ctx, now.Add(-rateWindow))
 	if err != nil {
 		return q, nil, st, err
 	}
@@ -166,11 +166,11 @@ func countJobs(recs []JobRecord, infos map[string]backend.JobInfo) JobCounts {
 	return c
 }
 
-// rate is the throughput over the last RateWindow (or since first, the
+// rate is the throughput over the last rateWindow (or since first, the
 // earliest record, if later) and the ETA of the current run's remaining
 // cases at that rate (-1: unknown).
 func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta float64) {
-	window := RateWindow
+	window := rateWindow
 	if first > 0 {
 		if since := now.Sub(time.UnixMilli(int64(first * 1e3))); since < window {
 			window = since
@@ -194,11 +194,11 @@ func (f *Farm) PrintQuery(ctx context.Context, w io.Writer, format Format) error
 		return err
 	}
 	f.sayNote()
-	return WriteQuery(w, q, format)
+	return writeQuery(w, q, format)
 }
 
-// WriteQuery prints q for people, or as JSON.
-func WriteQuery(w io.Writer, q Query, format Format) error {
+// writeQuery prints q for people, or as JSON.
+func writeQuery(w io.Writer, q Query, format Format) error {
 	if format == JSON {
 		return json.NewEncoder(w).Encode(q)
 	}
@@ -251,9 +251,9 @@ func fmtDuration(d time.Duration) string {
 	return d.String()
 }
 
-// ProgressBar renders one line: a bar of the farm's processed cases, the
+// progressBar renders one line: a bar of the farm's processed cases, the
 // jobs, the throughput and the ETA.
-func ProgressBar(q Query, width int) string {
+func progressBar(q Query, width int) string {
 	frac := 0.0
 	if q.FarmCases.Total > 0 {
 		frac = float64(q.FarmCases.Processed()) / float64(q.FarmCases.Total)
@@ -286,7 +286,7 @@ type bar struct {
 
 func (b *bar) draw(q Query) {
 	if !b.opt.TTY {
-		fmt.Fprintln(b.w, ProgressBar(q, 30))
+		fmt.Fprintln(b.w, progressBar(q, 30))
 		return
 	}
 	cols := b.opt.Columns
@@ -302,7 +302,7 @@ func (b *bar) draw(q Query) {
 // the ETA as long as they fit; cut as a last resort.
 func fitBar(q Query, cols int) string {
 	for _, w := range []int{30, 20, 10} {
-		if l := ProgressBar(q, w); utf8.RuneCountInString(l) <= cols {
+		if l := progressBar(q, w); utf8.RuneCountInString(l) <= cols {
 			return l
 		}
 	}
@@ -373,7 +373,7 @@ func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time,
 	if err != nil {
 		return q, err
 	}
-	since := now.Add(-RateWindow)
+	since := now.Add(-rateWindow)
 	tc, err := tail.Refresh(func(id string) bool { return runsCases(infos[id].State) }, float64(since.Unix()))
 	if err != nil {
 		return q, err

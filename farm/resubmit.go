@@ -14,13 +14,13 @@ import (
 
 // Messages of resubmit and the auto-resubmit job, as META users know them.
 const (
-	MsgJobsActive  = "Jobs are still running/queued; cannot resubmit"
-	MsgNothingLeft = "No failed/unfinished jobs; nothing to resubmit"
-	MsgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
+	msgJobsActive  = "Jobs are still running/queued; cannot resubmit"
+	msgNothingLeft = "No failed/unfinished jobs; nothing to resubmit"
+	msgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
 )
 
 // ErrNothingLeft is returned by Resubmit when every case succeeded.
-var ErrNothingLeft = errors.New(MsgNothingLeft)
+var ErrNothingLeft = errors.New(msgNothingLeft)
 
 // Resubmit starts a new run over the cases that failed, were interrupted,
 // were unfit or never ran (every case that did not succeed), farm-wide
@@ -45,7 +45,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return err
 	}
 	if len(active) > 0 {
-		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", MsgJobsActive, len(active))
+		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", msgJobsActive, len(active))
 	}
 	// The state was read before the job records, and the active jobs are
 	// those of this one reading of the records. A run with cases left to
@@ -130,7 +130,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 // runHasJobs reports whether a meta-job (or SIMPLE job) of run is recorded.
 func runHasJobs(recs []JobRecord, run int) bool {
 	for _, r := range recs {
-		if r.Run == run && (r.Kind == KindMeta || r.Kind == KindSimple) {
+		if r.Run == run && (r.Kind == kindMeta || r.Kind == kindSimple) {
 			return true
 		}
 	}
@@ -178,7 +178,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		return nil
 	}
 	if p.Interrupted+p.NeverRan+p.Unfit == 0 {
-		say("%s (%d failed).", MsgOnlyFailed, p.Failed)
+		say("%s (%d failed).", msgOnlyFailed, p.Failed)
 		return nil
 	}
 	if c := sum.RunCounts[run]; c == nil || c.Succeeded == 0 {
@@ -202,7 +202,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 		return nil, err
 	}
 	for _, r := range recs {
-		if r.Kind == KindFinal {
+		if r.Kind == kindFinal {
 			return nil, fmt.Errorf("%s was already submitted as job %s", layout.FinalScript, r.ID)
 		}
 	}
@@ -217,7 +217,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err := f.checkFinalRunTime(be.Capabilities().Scripts, min); err != nil {
 		return nil, err
 	}
-	limit, _, err := ScriptTimeLimit(f.Path(layout.FinalScript), be.Capabilities().Scripts)
+	limit, _, err := scriptTimeLimit(f.Path(layout.FinalScript), be.Capabilities().Scripts)
 	if err != nil {
 		return nil, err
 	}
@@ -226,5 +226,5 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 		return nil, err
 	}
 	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(layout.FinalScript), jobName(f, "final"), 1, limit
-	return f.submitJobs(ctx, be, req, run, KindFinal, "submit", "")
+	return f.submitJobs(ctx, be, req, run, kindFinal, "submit", "")
 }

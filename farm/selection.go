@@ -69,7 +69,7 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 	default:
 		return 0, nil
 	}
-	rs, err := ParseIDRanges(spec)
+	rs, err := parseIDRanges(spec)
 	if err != nil {
 		return 0, err
 	}
@@ -78,9 +78,9 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 	return took, nil
 }
 
-// ParseIDRanges reads case IDs as "3,17-20": IDs and ranges, separated by
+// parseIDRanges reads case IDs as "3,17-20": IDs and ranges, separated by
 // commas.
-func ParseIDRanges(spec string) ([]IDRange, error) {
+func parseIDRanges(spec string) ([]IDRange, error) {
 	var rs []IDRange
 	bad := func(part, why string) error {
 		return Userf("--cases %s: %q %s; give case IDs (positive numbers) and ranges, separated by commas: e.g. --cases 3,17-20", spec, part, why)

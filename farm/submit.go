@@ -359,9 +359,9 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		return err
 	}
 	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(layout.JobScript), jobName(f, "meta"), count, simple, opt.Args, su.limit
-	kind, verb := KindMeta, "submit"
+	kind, verb := kindMeta, "submit"
 	if simple {
-		kind = KindSimple
+		kind = kindSimple
 	}
 	if nr.run > 1 {
 		verb = "resubmit"
@@ -787,7 +787,7 @@ func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOpt
 	// this small job.
 	req.Script, req.Name, req.Count, req.After, req.TimeLimit = f.Path(layout.ResubmitScript), jobName(f, "auto"), 1, after, limit
 	note := fmt.Sprintf(" (after %d job(s); auto=%t, final.sh=%t)", len(after), opt.Auto, f.hasFinal())
-	ids, err := f.submitJobs(ctx, be, req, run, KindAuto, "submit", note)
+	ids, err := f.submitJobs(ctx, be, req, run, kindAuto, "submit", note)
 	if err != nil {
 		return "", fmt.Errorf("submitting the -auto/final.sh job: %w", err)
 	}

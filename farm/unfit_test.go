@@ -312,7 +312,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 		t.Errorf("busy (-want +got):\n%s", diff)
 	}
 	var b bytes.Buffer
-	WriteQuery(&b, q, Text)
+	writeQuery(&b, q, Text)
 	wantText := "job 101: 6/8 CPUs, 1/2 GPUs busy\njob 103: 1/4 CPUs, 0/1 GPUs busy\njob 104: 0/192 CPUs busy\n"
 	if !strings.HasSuffix(b.String(), "\n"+wantText) {
 		t.Errorf("query:\n%s\nwant it to end with\n%s", b.String(), wantText)
@@ -321,7 +321,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 		t.Errorf("farm-wide (-want +got):\n%s", diff)
 	}
 	b.Reset()
-	WriteQuery(&b, q, JSON)
+	writeQuery(&b, q, JSON)
 	if want := `"busy":[{"job":"101","cpus":8,"busy_cpus":6,"gpus":2,"busy_gpus":1},{"job":"103","cpus":4,"busy_cpus":1,"gpus":1,"busy_gpus":0},{"job":"104","cpus":192,"busy_cpus":0,"gpus":0,"busy_gpus":0}]`; !strings.Contains(b.String(), want) {
 		t.Errorf("query --json:\n%s\nwant %s", b.String(), want)
 	}

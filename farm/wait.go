@@ -70,18 +70,18 @@ func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
 	return p, nil
 }
 
-// ErrWaitTimeout is what a *WaitTimeoutError is (errors.Is).
+// ErrWaitTimeout is what a *waitTimeoutError is (errors.Is).
 var ErrWaitTimeout = errors.New("timed out waiting for the farm's jobs")
 
-// WaitTimeoutError is returned by Wait when its timeout ran out.
-type WaitTimeoutError struct{ Timeout time.Duration }
+// waitTimeoutError is returned by Wait when its timeout ran out.
+type waitTimeoutError struct{ Timeout time.Duration }
 
-func (e *WaitTimeoutError) Error() string {
+func (e *waitTimeoutError) Error() string {
 	return fmt.Sprintf("timed out after %s; jobs are still pending or running", e.Timeout)
 }
 
 // Is makes errors.Is(err, ErrWaitTimeout) true.
-func (e *WaitTimeoutError) Is(target error) bool { return target == ErrWaitTimeout }
+func (e *waitTimeoutError) Is(target error) bool { return target == ErrWaitTimeout }
 
 // InterruptedError is returned by Wait when its context was cancelled
 // (Ctrl-C) before the farm's jobs ended; it wraps the context's error.
@@ -94,7 +94,7 @@ func (e *InterruptedError) Error() string { return "interrupted: " + e.What }
 func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // Wait blocks until no job of the farm is pending or running, or timeout
-// (0: none) passes (a *WaitTimeoutError), or ctx is cancelled (an
+// (0: none) passes (a *waitTimeoutError), or ctx is cancelled (an
 // *InterruptedError). It returns the farm-wide progress then.
 func (f *Farm) Wait(ctx context.Context, timeout time.Duration) (Progress, error) {
 	return f.WaitProgress(ctx, timeout, nil, WatchOptions{})
@@ -122,7 +122,7 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 		if parent.Err() != nil {
 			return &InterruptedError{What: "the farm's jobs go on; 'farm query' shows them", Err: parent.Err()}
 		}
-		return &WaitTimeoutError{Timeout: timeout}
+		return &waitTimeoutError{Timeout: timeout}
 	}
 	delay := 50 * time.Millisecond
 	for {

@@ -43,7 +43,7 @@ func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]backen
 		case "1":
 			if !b.resubmitted {
 				b.resubmitted = true
-				if err := b.f.recordJobs(ctx, []JobRecord{{Run: 2, Backend: "fake", Kind: KindMeta, ID: "2"}}); err != nil {
+				if err := b.f.recordJobs(ctx, []JobRecord{{Run: 2, Backend: "fake", Kind: kindMeta, ID: "2"}}); err != nil {
 					b.t.Fatal(err)
 				}
 			}
@@ -69,7 +69,7 @@ func TestWaitSeesJobsSubmittedByAJobThatJustEnded(t *testing.T) {
 	f := &Farm{Dir: dir}
 	b := &autoBackend{f: f, t: t}
 	f.backends = fixed{b}
-	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: KindAuto, ID: "1"}}); err != nil {
+	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: kindAuto, ID: "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Wait(context.Background(), time.Minute); err != nil {
