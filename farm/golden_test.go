@@ -81,13 +81,13 @@ func TestStatusGolden(t *testing.T) {
 		"status-failed.golden": {FailedOnly: true},
 	} {
 		var b bytes.Buffer
-		if err := WriteStatus(&b, sum, opt); err != nil {
+		if err := printStatus(&b, sum, opt); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, name, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := WriteStatus(&b, sum, StatusOptions{JSON: true, FailedLast: true}); err != nil {
+	if err := printStatus(&b, sum, StatusOptions{JSON: true, FailedLast: true}); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.json.golden", b.Bytes())
@@ -220,7 +220,7 @@ func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
+	if err := printStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"id":1,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3},` +

@@ -98,10 +98,10 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	return e, nil
 }
 
-// Vars is the FARM_* part of e that every job gets, as "KEY=value", which
+// farmVars is the FARM_* part of e that every job gets, as "KEY=value", which
 // submit adds to the environment of the jobs it submits (ParseJobEnv reads
 // it back).
-func (e JobEnv) Vars() []string {
+func (e JobEnv) farmVars() []string {
 	return []string{
 		envDir + "=" + e.Dir,
 		EnvRun + "=" + strconv.Itoa(e.Run),

@@ -61,8 +61,8 @@ func ScriptRunTime(path string, scripts []backend.Script) (rt RunTime, ok bool, 
 // The run-times META accepts: a job script whose run-time is outside is
 // refused (checkRunTime).
 const (
-	MinRunTime = 30 * time.Second
-	MaxRunTime = 35 * 24 * time.Hour
+	shortestRunTime = 30 * time.Second
+	longestRunTime  = 35 * 24 * time.Hour
 )
 
 // minRunTimeVar lowers the minimum run-time, for trying a farm's time
@@ -74,7 +74,7 @@ const (
 const minRunTimeVar = "FARM_MIN_RUNTIME"
 
 // minRunTime is the shortest run-time a submission from environ may give
-// its jobs on an engine with capabilities caps: MinRunTime, or
+// its jobs on an engine with capabilities caps: shortestRunTime, or
 // FARM_MIN_RUNTIME where the engine keeps limits to the second.
 func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, error) {
 	v, set := "", false
@@ -84,7 +84,7 @@ func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, err
 		}
 	}
 	if !set || !caps.EnforcesTimeLimit {
-		return MinRunTime, nil
+		return shortestRunTime, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
@@ -94,17 +94,17 @@ func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, err
 }
 
 // checkRunTime refuses, as META does, the run-time rt of the job script
-// name if it is under min (MinRunTime, 30 seconds, unless minRunTime
+// name if it is under min (shortestRunTime, 30 seconds, unless minRunTime
 // lowered it) or over 35 days, whatever its form ("0:29", "0:0:1",
 // "0-0:0:1", h_rt=29): "Wrong job runtime in job_script.sh - T . Exiting",
 // after the script's name and line, with an example in the form rt was
 // read from. No limit (0, UNLIMITED, INFINITY) is over 35 days.
 func checkRunTime(name string, rt RunTime, min time.Duration) error {
-	if rt.Limit >= min && rt.Limit > 0 && rt.Limit <= MaxRunTime {
+	if rt.Limit >= min && rt.Limit > 0 && rt.Limit <= longestRunTime {
 		return nil
 	}
 	least := "30 seconds"
-	if min != MinRunTime {
+	if min != shortestRunTime {
 		least = min.String() + " (" + minRunTimeVar + ")"
 	}
 	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from %s to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, least, rt.Script.RunTimeLine(time.Hour))

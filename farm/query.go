@@ -83,21 +83,15 @@ type CaseCounts struct {
 	Left        int64 `json:"left"`
 }
 
-// Processed is the number of cases that ended (succeeded or failed).
-func (c CaseCounts) Processed() int64 { return c.Succeeded + c.Failed }
+// processed is the number of cases that ended (succeeded or failed).
+func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed }
 
 // Active reports whether any job of the farm is queued or running.
 func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 
-// Query computes the summary: one scheduler query per backend, one read of
-// the status files.
-func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
-	q, _, _, err := f.query(ctx, now)
-	return q, err
-}
-
-// query is Query, with what the backends said of the farm's jobs and the
-// claim state it read.
+// query computes farm query's summary (one scheduler query per backend,
+// one read of the status files), with what the backends said of the
+// farm's jobs and the claim state it read.
 func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]backend.JobInfo, casetable.State, error) {
 	var q Query
 	st, err := f.readState(ctx)
@@ -189,7 +183,7 @@ func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta floa
 
 // PrintQuery prints the farm's summary as of now (farm query).
 func (f *Farm) PrintQuery(ctx context.Context, w io.Writer, format Format) error {
-	q, err := f.Query(ctx, time.Now())
+	q, _, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -226,7 +220,7 @@ func percent(c CaseCounts) string {
 	if c.Total == 0 {
 		return "0%"
 	}
-	return fmt.Sprintf("%d/%d (%.1f%%)", c.Processed(), c.Total, 100*float64(c.Processed())/float64(c.Total))
+	return fmt.Sprintf("%d/%d (%.1f%%)", c.processed(), c.Total, 100*float64(c.processed())/float64(c.Total))
 }
 
 func rateETA(q Query) string {
@@ -256,7 +250,7 @@ func fmtDuration(d time.Duration) string {
 func progressBar(q Query, width int) string {
 	frac := 0.0
 	if q.FarmCases.Total > 0 {
-		frac = float64(q.FarmCases.Processed()) / float64(q.FarmCases.Total)
+		frac = float64(q.FarmCases.processed()) / float64(q.FarmCases.Total)
 	}
 	fill := int(frac * float64(width))
 	bar := strings.Repeat("#", fill) + strings.Repeat("-", width-fill)
@@ -265,7 +259,7 @@ func progressBar(q Query, width int) string {
 		unfit = fmt.Sprintf("  %d unfit", q.FarmCases.Unfit)
 	}
 	return fmt.Sprintf("[%s] %5.1f%%  %d/%d cases  %d failed%s  %d jobs running, %d queued  %s",
-		bar, 100*frac, q.FarmCases.Processed(), q.FarmCases.Total, q.FarmCases.Failed, unfit,
+		bar, 100*frac, q.FarmCases.processed(), q.FarmCases.Total, q.FarmCases.Failed, unfit,
 		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
 }
 
@@ -309,10 +303,10 @@ func fitBar(q Query, cols int) string {
 	c := q.FarmCases
 	frac := 0.0
 	if c.Total > 0 {
-		frac = float64(c.Processed()) / float64(c.Total)
+		frac = float64(c.processed()) / float64(c.Total)
 	}
 	fill := int(frac * 10)
-	l := fmt.Sprintf("[%s%s] %5.1f%%  %d/%d  %s", strings.Repeat("#", fill), strings.Repeat("-", 10-fill), 100*frac, c.Processed(), c.Total, rateETA(q))
+	l := fmt.Sprintf("[%s%s] %5.1f%%  %d/%d  %s", strings.Repeat("#", fill), strings.Repeat("-", 10-fill), 100*frac, c.processed(), c.Total, rateETA(q))
 	if r := []rune(l); len(r) > cols {
 		l = string(r[:max(cols, 0)])
 	}

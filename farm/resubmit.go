@@ -71,13 +71,13 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return err
 	}
 	sel := opt.Select
-	keep := func(id int64) bool { return sel.Keeps(sum.Get(id)) }
+	keep := func(id int64) bool { return sel.keeps(sum.Get(id)) }
 	// Counted first, writing nothing: the count may still be refused.
 	by := map[status.State]int{}
 	hit := make([]bool, len(sel.Cases))
 	n, err := casetable.CountKept(f.Path(layout.Table), func(id int64) bool {
 		sel.mark(id, hit)
-		if c := sum.Get(id); sel.Keeps(c) {
+		if c := sum.Get(id); sel.keeps(c) {
 			by[c.State]++
 			return true
 		}
@@ -155,7 +155,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 	if err != nil {
 		return err
 	}
-	p, err := f.Progress(sum)
+	p, err := f.progress(sum)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	if diff := cmp.Diff(want, string(got)); diff != "" || n != 5 {
 		t.Errorf("table.dat_ (%d cases) (-want +got):\n%s", n, diff)
 	}
-	p, _ := f.Progress(sum)
+	p, _ := f.progress(sum)
 	if diff := cmp.Diff(Progress{Total: 9, Counts: status.Counts{Succeeded: 4, Failed: 1, Interrupted: 2}, NeverRan: 2}, p); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}

@@ -115,8 +115,8 @@ func (sel Selection) IsZero() bool { return len(sel.States) == 0 && len(sel.Case
 // String is the options as given ("--failed --cases 3,17-20").
 func (sel Selection) String() string { return strings.Join(sel.Given, " ") }
 
-// Keeps reports whether the selection chooses case c.
-func (sel Selection) Keeps(c status.Case) bool {
+// keeps reports whether the selection chooses case c.
+func (sel Selection) keeps(c status.Case) bool {
 	if sel.IsZero() {
 		return c.State != status.Succeeded
 	}

@@ -26,13 +26,13 @@ func (f *Farm) Status(ctx context.Context, w io.Writer, opt StatusOptions) error
 		return err
 	}
 	f.sayNote()
-	return WriteStatus(w, sum, opt)
+	return printStatus(w, sum, opt)
 }
 
-// WriteStatus prints one row per case that has a record, in ID order (with
+// printStatus prints one row per case that has a record, in ID order (with
 // -f, the cases that did not succeed after the others). It streams: ten
 // million cases print in constant memory beyond the summary itself.
-func WriteStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
+func printStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	each := func(fn func(status.Case) error) error { return eachStatusCase(sum, opt, fn) }
 	if opt.JSON {
@@ -61,7 +61,7 @@ func statusWhere(notOK bool, fn func(status.Case) error) func(status.Case) error
 	}
 }
 
-// eachStatusCase calls fn for the cases WriteStatus prints, in its order.
+// eachStatusCase calls fn for the cases printStatus prints, in its order.
 func eachStatusCase(sum *status.Summary, opt StatusOptions, fn func(status.Case) error) error {
 	if opt.FailedOnly {
 		return sum.Each(statusWhere(true, fn))

@@ -622,7 +622,7 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 	return backend.SubmitRequest{
 		Dir:     f.Dir,
 		Environ: environ,
-		Env:     env.Vars(),
+		Env:     env.farmVars(),
 		Output:  func(id string) string { return f.Path(layout.OutputDir, backend.OutputName(be, id)) },
 	}, nil
 }

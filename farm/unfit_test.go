@@ -83,7 +83,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 			"]\n"},
 	} {
 		var b bytes.Buffer
-		if err := WriteStatus(&b, sum, tc.opt); err != nil {
+		if err := printStatus(&b, sum, tc.opt); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(tc.want, b.String()); diff != "" {
@@ -93,7 +93,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 	// A farm without unfit cases has no REASON column (status.golden), and
 	// --failed says what it looks for.
 	var b bytes.Buffer
-	WriteStatus(&b, sampleSummary(t), StatusOptions{})
+	printStatus(&b, sampleSummary(t), StatusOptions{})
 	if strings.Contains(b.String(), "REASON") {
 		t.Errorf("a REASON column without unfit cases:\n%s", b.String())
 	}
@@ -104,7 +104,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 	w.Close()
 	ok, _ := status.Load(dir, status.Options{})
 	b.Reset()
-	WriteStatus(&b, ok, StatusOptions{FailedOnly: true})
+	printStatus(&b, ok, StatusOptions{FailedOnly: true})
 	if want := "ID  STATE        STATUS  SECONDS  JOB  HOST\n(no failed, interrupted or unfit case)\n"; b.String() != want {
 		t.Errorf("--failed with every case succeeded:\n%s\nwant\n%s", b.String(), want)
 	}
@@ -161,7 +161,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if got, want := p.String(), "7 cases: 1 succeeded, 1 failed, 1 interrupted, 2 never ran, 2 unfit"; got != want || p.Done() {
 		t.Errorf("wait: %q (done %t), want %q, not done", got, p.Done(), want)
 	}
-	q, err := f.Query(ctx, t0.Add(time.Hour))
+	q, _, _, err := f.query(ctx, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 	w.Close()
 	w = create("104", 0, status.Capacity{CPUs: 192})
 	w.Close()
-	q, err := f.Query(ctx, time.Now())
+	q, _, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,13 @@ func (p Progress) String() string {
 		p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
 }
 
-// Progress counts the cases of table.dat (those 'farm resubmit' would
+// progress counts the cases of table.dat (those 'farm resubmit' would
 // run, or not) by their farm-wide state. Runs read private copies of
 // table.dat, so it may have been edited since they started: a line that
 // no longer reads, or repeats an ID, is left out of the count (a repeated
 // ID counts once), with one warning on stderr naming the first such line
 // and what to do, and the summary goes on.
-func (f *Farm) Progress(sum *status.Summary) (Progress, error) {
+func (f *Farm) progress(sum *status.Summary) (Progress, error) {
 	var p Progress
 	if numbered, err := casetable.FirstCaseNumbered(f.Path(layout.Table)); err == nil && !numbered && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
@@ -165,5 +165,5 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 	if err != nil {
 		return Progress{}, err
 	}
-	return f.Progress(sum)
+	return f.progress(sum)
 }
