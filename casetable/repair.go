@@ -14,6 +14,7 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"golang.org/x/sys/unix"
 )
@@ -385,7 +386,7 @@ func rightName(rd Reading) string {
 // a *RepairRaceError if another repair made it.
 func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (string, error) {
 	path := filepath.Join(s.misc, rightName(rd))
-	rel := filepath.Join("MISC", filepath.Base(path))
+	rel := filepath.Join(layout.MiscDir, filepath.Base(path))
 	err := r.Do(ctx, func() error {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {

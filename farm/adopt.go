@@ -17,12 +17,10 @@ import (
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/templates"
 )
-
-// METAConfig is META's configuration file, which farm adopt reads.
-const METAConfig = "config.h"
 
 // adoptedMark starts a config written by farm adopt.
 const adoptedMark = "# farm adopt: from META's config.h"
@@ -88,8 +86,8 @@ func (f *Farm) Adopt(ctx context.Context, backendName string, scripts fs.FS) err
 // planAdoption checks everything Adopt needs and decides what it will
 // write; it writes nothing.
 func (f *Farm) planAdoption(ctx context.Context, backendName string, scripts fs.FS) (*adoption, error) {
-	if _, err := os.Stat(f.Path(METAConfig)); err != nil {
-		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, METAConfig)
+	if _, err := os.Stat(f.Path(layout.METAConfig)); err != nil {
+		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, layout.METAConfig)
 	}
 	if err := f.checkNoFarmRun(ctx); err != nil {
 		return nil, err
@@ -99,19 +97,19 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string, scripts fs.
 	if a.config, a.settings, err = f.adoptedConfig(); err != nil {
 		return nil, err
 	}
-	js, err := f.scriptEdit(JobScript, "task.run", farmMetajobLine, true, nil)
+	js, err := f.scriptEdit(layout.JobScript, "task.run", farmMetajobLine, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	a.scripts = append(a.scripts, js)
-	rs, err := f.scriptEdit(ResubmitScript, ".run", farmAutojobLine, false, scripts)
+	rs, err := f.scriptEdit(layout.ResubmitScript, ".run", farmAutojobLine, false, scripts)
 	if err != nil {
 		return nil, err
 	}
 	if rs.new != nil {
 		a.scripts = append(a.scripts, rs)
 	}
-	info, err := casetable.Validate(f.Path(Table))
+	info, err := casetable.Validate(f.Path(layout.Table))
 	if err != nil {
 		return nil, tableErr(err)
 	}
@@ -120,12 +118,12 @@ func (f *Farm) planAdoption(ctx context.Context, backendName string, scripts fs.
 		return nil, err
 	}
 	if len(a.moves) > 0 && !a.numbered {
-		return nil, Userf("%s is not numbered, but the farm has META status files: number it as META did (\"ID command\" on every line) before farm adopt; nothing was changed", Table)
+		return nil, Userf("%s is not numbered, but the farm has META status files: number it as META did (\"ID command\" on every line) before farm adopt; nothing was changed", layout.Table)
 	}
-	if _, err := os.Lstat(f.Path(RetryTable)); err == nil {
+	if _, err := os.Lstat(f.Path(layout.RetryTable)); err == nil {
 		a.retryTable = true
-		if _, err := os.Lstat(f.Path(RetryTable + ".meta")); err == nil {
-			return nil, Userf("both %s and %s.meta exist: move one away, then run farm adopt again; nothing was changed", RetryTable, RetryTable)
+		if _, err := os.Lstat(f.Path(layout.RetryTable + ".meta")); err == nil {
+			return nil, Userf("both %s and %s.meta exist: move one away, then run farm adopt again; nothing was changed", layout.RetryTable, layout.RetryTable)
 		}
 	}
 	if err := f.checkNoMETAJobs(ctx, backendName); err != nil {
@@ -153,10 +151,10 @@ func (f *Farm) checkNoFarmRun(ctx context.Context) error {
 // adoptedConfig reads config.h (bash assignments KEY=VALUE) and makes the
 // config file from its knobs.
 func (f *Farm) adoptedConfig() ([]byte, []string, error) {
-	if b, err := os.ReadFile(f.Path(ConfigFile)); err == nil && !bytes.HasPrefix(b, []byte(adoptedMark)) {
-		return nil, nil, Userf("%s has both META's %s and farm's %s: remove %s (farm adopt writes it from %s), then run farm adopt again; nothing was changed", f.Dir, METAConfig, ConfigFile, ConfigFile, METAConfig)
+	if b, err := os.ReadFile(f.Path(layout.Config)); err == nil && !bytes.HasPrefix(b, []byte(adoptedMark)) {
+		return nil, nil, Userf("%s has both META's %s and farm's %s: remove %s (farm adopt writes it from %s), then run farm adopt again; nothing was changed", f.Dir, layout.METAConfig, layout.Config, layout.Config, layout.METAConfig)
 	}
-	data, err := os.ReadFile(f.Path(METAConfig))
+	data, err := os.ReadFile(f.Path(layout.METAConfig))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,17 +178,17 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 			return "", nil
 		}
 		if n, err := strconv.ParseUint(v, 10, 31); err != nil || strconv.FormatUint(n, 10) != v {
-			return "", Userf("%s:%d: %s=%s is not a whole number farm can read: write the number itself, then run farm adopt again; nothing was changed", METAConfig, lines[k], k, v)
+			return "", Userf("%s:%d: %s=%s is not a whole number farm can read: write the number itself, then run farm adopt again; nothing was changed", layout.METAConfig, lines[k], k, v)
 		}
 		return v, nil
 	}
 	if v, err := num("NWHOLE"); err != nil {
 		return nil, nil, err
-	} else if n, _ := strconv.Atoi(v); n > MaxNWhole {
-		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", METAConfig, lines["NWHOLE"], v, MaxNWhole)
+	} else if n, _ := strconv.Atoi(v); n > maxNWhole {
+		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", layout.METAConfig, lines["NWHOLE"], v, maxNWhole)
 	}
 	if w, _ := num("WHOLE_NODE"); w != "" && w != "0" && vals["NWHOLE"] == "" {
-		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", METAConfig, lines["WHOLE_NODE"], w)
+		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", layout.METAConfig, lines["WHOLE_NODE"], w)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s (kept as it was); see 'farm help'.\n", adoptedMark)
@@ -212,8 +210,8 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 			fmt.Fprintf(&b, "# config.h's %s=%s has no farm setting.\n", k, v)
 		}
 	}
-	if _, err := ParseConfig(ConfigFile, b.Bytes()); err != nil {
-		return nil, nil, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", METAConfig, err, METAConfig)
+	if _, err := parseConfig(layout.Config, b.Bytes()); err != nil {
+		return nil, nil, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", layout.METAConfig, err, layout.METAConfig)
 	}
 	return b.Bytes(), settings, nil
 }
@@ -281,7 +279,7 @@ func (f *Farm) scriptEdit(name, want, line string, required bool, scripts fs.FS)
 func (f *Farm) metaStatusFiles() ([][2]string, error) {
 	var moves [][2]string
 	targets := map[string]bool{}
-	for _, dir := range []string{f.Path(StatusDir), f.Dir} {
+	for _, dir := range []string{f.Path(layout.StatusDir), f.Dir} {
 		entries, err := os.ReadDir(dir)
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err
@@ -298,7 +296,7 @@ func (f *Farm) metaStatusFiles() ([][2]string, error) {
 				}
 				continue // farm's own, or not a status file
 			}
-			to := f.Path(StatusDir, metaStatusPrefix+job)
+			to := f.Path(layout.StatusDir, metaStatusPrefix+job)
 			if _, err := os.Lstat(to); err == nil || targets[to] {
 				return nil, Userf("%s would be moved to %s, which exists: move one of them away, then run farm adopt again; nothing was changed", from, to)
 			}
@@ -373,7 +371,7 @@ func (f *Farm) checkNoMETAJobs(ctx context.Context, name string) error {
 
 // adopt writes what a planned.
 func (f *Farm) adopt(ctx context.Context, a *adoption) error {
-	if err := writeFile(f.Path(ConfigFile), a.config, 0o644); err != nil {
+	if err := writeFile(f.Path(layout.Config), a.config, 0o644); err != nil {
 		return err
 	}
 	for _, m := range a.moves {
@@ -382,7 +380,7 @@ func (f *Farm) adopt(ctx context.Context, a *adoption) error {
 		}
 	}
 	if a.retryTable {
-		if err := os.Rename(f.Path(RetryTable), f.Path(RetryTable+".meta")); err != nil {
+		if err := os.Rename(f.Path(layout.RetryTable), f.Path(layout.RetryTable+".meta")); err != nil {
 			return err
 		}
 	}
@@ -401,7 +399,7 @@ func (f *Farm) adopt(ctx context.Context, a *adoption) error {
 	if err := f.writeScript(a.scripts[0]); err != nil {
 		return err
 	}
-	f.Log("adopt: META farm adopted: config from %s (%s), %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", METAConfig, strings.Join(a.settings, " "), len(a.moves), StatusDir, metaStatusPrefix)
+	f.Log("adopt: META farm adopted: config from %s (%s), %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", layout.METAConfig, strings.Join(a.settings, " "), len(a.moves), layout.StatusDir, metaStatusPrefix)
 	return nil
 }
 
@@ -437,7 +435,7 @@ func (f *Farm) startAdoptedState(ctx context.Context) error {
 // sayAdopted tells the user what Adopt did and what comes next.
 func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 	fmt.Fprintf(f.Out, "Adopted the META farm in %s:\n", f.Dir)
-	fmt.Fprintf(f.Out, "  %s -> %s (%s; RUN_DIRS=0)\n", METAConfig, ConfigFile, strings.Join(a.settings, ", "))
+	fmt.Fprintf(f.Out, "  %s -> %s (%s; RUN_DIRS=0)\n", layout.METAConfig, layout.Config, strings.Join(a.settings, ", "))
 	for _, e := range a.scripts {
 		if e.keep {
 			fmt.Fprintf(f.Out, "  %s: its last line now runs farm (the original is %s.meta)\n", e.name, e.name)
@@ -446,11 +444,11 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 		}
 	}
 	if a.retryTable {
-		fmt.Fprintf(f.Out, "  %s -> %s.meta\n", RetryTable, RetryTable)
+		fmt.Fprintf(f.Out, "  %s -> %s.meta\n", layout.RetryTable, layout.RetryTable)
 	}
-	fmt.Fprintf(f.Out, "  %d META status file(s) -> %s/%s* (read as the records of META's runs)\n", len(a.moves), StatusDir, metaStatusPrefix)
+	fmt.Fprintf(f.Out, "  %d META status file(s) -> %s/%s* (read as the records of META's runs)\n", len(a.moves), layout.StatusDir, metaStatusPrefix)
 	if !a.numbered {
-		fmt.Fprintf(f.Out, "%s is not numbered yet (META never submitted it): 'farm submit N' starts it.\n", Table)
+		fmt.Fprintf(f.Out, "%s is not numbered yet (META never submitted it): 'farm submit N' starts it.\n", layout.Table)
 		return nil
 	}
 	sum, err := f.Summary(ctx)
@@ -458,7 +456,7 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 		return err
 	}
 	var total, done int64
-	err = casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+	err = casetable.ReadCases(f.Path(layout.Table), func(c casetable.Case) error {
 		total++
 		if sum.Get(c.ID).State == status.Succeeded {
 			done++
@@ -468,7 +466,7 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 	if err != nil {
 		return tableErr(err)
 	}
-	fmt.Fprintf(f.Out, "%d of the %d cases of %s succeeded; 'farm resubmit N' runs the other %d on N meta-jobs.\n", done, total, Table, total-done)
+	fmt.Fprintf(f.Out, "%d of the %d cases of %s succeeded; 'farm resubmit N' runs the other %d on N meta-jobs.\n", done, total, layout.Table, total-done)
 	return nil
 }
 

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
-// Kept lists the files farm clean keeps: the user's scripts, config and table.
-var Kept = []string{JobScript, SingleCase, ResubmitScript, FinalScript, ConfigFile, Table}
+// keptFiles lists the files farm clean keeps: the user's scripts, config and table.
+var keptFiles = []string{layout.JobScript, layout.SingleCase, layout.ResubmitScript, layout.FinalScript, layout.Config, layout.Table}
 
 // CleanMode says whether Clean deletes, or only lists what it would.
 type CleanMode int
@@ -21,7 +23,7 @@ const (
 	CleanDelete                  // delete it (farm clean --yes)
 )
 
-// Clean deletes everything in the farm directory but the Kept files —
+// Clean deletes everything in the farm directory but the keptFiles files —
 // results, status files, outputs, internal state — after listing it; without
 // CleanDelete it only lists. It refuses while jobs of the farm are pending or
 // running.
@@ -40,13 +42,13 @@ func (f *Farm) Clean(ctx context.Context, mode CleanMode) error {
 	}
 	var doomed []string
 	for _, e := range entries {
-		if !slices.Contains(Kept, e.Name()) {
+		if !slices.Contains(keptFiles, e.Name()) {
 			doomed = append(doomed, e.Name())
 		}
 	}
 	sort.Strings(doomed)
 	if len(doomed) == 0 {
-		fmt.Fprintln(f.Out, "Nothing to delete: the farm holds only", fmt.Sprint(Kept))
+		fmt.Fprintln(f.Out, "Nothing to delete: the farm holds only", fmt.Sprint(keptFiles))
 		return nil
 	}
 	verb := "Would delete"
@@ -54,7 +56,7 @@ func (f *Farm) Clean(ctx context.Context, mode CleanMode) error {
 		verb = "Deleting"
 	}
 	fmt.Fprintf(f.Out, "%s %d entries of %s (keeping %s, %s, %s, %s, %s, %s):\n", verb, len(doomed), f.Dir,
-		Kept[0], Kept[1], Kept[2], Kept[3], Kept[4], Kept[5])
+		keptFiles[0], keptFiles[1], keptFiles[2], keptFiles[3], keptFiles[4], keptFiles[5])
 	runDirs, runFiles := 0, 0
 	for _, name := range doomed {
 		fi, err := os.Lstat(f.Path(name))

@@ -24,51 +24,51 @@ type Config struct {
 	MaxCrashes int           // MAX_CRASHES: a case whose job died under it this often is crashed; 0 = no limit
 }
 
-// MaxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
-const MaxNWhole = 4096
+// maxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
+const maxNWhole = 4096
 
-// Slots is how many cases a meta-job runs at once: NWHOLE in WHOLE_NODE
+// casesAtOnce is how many cases a meta-job runs at once: NWHOLE in WHOLE_NODE
 // mode, else 1.
-func (c Config) Slots() int {
+func (c Config) casesAtOnce() int {
 	if c.WholeNode {
 		return c.NWhole
 	}
 	return 1
 }
 
-// DefaultMaxCrashes is MAX_CRASHES when the config does not set it: as
+// defaultMaxCrashes is MAX_CRASHES when the config does not set it: as
 // HyperQueue's crash limit.
-const DefaultMaxCrashes = 5
+const defaultMaxCrashes = 5
 
-// DefaultConfig is META's defaults, and farm's for what META does not have.
-func DefaultConfig() Config {
-	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: DefaultMaxCrashes}
+// defaultConfig is META's defaults, and farm's for what META does not have.
+func defaultConfig() Config {
+	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: defaultMaxCrashes}
 }
 
-// LoadConfig reads a config file; a missing file gives the defaults.
-func LoadConfig(path string) (Config, error) {
+// loadConfig reads a config file; a missing file gives the defaults.
+func loadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return DefaultConfig(), nil
+		return defaultConfig(), nil
 	}
 	if err != nil {
-		return DefaultConfig(), Userf("%s cannot be read (%v): make it a file of KEY=value lines, or remove it to use the defaults", filepath.Base(path), unwrapPath(err))
+		return defaultConfig(), Userf("%s cannot be read (%v): make it a file of KEY=value lines, or remove it to use the defaults", filepath.Base(path), unwrapPath(err))
 	}
-	return ParseConfig(filepath.Base(path), data)
+	return parseConfig(filepath.Base(path), data)
 }
 
 // maxConfigValue is the largest value a setting takes: more jobs or cases
 // than any farm has, dt_failed 31 years.
 const maxConfigValue = 1e9
 
-// ParseConfig reads the content of a config file named name: KEY=value
+// parseConfig reads the content of a config file named name: KEY=value
 // lines, '#' starting a comment, the value a number, possibly quoted. A
 // line it rejects gets a UserError of one line, "NAME:LINE: what": an
 // unknown key, a key set twice (naming both lines: the last one winning
 // silently would hide an edit), a value that is not a number in range, or
 // a fraction where a count is wanted.
-func ParseConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
+func parseConfig(name string, data []byte) (Config, error) {
+	cfg := defaultConfig()
 	seen := map[string]int{} // key -> line
 	for n := 1; len(data) > 0; n++ {
 		line := data
@@ -112,8 +112,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if cfg.WholeNode && cfg.NWhole < 1 {
 		return cfg, Userf("%s:%d: WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node (its cores, e.g. NWHOLE=192)", name, seen["WHOLE_NODE"])
 	}
-	if cfg.NWhole > MaxNWhole {
-		return cfg, Userf("%s:%d: NWHOLE must be at most %d, got %d", name, seen["NWHOLE"], MaxNWhole, cfg.NWhole)
+	if cfg.NWhole > maxNWhole {
+		return cfg, Userf("%s:%d: NWHOLE must be at most %d, got %d", name, seen["NWHOLE"], maxNWhole, cfg.NWhole)
 	}
 	return cfg, nil
 }

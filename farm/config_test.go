@@ -11,8 +11,8 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	for content, want := range map[string]Config{
-		"":                                   DefaultConfig(),
-		"# only a comment\r\n\r\n":           DefaultConfig(),
+		"":                                   defaultConfig(),
+		"# only a comment\r\n\r\n":           defaultConfig(),
 		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second, MaxCrashes: 5},
 		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true, MaxCrashes: 5},
 		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true, MaxCrashes: 5},
@@ -22,7 +22,7 @@ func TestParseConfig(t *testing.T) {
 		"MAX_CRASHES=0":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true},
 		"MAX_CRASHES=2":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 2},
 	} {
-		got, err := ParseConfig("config", []byte(content))
+		got, err := parseConfig("config", []byte(content))
 		if err != nil || got != want {
 			t.Errorf("%q: %+v, %v; want %+v", content, got, err, want)
 		}
@@ -54,20 +54,20 @@ func TestParseConfig(t *testing.T) {
 		"NJOBS_MAX=2\n# c\nNJOBS_MAX=3\n": `config:3: NJOBS_MAX is set twice, on lines 1 and 3: keep one of them`,
 		"dt_failed=1\ndt_failed = '1'\n":  `config:2: dt_failed is set twice, on lines 1 and 2: keep one of them`,
 	} {
-		_, err := ParseConfig("config", []byte(content))
+		_, err := parseConfig("config", []byte(content))
 		if err == nil || !strings.HasPrefix(err.Error(), msg) || !IsUserError(err) {
 			t.Errorf("%.40q: err %v, want %s", content, err, msg)
 		}
 	}
 }
 
-// FuzzConfig: ParseConfig never panics; what it rejects gets a one-line
+// FuzzConfig: parseConfig never panics; what it rejects gets a one-line
 // error naming a line of the input that holds a setting; what it accepts
 // is in range, and reads back the same once written out.
 func FuzzConfig(f *testing.F) {
 	f.Add([]byte("N_failed_max=5\ndt_failed=5\nNJOBS_MAX=0\nRUN_DIRS=1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseConfig("config", data)
+		cfg, err := parseConfig("config", data)
 		if err != nil {
 			msg := err.Error()
 			if !IsUserError(err) || strings.ContainsAny(msg, "\n\r") || len(msg) > 300 {
@@ -95,7 +95,7 @@ func FuzzConfig(f *testing.F) {
 			runDirs = 1
 		}
 		out := fmt.Sprintf("N_failed_max=%d\ndt_failed=%s\nNJOBS_MAX=%d\nRUN_DIRS=%d\n", cfg.NFailedMax, strconv.FormatFloat(cfg.DtFailed.Seconds(), 'g', -1, 64), cfg.NJobsMax, runDirs)
-		again, err := ParseConfig("config", []byte(out))
+		again, err := parseConfig("config", []byte(out))
 		if d := again.DtFailed - cfg.DtFailed; err != nil || d < -1 || d > 1 {
 			t.Fatalf("%q: %+v written as %q reads back as %+v, %v", data, cfg, out, again, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/sge"
 )
 
@@ -103,10 +104,10 @@ func TestRunTimeMessagesNameTheEnginesDirective(t *testing.T) {
 			b := &directiveBackend{directive: tc.directive}
 			f, _ := newTestFarm(t, "true\ntrue\n", b)
 			if tc.job != "" {
-				os.WriteFile(f.Path(JobScript), []byte(tc.job), 0o755)
+				os.WriteFile(f.Path(layout.JobScript), []byte(tc.job), 0o755)
 			}
 			if tc.auto != "" {
-				os.WriteFile(f.Path(ResubmitScript), []byte(tc.auto), 0o755)
+				os.WriteFile(f.Path(layout.ResubmitScript), []byte(tc.auto), 0o755)
 			}
 			before := files(t, f.Dir)
 			err := f.Submit(ctx, tc.opt)
@@ -135,13 +136,13 @@ func TestFinalScriptRunTimeByDirective(t *testing.T) {
 	ctx := context.Background()
 	b := &directiveBackend{directive: "#$"}
 	f, _ := newTestFarm(t, "true\n", b)
-	os.WriteFile(f.Path(FinalScript), []byte("#!/bin/bash\n#SBATCH -t 5\n#$ -l h_rt=0:20:0\necho done\n"), 0o755)
+	os.WriteFile(f.Path(layout.FinalScript), []byte("#!/bin/bash\n#SBATCH -t 5\n#$ -l h_rt=0:20:0\necho done\n"), 0o755)
 	if _, err := f.submitFinal(ctx, SubmitOptions{}, 1); err != nil || len(b.reqs) != 1 || b.reqs[0].TimeLimit != 20*time.Minute {
 		t.Fatalf("submitFinal: %v; requests %+v", err, b.reqs)
 	}
 	b = &directiveBackend{directive: "#$"}
 	f, _ = newTestFarm(t, "true\n", b)
-	os.WriteFile(f.Path(FinalScript), []byte("#!/bin/bash\n#$ -l h_rt=20:00\necho done\n"), 0o755)
+	os.WriteFile(f.Path(layout.FinalScript), []byte("#!/bin/bash\n#$ -l h_rt=20:00\necho done\n"), 0o755)
 	if _, err := f.submitFinal(ctx, SubmitOptions{}, 1); err == nil || !strings.Contains(err.Error(), "final.sh:2: bad run-time h_rt=20:00 (2 fields;") || len(b.reqs) != 0 {
 		t.Errorf("submitFinal: %v; requests %+v", err, b.reqs)
 	}
@@ -158,7 +159,7 @@ func TestInitForGridEngine(t *testing.T) {
 		if err := Init(dir, sge.Templates()); err != nil {
 			t.Fatal(err)
 		}
-		if rt, ok, err := ScriptRunTime(filepath.Join(dir, JobScript), scriptsOf(directive)); err != nil || ok != (directive != "#SBATCH") ||
+		if rt, ok, err := ScriptRunTime(filepath.Join(dir, layout.JobScript), scriptsOf(directive)); err != nil || ok != (directive != "#SBATCH") ||
 			ok && rt != (RunTime{Limit: 10 * time.Minute, Line: 9, Value: "00:10:00", Script: scriptOf("#$")}) {
 			t.Errorf("directive %q: ScriptRunTime = %+v, %t, %v", directive, rt, ok, err)
 		}

@@ -19,23 +19,9 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/templates"
-)
-
-// Names of the files and directories of a farm.
-const (
-	JobScript      = "job_script.sh"
-	SingleCase     = "single_case.sh"
-	ResubmitScript = "resubmit_script.sh"
-	FinalScript    = "final.sh"
-	ConfigFile     = "config"
-	Table          = "table.dat"
-	RetryTable     = "table.dat_"
-	LogFile        = "farm.log"
-	StatusDir      = "STATUSES"
-	OutputDir      = "OUTPUT"
-	MiscDir        = "MISC"
 )
 
 // UserError is an error caused by the user's input or the farm's state; its
@@ -90,12 +76,12 @@ func Open(dir string, opt Options) (*Farm, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{JobScript, SingleCase} {
+	for _, name := range []string{layout.JobScript, layout.SingleCase} {
 		if _, err := os.Stat(filepath.Join(abs, name)); err != nil {
 			return nil, Userf("Non-farm directory %s (no %s): cd into a farm directory, or make one with 'farm init DIR'", abs, name)
 		}
 	}
-	cfg, err := LoadConfig(filepath.Join(abs, ConfigFile))
+	cfg, err := loadConfig(filepath.Join(abs, layout.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +119,7 @@ func (f *Farm) Path(parts ...string) string {
 
 // EnsureDirs makes the farm's working directories.
 func (f *Farm) EnsureDirs() error {
-	for _, d := range []string{StatusDir, OutputDir, MiscDir} {
+	for _, d := range []string{layout.StatusDir, layout.OutputDir, layout.MiscDir} {
 		if err := os.MkdirAll(f.Path(d), 0o755); err != nil {
 			return err
 		}
@@ -145,14 +131,14 @@ func (f *Farm) EnsureDirs() error {
 // nothing: a command that writes the state makes MISC first (EnsureDirs),
 // so that one refused, or one that only reads, leaves the farm as it was.
 func (f *Farm) Store() *casetable.Store {
-	return casetable.NewStore(f.Dir, f.Path(MiscDir))
+	return casetable.NewStore(f.Dir, f.Path(layout.MiscDir))
 }
 
 // Log appends a timestamped line to farm.log. Only commands run by the user
 // and the auto-resubmit job write it, one at a time.
 func (f *Farm) Log(format string, args ...any) {
 	line := time.Now().Format("2006-01-02 15:04:05") + " " + fmt.Sprintf(format, args...) + "\n"
-	fh, err := os.OpenFile(f.Path(LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	fh, err := os.OpenFile(f.Path(layout.Log), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return
 	}

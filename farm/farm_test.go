@@ -26,14 +26,14 @@ func TestScriptTimeLimit(t *testing.T) {
 	} {
 		p := filepath.Join(dir, "js")
 		os.WriteFile(p, []byte(tc.script), 0o644)
-		got, ok, err := ScriptTimeLimit(p, scriptsOf("#SBATCH"))
+		got, ok, err := scriptTimeLimit(p, scriptsOf("#SBATCH"))
 		if err != nil || ok != tc.ok || got != tc.want {
 			t.Errorf("%q: %v %v %v; want %v %v", tc.script, got, ok, err, tc.want, tc.ok)
 		}
 	}
 	p := filepath.Join(dir, "js")
 	os.WriteFile(p, []byte("\n#SBATCH -t ten\n"), 0o644)
-	if _, _, err := ScriptTimeLimit(p, scriptsOf("#SBATCH")); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
+	if _, _, err := scriptTimeLimit(p, scriptsOf("#SBATCH")); err == nil || !strings.Contains(err.Error(), "js:2: bad run-time") {
 		t.Errorf("bad time: %v", err)
 	}
 }
@@ -42,15 +42,15 @@ func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "config")
 	os.WriteFile(p, []byte("# c\nN_failed_max = 3 # inline\ndt_failed=0.5\nNJOBS_MAX=\"10\"\nRUN_DIRS=0\n"), 0o644)
-	got, err := LoadConfig(p)
+	got, err := loadConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{NFailedMax: 3, DtFailed: 500 * time.Millisecond, NJobsMax: 10, RunDirs: false, MaxCrashes: DefaultMaxCrashes}
+	want := Config{NFailedMax: 3, DtFailed: 500 * time.Millisecond, NJobsMax: 10, RunDirs: false, MaxCrashes: defaultMaxCrashes}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	if got, err := LoadConfig(filepath.Join(dir, "missing")); err != nil || got != DefaultConfig() {
+	if got, err := loadConfig(filepath.Join(dir, "missing")); err != nil || got != defaultConfig() {
 		t.Errorf("missing config: %+v %v", got, err)
 	}
 	for content, msg := range map[string]string{
@@ -59,7 +59,7 @@ func TestLoadConfig(t *testing.T) {
 		"WHOLE=1\n":               `config:1: unknown setting "WHOLE"`,
 	} {
 		os.WriteFile(p, []byte(content), 0o644)
-		if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), msg) || !IsUserError(err) {
+		if _, err := loadConfig(p); err == nil || !strings.Contains(err.Error(), msg) || !IsUserError(err) {
 			t.Errorf("%q: err %v, want %q", content, err, msg)
 		}
 	}

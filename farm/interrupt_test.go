@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/slurm"
 )
 
 // newTestFarm makes a farm with table as table.dat and opens it on b.
@@ -21,7 +22,7 @@ func newTestFarm(t *testing.T, table string, b backend.Backend) (*Farm, *bytes.B
 	if err := Init(dir, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, Table), []byte(table), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte(table), 0o644)
 	var out bytes.Buffer
 	f, err := Open(dir, Options{Out: &out})
 	if err != nil {

@@ -10,20 +10,20 @@ import (
 
 // Environment variables that submit passes to every job of the farm.
 const (
-	EnvDir     = "FARM_DIR"
-	EnvRun     = "FARM_RUN"
-	EnvSimple  = "FARM_SIMPLE"
-	EnvBackend = "FARM_BACKEND"
-	EnvBin     = "FARM_BIN"
+	envDir     = "FARM_DIR"
+	EnvRun     = "FARM_RUN" // exported: metajob names it when it is missing
+	envSimple  = "FARM_SIMPLE"
+	envBackend = "FARM_BACKEND"
+	envBin     = "FARM_BIN"
 	// The -auto/final.sh job's only.
-	EnvAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
-	EnvAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
-	EnvAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
-	// EnvRecheckAfter overrides, for tests, how long a meta-job may go
+	envAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
+	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
+	envAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
+	// envRecheckAfter overrides, for tests, how long a meta-job may go
 	// without news of its run before it reads the claim state again
 	// before starting a case (metajob.RecheckAfter): a Go duration. Not
 	// set by submit; a job gets it from the submitting environment.
-	EnvRecheckAfter = "FARM_RECHECK_AFTER"
+	envRecheckAfter = "FARM_RECHECK_AFTER"
 )
 
 // JobEnv is what a job of the farm is told through its environment: by
@@ -70,8 +70,8 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 		}
 	}
 	e := JobEnv{
-		Dir: m[EnvDir], Simple: m[EnvSimple] == "1", Backend: m[EnvBackend], Bin: m[EnvBin],
-		Auto: m[EnvAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
+		Dir: m[envDir], Simple: m[envSimple] == "1", Backend: m[envBackend], Bin: m[envBin],
+		Auto: m[envAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
 		Environ: environ, vars: m,
 	}
 	var err error
@@ -80,41 +80,41 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 			return e, fmt.Errorf("%s=%q: not a run number", EnvRun, v)
 		}
 	}
-	if v := m[EnvAutoN]; v != "" {
+	if v := m[envAutoN]; v != "" {
 		if e.AutoN, err = strconv.Atoi(v); err != nil {
-			return e, fmt.Errorf("%s=%q: not a number", EnvAutoN, v)
+			return e, fmt.Errorf("%s=%q: not a number", envAutoN, v)
 		}
 	}
-	if v := m[EnvRecheckAfter]; v != "" {
+	if v := m[envRecheckAfter]; v != "" {
 		if e.RecheckAfter, err = time.ParseDuration(v); err != nil || e.RecheckAfter <= 0 {
-			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", EnvRecheckAfter, v)
+			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envRecheckAfter, v)
 		}
 	}
-	if v := m[EnvAutoArgs]; v != "" {
+	if v := m[envAutoArgs]; v != "" {
 		if err := json.Unmarshal([]byte(v), &e.AutoArgs); err != nil {
-			return e, fmt.Errorf("%s: %v", EnvAutoArgs, err)
+			return e, fmt.Errorf("%s: %v", envAutoArgs, err)
 		}
 	}
 	return e, nil
 }
 
-// Vars is the FARM_* part of e that every job gets, as "KEY=value", which
+// farmVars is the FARM_* part of e that every job gets, as "KEY=value", which
 // submit adds to the environment of the jobs it submits (ParseJobEnv reads
 // it back).
-func (e JobEnv) Vars() []string {
+func (e JobEnv) farmVars() []string {
 	return []string{
-		EnvDir + "=" + e.Dir,
+		envDir + "=" + e.Dir,
 		EnvRun + "=" + strconv.Itoa(e.Run),
-		EnvSimple + "=" + boolEnv(e.Simple),
-		EnvBackend + "=" + e.Backend,
-		EnvBin + "=" + e.Bin,
+		envSimple + "=" + boolEnv(e.Simple),
+		envBackend + "=" + e.Backend,
+		envBin + "=" + e.Bin,
 	}
 }
 
 // autoVars is the FARM_AUTO* part of e, which the -auto/final.sh job gets.
 func (e JobEnv) autoVars() []string {
 	args, _ := json.Marshal(e.AutoArgs)
-	return []string{EnvAuto + "=" + boolEnv(e.Auto), EnvAutoN + "=" + strconv.Itoa(e.AutoN), EnvAutoArgs + "=" + string(args)}
+	return []string{envAuto + "=" + boolEnv(e.Auto), envAutoN + "=" + strconv.Itoa(e.AutoN), envAutoArgs + "=" + string(args)}
 }
 
 func boolEnv(b bool) string {

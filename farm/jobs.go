@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/atomicfile"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 )
 
@@ -26,17 +27,17 @@ type JobRecord struct {
 
 // Job kinds.
 const (
-	KindMeta   = "meta"
-	KindSimple = "simple"
-	KindAuto   = "auto"
-	KindFinal  = "final"
+	kindMeta   = "meta"
+	kindSimple = "simple"
+	kindAuto   = "auto"
+	kindFinal  = "final"
 )
 
 // Job records live in MISC/jobs/, one file per submission (written whole to
 // a temporary name and renamed), so that submissions from several hosts
 // never rewrite one file. A farm made by an older farm has them in a file
 // MISC/jobs, which is moved to MISC/jobs.legacy at the first new record.
-func (f *Farm) jobsPath() string { return f.Path(MiscDir, "jobs") }
+func (f *Farm) jobsPath() string { return f.Path(layout.MiscDir, layout.JobRecords) }
 
 // Jobs returns every job ever submitted for the farm, oldest first.
 func (f *Farm) Jobs() ([]JobRecord, error) {

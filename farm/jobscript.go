@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // RunTime is the run-time line of a job script.
@@ -20,9 +21,9 @@ type RunTime struct {
 	Script backend.Script
 }
 
-// ScriptTimeLimit reads the run-time of a job script as ScriptRunTime
+// scriptTimeLimit reads the run-time of a job script as ScriptRunTime
 // does. ok is false when the script has none.
-func ScriptTimeLimit(path string, scripts []backend.Script) (limit time.Duration, ok bool, err error) {
+func scriptTimeLimit(path string, scripts []backend.Script) (limit time.Duration, ok bool, err error) {
 	rt, ok, err := ScriptRunTime(path, scripts)
 	return rt.Limit, ok, err
 }
@@ -60,51 +61,51 @@ func ScriptRunTime(path string, scripts []backend.Script) (rt RunTime, ok bool, 
 // The run-times META accepts: a job script whose run-time is outside is
 // refused (checkRunTime).
 const (
-	MinRunTime = 30 * time.Second
-	MaxRunTime = 35 * 24 * time.Hour
+	shortestRunTime = 30 * time.Second
+	longestRunTime  = 35 * 24 * time.Hour
 )
 
-// MinRunTimeVar lowers the minimum run-time, for trying a farm's time
+// minRunTimeVar lowers the minimum run-time, for trying a farm's time
 // limits in seconds, on an engine that keeps a limit to the second itself
 // (Capabilities.EnforcesTimeLimit: the local one, Grid Engine): a Go
 // duration such as "2s", in the submitting environment. Slurm, which
 // counts whole minutes and checks limits every 30 s or so, keeps META's 30
 // seconds.
-const MinRunTimeVar = "FARM_MIN_RUNTIME"
+const minRunTimeVar = "FARM_MIN_RUNTIME"
 
 // minRunTime is the shortest run-time a submission from environ may give
-// its jobs on an engine with capabilities caps: MinRunTime, or
+// its jobs on an engine with capabilities caps: shortestRunTime, or
 // FARM_MIN_RUNTIME where the engine keeps limits to the second.
 func minRunTime(environ []string, caps backend.Capabilities) (time.Duration, error) {
 	v, set := "", false
 	for _, kv := range environ {
-		if val, ok := strings.CutPrefix(kv, MinRunTimeVar+"="); ok {
+		if val, ok := strings.CutPrefix(kv, minRunTimeVar+"="); ok {
 			v, set = val, true
 		}
 	}
 	if !set || !caps.EnforcesTimeLimit {
-		return MinRunTime, nil
+		return shortestRunTime, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, Userf("%s=%q is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds", MinRunTimeVar, v)
+		return 0, Userf("%s=%q is not a duration above 0 such as 5s: fix it, or unset it to keep the minimum run-time of 30 seconds", minRunTimeVar, v)
 	}
 	return d, nil
 }
 
 // checkRunTime refuses, as META does, the run-time rt of the job script
-// name if it is under min (MinRunTime, 30 seconds, unless minRunTime
+// name if it is under min (shortestRunTime, 30 seconds, unless minRunTime
 // lowered it) or over 35 days, whatever its form ("0:29", "0:0:1",
 // "0-0:0:1", h_rt=29): "Wrong job runtime in job_script.sh - T . Exiting",
 // after the script's name and line, with an example in the form rt was
 // read from. No limit (0, UNLIMITED, INFINITY) is over 35 days.
 func checkRunTime(name string, rt RunTime, min time.Duration) error {
-	if rt.Limit >= min && rt.Limit > 0 && rt.Limit <= MaxRunTime {
+	if rt.Limit >= min && rt.Limit > 0 && rt.Limit <= longestRunTime {
 		return nil
 	}
 	least := "30 seconds"
-	if min != MinRunTime {
-		least = min.String() + " (" + MinRunTimeVar + ")"
+	if min != shortestRunTime {
+		least = min.String() + " (" + minRunTimeVar + ")"
 	}
 	return Userf("%s:%d: Wrong job runtime in %s - %s . Exiting (the run-time must be from %s to 35 days, e.g. '%s')", name, rt.Line, name, rt.Value, least, rt.Script.RunTimeLine(time.Hour))
 }
@@ -131,7 +132,7 @@ func runTimeArg(args []string, scripts []backend.Script) error {
 		}
 	}
 	if first >= 0 {
-		return Userf("the run-time (%s) cannot be given on the command line: set it with '%s' in %s", given, use, JobScript)
+		return Userf("the run-time (%s) cannot be given on the command line: set it with '%s' in %s", given, use, layout.JobScript)
 	}
 	return nil
 }

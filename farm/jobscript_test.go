@@ -9,6 +9,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // TestCheckRunTime: META's limits, 30 seconds to 35 days, with its
@@ -21,29 +22,29 @@ func TestCheckRunTime(t *testing.T) {
 		min      time.Duration
 		accepted bool
 	}{
-		{"0:30", MinRunTime, true},
-		{"0:29", MinRunTime, false},
-		{"0:0:1", MinRunTime, false},
-		{"0:0:29", MinRunTime, false},
-		{"00:00:05", MinRunTime, false},
-		{"0-0:0:1", MinRunTime, false},
-		{"0-0:0:30", MinRunTime, true},
+		{"0:30", shortestRunTime, true},
+		{"0:29", shortestRunTime, false},
+		{"0:0:1", shortestRunTime, false},
+		{"0:0:29", shortestRunTime, false},
+		{"00:00:05", shortestRunTime, false},
+		{"0-0:0:1", shortestRunTime, false},
+		{"0-0:0:30", shortestRunTime, true},
 		{"0:29", time.Second, true},
 		{"0:03", 3 * time.Second, true},
 		{"0:02", 3 * time.Second, false},
 		{"0", time.Second, false}, // no limit
-		{"UNLIMITED", MinRunTime, false},
-		{"35-00:00:00", MinRunTime, true},
-		{"35-00:00:01", MinRunTime, false},
+		{"UNLIMITED", shortestRunTime, false},
+		{"35-00:00:00", shortestRunTime, true},
+		{"35-00:00:01", shortestRunTime, false},
 		{"99999999999", time.Second, false},
 	} {
 		d, err := casetable.ParseSlurmTime(tc.value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkRunTime(JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Script: scriptOf("#SBATCH")}, tc.min)
+		err = checkRunTime(layout.JobScript, RunTime{Limit: d, Line: 6, Value: tc.value, Script: scriptOf("#SBATCH")}, tc.min)
 		least := "30 seconds"
-		if tc.min != MinRunTime {
+		if tc.min != shortestRunTime {
 			least = tc.min.String() + " (FARM_MIN_RUNTIME)"
 		}
 		want := "job_script.sh:6: Wrong job runtime in job_script.sh - " + tc.value + " . Exiting (the run-time must be from " + least + " to 35 days, e.g. '#SBATCH -t 0-01:00')"
@@ -67,10 +68,10 @@ func TestMinRunTime(t *testing.T) {
 		caps backend.Capabilities
 		want time.Duration
 	}{
-		{nil, exact, MinRunTime},
+		{nil, exact, shortestRunTime},
 		{[]string{"FARM_MIN_RUNTIME=2s"}, exact, 2 * time.Second},
-		{[]string{"FARM_MIN_RUNTIME=2s"}, slurm, MinRunTime},
-		{[]string{"FARM_MIN_RUNTIME_X=2s"}, exact, MinRunTime},
+		{[]string{"FARM_MIN_RUNTIME=2s"}, slurm, shortestRunTime},
+		{[]string{"FARM_MIN_RUNTIME_X=2s"}, exact, shortestRunTime},
 	} {
 		if got, err := minRunTime(tc.env, tc.caps); err != nil || got != tc.want {
 			t.Errorf("minRunTime(%q, %+v) = %v, %v; want %v", tc.env, tc.caps, got, err, tc.want)
@@ -86,8 +87,8 @@ func TestMinRunTime(t *testing.T) {
 
 func setRunTime(t *testing.T, f *Farm, value string) {
 	t.Helper()
-	b, _ := os.ReadFile(f.Path(JobScript))
-	os.WriteFile(f.Path(JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
+	b, _ := os.ReadFile(f.Path(layout.JobScript))
+	os.WriteFile(f.Path(layout.JobScript), []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10", "#SBATCH -t "+value, 1)), 0o755)
 }
 
 // TestScriptRunTimeByDirective: the run-time as the local engine reads it,
@@ -114,8 +115,8 @@ func TestScriptRunTimeByDirective(t *testing.T) {
 		if err != nil || ok != (tc.want != RunTime{}) || rt != tc.want {
 			t.Errorf("%s: ScriptRunTime = %+v, %t, %v; want %+v", tc.name, rt, ok, err, tc.want)
 		}
-		if limit, lok, lerr := ScriptTimeLimit(p, scriptsOf(tc.directive)); limit != tc.want.Limit || lok != ok || lerr != nil {
-			t.Errorf("%s: ScriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
+		if limit, lok, lerr := scriptTimeLimit(p, scriptsOf(tc.directive)); limit != tc.want.Limit || lok != ok || lerr != nil {
+			t.Errorf("%s: scriptTimeLimit = %v, %t, %v", tc.name, limit, lok, lerr)
 		}
 	}
 }
@@ -146,12 +147,12 @@ func TestScriptRunTimeErrors(t *testing.T) {
 // TestCheckRunTimeExample: META's "Wrong job runtime" names an example in
 // the form the run-time was read from.
 func TestCheckRunTimeExample(t *testing.T) {
-	err := checkRunTime(ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Script: scriptOf("#$")}, MinRunTime)
+	err := checkRunTime(layout.ResubmitScript, RunTime{Limit: 0, Line: 3, Value: "INFINITY", Script: scriptOf("#$")}, shortestRunTime)
 	want := "resubmit_script.sh:3: Wrong job runtime in resubmit_script.sh - INFINITY . Exiting (the run-time must be from 30 seconds to 35 days, e.g. '#$ -l h_rt=01:00:00')"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	err = checkRunTime(JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Script: scriptOf("#SBATCH")}, MinRunTime)
+	err = checkRunTime(layout.JobScript, RunTime{Limit: 36 * 24 * time.Hour, Line: 6, Value: "36-0", Script: scriptOf("#SBATCH")}, shortestRunTime)
 	if want := "(the run-time must be from 30 seconds to 35 days, e.g. '#SBATCH -t 0-01:00')"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("got %v, want it to end %q", err, want)
 	}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // files lists every path under dir with its size and modification time.
@@ -43,7 +45,7 @@ func TestRefusedSubmitWritesNothing(t *testing.T) {
 		{"run-time", func(f *Farm) { setRunTime(t, f, "36-0") }, SubmitOptions{N: 2, Confirm: no}, "job_script.sh:6: Wrong job runtime in job_script.sh - 36-0 . Exiting", 0},
 		{"short run-time", func(f *Farm) { setRunTime(t, f, "0:10") }, SubmitOptions{N: 2, Confirm: no}, "job_script.sh:6: Wrong job runtime in job_script.sh - 0:10 . Exiting", 0},
 		{"too long", func(f *Farm) {
-			os.WriteFile(f.Path(Table), []byte("true\n"+strings.Repeat("y", 200000)+"\n"), 0o644)
+			os.WriteFile(f.Path(layout.Table), []byte("true\n"+strings.Repeat("y", 200000)+"\n"), 0o644)
 		}, SubmitOptions{N: 2, Confirm: no}, "table.dat:2: the command is 200000 bytes long", 0},
 		{"NJOBS_MAX first", func(f *Farm) { f.Config.NJobsMax = 1000 }, SubmitOptions{N: -1, Confirm: no}, "NJOBS_MAX=1000 in config", 0},
 		{"simple over 1000", nil, SubmitOptions{N: -1, Confirm: no}, "no", 1001},
@@ -86,7 +88,7 @@ func TestResubmitSaysSoOnlyWhenItHappens(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	runTables := func() []string { m, _ := filepath.Glob(f.Path(MiscDir, "table.run2*")); return m }
+	runTables := func() []string { m, _ := filepath.Glob(f.Path(layout.MiscDir, "table.run2*")); return m }
 	f.Config.NJobsMax = 1
 	err := f.Resubmit(ctx, SubmitOptions{N: 2})
 	if err == nil || !strings.HasPrefix(err.Error(), "NJOBS_MAX=1 in config") || strings.Contains(out.String(), "Resubmitting") || len(runTables()) != 0 {

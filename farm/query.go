@@ -13,11 +13,12 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 )
 
-// RateWindow is how far back farm query looks to measure throughput.
-const RateWindow = 10 * time.Minute
+// rateWindow is how far back farm query looks to measure throughput.
+const rateWindow = 10 * time.Minute
 
 // Query is the short summary of a farm that farm query prints.
 type Query struct {
@@ -29,7 +30,7 @@ type Query struct {
 	// FarmCases are all cases of table.dat, by their farm-wide state.
 	FarmCases CaseCounts `json:"farm_cases"`
 	// PerMinute is the recent throughput: cases ended per minute over the
-	// last RateWindow (or since the farm started, if later).
+	// last rateWindow (or since the farm started, if later).
 	PerMinute float64 `json:"cases_per_minute"`
 	// ETASeconds estimates when the current run's cases will all have
 	// ended, at that throughput; -1 when unknown (nothing active, no rate).
@@ -82,28 +83,22 @@ type CaseCounts struct {
 	Left        int64 `json:"left"`
 }
 
-// Processed is the number of cases that ended (succeeded or failed).
-func (c CaseCounts) Processed() int64 { return c.Succeeded + c.Failed }
+// processed is the number of cases that ended (succeeded or failed).
+func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed }
 
 // Active reports whether any job of the farm is queued or running.
 func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 
-// Query computes the summary: one scheduler query per backend, one read of
-// the status files.
-func (f *Farm) Query(ctx context.Context, now time.Time) (Query, error) {
-	q, _, _, err := f.query(ctx, now)
-	return q, err
-}
-
-// query is Query, with what the backends said of the farm's jobs and the
-// claim state it read.
+// query computes farm query's summary (one scheduler query per backend,
+// one read of the status files), with what the backends said of the
+// farm's jobs and the claim state it read.
 func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]backend.JobInfo, casetable.State, error) {
 	var q Query
 	st, err := f.readState(ctx)
 	if err != nil {
 		return q, nil, st, err
 	}
-	sum, recs, infos, err := f.load(ctx, now.Add(-RateWindow))
+	sum, recs, infos, err := f.load(ctx, now.Add(-rateWindow))
 	if err != nil {
 		return q, nil, st, err
 	}
@@ -165,11 +160,11 @@ func countJobs(recs []JobRecord, infos map[string]backend.JobInfo) JobCounts {
 	return c
 }
 
-// rate is the throughput over the last RateWindow (or since first, the
+// rate is the throughput over the last rateWindow (or since first, the
 // earliest record, if later) and the ETA of the current run's remaining
 // cases at that rate (-1: unknown).
 func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta float64) {
-	window := RateWindow
+	window := rateWindow
 	if first > 0 {
 		if since := now.Sub(time.UnixMilli(int64(first * 1e3))); since < window {
 			window = since
@@ -186,18 +181,18 @@ func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta floa
 	return perMin, eta
 }
 
-// Report prints the farm's summary as of now (farm query).
-func (f *Farm) Report(ctx context.Context, w io.Writer, format Format) error {
-	q, err := f.Query(ctx, time.Now())
+// PrintQuery prints the farm's summary as of now (farm query).
+func (f *Farm) PrintQuery(ctx context.Context, w io.Writer, format Format) error {
+	q, _, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		return err
 	}
 	f.sayNote()
-	return WriteQuery(w, q, format)
+	return writeQuery(w, q, format)
 }
 
-// WriteQuery prints q for people, or as JSON.
-func WriteQuery(w io.Writer, q Query, format Format) error {
+// writeQuery prints q for people, or as JSON.
+func writeQuery(w io.Writer, q Query, format Format) error {
 	if format == JSON {
 		return json.NewEncoder(w).Encode(q)
 	}
@@ -225,7 +220,7 @@ func percent(c CaseCounts) string {
 	if c.Total == 0 {
 		return "0%"
 	}
-	return fmt.Sprintf("%d/%d (%.1f%%)", c.Processed(), c.Total, 100*float64(c.Processed())/float64(c.Total))
+	return fmt.Sprintf("%d/%d (%.1f%%)", c.processed(), c.Total, 100*float64(c.processed())/float64(c.Total))
 }
 
 func rateETA(q Query) string {
@@ -250,12 +245,12 @@ func fmtDuration(d time.Duration) string {
 	return d.String()
 }
 
-// ProgressBar renders one line: a bar of the farm's processed cases, the
+// progressBar renders one line: a bar of the farm's processed cases, the
 // jobs, the throughput and the ETA.
-func ProgressBar(q Query, width int) string {
+func progressBar(q Query, width int) string {
 	frac := 0.0
 	if q.FarmCases.Total > 0 {
-		frac = float64(q.FarmCases.Processed()) / float64(q.FarmCases.Total)
+		frac = float64(q.FarmCases.processed()) / float64(q.FarmCases.Total)
 	}
 	fill := int(frac * float64(width))
 	bar := strings.Repeat("#", fill) + strings.Repeat("-", width-fill)
@@ -264,7 +259,7 @@ func ProgressBar(q Query, width int) string {
 		unfit = fmt.Sprintf("  %d unfit", q.FarmCases.Unfit)
 	}
 	return fmt.Sprintf("[%s] %5.1f%%  %d/%d cases  %d failed%s  %d jobs running, %d queued  %s",
-		bar, 100*frac, q.FarmCases.Processed(), q.FarmCases.Total, q.FarmCases.Failed, unfit,
+		bar, 100*frac, q.FarmCases.processed(), q.FarmCases.Total, q.FarmCases.Failed, unfit,
 		q.Jobs.Running, q.Jobs.Queued, rateETA(q))
 }
 
@@ -285,7 +280,7 @@ type bar struct {
 
 func (b *bar) draw(q Query) {
 	if !b.opt.TTY {
-		fmt.Fprintln(b.w, ProgressBar(q, 30))
+		fmt.Fprintln(b.w, progressBar(q, 30))
 		return
 	}
 	cols := b.opt.Columns
@@ -301,17 +296,17 @@ func (b *bar) draw(q Query) {
 // the ETA as long as they fit; cut as a last resort.
 func fitBar(q Query, cols int) string {
 	for _, w := range []int{30, 20, 10} {
-		if l := ProgressBar(q, w); utf8.RuneCountInString(l) <= cols {
+		if l := progressBar(q, w); utf8.RuneCountInString(l) <= cols {
 			return l
 		}
 	}
 	c := q.FarmCases
 	frac := 0.0
 	if c.Total > 0 {
-		frac = float64(c.Processed()) / float64(c.Total)
+		frac = float64(c.processed()) / float64(c.Total)
 	}
 	fill := int(frac * 10)
-	l := fmt.Sprintf("[%s%s] %5.1f%%  %d/%d  %s", strings.Repeat("#", fill), strings.Repeat("-", 10-fill), 100*frac, c.Processed(), c.Total, rateETA(q))
+	l := fmt.Sprintf("[%s%s] %5.1f%%  %d/%d  %s", strings.Repeat("#", fill), strings.Repeat("-", 10-fill), 100*frac, c.processed(), c.Total, rateETA(q))
 	if r := []rune(l); len(r) > cols {
 		l = string(r[:max(cols, 0)])
 	}
@@ -335,7 +330,7 @@ func (b *bar) done() {
 func (f *Farm) Watch(ctx context.Context, w io.Writer, opt WatchOptions) error {
 	b := &bar{w: w, opt: opt}
 	defer b.done()
-	tail := status.NewTail(f.Path(StatusDir))
+	tail := status.NewTail(f.Path(layout.StatusDir))
 	for {
 		recs, err := f.Jobs()
 		if err != nil {
@@ -372,7 +367,7 @@ func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time,
 	if err != nil {
 		return q, err
 	}
-	since := now.Add(-RateWindow)
+	since := now.Add(-rateWindow)
 	tc, err := tail.Refresh(func(id string) bool { return runsCases(infos[id].State) }, float64(since.Unix()))
 	if err != nil {
 		return q, err

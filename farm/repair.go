@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // RepairMode says whether Repair rebuilds a claim state that reads well.
@@ -148,16 +149,16 @@ func repairRefused(err error) error {
 // (farm repair, farm adopt).
 func (f *Farm) closedRun(run int, done int64) (casetable.State, error) {
 	var total, maxID int64
-	if err := casetable.ReadCases(f.Path(Table), func(c casetable.Case) error {
+	if err := casetable.ReadCases(f.Path(layout.Table), func(c casetable.Case) error {
 		total++
 		maxID = max(maxID, c.ID)
 		return nil
 	}); err != nil {
 		return casetable.State{}, tableErr(err)
 	}
-	fi, err := os.Stat(f.Path(Table))
+	fi, err := os.Stat(f.Path(layout.Table))
 	if err != nil {
 		return casetable.State{}, err
 	}
-	return casetable.State{Run: run, Table: Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}, nil
+	return casetable.State{Run: run, Table: layout.Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}, nil
 }

@@ -8,18 +8,19 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 )
 
 // Messages of resubmit and the auto-resubmit job, as META users know them.
 const (
-	MsgJobsActive  = "Jobs are still running/queued; cannot resubmit"
-	MsgNothingLeft = "No failed/unfinished jobs; nothing to resubmit"
-	MsgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
+	msgJobsActive  = "Jobs are still running/queued; cannot resubmit"
+	msgNothingLeft = "No failed/unfinished jobs; nothing to resubmit"
+	msgOnlyFailed  = "Only failed cases left; cannot auto-resubmit; exiting"
 )
 
 // ErrNothingLeft is returned by Resubmit when every case succeeded.
-var ErrNothingLeft = errors.New(MsgNothingLeft)
+var ErrNothingLeft = errors.New(msgNothingLeft)
 
 // Resubmit starts a new run over the cases that failed, were interrupted,
 // were unfit or never ran (every case that did not succeed), farm-wide
@@ -44,7 +45,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return err
 	}
 	if len(active) > 0 {
-		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", MsgJobsActive, len(active))
+		return Userf("%s (%d job(s) of the farm are pending or running: see 'farm list'; 'farm wait' or 'farm kill' first)", msgJobsActive, len(active))
 	}
 	// The state was read before the job records, and the active jobs are
 	// those of this one reading of the records. A run with cases left to
@@ -71,7 +72,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	}
 	sel := opt.Select
 	sel.MaxCrashes = f.Config.MaxCrashes
-	keep := func(id int64) bool { return sel.Keeps(sum.Get(id)) }
+	keep := func(id int64) bool { return sel.keeps(sum.Get(id)) }
 	n, by, crashedOut, err := f.countChosen(sum, sel)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 				by = " chosen by " + sel.String()
 			}
 			return Userf("nothing to resubmit%s: the %d case(s) left are crashed (their meta-job died under them MAX_CRASHES=%d times); 'farm resubmit --crashed' runs them again, or raise MAX_CRASHES in %s",
-				by, crashedOut, sel.MaxCrashes, ConfigFile)
+				by, crashedOut, sel.MaxCrashes, layout.Config)
 		}
 		if sel.IsZero() {
 			return ErrNothingLeft
@@ -94,21 +95,21 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 }
 
 // countChosen counts, writing nothing, the cases of table.dat that sel
-// chooses (by Selection.Label), and those it leaves out only for the crash
+// chooses (by Selection.label), and those it leaves out only for the crash
 // limit; an ID of sel's that the table does not have is an error.
 func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[string]int, crashedOut int, err error) {
 	by = map[string]int{}
 	unlimited := sel
 	unlimited.MaxCrashes = 0
 	hit := make([]bool, len(sel.Cases))
-	n, err = casetable.CountKept(f.Path(Table), func(id int64) bool {
+	n, err = casetable.CountKept(f.Path(layout.Table), func(id int64) bool {
 		sel.mark(id, hit)
 		c := sum.Get(id)
-		if sel.Keeps(c) {
-			by[sel.Label(c)]++
+		if sel.keeps(c) {
+			by[sel.label(c)]++
 			return true
 		}
-		if unlimited.Keeps(c) {
+		if unlimited.keeps(c) {
 			crashedOut++ // chosen but for the crash limit
 		}
 		return false
@@ -116,7 +117,7 @@ func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[st
 	if err != nil {
 		return 0, nil, 0, tableErr(err)
 	}
-	return n, by, crashedOut, sel.missing(hit, Table)
+	return n, by, crashedOut, sel.missing(hit, layout.Table)
 }
 
 // launchResubmit launches the run after state's, over the n cases of
@@ -130,28 +131,28 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// may have the same PID.)
 	runTable := privateTable(state.Run + 1)
 	su.prepare = func() error {
-		m, src, err := casetable.RebuildSource(f.Path(Table), f.Path(runTable), keep)
+		m, src, err := casetable.RebuildSource(f.Path(layout.Table), f.Path(runTable), keep)
 		if err == nil && m != n {
-			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", Table, n, m)
+			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", layout.Table, n, m)
 		}
 		if err == nil {
 			err = casetable.WriteSource(f.Path(runTable), src)
 		}
 		return tableErr(err)
 	}
-	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, RetryTable)
+	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, layout.RetryTable)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		f.removeRunTable(ctx, runTable)
 		return err
 	}
-	atomicfile.Link(f.Path(runTable), f.Path(RetryTable))
+	atomicfile.Link(f.Path(runTable), f.Path(layout.RetryTable))
 	return nil
 }
 
 // runHasJobs reports whether a meta-job (or SIMPLE job) of run is recorded.
 func runHasJobs(recs []JobRecord, run int) bool {
 	for _, r := range recs {
-		if r.Run == run && (r.Kind == KindMeta || r.Kind == KindSimple) {
+		if r.Run == run && (r.Kind == kindMeta || r.Kind == kindSimple) {
 			return true
 		}
 	}
@@ -176,7 +177,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 	if err != nil {
 		return err
 	}
-	p, err := f.Progress(sum)
+	p, err := f.progress(sum)
 	if err != nil {
 		return err
 	}
@@ -187,10 +188,10 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		}
 		ids, err := f.submitFinal(ctx, opt, run)
 		if err != nil {
-			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, FinalScript, err)
+			say("All %d cases succeeded, but submitting %s failed: %v", p.Total, layout.FinalScript, err)
 			return err
 		}
-		say("All %d cases succeeded; submitted %s as job %s.", p.Total, FinalScript, strings.Join(ids, " "))
+		say("All %d cases succeeded; submitted %s as job %s.", p.Total, layout.FinalScript, strings.Join(ids, " "))
 		return nil
 	}
 	left := fmt.Sprintf("%d failed, %d interrupted, %d never ran, %d unfit", p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
@@ -199,7 +200,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		left += fmt.Sprintf("; %d of them crashed", crashed.all)
 	}
 	if !opt.Auto {
-		say("Not every case succeeded (%s); %s not submitted.", left, FinalScript)
+		say("Not every case succeeded (%s); %s not submitted.", left, layout.FinalScript)
 		return nil
 	}
 	if p.Interrupted+p.NeverRan+p.Unfit == crashed.rerun {
@@ -210,7 +211,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 				p.Failed-crashed.failed, crashed.all, f.Config.MaxCrashes)
 			return nil
 		}
-		say("%s (%d failed).", MsgOnlyFailed, p.Failed)
+		say("%s (%d failed).", msgOnlyFailed, p.Failed)
 		return nil
 	}
 	if c := sum.RunCounts[run]; c == nil || c.Succeeded == 0 {
@@ -227,7 +228,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 	return nil
 }
 
-// crashCount counts the crashed cases of a farm (Selection.IsCrashed).
+// crashCount counts the crashed cases of a farm (Selection.isCrashed).
 type crashCount struct {
 	all    int64 // every crashed case
 	rerun  int64 // those interrupted or unfit: what a resubmit would run but for the crash limit
@@ -242,7 +243,7 @@ func (f *Farm) crashed(sum *status.Summary) crashCount {
 		return n
 	}
 	sum.Each(func(c status.Case) error {
-		if sel.IsCrashed(c) {
+		if sel.isCrashed(c) {
 			n.all++
 			switch c.State {
 			case status.Interrupted, status.Unfit:
@@ -263,8 +264,8 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 		return nil, err
 	}
 	for _, r := range recs {
-		if r.Kind == KindFinal {
-			return nil, fmt.Errorf("%s was already submitted as job %s", FinalScript, r.ID)
+		if r.Kind == kindFinal {
+			return nil, fmt.Errorf("%s was already submitted as job %s", layout.FinalScript, r.ID)
 		}
 	}
 	be, err := f.openBackend(ctx, opt.Backend)
@@ -278,7 +279,7 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err := f.checkFinalRunTime(be.Capabilities().Scripts, min); err != nil {
 		return nil, err
 	}
-	limit, _, err := ScriptTimeLimit(f.Path(FinalScript), be.Capabilities().Scripts)
+	limit, _, err := scriptTimeLimit(f.Path(layout.FinalScript), be.Capabilities().Scripts)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +287,6 @@ func (f *Farm) submitFinal(ctx context.Context, opt SubmitOptions, run int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(FinalScript), jobName(f, "final"), 1, limit
-	return f.submitJobs(ctx, be, req, run, KindFinal, "submit", "")
+	req.Script, req.Name, req.Count, req.TimeLimit = f.Path(layout.FinalScript), jobName(f, "final"), 1, limit
+	return f.submitJobs(ctx, be, req, run, kindFinal, "submit", "")
 }

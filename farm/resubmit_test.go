@@ -3,7 +3,6 @@ package farm
 import (
 	"context"
 	"errors"
-	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/slurm"
 )
 
 // fakeBackend submits nothing real: its jobs have ended as soon as they
@@ -66,7 +67,7 @@ func TestResubmitRefusesARunWhoseJobsAreNotRecordedYet(t *testing.T) {
 	if err := Init(dir, slurm.Templates()); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, Table), []byte("true\ntrue\nfalse\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte("true\ntrue\nfalse\n"), 0o644)
 	f, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestResubmitTableKeepsNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := "./run a #FARM cpus=4\n./run b #FARM cpu=2\n"
-	os.WriteFile(filepath.Join(dir, Table), []byte(bad), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte(bad), 0o644)
 	f, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -154,14 +155,14 @@ func TestResubmitTableKeepsNeeds(t *testing.T) {
 	if want := `table.dat:2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time); fix the line`; err == nil || err.Error() != want {
 		t.Fatalf("submit of a bad #FARM part: %v; want %s", err, want)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, Table)); string(b) != bad {
+	if b, _ := os.ReadFile(filepath.Join(dir, layout.Table)); string(b) != bad {
 		t.Errorf("the refused submit changed table.dat: %q", b)
 	}
-	if _, err := os.Stat(filepath.Join(dir, Table+".orig")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, layout.Table+".orig")); !os.IsNotExist(err) {
 		t.Errorf("the refused submit numbered table.dat: %v", err)
 	}
 
-	os.WriteFile(filepath.Join(dir, Table), []byte("./run a #FARM cpus=4 gpus=1 mem=8G min_time=30m\n# c\n./run b\n./run c  #FARM\tmem=512\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte("./run a #FARM cpus=4 gpus=1 mem=8G min_time=30m\n# c\n./run b\n./run c  #FARM\tmem=512\n"), 0o644)
 	// The jobs are submitted, and end without running a case: every case
 	// goes to table.dat_.
 	if err := f.Submit(ctx, SubmitOptions{N: 1}); err != nil {
@@ -170,8 +171,8 @@ func TestResubmitTableKeepsNeeds(t *testing.T) {
 	if err := f.Resubmit(ctx, SubmitOptions{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(f.Path(RetryTable))
+	b, err := os.ReadFile(f.Path(layout.RetryTable))
 	if want := "1 ./run a #FARM cpus=4 gpus=1 mem=8G min_time=30m\n2 ./run b\n3 ./run c  #FARM\tmem=512\n"; err != nil || string(b) != want {
-		t.Errorf("%s reads %q, %v; want %q", RetryTable, b, err, want)
+		t.Errorf("%s reads %q, %v; want %q", layout.RetryTable, b, err, want)
 	}
 }

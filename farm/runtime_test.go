@@ -1,13 +1,14 @@
 package farm
 
 import (
-	"github.com/farm-hpc/farm/slurm"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/slurm"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -46,10 +47,10 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	}
 	f.EnsureDirs()
 	table := "# header\n11 echo a\n12 echo b\n13 echo c\n14 echo d\n15 echo e\n16 echo f\n17 echo g\n18 echo h\n19 echo i\n"
-	os.WriteFile(f.Path(Table), []byte(table), 0o644)
+	os.WriteFile(f.Path(layout.Table), []byte(table), 0o644)
 	t0 := time.Unix(1_700_000_000, 0)
 	rec := func(job string, run int, fn func(w *status.Writer)) {
-		w, err := status.CreateCap(f.Path(StatusDir, "status."+job), job, 0, run, "h", status.Capacity{}, nil)
+		w, err := status.CreateCap(f.Path(layout.StatusDir, "status."+job), job, 0, run, "h", status.Capacity{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,20 +79,20 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 		w.End(17, 0, t0.Add(time.Hour), time.Second)
 	})
 	// 18 and 19 never ran.
-	sum, err := status.Load(f.Path(StatusDir), status.Options{})
+	sum, err := status.Load(f.Path(layout.StatusDir), status.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := casetable.Rebuild(f.Path(Table), f.Path(RetryTable), func(id int64) bool { return sum.Get(id).State != status.Succeeded })
+	n, err := casetable.Rebuild(f.Path(layout.Table), f.Path(layout.RetryTable), func(id int64) bool { return sum.Get(id).State != status.Succeeded })
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := os.ReadFile(f.Path(RetryTable))
+	got, _ := os.ReadFile(f.Path(layout.RetryTable))
 	want := "12 echo b\n13 echo c\n16 echo f\n18 echo h\n19 echo i\n"
 	if diff := cmp.Diff(want, string(got)); diff != "" || n != 5 {
 		t.Errorf("table.dat_ (%d cases) (-want +got):\n%s", n, diff)
 	}
-	p, _ := f.Progress(sum)
+	p, _ := f.progress(sum)
 	if diff := cmp.Diff(Progress{Total: 9, Counts: status.Counts{Succeeded: 4, Failed: 1, Interrupted: 2}, NeverRan: 2}, p); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}

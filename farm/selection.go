@@ -82,7 +82,7 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 	default:
 		return 0, nil
 	}
-	rs, err := ParseIDRanges(spec)
+	rs, err := parseIDRanges(spec)
 	if err != nil {
 		return 0, err
 	}
@@ -91,9 +91,9 @@ func (sel *Selection) Parse(args []string, i int) (int, error) {
 	return took, nil
 }
 
-// ParseIDRanges reads case IDs as "3,17-20": IDs and ranges, separated by
+// parseIDRanges reads case IDs as "3,17-20": IDs and ranges, separated by
 // commas.
-func ParseIDRanges(spec string) ([]IDRange, error) {
+func parseIDRanges(spec string) ([]IDRange, error) {
 	var rs []IDRange
 	bad := func(part, why string) error {
 		return Userf("--cases %s: %q %s; give case IDs (positive numbers) and ranges, separated by commas: e.g. --cases 3,17-20", spec, part, why)
@@ -130,9 +130,9 @@ func (sel Selection) IsZero() bool {
 // String is the options as given ("--failed --cases 3,17-20").
 func (sel Selection) String() string { return strings.Join(sel.Given, " ") }
 
-// Keeps reports whether the selection chooses case c.
-func (sel Selection) Keeps(c status.Case) bool {
-	crashed := sel.IsCrashed(c)
+// keeps reports whether the selection chooses case c.
+func (sel Selection) keeps(c status.Case) bool {
+	crashed := sel.isCrashed(c)
 	switch {
 	case sel.IsZero():
 		return c.State != status.Succeeded && !crashed
@@ -146,15 +146,15 @@ func (sel Selection) Keeps(c status.Case) bool {
 	return slices.Contains(sel.States, c.State)
 }
 
-// IsCrashed reports whether case c is crashed: its meta-job died while it
+// isCrashed reports whether case c is crashed: its meta-job died while it
 // ran at least MaxCrashes times, and it neither succeeded since nor runs.
-func (sel Selection) IsCrashed(c status.Case) bool {
+func (sel Selection) isCrashed(c status.Case) bool {
 	return sel.MaxCrashes > 0 && c.Crashes >= sel.MaxCrashes && c.State != status.Succeeded && c.State != status.Running
 }
 
-// Label is what chose calls case c: "crashed", or its state.
-func (sel Selection) Label(c status.Case) string {
-	if sel.IsCrashed(c) {
+// label is what chose calls case c: "crashed", or its state.
+func (sel Selection) label(c status.Case) string {
+	if sel.isCrashed(c) {
 		return "crashed"
 	}
 	return c.State.String()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -74,7 +75,7 @@ func TestResubmitSelectsExactly(t *testing.T) {
 			if !strings.HasPrefix(out.String(), c.said) {
 				t.Errorf("resubmit said %q, want %q", out, c.said)
 			}
-			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(RetryTable))); diff != "" {
+			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 				t.Errorf("table.dat_ (-want +got):\n%s", diff)
 			}
 			if st, err := f.readState(ctx); err != nil || st.Run != 2 || st.Cases != int64(len(c.ids)) {
@@ -214,7 +215,7 @@ func TestResubmitLeavesCrashedCasesOut(t *testing.T) {
 			if !strings.HasPrefix(out.String(), c.said) {
 				t.Errorf("resubmit said %q, want %q", out, c.said)
 			}
-			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(RetryTable))); diff != "" {
+			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 				t.Errorf("table.dat_ (-want +got):\n%s", diff)
 			}
 		})
@@ -225,7 +226,7 @@ func TestResubmitLeavesCrashedCasesOut(t *testing.T) {
 	if err := f.Resubmit(ctx, SubmitOptions{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]int64{2, 3, 4, 5}, tableIDs(t, f.Path(RetryTable))); diff != "" {
+	if diff := cmp.Diff([]int64{2, 3, 4, 5}, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 		t.Errorf("table.dat_ with MAX_CRASHES=0 (-want +got):\n%s", diff)
 	}
 }

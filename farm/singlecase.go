@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/farm-hpc/farm/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,5 +44,5 @@ func NotRunnable(path string, head []byte) string {
 		return ""
 	}
 	first, _, _ := bytes.Cut(head, []byte("\n"))
-	return fmt.Sprintf("%s:1: %q is not bash's #! line, so farm runs %s as a program, and it is not executable: make it executable (chmod +x %s), or make it a bash script (#!/bin/bash), which farm sources", SingleCase, bytes.TrimSpace(first), SingleCase, SingleCase)
+	return fmt.Sprintf("%s:1: %q is not bash's #! line, so farm runs %s as a program, and it is not executable: make it executable (chmod +x %s), or make it a bash script (#!/bin/bash), which farm sources", layout.SingleCase, bytes.TrimSpace(first), layout.SingleCase, layout.SingleCase)
 }

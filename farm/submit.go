@@ -17,7 +17,7 @@ import (
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/fsretry"
-	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // SubmitOptions are the arguments of farm submit and farm resubmit.
@@ -91,7 +91,7 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 		b, err := f.openBackend(ctx, name)
 		var unknown *backend.UnknownError
 		if errors.As(err, &unknown) {
-			return nil, Userf("%s records job(s) %s on backend %q, which farm does not know: fix the records (RUN BACKEND KIND JOBID, BACKEND one of %s)", f.Path(MiscDir, "jobs"), strings.Join(ids, " "), name, strings.Join(unknown.Known, ", "))
+			return nil, Userf("%s records job(s) %s on backend %q, which farm does not know: fix the records (RUN BACKEND KIND JOBID, BACKEND one of %s)", f.Path(layout.MiscDir, layout.JobRecords), strings.Join(ids, " "), name, strings.Join(unknown.Known, ", "))
 		}
 		if err != nil {
 			return nil, err
@@ -145,7 +145,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
-	info, src, err := casetable.ValidateSource(f.Path(Table))
+	info, src, err := casetable.ValidateSource(f.Path(layout.Table))
 	if err == nil {
 		err = info.CheckLength()
 	}
@@ -182,12 +182,12 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 // (Not by PID alone: processes on two hosts, or in two containers, may
 // have the same PID.)
 func privateTable(run int) string {
-	return fmt.Sprintf("%s/table.run%d.%d.%x", MiscDir, run, os.Getpid(), rand.Uint32())
+	return fmt.Sprintf("%s/table.run%d.%d.%x", layout.MiscDir, run, os.Getpid(), rand.Uint32())
 }
 
 // errTableChanged is the error of a submit whose table.dat changed
 // while it ran.
-var errTableChanged = Userf("%s changed while this command ran: nothing was submitted; run it again", Table)
+var errTableChanged = Userf("%s changed while this command ran: nothing was submitted; run it again", layout.Table)
 
 // snapshotTable writes the first run's private table runTable: a copy of
 // table.dat (numbered) whose SHA-256 is want, that of the table validated
@@ -198,10 +198,10 @@ func (f *Farm) snapshotTable(runTable, want string) error {
 		return f.writeErr(err)
 	}
 	perm := os.FileMode(0o644)
-	if fi, err := os.Stat(f.Path(Table)); err == nil {
+	if fi, err := os.Stat(f.Path(layout.Table)); err == nil {
 		perm = fi.Mode().Perm()
 	}
-	_, src, err := casetable.Snapshot(f.Path(Table), f.Path(runTable), perm, want)
+	_, src, err := casetable.Snapshot(f.Path(layout.Table), f.Path(runTable), perm, want)
 	if errors.Is(err, casetable.ErrChanged) {
 		return errTableChanged
 	}
@@ -229,11 +229,11 @@ func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
 // number through a symbolic link out of the farm directory: farm never
 // writes there.
 func (f *Farm) checkNumberable() error {
-	fi, err := os.Lstat(f.Path(Table))
+	fi, err := os.Lstat(f.Path(layout.Table))
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		return nil
 	}
-	to, err := filepath.EvalSymlinks(f.Path(Table))
+	to, err := filepath.EvalSymlinks(f.Path(layout.Table))
 	if err != nil {
 		return tableErr(err)
 	}
@@ -244,7 +244,7 @@ func (f *Farm) checkNumberable() error {
 	if rel, err := filepath.Rel(dir, to); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return nil
 	}
-	return Userf("%s is a symbolic link to %s, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy (cp --remove-destination %s %s), or number the table yourself ('1 command', '2 command', ... on its case lines)", Table, to, shellQuote(to), Table)
+	return Userf("%s is a symbolic link to %s, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy (cp --remove-destination %s %s), or number the table yourself ('1 command', '2 command', ... on its case lines)", layout.Table, to, shellQuote(to), layout.Table)
 }
 
 // shellQuote quotes s for a POSIX shell, if it needs it.
@@ -261,17 +261,17 @@ func shellQuote(s string) string {
 // symbolic link is numbered at its target, in the target's directory
 // (checkNumberable has made sure that is in the farm directory).
 func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
-	sum, err := casetable.NumberChecked(f.Path(Table), f.Path(Table+".orig"), want)
+	sum, err := casetable.NumberChecked(f.Path(layout.Table), f.Path(layout.Table+".orig"), want)
 	if errors.Is(err, casetable.ErrChanged) {
 		return "", errTableChanged
 	}
 	if err != nil {
-		if to, lerr := filepath.EvalSymlinks(f.Path(Table)); lerr == nil && to != f.Path(Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
-			return "", Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, Table, to)
+		if to, lerr := filepath.EvalSymlinks(f.Path(layout.Table)); lerr == nil && to != f.Path(layout.Table) && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+			return "", Userf("%v: %s is a symbolic link to %s, which farm numbers in place (in its own directory); make that directory writable, or number the table yourself ('1 command', '2 command', ... on its case lines)", err, layout.Table, to)
 		}
 		return "", f.writeErr(tableErr(err))
 	}
-	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, Table, Table)
+	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, layout.Table, layout.Table)
 	return sum, nil
 }
 
@@ -289,11 +289,11 @@ func tableErr(err error) error {
 		return &UserError{Msg: err.Error()}
 	}
 	if os.IsNotExist(err) {
-		return Userf("%s is missing: put one case (command line) per line in %s", Table, Table)
+		return Userf("%s is missing: put one case (command line) per line in %s", layout.Table, layout.Table)
 	}
 	var pe *fs.PathError
-	if errors.As(err, &pe) && filepath.Base(pe.Path) == Table {
-		return Userf("%s cannot be read (%v): make it a file with one case (command line) per line", Table, pe.Err)
+	if errors.As(err, &pe) && filepath.Base(pe.Path) == layout.Table {
+		return Userf("%s cannot be read (%v): make it a file with one case (command line) per line", layout.Table, pe.Err)
 	}
 	return err
 }
@@ -322,8 +322,8 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		// META: each of a job's NWHOLE loops runs one case). Adding to an
 		// active SIMPLE run: one job per unclaimed case is unknown; add
 		// one.
-		slots := f.Config.Slots()
-		count = max((nr.cases+slots-1)/slots, 1)
+		n := f.Config.casesAtOnce()
+		count = max((nr.cases+n-1)/n, 1)
 	}
 	extra := 0
 	if opt.Auto || f.hasFinal() {
@@ -358,10 +358,10 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if err != nil {
 		return err
 	}
-	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(JobScript), jobName(f, "meta"), count, simple, opt.Args, su.limit
-	kind, verb := KindMeta, "submit"
+	req.Script, req.Name, req.Count, req.Array, req.Args, req.TimeLimit = f.Path(layout.JobScript), jobName(f, "meta"), count, simple, opt.Args, su.limit
+	kind, verb := kindMeta, "submit"
 	if simple {
-		kind = KindSimple
+		kind = kindSimple
 	}
 	if nr.run > 1 {
 		verb = "resubmit"
@@ -389,7 +389,7 @@ func (f *Farm) launched(ctx context.Context, su launchSetup, opt SubmitOptions, 
 		if err == nil {
 			what := "-auto"
 			if !opt.Auto {
-				what = FinalScript
+				what = layout.FinalScript
 			}
 			fmt.Fprintf(f.Out, "Submitted the %s job %s: it runs once these jobs end.\n", what, autoID)
 		}
@@ -466,11 +466,11 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 	if err != nil {
 		return launchSetup{}, err
 	}
-	if err := checkRunTime(JobScript, rt, min); err != nil {
+	if err := checkRunTime(layout.JobScript, rt, min); err != nil {
 		return launchSetup{}, err
 	}
 	if withAuto {
-		if err := checkRunTime(ResubmitScript, auto, min); err != nil {
+		if err := checkRunTime(layout.ResubmitScript, auto, min); err != nil {
 			return launchSetup{}, err
 		}
 		// final.sh's run-time, if it has one, is checked now rather than
@@ -491,21 +491,21 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 // is submitted, and returns the script's run-time, read as an engine whose
 // Capabilities().Scripts are scripts reads it.
 func (f *Farm) checkSubmission(opt SubmitOptions, scripts []backend.Script) (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(JobScript), scripts)
+	rt, ok, err := ScriptRunTime(f.Path(layout.JobScript), scripts)
 	if err != nil {
-		return rt, scriptErr(JobScript, err)
+		return rt, scriptErr(layout.JobScript, err)
 	}
 	if !ok {
-		return rt, missingRunTime(JobScript, scripts, time.Hour)
+		return rt, missingRunTime(layout.JobScript, scripts, time.Hour)
 	}
-	if err := scriptRuns(f.Path(JobScript), "metajob"); err != nil {
-		return rt, scriptErr(JobScript, err)
+	if err := scriptRuns(f.Path(layout.JobScript), "metajob"); err != nil {
+		return rt, scriptErr(layout.JobScript, err)
 	}
-	head, err := ReadHead(f.Path(SingleCase))
+	head, err := ReadHead(f.Path(layout.SingleCase))
 	if err != nil {
-		return rt, scriptErr(SingleCase, err)
+		return rt, scriptErr(layout.SingleCase, err)
 	}
-	if msg := NotRunnable(f.Path(SingleCase), head); msg != "" {
+	if msg := NotRunnable(f.Path(layout.SingleCase), head); msg != "" {
 		return rt, Userf("%s", msg)
 	}
 	return rt, runTimeArg(opt.Args, scripts)
@@ -529,7 +529,7 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 	}
 	room := limit - n - extra
 	if count > room {
-		return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", limit, ConfigFile, n, max(room, 0), extra)
+		return Userf("NJOBS_MAX=%d in %s: the farm has %d active job(s) and may submit at most %d more now (with %d kept for the -auto/final.sh job); ask for fewer", limit, layout.Config, n, max(room, 0), extra)
 	}
 	return nil
 }
@@ -558,14 +558,14 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if !simple {
 		r := fsretry.Retrier{Log: f.Out}
 		if err := r.Do(ctx, func() (err error) {
-			lanes, err = casetable.MakeLanes(f.Dir, f.Path(MiscDir), lanes, casetable.LanesFor(nr.jobs))
+			lanes, err = casetable.MakeLanes(f.Dir, f.Path(layout.MiscDir), lanes, casetable.LanesFor(nr.jobs))
 			return err
 		}); err != nil {
 			return f.writeErr(err)
 		}
 	}
 	if err := store.CloseLanes(ctx, cur); err != nil {
-		casetable.RemoveLanes(f.Path(MiscDir), lanes)
+		casetable.RemoveLanes(f.Path(layout.MiscDir), lanes)
 		return stateErr(err)
 	}
 	err = store.Update(ctx, func(st *casetable.State) error {
@@ -596,7 +596,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if errors.Is(err, errStateMoved) {
 		// Not committed: nobody knows the lanes. (After another error
 		// the commit may have been made, its reply lost: they stay.)
-		casetable.RemoveLanes(f.Path(MiscDir), lanes)
+		casetable.RemoveLanes(f.Path(layout.MiscDir), lanes)
 		return errMovedUser
 	}
 	if err != nil {
@@ -622,8 +622,8 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 	return backend.SubmitRequest{
 		Dir:     f.Dir,
 		Environ: environ,
-		Env:     env.Vars(),
-		Output:  func(id string) string { return f.Path(OutputDir, backend.OutputName(be, id)) },
+		Env:     env.farmVars(),
+		Output:  func(id string) string { return f.Path(layout.OutputDir, backend.OutputName(be, id)) },
 	}, nil
 }
 
@@ -666,7 +666,7 @@ func (f *Farm) submitJobs(ctx context.Context, be backend.Backend, req backend.S
 func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids []string) {
 	if simple {
 		each := "one case each"
-		if n := f.Config.Slots(); n > 1 {
+		if n := f.Config.casesAtOnce(); n > 1 {
 			each = fmt.Sprintf("%d cases each at once", n)
 		}
 		fmt.Fprintf(f.Out, "Submitted %d jobs (SIMPLE mode, %s) for run %d on the %s backend", count, each, run, be.Name())
@@ -728,7 +728,7 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 }
 
 func (f *Farm) hasFinal() bool {
-	_, err := os.Stat(f.Path(FinalScript))
+	_, err := os.Stat(f.Path(layout.FinalScript))
 	return err == nil
 }
 
@@ -742,15 +742,15 @@ func jobName(f *Farm, kind string) string {
 // runs, and returns its run-time, read as an engine whose
 // Capabilities().Scripts are scripts reads it.
 func (f *Farm) checkAutoScript(scripts []backend.Script) (RunTime, error) {
-	rt, ok, err := ScriptRunTime(f.Path(ResubmitScript), scripts)
+	rt, ok, err := ScriptRunTime(f.Path(layout.ResubmitScript), scripts)
 	if err != nil {
-		return rt, scriptErr(ResubmitScript, err)
+		return rt, scriptErr(layout.ResubmitScript, err)
 	}
 	if !ok {
-		return rt, missingRunTime(ResubmitScript, scripts, 10*time.Minute)
+		return rt, missingRunTime(layout.ResubmitScript, scripts, 10*time.Minute)
 	}
-	if err := scriptRuns(f.Path(ResubmitScript), "autojob"); err != nil {
-		return rt, scriptErr(ResubmitScript, err)
+	if err := scriptRuns(f.Path(layout.ResubmitScript), "autojob"); err != nil {
+		return rt, scriptErr(layout.ResubmitScript, err)
 	}
 	return rt, nil
 }
@@ -762,14 +762,14 @@ func (f *Farm) checkFinalRunTime(scripts []backend.Script, min time.Duration) er
 	if !f.hasFinal() {
 		return nil
 	}
-	rt, ok, err := ScriptRunTime(f.Path(FinalScript), scripts)
+	rt, ok, err := ScriptRunTime(f.Path(layout.FinalScript), scripts)
 	if err != nil {
-		return scriptErr(FinalScript, err)
+		return scriptErr(layout.FinalScript, err)
 	}
 	if !ok {
 		return nil
 	}
-	return checkRunTime(FinalScript, rt, min)
+	return checkRunTime(layout.FinalScript, rt, min)
 }
 
 // submitAuto adds the one extra job (resubmit_script.sh) that runs after the
@@ -785,9 +785,9 @@ func (f *Farm) submitAuto(ctx context.Context, be backend.Backend, opt SubmitOpt
 	req.Env = append(req.Env, env.autoVars()...)
 	// No opt.Args: the meta-jobs' sbatch arguments are for cases, not for
 	// this small job.
-	req.Script, req.Name, req.Count, req.After, req.TimeLimit = f.Path(ResubmitScript), jobName(f, "auto"), 1, after, limit
+	req.Script, req.Name, req.Count, req.After, req.TimeLimit = f.Path(layout.ResubmitScript), jobName(f, "auto"), 1, after, limit
 	note := fmt.Sprintf(" (after %d job(s); auto=%t, final.sh=%t)", len(after), opt.Auto, f.hasFinal())
-	ids, err := f.submitJobs(ctx, be, req, run, KindAuto, "submit", note)
+	ids, err := f.submitJobs(ctx, be, req, run, kindAuto, "submit", note)
 	if err != nil {
 		return "", fmt.Errorf("submitting the -auto/final.sh job: %w", err)
 	}
@@ -831,9 +831,9 @@ func (f *Farm) hasRecords() bool {
 	if recs, _ := f.Jobs(); len(recs) > 0 {
 		return true
 	}
-	names, _ := os.ReadDir(f.Path(StatusDir))
+	names, _ := os.ReadDir(f.Path(layout.StatusDir))
 	for _, n := range names {
-		if _, _, ok := status.ParseFileName(n.Name()); ok {
+		if _, _, ok := layout.ParseStatusFile(n.Name()); ok {
 			return true
 		}
 	}

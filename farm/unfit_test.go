@@ -10,6 +10,7 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
@@ -82,7 +83,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 			"]\n"},
 	} {
 		var b bytes.Buffer
-		if err := WriteStatus(&b, sum, tc.opt); err != nil {
+		if err := printStatus(&b, sum, tc.opt); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(tc.want, b.String()); diff != "" {
@@ -92,7 +93,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 	// A farm without unfit cases has no REASON column (status.golden), and
 	// --failed says what it looks for.
 	var b bytes.Buffer
-	WriteStatus(&b, sampleSummary(t), StatusOptions{})
+	printStatus(&b, sampleSummary(t), StatusOptions{})
 	if strings.Contains(b.String(), "REASON") {
 		t.Errorf("a REASON column without unfit cases:\n%s", b.String())
 	}
@@ -103,7 +104,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 	w.Close()
 	ok, _ := status.Load(dir, status.Options{})
 	b.Reset()
-	WriteStatus(&b, ok, StatusOptions{FailedOnly: true})
+	printStatus(&b, ok, StatusOptions{FailedOnly: true})
 	if want := "ID  STATE        STATUS  SECONDS  JOB  HOST\n(no failed, interrupted or unfit case)\n"; b.String() != want {
 		t.Errorf("--failed with every case succeeded:\n%s\nwant\n%s", b.String(), want)
 	}
@@ -113,7 +114,7 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 // cases into 8 CPUs.
 func writeStatus(t *testing.T, f *Farm, job string, run int, fn func(w *status.Writer)) {
 	t.Helper()
-	w, err := status.CreateCap(f.Path(StatusDir, "status."+job), job, 0, run, "node1", status.Capacity{CPUs: 8}, nil)
+	w, err := status.CreateCap(f.Path(layout.StatusDir, "status."+job), job, 0, run, "node1", status.Capacity{CPUs: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if got, want := p.String(), "7 cases: 1 succeeded, 1 failed, 1 interrupted, 2 never ran, 2 unfit"; got != want || p.Done() {
 		t.Errorf("wait: %q (done %t), want %q, not done", got, p.Done(), want)
 	}
-	q, err := f.Query(ctx, t0.Add(time.Hour))
+	q, _, _, err := f.query(ctx, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if want := "Resubmitting the 6 case(s) that failed, were interrupted, were unfit or never ran (table.dat_)."; !strings.HasPrefix(out.String(), want) {
 		t.Errorf("resubmit said %q, want %q", out, want)
 	}
-	if diff := cmp.Diff([]int64{2, 3, 4, 5, 6, 7}, tableIDs(t, f.Path(RetryTable))); diff != "" {
+	if diff := cmp.Diff([]int64{2, 3, 4, 5, 6, 7}, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 		t.Errorf("table.dat_ (-want +got):\n%s", diff)
 	}
 	// Run 2 runs them: 4 succeeds, 5 is unfit again, 2 fails again.
@@ -206,7 +207,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if err := f.Resubmit(ctx, SubmitOptions{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]int64{3, 5, 7}, tableIDs(t, f.Path(RetryTable))); diff != "" {
+	if diff := cmp.Diff([]int64{3, 5, 7}, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
 		t.Errorf("table.dat_ of run 3 (-want +got):\n%s", diff)
 	}
 }
@@ -274,7 +275,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 	}
 	t0 := time.Now().Add(-time.Minute)
 	create := func(job string, restart int, c status.Capacity) *status.Writer {
-		w, err := status.CreateCap(f.Path(StatusDir, status.FileName(job, restart)), job, restart, 1, "node1", c, nil)
+		w, err := status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(job, restart)), job, restart, 1, "node1", c, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 	w.Close()
 	w = create("104", 0, status.Capacity{CPUs: 192})
 	w.Close()
-	q, err := f.Query(ctx, time.Now())
+	q, _, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 		t.Errorf("busy (-want +got):\n%s", diff)
 	}
 	var b bytes.Buffer
-	WriteQuery(&b, q, Text)
+	writeQuery(&b, q, Text)
 	wantText := "job 101: 6/8 CPUs, 1/2 GPUs busy\njob 103: 1/4 CPUs, 0/1 GPUs busy\njob 104: 0/192 CPUs busy\n"
 	if !strings.HasSuffix(b.String(), "\n"+wantText) {
 		t.Errorf("query:\n%s\nwant it to end with\n%s", b.String(), wantText)
@@ -320,7 +321,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 		t.Errorf("farm-wide (-want +got):\n%s", diff)
 	}
 	b.Reset()
-	WriteQuery(&b, q, JSON)
+	writeQuery(&b, q, JSON)
 	if want := `"busy":[{"job":"101","cpus":8,"busy_cpus":6,"gpus":2,"busy_gpus":1},{"job":"103","cpus":4,"busy_cpus":1,"gpus":1,"busy_gpus":0},{"job":"104","cpus":192,"busy_cpus":0,"gpus":0,"busy_gpus":0}]`; !strings.Contains(b.String(), want) {
 		t.Errorf("query --json:\n%s\nwant %s", b.String(), want)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // autoBackend plays a farm whose -auto job (job 1) resubmits and ends
@@ -42,7 +43,7 @@ func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]backen
 		case "1":
 			if !b.resubmitted {
 				b.resubmitted = true
-				if err := b.f.recordJobs(ctx, []JobRecord{{Run: 2, Backend: "fake", Kind: KindMeta, ID: "2"}}); err != nil {
+				if err := b.f.recordJobs(ctx, []JobRecord{{Run: 2, Backend: "fake", Kind: kindMeta, ID: "2"}}); err != nil {
 					b.t.Fatal(err)
 				}
 			}
@@ -61,14 +62,14 @@ func (b *autoBackend) Jobs(ctx context.Context, ids []string) (map[string]backen
 
 func TestWaitSeesJobsSubmittedByAJobThatJustEnded(t *testing.T) {
 	dir := t.TempDir()
-	for _, d := range []string{MiscDir, StatusDir} {
+	for _, d := range []string{layout.MiscDir, layout.StatusDir} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
-	os.WriteFile(filepath.Join(dir, Table), []byte("1 true\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte("1 true\n"), 0o644)
 	f := &Farm{Dir: dir}
 	b := &autoBackend{f: f, t: t}
 	f.backends = fixed{b}
-	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: KindAuto, ID: "1"}}); err != nil {
+	if err := f.recordJobs(context.Background(), []JobRecord{{Run: 1, Backend: "fake", Kind: kindAuto, ID: "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Wait(context.Background(), time.Minute); err != nil {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
-	"github.com/farm-hpc/farm/status"
 )
 
 // Backend is the built-in engine for machines without a batch system. It is a
@@ -153,7 +153,7 @@ func (st *localState) elsewhere() string {
 	return ""
 }
 
-func (l *Backend) dir() string                { return filepath.Join(l.Dir, "MISC", "local") }
+func (l *Backend) dir() string                { return layout.EngineDir(l.Dir, Name) }
 func (l *Backend) path(id, ext string) string { return filepath.Join(l.dir(), id+ext) }
 
 func writeJSON(path string, v any) error {
@@ -194,7 +194,7 @@ func (l *Backend) nextIDs(ctx context.Context, n int) ([]string, error) {
 		}
 		id := strconv.Itoa(next)
 		next++
-		if _, err := os.Stat(filepath.Join(l.Dir, "STATUSES", status.FileName(id, 0))); err == nil {
+		if _, err := os.Stat(filepath.Join(l.Dir, layout.StatusDir, layout.StatusFile(id, 0))); err == nil {
 			continue
 		}
 		fh, err := os.OpenFile(l.path(id, ".id"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // TestMain lets the test binary play a meta-job's case runner
@@ -100,7 +100,7 @@ func exists(p string) bool {
 // PID in its lock), and anything not a directory of ours.
 func TestCaseDirsOfDeadMetajobsAreRemoved(t *testing.T) {
 	farmDir, tmp := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(farmDir, farm.SingleCase), []byte("#!/bin/bash\ntrue\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(farmDir, layout.SingleCase), []byte("#!/bin/bash\ntrue\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ours := caseDirPrefix + caseDirHost() + "-"
@@ -116,8 +116,8 @@ func TestCaseDirsOfDeadMetajobsAreRemoved(t *testing.T) {
 		if strings.TrimSpace(string(b)) != strconv.Itoa(p.cmd.Process.Pid) {
 			t.Errorf("lock of %s holds %q, want the runner's PID %d", p.dir, b, p.cmd.Process.Pid)
 		}
-		if !exists(filepath.Join(p.dir, farm.SingleCase)) {
-			t.Errorf("%s has no copy of %s", p.dir, farm.SingleCase)
+		if !exists(filepath.Join(p.dir, layout.SingleCase)) {
+			t.Errorf("%s has no copy of %s", p.dir, layout.SingleCase)
 		}
 	}
 	dead.kill9()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/nightlyone/lockfile"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ type caseRunner interface {
 	// refresh picks up an edited single_case.sh; the meta-job calls it
 	// before each batch of claimed cases.
 	refresh() error
-	// bind makes the cases run on cpus only (WHOLE_NODE: a slot's share).
+	// bind makes the cases run on cpus only (WHOLE_NODE: a loop's share).
 	bind(cpus []int)
 	close()
 }
@@ -148,14 +149,14 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 	if err == nil {
 		return r, nil
 	}
-	if _, serr := os.Stat(filepath.Join(dir, farm.SingleCase)); serr != nil {
+	if _, serr := os.Stat(filepath.Join(dir, layout.SingleCase)); serr != nil {
 		return nil, serr // no single_case.sh to run
 	}
 	// The node-local directory cannot be made or written (TMPDIR full,
 	// read-only, not ours): source the farm's own single_case.sh, as
 	// before there were copies.
-	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, farm.SingleCase)
-	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + farm.SingleCase, direct: true, outR: -1, repR: -1}, nil
+	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, layout.SingleCase)
+	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + layout.SingleCase, direct: true, outR: -1, repR: -1}, nil
 }
 
 // newCopyRunner makes the runner's private node-local directory and the
@@ -175,7 +176,7 @@ func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
 	}
-	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, farm.SingleCase), outR: -1, repR: -1}
+	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, layout.SingleCase), outR: -1, repR: -1}
 	if err := r.refresh(); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -278,7 +279,7 @@ func (r *forkRunner) refresh() error {
 	err := r.copyIfChanged()
 	if err == nil {
 		if r.refreshErr != nil {
-			fmt.Fprintf(r.out, "farm: %s is copied again\n", farm.SingleCase)
+			fmt.Fprintf(r.out, "farm: %s is copied again\n", layout.SingleCase)
 			r.refreshErr = nil
 		}
 		return nil
@@ -287,7 +288,7 @@ func (r *forkRunner) refresh() error {
 		return err // no copy yet
 	}
 	if r.refreshErr == nil {
-		fmt.Fprintf(r.out, "farm: %v; the cases go on with the copy of %s made at %s\n", err, farm.SingleCase, r.copied.Format(time.RFC3339))
+		fmt.Fprintf(r.out, "farm: %v; the cases go on with the copy of %s made at %s\n", err, layout.SingleCase, r.copied.Format(time.RFC3339))
 	}
 	r.refreshErr = err
 	return nil
@@ -298,7 +299,7 @@ func (r *forkRunner) refresh() error {
 // (close-to-open consistency), where a stat may answer from a cache that
 // is up to a minute old.
 func (r *forkRunner) copyIfChanged() error {
-	src := filepath.Join(r.dir, farm.SingleCase)
+	src := filepath.Join(r.dir, layout.SingleCase)
 	fh, err := os.Open(src)
 	if err != nil {
 		return err
@@ -606,7 +607,7 @@ func (r *execRunner) close() {}
 // subshell when it is a bash (or sh) script, its output copied to w, else
 // executed directly, its output going to out itself.
 func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
-	path := dir + "/" + farm.SingleCase
+	path := dir + "/" + layout.SingleCase
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err

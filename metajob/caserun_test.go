@@ -13,6 +13,7 @@ import (
 
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/internal/testreq"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // slowWriter takes its time over every write, as an output file on a busy
@@ -48,7 +49,7 @@ func (w *slowWriter) String() string {
 func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
-	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	bash, err := exec.LookPath("bash")
@@ -100,7 +101,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 func TestCaseRunnerGoesOnWhenSingleCaseIsGoneForAMoment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
-	sc := filepath.Join(dir, farm.SingleCase)
+	sc := filepath.Join(dir, layout.SingleCase)
 	r, out := startRunner(t, dir, "/bin/bash", "#!/bin/bash\nexit 4\n")
 	defer r.close()
 	if code, _, _ := r.run(caseRequest{ID: "1", Comm: ""}); code != 4 {
@@ -149,7 +150,7 @@ func TestCaseRunnerWithoutAUsableTMPDIR(t *testing.T) {
 func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", t.TempDir())
-	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "LC_ALL=C.UTF-8")
@@ -183,7 +184,7 @@ func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
 // it with bash, its output to a slowWriter.
 func startRunner(t *testing.T, dir, bash, script string) (*forkRunner, *slowWriter) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, farm.SingleCase), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := &slowWriter{}
@@ -241,7 +242,7 @@ echo "the last command succeeds"
 	t.Run("executed", func(t *testing.T) {
 		dir := t.TempDir()
 		// Not a bash script by its first line: run as a program.
-		sc := filepath.Join(dir, farm.SingleCase)
+		sc := filepath.Join(dir, layout.SingleCase)
 		if err := os.WriteFile(sc, []byte(strings.Replace(script, "#!/bin/bash", "#!/bin/dash", 1)+"exit ${STATUS:-0}\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +273,7 @@ echo "the last command succeeds"
 // CLI words as a problem with the farm directory's owner and modes.
 func TestExecRunnerNotExecutableAdvice(t *testing.T) {
 	dir := t.TempDir()
-	sc := filepath.Join(dir, farm.SingleCase)
+	sc := filepath.Join(dir, layout.SingleCase)
 	if err := os.WriteFile(sc, []byte("#!/usr/bin/env python3\nprint('hi')\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
@@ -57,7 +58,7 @@ type Metajob struct {
 	dirFD *os.File // the farm directory, for the *at calls
 	sw    *status.Writer
 	swMu  sync.Mutex // the loops share sw
-	slots []*slot
+	loops []*loop
 	stop  stopWatch
 	out   *os.File // the job's output file itself, for the runners of programs
 
@@ -67,7 +68,7 @@ type Metajob struct {
 	jobSetsOMP bool // the job's environment sets OMP_NUM_THREADS: cases keep it
 
 	wg        sync.WaitGroup // the loops
-	ends      []slotEnd      // how each loop ended (under mu)
+	ends      []loopEnd      // how each loop ended (under mu)
 	grown     bool           // the loops beyond the first were started (under mu)
 	ff        fastFailure    // the job's, outside WHOLE_NODE mode (under mu)
 	ffTripped bool
@@ -93,10 +94,10 @@ type Metajob struct {
 	clock      func() time.Time // nil: time.Now
 }
 
-// slot is one of the loops of a meta-job: one in the usual mode, NWHOLE in
+// loop is one of the loops of a meta-job: one in the usual mode, NWHOLE in
 // WHOLE_NODE mode, each running one case at a time with its own case
 // runner, all claiming through the meta-job's one claim store.
-type slot struct {
+type loop struct {
 	k      int // from 1
 	runner caseRunner
 	ff     fastFailure
@@ -118,7 +119,7 @@ func (m *Metajob) Run(ctx context.Context) error {
 		again = fmt.Sprintf(", restarted by the batch system (restart %d)", m.self.Restart)
 	}
 	fmt.Fprintf(m.log, "farm: meta-job %s (run %d%s) on %s starting at %s\n", m.self.ID, m.Env.Run, again, f.Host, time.Now().Format(time.RFC3339))
-	return m.loop(ctx)
+	return m.runLoops(ctx)
 }
 
 // open gets what the loop needs: the job's identity, the claim store, the
@@ -153,10 +154,10 @@ func (m *Metajob) open(ctx context.Context) error {
 	m.out = out
 	m.pool = m.newPool()
 	capacity := status.Capacity{CPUs: len(m.pool.cpuFree), GPUs: len(m.pool.gpus)}
-	if m.sw, err = status.CreateCap(f.Path(farm.StatusDir, status.FileName(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
+	if m.sw, err = status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
 		return err
 	}
-	if err := m.openSlots(); err != nil {
+	if err := m.openLoops(); err != nil {
 		return err
 	}
 	// RUN directories are made relative to the open farm directory: one
@@ -170,7 +171,7 @@ func (m *Metajob) close() {
 	if m.dirFD != nil {
 		m.dirFD.Close()
 	}
-	for _, s := range m.slots {
+	for _, s := range m.loops {
 		s.runner.close()
 	}
 	if m.sw != nil {
@@ -232,11 +233,11 @@ func (w *stopWatch) end() {
 // stopped reports whether a stop signal came.
 func (w *stopWatch) stopped() bool { return w.sig.Load() != 0 }
 
-// loop claims and runs cases until one of the meta-job's ends: in each of
+// runLoops claims and runs cases until one of the meta-job's ends: in each of
 // its loops at once, and the meta-job ends when the last loop does. It
 // starts one loop (NWHOLE in WHOLE_NODE mode), and the others, up to one
 // per CPU of the job, once a case declares needs smaller than the job.
-func (m *Metajob) loop(ctx context.Context) error {
+func (m *Metajob) runLoops(ctx context.Context) error {
 	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
 	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
@@ -256,11 +257,11 @@ func (m *Metajob) loop(ctx context.Context) error {
 		}
 	}()
 	if m.wholeNode {
-		fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.slots))
+		fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.loops))
 	}
 	m.mu.Lock()
-	for _, s := range m.slots {
-		m.startSlot(ctx, s)
+	for _, s := range m.loops {
+		m.startLoop(ctx, s)
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
@@ -271,16 +272,16 @@ func (m *Metajob) loop(ctx context.Context) error {
 	return m.quit(msg, err)
 }
 
-// startSlot starts slot s's loop. m.mu is held.
-func (m *Metajob) startSlot(ctx context.Context, s *slot) {
+// startLoop starts loop s. m.mu is held.
+func (m *Metajob) startLoop(ctx context.Context, s *loop) {
 	s.ff = fastFailure{max: m.Farm.Config.NFailedMax, short: m.Farm.Config.DtFailed}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		msg, err := m.runSlot(ctx, s)
+		msg, err := m.runLoop(ctx, s)
 		m.mu.Lock()
-		m.ends = append(m.ends, slotEnd{msg, err})
-		several := len(m.slots) > 1
+		m.ends = append(m.ends, loopEnd{msg, err})
+		several := len(m.loops) > 1
 		if err != nil && err != errHalted && !errors.Is(err, ErrFastFailure) {
 			m.halted = true // the other loops take no more cases
 		}
@@ -295,10 +296,10 @@ func (m *Metajob) startSlot(ctx context.Context, s *slot) {
 	}()
 }
 
-// growSlots starts the meta-job's other loops, up to one per CPU of the
+// growLoops starts the meta-job's other loops, up to one per CPU of the
 // job, the first time a case declares needs (outside WHOLE_NODE mode,
 // where they all run from the start). m.mu is held.
-func (m *Metajob) growSlots(ctx context.Context) {
+func (m *Metajob) growLoops(ctx context.Context) {
 	if m.grown || m.wholeNode || m.Env.Simple {
 		return
 	}
@@ -307,14 +308,14 @@ func (m *Metajob) growSlots(ctx context.Context) {
 	if n > 1 {
 		fmt.Fprintf(m.log, "farm: cases declare what they need: up to %d at once in this job's %d CPUs\n", n, n)
 	}
-	for k := len(m.slots) + 1; k <= n; k++ {
-		s, err := m.newSlot(k)
+	for k := len(m.loops) + 1; k <= n; k++ {
+		s, err := m.newLoop(k)
 		if err != nil {
-			fmt.Fprintf(m.log, "farm: starting loop %d: %v; the job goes on with %d\n", k, err, len(m.slots))
+			fmt.Fprintf(m.log, "farm: starting loop %d: %v; the job goes on with %d\n", k, err, len(m.loops))
 			return
 		}
-		m.slots = append(m.slots, s)
-		m.startSlot(ctx, s)
+		m.loops = append(m.loops, s)
+		m.startLoop(ctx, s)
 	}
 }
 
@@ -322,17 +323,17 @@ func (m *Metajob) growSlots(ctx context.Context) {
 // error: the job ends with that one.
 var errHalted = errors.New("another loop of the job failed")
 
-// slotEnd is how one slot's loop ended.
-type slotEnd struct {
+// loopEnd is how one loop ended.
+type loopEnd struct {
 	msg string
 	err error
 }
 
-// jobEnd is the end of a meta-job whose slots ended so: the first error,
+// jobEnd is the end of a meta-job whose loops ended so: the first error,
 // else its run superseded, else a stop signal, else the run-time, else no
 // case left; fast-failure protection ends the job only when it ended every
-// slot.
-func jobEnd(ends []slotEnd) (string, error) {
+// loop.
+func jobEnd(ends []loopEnd) (string, error) {
 	seen := map[string]bool{}
 	for _, e := range ends {
 		if e.err != nil && e.err != errHalted && !errors.Is(e.err, ErrFastFailure) {
@@ -351,10 +352,10 @@ func jobEnd(ends []slotEnd) (string, error) {
 	return MsgNoCases, nil
 }
 
-// runSlot is one slot's loop: take the next claimed case (claiming more
+// runLoop is loop s: take the next claimed case (claiming more
 // when none is left), run it, until one of the ends; it returns the
 // message to end with and the error, if any.
-func (m *Metajob) runSlot(ctx context.Context, s *slot) (string, error) {
+func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 	for {
 		if m.stop.stopped() {
 			return MsgStopped, nil
@@ -432,7 +433,7 @@ func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want) (bo
 // WHOLE_NODE mode (as META's loops each have theirs), else for the whole
 // job, however many loops run its cases. It reports whether the loop must
 // stop.
-func (m *Metajob) ended(s *slot, code int, d time.Duration) bool {
+func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.bs.observe(d)
@@ -446,10 +447,10 @@ func (m *Metajob) ended(s *slot, code int, d time.Duration) bool {
 	return m.ffTripped
 }
 
-// next hands slot s the next claimed case, claiming a batch when none is
-// left; or the message to end the slot's loop with (no case left, not
+// next hands loop s the next claimed case, claiming a batch when none is
+// left; or the message to end loop s with (no case left, not
 // enough time), or an error.
-func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint64, string, error) {
+func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint64, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
@@ -501,7 +502,7 @@ func (m *Metajob) next(ctx context.Context, s *slot) (casetable.Case, want, uint
 			continue
 		}
 		if c.Needs.Declared {
-			m.growSlots(ctx)
+			m.growLoops(ctx)
 		}
 		return c, w, m.pool.ticket(), "", nil
 	}
@@ -517,7 +518,7 @@ func (m *Metajob) recordUnfit(c casetable.Case, why string) error {
 
 // runPacked runs case c, which wants w, on what it was granted: bound to
 // its CPUs and with its settings when it is managed.
-func (m *Metajob) runPacked(s *slot, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
+func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
 	var cpus []int
 	if w.managed {
 		cpus = m.pool.bound(g)
@@ -527,7 +528,7 @@ func (m *Metajob) runPacked(s *slot, c casetable.Case, w want, g grant) (int, ti
 	if w.managed {
 		p.GPUs = g.gpus
 	}
-	if len(m.slots) > 1 {
+	if len(m.loops) > 1 {
 		p.Loop = s.k
 	}
 	return m.runOne(s, c, p, m.pool.setting(w, g, cpus, m.jobSetsOMP))
@@ -589,7 +590,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		m.table, m.tableLines = st.Table, n
 	}
 	if rt.recompute {
-		rt.update(ctx, m.store, m.Farm.Path(farm.StatusDir), m.log)
+		rt.update(ctx, m.store, m.Farm.Path(layout.StatusDir), m.log)
 	}
 	return cases, "", nil
 }
@@ -597,7 +598,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or the message to end the loop with (a stop
 // signal came), or an error.
-func (m *Metajob) runOne(s *slot, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
+func (m *Metajob) runOne(s *loop, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
 	start := time.Now()
 	m.swMu.Lock()
 	err = m.sw.StartAt(c.ID, start, p)

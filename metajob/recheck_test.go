@@ -30,7 +30,7 @@ func TestGapTakesTheLongerClock(t *testing.T) {
 
 // recheckFarm is a farm of 100 cases whose run 1 a meta-job (of two loops'
 // worth of CPUs) claimed 4 of: next hands out case 1, 3 stay queued.
-func recheckFarm(t *testing.T) (*Metajob, *slot, string) {
+func recheckFarm(t *testing.T) (*Metajob, *loop, string) {
 	t.Helper()
 	dir := t.TempDir()
 	misc := filepath.Join(dir, "MISC")
@@ -59,7 +59,7 @@ func recheckFarm(t *testing.T) (*Metajob, *slot, string) {
 	t.Cleanup(func() { m.sw.Close() })
 	m.Env.Run = 1
 	m.bs.max = 4
-	s := &slot{k: 1, runner: nopRunner{}}
+	s := &loop{k: 1, runner: nopRunner{}}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cases, msg, err := m.claim(context.Background(), m.rt, 4)
@@ -162,7 +162,7 @@ func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 			t.Errorf("line %q lacks %q", line, want)
 		}
 	}
-	if msg, err := jobEnd([]slotEnd{{MsgSuperseded, nil}, {MsgNoCases, nil}}); msg != MsgSuperseded || err != nil {
+	if msg, err := jobEnd([]loopEnd{{MsgSuperseded, nil}, {MsgNoCases, nil}}); msg != MsgSuperseded || err != nil {
 		t.Errorf("jobEnd: %q %v", msg, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // RunCaseBy is METAJOB_ID for a case that 'farm run-case' runs.
@@ -22,7 +23,7 @@ const RunCaseBy = "run-case"
 // is for trying a case by hand. It returns the case's STATUS, and the
 // case found.
 func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) {
-	table := f.Path(farm.Table)
+	table := f.Path(layout.Table)
 	c, err := casetable.FindCase(table, id)
 	if err != nil {
 		return 0, c, err
@@ -43,9 +44,9 @@ func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) 
 	env := append(caseEnv(os.Environ(), RunCaseBy), "FARM_DIR="+f.Dir, "FARM_LOOP=1")
 	r, err := newCaseRunner(f.Dir, bash, env, out, out)
 	if err != nil {
-		return 0, c, fmt.Errorf("%s: %w", farm.SingleCase, err)
+		return 0, c, fmt.Errorf("%s: %w", layout.SingleCase, err)
 	}
 	defer r.close()
-	code, _, err := r.run(caseRequest{ID: strconv.FormatInt(c.ID, 10), Comm: c.Command, Table: farm.Table, Line: c.Line, TableLines: lines})
+	code, _, err := r.run(caseRequest{ID: strconv.FormatInt(c.ID, 10), Comm: c.Command, Table: layout.Table, Line: c.Line, TableLines: lines})
 	return code, c, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // row is one job_list entry of `qstat -xml -r`: a job, a running array
@@ -210,7 +211,7 @@ func max2(a, b backend.JobState) backend.JobState {
 }
 
 // markDir holds Cancel's marks: one empty file per job ID it deleted.
-func (b *Backend) markDir() string { return filepath.Join(b.Dir, "MISC", "sge") }
+func (b *Backend) markDir() string { return layout.EngineDir(b.Dir, Name) }
 
 func (b *Backend) mark(id string) {
 	os.MkdirAll(b.markDir(), 0o755)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // State is what is known of one case, farm-wide.
@@ -251,7 +253,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 }
 
 // statusFiles lists the status files in dir, by name: the files status.*
-// whose names ParseFileName accepts.
+// whose names layout.ParseStatusFile accepts.
 // A directory that does not exist holds none; one that cannot be read is
 // an error (filepath.Glob would say "none": every case would look as if
 // it never ran, and resubmit would run again what succeeded).
@@ -268,7 +270,7 @@ func statusFiles(dir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if _, _, ok := ParseFileName(e.Name()); ok {
+		if _, _, ok := layout.ParseStatusFile(e.Name()); ok {
 			names = append(names, filepath.Join(dir, e.Name()))
 		}
 	}

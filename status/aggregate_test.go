@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/layout"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -111,32 +112,6 @@ func TestAggregateSkipsDamagedRecordAndSaysWhere(t *testing.T) {
 	}
 }
 
-func TestFileNames(t *testing.T) {
-	for _, tc := range []struct {
-		job     string
-		restart int
-		name    string
-	}{
-		{"17", 0, "status.17"},
-		{"17", 2, "status.17.r2"},
-		{"123_4", 0, "status.123_4"},
-		{"123_4", 1, "status.123_4.r1"},
-	} {
-		if got := FileName(tc.job, tc.restart); got != tc.name {
-			t.Errorf("FileName(%q, %d) = %q, want %q", tc.job, tc.restart, got, tc.name)
-		}
-		job, r, ok := ParseFileName(tc.name)
-		if !ok || job != tc.job || r != tc.restart {
-			t.Errorf("ParseFileName(%q) = %q, %d, %t", tc.name, job, r, ok)
-		}
-	}
-	for _, bad := range []string{"status.", "status.17.tmp123", "status.17.r0", "status.17.rx", "status.17.r01", "status.17.r+1", "table.dat", "status.17.tmp"} {
-		if job, r, ok := ParseFileName(bad); ok {
-			t.Errorf("ParseFileName(%q) = %q, %d, true; want not a status file", bad, job, r)
-		}
-	}
-}
-
 // A job that Slurm requeued after its node failed runs again under the same
 // ID: the case its first run left open was interrupted, whether the job now
 // waits to start again (pending: not live) or runs again (live, but in its
@@ -144,7 +119,7 @@ func TestFileNames(t *testing.T) {
 func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
-	w, _ := CreateCap(filepath.Join(dir, FileName("6", 0)), "6", 0, 1, "node2", Capacity{}, nil)
+	w, _ := CreateCap(filepath.Join(dir, layout.StatusFile("6", 0)), "6", 0, 1, "node2", Capacity{}, nil)
 	w.Start(1, t0)
 	w.End(1, 0, t0, time.Second)
 	w.Start(2, t0.Add(time.Second)) // node2 lost power here
@@ -158,7 +133,7 @@ func TestRestartedJobLeavesItsOpenCaseInterrupted(t *testing.T) {
 		t.Errorf("while the job waits to restart, case 2 = %+v; want interrupted on node2", c)
 	}
 	// Restarted on node1: its new case runs, the old one stays interrupted.
-	w, _ = CreateCap(filepath.Join(dir, FileName("6", 1)), "6", 1, 1, "node1", Capacity{}, nil)
+	w, _ = CreateCap(filepath.Join(dir, layout.StatusFile("6", 1)), "6", 1, 1, "node1", Capacity{}, nil)
 	w.Start(3, t0.Add(2*time.Minute))
 	w.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, "status.6.r1"))
@@ -233,10 +208,10 @@ func TestCaseStartedTwiceInOneRunIsFlagged(t *testing.T) {
 	})
 	// Job 12 (run 1) was requeued: its first incarnation left case 5 open,
 	// its restart claimed case 6. Not a duplicate.
-	w, _ := CreateCap(filepath.Join(dir, FileName("12", 0)), "12", 0, 1, "node12", Capacity{}, nil)
+	w, _ := CreateCap(filepath.Join(dir, layout.StatusFile("12", 0)), "12", 0, 1, "node12", Capacity{}, nil)
 	w.Start(5, t0)
 	w.Close()
-	w, _ = CreateCap(filepath.Join(dir, FileName("12", 1)), "12", 1, 1, "node13", Capacity{}, nil)
+	w, _ = CreateCap(filepath.Join(dir, layout.StatusFile("12", 1)), "12", 1, 1, "node13", Capacity{}, nil)
 	w.Start(6, t0)
 	w.End(6, 0, t0, time.Second)
 	w.Close()
@@ -249,7 +224,7 @@ func TestCaseStartedTwiceInOneRunIsFlagged(t *testing.T) {
 		w.Start(5, t0.Add(time.Hour))
 		w.End(5, 0, t0.Add(time.Hour), time.Second)
 	})
-	w, _ = CreateCap(filepath.Join(dir, FileName("21", 1)), "21", 1, 2, "node21", Capacity{}, nil)
+	w, _ = CreateCap(filepath.Join(dir, layout.StatusFile("21", 1)), "21", 1, 2, "node21", Capacity{}, nil)
 	w.Start(4, t0.Add(time.Hour))
 	w.End(4, 0, t0.Add(time.Hour), time.Second)
 	w.Start(7, t0.Add(time.Hour))

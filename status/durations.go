@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // Durations returns the duration in seconds of every ended case (E records)
@@ -110,7 +112,7 @@ func Files(dir string) ([]string, error) { return statusFiles(dir) }
 func Superseded(names []string) func(name string) bool {
 	latest := latestRestarts(names)
 	return func(name string) bool {
-		job, r, ok := ParseFileName(filepath.Base(name))
+		job, r, ok := layout.ParseStatusFile(filepath.Base(name))
 		return ok && r < latest[job]
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/layout"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -95,7 +96,7 @@ func TestParseRecord(t *testing.T) {
 // What Writer writes, ParseRecord reads back.
 func TestWriterRecordsParseBack(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, FileName("42", 3))
+	path := filepath.Join(dir, layout.StatusFile("42", 3))
 	w, err := CreateCap(path, "42", 3, 7, "node 1", Capacity{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Placement is where a case ran inside its meta-job: its loop (slot) and
+// Placement is where a case ran inside its meta-job: its loop and
 // the CPUs and GPUs it was given (none when not managed).
 type Placement struct {
 	Loop int      // 1..; 0: not said

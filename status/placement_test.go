@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/layout"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -89,7 +90,7 @@ func TestParsePlacementRecords(t *testing.T) {
 // the record it must make.
 func TestWriterPlacementRecords(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, FileName("42", 1))
+	path := filepath.Join(dir, layout.StatusFile("42", 1))
 	w, err := CreateCap(path, "42", 1, 7, "node 1", Capacity{CPUs: 8, GPUs: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestWriterPlacementRecords(t *testing.T) {
 
 	// Without a host, the S record says "-" rather than leave its fields
 	// to be read as HOST.
-	path = filepath.Join(dir, FileName("43", 0))
+	path = filepath.Join(dir, layout.StatusFile("43", 0))
 	w, err = CreateCap(path, "43", 0, 1, "", Capacity{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // Attempt is one attempt of a case that a status file records, settled:
@@ -59,7 +61,7 @@ func (a *Attempt) Ended() bool {
 // File is what a status file says of its meta-job.
 type File struct {
 	// Job is the job ID (its header's, else its name's), Restart its
-	// incarnation (its name's: see FileName).
+	// incarnation (its name's: see layout.StatusFile).
 	Job     string
 	Restart int
 	// Run, Host and Capacity are its header's.
@@ -124,7 +126,7 @@ func ReadFile(name string, opt ReadOptions, fn func(*File, *Attempt) error) (*Fi
 		return nil, fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name))
 	}
 	rp := replay{fn: fn}
-	rp.file.Job, rp.file.Restart, _ = ParseFileName(filepath.Base(name))
+	rp.file.Job, rp.file.Restart, _ = layout.ParseStatusFile(filepath.Base(name))
 	r := bufio.NewReaderSize(f, 256<<10)
 	for lineNo := 1; ; lineNo++ {
 		line, err := r.ReadSlice('\n')

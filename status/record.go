@@ -18,7 +18,7 @@
 // A meta-job that packs several cases at once into what it was given
 // (CreateCap, StartAt, Unfit) says in its header how many CPUs and GPUs it
 // has (cpus=N gpus=N), and in each S record where the case runs: loop=N
-// its loop (slot), cpus=LIST the CPUs it is bound to, in ascending order
+// its loop, cpus=LIST the CPUs it is bound to, in ascending order
 // with runs of consecutive numbers as ranges ("0-3,8"), gpus=LIST the
 // devices it was given, names separated by commas ("0,1"). A field that
 // would be empty or zero is left out; HOST is then "-" if it is empty.
@@ -54,34 +54,8 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/layout"
 )
-
-// FileName is the name of the status file of incarnation restart (0 for the
-// first) of job jobID.
-func FileName(jobID string, restart int) string {
-	if restart <= 0 {
-		return "status." + jobID
-	}
-	return "status." + jobID + ".r" + strconv.Itoa(restart)
-}
-
-// ParseFileName reads a name made by FileName (a base name, without the
-// directory). ok is false for any other name, such as a temporary file.
-func ParseFileName(name string) (jobID string, restart int, ok bool) {
-	rest, ok := strings.CutPrefix(name, "status.")
-	if !ok || rest == "" || strings.Contains(rest, ".tmp") {
-		return "", 0, false
-	}
-	job, r, found := strings.Cut(rest, ".r")
-	if !found {
-		return rest, 0, true
-	}
-	n, err := strconv.Atoi(r)
-	if err != nil || n < 1 || job == "" || FileName(job, n) != name {
-		return "", 0, false
-	}
-	return job, n, true
-}
 
 // latestRestarts maps each job ID among the status file names to its newest
 // incarnation: only that one can be running.
@@ -92,7 +66,7 @@ func latestRestarts(names []string) map[string]int {
 		if i := strings.LastIndexByte(n, '/'); i >= 0 {
 			j = n[i+1:]
 		}
-		if job, r, ok := ParseFileName(j); ok && r >= m[job] {
+		if job, r, ok := layout.ParseStatusFile(j); ok && r >= m[job] {
 			m[job] = r
 		}
 	}
@@ -117,7 +91,7 @@ type Writer struct {
 }
 
 // CreateCap opens (appending) the status file at path for job jobID of run
-// run, incarnation restart (0 for the first; see FileName), and writes its
+// run, incarnation restart (0 for the first; see layout.StatusFile), and writes its
 // header if the file is new, with the capacity c of a meta-job that packs
 // cases (Capacity{}: none said). Opening the file (a job that starts on a
 // filesystem out of inodes) and writing its header are retried like every

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // Tail follows the status files of a farm, reading only what was appended
@@ -71,7 +73,7 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		return TailCounts{}, err
 	}
 	for _, name := range names {
-		job, restart, ok := ParseFileName(filepath.Base(name))
+		job, restart, ok := layout.ParseStatusFile(filepath.Base(name))
 		if !ok {
 			continue
 		}

@@ -8,6 +8,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+
+	"github.com/farm-hpc/farm/layout"
 )
 
 // files holds the templates every engine shares.
@@ -17,7 +19,7 @@ var files embed.FS
 
 // Scripts are the job scripts an engine gives (backend.Engine.Templates),
 // with its directives: they end with the very lines that start farm.
-var Scripts = []string{"job_script.sh", "resubmit_script.sh"}
+var Scripts = []string{layout.JobScript, layout.ResubmitScript}
 
 // File is one template and the mode it is written with.
 type File struct {
@@ -35,11 +37,11 @@ func All(scripts fs.FS) ([]File, error) {
 		name string
 		mode fs.FileMode
 	}{
-		{"job_script.sh", 0o755},
-		{"single_case.sh", 0o755},
-		{"resubmit_script.sh", 0o755},
-		{"config", 0o644},
-		{"table.dat", 0o644},
+		{layout.JobScript, 0o755},
+		{layout.SingleCase, 0o755},
+		{layout.ResubmitScript, 0o755},
+		{layout.Config, 0o644},
+		{layout.Table, 0o644},
 	} {
 		var b []byte
 		var err error

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 )
 
 // Timeouts of the suite. A job that should start or end within JobTimeout
@@ -91,7 +92,7 @@ func newHarness(t *testing.T, newBackend func(t *testing.T, dir string) backend.
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = d
 	}
-	for _, sub := range []string{"OUTPUT", "STATUSES", "MISC"} {
+	for _, sub := range []string{layout.OutputDir, layout.StatusDir, layout.MiscDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func (h *harness) diagnose() {
 	defer cancel()
 	infos, err := h.b.Jobs(ctx, h.ids)
 	h.t.Logf("diagnostics: Jobs(%v) = %s, err %v", h.ids, fmtInfos(infos), err)
-	files, _ := filepath.Glob(filepath.Join(h.dir, "OUTPUT", "*"))
+	files, _ := filepath.Glob(filepath.Join(h.dir, layout.OutputDir, "*"))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		h.t.Logf("diagnostics: %s:\n%s", f, b)
@@ -162,7 +163,7 @@ func (h *harness) request(script string, count int) backend.SubmitRequest {
 		Environ:   append(os.Environ(), envSubmitter+"=from-the-submitter"),
 		Env:       []string{envRequest + "=from-the-request"},
 		TimeLimit: time.Minute,
-		Output:    func(id string) string { return filepath.Join(h.dir, "OUTPUT", backend.OutputName(h.b, id)) },
+		Output:    func(id string) string { return filepath.Join(h.dir, layout.OutputDir, backend.OutputName(h.b, id)) },
 	}
 }
 
@@ -354,7 +355,7 @@ func testEnvironment(t *testing.T, h *harness) {
 	h.waitEnded(ids)
 	want := fmt.Sprintf("request=from-the-request submitter=from-the-submitter dir=%s\n", h.dir)
 	for _, id := range ids {
-		p := filepath.Join(h.dir, "OUTPUT", backend.OutputName(h.b, id))
+		p := filepath.Join(h.dir, layout.OutputDir, backend.OutputName(h.b, id))
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Errorf("job %s: no output file: %v", id, err)
@@ -494,7 +495,7 @@ func testArray(t *testing.T, h *harness) {
 	// The output files are named as the engine names them
 	// (backend.OutputName): the task's ID between a prefix and a suffix.
 	pre, suf, _ := strings.Cut(backend.OutputName(h.b, "\x00"), "\x00")
-	files, _ := filepath.Glob(filepath.Join(h.dir, "OUTPUT", pre+"*"+suf))
+	files, _ := filepath.Glob(filepath.Join(h.dir, layout.OutputDir, pre+"*"+suf))
 	if len(files) != n {
 		t.Fatalf("%d output files %v, want one per task (%d)", len(files), files, n)
 	}

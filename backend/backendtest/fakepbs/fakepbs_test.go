@@ -10,6 +10,7 @@ import (
 	"github.com/farm-hpc/farm/backend/backendtest"
 	"github.com/farm-hpc/farm/backend/backendtest/fakepbs"
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/local"
 )
 
@@ -35,7 +36,7 @@ func TestRegistered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, script := range []string{farm.JobScript, farm.ResubmitScript} {
+		for _, script := range []string{layout.JobScript, layout.ResubmitScript} {
 			rt, ok, err := farm.ScriptRunTime(filepath.Join(dir, script), b.Capabilities().Scripts)
 			if err != nil || !ok || rt.Limit != 10*time.Minute || rt.Value != "00:10:00" {
 				t.Errorf("%s: %s: run-time %+v, %t, %v; want 10 minutes", name, script, rt, ok, err)

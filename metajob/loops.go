@@ -24,32 +24,32 @@ func (m *Metajob) newPool() *pool {
 	return newPool(cpus, allowedCPUs(), m.self.Alloc)
 }
 
-// openSlots makes the meta-job's first loops: NWHOLE in WHOLE_NODE mode,
-// else one (growSlots adds the others when cases declare needs).
-func (m *Metajob) openSlots() error {
+// openLoops makes the meta-job's first loops: NWHOLE in WHOLE_NODE mode,
+// else one (growLoops adds the others when cases declare needs).
+func (m *Metajob) openLoops() error {
 	n := 1
 	if m.wholeNode {
 		n = len(m.pool.cpuFree)
 	}
 	for k := 1; k <= n; k++ {
-		s, err := m.newSlot(k)
+		s, err := m.newLoop(k)
 		if err != nil {
 			return err
 		}
-		m.slots = append(m.slots, s)
+		m.loops = append(m.loops, s)
 	}
 	return nil
 }
 
-// newSlot makes loop k, with a case runner of its own. A case learns its
+// newLoop makes loop k, with a case runner of its own. A case learns its
 // loop from $FARM_LOOP (1, 2, ...).
-func (m *Metajob) newSlot(k int) (*slot, error) {
+func (m *Metajob) newLoop(k int) (*loop, error) {
 	env := append(caseEnv(m.Env.Environ, m.self.ID), "FARM_LOOP="+strconv.Itoa(k))
 	r, err := newCaseRunner(m.Farm.Dir, m.bash, env, m.out, m.log)
 	if err != nil {
 		return nil, err
 	}
-	return &slot{k: k, runner: r}, nil
+	return &loop{k: k, runner: r}, nil
 }
 
 // hasEnv reports whether env sets key.
@@ -79,9 +79,9 @@ func allowedCPUs() []int {
 	return cpus
 }
 
-// shareCPUs shares cpus out between n slots: in contiguous groups as even
-// as can be when there are at least as many CPUs as slots, else one CPU a
-// slot, in turn. nil when there is nothing to share (fewer than 2 CPUs).
+// shareCPUs shares cpus out between n loops: in contiguous groups as even
+// as can be when there are at least as many CPUs as loops, else one CPU a
+// loop, in turn. nil when there is nothing to share (fewer than 2 CPUs).
 func shareCPUs(cpus []int, n int) [][]int {
 	if len(cpus) < 2 || n < 1 {
 		return nil
@@ -125,7 +125,7 @@ func bindPID(pid int, cpus []int, w io.Writer) {
 	}
 }
 
-// lockedWriter serializes the writes of the slots to the job's output.
+// lockedWriter serializes the writes of the loops to the job's output.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -81,13 +81,13 @@ func TestStatusGolden(t *testing.T) {
 		"status-failed.golden": {FailedOnly: true},
 	} {
 		var b bytes.Buffer
-		if err := WriteStatus(&b, sum, opt); err != nil {
+		if err := printStatus(&b, sum, opt); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, name, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := WriteStatus(&b, sum, StatusOptions{JSON: true, FailedLast: true}); err != nil {
+	if err := printStatus(&b, sum, StatusOptions{JSON: true, FailedLast: true}); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.json.golden", b.Bytes())
@@ -113,10 +113,10 @@ func TestListGolden(t *testing.T) {
 	sum := sampleSummary(t)
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	recs := []JobRecord{
-		{Run: 1, Backend: "slurm", Kind: KindMeta, ID: "4001"},
-		{Run: 1, Backend: "slurm", Kind: KindMeta, ID: "4002"},
-		{Run: 1, Backend: "slurm", Kind: KindAuto, ID: "4003"},
-		{Run: 2, Backend: "slurm", Kind: KindMeta, ID: "4010"},
+		{Run: 1, Backend: "slurm", Kind: kindMeta, ID: "4001"},
+		{Run: 1, Backend: "slurm", Kind: kindMeta, ID: "4002"},
+		{Run: 1, Backend: "slurm", Kind: kindAuto, ID: "4003"},
+		{Run: 2, Backend: "slurm", Kind: kindMeta, ID: "4010"},
 	}
 	infos := map[string]backend.JobInfo{
 		"4001": {ID: "4001", State: backend.Failed, Start: start, End: start.Add(time.Hour)},
@@ -159,20 +159,20 @@ func TestQueryGolden(t *testing.T) {
 		},
 	}
 	var b bytes.Buffer
-	if err := WriteQuery(&b, q, Text); err != nil {
+	if err := writeQuery(&b, q, Text); err != nil {
 		t.Fatal(err)
 	}
-	b.WriteString(ProgressBar(q, 30) + "\n")
+	b.WriteString(progressBar(q, 30) + "\n")
 	done := q
 	done.Jobs = JobCounts{Finished: 12}
 	done.FarmCases = CaseCounts{Total: 1000, Succeeded: 1000}
 	done.Busy = nil
 	done.ETASeconds = -1
-	b.WriteString(ProgressBar(done, 30) + "\n")
+	b.WriteString(progressBar(done, 30) + "\n")
 	golden(t, "query.golden", b.Bytes())
 
 	b.Reset()
-	WriteQuery(&b, q, JSON)
+	writeQuery(&b, q, JSON)
 	var back Query
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
+	if err := printStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"id":1,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3,"attempts":1,"crashes":0},` +
@@ -235,9 +235,9 @@ func TestListOtherHost(t *testing.T) {
 	sum := sampleSummary(t)
 	other := "nodeA/e02f4ba5-dd84-4a53-9aef-3189c6d5d41e/pid:[4026532461]"
 	recs := []JobRecord{
-		{Run: 1, Backend: "local", Kind: KindMeta, ID: "1"},
-		{Run: 1, Backend: "local", Kind: KindMeta, ID: "2"},
-		{Run: 1, Backend: "local", Kind: KindMeta, ID: "3"},
+		{Run: 1, Backend: "local", Kind: kindMeta, ID: "1"},
+		{Run: 1, Backend: "local", Kind: kindMeta, ID: "2"},
+		{Run: 1, Backend: "local", Kind: kindMeta, ID: "3"},
 	}
 	infos := map[string]backend.JobInfo{
 		"1": {ID: "1", State: backend.Running, OtherHost: other},
@@ -269,7 +269,7 @@ func TestListOtherHost(t *testing.T) {
 // 80-column one; elsewhere it is a plain line, whole.
 func TestBarFitsTerminal(t *testing.T) {
 	q := Query{Run: 1, Jobs: JobCounts{Running: 2}, FarmCases: CaseCounts{Total: 1000, Succeeded: 400, Failed: 3}, PerMinute: 12.5, ETASeconds: 3600}
-	full := ProgressBar(q, 30)
+	full := progressBar(q, 30)
 	if len(full) <= 80 {
 		t.Fatalf("the bar %q is too short for the test", full)
 	}
@@ -313,7 +313,7 @@ func noTasks(string) (string, bool) { return "", false }
 // the array's record, as the engine reads its task IDs (backend.TaskIDs);
 // a status file of a job that is itself recorded stays its own.
 func TestListRowsCountsArrayTasks(t *testing.T) {
-	recs := []JobRecord{{Run: 1, Backend: "x", Kind: KindMeta, ID: "7[]"}, {Run: 1, Backend: "x", Kind: KindMeta, ID: "8"}}
+	recs := []JobRecord{{Run: 1, Backend: "x", Kind: kindMeta, ID: "7[]"}, {Run: 1, Backend: "x", Kind: kindMeta, ID: "8"}}
 	sum := &status.Summary{Jobs: []status.Job{{ID: "7[1]", Ended: 2}, {ID: "7[2]", Ended: 3, Open: 1}, {ID: "8", Ended: 1}, {ID: "9[1]", Ended: 5}}}
 	arrayOf := func(id string) (string, bool) {
 		array, task, ok := strings.Cut(id, "[")

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/farm"
+	"github.com/urfave/cli/v2"
+)
+
+func initCmd() *cli.Command {
+	engines := initEngines()
+	var names, edits []string
+	for _, e := range engines {
+		names = append(names, e.Name)
+		edits = append(edits, fmt.Sprintf("%s with --engine %s", e.Edit, e.Name))
+	}
+	return &cli.Command{
+		Name:      "init",
+		Usage:     "make a new farm directory with editable templates",
+		ArgsUsage: "DIR",
+		Description: "Creates DIR with job_script.sh, single_case.sh, resubmit_script.sh, config and an\n" +
+			"example table.dat. DIR must not exist or be empty. The job scripts carry the batch\n" +
+			"system's options (" + strings.Join(edits, "; ") + ";\n" +
+			"the local backend reads the run-time of any).\n\nEXAMPLES:\n" +
+			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine " + names[len(names)-1] + " myfarm",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "engine", Value: names[0], Usage: "the batch system the job scripts are for: " + strings.Join(names, " or ")},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("init takes one argument: the new farm directory")
+			}
+			name := c.String("engine")
+			i := slices.Index(names, name)
+			if i < 0 {
+				return usagef("unknown engine %q for farm init --engine: %s", name, strings.Join(names, " or "))
+			}
+			dir := c.Args().First()
+			if err := farm.Init(dir, engines[i].Templates); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (%s) and single_case.sh, then run 'farm submit N' in it.\n", dir, engines[i].Edit)
+			return nil
+		},
+	}
+}
+
+// initEngines are the registered engines farm init writes job scripts for
+// (backend.Engine.Templates), the default first.
+func initEngines() []backend.Engine {
+	var out []backend.Engine
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Templates != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// runTimeHelp says how the registered engines' job scripts set the
+// run-time, for the help: "'#SBATCH -t 0-01:00' for Slurm, ...".
+func runTimeHelp() string {
+	var parts []string
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Script != nil {
+			parts = append(parts, fmt.Sprintf("'%s' for %s", e.Script.RunTimeLine(time.Hour), e.Script.System()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// systemNames are the registered engines' batch systems, for the help.
+func systemNames() string {
+	var names []string
+	for _, e := range registry(noEnv, io.Discard).Engines() {
+		if e.Script != nil {
+			names = append(names, e.Script.System())
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,72 @@
+// Package layout names the files and directories of a farm directory: the
+// one place that spells them (as restic keeps its repository's layout in
+// one package). It imports nothing of farm's, so that every layer can name
+// a farm's files through it. Names that one package alone uses (the claim
+// chain's generations, casetable's run tables, the local engine's files in
+// its directory) stay with that package.
+package layout
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The files at the top of a farm directory.
+const (
+	JobScript      = "job_script.sh"      // the meta-job's job script
+	SingleCase     = "single_case.sh"     // runs one case
+	ResubmitScript = "resubmit_script.sh" // the -auto job's script
+	FinalScript    = "final.sh"           // submitted once every case succeeded, if there
+	Config         = "config"             // farm's settings
+	Table          = "table.dat"          // the cases, one a line
+	RetryTable     = "table.dat_"         // the cases a resubmit runs
+	Log            = "farm.log"           // what submits and resubmits did
+	METAConfig     = "config.h"           // META's settings, which farm adopt reads
+)
+
+// The directories of a farm directory.
+const (
+	StatusDir = "STATUSES" // the status files, one per meta-job incarnation
+	OutputDir = "OUTPUT"   // the jobs' output files
+	MiscDir   = "MISC"     // farm's own state: the claims, the job records, the engines'
+)
+
+// JobRecords is the directory, in MiscDir, of the job records: one file per
+// submission.
+const JobRecords = "jobs"
+
+// EngineDir is the directory, in the farm directory dir's MiscDir, that the
+// engine called engine (its backend name) keeps its state in.
+func EngineDir(dir, engine string) string { return filepath.Join(dir, MiscDir, engine) }
+
+// statusPrefix starts the name of every status file.
+const statusPrefix = "status."
+
+// StatusFile is the name, in StatusDir, of the status file of incarnation
+// restart (0 for the first) of job jobID.
+func StatusFile(jobID string, restart int) string {
+	if restart <= 0 {
+		return statusPrefix + jobID
+	}
+	return statusPrefix + jobID + ".r" + strconv.Itoa(restart)
+}
+
+// ParseStatusFile reads a name made by StatusFile (a base name, without
+// the directory). ok is false for any other name, such as a temporary
+// file.
+func ParseStatusFile(name string) (jobID string, restart int, ok bool) {
+	rest, ok := strings.CutPrefix(name, statusPrefix)
+	if !ok || rest == "" || strings.Contains(rest, ".tmp") {
+		return "", 0, false
+	}
+	job, r, found := strings.Cut(rest, ".r")
+	if !found {
+		return rest, 0, true
+	}
+	n, err := strconv.Atoi(r)
+	if err != nil || n < 1 || job == "" || StatusFile(job, n) != name {
+		return "", 0, false
+	}
+	return job, n, true
+}
