@@ -174,6 +174,12 @@ type StatusRow struct {
 	// in one run, which must never be.
 	Starts    int `json:"starts"`
 	StartsRun int `json:"starts_run"`
+	// Attempts, Crashes and Crashed: its starts in every run, those cut
+	// off by the death of their meta-job, and whether the crash limit
+	// (MAX_CRASHES) keeps it from running again.
+	Attempts int  `json:"attempts"`
+	Crashes  int  `json:"crashes"`
+	Crashed  bool `json:"crashed"`
 }
 
 // StatusJSON runs farm Status --json and returns its rows by case ID; a
