@@ -199,36 +199,53 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte, crashed bo
 // case is unfit, a last column says why.
 func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error) error {
 	// Column widths from the summary's extremes: no pass over the cases.
-	head := []string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST"}
 	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
 	totals := sum.Totals()
 	if maxID == 0 && totals == (status.Counts{}) {
 		fmt.Fprintln(bw, "No case has a record yet.")
 		return bw.Flush()
 	}
-	if totals.Unfit > 0 {
-		head = append(head, "REASON")
-	}
 	digits := func(v int64) int { return len(strconv.AppendInt(nil, v, 10)) }
-	wd := []int{
+	// Every column statusCells fills, and its width; the table has those
+	// that say something for this farm.
+	names := [...]string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST", "ATTEMPTS", "CRASHES", "REASON"}
+	widths := [...]int{
 		max(2, digits(maxID), digits(-1)),
 		len("interrupted"),
 		max(6, digits(int64(minSt)), digits(int64(maxSt))),
 		max(7, len(fmtMillis(nil, maxMs))),
 		max(3, jobW),
 		max(4, hostW),
+		len("ATTEMPTS"),
+		len("CRASHES"),
 		0, // REASON, last
 	}
-	cells := make([][]byte, len(head))
-	for i, h := range head {
-		cells[i] = []byte(h)
+	cols := []int{0, 1, 2, 3, 4, 5}
+	tries, crashes := sum.MostAttempts()
+	if tries > 1 || crashes > 0 {
+		cols = append(cols, 6)
+	}
+	if crashes > 0 {
+		cols = append(cols, 7)
+	}
+	if totals.Unfit > 0 {
+		cols = append(cols, 8)
+	}
+	wd := make([]int, len(cols))
+	cells := make([][]byte, len(cols))
+	for k, i := range cols {
+		wd[k], cells[k] = widths[i], []byte(names[i])
 	}
 	writeRow(bw, wd, cells)
-	var scratch [7][]byte
+	var scratch [len(names)][]byte
 	rows := 0
 	if err := each(func(c status.Case) error {
 		rows++
-		writeRow(bw, wd, statusCells(&scratch, c)[:len(head)])
+		all := statusCells(&scratch, c)
+		for k, i := range cols {
+			cells[k] = all[i]
+		}
+		writeRow(bw, wd, cells)
 		return nil
 	}); err != nil {
 		return err
@@ -240,8 +257,9 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 }
 
 // statusCells fills r with the cells of case c's row of the table, and
-// returns them: ID, STATE, STATUS, SECONDS, JOB, HOST and REASON.
-func statusCells(r *[7][]byte, c status.Case) [][]byte {
+// returns them: ID, STATE, STATUS, SECONDS, JOB, HOST, ATTEMPTS, CRASHES
+// and REASON.
+func statusCells(r *[9][]byte, c status.Case) [][]byte {
 	r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
 	r[1] = append(r[1][:0], c.State.String()...)
 	if c.State == status.Running || c.State == status.Unfit || (c.State == status.Interrupted && c.Status == 0) {
@@ -256,7 +274,9 @@ func statusCells(r *[7][]byte, c status.Case) [][]byte {
 	}
 	r[4] = append(r[4][:0], c.Job...)
 	r[5] = append(r[5][:0], c.Host...)
-	r[6] = append(r[6][:0], c.Reason...)
+	r[6] = strconv.AppendInt(r[6][:0], int64(c.Attempts), 10)
+	r[7] = strconv.AppendInt(r[7][:0], int64(c.Crashes), 10)
+	r[8] = append(r[8][:0], c.Reason...)
 	return r[:]
 }
 

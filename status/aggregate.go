@@ -797,6 +797,20 @@ func (s *Summary) Totals() Counts {
 	return c
 }
 
+// MostAttempts is the most attempts, and the most crashes, of any case.
+func (s *Summary) MostAttempts() (attempts, crashes int) {
+	for _, p := range s.cases.order {
+		col := p.cols
+		for i := range col.tries {
+			attempts, crashes = max(attempts, int(col.tries[i])), max(crashes, int(col.crashes[i]))
+		}
+	}
+	for _, c := range s.cases.far {
+		attempts, crashes = max(attempts, int(c.tries)), max(crashes, int(c.crashes))
+	}
+	return
+}
+
 // Widths returns the widest ID, STATUS and duration (as milliseconds) of the
 // recorded cases, and the longest job and host names, for laying out a
 // table without a pass over every case.
