@@ -61,27 +61,34 @@ func TestResubmitSelectsExactly(t *testing.T) {
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			f, out := selectionFarm(t)
-			var sel Selection
-			for i := 0; i < len(c.args); i++ {
-				took, err := sel.Parse(c.args, i)
-				if err != nil || took == 0 {
-					t.Fatalf("Parse(%q, %d): %d, %v", c.args, i, took, err)
-				}
-				i += took - 1
-			}
-			if err := f.Resubmit(ctx, SubmitOptions{N: 1, Select: sel}); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(out.String(), c.said) {
-				t.Errorf("resubmit said %q, want %q", out, c.said)
-			}
-			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
-				t.Errorf("table.dat_ (-want +got):\n%s", diff)
-			}
+			resubmitChoosing(t, f, out, c.args, c.ids, c.said)
 			if st, err := f.readState(ctx); err != nil || st.Run != 2 || st.Cases != int64(len(c.ids)) {
 				t.Errorf("state after the resubmit: run %d, %d cases, %v; want run 2 of %d", st.Run, st.Cases, err, len(c.ids))
 			}
 		})
+	}
+}
+
+// resubmitChoosing resubmits f with the selection options args and checks
+// that it said said (out is f's output) and chose the cases ids.
+func resubmitChoosing(t *testing.T, f *Farm, out *strings.Builder, args []string, ids []int64, said string) {
+	t.Helper()
+	var sel Selection
+	for i := 0; i < len(args); i++ {
+		took, err := sel.Parse(args, i)
+		if err != nil || took == 0 {
+			t.Fatalf("Parse(%q, %d): %d, %v", args, i, took, err)
+		}
+		i += took - 1
+	}
+	if err := f.Resubmit(context.Background(), SubmitOptions{N: 1, Select: sel}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), said) {
+		t.Errorf("resubmit said %q, want %q", out, said)
+	}
+	if diff := cmp.Diff(ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
+		t.Errorf("table.dat_ (-want +got):\n%s", diff)
 	}
 }
 
@@ -201,23 +208,7 @@ func TestResubmitLeavesCrashedCasesOut(t *testing.T) {
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			f, out := crashFarm(t)
-			var sel Selection
-			for i := 0; i < len(c.args); i++ {
-				took, err := sel.Parse(c.args, i)
-				if err != nil || took == 0 {
-					t.Fatalf("Parse(%q, %d): %d, %v", c.args, i, took, err)
-				}
-				i += took - 1
-			}
-			if err := f.Resubmit(ctx, SubmitOptions{N: 1, Select: sel}); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(out.String(), c.said) {
-				t.Errorf("resubmit said %q, want %q", out, c.said)
-			}
-			if diff := cmp.Diff(c.ids, tableIDs(t, f.Path(layout.RetryTable))); diff != "" {
-				t.Errorf("table.dat_ (-want +got):\n%s", diff)
-			}
+			resubmitChoosing(t, f, out, c.args, c.ids, c.said)
 		})
 	}
 	// MAX_CRASHES=0: no limit; every case not succeeded runs again.
