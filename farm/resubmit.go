@@ -207,8 +207,13 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		// What a resubmit would run again are failures only, or
 		// nothing: -auto ends here, whatever the crashes.
 		if crashed.all > 0 {
-			say("Only failed or crashed cases left (%d failed, %d crashed: their meta-job died under them MAX_CRASHES=%d times); cannot auto-resubmit; exiting. 'farm resubmit --failed' or 'farm resubmit --crashed' runs them again.",
-				p.Failed-crashed.failed, crashed.all, f.Config.MaxCrashes)
+			failed := p.Failed - crashed.failed
+			how := "'farm resubmit --crashed' runs them again"
+			if failed > 0 {
+				how = "'farm resubmit --failed' or 'farm resubmit --crashed' runs them again"
+			}
+			say("Only failed or crashed cases left (%d failed, %d crashed: their meta-job died under them MAX_CRASHES=%d times); cannot auto-resubmit; exiting. %s.",
+				failed, crashed.all, f.Config.MaxCrashes, how)
 			return nil
 		}
 		say("%s (%d failed).", msgOnlyFailed, p.Failed)
