@@ -39,6 +39,8 @@ type Query struct {
 	// CPUs and GPUs it was given (its status file's header says how many),
 	// how many of them its running cases hold.
 	Busy []JobBusy `json:"busy,omitempty"`
+	// MaxCrashes is the farm's crash limit (MAX_CRASHES; 0: none).
+	MaxCrashes int `json:"max_crashes"`
 }
 
 // JobBusy is how much of what a running meta-job packs its cases into
@@ -81,6 +83,9 @@ type CaseCounts struct {
 	Unfit       int64 `json:"unfit"`
 	Running     int64 `json:"running"`
 	Left        int64 `json:"left"`
+	// Crashed are those of Failed, Interrupted and Unfit that the crash
+	// limit (MAX_CRASHES) keeps from running again; farm-wide only.
+	Crashed int64 `json:"crashed,omitempty"`
 }
 
 // processed is the number of cases that ended (succeeded or failed).
@@ -112,6 +117,8 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	tot := sum.Totals()
 	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Unfit: tot.Unfit, Running: tot.Running}
 	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Unfit-tot.Running)
+	q.FarmCases.Crashed = f.crashed(sum).all
+	q.MaxCrashes = f.Config.MaxCrashes
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
@@ -210,6 +217,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	row("farm", q.FarmCases)
 	t.Render()
 	fmt.Fprintf(w, "Progress: %s of the farm's cases processed; %s\n", percent(q.FarmCases), rateETA(q))
+	if q.FarmCases.Crashed > 0 {
+		fmt.Fprintf(w, "Crashed: %d case(s), their meta-job died under them MAX_CRASHES=%d times; resubmit and -auto leave them out ('farm resubmit --crashed' runs them)\n", q.FarmCases.Crashed, q.MaxCrashes)
+	}
 	for _, b := range q.Busy {
 		fmt.Fprintln(w, b)
 	}

@@ -242,24 +242,8 @@ type crashCount struct {
 
 // crashed counts the crashed cases of sum, by the farm's MAX_CRASHES.
 func (f *Farm) crashed(sum *status.Summary) crashCount {
-	sel := Selection{MaxCrashes: f.Config.MaxCrashes}
-	var n crashCount
-	if sel.MaxCrashes == 0 {
-		return n
-	}
-	sum.Each(func(c status.Case) error {
-		if sel.isCrashed(c) {
-			n.all++
-			switch c.State {
-			case status.Interrupted, status.Unfit:
-				n.rerun++
-			case status.Failed:
-				n.failed++
-			}
-		}
-		return nil
-	})
-	return n
+	c := sum.Crashed(f.Config.MaxCrashes)
+	return crashCount{all: c.Interrupted + c.Unfit + c.Failed, rerun: c.Interrupted + c.Unfit, failed: c.Failed}
 }
 
 // submitFinal submits final.sh once, on opt's backend.

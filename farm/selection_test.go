@@ -261,3 +261,22 @@ func TestAutojobStopsAtTheCrashLimit(t *testing.T) {
 		t.Errorf("resubmit of crashed cases only: %v; want %q", err, want)
 	}
 }
+
+// farm query counts the crashed cases farm-wide, in its text and its JSON.
+func TestQueryCountsCrashedCases(t *testing.T) {
+	f, _ := crashFarm(t)
+	var b strings.Builder
+	if err := f.PrintQuery(context.Background(), &b, Text); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Crashed: 2 case(s), their meta-job died under them MAX_CRASHES=2 times; resubmit and -auto leave them out ('farm resubmit --crashed' runs them)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("query said:\n%s\nwant a line %q", b.String(), want)
+	}
+	b.Reset()
+	if err := f.PrintQuery(context.Background(), &b, JSON); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"interrupted":2,"unfit":0,"running":0,"left":0,"crashed":2}`) || !strings.Contains(b.String(), `"max_crashes":2`) {
+		t.Errorf("query --json: %s", b.String())
+	}
+}

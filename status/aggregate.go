@@ -797,6 +797,33 @@ func (s *Summary) Totals() Counts {
 	return c
 }
 
+// Crashed counts, by state, the cases that have at least limit crashes and
+// neither succeeded since nor run: those a crash limit of limit keeps from
+// running again (none if limit is 0).
+func (s *Summary) Crashed(limit int) Counts {
+	var n Counts
+	if limit <= 0 {
+		return n
+	}
+	count := func(st State, crashes uint8) {
+		if int(crashes) >= limit && st != Succeeded && st != Running {
+			n.Add(st)
+		}
+	}
+	for _, p := range s.cases.order {
+		col := p.cols
+		for i := range col.crashes {
+			if col.crashes[i] > 0 {
+				count(col.state[i], col.crashes[i])
+			}
+		}
+	}
+	for _, c := range s.cases.far {
+		count(c.state, c.crashes)
+	}
+	return n
+}
+
 // MostAttempts is the most attempts, and the most crashes, of any case.
 func (s *Summary) MostAttempts() (attempts, crashes int) {
 	for _, p := range s.cases.order {

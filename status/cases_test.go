@@ -410,4 +410,10 @@ func TestAttemptsAndCrashesOfSparseAndPromotedCases(t *testing.T) {
 	if len(sum.cases.order) == 0 {
 		t.Errorf("no range was promoted to a page: the test tests only far cases")
 	}
+	// The 6,000 succeeded since their crash: only case 2^50 is crashed.
+	for limit, want := range map[int]Counts{0: {}, 1: {Interrupted: 1}, 2: {Interrupted: 1}, 3: {}} {
+		if got := sum.Crashed(limit); got != want {
+			t.Errorf("Crashed(%d) = %+v, want %+v", limit, got, want)
+		}
+	}
 }
