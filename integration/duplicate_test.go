@@ -59,7 +59,7 @@ func TestLocalStatusFlagsCaseStartedTwiceInARun(t *testing.T) {
 		}
 	}
 	out := mustFarm(t, dir, "Status", "--json")
-	if n := strings.Count(out, `"starts":`); n != 1 || !strings.Contains(out, `"run":1,"starts":2,"starts_run":1}`) {
+	if n := strings.Count(out, `"starts":`); n != 1 || !strings.Contains(out, `"run":1,"attempts":2,"crashes":0,"starts":2,"starts_run":1}`) {
 		t.Errorf("Status --json has %d \"starts\" fields, want 1 in case 3's row:\n%s", n, out)
 	}
 	for _, cmd := range [][]string{{"query"}, {"wait"}} {
