@@ -945,12 +945,29 @@ func (c *chain) afterCommit(n int64) {
 // see Store.ShareCutoff). A reader that finds the file empty (just made)
 // or older than the newest hint has a hint that costs it lookups, no more.
 func writeHint(d int, n int64) {
-	fd, err := sysOpenat(d, "head", unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	writeInPlace(d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
+}
+
+// writeInPlace writes rec at offset 0 of the file name in the directory
+// open as d (unix.AT_FDCWD: name is a path), in one write; best effort. The
+// file is made only by an O_EXCL create: two clients that both make a name
+// with O_CREAT alone can each be told they did, on a replicated GlusterFS
+// volume, and leave the replicas with two files of one name (a gfid
+// split-brain).
+func writeInPlace(d int, name string, rec []byte) {
+	const flags = unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := sysOpenat(d, name, flags, 0)
+	if err == unix.ENOENT {
+		fd, err = sysOpenat(d, name, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
+		if err == unix.EEXIST {
+			fd, err = sysOpenat(d, name, flags, 0)
+		}
+	}
 	if err != nil {
 		return
 	}
-	f := os.NewFile(uintptr(fd), "head")
-	f.WriteAt([]byte(fmt.Sprintf("%-23d\n", n)), 0)
+	f := os.NewFile(uintptr(fd), name)
+	f.WriteAt(rec, 0)
 	sysClose(f)
 }
 

@@ -68,3 +68,46 @@ func TestLatestNearAnswersAsLatest(t *testing.T) {
 		}
 	}
 }
+
+// The head hint says a recent generation, every hintEvery: written in
+// place, a longer number over a shorter one and a shorter over a longer
+// leave a number that reads whole; a file that is not there is made.
+func TestHeadHintInPlace(t *testing.T) {
+	dir := t.TempDir()
+	misc := filepath.Join(dir, "MISC")
+	if err := os.Mkdir(misc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(dir, misc)
+	defer st.Close()
+	for i := 0; i < 2*hintEvery+3; i++ {
+		if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := openChain(misc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.close()
+	if got := ch.hint(); got != 2*hintEvery {
+		t.Errorf("hint after %d generations = %d, want %d", 2*hintEvery+3, got, 2*hintEvery)
+	}
+	d, err := ch.dirFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int64{123456789012, 7, 99} {
+		writeHint(d, n)
+		if got := ch.hint(); got != n {
+			t.Errorf("hint after writeHint(%d) = %d", n, got)
+		}
+	}
+	if err := os.Remove(filepath.Join(ch.dir, "head")); err != nil {
+		t.Fatal(err)
+	}
+	writeHint(d, 5)
+	if got := ch.hint(); got != 5 {
+		t.Errorf("hint after the file was removed and written = %d, want 5", got)
+	}
+}

@@ -814,13 +814,7 @@ func (s *Store) ShareCutoff(cutoff float64, durations int64) {
 	if len(rec) >= cutoffRecord {
 		return
 	}
-	b := []byte(rec + strings.Repeat(" ", cutoffRecord-1-len(rec)) + "\n")
-	f, err := sysOpenFile(filepath.Join(L.dir, "cutoff"), os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return
-	}
-	f.WriteAt(b, 0)
-	sysClose(f)
+	writeInPlace(unix.AT_FDCWD, filepath.Join(L.dir, "cutoff"), []byte(rec+strings.Repeat(" ", cutoffRecord-1-len(rec))+"\n"))
 }
 
 // cutoffRecord is the length of ShareCutoff's record, its newline
