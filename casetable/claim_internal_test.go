@@ -36,24 +36,8 @@ func TestBackoffLimit(t *testing.T) {
 // latestNear finds what latest finds, whatever the guess: right, too
 // high, too low, or far off.
 func TestLatestNearAnswersAsLatest(t *testing.T) {
-	dir := t.TempDir()
-	misc := filepath.Join(dir, "MISC")
-	if err := os.Mkdir(misc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	st := NewStore(dir, misc)
-	defer st.Close()
 	const gens = 40
-	for i := 0; i < gens; i++ {
-		if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ch, err := openChain(misc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.close()
+	ch := chainOf(t, gens)
 	want, err := ch.latest(-1)
 	if err != nil || want != gens-1 {
 		t.Fatalf("latest(-1) = %d, %v; want %d", want, err, gens-1)
@@ -73,23 +57,7 @@ func TestLatestNearAnswersAsLatest(t *testing.T) {
 // place, a longer number over a shorter one and a shorter over a longer
 // leave a number that reads whole; a file that is not there is made.
 func TestHeadHintInPlace(t *testing.T) {
-	dir := t.TempDir()
-	misc := filepath.Join(dir, "MISC")
-	if err := os.Mkdir(misc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	st := NewStore(dir, misc)
-	defer st.Close()
-	for i := 0; i < 2*hintEvery+3; i++ {
-		if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ch, err := openChain(misc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.close()
+	ch := chainOf(t, 2*hintEvery+3)
 	if got := ch.hint(); got != 2*hintEvery {
 		t.Errorf("hint after %d generations = %d, want %d", 2*hintEvery+3, got, 2*hintEvery)
 	}
@@ -110,4 +78,28 @@ func TestHeadHintInPlace(t *testing.T) {
 	if got := ch.hint(); got != 5 {
 		t.Errorf("hint after the file was removed and written = %d, want 5", got)
 	}
+}
+
+// chainOf commits gens generations in a new farm's chain and returns the
+// chain, opened afresh (closed when the test ends).
+func chainOf(t *testing.T, gens int) *chain {
+	t.Helper()
+	dir := t.TempDir()
+	misc := filepath.Join(dir, "MISC")
+	if err := os.Mkdir(misc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(dir, misc)
+	defer st.Close()
+	for i := 0; i < gens; i++ {
+		if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := openChain(misc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.close)
+	return ch
 }
