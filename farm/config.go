@@ -22,7 +22,12 @@ type Config struct {
 	WholeNode  bool          // WHOLE_NODE: each meta-job runs NWhole cases at once
 	NWhole     int           // NWHOLE: cases a whole-node meta-job runs at once
 	MaxCrashes int           // MAX_CRASHES: a case whose job died under it this often is crashed; 0 = no limit
+	Retries    int           // RETRIES: a case that exits non-zero is run again up to this many times in its run
+	RetryDelay time.Duration // RETRY_DELAY: how long after its failure a case is run again
 }
+
+// maxRetries bounds RETRIES: a case's attempts are counted up to 255.
+const maxRetries = 100
 
 // maxNWhole bounds NWHOLE: each loop of a meta-job keeps a bash process.
 const maxNWhole = 4096
@@ -107,10 +112,17 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.NWhole = int(num)
 		case "MAX_CRASHES":
 			cfg.MaxCrashes = int(num)
+		case "RETRIES":
+			cfg.Retries = int(num)
+		case "RETRY_DELAY":
+			cfg.RetryDelay = time.Duration(num * float64(time.Second))
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
 		return cfg, Userf("%s:%d: WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node (its cores, e.g. NWHOLE=192)", name, seen["WHOLE_NODE"])
+	}
+	if cfg.Retries > maxRetries {
+		return cfg, Userf("%s:%d: RETRIES must be at most %d, got %d", name, seen["RETRIES"], maxRetries, cfg.Retries)
 	}
 	if cfg.NWhole > maxNWhole {
 		return cfg, Userf("%s:%d: NWHOLE must be at most %d, got %d", name, seen["NWHOLE"], maxNWhole, cfg.NWhole)
@@ -120,7 +132,8 @@ func parseConfig(name string, data []byte) (Config, error) {
 
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
 // and checks the value: a number from 0 to maxConfigValue, and a whole one
-// but for dt_failed, which is in seconds (NJOBS_MAX=1.9 is not read as 1).
+// but for dt_failed and RETRY_DELAY, which are in seconds (NJOBS_MAX=1.9 is
+// not read as 1).
 func parseConfigLine(line []byte) (string, float64, error) {
 	k, v, ok := strings.Cut(string(line), "=")
 	if !ok {
@@ -128,9 +141,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
@@ -139,7 +152,7 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	if num > maxConfigValue {
 		return k, 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 	}
-	if k != "dt_failed" && num != math.Trunc(num) {
+	if k != "dt_failed" && k != "RETRY_DELAY" && num != math.Trunc(num) {
 		return k, 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
 	}
 	return k, num, nil

@@ -21,6 +21,8 @@ func TestParseConfig(t *testing.T) {
 		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true, MaxCrashes: 5},
 		"MAX_CRASHES=0":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true},
 		"MAX_CRASHES=2":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 2},
+		"RETRIES=2\nRETRY_DELAY=0.5":         {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 2, RetryDelay: 500 * time.Millisecond},
+		"RETRIES=100":                        {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 100},
 	} {
 		got, err := parseConfig("config", []byte(content))
 		if err != nil || got != want {
@@ -34,6 +36,9 @@ func TestParseConfig(t *testing.T) {
 		"dt_failed=1e400\n":            `config:1: dt_failed must be at most 1000000000, got "1e400"`,
 		"dt_failed=1e10\n":             `config:1: dt_failed must be at most 1000000000, got "1e10"`,
 		"RUN_DIRS=yes\n":               `config:1: RUN_DIRS must be a number >= 0, got "yes"`,
+		"RETRIES=1.5\n":                `config:1: RETRIES must be a whole number, got "1.5": write 1 or 2`,
+		"\nRETRIES=101\n":              `config:2: RETRIES must be at most 100, got 101`,
+		"RETRY_DELAY=-1\n":             `config:1: RETRY_DELAY must be a number >= 0, got "-1"`,
 		"RUN_DIRS=1\r2\n":              `config:1: RUN_DIRS must be a number >= 0, got "1\r2"`,
 		"\xef\xbb\xbfN_failed_max=1\n": `config:1: unknown setting "\ufeffN_failed_max"`,
 		"N_failed_max=1\n" + strings.Repeat("x", 1<<17) + "\n": `config:2: expected KEY=value, got "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"...`,

@@ -41,6 +41,11 @@ type Query struct {
 	Busy []JobBusy `json:"busy,omitempty"`
 	// MaxCrashes is the farm's crash limit (MAX_CRASHES; 0: none).
 	MaxCrashes int `json:"max_crashes"`
+	// Restarted is how many cases were started more than once, in any
+	// runs (retries, resubmits, restarts); MostAttempts the most starts of
+	// any case.
+	Restarted    int64 `json:"restarted"`
+	MostAttempts int   `json:"most_attempts"`
 }
 
 // JobBusy is how much of what a running meta-job packs its cases into
@@ -119,6 +124,8 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Unfit-tot.Running)
 	q.FarmCases.Crashed = f.crashed(sum).all
 	q.MaxCrashes = f.Config.MaxCrashes
+	q.Restarted = sum.Restarted()
+	q.MostAttempts, _ = sum.MostAttempts()
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
@@ -217,6 +224,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	row("farm", q.FarmCases)
 	t.Render()
 	fmt.Fprintf(w, "Progress: %s of the farm's cases processed; %s\n", percent(q.FarmCases), rateETA(q))
+	if q.Restarted > 0 {
+		fmt.Fprintf(w, "Attempts: %d case(s) started more than once, at most %d times ('farm Status' shows each case's attempts)\n", q.Restarted, q.MostAttempts)
+	}
 	if q.FarmCases.Crashed > 0 {
 		fmt.Fprintf(w, "Crashed: %d case(s), their meta-job died under them MAX_CRASHES=%d times; resubmit and -auto leave them out ('farm resubmit --crashed' runs them)\n", q.FarmCases.Crashed, q.MaxCrashes)
 	}

@@ -144,6 +144,8 @@ func summaryStats(q Query) []report.Stat {
 		s("current run", "%d (%d cases, %d not yet taken)", q.Run, q.RunCases.Total, q.RunCases.Left),
 		s("jobs", "%d queued, %d running, %d finished", q.Jobs.Queued, q.Jobs.Running, q.Jobs.Finished),
 		s("throughput", "%s", rateETA(q)),
+		s("started more than once", "%d cases (at most %d attempts)", q.Restarted, q.MostAttempts),
+		s("crashed", "%d cases (MAX_CRASHES=%d)", c.Crashed, q.MaxCrashes),
 	}
 }
 

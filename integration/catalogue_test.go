@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -927,11 +928,11 @@ func tableNeedsEntries() []catEntry {
 // configEntries: a config every command must refuse, with its line.
 func configEntries() []catEntry {
 	bad := func(name, line string, args []string, msg string) catEntry {
-		return catEntry{name: "config-" + name, setup: appendTo("config", line+"\n"), args: args, code: 1, msg: atLine("config", 36) + msg}
+		return catEntry{name: "config-" + name, setup: appendTo("config", line+"\n"), args: args, code: 1, msg: atLine("config", appendedConfigLine()) + msg}
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY\)$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
 		bad("whole-node-without-nwhole", "WHOLE_NODE=1", submitLocal, `WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node \(its cores, e.g. NWHOLE=192\)$`),
 		bad("nwhole-too-big", "NWHOLE=5000", status, `NWHOLE must be at most 4096, got 5000$`),
@@ -959,8 +960,8 @@ func configEntries() []catEntry {
 		bad("inf-dt-failed", "dt_failed=Inf", list, `dt_failed must be at most 1000000000, got "Inf"$`),
 		bad("nan-njobs", "NJOBS_MAX=NaN", submitLocal, `NJOBS_MAX must be a number >= 0, got "NaN"$`),
 		// The template sets NJOBS_MAX on line 13: the last one won.
-		bad("duplicate-key", "NJOBS_MAX=4", submitLocal, `NJOBS_MAX is set twice, on lines 13 and 36: keep one of them$`),
-		bad("duplicate-key-status", "RUN_DIRS=0", status, `RUN_DIRS is set twice, on lines 17 and 36: keep one of them$`),
+		bad("duplicate-key", "NJOBS_MAX=4", submitLocal, `NJOBS_MAX is set twice, on lines 13 and `+strconv.Itoa(appendedConfigLine())+`: keep one of them$`),
+		bad("duplicate-key-status", "RUN_DIRS=0", status, `RUN_DIRS is set twice, on lines 17 and `+strconv.Itoa(appendedConfigLine())+`: keep one of them$`),
 		bad("binary", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01\x00\x00\x00\xd0\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", status, `expected KEY=value, got "\\x7fELF.*"\.\.\.$`),
 		{name: "config-is-a-directory", setup: toDir("config"), args: status, code: 1, msg: `^farm: config cannot be read \(is a directory\): make it a file of KEY=value lines, or remove it to use the defaults$`},
 		{name: "config-symlink-loop", setup: symlink("config", "config"), args: submitLocal, code: 1, msg: `^farm: config cannot be read \(too many levels of symbolic links\): make it a file of KEY=value lines`},
@@ -1562,4 +1563,14 @@ func slurmSilentEntries() []catEntry {
 	out = append(out, catEntry{name: "wait-timeout-runs-out", base: baseActive, args: []string{"wait", "--timeout", "300ms"}, code: 2,
 		msg: `^farm: timed out after 300ms; jobs are still pending or running$`, change: signalJobFiles, after: jobsGoOn})
 	return out
+}
+
+// appendedConfigLine is the line number of a line appended to the config
+// that farm init writes: the template's lines, plus one.
+func appendedConfigLine() int {
+	b, err := os.ReadFile(filepath.Join("..", "templates", "files", "config"))
+	if err != nil {
+		panic(err) // the test runs in its package's directory
+	}
+	return bytes.Count(b, []byte("\n")) + 1
 }

@@ -37,7 +37,8 @@ import (
 // filesystem's mount, e.g. the rig's /mnt/farm-cluster/coherent); FARM_OPS_BIN
 // measures another farm binary (an older version, for before/after figures:
 // its CLI must take 'submit N --backend local' and 'wait'); FARM_OPS_CASES
-// sets the number of cases (2,000).
+// sets the number of cases (2,000), FARM_OPS_JOBS the numbers of meta-jobs
+// (a comma-separated list; 1,2,8).
 //
 //	go test -run '^$' -bench ClaimOps -benchtime 1x ./integration/   (make bench-ops)
 func BenchmarkClaimOps(b *testing.B) {
@@ -52,7 +53,18 @@ func BenchmarkClaimOps(b *testing.B) {
 	if farmBin == "" {
 		farmBin = harness.Bin(b)
 	}
-	for _, jobs := range []int{1, 2, 8} {
+	jobList := []int{1, 2, 8}
+	if v := os.Getenv("FARM_OPS_JOBS"); v != "" {
+		jobList = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("FARM_OPS_JOBS=%q: want numbers of meta-jobs, as 1,2,8", v)
+			}
+			jobList = append(jobList, n)
+		}
+	}
+	for _, jobs := range jobList {
 		b.Run(fmt.Sprintf("claimers=%d", jobs), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				opsRun(b, farmBin, jobs, cases)
@@ -120,6 +132,9 @@ func opsRun(b *testing.B, farmBin string, jobs, cases int) {
 	submit := exec.Command("strace", "-f", "--seccomp-bpf", "-e", "trace=%file,%desc,clone,clone3,fork,vfork,execve",
 		"-qq", "-y", "-s", "64", "-o", trace, farmBin, "submit", strconv.Itoa(jobs), "--backend", "local")
 	submit.Dir = dir
+	// Every meta-job runs at once (the package's default is 8 slots).
+	slots := fmt.Sprintf("FARM_LOCAL_SLOTS=%d", max(jobs, 8))
+	submit.Env = append(os.Environ(), slots)
 	if out, err := submit.CombinedOutput(); err != nil {
 		b.Fatalf("strace farm submit: %v\n%s", err, out)
 	}
@@ -139,6 +154,7 @@ func opsRun(b *testing.B, farmBin string, jobs, cases int) {
 	for _, args := range [][]string{{"submit", strconv.Itoa(jobs), "--backend", "local"}, {"wait", "--timeout", "30m"}} {
 		cmd := exec.Command(farmBin, args...)
 		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), slots)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("farm %v: %v\n%s", args, err, out)
 		}
@@ -156,6 +172,7 @@ func opsRun(b *testing.B, farmBin string, jobs, cases int) {
 	for _, who := range []string{"metajob", "worker"} {
 		b.Logf("%d claimers, %s, per case: %s", jobs, who, counts[who].top(n, 8))
 	}
+	b.Logf("%d claimers, meta-job's calls per case by file: %s", jobs, counts["metajob"].topFiles(n, 8))
 }
 
 // checkOnce checks that every case ran once and returns the records.
@@ -179,6 +196,40 @@ func straceRunning(trace string) bool {
 type opCount struct {
 	meta, data int
 	by         map[string]int
+	byFile     map[string]int // calls (meta and data) by fileKind
+}
+
+// topFiles is top's breakdown by fileKind.
+func (c opCount) topFiles(n float64, k int) string {
+	return opCount{by: c.byFile}.top(n, k)
+}
+
+// fileKind names the kind of farm file an strace line's call touches, by
+// the names farm gives its files (layout): a chain's slots, contents and
+// marks, a lane's files, the status files, the run's table, and so on.
+func fileKind(line string) string {
+	for _, k := range []struct {
+		re   *regexp.Regexp
+		kind string
+	}{
+		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/s\.\d+`), "slot s.N"},
+		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/g\.\d+`), "content g.N"},
+		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/c\.\d+`), "mark c.N"},
+		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/tomb`), "tomb"},
+		{regexp.MustCompile(`/lanes\.[^/"<>]*/(index|cutoff|end|x\.\d+)`), "lane index, cutoff, ends"},
+		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/head`), "head hint"},
+		{regexp.MustCompile(`/(claims|lanes)\.`), "chain directories"},
+		{regexp.MustCompile(`/STATUSES`), "status files"},
+		{regexp.MustCompile(`/table\.run`), "run table"},
+		{regexp.MustCompile(`/MISC/chain`), "MISC/chain"},
+		{regexp.MustCompile(`/MISC/local`), "local engine"},
+		{regexp.MustCompile(`/OUTPUT`), "job output"},
+	} {
+		if k.re.MatchString(line) {
+			return k.kind
+		}
+	}
+	return "other"
 }
 
 func (c opCount) top(n float64, k int) string {
@@ -215,7 +266,7 @@ func countOps(b *testing.B, trace, dir string) map[string]*opCount {
 	procs := readTraceProcs(b, trace)
 	counts := map[string]*opCount{}
 	for _, w := range []string{"metajob", "worker", "other"} {
-		counts[w] = &opCount{by: map[string]int{}}
+		counts[w] = &opCount{by: map[string]int{}, byFile: map[string]int{}}
 	}
 	fdcwd := regexp.MustCompile(`AT_FDCWD<[^>]*>`)
 	scanTrace(b, trace, func(n int, line string) {
@@ -231,6 +282,7 @@ func countOps(b *testing.B, trace, dir string) map[string]*opCount {
 		}
 		c := counts[procs.role(m[1], n, 0)]
 		c.by[m[2]]++
+		c.byFile[fileKind(line)]++
 		if dataCalls[m[2]] {
 			c.data++
 		} else {

@@ -83,6 +83,9 @@ type Metajob struct {
 	bs     batchSizer
 	halted bool // a loop ended with an error: the others take no more cases
 
+	retries   []pendingRetry // failed cases to run again (retry.go)
+	tableDone bool           // a claim found no case left: only retries remain
+
 	table      string // the run's table (one per meta-job), set at its first claim
 	tableLines int64  // its lines
 
@@ -102,6 +105,7 @@ type loop struct {
 	runner caseRunner
 	ff     fastFailure
 	batch  int // the claim whose cases it takes now
+	retry  int // which retry its case is (0: its first attempt in the run)
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -265,6 +269,9 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	if n := len(m.retries); n > 0 {
+		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
+	}
 	msg, err := jobEnd(m.ends)
 	if msg == MsgSuperseded {
 		msg = m.supersededLine()
@@ -385,6 +392,9 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 		if m.ended(s, code, d) {
 			return MsgFastFailure, ErrFastFailure
 		}
+		if code != 0 {
+			m.failed(c, s.retry, code)
+		}
 		if m.Env.Simple {
 			return MsgSimpleDone, nil
 		}
@@ -466,10 +476,26 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		if m.superseded != "" { // found by another loop
 			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
 		}
-		if len(m.queue) == 0 {
+		r, retry := m.dueRetry()
+		if retry {
+			if m.rt.tooLate() {
+				m.retries = append([]pendingRetry{r}, m.retries...)
+				return casetable.Case{}, want{}, 0, MsgNoRuntime, nil
+			}
+		} else if len(m.queue) == 0 {
+			if m.tableDone {
+				if m.awaitRetry() {
+					continue
+				}
+				return casetable.Case{}, want{}, 0, MsgNoCases, nil
+			}
 			t := time.Now()
 			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
 			m.bs.claimed(time.Since(t))
+			if msg == MsgNoCases && err == nil && len(m.retries) > 0 {
+				m.tableDone = true // the last claim; what is left is retries
+				continue
+			}
 			if msg != "" || err != nil {
 				return casetable.Case{}, want{}, 0, msg, err
 			}
@@ -492,8 +518,12 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 				return casetable.Case{}, want{}, 0, "", fmt.Errorf("before running more cases: %w", err)
 			}
 		}
-		c := m.queue[0]
-		m.queue = m.queue[1:]
+		c := r.c
+		s.retry = r.retry
+		if !retry {
+			c = m.queue[0]
+			m.queue = m.queue[1:]
+		}
 		w := m.pool.wants(c.Needs, m.wholeNode)
 		if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
 			if err := m.recordUnfit(c, why); err != nil {
@@ -531,6 +561,7 @@ func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, ti
 	if len(m.loops) > 1 {
 		p.Loop = s.k
 	}
+	p.Retry = s.retry
 	return m.runOne(s, c, p, m.pool.setting(w, g, cpus, m.jobSetsOMP))
 }
 

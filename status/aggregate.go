@@ -510,7 +510,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 		}
 	}
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
-		note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		retry: a.Attempt > 1, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -542,6 +542,7 @@ type attempt struct {
 	state   State
 	started bool   // the file holds the attempt's start record
 	crashed bool   // interrupted with no record of its end (Case.Crashes)
+	retry   bool   // a retry (attempt= from 2): the attempt before it, in its run and file, failed
 	note    uint32 // its note in the file (File.notes), 0 if none
 	status  int
 	start   float64
@@ -579,6 +580,11 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		c = &Counts{}
 		s.RunCounts[run] = c
 	}
+	if a.retry && c.Failed > 0 {
+		// The run's counts hold each case once: its failed attempt
+		// before this one, in the same file, was merged before it.
+		c.Failed--
+	}
 	c.Add(a.state)
 	w := uint32(ji + 1)
 	if a.note > 0 {
@@ -586,7 +592,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	if p := s.cases.page(a.id); p != nil {
 		i := int(a.id & pageMask)
-		if a.started && p.start(run, i) {
+		if a.started && p.start(run, i) && !a.retry {
 			s.startedAgain(a.id, run)
 		}
 		col := p.cols
@@ -610,7 +616,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	old := s.cases.far[a.id]
 	fc := old
-	if a.started && s.cases.farStart(&fc, a.id, run) {
+	if a.started && s.cases.farStart(&fc, a.id, run) && !a.retry {
 		s.startedAgain(a.id, run)
 	}
 	if a.started {
@@ -820,6 +826,25 @@ func (s *Summary) Crashed(limit int) Counts {
 	}
 	for _, c := range s.cases.far {
 		count(c.state, c.crashes)
+	}
+	return n
+}
+
+// Restarted counts the cases started more than once, in any runs (by
+// retries, resubmits or restarts).
+func (s *Summary) Restarted() int64 {
+	var n int64
+	for _, p := range s.cases.order {
+		for _, t := range p.cols.tries {
+			if t > 1 {
+				n++
+			}
+		}
+	}
+	for _, c := range s.cases.far {
+		if c.tries > 1 {
+			n++
+		}
 	}
 	return n
 }

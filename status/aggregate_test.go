@@ -389,3 +389,66 @@ func TestAggregateReadsMETAStatusFiles(t *testing.T) {
 		t.Errorf("warnings %q, want one for status.5003 line 2", sum.Warnings)
 	}
 }
+
+// A case run again in its run after it failed (RETRIES) is one case with
+// several attempts, not a duplicate: its last attempt is its outcome, the
+// run counts it once, and each start counts as an attempt. A second start
+// without attempt= in the same run is still a duplicate, and a case ID far
+// from the others (the map, not a page) is treated the same.
+func TestRetriesAreAttemptsNotDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	const far = 1 << 40
+	write(t, dir, "10", 1, func(w *Writer) {
+		for _, id := range []int64{1, far} {
+			// Fails twice, then succeeds on its third attempt.
+			for retry := 0; retry < 3; retry++ {
+				w.StartAt(id, t0, Placement{Retry: retry})
+				w.End(id, map[bool]int{true: 0, false: 1}[retry == 2], t0, time.Second)
+			}
+		}
+		// Fails, and fails again on its one retry.
+		w.StartAt(2, t0, Placement{})
+		w.End(2, 3, t0, time.Second)
+		w.StartAt(2, t0, Placement{Retry: 1})
+		w.End(2, 3, t0, time.Second)
+		// Its retry still runs.
+		w.StartAt(3, t0, Placement{})
+		w.End(3, 1, t0, time.Second)
+		w.StartAt(3, t0, Placement{Retry: 1})
+		// Started twice with no retry between: a duplicate.
+		w.Start(4, t0)
+		w.End(4, 0, t0, time.Second)
+		w.Start(4, t0)
+		w.End(4, 0, t0, time.Second)
+	})
+	b, err := os.ReadFile(filepath.Join(dir, "status.10"))
+	if err != nil || !strings.Contains(string(b), "S 1 1700000000.000 node10 attempt=2 why=retry\n") {
+		t.Fatalf("status file (%v) has no retry's start record as documented:\n%s", err, b)
+	}
+	sum, err := Load(dir, Options{Live: func(string) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]struct {
+		state    State
+		attempts int
+	}{1: {Succeeded, 3}, far: {Succeeded, 3}, 2: {Failed, 2}, 3: {Running, 2}, 4: {Succeeded, 2}} {
+		if c := sum.Get(id); c.State != want.state || c.Attempts != want.attempts {
+			t.Errorf("case %d: %v after %d attempts, want %v after %d", id, c.State, c.Attempts, want.state, want.attempts)
+		}
+	}
+	// Each case once, but the duplicate, whose two attempts both count.
+	if got, want := *sum.RunCounts[1], (Counts{Succeeded: 4, Failed: 1, Running: 1}); got != want {
+		t.Errorf("run 1 counts %+v, want %+v (each retried case once)", got, want)
+	}
+	if len(sum.Duplicates) != 1 || sum.Duplicates[0].ID != 4 {
+		t.Errorf("duplicates %+v, want case 4 alone", sum.Duplicates)
+	}
+	if got := sum.Restarted(); got != 5 {
+		t.Errorf("Restarted() = %d, want 5", got)
+	}
+	if a, _ := sum.MostAttempts(); a != 3 {
+		t.Errorf("MostAttempts() = %d, want 3", a)
+	}
+}

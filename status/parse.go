@@ -14,7 +14,7 @@ type Kind byte
 // The kinds of status records.
 const (
 	KindHeader      Kind = '#' // # farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
-	KindStart       Kind = 'S' // S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST]
+	KindStart       Kind = 'S' // S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY]
 	KindEnd         Kind = 'E' // E ID STATUS START SECONDS HOST
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
@@ -49,7 +49,15 @@ type Record struct {
 	// written ("0-3,8", "0,1"), empty if not said; Placement expands them.
 	Loop       int
 	CPUs, GPUs []byte
+	// Attempt is, in an S record, which attempt of its case in the run the
+	// start is (attempt=N), 0 if not said (its first); Why is why it was
+	// made (why=retry: the attempt before it failed), empty if not said.
+	Attempt int
+	Why     []byte
 }
+
+// maxAttempt is the largest attempt= an S record holds: more is damage.
+const maxAttempt = 1 << 20
 
 // ParseRecord accepts times and durations below these magnitudes: the
 // times Writer records (a time.Time's UnixMilli) are within ±9.3e15 s, its
@@ -191,6 +199,14 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 				return fmt.Errorf("S record: bad gpus %s", quote(v))
 			}
 			r.GPUs = v
+		case "attempt":
+			n, ok := parseInt(v)
+			if !ok || n < 1 || n > maxAttempt {
+				return fmt.Errorf("S record: bad attempt %s", quote(v))
+			}
+			r.Attempt = int(n)
+		case "why":
+			r.Why = v
 		}
 	}
 	return nil

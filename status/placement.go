@@ -12,6 +12,10 @@ type Placement struct {
 	Loop int      // 1..; 0: not said
 	CPUs []int    // CPU numbers it was bound to
 	GPUs []string // devices it was given (CUDA_VISIBLE_DEVICES)
+	// Retry is, for a start that retries the case after it failed in
+	// the same run (RETRIES), which retry it is: 1 for its second attempt
+	// in the run, written "attempt=2 why=retry"; 0 for its first attempt.
+	Retry int
 }
 
 // Capacity is what a meta-job packs its cases into, said in its status
@@ -40,7 +44,8 @@ func (w *Writer) Unfit(id int64, t time.Time, reason string) error {
 }
 
 // appendStartAt appends an S record with the fields of p that are not
-// zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST". HOST is
+// zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST attempt=N
+// why=retry". HOST is
 // written "-" if it is empty and fields follow it (an empty HOST would
 // make the first of them read as HOST).
 func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []byte {
@@ -62,6 +67,11 @@ func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []
 		if len(b) == m+len(" gpus=") {
 			b = b[:m] // no GPU with a name
 		}
+	}
+	if p.Retry > 0 {
+		b = append(b, " attempt="...)
+		b = strconv.AppendInt(b, int64(p.Retry)+1, 10)
+		b = append(b, " why=retry"...)
 	}
 	if len(b) > n && host == "" {
 		b = slices.Insert(b, n, '-')

@@ -29,6 +29,7 @@ func TestParsePlacementRecords(t *testing.T) {
 		{"S 4 100 - gpus=GPU-5c3e,MIG-1/2\tloop=12 future=x\r\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("-"), Loop: 12, GPUs: b("GPU-5c3e,MIG-1/2")}},
 		{"S 4 100 h cpus=7 cpus=0-1,3-65535\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), CPUs: b("0-1,3-65535")}},
 		{"S 4 100 h cpus= gpus= loop=0\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), CPUs: b(""), GPUs: b("")}},
+		{"S 4 100 h attempt=3 why=retry\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), Attempt: 3, Why: b("retry")}},
 		{"U 7 1700000000.500 needs 16 CPUs, the job has 8\n", Record{Kind: KindUnfit, ID: 7, Time: 1700000000.5, Message: b("needs 16 CPUs, the job has 8")}},
 		{"U\t7\t0\r\n", Record{Kind: KindUnfit, ID: 7}},
 		{"U 7 0  two blanks\n", Record{Kind: KindUnfit, ID: 7, Message: b(" two blanks")}},
@@ -44,6 +45,8 @@ func TestParsePlacementRecords(t *testing.T) {
 	}
 	for _, tc := range []struct{ line, err string }{
 		{"S 1 2 h cpus=x\n", `S record: bad cpus "x"`},
+		{"S 1 2 h attempt=0\n", `S record: bad attempt "0"`},
+		{"S 1 2 h attempt=x why=retry\n", `S record: bad attempt "x"`},
 		{"S 1 2 h cpus=3-1\n", `S record: bad cpus "3-1"`},
 		{"S 1 2 h cpus=1,1\n", `S record: bad cpus "1,1"`},
 		{"S 1 2 h cpus=2,0\n", `S record: bad cpus "2,0"`},

@@ -48,6 +48,10 @@ type Attempt struct {
 	Host []byte
 	// Loop is its S record's loop (0: not said).
 	Loop int
+	// Attempt is its S record's attempt= (0: not said, a first attempt):
+	// from 2, a retry of the case after its attempt before it, in the same
+	// run and by the same meta-job, failed (RETRIES).
+	Attempt int
 	// note is the number in the file (File.notes) of its S record's
 	// placement, or of its U record's reason; 0 if none.
 	note uint32
@@ -164,10 +168,11 @@ type replay struct {
 
 // openCase is a case started and not yet ended in one status file.
 type openCase struct {
-	id    int64
-	start float64
-	loop  int
-	note  uint32
+	id      int64
+	start   float64
+	loop    int
+	note    uint32
+	attempt int
 }
 
 // line reads one complete line; a damaged one is told to warn, if set.
@@ -213,7 +218,7 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		f.Quitted, f.Quit, f.QuitAt = true, string(r.Message), r.Time
 		f.later(r.Time)
 	case KindStart:
-		o := openCase{id: r.ID, start: r.Start, loop: r.Loop}
+		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt}
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
 			o.note = f.placeNote(r)
 		}
@@ -243,7 +248,7 @@ func (rp *replay) ended(r *Record) error {
 	}
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
-			rp.a.Started, rp.a.Loop, rp.a.note = true, o.loop, o.note
+			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt = true, o.loop, o.note, o.attempt
 			// Not slices.Delete, which clears the freed element, and
 			// no copy when it is the last, as it is but in a job of
 			// several loops: this is Load's hot path.
@@ -291,7 +296,7 @@ func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error 
 		now = unixSeconds(time.Now())
 	}
 	for _, o := range rp.open {
-		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note}
+		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt}
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}

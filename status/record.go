@@ -5,7 +5,7 @@
 // one file. A file is a header line followed by one line per event:
 //
 //	# farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
-//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST]
+//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=retry]
 //	                                 case ID started at START (Unix seconds)
 //	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
 //	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
@@ -22,6 +22,9 @@
 // with runs of consecutive numbers as ranges ("0-3,8"), gpus=LIST the
 // devices it was given, names separated by commas ("0,1"). A field that
 // would be empty or zero is left out; HOST is then "-" if it is empty.
+// A start that runs a case again in the same run because it failed
+// (RETRIES) says which attempt of the case in the run it is and why:
+// attempt=N why=retry (N from 2; a start without it is the first).
 // Readers ignore header keys and S fields they do not know (KEY=VALUE).
 // A case that cannot fit the job — it needs more CPUs, GPUs or memory
 // than the job has, or more time than it has left — is taken and not

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// RETRIES=2, RETRY_DELAY=1 on the local backend, 2 meta-jobs: a case that
+// fails twice and then succeeds ends succeeded in run 1 with 3 attempts, a
+// case that always fails ends failed with 3 attempts, and the others run
+// once. The status records say which attempt each start is; each retry
+// starts at least RETRY_DELAY after its failure ended; farm query counts
+// each case once in the run and says how many were started more than once.
+func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "count")
+	flaky := `n=$(cat ` + count + ` 2>/dev/null || echo 0); echo $((n+1)) > ` + count + `; [ "$n" -ge 2 ]`
+	cases := append([]string{flaky, "exit 3"}, repeat("sleep 0.1", 6)...)
+	dir := newFarm(t, cases, "0-00:10")
+	setConfig(t, dir, "RETRIES", "2")
+	setConfig(t, dir, "RETRY_DELAY", "1")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
+
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "succeeded" || c.Attempts != 3 || c.Run != 1 {
+		t.Errorf("case 1 (fails twice): %+v; want succeeded in run 1 after 3 attempts", c)
+	}
+	if c := st[2]; c.State != "failed" || c.Status != 3 || c.Attempts != 3 {
+		t.Errorf("case 2 (always fails): %+v; want failed (3) after 3 attempts", c)
+	}
+	for id := int64(3); id <= 8; id++ {
+		if c := st[id]; c.State != "succeeded" || c.Attempts != 1 {
+			t.Errorf("case %d: %+v; want succeeded at its first attempt", id, c)
+		}
+	}
+	// The records: attempts 2 and 3 of cases 1 and 2 say so, each at
+	// least a second after the end of the attempt before it.
+	start := regexp.MustCompile(`(?m)^S ([12]) (\S+) \S+(?: attempt=(\d) why=retry)?$`)
+	end := regexp.MustCompile(`(?m)^E ([12]) (\d+) (\S+) (\S+) `)
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		ends := map[string]float64{} // case -> end of its last attempt so far
+		idx := map[string]int{}
+		for _, m := range start.FindAllStringSubmatchIndex(s, -1) {
+			id, at := s[m[2]:m[3]], s[m[4]:m[5]]
+			attempt := "1"
+			if m[6] >= 0 {
+				attempt = s[m[6]:m[7]]
+			}
+			idx[id]++
+			if want := strconv.Itoa(idx[id]); attempt != want {
+				t.Errorf("%s: start %s of case %s says attempt %s", filepath.Base(f), want, id, attempt)
+			}
+			t0, _ := strconv.ParseFloat(at, 64)
+			if prev, ok := ends[id]; ok && t0 < prev+1-0.005 { // times are in ms
+				t.Errorf("%s: case %s's attempt %s started %.3f s after the one before ended; RETRY_DELAY=1", filepath.Base(f), id, attempt, t0-prev)
+			}
+			for _, e := range end.FindAllStringSubmatch(s[m[1]:], -1) {
+				if e[1] == id {
+					s0, _ := strconv.ParseFloat(e[3], 64)
+					d, _ := strconv.ParseFloat(e[4], 64)
+					ends[id] = s0 + d
+					break
+				}
+			}
+		}
+		for id, n := range idx {
+			if n != 3 {
+				t.Errorf("%s: case %s started %d times, want 3 (all in the meta-job that ran it first)", filepath.Base(f), id, n)
+			}
+		}
+	}
+	q := farmIn(t, dir, nil, "query")
+	if want := "run 1  8      7          1"; !strings.Contains(q.Out, want) {
+		t.Errorf("farm query does not count each case once (%q):\n%s", want, q.Out)
+	}
+	if want := "Attempts: 2 case(s) started more than once, at most 3 times"; !strings.Contains(q.Out, want) {
+		t.Errorf("farm query does not say %q:\n%s", want, q.Out)
+	}
+	if strings.Contains(q.Out+q.Err, "started 2 times") || strings.Contains(q.Out+q.Err, "started 3 times") {
+		t.Errorf("farm query takes the retries for duplicates:\n%s%s", q.Out, q.Err)
+	}
+}

@@ -1,0 +1,77 @@
+package metajob
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/farm-hpc/farm/casetable"
+)
+
+// Retries (RETRIES, RETRY_DELAY in the config). A case that exits non-zero
+// is run again by the meta-job that ran it, up to RETRIES more times in the
+// same run, RETRY_DELAY after it failed; meanwhile the meta-job runs its
+// other cases. A retry is not a claim: the case was claimed once in the run
+// (casetable/CLAIMS.md), by this meta-job, which alone runs its attempts,
+// one after the other. Each start says which attempt it is (status:
+// attempt=N why=retry). Fast-failure protection counts the failures of
+// retries as any others: a broken node stops the meta-job, and its pending
+// retries are left, with the case's failure, to 'farm resubmit'. So are
+// those that would come after the job's end.
+
+// pendingRetry is a case that failed and is to run again.
+type pendingRetry struct {
+	c     casetable.Case
+	retry int       // which retry: 1 for the case's second attempt in the run
+	due   time.Time // not before
+}
+
+// failed is told that case c, started as its retry-th retry (0: its first
+// attempt), exited with code, not 0: it is queued to run again if RETRIES
+// allows. It reports whether it was.
+func (m *Metajob) failed(c casetable.Case, retry, code int) bool {
+	cfg := m.Farm.Config
+	if retry >= cfg.Retries {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retries = append(m.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay)})
+	fmt.Fprintf(m.log, "farm: case %d exited with status %d (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
+		c.ID, code, retry+1, cfg.RetryDelay.Round(time.Millisecond), retry+1, cfg.Retries)
+	return true
+}
+
+// dueRetry takes the retry that is due first, if one is due now. m.mu is
+// held. (Retries are queued in the order they fall due: one delay for all.)
+func (m *Metajob) dueRetry() (pendingRetry, bool) {
+	if len(m.retries) == 0 || time.Now().Before(m.retries[0].due) {
+		return pendingRetry{}, false
+	}
+	r := m.retries[0]
+	m.retries = m.retries[1:]
+	return r, true
+}
+
+// awaitRetry is called when the table has no case left for the meta-job
+// and it holds none: it waits, with m.mu released, until the first pending
+// retry is due or a stop signal comes. It reports false, at once, when no
+// retry is pending, or when the first would fall due after the job's end
+// (the retries are then left for the next run: runLoops says so).
+func (m *Metajob) awaitRetry() bool {
+	if len(m.retries) == 0 {
+		return false
+	}
+	due := m.retries[0].due
+	if end := m.rt.end.at(); !end.IsZero() && due.After(end) {
+		return false // said when the job ends
+	}
+	m.mu.Unlock()
+	defer m.mu.Lock()
+	t := time.NewTimer(time.Until(due))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-m.stop.ch:
+	}
+	return true
+}
