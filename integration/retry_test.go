@@ -91,3 +91,36 @@ func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
 		t.Errorf("farm query takes the retries for duplicates:\n%s%s", q.Out, q.Err)
 	}
 }
+
+// Fast-failure protection still trips with retries on: a meta-job whose
+// cases all fail at once (a broken node) stops after N_failed_max very
+// short failures, retries included, and leaves its pending retries, failed,
+// for the next run, saying so; the failures it made are attempts of their
+// cases, and 'farm resubmit' runs them again.
+func TestLocalRetriesStillTripFastFailure(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("exit 1", 4), "0-00:10")
+	setConfig(t, dir, "RETRIES", "5")
+	setConfig(t, dir, "RETRY_DELAY", "1") // cases 1 and 2 wait for theirs as case 3 fails
+	setConfig(t, dir, "N_failed_max", "3")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	out, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
+	if len(out) != 1 {
+		t.Fatalf("job outputs %v, want 1", out)
+	}
+	b, _ := os.ReadFile(out[0])
+	for _, want := range []string{"Too many failed (very short) cases - exiting", "failed case(s) due to run again are left, failed, for the next run"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the job's output does not say %q:\n%s", want, b)
+		}
+	}
+	st := statusJSON(t, dir)
+	attempts := 0
+	for id := int64(1); id <= 4; id++ {
+		attempts += st[id].Attempts
+	}
+	if attempts != 3 {
+		t.Errorf("%d attempts in all, want 3 (N_failed_max): %+v", attempts, st)
+	}
+}
