@@ -208,28 +208,30 @@ func (c opCount) topFiles(n float64, k int) string {
 // the names farm gives its files (layout): a chain's slots, contents and
 // marks, a lane's files, the status files, the run's table, and so on.
 func fileKind(line string) string {
-	for _, k := range []struct {
-		re   *regexp.Regexp
-		kind string
-	}{
-		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/s\.\d+`), "slot s.N"},
-		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/g\.\d+`), "content g.N"},
-		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/c\.\d+`), "mark c.N"},
-		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+/tomb`), "tomb"},
-		{regexp.MustCompile(`/lanes\.[^/"<>]*/(index|cutoff|end|x\.\d+)`), "lane index, cutoff, ends"},
-		{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/head`), "head hint"},
-		{regexp.MustCompile(`/(claims|lanes)\.`), "chain directories"},
-		{regexp.MustCompile(`/STATUSES`), "status files"},
-		{regexp.MustCompile(`/table\.run`), "run table"},
-		{regexp.MustCompile(`/MISC/chain`), "MISC/chain"},
-		{regexp.MustCompile(`/MISC/local`), "local engine"},
-		{regexp.MustCompile(`/OUTPUT`), "job output"},
-	} {
+	for _, k := range fileKinds {
 		if k.re.MatchString(line) {
 			return k.kind
 		}
 	}
 	return "other"
+}
+
+var fileKinds = []struct {
+	re   *regexp.Regexp
+	kind string
+}{
+	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+(/|>, ")s\.\d+`), "slot s.N"},
+	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+(/|>, ")g\.\d+`), "content g.N"},
+	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+(/|>, ")c\.\d+`), "mark c.N"},
+	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+(/|>, ")tomb`), "tomb"},
+	{regexp.MustCompile(`/lanes\.[^/"<>]*(/|>, ")(index|cutoff|end|x\.\d+)`), "lane index, cutoff, ends"},
+	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*(/\d+)?(/|>, ")head`), "head hint"},
+	{regexp.MustCompile(`/(claims|lanes)\.`), "chain directories"},
+	{regexp.MustCompile(`/STATUSES`), "status files"},
+	{regexp.MustCompile(`/table\.run`), "run table"},
+	{regexp.MustCompile(`/MISC/chain`), "MISC/chain"},
+	{regexp.MustCompile(`/MISC/local`), "local engine"},
+	{regexp.MustCompile(`/OUTPUT`), "job output"},
 }
 
 func (c opCount) top(n float64, k int) string {
