@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -363,13 +364,15 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 }
 
 // dt_cutoff shared between lanes: none before a claim or in a run without
-// lanes; once shared, taken while it was computed from at least the
-// lane's done cases times the lanes.
+// lanes; once shared, taken by a claimer in lane 0 while it was computed
+// from at least the lane's done cases times the lanes, and by one in
+// another lane from a quarter of that.
 func TestLanesShareCutoff(t *testing.T) {
 	dir := newLaneFarm(t, 200, 4)
 	misc := filepath.Join(dir, "MISC")
 	a := NewStore(dir, misc)
 	defer a.Close()
+	a.Job = jobInLane(t, dir, 0)
 	if _, _, ok := a.SharedCutoff(); ok {
 		t.Fatal("a cutoff before any claim")
 	}
@@ -386,6 +389,23 @@ func TestLanesShareCutoff(t *testing.T) {
 	a.ShareCutoff(3.5, 12)
 	if c, n, ok := a.SharedCutoff(); !ok || c != 3.5 || n != 12 {
 		t.Errorf("SharedCutoff: %v %v %v, want 3.5 12 true", c, n, ok)
+	}
+	b := NewStore(dir, misc)
+	defer b.Close()
+	b.Job = jobInLane(t, dir, 2)
+	if _, err := b.Claim(context.Background(), 2, 1, func(st *State) error { st.Done += 8; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	a.ShareCutoff(4.5, 7) // fewer than 8 done × 4 lanes / 4
+	if _, _, ok := b.SharedCutoff(); ok {
+		t.Error("lane 2 took a cutoff of 7 durations with 8 expected")
+	}
+	a.ShareCutoff(5.5, 8)
+	if c, n, ok := b.SharedCutoff(); !ok || c != 5.5 || n != 8 {
+		t.Errorf("SharedCutoff in lane 2: %v %v %v, want 5.5 8 true", c, n, ok)
+	}
+	if _, _, ok := a.SharedCutoff(); ok {
+		t.Error("lane 0 took a cutoff of 8 durations with 12 expected")
 	}
 	plain := NewStore(newFarm(t, 10), "")
 	plain.misc = filepath.Join(plain.Dir, "MISC")
@@ -580,4 +600,19 @@ func TestLanesFor(t *testing.T) {
 	if got := LanesFor(1); got != 5 {
 		t.Errorf("with FARM_CLAIM_LANES=5, LanesFor(1) = %d", got)
 	}
+}
+
+// jobInLane is a job name whose home lane, in the 4-lane run of dir, is l.
+func jobInLane(t *testing.T, dir string, l int) string {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		job := "job" + strconv.Itoa(i)
+		h := fnv.New32a()
+		h.Write([]byte(job))
+		if int(h.Sum32()%4) == l {
+			return job
+		}
+	}
+	t.Fatalf("no job name in lane %d of %s", l, dir)
+	return ""
 }
