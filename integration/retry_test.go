@@ -124,3 +124,30 @@ func TestLocalRetriesStillTripFastFailure(t *testing.T) {
 		t.Errorf("%d attempts in all, want 3 (N_failed_max): %+v", attempts, st)
 	}
 }
+
+// In SIMPLE mode (farm submit -1: a job a case) a job runs its own case's
+// retries and claims nothing more: the flaky case succeeds on its second
+// attempt, and each of the 3 jobs ran one case.
+func TestLocalRetriesInSimpleMode(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "count")
+	flaky := `n=$(cat ` + count + ` 2>/dev/null || echo 0); echo $((n+1)) > ` + count + `; [ "$n" -ge 1 ]`
+	dir := newFarm(t, []string{flaky, "true", "true"}, "0-00:10")
+	setConfig(t, dir, "RETRIES", "1")
+	mustFarm(t, dir, "submit", "-1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "succeeded" || c.Attempts != 2 {
+		t.Errorf("case 1: %+v; want succeeded after 2 attempts", c)
+	}
+	jobs := map[string][]int64{}
+	for id := int64(1); id <= 3; id++ {
+		if c := st[id]; c.State != "succeeded" {
+			t.Errorf("case %d: %+v; want succeeded", id, c)
+		}
+		jobs[st[id].Job] = append(jobs[st[id].Job], id)
+	}
+	if len(jobs) != 3 {
+		t.Errorf("cases by job %v; want one job a case", jobs)
+	}
+}

@@ -395,7 +395,7 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 		if code != 0 {
 			m.failed(c, s.retry, code)
 		}
-		if m.Env.Simple {
+		if m.Env.Simple && !m.simpleRetries() {
 			return MsgSimpleDone, nil
 		}
 	}

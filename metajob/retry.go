@@ -41,6 +41,16 @@ func (m *Metajob) failed(c casetable.Case, retry, code int) bool {
 	return true
 }
 
+// simpleRetries reports, in SIMPLE mode (one case a job), whether the
+// job's case is to run again: it then claims nothing more, and runs only
+// its retries.
+func (m *Metajob) simpleRetries() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tableDone = true
+	return len(m.retries) > 0
+}
+
 // dueRetry takes the retry that is due first, if one is due now. m.mu is
 // held. (Retries are queued in the order they fall due: one delay for all.)
 func (m *Metajob) dueRetry() (pendingRetry, bool) {
