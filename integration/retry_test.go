@@ -151,3 +151,24 @@ func TestLocalRetriesInSimpleMode(t *testing.T) {
 		t.Errorf("cases by job %v; want one job a case", jobs)
 	}
 }
+
+// The retries of one bad case do not trip fast-failure protection on a
+// healthy node: with RETRIES=4 and the default N_failed_max=5, a case that
+// fails at once every time is tried 5 times and the meta-job runs the
+// other cases.
+func TestLocalRetriesOfOneCaseDoNotTripFastFailure(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, append([]string{"exit 1"}, repeat("true", 5)...), "0-00:10")
+	setConfig(t, dir, "RETRIES", "4")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "failed" || c.Attempts != 5 {
+		t.Errorf("case 1: %+v; want failed after 5 attempts", c)
+	}
+	for id := int64(2); id <= 6; id++ {
+		if c := st[id]; c.State != "succeeded" {
+			t.Errorf("case %d: %+v; want succeeded (fast-failure protection tripped?)", id, c)
+		}
+	}
+}

@@ -83,8 +83,9 @@ type Metajob struct {
 	bs     batchSizer
 	halted bool // a loop ended with an error: the others take no more cases
 
-	retries   []pendingRetry // failed cases to run again (retry.go)
-	tableDone bool           // a claim found no case left: only retries remain
+	retries     []pendingRetry // failed cases to run again (retry.go)
+	retriesLeft int            // retries taken and not started: left, failed, for the next run
+	tableDone   bool           // a claim found no case left: only retries remain
 
 	table      string // the run's table (one per meta-job), set at its first claim
 	tableLines int64  // its lines
@@ -269,7 +270,7 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	if n := len(m.retries); n > 0 {
+	if n := len(m.retries) + m.retriesLeft; n > 0 {
 		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
 	}
 	msg, err := jobEnd(m.ends)
@@ -373,11 +374,13 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 		}
 		g, ok := m.pool.acquire(t, w, s.k-1)
 		if !ok {
+			m.retryNotStarted(s)
 			return m.notStarted(), nil
 		}
-		if start, msg, err := m.stillStarts(ctx, c, w); !start {
+		if start, msg, err := m.stillStarts(ctx, c, w, s.retry); !start {
 			// Waited for its turn past a stop, the run-time or its
 			// min_time: not started.
+			m.retryNotStarted(s)
 			m.pool.release(g)
 			if msg != "" || err != nil {
 				return msg, err
@@ -389,11 +392,11 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 		if msg != "" || err != nil {
 			return msg, err
 		}
-		if m.ended(s, code, d) {
-			return MsgFastFailure, ErrFastFailure
-		}
 		if code != 0 {
 			m.failed(c, s.retry, code)
+		}
+		if m.ended(s, code, d) {
+			return MsgFastFailure, ErrFastFailure
 		}
 		if m.Env.Simple && !m.simpleRetries() {
 			return MsgSimpleDone, nil
@@ -414,13 +417,15 @@ func (m *Metajob) notStarted() string {
 	return MsgStopped
 }
 
-// stillStarts reports whether case c may still start once its turn came
+// stillStarts reports whether case c (its retry-th retry; 0: its first
+// attempt) may still start once its turn came
 // (it may have waited long): not after a stop signal (message MsgStopped),
 // nor when the meta-job's run is no longer the current one (MsgSuperseded;
 // re-checked only after a silence, recheck.go), nor when the job's time
 // left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
-// min_time (c is recorded unfit, no message: the loop goes on).
-func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want) (bool, string, error) {
+// min_time (c is recorded unfit, no message: the loop goes on; a retry is
+// not recorded: it stays failed).
+func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want, retry int) (bool, string, error) {
 	if m.stop.stopped() {
 		return false, MsgStopped, nil
 	}
@@ -433,13 +438,17 @@ func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want) (bo
 		return false, MsgNoRuntime, nil
 	}
 	if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
+		if retry > 0 {
+			return false, "", nil // stays failed: counted by retryNotStarted
+		}
 		return false, "", m.recordUnfit(c, why)
 	}
 	return true, "", nil
 }
 
 // ended counts case ended with code after d: the job's pace, the cases
-// finished for the next claim, and fast-failure protection — per loop in
+// finished for the next claim, and fast-failure protection (first attempts
+// only) — per loop in
 // WHOLE_NODE mode (as META's loops each have theirs), else for the whole
 // job, however many loops run its cases. It reports whether the loop must
 // stop.
@@ -448,6 +457,12 @@ func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
 	defer m.mu.Unlock()
 	m.bs.observe(d)
 	m.rt.finished++
+	if s.retry > 0 {
+		// Fast-failure protection judges the node by first attempts:
+		// the retries of one bad case must not make a healthy node
+		// look broken (a broken node fails the next cases too).
+		return !m.wholeNode && m.ffTripped
+	}
 	if m.wholeNode {
 		return s.ff.add(code, d)
 	}
@@ -509,6 +524,9 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		// After a silence (a job frozen with cases queued), is the run
 		// still the meta-job's? Only a look at the clock otherwise.
 		if msg, err := m.recheck(ctx, 0); msg != "" || err != nil {
+			if retry {
+				m.retriesLeft++
+			}
 			return casetable.Case{}, want{}, 0, msg, err
 		}
 		if s.batch != m.batch {
@@ -526,6 +544,10 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		}
 		w := m.pool.wants(c.Needs, m.wholeNode)
 		if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
+			if retry {
+				m.retriesLeft++ // it stays failed, for the next run
+				continue
+			}
 			if err := m.recordUnfit(c, why); err != nil {
 				return casetable.Case{}, want{}, 0, "", err
 			}

@@ -51,6 +51,18 @@ func (m *Metajob) simpleRetries() bool {
 	return len(m.retries) > 0
 }
 
+// retryNotStarted is told that loop s did not start its case after all (a
+// stop, the run-time, the run superseded): if the case was a retry, it is
+// counted among those left for the next run.
+func (m *Metajob) retryNotStarted(s *loop) {
+	if s.retry == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.retriesLeft++
+	m.mu.Unlock()
+}
+
 // dueRetry takes the retry that is due first, if one is due now. m.mu is
 // held. (Retries are queued in the order they fall due: one delay for all.)
 func (m *Metajob) dueRetry() (pendingRetry, bool) {
@@ -64,24 +76,35 @@ func (m *Metajob) dueRetry() (pendingRetry, bool) {
 
 // awaitRetry is called when the table has no case left for the meta-job
 // and it holds none: it waits, with m.mu released, until the first pending
-// retry is due or a stop signal comes. It reports false, at once, when no
-// retry is pending, or when the first would fall due after the job's end
-// (the retries are then left for the next run: runLoops says so).
+// retry is due, a stop signal comes, or another loop ends the job (an
+// error, fast-failure protection, the run superseded: next sees it). It
+// reports false, at once, when no retry is pending, or when the first
+// would fall due too late to run: after the job's end less dt_cutoff (the
+// retries are then left for the next run: runLoops says so).
 func (m *Metajob) awaitRetry() bool {
 	if len(m.retries) == 0 {
 		return false
 	}
 	due := m.retries[0].due
-	if end := m.rt.end.at(); !end.IsZero() && due.After(end) {
+	if end := m.rt.end.at(); !end.IsZero() && due.After(end.Add(-time.Duration(m.rt.cutoff*float64(time.Second)))) {
 		return false // said when the job ends
 	}
-	m.mu.Unlock()
-	defer m.mu.Lock()
-	t := time.NewTimer(time.Until(due))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-m.stop.ch:
+	for {
+		wait := min(time.Until(due), awaitLook)
+		m.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-m.stop.ch:
+		}
+		t.Stop()
+		m.mu.Lock()
+		if !time.Now().Before(due) || m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" {
+			return true
+		}
 	}
-	return true
 }
+
+// awaitLook is how often a loop waiting for a retry looks whether another
+// loop ended the job.
+const awaitLook = time.Second

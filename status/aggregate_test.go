@@ -445,6 +445,14 @@ func TestRetriesAreAttemptsNotDuplicates(t *testing.T) {
 	if len(sum.Duplicates) != 1 || sum.Duplicates[0].ID != 4 {
 		t.Errorf("duplicates %+v, want case 4 alone", sum.Duplicates)
 	}
+	// farm query --watch's Tail counts the run the same way.
+	tc, err := NewTail(dir).Refresh(func(string) bool { return true }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *tc.Runs[1], (Counts{Succeeded: 4, Failed: 1, Running: 1}); got != want {
+		t.Errorf("Tail: run 1 counts %+v, want %+v", got, want)
+	}
 	if got := sum.Restarted(); got != 5 {
 		t.Errorf("Restarted() = %d, want 5", got)
 	}

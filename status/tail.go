@@ -38,6 +38,9 @@ type tailFile struct {
 func (t *Tail) newFile(job string, restart int) *tailFile {
 	tf := &tailFile{job: job, restart: restart}
 	tf.rp.fn = func(_ *File, a *Attempt) error {
+		if a.Attempt > 1 && tf.c.Failed > 0 {
+			tf.c.Failed-- // a retry: its failed attempt before it, in this file, was counted (as in Load)
+		}
 		tf.c.Add(a.State)
 		if a.Ended() {
 			t.ends = append(t.ends, a.Start+a.Seconds)
@@ -102,7 +105,13 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		// The cases open so far: running or interrupted, as ReadFile
 		// decides.
 		opt := ReadOptions{Live: live, Superseded: tf.restart < latest[tf.job]}
-		tf.rp.settle(opt, func(_ *File, a *Attempt) error { c.Add(a.State); return nil })
+		tf.rp.settle(opt, func(_ *File, a *Attempt) error {
+			if a.Attempt > 1 && c.Failed > 0 {
+				c.Failed-- // a retry still open: its failed attempt was counted
+			}
+			c.Add(a.State)
+			return nil
+		})
 		out.Succeeded += tf.c.Succeeded
 	}
 	keep := t.ends[:0]
