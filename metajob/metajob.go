@@ -491,35 +491,12 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		if m.superseded != "" { // found by another loop
 			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
 		}
-		r, retry := m.dueRetry()
-		if retry {
-			if m.rt.tooLate() {
-				m.retries = append([]pendingRetry{r}, m.retries...)
-				return casetable.Case{}, want{}, 0, MsgNoRuntime, nil
-			}
-		} else if len(m.queue) == 0 {
-			if m.tableDone {
-				if m.awaitRetry() {
-					continue
-				}
-				return casetable.Case{}, want{}, 0, MsgNoCases, nil
-			}
-			t := time.Now()
-			cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
-			m.bs.claimed(time.Since(t))
-			if msg == MsgNoCases && err == nil && len(m.retries) > 0 {
-				m.tableDone = true // the last claim; what is left is retries
-				continue
-			}
-			if msg != "" || err != nil {
-				return casetable.Case{}, want{}, 0, msg, err
-			}
-			m.queue = cases
-			m.batch++
-		} else if m.rt.tooLate() {
-			// The rest of the batch would likely not finish: it stays
-			// never started, for the next run.
-			return casetable.Case{}, want{}, 0, MsgNoRuntime, nil
+		r, retry, again, msg, err := m.fill(ctx)
+		if again {
+			continue
+		}
+		if msg != "" || err != nil {
+			return casetable.Case{}, want{}, 0, msg, err
 		}
 		// After a silence (a job frozen with cases queued), is the run
 		// still the meta-job's? Only a look at the clock otherwise.
@@ -558,6 +535,48 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		}
 		return c, w, m.pool.ticket(), "", nil
 	}
+}
+
+// fill readies the next case for next: a retry that is due, else the
+// batch's next case, claiming a batch when none is left. It reports the
+// retry (retry) if that is it; again when next must look again (the table
+// ran out while retries remain, or a wait for one ended); or the message
+// to end the loop with. m.mu is held.
+func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, msg string, err error) {
+	if r, ok := m.dueRetry(); ok {
+		if m.rt.tooLate() {
+			m.retries = append([]pendingRetry{r}, m.retries...)
+			return r, false, false, MsgNoRuntime, nil
+		}
+		return r, true, false, "", nil
+	}
+	if len(m.queue) > 0 {
+		if m.rt.tooLate() {
+			// The rest of the batch would likely not finish: it stays
+			// never started, for the next run.
+			return r, false, false, MsgNoRuntime, nil
+		}
+		return r, false, false, "", nil
+	}
+	if m.tableDone {
+		if m.awaitRetry() {
+			return r, false, true, "", nil
+		}
+		return r, false, false, MsgNoCases, nil
+	}
+	t := time.Now()
+	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
+	m.bs.claimed(time.Since(t))
+	if msg == MsgNoCases && err == nil && len(m.retries) > 0 {
+		m.tableDone = true // the last claim; what is left is retries
+		return r, false, true, "", nil
+	}
+	if msg != "" || err != nil {
+		return r, false, false, msg, err
+	}
+	m.queue = cases
+	m.batch++
+	return r, false, false, "", nil
 }
 
 // recordUnfit records that case c was taken and is not started, and why.
