@@ -767,8 +767,8 @@ var ErrNoLane = errors.New("no lane of the run left to store it in")
 // 1.0 on 4 lanes: BENCHMARKS.md). When lane 0's meta-jobs do not keep it
 // that recent (none claims there, or the lane is used up), the other lanes
 // recompute once the value is a quarter of their threshold's: dt_cutoff
-// from a quarter as many durations, never none. ok is false in a run without lanes, or when no
-// shared value is recent enough (the file is a cache, see ShareCutoff; one
+// from a quarter as many durations, never none. ok is false in a run
+// without lanes, or when no shared value is recent enough (the file is a cache, see ShareCutoff; one
 // read stale by a client's cache, or while its first record is being
 // written, only costs a recomputation).
 func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {

@@ -13,10 +13,12 @@ import (
 // other cases. A retry is not a claim: the case was claimed once in the run
 // (casetable/CLAIMS.md), by this meta-job, which alone runs its attempts,
 // one after the other. Each start says which attempt it is (status:
-// attempt=N why=retry). Fast-failure protection counts the failures of
-// retries as any others: a broken node stops the meta-job, and its pending
-// retries are left, with the case's failure, to 'farm resubmit'. So are
-// those that would come after the job's end.
+// attempt=N why=retry). Fast-failure protection judges the node by first
+// attempts only (Metajob.ended): a broken node fails the next cases too and
+// stops the meta-job, while the retries of one bad case do not. A meta-job
+// that stops leaves its pending retries, with the case's failure, to 'farm
+// resubmit'; so are those that would come after the job's end less
+// dt_cutoff, and those that no longer fit the time left.
 
 // pendingRetry is a case that failed and is to run again.
 type pendingRetry struct {
@@ -27,18 +29,17 @@ type pendingRetry struct {
 
 // failed is told that case c, started as its retry-th retry (0: its first
 // attempt), exited with code, not 0: it is queued to run again if RETRIES
-// allows. It reports whether it was.
-func (m *Metajob) failed(c casetable.Case, retry, code int) bool {
+// allows.
+func (m *Metajob) failed(c casetable.Case, retry, code int) {
 	cfg := m.Farm.Config
 	if retry >= cfg.Retries {
-		return false
+		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.retries = append(m.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay)})
 	fmt.Fprintf(m.log, "farm: case %d exited with status %d (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
 		c.ID, code, retry+1, cfg.RetryDelay.Round(time.Millisecond), retry+1, cfg.Retries)
-	return true
 }
 
 // simpleRetries reports, in SIMPLE mode (one case a job), whether the
