@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -605,14 +605,41 @@ func TestLanesFor(t *testing.T) {
 // jobInLane is a job name whose home lane, in the 4-lane run of dir, is l.
 func jobInLane(t *testing.T, dir string, l int) string {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
-		job := "job" + strconv.Itoa(i)
-		h := fnv.New32a()
-		h.Write([]byte(job))
-		if int(h.Sum32()%4) == l {
-			return job
+	return "job" + strconv.Itoa(100+l)
+}
+
+// TestHomeLanesAreEven: the meta-jobs of one submission (consecutive job
+// IDs, or an array's tasks) are spread evenly over the lanes, and a name
+// without digits still gets a lane.
+func TestHomeLanesAreEven(t *testing.T) {
+	for _, c := range []struct {
+		name  func(i int) string
+		jobs  int
+		lanes int
+	}{
+		{func(i int) string { return strconv.Itoa(48213 + i) }, 128, 4},    // Slurm, one sbatch each
+		{func(i int) string { return strconv.Itoa(48213 + i) }, 128, 128},  // a lane each
+		{func(i int) string { return "48213_" + strconv.Itoa(i) }, 100, 3}, // Slurm array tasks
+		{func(i int) string { return "911." + strconv.Itoa(i+1) }, 64, 8},  // Grid Engine array tasks
+		{func(i int) string { return strconv.Itoa(i + 1) }, 33, 2},         // the local engine
+		{func(i int) string { return strconv.Itoa(98765432101234 + i) }, 40, 4},
+	} {
+		n := make([]int, c.lanes)
+		for i := 0; i < c.jobs; i++ {
+			l := homeLane(c.name(i), c.lanes)
+			if l < 0 || l >= c.lanes {
+				t.Fatalf("homeLane(%q, %d) = %d", c.name(i), c.lanes, l)
+			}
+			n[l]++
+		}
+		lo, hi := slices.Min(n), slices.Max(n)
+		if hi-lo > 1 {
+			t.Errorf("%d jobs like %q over %d lanes: %v meta-jobs a lane, want even", c.jobs, c.name(0), c.lanes, n)
 		}
 	}
-	t.Fatalf("no job name in lane %d of %s", l, dir)
-	return ""
+	for _, job := range []string{"", "repair", "adopt"} {
+		if l := homeLane(job, 5); l < 0 || l >= 5 {
+			t.Errorf("homeLane(%q, 5) = %d", job, l)
+		}
+	}
 }
