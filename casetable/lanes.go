@@ -713,8 +713,9 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, bef
 // (in the run, or in a lane): near the end, at most a sixteenth of what is
 // left, or less when many others claim: twice the others this store found
 // committing between its own last two claims, or winning the slots it
-// lost (a share for each), or, when claims are so contended that it takes
-// several batches' worth at a time, 16 shares a batch's worth.
+// lost (a share for each). Not fewer when Ahead is up: Ahead grows most,
+// which only makes the limit apply sooner, and a share that shrank with
+// Ahead made a contended lane's claims 1 to 3 cases each (CLAIMS.md).
 func (s *Store) share(most int, left int64) int {
 	share := max(16, 2*s.peers)
 	if left < share*int64(most) {
