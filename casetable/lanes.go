@@ -32,7 +32,7 @@ import (
 // one lane only. The main chain names the lanes (State.Lanes, LaneDir),
 // and changes only when a run starts or a repair rebuilds the state.
 //
-//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C",
+//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C jobs=N",
 //	                          then per block the byte offset of its first case and the lines before it
 //	MISC/lanes.R.NONCE/ℓ/     lane ℓ's chain (segments, marks, generations as the main chain's)
 //	MISC/lanes.R.NONCE/x.ℓ    made by the claimer whose claim exhausted lane ℓ
@@ -88,6 +88,7 @@ type laneIndex struct {
 	block   int64   // cases per block
 	cases   int64   // cases of the run's table
 	starts  []int64 // per block, the byte offset of its first case
+	jobs    int     // the meta-jobs the run was started for; 0: not known
 	lines   []int64 // per block, the lines of the table before it
 	nblocks int64
 }
@@ -112,6 +113,33 @@ func (x *laneIndex) laneCases(l int) int64 {
 		n += min(x.block, x.cases-b*x.block)
 	}
 	return n
+}
+
+// FirstBatch, as Claim's most, asks for a meta-job's first claim of a run:
+// one case on the main chain; in a run with lanes, a fair first share of
+// the lane (firstShare), so that the meta-jobs of a lane, which all start
+// at once, do not each make a generation for one case, then two, then
+// four … before their batches reach a second's work: on the cluster rig
+// that start-up herd was most of the wall of short runs of 128 meta-jobs
+// (BENCHMARKS.md).
+const FirstBatch = 0
+
+// maxFirstShare caps a first claim in a lane: the cases' durations are not
+// known yet (a batch of hour-long cases that does not fit in the job's
+// time is left never started, for the next run).
+const maxFirstShare = 16
+
+// firstShare is the first claim's size in lane l: its cases over twice
+// the meta-jobs that share it (as the run was started; 32 when not
+// known), 1 to maxFirstShare. The meta-jobs of the lane, each taking half
+// its fair share of what is left, leave about 40% of the lane for the
+// claims that follow, sized by the cases' pace.
+func (x *laneIndex) firstShare(l int) int {
+	per := int64(jobsPerLane)
+	if x.jobs > 0 {
+		per = int64(max((x.jobs+x.lanes-1)/x.lanes, 1))
+	}
+	return int(min(max(x.laneCases(l)/(2*per), 1), maxFirstShare))
 }
 
 // blockSize is the cases per block for a table of cases cases: 16, more
@@ -205,7 +233,11 @@ func buildIndex(path string, lanes int, size int64) (*laneIndex, error) {
 
 func (x *laneIndex) marshal() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%slanes=%d block=%d blocks=%d cases=%d\n", lanesMagic, x.lanes, x.block, x.blocks(), x.cases)
+	fmt.Fprintf(&b, "%slanes=%d block=%d blocks=%d cases=%d", lanesMagic, x.lanes, x.block, x.blocks(), x.cases)
+	if x.jobs > 0 {
+		fmt.Fprintf(&b, " jobs=%d", x.jobs)
+	}
+	b.WriteByte('\n')
 	for i := range x.starts {
 		b.WriteString(strconv.FormatInt(x.starts[i], 10))
 		b.WriteByte(' ')
@@ -258,6 +290,8 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 			blocks = n
 		case "cases":
 			x.cases = n
+		case "jobs": // since 2026-11-27; older indexes lack it
+			x.jobs = int(max(n, 0))
 		}
 	}
 	if x.lanes < 2 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
@@ -298,7 +332,9 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 // block. It returns st with Lanes and LaneDir set, for the caller to commit
 // on the main chain; nobody knows the lanes before that commit. A table
 // with fewer blocks than lanes gets fewer lanes (none: st as it was).
-func MakeLanes(dir, misc string, st State, lanes int) (State, error) {
+// jobs is the meta-jobs the run is started for (0: not known), which sizes
+// their first claims (FirstBatch).
+func MakeLanes(dir, misc string, st State, lanes, jobs int) (State, error) {
 	if lanes < 2 || st.Simple || st.TSize <= 0 {
 		return st, nil
 	}
@@ -310,6 +346,7 @@ func MakeLanes(dir, misc string, st State, lanes int) (State, error) {
 		return st, nil
 	}
 	x.lanes = int(min(int64(lanes), x.blocks()))
+	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce())
 	ldir := filepath.Join(misc, name)
 	if err := os.Mkdir(ldir, 0o755); err != nil {
@@ -626,7 +663,9 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 // reports whether the lane has nothing left after it.
 func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]Case, bool, error) {
 	ls.checked = tableID{} // the table is checked once a claim
-	most = max(most, 1)
+	if most < 1 {
+		most = L.x.firstShare(L.home)
+	}
 	var cases []Case
 	exhausted := false
 	x := L.x

@@ -21,6 +21,12 @@ import (
 // made, then the commit on the main chain.
 func startLaneRun(t testing.TB, dir string, run, lanes int) State {
 	t.Helper()
+	return startLaneRunFor(t, dir, run, lanes, 0)
+}
+
+// startLaneRunFor is startLaneRun for a run started for jobs meta-jobs.
+func startLaneRunFor(t testing.TB, dir string, run, lanes, jobs int) State {
+	t.Helper()
 	misc := filepath.Join(dir, "MISC")
 	st := NewStore(dir, misc)
 	defer st.Close()
@@ -40,7 +46,7 @@ func startLaneRun(t testing.TB, dir string, run, lanes int) State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := MakeLanes(dir, misc, State{Run: run, Table: "table.dat", TSize: size, TIno: ino, TFP: fp}, lanes)
+	ls, err := MakeLanes(dir, misc, State{Run: run, Table: "table.dat", TSize: size, TIno: ino, TFP: fp}, lanes, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,5 +647,45 @@ func TestHomeLanesAreEven(t *testing.T) {
 		if l := homeLane(job, 5); l < 0 || l >= 5 {
 			t.Errorf("homeLane(%q, 5) = %d", job, l)
 		}
+	}
+}
+
+// A meta-job's first claim (FirstBatch) takes a fair first share of its
+// lane — its cases over twice the lane's meta-jobs as the run was started
+// (32 when the index does not say), 1 to 16 — and one case on the main
+// chain; the claims after it take what they ask.
+func TestFirstBatchIsAFairShareOfTheLane(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		cases, lanes, jobs, want int
+	}{
+		{3000, 4, 0, 11},   // 750 a lane, 32 meta-jobs a lane: 750/64
+		{3000, 4, 128, 11}, // the same, said
+		{3000, 4, 16, 16},  // 750/8, at most 16
+		{400, 4, 64, 3},    // 100 a lane, 16 meta-jobs a lane: 100/32
+		{400, 4, 4096, 1},  // at least 1
+	} {
+		dir := newFarm(t, c.cases)
+		startLaneRunFor(t, dir, 2, c.lanes, c.jobs)
+		st := NewStore(dir, filepath.Join(dir, "MISC"))
+		st.Job = "17"
+		got, err := st.Claim(ctx, 2, FirstBatch, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.want {
+			t.Errorf("%d cases, %d lanes, %d meta-jobs: the first claim took %d cases, want %d", c.cases, c.lanes, c.jobs, len(got), c.want)
+		}
+		if next, err := st.Claim(ctx, 2, 3, nil); err != nil || len(next) != 3 {
+			t.Errorf("the claim after it took %d cases (%v), want 3", len(next), err)
+		}
+		st.Close()
+	}
+	// No lanes: one case.
+	dir := newFarm(t, 100)
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	if got, err := st.Claim(ctx, 1, FirstBatch, nil); err != nil || len(got) != 1 {
+		t.Errorf("on the main chain the first claim took %d cases (%v), want 1", len(got), err)
 	}
 }

@@ -367,7 +367,7 @@ func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ls, err := MakeLanes(dir, misc, State{Run: 1, Table: table, TSize: size, TIno: ino, TFP: fp}, lanes)
+	ls, err := MakeLanes(dir, misc, State{Run: 1, Table: table, TSize: size, TIno: ino, TFP: fp}, lanes, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

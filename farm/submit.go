@@ -558,7 +558,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	if !simple {
 		r := fsretry.Retrier{Log: f.Out}
 		if err := r.Do(ctx, func() (err error) {
-			lanes, err = casetable.MakeLanes(f.Dir, f.Path(layout.MiscDir), lanes, casetable.LanesFor(nr.jobs))
+			lanes, err = casetable.MakeLanes(f.Dir, f.Path(layout.MiscDir), lanes, casetable.LanesFor(nr.jobs), nr.jobs)
 			return err
 		}); err != nil {
 			return f.writeErr(err)

@@ -3,6 +3,8 @@ package metajob
 import (
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/casetable"
 )
 
 // fakeClock is a clock the test moves.
@@ -19,8 +21,8 @@ func TestBatchSizerFollowsThePaceOfCases(t *testing.T) {
 		ahead int
 		want  []int
 	}{
-		{1, []int{1, 2, 4, 8, 10, 10}},
-		{4, []int{1, 2, 4, 8, 16, 32, 40, 40}},
+		{1, []int{casetable.FirstBatch, 2, 4, 8, 10, 10}},
+		{4, []int{casetable.FirstBatch, 2, 4, 8, 16, 32, 40, 40}},
 	} {
 		clk := &fakeClock{t: time.Unix(1e9, 0)}
 		b := batchSizer{now: clk.now}
@@ -55,7 +57,7 @@ func TestBatchSizerIgnoresClaimTime(t *testing.T) {
 	clk.t = clk.t.Add(10 * time.Millisecond)
 	b.observe(10 * time.Millisecond)
 	clk.t = clk.t.Add(50 * time.Millisecond) // a slow claim: 5 cases' time
-	b.claimed(50 * time.Millisecond)
+	b.claimed(50*time.Millisecond, 1)
 	var k int
 	for range 12 {
 		k = b.next(rt, 1)

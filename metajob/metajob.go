@@ -566,7 +566,7 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	}
 	t := time.Now()
 	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
-	m.bs.claimed(time.Since(t))
+	m.bs.claimed(time.Since(t), len(cases))
 	if msg == MsgNoCases && err == nil && len(m.retries) > 0 {
 		m.tableDone = true // the last claim; what is left is retries
 		return r, false, true, "", nil
@@ -728,7 +728,9 @@ const BatchSeconds = 1.0
 // MaxBatch caps the cases claimed in one commit.
 const MaxBatch = 8192
 
-// batchSizer picks how many cases the next claim takes: one at first, then
+// batchSizer picks how many cases the next claim takes: what the store
+// picks at first (casetable.FirstBatch: one case, more in a run with
+// lanes), one while no case has ended, then
 // about ahead × BatchSeconds of the job's work by the pace at which its
 // cases have ended so far — the time since the first started, less the
 // time the job spent claiming, over the cases ended: what a case costs the
@@ -759,11 +761,13 @@ func (b *batchSizer) observe(d time.Duration) {
 	b.n++
 }
 
-// claimed counts a claim that took d.
-func (b *batchSizer) claimed(d time.Duration) {
+// claimed counts a claim that took d and handed out n cases: the next
+// claim doubles from n at most.
+func (b *batchSizer) claimed(d time.Duration, n int) {
 	if b.n > 0 {
 		b.claiming += d
 	}
+	b.k = max(b.k, n)
 }
 
 // next is the size of the next claim, for a job whose store asks for
@@ -773,8 +777,14 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 	if lim == 0 {
 		lim = MaxBatch
 	}
-	if b.k == 0 || b.n == 0 {
+	if b.k == 0 && lim > 1 {
+		// The first claim: the store sizes it (casetable.FirstBatch: one
+		// case, or in a run with lanes a fair first share of the lane).
 		b.k = 1
+		return casetable.FirstBatch
+	}
+	if b.k == 0 || b.n == 0 {
+		b.k = max(b.k, 1)
 		return min(b.k, lim)
 	}
 	mean := (b.clock().Sub(b.first) - b.claiming).Seconds() / float64(b.n)
