@@ -73,7 +73,7 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	sel := opt.Select
 	sel.MaxCrashes = f.Config.MaxCrashes
 	keep := func(id int64) bool { return sel.keeps(sum.Get(id)) }
-	n, by, crashedOut, err := f.countChosen(sum, sel)
+	n, by, crashedOut, tries, err := f.countChosen(sum, sel)
 	if err != nil {
 		return err
 	}
@@ -91,13 +91,46 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		}
 		return fmt.Errorf("%w (no case is chosen by %s)", ErrNothingLeft, sel)
 	}
-	return f.launchResubmit(ctx, su, opt, state, n, keep, sel.chose(n, by, crashedOut))
+	return f.launchResubmit(ctx, su, opt, state, n, keep, sel.chose(n, by, crashedOut), tries.String())
+}
+
+// priorAttempts counts the attempts, over every run so far, of the cases a
+// resubmit chose: what farm.log says of them.
+type priorAttempts struct {
+	never, once, more, most int
+}
+
+func (a *priorAttempts) add(n int) {
+	switch {
+	case n == 0:
+		a.never++
+	case n == 1:
+		a.once++
+	default:
+		a.more++
+	}
+	a.most = max(a.most, n)
+}
+
+// String: "attempts so far: 2 never started, 40 once, 12 more than once (at most 4)".
+func (a priorAttempts) String() string {
+	var parts []string
+	if a.never > 0 {
+		parts = append(parts, fmt.Sprintf("%d never started", a.never))
+	}
+	if a.once > 0 {
+		parts = append(parts, fmt.Sprintf("%d once", a.once))
+	}
+	if a.more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more than once (at most %d times)", a.more, a.most))
+	}
+	return "attempts so far: " + strings.Join(parts, ", ")
 }
 
 // countChosen counts, writing nothing, the cases of table.dat that sel
 // chooses (by Selection.label), and those it leaves out only for the crash
 // limit; an ID of sel's that the table does not have is an error.
-func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[string]int, crashedOut int, err error) {
+func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[string]int, crashedOut int, tries priorAttempts, err error) {
 	by = map[string]int{}
 	unlimited := sel
 	unlimited.MaxCrashes = 0
@@ -107,6 +140,7 @@ func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[st
 		c := sum.Get(id)
 		if sel.keeps(c) {
 			by[sel.label(c)]++
+			tries.add(c.Attempts)
 			return true
 		}
 		if unlimited.keeps(c) {
@@ -115,15 +149,16 @@ func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[st
 		return false
 	})
 	if err != nil {
-		return 0, nil, 0, tableErr(err)
+		return 0, nil, 0, tries, tableErr(err)
 	}
-	return n, by, crashedOut, sel.missing(hit, layout.Table)
+	return n, by, crashedOut, tries, sel.missing(hit, layout.Table)
 }
 
 // launchResubmit launches the run after state's, over the n cases of
 // table.dat that keep keeps, written to a table of its own once nothing can
-// refuse it (launchSetup.prepare).
-func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool, chose string) error {
+// refuse it (launchSetup.prepare). chose says what was chosen, tries the
+// chosen cases' attempts so far; farm.log gets both.
+func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool, chose, tries string) error {
 	// The new run's table gets a name of its own, so that two resubmits
 	// racing never write one file; the one whose run starts also leaves it
 	// as table.dat_, as META does.
@@ -146,6 +181,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		return err
 	}
 	atomicfile.Link(f.Path(runTable), f.Path(layout.RetryTable))
+	f.Log("resubmit: run %d runs %s; %s", state.Run+1, chose, tries)
 	return nil
 }
 

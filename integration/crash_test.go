@@ -32,6 +32,10 @@ func TestLocalAutoStopsAtTheCrashLimit(t *testing.T) {
 	if !strings.Contains(log, "resubmit: run 2") || strings.Contains(log, "resubmit: run 3") {
 		t.Errorf("want exactly one resubmit (run 2):\n%s", log)
 	}
+	// farm.log says what the resubmit ran, with the cases' attempts.
+	if want := "resubmit: run 2 runs the 1 case(s) that failed, were interrupted, were unfit or never ran; attempts so far: 1 once"; !strings.Contains(log, want) {
+		t.Errorf("farm.log does not say %q:\n%s", want, log)
+	}
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "interrupted" || c.Attempts != 2 || c.Crashes != 2 || !c.Crashed {
 		t.Errorf("case 1: %+v; want interrupted, 2 attempts, 2 crashes, crashed", c)
