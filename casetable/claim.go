@@ -708,7 +708,9 @@ func (s *Store) loadNewest(lost int64) error {
 // meta-job uses it to update the farm-wide counters, and returns ErrStop to
 // claim nothing. before may run more than once. A claim that finds nothing
 // to hand out commits nothing (its counters are not kept): the end of a
-// run costs each meta-job a reading, not a generation won in turn.
+// run costs each meta-job a reading, not a generation won in turn. most
+// below 1 (FirstBatch) lets the store size a meta-job's first claim: one
+// case, or in a run with lanes a fair first share of the lane.
 func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
 	s.checked = tableID{} // the table is checked once a claim
 	if err := s.findLanes(ctx, run); err != nil {
@@ -717,6 +719,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	if s.lanes != nil {
 		return s.claimLanes(ctx, run, most, before)
 	}
+	asked := most // FirstBatch still means a first share if the run has lanes after all
 	most = max(most, 1)
 	var cases []Case
 	hasLanes := false
@@ -803,7 +806,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 			return nil, err
 		}
 		if s.lanes != nil {
-			return s.claimLanes(ctx, run, most, before)
+			return s.claimLanes(ctx, run, asked, before)
 		}
 		return nil, nil
 	}

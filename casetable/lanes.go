@@ -32,7 +32,7 @@ import (
 // one lane only. The main chain names the lanes (State.Lanes, LaneDir),
 // and changes only when a run starts or a repair rebuilds the state.
 //
-//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C jobs=N",
+//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C [jobs=N]",
 //	                          then per block the byte offset of its first case and the lines before it
 //	MISC/lanes.R.NONCE/ℓ/     lane ℓ's chain (segments, marks, generations as the main chain's)
 //	MISC/lanes.R.NONCE/x.ℓ    made by the claimer whose claim exhausted lane ℓ
@@ -131,13 +131,17 @@ const maxFirstShare = 16
 
 // firstShare is the first claim's size in lane l: its cases over twice
 // the meta-jobs that share it (as the run was started; 32 when not
-// known), 1 to maxFirstShare. The meta-jobs of the lane, each taking half
-// its fair share of what is left, leave about 40% of the lane for the
-// claims that follow, sized by the cases' pace.
+// known), 1 to maxFirstShare. The first claims of the lane's meta-jobs,
+// half a fair share each, take at most half of the lane; the claims that
+// follow are sized by the cases' pace.
 func (x *laneIndex) firstShare(l int) int {
 	per := int64(jobsPerLane)
 	if x.jobs > 0 {
-		per = int64(max((x.jobs+x.lanes-1)/x.lanes, 1))
+		per = int64(x.jobs / x.lanes)
+		if x.jobs%x.lanes != 0 {
+			per++
+		}
+		per = max(per, 1)
 	}
 	return int(min(max(x.laneCases(l)/(2*per), 1), maxFirstShare))
 }
@@ -499,13 +503,14 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 // number (the trailing digits: Slurm's 12345 or array task 12345_7, Grid
 // Engine's 123.4, the local engine's 17) modulo the lanes, when it has
 // one: the meta-jobs of one `farm submit` get consecutive numbers (one
-// submission each, or an array's tasks), so that each lane gets the same
-// number of them, give or take one. A hash of the name spreads them
-// unevenly: with as many meta-jobs as lanes, about a third of the lanes
-// would have no meta-job of their own and others two or three, whose
-// lanes then run out early and send their claimers onto the other lanes
-// (BENCHMARKS.md, "Where the calls go at 128 meta-jobs"). Without digits,
-// the hash; without a name, a random lane.
+// submission each, or an array's tasks) unless other submissions come in
+// between, so that each lane gets the same number of them, give or take
+// one. A hash of the name spreads them unevenly: with as many meta-jobs as
+// lanes, about a third of the lanes would have no meta-job of their own
+// and others two or three, whose lanes then run out early and send their
+// claimers onto the other lanes (BENCHMARKS.md, "Where the calls go at 128
+// meta-jobs"). A name that does not end in digits is hashed; no name gets
+// a random lane.
 func homeLane(job string, lanes int) int {
 	if lanes <= 1 {
 		return 0
@@ -515,14 +520,11 @@ func homeLane(job string, lanes int) int {
 		i--
 	}
 	if d := job[i:]; d != "" {
-		// The last 9 digits: an ID's low digits are the ones that
-		// differ between the meta-jobs of one submission.
-		if len(d) > 9 {
-			d = d[len(d)-9:]
+		n := 0 // the number modulo lanes, digit by digit: no overflow
+		for _, c := range []byte(d) {
+			n = (n*10 + int(c-'0')) % lanes
 		}
-		if n, err := strconv.Atoi(d); err == nil {
-			return n % lanes
-		}
+		return n
 	}
 	if job == "" {
 		return rand.IntN(lanes)

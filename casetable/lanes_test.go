@@ -378,7 +378,7 @@ func TestLanesShareCutoff(t *testing.T) {
 	misc := filepath.Join(dir, "MISC")
 	a := NewStore(dir, misc)
 	defer a.Close()
-	a.Job = jobInLane(t, dir, 0)
+	a.Job = jobInLane(0)
 	if _, _, ok := a.SharedCutoff(); ok {
 		t.Fatal("a cutoff before any claim")
 	}
@@ -398,7 +398,7 @@ func TestLanesShareCutoff(t *testing.T) {
 	}
 	b := NewStore(dir, misc)
 	defer b.Close()
-	b.Job = jobInLane(t, dir, 2)
+	b.Job = jobInLane(2)
 	if _, err := b.Claim(context.Background(), 2, 1, func(st *State) error { st.Done += 8; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -608,9 +608,8 @@ func TestLanesFor(t *testing.T) {
 	}
 }
 
-// jobInLane is a job name whose home lane, in the 4-lane run of dir, is l.
-func jobInLane(t *testing.T, dir string, l int) string {
-	t.Helper()
+// jobInLane is a job name whose home lane, in a 4-lane run, is l.
+func jobInLane(l int) string {
 	return "job" + strconv.Itoa(100+l)
 }
 
@@ -629,6 +628,7 @@ func TestHomeLanesAreEven(t *testing.T) {
 		{func(i int) string { return "911." + strconv.Itoa(i+1) }, 64, 8},  // Grid Engine array tasks
 		{func(i int) string { return strconv.Itoa(i + 1) }, 33, 2},         // the local engine
 		{func(i int) string { return strconv.Itoa(98765432101234 + i) }, 40, 4},
+		{func(i int) string { return "999999999999999999999" + strconv.Itoa(1000+i) }, 300, 7}, // past int64
 	} {
 		n := make([]int, c.lanes)
 		for i := 0; i < c.jobs; i++ {
@@ -687,5 +687,33 @@ func TestFirstBatchIsAFairShareOfTheLane(t *testing.T) {
 	defer st.Close()
 	if got, err := st.Claim(ctx, 1, FirstBatch, nil); err != nil || len(got) != 1 {
 		t.Errorf("on the main chain the first claim took %d cases (%v), want 1", len(got), err)
+	}
+}
+
+// The lane index keeps the meta-jobs the run was started for (jobs=N), and
+// still reads an index written without it; a bad value is refused.
+func TestLaneIndexJobs(t *testing.T) {
+	x := &laneIndex{lanes: 4, block: 16, cases: 100, jobs: 130,
+		starts: []int64{0, 160, 320, 480, 640, 800, 960}, lines: []int64{0, 16, 32, 48, 64, 80, 96}}
+	x.nblocks = 7
+	b := x.marshal()
+	if !strings.Contains(string(b), " jobs=130\n") {
+		t.Fatalf("header %q: no jobs=130", strings.SplitN(string(b), "\n", 2)[0])
+	}
+	y, err := parseIndex(b, 0, false)
+	if err != nil || y.jobs != 130 {
+		t.Fatalf("read back: jobs %v, %v", y, err)
+	}
+	if got := y.firstShare(0); got != 1 { // 32 cases, 33 meta-jobs a lane
+		t.Errorf("first share %d, want 1", got)
+	}
+	old := strings.Replace(string(b), " jobs=130", "", 1)
+	if y, err := parseIndex([]byte(old), 0, false); err != nil || y.jobs != 0 {
+		t.Errorf("an index without jobs=: %v, %v", y, err)
+	}
+	for _, bad := range []string{" jobs=x", " jobs="} {
+		if _, err := parseIndex([]byte(strings.Replace(string(b), " jobs=130", bad, 1)), 0, false); err == nil {
+			t.Errorf("an index with%s read without an error", bad)
+		}
 	}
 }

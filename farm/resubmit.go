@@ -112,7 +112,7 @@ func (a *priorAttempts) add(n int) {
 	a.most = max(a.most, n)
 }
 
-// String: "attempts so far: 2 never started, 40 once, 12 more than once (at most 4)".
+// String: "attempts so far: 2 never started, 40 once, 12 more than once (at most 4 times)".
 func (a priorAttempts) String() string {
 	var parts []string
 	if a.never > 0 {
@@ -157,7 +157,8 @@ func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[st
 // launchResubmit launches the run after state's, over the n cases of
 // table.dat that keep keeps, written to a table of its own once nothing can
 // refuse it (launchSetup.prepare). chose says what was chosen, tries the
-// chosen cases' attempts so far; farm.log gets both.
+// chosen cases' attempts so far; farm.log gets both once the run has
+// started (even if a submission then fails).
 func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOptions, state casetable.State, n int, keep func(int64) bool, chose, tries string) error {
 	// The new run's table gets a name of its own, so that two resubmits
 	// racing never write one file; the one whose run starts also leaves it
@@ -176,12 +177,12 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 		return tableErr(err)
 	}
 	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, layout.RetryTable)
+	su.logLine = fmt.Sprintf("resubmit: run %d runs %s; %s", state.Run+1, chose, tries)
 	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		f.removeRunTable(ctx, runTable)
 		return err
 	}
 	atomicfile.Link(f.Path(runTable), f.Path(layout.RetryTable))
-	f.Log("resubmit: run %d runs %s; %s", state.Run+1, chose, tries)
 	return nil
 }
 

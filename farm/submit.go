@@ -354,6 +354,9 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if su.announce != "" {
 		fmt.Fprintln(f.Out, su.announce)
 	}
+	if su.logLine != "" {
+		f.Log("%s", su.logLine)
+	}
 	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple}, opt.Environ)
 	if err != nil {
 		return err
@@ -435,6 +438,8 @@ type launchSetup struct {
 	// announce, if set, is said once the run has started: the launch
 	// will happen.
 	announce string
+	// logLine, if set, goes to farm.log then too.
+	logLine string
 }
 
 // setUp opens the backend; checks the job script, the arguments and, for

@@ -81,3 +81,35 @@ func TestBatchSizerIgnoresClaimTime(t *testing.T) {
 		t.Errorf("batch %d for cases of 10 ms that cost the job 20 ms, want 50", k)
 	}
 }
+
+// The first claim is the store's (FirstBatch) unless the job claims one at
+// a time; after a first share, the claims before any case ended take one
+// case each, and the batch then doubles from the first share.
+func TestBatchSizerAfterAFirstShare(t *testing.T) {
+	rt := &runtimeGuard{}
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := batchSizer{now: clk.now}
+	if k := b.next(rt, 1); k != casetable.FirstBatch {
+		t.Fatalf("first claim %d, want FirstBatch", k)
+	}
+	b.claimed(10*time.Millisecond, 16) // the store handed out 16
+	if k := b.next(rt, 1); k != 1 {
+		t.Errorf("a claim before any case ended: %d, want 1", k)
+	}
+	b.claimed(10*time.Millisecond, 1)
+	for range 17 { // cases of 10 ms
+		clk.t = clk.t.Add(10 * time.Millisecond)
+		b.observe(10 * time.Millisecond)
+	}
+	if k := b.next(rt, 1); k != 32 {
+		t.Errorf("the claim after 17 cases of 10 ms: %d, want 32 (doubling from the first share)", k)
+	}
+	one := batchSizer{max: 1, now: clk.now}
+	if k := one.next(rt, 1); k != 1 {
+		t.Errorf("SIMPLE mode's first claim: %d, want 1", k)
+	}
+	four := batchSizer{max: 4, now: clk.now}
+	if k := four.next(rt, 1); k != 1 {
+		t.Errorf("a job of max 4: first claim %d, want 1", k)
+	}
+}

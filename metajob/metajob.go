@@ -729,15 +729,16 @@ const BatchSeconds = 1.0
 const MaxBatch = 8192
 
 // batchSizer picks how many cases the next claim takes: what the store
-// picks at first (casetable.FirstBatch: one case, more in a run with
-// lanes), one while no case has ended, then
+// picks at first (casetable.FirstBatch: one case, up to 16 in a run with
+// lanes; one when the job has a maximum, as in SIMPLE mode), one while no
+// case has ended, then
 // about ahead × BatchSeconds of the job's work by the pace at which its
 // cases have ended so far — the time since the first started, less the
 // time the job spent claiming, over the cases ended: what a case costs the
 // job (its run, the records, the loops that run cases at once), and not
 // what its claims cost, so that batches do not shrink as claims get slower
-// — (at most doubling from one claim to the next), never more than fit in
-// the job's remaining time.
+// — (at most doubling from one claim, or the first share, to the next),
+// never more than fit in the job's remaining time.
 type batchSizer struct {
 	max      int // 0: MaxBatch
 	k        int
@@ -777,15 +778,17 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 	if lim == 0 {
 		lim = MaxBatch
 	}
-	if b.k == 0 && lim > 1 {
+	if b.k == 0 && b.max == 0 {
 		// The first claim: the store sizes it (casetable.FirstBatch: one
 		// case, or in a run with lanes a fair first share of the lane).
 		b.k = 1
 		return casetable.FirstBatch
 	}
 	if b.k == 0 || b.n == 0 {
+		// No case has ended yet (it is running, or none fitted): one at
+		// a time; the doubling goes on from the first share, if larger.
 		b.k = max(b.k, 1)
-		return min(b.k, lim)
+		return 1
 	}
 	mean := (b.clock().Sub(b.first) - b.claiming).Seconds() / float64(b.n)
 	want := lim
