@@ -445,6 +445,49 @@ func NumberChecked(path, backup, want string) (string, error) {
 	return hex.EncodeToString(out.Sum(nil)), nil
 }
 
+// errFound stops FindCases' reading once every case is found.
+var errFound = errors.New("found")
+
+// FindCases reads the cases of a numbered table whose IDs are in ids, with
+// their line numbers, stopping at the last one wanted. An ID not in the
+// table is missing from the result. A line that does not read before it is
+// an error naming it.
+func FindCases(path string, ids []int64) (map[int64]Case, error) {
+	want := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := make(map[int64]Case, len(ids))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	err = eachLine(f, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		id, cmd, _, err := splitID(line)
+		if err != nil {
+			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line"}
+		}
+		if !want[id] {
+			return nil
+		}
+		c := Case{ID: id, Line: int64(n)}
+		c.Command, c.Needs, _ = ParseNeeds(cmd)
+		out[id] = c
+		if len(out) == len(want) {
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && err != errFound {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReadCases calls fn for every case of a numbered table, in file order,
 // its command without its NeedsMark part, which is in Needs. A line that
 // does not read, its NeedsMark part included, is an error naming it.

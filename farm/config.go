@@ -24,7 +24,15 @@ type Config struct {
 	MaxCrashes int           // MAX_CRASHES: a case whose job died under it this often is crashed; 0 = no limit
 	Retries    int           // RETRIES: a case that exits non-zero is run again up to this many times in its run
 	RetryDelay time.Duration // RETRY_DELAY: how long after its failure a case is run again
+	// RescueCheck is RESCUE_CHECK: how often the meta-jobs of a run ask
+	// the batch system, once for all of them, which of them died holding
+	// cases, and rescue those cases in the run; 0 = no rescue (the cases
+	// wait for 'farm resubmit').
+	RescueCheck time.Duration
 }
+
+// defaultRescueCheck is RESCUE_CHECK when the config does not set it.
+const defaultRescueCheck = time.Minute
 
 // maxRetries bounds RETRIES: a case's attempts are counted up to 255.
 const maxRetries = 100
@@ -47,7 +55,7 @@ const defaultMaxCrashes = 5
 
 // defaultConfig is META's defaults, and farm's for what META does not have.
 func defaultConfig() Config {
-	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: defaultMaxCrashes}
+	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: defaultMaxCrashes, RescueCheck: defaultRescueCheck}
 }
 
 // loadConfig reads a config file; a missing file gives the defaults.
@@ -116,6 +124,8 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.Retries = int(num)
 		case "RETRY_DELAY":
 			cfg.RetryDelay = time.Duration(num * float64(time.Second))
+		case "RESCUE_CHECK":
+			cfg.RescueCheck = time.Duration(num * float64(time.Second))
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -132,7 +142,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
 // and checks the value: a number from 0 to maxConfigValue, and a whole one
-// but for dt_failed and RETRY_DELAY, which are in seconds (NJOBS_MAX=1.9 is
+// but for dt_failed, RETRY_DELAY and RESCUE_CHECK, which are in seconds (NJOBS_MAX=1.9 is
 // not read as 1).
 func parseConfigLine(line []byte) (string, float64, error) {
 	k, v, ok := strings.Cut(string(line), "=")
@@ -141,9 +151,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
@@ -152,7 +162,7 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	if num > maxConfigValue {
 		return k, 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 	}
-	if k != "dt_failed" && k != "RETRY_DELAY" && num != math.Trunc(num) {
+	if k != "dt_failed" && k != "RETRY_DELAY" && k != "RESCUE_CHECK" && num != math.Trunc(num) {
 		return k, 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
 	}
 	return k, num, nil

@@ -13,16 +13,18 @@ func TestParseConfig(t *testing.T) {
 	for content, want := range map[string]Config{
 		"":                                   defaultConfig(),
 		"# only a comment\r\n\r\n":           defaultConfig(),
-		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second, MaxCrashes: 5},
-		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true, MaxCrashes: 5},
-		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true, MaxCrashes: 5},
-		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true, MaxCrashes: 5},
-		"NJOBS_MAX=2.0\nN_failed_max=1e2":    {NFailedMax: 100, DtFailed: 5 * time.Second, NJobsMax: 2, RunDirs: true, MaxCrashes: 5},
-		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true, MaxCrashes: 5},
-		"MAX_CRASHES=0":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true},
-		"MAX_CRASHES=2":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 2},
-		"RETRIES=2\nRETRY_DELAY=0.5":         {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 2, RetryDelay: 500 * time.Millisecond},
-		"RETRIES=100":                        {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 100},
+		"N_failed_max=3\r\nRUN_DIRS='0'\r\n": {NFailedMax: 3, DtFailed: 5 * time.Second, MaxCrashes: 5, RescueCheck: time.Minute},
+		"\tNJOBS_MAX\t=\t1e3\t# tabs":        {NFailedMax: 5, DtFailed: 5 * time.Second, NJobsMax: 1000, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute},
+		"dt_failed=0.25\nN_failed_max=-0":    {DtFailed: 250 * time.Millisecond, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute},
+		"dt_failed=1000000000":               {NFailedMax: 5, DtFailed: 1e9 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute},
+		"NJOBS_MAX=2.0\nN_failed_max=1e2":    {NFailedMax: 100, DtFailed: 5 * time.Second, NJobsMax: 2, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute},
+		"dt_failed=0.001":                    {NFailedMax: 5, DtFailed: time.Millisecond, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute},
+		"MAX_CRASHES=0":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, RescueCheck: time.Minute},
+		"MAX_CRASHES=2":                      {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 2, RescueCheck: time.Minute},
+		"RETRIES=2\nRETRY_DELAY=0.5":         {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 2, RetryDelay: 500 * time.Millisecond, RescueCheck: time.Minute},
+		"RETRIES=100":                        {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, Retries: 100, RescueCheck: time.Minute},
+		"RESCUE_CHECK=0":                     {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5},
+		"RESCUE_CHECK=2.5":                   {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: 2500 * time.Millisecond},
 	} {
 		got, err := parseConfig("config", []byte(content))
 		if err != nil || got != want {

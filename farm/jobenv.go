@@ -24,6 +24,10 @@ const (
 	// before starting a case (metajob.RecheckAfter): a Go duration. Not
 	// set by submit; a job gets it from the submitting environment.
 	envRecheckAfter = "FARM_RECHECK_AFTER"
+	// envRescueFence overrides, for tests, how often a meta-job looks
+	// for the mark that says its cases were rescued (metajob.RescueFence):
+	// a Go duration. Every job of a farm must have the same.
+	envRescueFence = "FARM_RESCUE_FENCE"
 )
 
 // JobEnv is what a job of the farm is told through its environment: by
@@ -45,6 +49,8 @@ type JobEnv struct {
 	// RecheckAfter is FARM_RECHECK_AFTER, 0 if not set (the meta-job's
 	// default then).
 	RecheckAfter time.Duration
+	// RescueFence is FARM_RESCUE_FENCE, 0 if not set (the default then).
+	RescueFence time.Duration
 
 	// JobFeatures and MachineFeatures are the HEPiX job-features
 	// directories ($JOBFEATURES, $MACHINEFEATURES), "" if not set: they
@@ -88,6 +94,11 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	if v := m[envRecheckAfter]; v != "" {
 		if e.RecheckAfter, err = time.ParseDuration(v); err != nil || e.RecheckAfter <= 0 {
 			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envRecheckAfter, v)
+		}
+	}
+	if v := m[envRescueFence]; v != "" {
+		if e.RescueFence, err = time.ParseDuration(v); err != nil || e.RescueFence <= 0 {
+			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envRescueFence, v)
 		}
 	}
 	if v := m[envAutoArgs]; v != "" {

@@ -715,7 +715,7 @@ func touch(name string) func(*testing.T, string) {
 
 // activeFiles are the files the meta-job of a baseActive farm may write
 // meanwhile.
-var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/rescue.*/", "RUN1/"}
 
 // What farm says of a table.dat changed since the current run started
 // (issue 21), while the run goes on and once it has ended.
@@ -932,7 +932,7 @@ func configEntries() []catEntry {
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK\)$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
 		bad("whole-node-without-nwhole", "WHOLE_NODE=1", submitLocal, `WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node \(its cores, e.g. NWHOLE=192\)$`),
 		bad("nwhole-too-big", "NWHOLE=5000", status, `NWHOLE must be at most 4096, got 5000$`),
@@ -1390,7 +1390,7 @@ func removeDamagedState(t *testing.T, dir string) {
 func statusEntries() []catEntry {
 	warn := func(name, line string, args []string, code int, msg string) catEntry {
 		return catEntry{name: "statuses-" + name, base: baseRan, setup: appendTo("STATUSES/status.1", line+"\n"), args: args, code: code,
-			msg: `^farm: warning: .*/STATUSES/status\.1:7: ` + msg + `; line skipped$`}
+			msg: `^farm: warning: .*/STATUSES/status\.1:9: ` + msg + `; line skipped$`} // the header, C S E records of cases 1 and 2, Q: 8 lines
 	}
 	status, query, list, wait := []string{"Status"}, []string{"query"}, []string{"list"}, []string{"wait"}
 	return []catEntry{
@@ -1461,7 +1461,7 @@ func signalEntries() []catEntry {
 
 // signalJobFiles are the files that a signal to a command leaves to the
 // farm's running jobs.
-var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "RUN1/"}
+var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/rescue.*/", "RUN1/"}
 
 // longCommandSignalEntries: SIGINT and SIGTERM to wait, query --watch,
 // and a submit or resubmit whose sbatch never answers.

@@ -22,6 +22,9 @@ func TestLocalAutoStopsAtTheCrashLimit(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, append([]string{killsItsMetajob}, repeat("sleep 0.2", 6)...), "0-00:10")
 	setConfig(t, dir, "MAX_CRASHES", "2")
+	// Without rescue within the run: the crash limit across runs, by
+	// -auto (TestLocalRescueStopsAtTheCrashLimit has it within a run).
+	setConfig(t, dir, "RESCUE_CHECK", "0")
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
 	b, _ := os.ReadFile(filepath.Join(dir, "farm.log"))

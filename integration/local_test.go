@@ -101,6 +101,7 @@ func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
 	table := repeat("sleep 0.05", 80)
 	table[9] = "touch ../long-case-started; sleep 60" // case 10
 	dir := newFarm(t, table, "0-00:10")
+	setConfig(t, dir, "RESCUE_CHECK", "0") // what a dead job leaves, for resubmit
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
 	waitFor(t, 30*time.Second, "case 10 to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "long-case-started"))

@@ -96,6 +96,14 @@ type Metajob struct {
 	silent     time.Duration    // how long the meta-job had had no news of it then
 	left       int              // the cases it then held, not started
 	clock      func() time.Time // nil: time.Now
+
+	// Rescue within the run (rescue.go): nil when off. rescued are the
+	// cases handed to the job by its rescues, run before its next claim;
+	// markLook is when it last looked for its own rescue mark (under mu).
+	rescue    *rescuer
+	rescued   []rescuedCase
+	markLook  time.Time
+	rescuedBy string // the meta-job that rescued this one's cases, once found
 }
 
 // loop is one of the loops of a meta-job: one in the usual mode, NWHOLE in
@@ -107,6 +115,8 @@ type loop struct {
 	ff     fastFailure
 	batch  int // the claim whose cases it takes now
 	retry  int // which retry its case is (0: its first attempt in the run)
+	// why and from: its case is rescued from a dead job (rescue.go).
+	why, from string
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -165,6 +175,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	if err := m.openLoops(); err != nil {
 		return err
 	}
+	m.rescue = newRescuer(m)
 	// RUN directories are made relative to the open farm directory: one
 	// lookup at the server instead of one per component of the path.
 	m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -254,6 +265,9 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	defer close(done)
+	if m.rescue != nil {
+		m.rescue.start(ctx, done)
+	}
 	go func() {
 		select {
 		case <-m.stop.ch:
@@ -501,7 +515,7 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 		// After a silence (a job frozen with cases queued), is the run
 		// still the meta-job's? Only a look at the clock otherwise.
 		if msg, err := m.recheck(ctx, 0); msg != "" || err != nil {
-			if retry {
+			if retry && r.from == "" {
 				m.retriesLeft++
 			}
 			return casetable.Case{}, want{}, 0, msg, err
@@ -514,14 +528,14 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 			}
 		}
 		c := r.c
-		s.retry = r.retry
+		s.retry, s.why, s.from = r.retry, r.why, r.from
 		if !retry {
 			c = m.queue[0]
 			m.queue = m.queue[1:]
 		}
 		w := m.pool.wants(c.Needs, m.wholeNode)
 		if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
-			if retry {
+			if retry && r.from == "" {
 				m.retriesLeft++ // it stays failed, for the next run
 				continue
 			}
@@ -550,6 +564,11 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		}
 		return r, true, false, "", nil
 	}
+	if len(m.rescued) > 0 && !m.rt.tooLate() {
+		r = m.rescued[0]
+		m.rescued = m.rescued[1:]
+		return r, true, false, "", nil
+	}
 	if len(m.queue) > 0 {
 		if m.rt.tooLate() {
 			// The rest of the batch would likely not finish: it stays
@@ -559,16 +578,19 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		return r, false, false, "", nil
 	}
 	if m.tableDone {
-		if m.awaitRetry() {
+		if m.awaitRetry() || m.awaitRescue() {
 			return r, false, true, "", nil
 		}
 		return r, false, false, MsgNoCases, nil
 	}
+	if m.fencedLocked(0) {
+		return r, false, false, MsgSuperseded, nil
+	}
 	t := time.Now()
 	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
 	m.bs.claimed(time.Since(t), len(cases))
-	if msg == MsgNoCases && err == nil && len(m.retries) > 0 {
-		m.tableDone = true // the last claim; what is left is retries
+	if msg == MsgNoCases && err == nil && (len(m.retries) > 0 || m.rescue != nil) {
+		m.tableDone = true // the last claim; what is left is retries and rescues
 		return r, false, true, "", nil
 	}
 	if msg != "" || err != nil {
@@ -576,7 +598,17 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	}
 	m.queue = cases
 	m.batch++
-	return r, false, false, "", nil
+	if m.rescue != nil {
+		// What it holds, should it die: written with its next record.
+		ids := make([]int64, len(cases))
+		for i, c := range cases {
+			ids[i] = c.ID
+		}
+		m.swMu.Lock()
+		err = m.sw.Claimed(ids, time.Now(), "")
+		m.swMu.Unlock()
+	}
+	return r, false, false, "", err
 }
 
 // recordUnfit records that case c was taken and is not started, and why.
@@ -602,7 +634,7 @@ func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, ti
 	if len(m.loops) > 1 {
 		p.Loop = s.k
 	}
-	p.Retry = s.retry
+	p.Retry, p.Why, p.From = s.retry, s.why, s.from
 	return m.runOne(s, c, p, m.pool.setting(w, g, cpus, m.jobSetsOMP))
 }
 
@@ -677,6 +709,13 @@ func (m *Metajob) runOne(s *loop, c casetable.Case, p status.Placement, set case
 	m.swMu.Unlock()
 	if err != nil {
 		return 0, 0, "", err
+	}
+	if m.fenced() {
+		// Its cases were rescued while it was stopped: this one too.
+		m.swMu.Lock()
+		m.sw.Interrupted(c.ID, 0, start, 0)
+		m.swMu.Unlock()
+		return 0, 0, MsgSuperseded, nil
 	}
 	code, sig, err := m.runCase(s.runner, c, set)
 	d = time.Since(start)

@@ -140,12 +140,17 @@ func supersededBy(run int, last, st casetable.State) string {
 // supersededLine is the job's last line when its run was superseded.
 func (m *Metajob) supersededLine() string {
 	to := "left to the next run"
-	if st := m.store.Last(); st.Run > m.Env.Run { // the state the re-check read
+	if m.rescuedBy != "" {
+		to = "rescued by meta-job " + m.rescuedBy
+	} else if st := m.store.Last(); st.Run > m.Env.Run { // the state the re-check read
 		to = fmt.Sprintf("left to run %d", st.Run)
 	}
 	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", m.left, to)
 	if m.left == 1 {
 		cases = "the case it had claimed but not started was " + to
+	}
+	if m.rescuedBy != "" && m.silent == 0 {
+		return fmt.Sprintf("farm: %s; %s; exiting.", m.superseded, cases)
 	}
 	return fmt.Sprintf("farm: %s while this meta-job was stopped (no news of its run for %s); %s; exiting.", m.superseded, roundGap(m.silent), cases)
 }

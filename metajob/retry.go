@@ -25,6 +25,9 @@ type pendingRetry struct {
 	c     casetable.Case
 	retry int       // which retry: 1 for the case's second attempt in the run
 	due   time.Time // not before
+	// A rescued case (rescue.go): why is status.WhyRescue, from the
+	// status file of the dead job it was rescued from.
+	why, from string
 }
 
 // failed is told that case c, started as its retry-th retry (0: its first
@@ -56,8 +59,8 @@ func (m *Metajob) simpleRetries() bool {
 // stop, the run-time, the run superseded): if the case was a retry, it is
 // counted among those left for the next run.
 func (m *Metajob) retryNotStarted(s *loop) {
-	if s.retry == 0 {
-		return
+	if s.retry == 0 || s.from != "" {
+		return // a rescued case not started is in this job's C record: rescued again if it dies
 	}
 	m.mu.Lock()
 	m.retriesLeft++

@@ -144,6 +144,11 @@ type Summary struct {
 
 	// While loading: the starts counted more than once.
 	dupStarts map[runCase]int
+	// rescues are the attempts of rescued cases that reran a case in the
+	// run its dead meta-job had started it in (why=rescue), merged after
+	// every other attempt (mergeRescues).
+	rescues    []rescueAttempt
+	rescueDups map[runCase]bool // the duplicates that are rescues of a case that ran on
 }
 
 // Duplicate is a case started more than once in one run.
@@ -152,6 +157,10 @@ type Duplicate struct {
 	Run    int
 	Starts int      // start records of the case in the run
 	Files  []string // the status files holding them, as STATUSES/status.JOB
+	// Rescued: one start is a rescue (why=rescue) of the case a meta-job
+	// ran on after it was presumed dead (metajob/rescue.go): the one way a
+	// case runs twice in a run.
+	Rescued bool
 }
 
 type runCase struct {
@@ -175,6 +184,22 @@ type where struct {
 // Counts tallies cases by state.
 type Counts struct {
 	Running, Interrupted, Failed, Succeeded, Unfit int64
+}
+
+// remove takes back one case counted in state s.
+func (c *Counts) remove(s State) {
+	switch s {
+	case Unfit:
+		c.Unfit = max(0, c.Unfit-1)
+	case Running:
+		c.Running = max(0, c.Running-1)
+	case Interrupted:
+		c.Interrupted = max(0, c.Interrupted-1)
+	case Failed:
+		c.Failed = max(0, c.Failed-1)
+	case Succeeded:
+		c.Succeeded = max(0, c.Succeeded-1)
+	}
 }
 
 // Add counts one case in state s.
@@ -244,6 +269,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 	if err := s.mergeBatches(parseFiles(names, s.since, opt, stop), stop); err != nil {
 		return nil, err
 	}
+	s.mergeRescues()
 	s.cases.done()
 	s.noteOf, s.fileNotes = nil, nil
 	if len(s.dupStarts) > 0 {
@@ -510,7 +536,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 		}
 	}
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
-		retry: a.Attempt > 1, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		retry: a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -543,6 +569,8 @@ type attempt struct {
 	started bool   // the file holds the attempt's start record
 	crashed bool   // interrupted with no record of its end (Case.Crashes)
 	retry   bool   // a retry (attempt= from 2): the attempt before it, in its run and file, failed
+	rescue  bool   // a rescue (why=rescue): the attempt before it, in its run, died with its meta-job
+	again   bool   // a rescue being merged (mergeRescues): not a second start of the case in its run
 	note    uint32 // its note in the file (File.notes), 0 if none
 	status  int
 	start   float64
@@ -575,6 +603,10 @@ func wins(a attempt, run int, old State, oldRun int) bool {
 }
 
 func (s *Summary) merge(a attempt, ji, run int) {
+	if a.rescue && a.started {
+		s.rescues = append(s.rescues, rescueAttempt{a, ji, run})
+		return
+	}
 	c := s.RunCounts[run]
 	if c == nil {
 		c = &Counts{}
@@ -592,7 +624,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	if p := s.cases.page(a.id); p != nil {
 		i := int(a.id & pageMask)
-		if a.started && p.start(run, i) && !a.retry {
+		if a.started && p.start(run, i) && !a.retry && !a.again {
 			s.startedAgain(a.id, run)
 		}
 		col := p.cols
@@ -616,7 +648,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	old := s.cases.far[a.id]
 	fc := old
-	if a.started && s.cases.farStart(&fc, a.id, run) && !a.retry {
+	if a.started && s.cases.farStart(&fc, a.id, run) && !a.retry && !a.again {
 		s.startedAgain(a.id, run)
 	}
 	if a.started {
@@ -635,6 +667,58 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	if fc != old {
 		s.cases.putFar(a.id, fc)
 	}
+}
+
+// rescueAttempt is an attempt that reran, in run, a case a dead meta-job
+// had started (why=rescue), in the file of job ji.
+type rescueAttempt struct {
+	a       attempt
+	ji, run int
+}
+
+// mergeRescues merges the rescue attempts, once every other attempt is
+// merged: the attempt of the dead meta-job, in another file, is then in.
+// The run's counts hold each case once: that attempt's count is replaced
+// by the rescue's. A rescue of a case whose attempt before it ended after
+// all (its meta-job was only cut off, and ran it to its end) is a case
+// that ran twice in the run: it is counted as started again (Duplicates).
+func (s *Summary) mergeRescues() {
+	for _, r := range s.rescues {
+		a := r.a
+		a.rescue, a.again = false, true
+		if s.cases.startedIn(a.id, r.run) {
+			if st, run, ok := s.outcomeOf(a.id); ok && run == r.run {
+				if c := s.RunCounts[run]; c != nil {
+					c.remove(st)
+				}
+				if st != Interrupted {
+					s.startedAgain(a.id, r.run)
+					if s.rescueDups == nil {
+						s.rescueDups = map[runCase]bool{}
+					}
+					s.rescueDups[runCase{r.run, a.id}] = true
+				}
+			}
+		}
+		s.merge(a, r.ji, r.run)
+	}
+	s.rescues = nil
+}
+
+// outcomeOf is the outcome recorded so far for case id, and the run of
+// the attempt that decided it; ok false if none is.
+func (s *Summary) outcomeOf(id int64) (State, int, bool) {
+	st, w := NeverRan, uint32(0)
+	if p := s.cases.page(id); p != nil {
+		i := int(id & pageMask)
+		st, w = p.cols.state[i], p.cols.job[i]
+	} else if fc, ok := s.cases.far[id]; ok {
+		st, w = fc.state, fc.job
+	}
+	if w == 0 {
+		return NeverRan, 0, false
+	}
+	return st, s.jobRun[s.jobOf(w)], true
 }
 
 // startedAgain counts a start record of case id in run, which started it
@@ -685,7 +769,7 @@ func (s *Summary) findDuplicates(dir string, names []string) {
 		})
 	}
 	for k, n := range s.dupStarts {
-		s.Duplicates = append(s.Duplicates, Duplicate{ID: k.id, Run: k.run, Starts: n, Files: files[k]})
+		s.Duplicates = append(s.Duplicates, Duplicate{ID: k.id, Run: k.run, Starts: n, Files: files[k], Rescued: s.rescueDups[k]})
 	}
 	sort.Slice(s.Duplicates, func(i, j int) bool {
 		a, b := s.Duplicates[i], s.Duplicates[j]
@@ -711,6 +795,9 @@ func (d Duplicate) Warning() string {
 	where := strings.Join(d.Files, ", ")
 	if where == "" {
 		where = "status files changed while they were read"
+	}
+	if d.Rescued {
+		return fmt.Sprintf("case %d ran %d times in run %d (%s): its batch system reported its meta-job ended, and another rescued the case, while the first was only cut off or stopped and ran it on (README: Rescue)", d.ID, d.Starts, d.Run, where)
 	}
 	return fmt.Sprintf("case %d started %d times in run %d (%s): farm claims a case once per run; please report this", d.ID, d.Starts, d.Run, where)
 }

@@ -151,6 +151,28 @@ func (cs *caseStore) newPage(n int64) *casePage {
 	return p
 }
 
+// startedIn reports whether case id has a start recorded in run so far,
+// changing nothing.
+func (cs *caseStore) startedIn(id int64, run int) bool {
+	if p := cs.page(id); p != nil {
+		i := int(id & pageMask)
+		for _, rb := range p.started {
+			if rb.run == run {
+				return rb.bits[i>>6]&(uint64(1)<<(i&63)) != 0
+			}
+		}
+		return false
+	}
+	c, ok := cs.far[id]
+	if !ok {
+		return false
+	}
+	if run >= 0 && run < 255 && int(c.startRun) == run+1 {
+		return true
+	}
+	return cs.farStarted[runCase{run, id}]
+}
+
 // farStart records a start in run of far case id, whose outcome is c, and
 // reports whether it had been started in that run before.
 func (cs *caseStore) farStart(c *farCase, id int64, run int) bool {

@@ -19,6 +19,7 @@ const (
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
 	KindQuit        Kind = 'Q' // Q TIME MESSAGE
+	KindClaimed     Kind = 'C' // C TIME IDS [from=JOB]
 	// KindMETA is a line of META's own status files, "ID STATUS": the case
 	// ended with STATUS. It is no first field (a META line starts with a
 	// digit, no farm record does).
@@ -54,6 +55,14 @@ type Record struct {
 	// made (why=retry: the attempt before it failed), empty if not said.
 	Attempt int
 	Why     []byte
+	// From is, in an S or C record, the status file (its name in
+	// STATUSES/, "status.JOBID") of the dead meta-job whose case this job
+	// rescued (from=); empty if not said.
+	From []byte
+	// IDs is, in a C record, the cases the meta-job claimed, as written:
+	// IDs and ranges of IDs separated by commas ("3-17,20"); ParseIDs
+	// expands it.
+	IDs []byte
 }
 
 // maxAttempt is the largest attempt= an S record holds: more is damage.
@@ -128,6 +137,9 @@ func ParseRecord(line []byte) (Record, error) {
 	case KindQuit, KindUnfit:
 		err := r.parseMessage(line, i)
 		return r, err
+	case KindClaimed:
+		err := r.parseClaimed(line, i)
+		return r, err
 	case KindHeader:
 		return parseHeader(line, i)
 	default:
@@ -173,6 +185,79 @@ func (r *Record) parseMessage(line []byte, i int) error {
 	return nil
 }
 
+// parseClaimed reads the fields of a C record from line[i:]: TIME, IDS,
+// then KEY=VALUE fields (from=JOB; others are ignored). (Rare records: not
+// on Load's hot path.)
+func (r *Record) parseClaimed(line []byte, i int) error {
+	const form = "C TIME IDS"
+	var ok bool
+	if i = skip(line, i); i == len(line) {
+		return short(line, form)
+	}
+	if r.Time, i, ok = floatAt(line, i, maxTime); !ok {
+		return bad(line, i, form, "TIME")
+	}
+	r.IDs, i = field(line, i)
+	if len(r.IDs) == 0 {
+		return short(line, form)
+	}
+	if _, err := ParseIDs(r.IDs); err != nil {
+		return fmt.Errorf("C record: %v", err)
+	}
+	for f, j := field(line, i); len(f) > 0; f, j = field(line, j) {
+		if k, v, ok := bytes.Cut(f, []byte("=")); ok && string(k) == "from" {
+			r.From = v
+		}
+	}
+	return nil
+}
+
+// MaxClaimedIDs is the most cases a C record's IDS may stand for: a claim
+// takes at most a few thousand (metajob.MaxBatch); more is damage.
+const MaxClaimedIDs = 1 << 16
+
+// ParseIDs expands a list of IDs and ranges of IDs ("3-17,20"), as a C
+// record holds them, in the order written.
+func ParseIDs(b []byte) ([]int64, error) {
+	var out []int64
+	for _, f := range bytes.Split(b, []byte(",")) {
+		lo, hi, isRange := bytes.Cut(f, []byte("-"))
+		a, ok := parseInt(lo)
+		z := a
+		if ok && isRange {
+			z, ok = parseInt(hi)
+		}
+		if !ok || a < 0 || z < a || z-a >= MaxClaimedIDs || len(out)+int(z-a+1) > MaxClaimedIDs {
+			return nil, fmt.Errorf("bad IDS %s", quote(b))
+		}
+		for id := a; id <= z; id++ {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// AppendIDs appends ids as a C record writes them: runs of consecutive IDs
+// as ranges ("3-17,20").
+func AppendIDs(b []byte, ids []int64) []byte {
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, ids[i], 10)
+		if j > i {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, ids[j], 10)
+		}
+		i = j + 1
+	}
+	return b
+}
+
 // parsePlacement reads the KEY=VALUE fields of an S record after HOST:
 // f, the first, and those of line from i.
 func (r *Record) parsePlacement(line, f []byte, i int) error {
@@ -207,6 +292,8 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 			r.Attempt = int(n)
 		case "why":
 			r.Why = v
+		case "from":
+			r.From = v
 		}
 	}
 	return nil

@@ -16,7 +16,18 @@ type Placement struct {
 	// the same run (RETRIES), which retry it is: 1 for its second attempt
 	// in the run, written "attempt=2 why=retry"; 0 for its first attempt.
 	Retry int
+	// Why is why a start with Retry > 0 was made, written why=WHY:
+	// "retry" if empty (RETRIES), "rescue" for the case a dead meta-job
+	// was running, run again by the one that rescued its cases.
+	Why string
+	// From is, for a case rescued from a dead meta-job, that job's status
+	// file's name ("status.JOBID"), written from=NAME.
+	From string
 }
+
+// WhyRescue is the why= of a start that runs again the case a dead
+// meta-job was running when it died.
+const WhyRescue = "rescue"
 
 // Capacity is what a meta-job packs its cases into, said in its status
 // file's header (cpus=N gpus=N): farm query shows how busy it is.
@@ -45,7 +56,7 @@ func (w *Writer) Unfit(id int64, t time.Time, reason string) error {
 
 // appendStartAt appends an S record with the fields of p that are not
 // zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST attempt=N
-// why=retry". HOST is
+// why=WHY from=NAME". HOST is
 // written "-" if it is empty and fields follow it (an empty HOST would
 // make the first of them read as HOST).
 func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []byte {
@@ -71,7 +82,16 @@ func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []
 	if p.Retry > 0 {
 		b = append(b, " attempt="...)
 		b = strconv.AppendInt(b, int64(p.Retry)+1, 10)
-		b = append(b, " why=retry"...)
+		why := p.Why
+		if why == "" {
+			why = "retry"
+		}
+		b = append(b, " why="...)
+		b = appendLine(b, oneField(why))
+	}
+	if p.From != "" {
+		b = append(b, " from="...)
+		b = append(b, oneField(p.From)...)
 	}
 	if len(b) > n && host == "" {
 		b = slices.Insert(b, n, '-')

@@ -50,8 +50,13 @@ type Attempt struct {
 	Loop int
 	// Attempt is its S record's attempt= (0: not said, a first attempt):
 	// from 2, a retry of the case after its attempt before it, in the same
-	// run and by the same meta-job, failed (RETRIES).
+	// run and by the same meta-job, failed (RETRIES); or, with Rescue, a
+	// rerun of a case whose meta-job died while it ran it.
 	Attempt int
+	// Rescue says its S record is why=rescue: the attempt before it, in
+	// the same run, was cut short by the death of its meta-job, and
+	// another meta-job of the run ran it again (metajob/rescue.go).
+	Rescue bool
 	// note is the number in the file (File.notes) of its S record's
 	// placement, or of its U record's reason; 0 if none.
 	note uint32
@@ -173,6 +178,7 @@ type openCase struct {
 	loop    int
 	note    uint32
 	attempt int
+	rescue  bool
 }
 
 // line reads one complete line; a damaged one is told to warn, if set.
@@ -218,7 +224,7 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		f.Quitted, f.Quit, f.QuitAt = true, string(r.Message), r.Time
 		f.later(r.Time)
 	case KindStart:
-		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt}
+		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue}
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
 			o.note = f.placeNote(r)
 		}
@@ -227,6 +233,9 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 			f.First = r.Start
 		}
 		f.later(r.Start)
+	case KindClaimed:
+		// What it held: not an attempt (Leftovers reads them).
+		f.later(r.Time)
 	case KindUnfit:
 		// Taken and not started: an attempt without a start.
 		f.later(r.Time)
@@ -248,7 +257,7 @@ func (rp *replay) ended(r *Record) error {
 	}
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
-			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt = true, o.loop, o.note, o.attempt
+			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt, rp.a.Rescue = true, o.loop, o.note, o.attempt, o.rescue
 			// Not slices.Delete, which clears the freed element, and
 			// no copy when it is the last, as it is but in a job of
 			// several loops: this is Load's hot path.
@@ -296,7 +305,7 @@ func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error 
 		now = unixSeconds(time.Now())
 	}
 	for _, o := range rp.open {
-		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt}
+		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue}
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}

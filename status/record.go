@@ -5,12 +5,13 @@
 // one file. A file is a header line followed by one line per event:
 //
 //	# farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
-//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=retry]
+//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY] [from=NAME]
 //	                                 case ID started at START (Unix seconds)
 //	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
 //	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
 //	U ID TIME REASON                 case ID was taken at TIME and not started
 //	Q TIME MESSAGE                   the meta-job exited by itself
+//	C TIME IDS [from=NAME]           it claimed cases IDS ("3-17,20") at TIME
 //
 // A case with an S line and no E or I line in the same file was cut short
 // when its meta-job died, unless that meta-job is still running it.
@@ -25,6 +26,13 @@
 // A start that runs a case again in the same run because it failed
 // (RETRIES) says which attempt of the case in the run it is and why:
 // attempt=N why=retry (N from 2; a start without it is the first).
+// A meta-job that rescued the cases of a dead one (metajob/rescue.go) says
+// so in a C record with from=NAME, NAME the dead job's status file
+// ("status.JOBID"), and in the S record of each: from=NAME, and for the
+// case that job was running when it died, attempt=N why=rescue.
+// A C record says which cases a claim handed the meta-job (written with
+// its next record): with its S and U records, what it held and had not
+// started when it died.
 // Readers ignore header keys and S fields they do not know (KEY=VALUE).
 // A case that cannot fit the job — it needs more CPUs, GPUs or memory
 // than the job has, or more time than it has left — is taken and not
@@ -230,6 +238,28 @@ func appendLine(b []byte, s string) []byte {
 		b = append(b, c)
 	}
 	return b
+}
+
+// Claimed records that the meta-job claimed cases ids at t (from, if not
+// empty: rescued them from the dead meta-job of that status file), so that
+// the cases it holds and has not started are known if it dies (rescue). It
+// is kept, and written with the next record, unless from is set: a rescue
+// is written at once.
+func (w *Writer) Claimed(ids []int64, t time.Time, from string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	w.buf = append(w.buf, 'C', ' ')
+	w.buf = appendTime(w.buf, t)
+	w.buf = AppendIDs(append(w.buf, ' '), ids)
+	if from != "" {
+		w.buf = append(append(w.buf, " from="...), oneField(from)...)
+	}
+	w.buf = append(w.buf, '\n')
+	if from != "" {
+		return w.Flush()
+	}
+	return nil
 }
 
 // Start records that case id started at t.

@@ -34,6 +34,7 @@ func TestRig(t *testing.T) {
 		t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
 		t.Run("RequeuedJobJoinsTheRun", func(t *testing.T) { requeuedJobJoinsTheRun(t, r) })
 		t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
+		t.Run("RescueAfterPowerCut", func(t *testing.T) { rescueAfterPowerCut(t, r) })
 	})
 }
 

@@ -1,0 +1,671 @@
+package metajob
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/status"
+	"golang.org/x/sys/unix"
+)
+
+// Rescue within the run (RESCUE_CHECK in the config). A meta-job that dies
+// — its node lost, killed out of memory, cancelled — leaves the case it was
+// running and the cases it had claimed and not started. Without rescue they
+// wait for 'farm resubmit'. With it, the live meta-jobs of the same run
+// take them over, within minutes, without a server:
+//
+//   - Who looks. Time is cut into periods of RESCUE_CHECK. In each, every
+//     meta-job tries once to create MISC/rescue.RUN/check.K (K the
+//     period's number) with O_EXCL; the one that makes it asks the batch
+//     system, in one query for all the run's meta-jobs (Backend.Jobs), which
+//     have ended. So the farm makes one scheduler query a period, however
+//     many meta-jobs it has: O(1) per period, 60 an hour by default.
+//   - What is rescued. For each meta-job of the run that has ended, its
+//     status file (the newest incarnation's) tells what it held: the case it
+//     started and never ended (it died under it), and the cases it claimed (C
+//     records) and never started. A file with neither is marked as looked at.
+//   - One rescuer. The checker takes a dead job's cases by creating its
+//     mark, MISC/rescue.RUN/NAME (NAME its status file's name), with
+//     O_EXCL, holding its own nonce: one meta-job wins, and it decides that
+//     it won from the mark's content, not from the reply (which may be lost
+//     after the create succeeded).
+//   - The fence. A job the batch system says ended may still run: frozen, or
+//     on a node cut off from the batch system. Every meta-job, after writing
+//     a case's start record and before running it, looks for its own mark
+//     when its last look is more than RescueFence old (one lookup in
+//     RescueFence: the cost of the fence); if its cases were rescued, it runs
+//     none of them and exits. The rescuer waits RescueFence + rescueMargin
+//     after making the mark, then reads the dead job's status file. So every
+//     case the old job starts after the mark has its start record written
+//     before the rescuer reads the file (it looked less than RescueFence
+//     before, and saw no mark), and the rescuer reruns it as the dead job's
+//     open case; no case it has not started is run by both. What remains is
+//     the case the old job was running when it froze (or started in the
+//     instant between its look and the exec): it may run twice. That is
+//     recorded (two attempts in the run, the second why=rescue, the first
+//     with an end record), and farm Status warns of it.
+//   - The rescue. The rescuer records the cases in its status file (a C
+//     record from=NAME, written at once) and runs them before its next
+//     claim: the open case, if the crash limit allows (MAX_CRASHES counts its
+//     death), as its next attempt (attempt=N why=rescue from=NAME); the
+//     others as their first (from=NAME). If the rescuer dies in turn, they
+//     are rescued from its file.
+//   - The end of the run. The first meta-job to find no case left becomes
+//     the run's warden (MISC/rescue.RUN/warden, O_EXCL): instead of
+//     exiting, it checks every period until no other meta-job of the run is
+//     running and no rescue is pending, running what it rescues; or until
+//     its own time is short. The others exit as before.
+//   - A restarted job. A job the batch system restarted after its node
+//     failed (Slurm's requeue: a new incarnation under the same ID) rescues
+//     its earlier incarnation's cases itself, at its start.
+//
+// Rescue is off in SIMPLE mode (one case a job) and with RESCUE_CHECK=0.
+
+// RescueFence is how often a meta-job looks for the mark that says its
+// cases were rescued, before starting a case (FARM_RESCUE_FENCE overrides
+// it, for tests): the longest a job may go between its look and a start.
+const RescueFence = 30 * time.Second
+
+// rescueMargin is added to RescueFence in the rescuer's wait, for the
+// time between a look and the start record's write.
+const rescueMargin = 5 * time.Second
+
+// rescueDir is the directory of run's rescue marks, in MISC.
+func rescueDir(run int) string { return "rescue." + strconv.Itoa(run) }
+
+// wardenName is the warden's mark.
+const wardenName = "warden"
+
+// rescuer is a meta-job's part in rescue: its checks, its rescues waiting
+// for the fence, its warden role.
+type rescuer struct {
+	m         *Metajob
+	dir       string // MISC/rescue.RUN
+	statusDir string
+	self      string // the meta-job's status file's name
+	run       int
+	period    time.Duration
+	fence     time.Duration
+	nonce     string
+
+	// The run's meta-jobs (their IDs) and their states: the job records
+	// and the engine, replaceable by tests.
+	runJobs func() ([]string, error)
+
+	mu       sync.Mutex // the fields below
+	lastK    int64      // the last period whose check this job tried
+	pending  []pendingRescue
+	isWarden bool
+	over     bool     // the warden's last look found no other job running and no rescue pending
+	watch    []string // the status files of the others the last check found running
+	calls    atomic.Int64
+}
+
+// pendingRescue is a dead job's status file whose mark this job made at
+// at: it reads the file once the fence has passed.
+type pendingRescue struct {
+	name  string // the status file's name
+	at    time.Time
+	state string // the engine's word, for the log
+}
+
+// rescuedCase is a case handed to the meta-job by a rescue.
+type rescuedCase = pendingRetry
+
+// newRescuer returns m's rescuer, or nil when rescue is off.
+func newRescuer(m *Metajob) *rescuer {
+	if m.Env.Simple || m.Farm.Config.RescueCheck <= 0 {
+		return nil
+	}
+	fence := RescueFence
+	if m.Env.RescueFence > 0 {
+		fence = m.Env.RescueFence
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	r := &rescuer{m: m, dir: m.Farm.Path(layout.MiscDir, rescueDir(m.Env.Run)), statusDir: m.Farm.Path(layout.StatusDir),
+		self: layout.StatusFile(m.self.ID, m.self.Restart), run: m.Env.Run, period: m.Farm.Config.RescueCheck, fence: fence,
+		nonce: hex.EncodeToString(b[:])}
+	r.runJobs = r.recordedJobs
+	return r
+}
+
+// recordedJobs are the IDs of the run's meta-jobs, from the farm's job
+// records, but this job.
+func (r *rescuer) recordedJobs() ([]string, error) {
+	recs, err := r.m.Farm.Jobs()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, rec := range recs {
+		if rec.Run == r.run && rec.Kind == "meta" && rec.ID != r.m.self.ID {
+			ids = append(ids, rec.ID)
+		}
+	}
+	return ids, nil
+}
+
+// start runs the rescuer until done is closed: a look every quarter
+// period or so (with jitter, so that the meta-jobs do not all come at
+// once), and, for a restarted job, the rescue of its earlier incarnation.
+func (r *rescuer) start(ctx context.Context, done <-chan struct{}) {
+	if err := os.Mkdir(r.dir, 0o755); err != nil && !os.IsExist(err) {
+		fmt.Fprintf(r.m.log, "farm: rescue is off for this meta-job: %v\n", err)
+		return
+	}
+	if rs := r.m.self.Restart; rs > 0 {
+		prev := layout.StatusFile(r.m.self.ID, rs-1)
+		if r.mark(prev, "restarted") {
+			fmt.Fprintf(r.m.log, "farm: this job was restarted by the batch system; the cases its incarnation %d held are rescued here after %s\n", rs-1, r.wait())
+		}
+	}
+	go func() {
+		for {
+			step := r.period / 4
+			step += time.Duration(mrand.Int64N(int64(step)/2 + 1))
+			t := time.NewTimer(min(step, time.Second*15))
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			r.tick(ctx, time.Now())
+		}
+	}()
+}
+
+// wait is how long a rescuer waits between its mark and its reading of the
+// dead job's file.
+func (r *rescuer) wait() time.Duration { return r.fence + rescueMargin }
+
+// tick is one look: the period's check if this job is the first to try
+// it (or the warden), then the rescues whose fence has passed.
+func (r *rescuer) tick(ctx context.Context, now time.Time) {
+	k := now.UnixNano() / int64(r.period)
+	r.mu.Lock()
+	tried := k <= r.lastK
+	r.lastK = max(r.lastK, k)
+	warden := r.isWarden
+	r.mu.Unlock()
+	if !tried && r.checkFile(k) || warden {
+		r.check(ctx, now)
+	}
+	r.collectDue(ctx, now)
+}
+
+// checkFile tries to make the period's check file; it reports whether
+// this job made it (and removes the one of two periods before).
+func (r *rescuer) checkFile(k int64) bool {
+	name := filepath.Join(r.dir, "check."+strconv.FormatInt(k, 10))
+	fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return false // made by another (or a lost reply: this period goes to no one)
+	}
+	unix.Close(fd)
+	os.Remove(filepath.Join(r.dir, "check."+strconv.FormatInt(k-2, 10)))
+	return true
+}
+
+// check asks the batch system which of the run's meta-jobs have ended, and
+// marks those whose status files hold cases to rescue (at most what this
+// job has time for).
+func (r *rescuer) check(ctx context.Context, now time.Time) {
+	ids, err := r.runJobs()
+	if err != nil || len(ids) == 0 {
+		r.setOver(err == nil)
+		return
+	}
+	r.calls.Add(1)
+	infos, err := r.m.Backend.Jobs(ctx, ids)
+	if err != nil && len(infos) == 0 {
+		fmt.Fprintf(r.m.log, "farm: rescue: asking the batch system for the run's jobs: %v\n", err)
+		return
+	}
+	marks := map[string]bool{}
+	if ents, err := os.ReadDir(r.dir); err == nil {
+		for _, e := range ents {
+			marks[e.Name()] = true
+		}
+	}
+	var running []string
+	for _, id := range ids {
+		info, ok := infos[id]
+		if !ok || info.State.Active() {
+			if ok && info.State == backend.Running {
+				if name := r.newestFile(id); name != "" {
+					running = append(running, name)
+				}
+			}
+			continue
+		}
+		name := r.newestFile(id)
+		if name == "" || marks[name] {
+			continue
+		}
+		lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, name))
+		if err != nil || lo.Run != r.run || len(lo.Open) == 0 && len(lo.Unstarted) == 0 {
+			r.mark(name, "none") // nothing to rescue: looked at once
+			continue
+		}
+		if !r.hasTime() {
+			continue // left to a job with time for it
+		}
+		if r.mark(name, string(info.State)) {
+			fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
+				id, r.run, info.State, len(lo.Open)+len(lo.Unstarted), r.wait())
+		}
+	}
+	r.mu.Lock()
+	r.watch = running
+	r.over = len(running) == 0 && len(r.pending) == 0
+	r.mu.Unlock()
+}
+
+// quitPoll is the warden's look, between checks, at the jobs the last
+// check found running: a job whose status file ends with its Q record has
+// ended its cases. When none is left and no rescue is pending, the run is
+// over for the warden. (One read of a file's end per job still running.)
+func (r *rescuer) quitPoll() {
+	r.mu.Lock()
+	watch := r.watch
+	r.mu.Unlock()
+	var still []string
+	for _, name := range watch {
+		if !quitted(filepath.Join(r.statusDir, name)) {
+			still = append(still, name)
+		}
+	}
+	r.mu.Lock()
+	if len(r.watch) == len(watch) { // no check meanwhile
+		r.watch = still
+		r.over = len(still) == 0 && len(r.pending) == 0
+	}
+	r.mu.Unlock()
+}
+
+// pollEvery is how long the warden waits between its looks at the jobs
+// still running: 5 ms a job, from 200 ms (a few jobs: the run's end is
+// not held up) to 5 s (a thousand: some 200 reads a second, falling as
+// they end).
+func (r *rescuer) pollEvery() time.Duration {
+	r.mu.Lock()
+	n := len(r.watch)
+	r.mu.Unlock()
+	return min(max(time.Duration(n)*5*time.Millisecond, 200*time.Millisecond), 5*time.Second)
+}
+
+// quitted reports whether the status file at path ends with a Q record.
+func quitted(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	off := max(0, fi.Size()-4096)
+	b := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(b, off)
+	b = bytes.TrimRight(b[:n], "\n")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return bytes.HasPrefix(b, []byte("Q "))
+}
+
+// setOver records the warden's finding when the run has no other job.
+func (r *rescuer) setOver(over bool) {
+	r.mu.Lock()
+	r.over = over && len(r.pending) == 0
+	r.mu.Unlock()
+}
+
+// newestFile is the name of the status file of job id's newest
+// incarnation, "" if it has none (it never started).
+func (r *rescuer) newestFile(id string) string {
+	name := ""
+	for rs := 0; rs < 1000; rs++ {
+		n := layout.StatusFile(id, rs)
+		if _, err := os.Lstat(filepath.Join(r.statusDir, n)); err != nil {
+			break
+		}
+		name = n
+	}
+	return name
+}
+
+// hasTime reports whether this job has the time to take on a rescue: the
+// wait, and twice its runtime cutoff, before its end.
+func (r *rescuer) hasTime() bool {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end := m.rt.end.at()
+	if end.IsZero() {
+		return true
+	}
+	return time.Until(end) > r.wait()+2*time.Duration(m.rt.cutoff*float64(time.Second))+time.Minute
+}
+
+// mark takes the rescue of status file name (state: why, for the mark's
+// reader): it reports whether this job made the mark, deciding from the
+// mark's content (its nonce), and queues the rescue. "none" marks a file
+// looked at with nothing to rescue.
+func (r *rescuer) mark(name, state string) bool {
+	path := filepath.Join(r.dir, name)
+	content := fmt.Sprintf("%s %s %s %s\n", r.m.self.ID, r.nonce, state, time.Now().UTC().Format(time.RFC3339))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, err = f.WriteString(content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		if b, rerr := os.ReadFile(path); rerr != nil || string(b) != content {
+			return false
+		}
+	}
+	if state != "none" {
+		r.mu.Lock()
+		r.pending = append(r.pending, pendingRescue{name: name, at: time.Now(), state: state})
+		r.mu.Unlock()
+	}
+	return true
+}
+
+// markedBy reads the mark of status file name: the ID of the job that
+// rescued its cases, ok false if there is no mark (or it marks nothing
+// rescued). err is a lookup that failed.
+func (r *rescuer) markedBy(name string) (string, bool, error) {
+	b, err := os.ReadFile(filepath.Join(r.dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) >= 3 && f[2] == "none" {
+		return "", false, nil
+	}
+	if len(f) == 0 {
+		return "another meta-job", true, nil // being written
+	}
+	return f[0], true, nil
+}
+
+// collectDue carries out the rescues whose fence has passed.
+func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
+	r.mu.Lock()
+	var due []pendingRescue
+	keep := r.pending[:0]
+	for _, p := range r.pending {
+		if gap(now, p.at) > r.wait() {
+			due = append(due, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	r.pending = keep
+	r.mu.Unlock()
+	for _, p := range due {
+		if err := r.collect(ctx, p); err != nil {
+			fmt.Fprintf(r.m.log, "farm: rescue of the cases of %s: %v; they are left for 'farm resubmit'\n", p.name, err)
+		}
+	}
+}
+
+// collect reads the dead job's status file and hands its cases to the
+// meta-job: the open case (if under the crash limit) as its next attempt,
+// the unstarted ones as their first.
+func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
+	m := r.m
+	lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, p.name))
+	if err != nil {
+		return err
+	}
+	attempt := map[int64]int{}
+	var ids []int64
+	var crashed []string
+	for _, o := range lo.Open {
+		if n, limit := r.crashes(o.ID), m.Farm.Config.MaxCrashes; limit > 0 && n >= limit {
+			crashed = append(crashed, fmt.Sprintf("%d (its meta-job died under it %d times, MAX_CRASHES=%d)", o.ID, n, limit))
+			continue
+		}
+		attempt[o.ID] = o.Attempt + 1
+		ids = append(ids, o.ID)
+	}
+	ids = append(ids, lo.Unstarted...)
+	if len(crashed) > 0 {
+		fmt.Fprintf(m.log, "farm: rescue: not run again, crashed: case %s\n", strings.Join(crashed, ", case "))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	table, err := r.table(ctx)
+	if err != nil {
+		return err
+	}
+	cases, err := casetable.FindCases(table, ids)
+	if err != nil {
+		return err
+	}
+	m.swMu.Lock()
+	err = m.sw.Claimed(ids, time.Now(), p.name)
+	m.swMu.Unlock()
+	if err != nil {
+		return err
+	}
+	var got []rescuedCase
+	for _, id := range ids {
+		c, ok := cases[id]
+		if !ok {
+			continue
+		}
+		rc := rescuedCase{c: c, why: status.WhyRescue, from: p.name}
+		if a := attempt[id]; a > 1 {
+			rc.retry = a - 1
+		}
+		got = append(got, rc)
+	}
+	fmt.Fprintf(m.log, "farm: rescued from %s (%s): %s\n", p.name, p.state, describeRescue(got))
+	m.mu.Lock()
+	m.rescued = append(m.rescued, got...)
+	m.mu.Unlock()
+	return nil
+}
+
+// describeRescue says what a rescue took, for the job's output.
+func describeRescue(got []rescuedCase) string {
+	var open []string
+	var ids []int64
+	for _, rc := range got {
+		if rc.retry > 0 {
+			open = append(open, fmt.Sprintf("case %d (attempt %d)", rc.c.ID, rc.retry+1))
+		} else {
+			ids = append(ids, rc.c.ID)
+		}
+	}
+	if len(ids) > 0 {
+		open = append(open, fmt.Sprintf("%d case(s) never started: %s", len(ids), status.AppendIDs(nil, ids)))
+	}
+	return strings.Join(open, "; ")
+}
+
+// crashes is how many times case id's meta-job died under it, in every
+// run, as the status files tell (the dead job's attempt included).
+func (r *rescuer) crashes(id int64) int {
+	sum, err := status.Load(r.statusDir, status.Options{})
+	if err != nil {
+		return 0
+	}
+	return sum.Get(id).Crashes
+}
+
+// table is the run's table.
+func (r *rescuer) table(ctx context.Context) (string, error) {
+	m := r.m
+	m.mu.Lock()
+	t := m.table
+	m.mu.Unlock()
+	if t == "" {
+		st, err := m.Farm.Store().Read(ctx)
+		if err != nil {
+			return "", err
+		}
+		t = st.Table
+	}
+	return m.Farm.Path(t), nil
+}
+
+// warden makes this job the run's warden, if no job is yet: it reports
+// whether it is.
+func (r *rescuer) warden() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.isWarden {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(r.dir, wardenName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false
+	}
+	f.WriteString(r.m.self.ID + "\n")
+	f.Close()
+	r.isWarden, r.over = true, false
+	return true
+}
+
+// wardenNow reports whether this job is the run's warden.
+func (r *rescuer) wardenNow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isWarden
+}
+
+// busy reports whether the meta-job must stay: rescues of its own are
+// waiting for the fence, or, as the warden, others of the run still run.
+func (r *rescuer) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) > 0 || r.isWarden && !r.over
+}
+
+// awaitRescue is called when the table has no case left for the meta-job
+// and it holds none: it reports whether a rescued case is there to run,
+// waiting for one (with m.mu released, looking every awaitLook) while the
+// job must stay — its own rescues wait for their fence, or it is the
+// run's warden and others of the run still run — unless a stop signal,
+// another loop's end or its time running short comes first. m.mu is held.
+func (m *Metajob) awaitRescue() bool {
+	if m.rescue == nil {
+		return false
+	}
+	if len(m.rescued) > 0 {
+		return true
+	}
+	first := !m.rescue.wardenNow()
+	if !m.rescue.warden() && !m.rescue.busy() {
+		return false
+	}
+	if first && m.rescue.wardenNow() {
+		// Its first look at once: a run whose others have all ended
+		// keeps no warden.
+		m.mu.Unlock()
+		m.rescue.check(context.Background(), time.Now())
+		m.rescue.quitPoll()
+		m.mu.Lock()
+	}
+	announced := false
+	for {
+		if len(m.rescued) > 0 || m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" {
+			return true
+		}
+		if !m.rescue.busy() || m.rt.tooLate() {
+			return false
+		}
+		if !announced && m.rescue.wardenNow() {
+			fmt.Fprintf(m.log, "farm: no case left; this meta-job stays while others of run %d run, to rescue their cases if they die (checking every %s)\n", m.Env.Run, m.rescue.period)
+			announced = true
+		}
+		m.mu.Unlock()
+		t := time.NewTimer(m.rescue.pollEvery())
+		select {
+		case <-t.C:
+		case <-m.stop.ch:
+		}
+		t.Stop()
+		if m.rescue.wardenNow() {
+			m.rescue.quitPoll()
+		}
+		m.mu.Lock()
+	}
+}
+
+// fenced is called after a case's start record, before the case runs, and
+// before each claim: it reports whether the job's cases were rescued (its
+// mark exists), looking for the mark when its last look is more than the
+// fence old. Then the job starts no more cases and claims none: its loops
+// end, and it exits saying why.
+func (m *Metajob) fenced() bool {
+	if m.rescue == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fencedLocked(1)
+}
+
+// fencedLocked is fenced, m.mu held, for a job about to start held more
+// cases than those queued (1: the one whose start record it wrote; 0
+// before a claim, which a job whose cases were rescued must not make: no
+// one would rescue what it claims).
+func (m *Metajob) fencedLocked(held int) bool {
+	if m.rescue == nil {
+		return false
+	}
+	if m.rescuedBy != "" {
+		return true
+	}
+	now := m.now()
+	if !m.markLook.IsZero() && gap(now, m.markLook) <= m.rescue.fence {
+		return false
+	}
+	by, marked, err := m.rescue.markedBy(m.rescue.self)
+	if err != nil {
+		return false // looked for again at the next start
+	}
+	if !marked {
+		m.markLook = now
+		return false
+	}
+	m.rescuedBy = by
+	m.superseded = fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by)
+	if !m.markLook.IsZero() {
+		m.silent = gap(now, m.markLook)
+	}
+	m.left += len(m.queue) + held
+	m.queue = nil
+	m.pool.stop()
+	return true
+}

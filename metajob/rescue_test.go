@@ -1,0 +1,212 @@
+package metajob
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/status"
+)
+
+// stateBackend is a batch system whose jobs are in the states a test sets,
+// and that counts the queries it is asked.
+type stateBackend struct {
+	states  map[string]backend.JobState
+	queries atomic.Int64
+}
+
+func (b *stateBackend) Name() string                       { return "test" }
+func (b *stateBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *stateBackend) Submit(context.Context, backend.SubmitRequest) ([]string, error) {
+	return nil, nil
+}
+func (b *stateBackend) Cancel(context.Context, []string, backend.CancelScope) ([]string, error) {
+	return nil, nil
+}
+func (b *stateBackend) Self(context.Context, backend.SelfRequest) (backend.Self, error) {
+	return backend.Self{}, nil
+}
+func (b *stateBackend) Jobs(_ context.Context, ids []string) (map[string]backend.JobInfo, error) {
+	b.queries.Add(1)
+	out := map[string]backend.JobInfo{}
+	for _, id := range ids {
+		st := b.states[id]
+		if st == "" {
+			st = backend.Running
+		}
+		out[id] = backend.JobInfo{ID: id, State: st}
+	}
+	return out, nil
+}
+
+// rescueFarm is a farm directory of a run 1 over a table of 20 cases,
+// with meta-jobs 1..n of it, all on engine b, each with its rescuer
+// (RESCUE_CHECK period, the fence 2 s) and its status file.
+func rescueFarm(t *testing.T, n int, period time.Duration, b backend.Backend) (string, []*Metajob) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{layout.MiscDir, layout.StatusDir} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var table strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&table, "%d echo %d\n", i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "table.dat"), []byte(table.String()), 0o644)
+	f := &farm.Farm{Dir: dir}
+	f.Config.RescueCheck, f.Config.MaxCrashes = period, 5
+	var ids []string
+	for k := 1; k <= n; k++ {
+		ids = append(ids, fmt.Sprint(k))
+	}
+	var jobs []*Metajob
+	for _, id := range ids {
+		m := &Metajob{Farm: f, Backend: b, log: &bytes.Buffer{}, rt: &runtimeGuard{}, pool: newPool(1, nil, backend.Alloc{}), table: "table.dat"}
+		m.Env.Run, m.Env.RescueFence = 1, 2*time.Second
+		m.self.ID = id
+		sw, err := status.CreateCap(filepath.Join(dir, layout.StatusDir, layout.StatusFile(id, 0)), id, 0, 1, "node"+id, status.Capacity{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sw.Close() })
+		m.sw = sw
+		m.rescue = newRescuer(m)
+		self := id
+		m.rescue.runJobs = func() ([]string, error) {
+			var others []string
+			for _, o := range ids {
+				if o != self {
+					others = append(others, o)
+				}
+			}
+			return others, nil
+		}
+		os.Mkdir(m.rescue.dir, 0o755)
+		jobs = append(jobs, m)
+	}
+	return dir, jobs
+}
+
+// TestRescueChecksAreOnePerPeriod counts the scheduler queries made for
+// rescue by 64 meta-jobs in an hour (simulated: each meta-job looks at its
+// own times, every quarter period or so, as start does): one query a
+// period for the whole farm, whoever makes it, 60 in the hour at
+// RESCUE_CHECK=60 s — O(1) per period, not O(meta-jobs).
+func TestRescueChecksAreOnePerPeriod(t *testing.T) {
+	b := &stateBackend{}
+	period := time.Minute
+	_, jobs := rescueFarm(t, 64, period, b)
+	t0 := time.Unix(1_800_000_000, 0) // a period boundary
+	next := make([]time.Time, len(jobs))
+	for i := range next {
+		next[i] = t0.Add(time.Duration(mrand.Int64N(int64(period / 4))))
+	}
+	ctx := context.Background()
+	for now := t0; now.Before(t0.Add(time.Hour)); now = now.Add(100 * time.Millisecond) {
+		for i, m := range jobs {
+			if now.Before(next[i]) {
+				continue
+			}
+			m.rescue.tick(ctx, now)
+			step := period / 4
+			next[i] = now.Add(step + time.Duration(mrand.Int64N(int64(step)/2+1)))
+		}
+	}
+	if got := b.queries.Load(); got != 60 {
+		t.Errorf("64 meta-jobs made %d scheduler queries for rescue in an hour, want 60 (one a period)", got)
+	}
+	t.Logf("64 meta-jobs, 1 hour, RESCUE_CHECK=%s: %d scheduler queries for rescue", period, b.queries.Load())
+}
+
+// TestRescueTakesTheDeadJobsCases: job 2 died (its engine says FAILED)
+// running case 2 with cases 3 and 4 claimed and not started; job 1's check
+// marks it, and once the fence has passed hands job 1 case 2 as its second
+// attempt (why=rescue) and cases 3 and 4 as their first, recorded in job
+// 1's status file. Job 3's check, later, marks nothing more: the rescue is
+// one job's. Job 2, had it only been frozen, finds its mark at its next
+// start and runs nothing more.
+func TestRescueTakesTheDeadJobsCases(t *testing.T) {
+	b := &stateBackend{states: map[string]backend.JobState{"2": backend.Failed}}
+	dir, jobs := rescueFarm(t, 3, time.Minute, b)
+	t0 := time.Now()
+	dead := jobs[1]
+	dead.sw.Claimed([]int64{1, 2, 3, 4}, t0, "")
+	dead.sw.Start(1, t0)
+	dead.sw.End(1, 0, t0, time.Second)
+	dead.sw.Start(2, t0)
+	ctx := context.Background()
+	// Job 2 looked for its mark a moment ago: it is not fenced yet.
+	if dead.fenced() {
+		t.Fatal("job 2 fenced before any rescue")
+	}
+	jobs[0].rescue.tick(ctx, t0)
+	if len(jobs[0].rescue.pending) != 1 {
+		t.Fatalf("job 1 did not take the rescue: %s", jobs[0].log)
+	}
+	jobs[2].rescue.tick(ctx, t0.Add(time.Second)) // the same period: no check
+	jobs[2].rescue.tick(ctx, t0.Add(time.Minute))
+	if len(jobs[2].rescue.pending) != 0 {
+		t.Fatal("job 3 took a rescue job 1 had taken")
+	}
+	jobs[0].rescue.collectDue(ctx, time.Now()) // before the fence: nothing yet
+	if len(jobs[0].rescued) != 0 {
+		t.Fatal("cases handed over before the fence passed")
+	}
+	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
+	var got []string
+	for _, rc := range jobs[0].rescued {
+		got = append(got, fmt.Sprintf("%d/%d/%s/%s", rc.c.ID, rc.retry+1, rc.why, rc.from))
+	}
+	if want := "2/2/rescue/status.2 3/1/rescue/status.2 4/1/rescue/status.2"; strings.Join(got, " ") != want {
+		t.Errorf("rescued %q, want %q\n%s", got, want, jobs[0].log)
+	}
+	jobs[0].sw.Flush()
+	lo, err := status.ReadLeftovers(filepath.Join(dir, layout.StatusDir, "status.1"))
+	if err != nil || fmt.Sprint(lo.Unstarted) != "[2 3 4]" {
+		t.Errorf("job 1's status file holds %v (%v), want its C record of cases 2 3 4", lo.Unstarted, err)
+	}
+	// Job 2 resumes past its fence: it looks, finds the mark, stops.
+	dead.markLook = time.Now().Add(-3 * time.Second)
+	if !dead.fenced() {
+		t.Fatal("job 2 not fenced after its cases were rescued")
+	}
+	if line := dead.supersededLine(); !strings.Contains(line, "rescued by meta-job 1") {
+		t.Errorf("job 2's last line: %q", line)
+	}
+}
+
+// TestRescueLeavesACrashedCase: a case whose meta-jobs died under it
+// MAX_CRASHES times is not rescued; the cases the job had not started are.
+func TestRescueLeavesACrashedCase(t *testing.T) {
+	b := &stateBackend{states: map[string]backend.JobState{"2": backend.Failed}}
+	dir, jobs := rescueFarm(t, 2, time.Minute, b)
+	jobs[0].Farm.Config.MaxCrashes = 2
+	t0 := time.Now()
+	// An earlier run's job died under case 2 once.
+	w, _ := status.CreateCap(filepath.Join(dir, layout.StatusDir, "status.old"), "old", 0, 0, "n", status.Capacity{}, nil)
+	w.Start(2, t0.Add(-time.Hour))
+	w.Close()
+	jobs[1].sw.Claimed([]int64{2, 3}, t0, "")
+	jobs[1].sw.Start(2, t0)
+	ctx := context.Background()
+	jobs[0].rescue.tick(ctx, t0)
+	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
+	if len(jobs[0].rescued) != 1 || jobs[0].rescued[0].c.ID != 3 {
+		t.Errorf("rescued %+v, want case 3 only", jobs[0].rescued)
+	}
+	if !strings.Contains(fmt.Sprint(jobs[0].log), "crashed: case 2 (its meta-job died under it 2 times, MAX_CRASHES=2)") {
+		t.Errorf("log: %s", jobs[0].log)
+	}
+}
