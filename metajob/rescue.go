@@ -529,7 +529,9 @@ func (r *rescuer) table(ctx context.Context) (string, error) {
 	t := m.table
 	m.mu.Unlock()
 	if t == "" {
-		st, err := m.Farm.Store().Read(ctx)
+		store := m.Farm.Store()
+		defer store.Close()
+		st, err := store.Read(ctx)
 		if err != nil {
 			return "", err
 		}

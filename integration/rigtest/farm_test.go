@@ -31,11 +31,19 @@ func TestRig(t *testing.T) {
 	})
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
-		t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
 		t.Run("RequeuedJobJoinsTheRun", func(t *testing.T) { requeuedJobJoinsTheRun(t, r) })
 		t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
 		t.Run("RescueAfterPowerCut", func(t *testing.T) { rescueAfterPowerCut(t, r) })
 	})
+}
+
+// TestRigWithoutRescue is what a power cut leaves with rescue off
+// (RESCUE_CHECK=0), to 'farm resubmit'. make test leaves it out for time
+// (TestRig/NodeLoss/RescueAfterPowerCut cuts a node's power too, with
+// rescue); make rig-extra runs it, and .ci/run after make test.
+func TestRigWithoutRescue(t *testing.T) {
+	r := needRig(t)
+	t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
 }
 
 // TestRigFourThousandCasesDHT is issue 21's farm on the distribute-
