@@ -194,7 +194,7 @@ func TestLocalRescuedJobThatWasOnlyStoppedStartsNone(t *testing.T) {
 func rescuedFrom(t *testing.T, path, from string) map[int64]bool {
 	t.Helper()
 	b, _ := os.ReadFile(path)
-	m := regexp.MustCompile(`(?m)^C \S+ (\S+) from=` + regexp.QuoteMeta(from) + `$`).FindStringSubmatch(string(b))
+	m := regexp.MustCompile(`(?m)^C \S+ (\S+) from=` + regexp.QuoteMeta(from) + `( .*)?$`).FindStringSubmatch(string(b))
 	if m == nil {
 		t.Fatalf("%s has no C record from %s:\n%s", path, from, b)
 	}

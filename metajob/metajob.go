@@ -175,7 +175,9 @@ func (m *Metajob) open(ctx context.Context) error {
 	if err := m.openLoops(); err != nil {
 		return err
 	}
-	m.rescue = newRescuer(m)
+	if m.rescue = newRescuer(m); m.rescue != nil {
+		m.sw.SyncStarts = !localFilesystem(f.Dir)
+	}
 	// RUN directories are made relative to the open farm directory: one
 	// lookup at the server instead of one per component of the path.
 	m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -266,7 +268,8 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
 	if m.rescue != nil {
-		m.rescue.start(ctx, done)
+		m.rescue.start(ctx)
+		defer m.rescue.halt() // (already halted on the normal path)
 	}
 	go func() {
 		select {
@@ -284,6 +287,9 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	if m.rescue != nil {
+		m.rescue.halt() // before the last records: it writes to the status file too
+	}
 	if n := len(m.retries) + m.retriesLeft; n > 0 {
 		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
 	}
@@ -391,7 +397,7 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 			m.retryNotStarted(s)
 			return m.notStarted(), nil
 		}
-		if start, msg, err := m.stillStarts(ctx, c, w, s.retry); !start {
+		if start, msg, err := m.stillStarts(ctx, c, w, s.retry, s.from); !start {
 			// Waited for its turn past a stop, the run-time or its
 			// min_time: not started.
 			m.retryNotStarted(s)
@@ -439,7 +445,7 @@ func (m *Metajob) notStarted() string {
 // left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
 // min_time (c is recorded unfit, no message: the loop goes on; a retry is
 // not recorded: it stays failed).
-func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want, retry int) (bool, string, error) {
+func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want, retry int, from string) (bool, string, error) {
 	if m.stop.stopped() {
 		return false, MsgStopped, nil
 	}
@@ -452,7 +458,7 @@ func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want, ret
 		return false, MsgNoRuntime, nil
 	}
 	if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
-		if retry > 0 {
+		if retry > 0 && from == "" {
 			return false, "", nil // stays failed: counted by retryNotStarted
 		}
 		return false, "", m.recordUnfit(c, why)
@@ -564,7 +570,11 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		}
 		return r, true, false, "", nil
 	}
-	if len(m.rescued) > 0 && !m.rt.tooLate() {
+	if len(m.rescued) > 0 {
+		if m.rt.tooLate() {
+			// Left in this job's C record: rescued again once it ends.
+			return r, false, false, MsgNoRuntime, nil
+		}
 		r = m.rescued[0]
 		m.rescued = m.rescued[1:]
 		return r, true, false, "", nil
@@ -599,13 +609,14 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	m.queue = cases
 	m.batch++
 	if m.rescue != nil {
-		// What it holds, should it die: written with its next record.
+		// What it holds, should it die: written at once (and synced on a
+		// network filesystem), for the rescue (rescue.go).
 		ids := make([]int64, len(cases))
 		for i, c := range cases {
 			ids[i] = c.ID
 		}
 		m.swMu.Lock()
-		err = m.sw.Claimed(ids, time.Now(), "")
+		err = m.sw.Claimed(ids, time.Now(), "", nil)
 		m.swMu.Unlock()
 	}
 	return r, false, false, "", err

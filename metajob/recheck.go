@@ -113,8 +113,8 @@ func (m *Metajob) recheck(ctx context.Context, held int) (string, error) {
 		return "", nil
 	}
 	m.superseded, m.silent = why, silent
-	m.left += len(m.queue) + held
-	m.queue = nil
+	m.left += len(m.queue) + len(m.rescued) + held
+	m.queue, m.rescued = nil, nil
 	m.pool.stop() // the loops waiting for their turn start nothing
 	return MsgSuperseded, nil
 }

@@ -145,7 +145,7 @@ func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 	}
 	// The other loops: one about to start the case it holds, one waiting
 	// for its turn (woken: the pool stopped), one asking for a case.
-	if ok, msg, _ := m.stillStarts(context.Background(), casetable.Case{ID: 9}, want{}, 0); ok || msg != MsgSuperseded {
+	if ok, msg, _ := m.stillStarts(context.Background(), casetable.Case{ID: 9}, want{}, 0, ""); ok || msg != MsgSuperseded {
 		t.Errorf("stillStarts: %v %q", ok, msg)
 	}
 	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -107,12 +107,18 @@ type rescuer struct {
 	// and the engine, replaceable by tests.
 	runJobs func() ([]string, error)
 
+	checkMu sync.Mutex // one check at a time (the tick's, the warden's first)
+	quit    chan struct{}
+	wg      sync.WaitGroup // the tick goroutine
+	marks   atomic.Int64   // marks made, for each mark's own content
+
 	mu       sync.Mutex // the fields below
 	lastK    int64      // the last period whose check this job tried
 	pending  []pendingRescue
 	isWarden bool
 	over     bool     // the warden's last look found no other job running and no rescue pending
 	watch    []string // the status files of the others the last check found running
+	watchGen int      // checks that set watch
 	calls    atomic.Int64
 }
 
@@ -164,7 +170,8 @@ func (r *rescuer) recordedJobs() ([]string, error) {
 // start runs the rescuer until done is closed: a look every quarter
 // period or so (with jitter, so that the meta-jobs do not all come at
 // once), and, for a restarted job, the rescue of its earlier incarnation.
-func (r *rescuer) start(ctx context.Context, done <-chan struct{}) {
+func (r *rescuer) start(ctx context.Context) {
+	r.quit = make(chan struct{})
 	if err := os.Mkdir(r.dir, 0o755); err != nil && !os.IsExist(err) {
 		fmt.Fprintf(r.m.log, "farm: rescue is off for this meta-job: %v\n", err)
 		return
@@ -175,13 +182,15 @@ func (r *rescuer) start(ctx context.Context, done <-chan struct{}) {
 			fmt.Fprintf(r.m.log, "farm: this job was restarted by the batch system; the cases its incarnation %d held are rescued here after %s\n", rs-1, r.wait())
 		}
 	}
+	r.wg.Add(1)
 	go func() {
+		defer r.wg.Done()
 		for {
 			step := r.period / 4
 			step += time.Duration(mrand.Int64N(int64(step)/2 + 1))
 			t := time.NewTimer(min(step, time.Second*15))
 			select {
-			case <-done:
+			case <-r.quit:
 				t.Stop()
 				return
 			case <-t.C:
@@ -189,6 +198,37 @@ func (r *rescuer) start(ctx context.Context, done <-chan struct{}) {
 			r.tick(ctx, time.Now())
 		}
 	}()
+}
+
+// halt stops the rescuer before the meta-job's last records: it waits for
+// its goroutine, takes back the marks of rescues it has not carried out
+// (another meta-job's check then takes them), and gives up the warden's
+// role.
+func (r *rescuer) halt() {
+	if r.quit != nil {
+		close(r.quit)
+		r.wg.Wait()
+		r.quit = nil
+	}
+	r.mu.Lock()
+	pending := r.pending
+	r.pending = nil
+	warden := r.isWarden
+	r.mu.Unlock()
+	for _, p := range pending {
+		r.unmark(p.name)
+	}
+	if warden {
+		os.Remove(filepath.Join(r.dir, wardenName))
+	}
+}
+
+// unmark removes the mark of status file name if it is this job's.
+func (r *rescuer) unmark(name string) {
+	path := filepath.Join(r.dir, name)
+	if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), " "+r.nonce+" ") {
+		os.Remove(path)
+	}
 }
 
 // wait is how long a rescuer waits between its mark and its reading of the
@@ -227,6 +267,8 @@ func (r *rescuer) checkFile(k int64) bool {
 // marks those whose status files hold cases to rescue (at most what this
 // job has time for).
 func (r *rescuer) check(ctx context.Context, now time.Time) {
+	r.checkMu.Lock()
+	defer r.checkMu.Unlock()
 	ids, err := r.runJobs()
 	if err != nil || len(ids) == 0 {
 		r.setOver(err == nil)
@@ -260,8 +302,14 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 			continue
 		}
 		lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, name))
-		if err != nil || lo.Run != r.run || len(lo.Open) == 0 && len(lo.Unstarted) == 0 {
-			r.mark(name, "none") // nothing to rescue: looked at once
+		if err != nil {
+			fmt.Fprintf(r.m.log, "farm: rescue: reading %s: %v; looked at again at the next check\n", name, err)
+			continue
+		}
+		if lo.Run != r.run || len(lo.Open) == 0 && len(lo.Unstarted) == 0 {
+			if lo.Quitted || lo.Run != r.run {
+				r.mark(name, "none") // holds nothing, and never will: looked at once
+			}
 			continue
 		}
 		if !r.hasTime() {
@@ -274,6 +322,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 	}
 	r.mu.Lock()
 	r.watch = running
+	r.watchGen++
 	r.over = len(running) == 0 && len(r.pending) == 0
 	r.mu.Unlock()
 }
@@ -284,7 +333,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 // over for the warden. (One read of a file's end per job still running.)
 func (r *rescuer) quitPoll() {
 	r.mu.Lock()
-	watch := r.watch
+	watch, gen := r.watch, r.watchGen
 	r.mu.Unlock()
 	var still []string
 	for _, name := range watch {
@@ -293,7 +342,7 @@ func (r *rescuer) quitPoll() {
 		}
 	}
 	r.mu.Lock()
-	if len(r.watch) == len(watch) { // no check meanwhile
+	if r.watchGen == gen { // no check meanwhile
 		r.watch = still
 		r.over = len(still) == 0 && len(r.pending) == 0
 	}
@@ -372,7 +421,7 @@ func (r *rescuer) hasTime() bool {
 // looked at with nothing to rescue.
 func (r *rescuer) mark(name, state string) bool {
 	path := filepath.Join(r.dir, name)
-	content := fmt.Sprintf("%s %s %s %s\n", r.m.self.ID, r.nonce, state, time.Now().UTC().Format(time.RFC3339))
+	content := fmt.Sprintf("%s %s %s %s %d\n", r.m.self.ID, r.nonce, state, time.Now().UTC().Format(time.RFC3339), r.marks.Add(1))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err == nil {
 		_, err = f.WriteString(content)
@@ -397,21 +446,35 @@ func (r *rescuer) mark(name, state string) bool {
 // rescued its cases, ok false if there is no mark (or it marks nothing
 // rescued). err is a lookup that failed.
 func (r *rescuer) markedBy(name string) (string, bool, error) {
-	b, err := os.ReadFile(filepath.Join(r.dir, name))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", false, nil
-	}
+	// The directory is opened first: on NFS, its opening revalidates it,
+	// so that a mark made by another client since is not hidden by a
+	// cached "no such file".
+	d, err := os.Open(r.dir)
 	if err != nil {
 		return "", false, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) >= 3 && f[2] == "none" {
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == unix.ENOENT {
 		return "", false, nil
 	}
-	if len(f) == 0 {
+	if err != nil {
+		return "", false, &os.PathError{Op: "open", Path: filepath.Join(r.dir, name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return "", false, err
+	}
+	fl := strings.Fields(string(b))
+	if len(fl) >= 3 && fl[2] == "none" {
+		return "", false, nil
+	}
+	if len(fl) == 0 {
 		return "another meta-job", true, nil // being written
 	}
-	return f[0], true, nil
+	return fl[0], true, nil
 }
 
 // collectDue carries out the rescues whose fence has passed.
@@ -440,24 +503,44 @@ func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
 // the unstarted ones as their first.
 func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 	m := r.m
+	// A rescuer whose own cases were rescued meanwhile takes nothing
+	// more: no one would rescue what it took. Its mark goes, for another.
+	if by, marked, err := r.markedBy(r.self); err != nil || marked {
+		r.unmark(p.name)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("this meta-job's own cases were rescued by meta-job %s", by)
+	}
 	lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, p.name))
 	if err != nil {
+		r.unmark(p.name)
 		return err
 	}
 	attempt := map[int64]int{}
 	var ids []int64
 	var crashed []string
 	for _, o := range lo.Open {
-		if n, limit := r.crashes(o.ID), m.Farm.Config.MaxCrashes; limit > 0 && n >= limit {
-			crashed = append(crashed, fmt.Sprintf("%d (its meta-job died under it %d times, MAX_CRASHES=%d)", o.ID, n, limit))
+		n, err := r.crashes(o.ID)
+		if limit := m.Farm.Config.MaxCrashes; err != nil || limit > 0 && n >= limit {
+			why := fmt.Sprintf("its meta-job died under it %d times, MAX_CRASHES=%d", n, limit)
+			if err != nil {
+				why = fmt.Sprintf("its crashes could not be counted: %v; left for 'farm resubmit'", err)
+			}
+			crashed = append(crashed, fmt.Sprintf("%d (%s)", o.ID, why))
 			continue
 		}
 		attempt[o.ID] = o.Attempt + 1
 		ids = append(ids, o.ID)
 	}
-	ids = append(ids, lo.Unstarted...)
+	for _, id := range lo.Unstarted {
+		if n := lo.Next[id]; n > 1 {
+			attempt[id] = n // handed to the dead job by a rescue, never started
+		}
+		ids = append(ids, id)
+	}
 	if len(crashed) > 0 {
-		fmt.Fprintf(m.log, "farm: rescue: not run again, crashed: case %s\n", strings.Join(crashed, ", case "))
+		fmt.Fprintf(m.log, "farm: rescue: not run again: case %s\n", strings.Join(crashed, ", case "))
 	}
 	if len(ids) == 0 {
 		return nil
@@ -471,7 +554,7 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 		return err
 	}
 	m.swMu.Lock()
-	err = m.sw.Claimed(ids, time.Now(), p.name)
+	err = m.sw.Claimed(ids, time.Now(), p.name, attempt)
 	m.swMu.Unlock()
 	if err != nil {
 		return err
@@ -514,12 +597,15 @@ func describeRescue(got []rescuedCase) string {
 
 // crashes is how many times case id's meta-job died under it, in every
 // run, as the status files tell (the dead job's attempt included).
-func (r *rescuer) crashes(id int64) int {
+func (r *rescuer) crashes(id int64) (int, error) {
+	if r.m.Farm.Config.MaxCrashes <= 0 {
+		return 0, nil // no limit: not counted
+	}
 	sum, err := status.Load(r.statusDir, status.Options{})
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	return sum.Get(id).Crashes
+	return sum.Get(id).Crashes, nil
 }
 
 // table is the run's table.
@@ -580,7 +666,7 @@ func (r *rescuer) busy() bool {
 // run's warden and others of the run still run — unless a stop signal,
 // another loop's end or its time running short comes first. m.mu is held.
 func (m *Metajob) awaitRescue() bool {
-	if m.rescue == nil {
+	if m.rescue == nil || m.rt.tooLate() {
 		return false
 	}
 	if len(m.rescued) > 0 {
@@ -666,8 +752,24 @@ func (m *Metajob) fencedLocked(held int) bool {
 	if !m.markLook.IsZero() {
 		m.silent = gap(now, m.markLook)
 	}
-	m.left += len(m.queue) + held
-	m.queue = nil
+	m.left += len(m.queue) + len(m.rescued) + held
+	m.queue, m.rescued = nil, nil
 	m.pool.stop()
 	return true
+}
+
+// localFilesystem reports whether dir is on a filesystem of this host
+// alone (ext4, XFS, Btrfs, tmpfs, ZFS, F2FS), where another process sees an
+// append at once; on any other (NFS, Lustre, GPFS, a FUSE client such as
+// GlusterFS's) the S and C records are synced, for the rescue's fence.
+func localFilesystem(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false
+	}
+	switch uint32(st.Type) {
+	case 0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x2FC12FC1, 0xF2F52010:
+		return true
+	}
+	return false
 }

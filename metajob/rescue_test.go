@@ -142,7 +142,7 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 	dir, jobs := rescueFarm(t, 3, time.Minute, b)
 	t0 := time.Now()
 	dead := jobs[1]
-	dead.sw.Claimed([]int64{1, 2, 3, 4}, t0, "")
+	dead.sw.Claimed([]int64{1, 2, 3, 4}, t0, "", nil)
 	dead.sw.Start(1, t0)
 	dead.sw.End(1, 0, t0, time.Second)
 	dead.sw.Start(2, t0)
@@ -198,7 +198,7 @@ func TestRescueLeavesACrashedCase(t *testing.T) {
 	w, _ := status.CreateCap(filepath.Join(dir, layout.StatusDir, "status.old"), "old", 0, 0, "n", status.Capacity{}, nil)
 	w.Start(2, t0.Add(-time.Hour))
 	w.Close()
-	jobs[1].sw.Claimed([]int64{2, 3}, t0, "")
+	jobs[1].sw.Claimed([]int64{2, 3}, t0, "", nil)
 	jobs[1].sw.Start(2, t0)
 	ctx := context.Background()
 	jobs[0].rescue.tick(ctx, t0)
@@ -206,7 +206,31 @@ func TestRescueLeavesACrashedCase(t *testing.T) {
 	if len(jobs[0].rescued) != 1 || jobs[0].rescued[0].c.ID != 3 {
 		t.Errorf("rescued %+v, want case 3 only", jobs[0].rescued)
 	}
-	if !strings.Contains(fmt.Sprint(jobs[0].log), "crashed: case 2 (its meta-job died under it 2 times, MAX_CRASHES=2)") {
+	if !strings.Contains(fmt.Sprint(jobs[0].log), "not run again: case 2 (its meta-job died under it 2 times, MAX_CRASHES=2)") {
 		t.Errorf("log: %s", jobs[0].log)
+	}
+}
+
+// TestRescueMarkIsTakenOnce: the same job's two checks racing for one dead
+// job's mark (the warden's first look and its tick) take it once; a job
+// that ends before carrying out a rescue gives its mark back, and another
+// job's check then takes it.
+func TestRescueMarkIsTakenOnce(t *testing.T) {
+	b := &stateBackend{states: map[string]backend.JobState{"2": backend.Failed}}
+	_, jobs := rescueFarm(t, 3, time.Minute, b)
+	jobs[1].sw.Claimed([]int64{5, 6}, time.Now(), "", nil)
+	if !jobs[0].rescue.mark("status.2", "FAILED") {
+		t.Fatal("the first mark failed")
+	}
+	if jobs[0].rescue.mark("status.2", "FAILED") {
+		t.Fatal("the same job took the same mark twice")
+	}
+	if len(jobs[0].rescue.pending) != 1 {
+		t.Fatalf("pending rescues %v, want one", jobs[0].rescue.pending)
+	}
+	jobs[0].rescue.halt()
+	jobs[2].rescue.check(context.Background(), time.Now())
+	if len(jobs[2].rescue.pending) != 1 {
+		t.Fatalf("job 3 did not take the rescue job 1 gave back: %s", jobs[2].log)
 	}
 }

@@ -536,7 +536,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 		}
 	}
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
-		retry: a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		retry: a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -571,6 +571,7 @@ type attempt struct {
 	retry   bool   // a retry (attempt= from 2): the attempt before it, in its run and file, failed
 	rescue  bool   // a rescue (why=rescue): the attempt before it, in its run, died with its meta-job
 	again   bool   // a rescue being merged (mergeRescues): not a second start of the case in its run
+	n       int32  // its attempt= (0: not said)
 	note    uint32 // its note in the file (File.notes), 0 if none
 	status  int
 	start   float64
@@ -683,6 +684,11 @@ type rescueAttempt struct {
 // all (its meta-job was only cut off, and ran it to its end) is a case
 // that ran twice in the run: it is counted as started again (Duplicates).
 func (s *Summary) mergeRescues() {
+	// In the order they were made: a rescue of a rescue after it.
+	sort.SliceStable(s.rescues, func(i, j int) bool {
+		a, b := s.rescues[i].a, s.rescues[j].a
+		return a.id < b.id || a.id == b.id && (a.n < b.n || a.n == b.n && a.start < b.start)
+	})
 	for _, r := range s.rescues {
 		a := r.a
 		a.rescue, a.again = false, true

@@ -22,6 +22,9 @@ type Leftovers struct {
 	// nor set aside as unfit (no S or U record after the claim), in the
 	// order claimed.
 	Unstarted []int64
+	// Next is, for an unstarted case handed to it by a rescue after an
+	// earlier attempt (a C record's next=), the attempt it is to be.
+	Next map[int64]int
 	// Quitted: it exited by itself (a Q record).
 	Quitted bool
 }
@@ -86,6 +89,15 @@ func (l *Leftovers) replay(r *Record, held map[int64]bool, open []OpenCase, orde
 		l.Job, l.Run, l.Restart = string(r.Job), r.Run, r.Restart
 	case KindClaimed:
 		ids, _ := ParseIDs(r.IDs)
+		if len(r.Next) > 0 {
+			next, _ := ParseNext(r.Next)
+			for id, n := range next {
+				if l.Next == nil {
+					l.Next = map[int64]int{}
+				}
+				l.Next[id] = n
+			}
+		}
 		for _, id := range ids {
 			if !held[id] {
 				held[id] = true

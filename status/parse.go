@@ -19,7 +19,7 @@ const (
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
 	KindQuit        Kind = 'Q' // Q TIME MESSAGE
-	KindClaimed     Kind = 'C' // C TIME IDS [from=JOB]
+	KindClaimed     Kind = 'C' // C TIME IDS [from=NAME] [next=ID:N,...]
 	// KindMETA is a line of META's own status files, "ID STATUS": the case
 	// ended with STATUS. It is no first field (a META line starts with a
 	// digit, no farm record does).
@@ -63,6 +63,9 @@ type Record struct {
 	// IDs and ranges of IDs separated by commas ("3-17,20"); ParseIDs
 	// expands it.
 	IDs []byte
+	// Next is, in a C record of a rescue, the attempt each case past its
+	// first is to be (next=ID:N,...), as written; ParseNext reads it.
+	Next []byte
 }
 
 // maxAttempt is the largest attempt= an S record holds: more is damage.
@@ -205,11 +208,34 @@ func (r *Record) parseClaimed(line []byte, i int) error {
 		return fmt.Errorf("C record: %v", err)
 	}
 	for f, j := field(line, i); len(f) > 0; f, j = field(line, j) {
-		if k, v, ok := bytes.Cut(f, []byte("=")); ok && string(k) == "from" {
+		k, v, _ := bytes.Cut(f, []byte("="))
+		switch string(k) {
+		case "from":
 			r.From = v
+		case "next":
+			if _, err := ParseNext(v); err != nil {
+				return fmt.Errorf("C record: %v", err)
+			}
+			r.Next = v
 		}
 	}
 	return nil
+}
+
+// ParseNext reads a C record's next= list: "ID:N" pairs separated by
+// commas, N from 2.
+func ParseNext(b []byte) (map[int64]int, error) {
+	out := map[int64]int{}
+	for _, f := range bytes.Split(b, []byte(",")) {
+		id, n, ok := bytes.Cut(f, []byte(":"))
+		a, ok1 := parseInt(id)
+		k, ok2 := parseInt(n)
+		if !ok || !ok1 || !ok2 || a < 0 || k < 2 || k > maxAttempt || len(out) >= MaxClaimedIDs {
+			return nil, fmt.Errorf("bad next %s", quote(b))
+		}
+		out[a] = int(k)
+	}
+	return out, nil
 }
 
 // MaxClaimedIDs is the most cases a C record's IDS may stand for: a claim

@@ -43,7 +43,7 @@ const MaxCPU = 1<<16 - 1
 // StartAt records that case id started at t, placed at p.
 func (w *Writer) StartAt(id int64, t time.Time, p Placement) error {
 	w.buf = appendStartAt(w.buf, id, t, w.host, p)
-	return w.Flush()
+	return w.flushSync()
 }
 
 // Unfit records that the meta-job took case id at t and did not start it,

@@ -30,9 +30,10 @@
 // so in a C record with from=NAME, NAME the dead job's status file
 // ("status.JOBID"), and in the S record of each: from=NAME, and for the
 // case that job was running when it died, attempt=N why=rescue.
-// A C record says which cases a claim handed the meta-job (written with
-// its next record): with its S and U records, what it held and had not
-// started when it died.
+// A C record says which cases a claim handed the meta-job (written at
+// once): with its S and U records, what it held and had not started when
+// it died. A C record of a rescue may say, with next=ID:N,..., the attempt
+// each case past its first is to be.
 // Readers ignore header keys and S fields they do not know (KEY=VALUE).
 // A case that cannot fit the job — it needs more CPUs, GPUs or memory
 // than the job has, or more time than it has left — is taken and not
@@ -94,6 +95,12 @@ func latestRestarts(names []string) map[string]int {
 type Writer struct {
 	Retry time.Duration // fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
+
+	// SyncStarts has every S and C record reach the file server (fsync)
+	// before the write returns: what the rescue's fence relies on, on a
+	// network filesystem, whose client may keep appends for a while
+	// (metajob/rescue.go).
+	SyncStarts bool
 
 	f    *os.File
 	path string
@@ -241,11 +248,11 @@ func appendLine(b []byte, s string) []byte {
 }
 
 // Claimed records that the meta-job claimed cases ids at t (from, if not
-// empty: rescued them from the dead meta-job of that status file), so that
-// the cases it holds and has not started are known if it dies (rescue). It
-// is kept, and written with the next record, unless from is set: a rescue
-// is written at once.
-func (w *Writer) Claimed(ids []int64, t time.Time, from string) error {
+// empty: rescued them from the dead meta-job of that status file, next
+// giving the attempt each is to be, when past its first), so that the
+// cases it holds and has not started are known if it dies (rescue). It is
+// written at once.
+func (w *Writer) Claimed(ids []int64, t time.Time, from string, next map[int64]int) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -255,17 +262,33 @@ func (w *Writer) Claimed(ids []int64, t time.Time, from string) error {
 	if from != "" {
 		w.buf = append(append(w.buf, " from="...), oneField(from)...)
 	}
-	w.buf = append(w.buf, '\n')
-	if from != "" {
-		return w.Flush()
+	sep := " next="
+	for _, id := range ids {
+		if n := next[id]; n > 1 {
+			w.buf = append(w.buf, sep...)
+			w.buf = strconv.AppendInt(w.buf, id, 10)
+			w.buf = append(w.buf, ':')
+			w.buf = strconv.AppendInt(w.buf, int64(n), 10)
+			sep = ","
+		}
 	}
-	return nil
+	w.buf = append(w.buf, '\n')
+	return w.flushSync()
+}
+
+// flushSync writes the records kept so far and, with SyncStarts, has them
+// reach the file server before it returns.
+func (w *Writer) flushSync() error {
+	if err := w.Flush(); err != nil || !w.SyncStarts {
+		return err
+	}
+	return w.retry(w.f.Sync)
 }
 
 // Start records that case id started at t.
 func (w *Writer) Start(id int64, t time.Time) error {
 	w.buf = appendStart(w.buf, id, t, w.host)
-	return w.Flush()
+	return w.flushSync()
 }
 
 // End records that case id, started at start, ended with status after d.

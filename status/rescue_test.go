@@ -30,9 +30,14 @@ func TestIDsRoundTrip(t *testing.T) {
 }
 
 func TestClaimedAndRescueRecordsParse(t *testing.T) {
-	r, err := ParseRecord([]byte("C 1700000000.500 3-5,9 from=status.17\n"))
-	if err != nil || r.Kind != KindClaimed || r.Time != 1700000000.5 || string(r.IDs) != "3-5,9" || string(r.From) != "status.17" {
+	r, err := ParseRecord([]byte("C 1700000000.500 3-5,9 from=status.17 next=4:2,9:3\n"))
+	if err != nil || r.Kind != KindClaimed || r.Time != 1700000000.5 || string(r.IDs) != "3-5,9" || string(r.From) != "status.17" || string(r.Next) != "4:2,9:3" {
 		t.Fatalf("C record: %+v %v", r, err)
+	}
+	for _, bad := range []string{"C 1 3 next=4", "C 1 3 next=4:1", "C 1 3 next=x:2", "C 1 3 next="} {
+		if _, err := ParseRecord([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 	if _, err := ParseRecord([]byte("C 1700000000.500 3-x\n")); err == nil {
 		t.Error("a C record with bad IDS was accepted")
@@ -57,12 +62,12 @@ func TestLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Unix(1_700_000_000, 0)
 	write(t, dir, "5", 2, func(w *Writer) {
-		w.Claimed([]int64{1, 2, 3, 4}, t0, "")
+		w.Claimed([]int64{1, 2, 3, 4}, t0, "", nil)
 		w.Start(1, t0)
 		w.End(1, 0, t0, time.Second)
 		w.Unfit(2, t0, "it needs 4 CPUs")
 		w.Start(3, t0)
-		w.Claimed([]int64{9, 10}, t0, "status.8")
+		w.Claimed([]int64{9, 10}, t0, "status.8", map[int64]int{10: 2})
 	})
 	// A line being written is not read.
 	fh, _ := os.OpenFile(filepath.Join(dir, "status.5"), os.O_APPEND|os.O_WRONLY, 0)
@@ -72,7 +77,7 @@ func TestLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Leftovers{Job: "5", Run: 2, Open: []OpenCase{{ID: 3, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{4, 9, 10}}
+	want := Leftovers{Job: "5", Run: 2, Open: []OpenCase{{ID: 3, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{4, 9, 10}, Next: map[int64]int{10: 2}}
 	if diff := cmp.Diff(want, lo); diff != "" {
 		t.Errorf("leftovers (-want +got):\n%s", diff)
 	}
@@ -89,7 +94,7 @@ func TestRescueAttemptsMerge(t *testing.T) {
 		t0 := time.Unix(1_700_000_000, 0)
 		dead, rescuer := names[0], names[1]
 		write(t, dir, dead, 1, func(w *Writer) {
-			w.Claimed([]int64{10, 11, 12}, t0, "")
+			w.Claimed([]int64{10, 11, 12}, t0, "", nil)
 			w.Start(10, t0)
 			w.End(10, 0, t0, time.Second)
 			w.Start(11, t0.Add(time.Second)) // died under it
@@ -98,7 +103,7 @@ func TestRescueAttemptsMerge(t *testing.T) {
 		})
 		write(t, dir, rescuer, 1, func(w *Writer) {
 			from := "status." + dead
-			w.Claimed([]int64{11, 12, 13}, t0.Add(time.Minute), from)
+			w.Claimed([]int64{11, 12, 13}, t0.Add(time.Minute), from, map[int64]int{11: 2, 13: 2})
 			w.StartAt(11, t0.Add(time.Minute), Placement{Retry: 1, Why: WhyRescue, From: from})
 			w.End(11, 0, t0.Add(time.Minute), time.Second)
 			w.StartAt(12, t0.Add(time.Minute), Placement{From: from})
@@ -130,6 +135,39 @@ func TestRescueAttemptsMerge(t *testing.T) {
 		}
 		if !slices.Equal(dups, []int64{13}) {
 			t.Errorf("%v: duplicates %v, want case 13 only (it ran twice)", names, dups)
+		}
+	}
+}
+
+// TestRescueOfARescueMerges: job 1 died running case 5, job 2 rescued it
+// (attempt 2) and died running it too, job 3 rescued it from job 2
+// (attempt 3) and it succeeded: in any order of the files, the run counts
+// it once, succeeded, with 3 attempts, 2 crashes, and no duplicate.
+func TestRescueOfARescueMerges(t *testing.T) {
+	for _, order := range [][3]string{{"1", "2", "3"}, {"3", "2", "1"}, {"2", "3", "1"}} {
+		dir := t.TempDir()
+		t0 := time.Unix(1_700_000_000, 0)
+		write(t, dir, order[0], 1, func(w *Writer) { w.Start(5, t0) })
+		write(t, dir, order[1], 1, func(w *Writer) {
+			w.StartAt(5, t0.Add(time.Minute), Placement{Retry: 1, Why: WhyRescue, From: "status." + order[0]})
+		})
+		write(t, dir, order[2], 1, func(w *Writer) {
+			w.StartAt(5, t0.Add(2*time.Minute), Placement{Retry: 2, Why: WhyRescue, From: "status." + order[1]})
+			w.End(5, 0, t0.Add(2*time.Minute), time.Second)
+			w.Quit("No cases left; exiting.")
+		})
+		sum, err := Load(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := *sum.RunCounts[1], (Counts{Succeeded: 1}); got != want {
+			t.Errorf("%v: run 1 counts %+v, want %+v", order, got, want)
+		}
+		if c := sum.Get(5); c.State != Succeeded || c.Attempts != 3 || c.Crashes != 2 {
+			t.Errorf("%v: case 5 %+v: want succeeded, 3 attempts, 2 crashes", order, c)
+		}
+		if len(sum.Duplicates) != 0 {
+			t.Errorf("%v: duplicates %+v", order, sum.Duplicates)
 		}
 	}
 }

@@ -272,6 +272,20 @@ func newTrial(t *testing.T, eng engine, dur []int) *trial {
 		t.Fatal(err)
 	}
 	tr.dir = harness.NewFarmAt(t, filepath.Join(root, "farm"), caseTable(tr.exec, dur), "0-00:10")
+	// The trials are of the claim core: a case claimed once per run, its
+	// holder's cases never taken over, what a killed job leaves run by the
+	// resubmit. Rescue within the run (a second, recorded attempt of a
+	// dead job's cases; its warden waiting for a stopped job as for any
+	// running one) is off here; its own tests are in integration
+	// (rescue_test.go) and integration/rigtest (RescueAfterPowerCut).
+	cfg := filepath.Join(tr.dir, "config")
+	b, err := os.ReadFile(cfg)
+	if err != nil || !strings.Contains(string(b), "\nRESCUE_CHECK=60\n") {
+		t.Fatalf("%s: no RESCUE_CHECK=60 line to turn rescue off (%v)", cfg, err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "\nRESCUE_CHECK=60\n", "\nRESCUE_CHECK=0\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if tr.w != nil {
 			tr.w.close()
