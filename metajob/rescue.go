@@ -167,9 +167,10 @@ func (r *rescuer) recordedJobs() ([]string, error) {
 	return ids, nil
 }
 
-// start runs the rescuer until done is closed: a look every quarter
-// period or so (with jitter, so that the meta-jobs do not all come at
-// once), and, for a restarted job, the rescue of its earlier incarnation.
+// start runs the rescuer until halt: a look every quarter period or so,
+// at most 15 s apart (with jitter, so that the meta-jobs do not all come
+// at once), and, for a restarted job, the rescue of its earlier
+// incarnation.
 func (r *rescuer) start(ctx context.Context) {
 	r.quit = make(chan struct{})
 	if err := os.Mkdir(r.dir, 0o755); err != nil && !os.IsExist(err) {
@@ -214,6 +215,7 @@ func (r *rescuer) halt() {
 	pending := r.pending
 	r.pending = nil
 	warden := r.isWarden
+	r.isWarden = false // a second halt must not remove a new warden's mark
 	r.mu.Unlock()
 	for _, p := range pending {
 		r.unmark(p.name)
@@ -287,10 +289,11 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		}
 	}
 	var running []string
+	watching := r.wardenNow() // only the warden watches the running ones
 	for _, id := range ids {
 		info, ok := infos[id]
 		if !ok || info.State.Active() {
-			if ok && info.State == backend.Running {
+			if ok && info.State == backend.Running && watching {
 				if name := r.newestFile(id); name != "" {
 					running = append(running, name)
 				}
