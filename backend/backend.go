@@ -147,10 +147,15 @@ type Self struct {
 // machine's CPUs (those the process may run on), the GPUs FARM_GPUS names
 // (a comma-separated list of device indexes: this machine's are not
 // probed), its memory (MemTotal).
+//
+// A job of several nodes lists them in Nodes, the node it runs on (its
+// batch script's) first; CPUs, GPUs and MemMB are then the first node's,
+// and the meta-job takes GPUs and MemMB to be the same on every node.
 type Alloc struct {
 	CPUs  int      // 0: unknown
 	GPUs  []string // device indexes, as CUDA_VISIBLE_DEVICES takes them
 	MemMB int64    // 0: unknown
+	Nodes []Node   // nil: one node, this one
 }
 
 // CancelScope says which of the jobs given to Cancel to cancel.

@@ -13,7 +13,7 @@ import (
 )
 
 // NeedsMark starts what a case declares it needs, at the end of its table
-// line: "COMMAND #FARM cpus=4 gpus=1 mem=8G min_time=30m". bash takes it
+// line: "COMMAND #FARM cpus=4 gpus=1 mem=8G min_time=30m nodes=2". bash takes it
 // for a comment, so a single_case.sh written for META that evals the line
 // runs it as before; numbering leaves it where it is.
 const NeedsMark = "#FARM"
@@ -23,17 +23,18 @@ const NeedsMark = "#FARM"
 // default (one CPU in WHOLE_NODE mode, else the whole job).
 type Needs struct {
 	Declared bool          // the line has a NeedsMark part
-	CPUs     int           // cpus=N, N >= 1; 0: not declared
-	GPUs     int           // gpus=N, N >= 0; -1: not declared
-	MemMB    int64         // mem=SIZE (K, M, G, T; M if no unit), in MiB; 0: not declared
+	CPUs     int           // cpus=N, N >= 1, per node; 0: not declared
+	GPUs     int           // gpus=N, N >= 0, per node; -1: not declared
+	MemMB    int64         // mem=SIZE (K, M, G, T; M if no unit), in MiB, per node; 0: not declared
 	MinTime  time.Duration // min_time=TIME (Slurm's formats, or 90s, 30m, 2h); 0: not declared
+	Nodes    int           // nodes=N, N >= 1: N nodes of the job, each with CPUs, GPUs and MemMB; 0: not declared
 }
 
 // MaxMinTime is the longest min_time a case may declare.
 const MaxMinTime = 365 * 24 * time.Hour
 
 // needsKeys lists the keys a NeedsMark part may give, as errors list them.
-const needsKeys = "(known: cpus, gpus, mem, min_time)"
+const needsKeys = "(known: cpus, gpus, mem, min_time, nodes)"
 
 // ParseNeeds splits a case's command (the line without its ID) into the
 // command to run and what it declares it needs: the last NeedsMark that
@@ -55,6 +56,7 @@ const needsKeys = "(known: cpus, gpus, mem, min_time)"
 //	            any case, optionally followed by B): 512, 512M, 8G, 8gb
 //	min_time=T  > 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS,
 //	            D-HH, D-HH:MM, D-HH:MM:SS, or 90s, 30m, 2h (Go's units)
+//	nodes=N     N >= 1 (cpus, gpus and mem are then per node)
 func ParseNeeds(command string) (string, Needs, error) {
 	none := Needs{GPUs: -1}
 	at := lastMark(command)
@@ -70,7 +72,7 @@ func ParseNeeds(command string) (string, Needs, error) {
 		return command, none, fmt.Errorf("%s: no key=value after it %s", NeedsMark, needsKeys)
 	}
 	n := Needs{Declared: true, GPUs: -1}
-	keys := []string{"cpus", "gpus", "mem", "min_time"}
+	keys := []string{"cpus", "gpus", "mem", "min_time", "nodes"}
 	seen := make([]bool, len(keys))
 	for _, f := range fields {
 		key, val, ok := strings.Cut(f, "=")
@@ -103,6 +105,9 @@ func ParseNeeds(command string) (string, Needs, error) {
 		case "min_time":
 			n.MinTime, good = parseMinTime(val)
 			want = "a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h"
+		case "nodes":
+			n.Nodes, good = count(val, 1)
+			want = "a whole number of nodes, 1 or more"
 		}
 		if !good {
 			return command, none, fmt.Errorf("%s: bad %s=%s: want %s", NeedsMark, key, quote(val), want)

@@ -22,6 +22,8 @@ func TestParseNeeds(t *testing.T) {
 		{"./run 1 #FARM cpus=4", "./run 1", Needs{Declared: true, CPUs: 4, GPUs: -1}},
 		{"./run 1 \t #FARM\tcpus=4  gpus=1 ", "./run 1", Needs{Declared: true, CPUs: 4, GPUs: 1}},
 		{"./run #FARM cpus=4 gpus=1 mem=8G min_time=30m", "./run", Needs{Declared: true, CPUs: 4, GPUs: 1, MemMB: 8192, MinTime: 30 * time.Minute}},
+		{"srun ./mpi #FARM nodes=2 cpus=4", "srun ./mpi", Needs{Declared: true, CPUs: 4, GPUs: -1, Nodes: 2}},
+		{"srun ./mpi #FARM nodes=16", "srun ./mpi", Needs{Declared: true, GPUs: -1, Nodes: 16}},
 		{"./run #FARM min_time=1-02:03:04 mem=100", "./run", Needs{Declared: true, GPUs: -1, MemMB: 100, MinTime: 26*time.Hour + 3*time.Minute + 4*time.Second}},
 		{"./run #FARM gpus=0", "./run", Needs{Declared: true, GPUs: 0}},
 		// Only the last mark counts: the one before is the command's.
@@ -77,7 +79,7 @@ func TestParseNeedsTimes(t *testing.T) {
 // TestParseNeedsErrors: every error, word for word; the command comes back
 // whole with nothing declared.
 func TestParseNeedsErrors(t *testing.T) {
-	keys := " (known: cpus, gpus, mem, min_time)"
+	keys := " (known: cpus, gpus, mem, min_time, nodes)"
 	for in, want := range map[string]string{
 		"#FARM cpus=2":                                    "a case needs a command before #FARM",
 		" \t #FARM cpus=2":                                "a case needs a command before #FARM",
@@ -94,6 +96,8 @@ func TestParseNeedsErrors(t *testing.T) {
 		"echo a #FARM cpus=":                              "#FARM: cpus= has no value" + keys,
 		"echo a #FARM min_time= cpus=2":                   "#FARM: min_time= has no value" + keys,
 		"echo a #FARM cpus=0":                             `#FARM: bad cpus="0": want a whole number of CPUs, 1 or more`,
+		"echo a #FARM nodes=0":                            `#FARM: bad nodes="0": want a whole number of nodes, 1 or more`,
+		"echo a #FARM nodes=2x":                           `#FARM: bad nodes="2x": want a whole number of nodes, 1 or more`,
 		"echo a #FARM cpus=-1":                            `#FARM: bad cpus="-1": want a whole number of CPUs, 1 or more`,
 		"echo a #FARM cpus=2.5":                           `#FARM: bad cpus="2.5": want a whole number of CPUs, 1 or more`,
 		"echo a #FARM cpus=+2":                            `#FARM: bad cpus="+2": want a whole number of CPUs, 1 or more`,

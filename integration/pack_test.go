@@ -166,6 +166,35 @@ func TestPackUnfit(t *testing.T) {
 	}
 }
 
+// TestPackLocalIsOneNode: the local backend is one node (issue 25). Every
+// case learns it from FARM_NNODES, FARM_NODELIST, FARM_CPUS_PER_NODE and
+// its hostfiles, and a case of 2 nodes is unfit, with the reason.
+func TestPackLocalIsOneNode(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{
+		`echo "nodes=$FARM_NNODES list=$FARM_NODELIST cpus=$FARM_CPUS_PER_NODE hosts=$(cat $FARM_HOSTFILE) mf=$(cat $FARM_MACHINEFILE)" #FARM cpus=1`,
+		`true #FARM nodes=2`,
+		`echo "whole nodes=$FARM_NNODES" #FARM nodes=1`,
+	}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Errorf("wait: exit %d, %q; want 1, with case 2 unfit", r.Code, r.Out)
+	}
+	if out := mustFarm(t, dir, "Status"); !strings.Contains(out, "needs 2 nodes, the job has 1") {
+		t.Errorf("Status does not say why case 2 did not run:\n%s", out)
+	}
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", "slurm-1.out"))
+	if want := fmt.Sprintf("nodes=1 list=%s cpus=1 hosts=%s slots=1 mf=%s:1\n", host, host, host); !strings.Contains(string(b), want) {
+		t.Errorf("the job's output has no %q:\n%s", want, b)
+	}
+	if !strings.Contains(string(b), "whole nodes=1\n") {
+		t.Errorf("the case of nodes=1 did not run on the one node:\n%s", b)
+	}
+}
+
 // TestPackSlurm: on the real Slurm, a job of 4 CPUs (--cpus-per-task=4)
 // packs 1-CPU and 2-CPU cases into its 4 (SLURM_CPUS_ON_NODE), never more.
 func TestPackSlurm(t *testing.T) {

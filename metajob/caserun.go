@@ -46,14 +46,20 @@ type caseRunner interface {
 	refresh() error
 	// bind makes the cases run on cpus only (WHOLE_NODE: a loop's share).
 	bind(cpus []int)
+	// scratch is the runner's private node-local directory ("" if it
+	// has none): the loop's hostfiles go there.
+	scratch() string
 	close()
 }
 
 // workerScript is a bash loop that runs each case in a forked subshell that
 // sources single_case.sh. Forking a running bash costs about a third of
 // starting a new one (no exec, no dynamic linking), which is most of the
-// per-case overhead of trivial cases. Requests come on fd 3 as five lines
-// (ID, COMM, table, line number, the table's lines); the subshell's exit
+// per-case overhead of trivial cases. Requests come on fd 3 as eight lines
+// (ID, COMM, table, line number, the table's lines, OMP_NUM_THREADS,
+// CUDA_VISIBLE_DEVICES, and the case's nodes: FARM_NNODES, FARM_NODELIST,
+// FARM_CPUS_PER_NODE, FARM_HOSTFILE and FARM_MACHINEFILE separated by
+// tabs, or an empty line); the subshell's exit
 // status goes back on fd 4. $1 is the node-local copy of single_case.sh to
 // source; the table and the line number are its $1 and $2, as META calls
 // it. The requests are read in the C locale: in a UTF-8 one, bash's read
@@ -71,12 +77,14 @@ if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_se
 LC_ALL=C
 while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
   IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases && IFS= read -r -u 3 farm_omp &&
-  IFS= read -r -u 3 farm_cuda; do
+  IFS= read -r -u 3 farm_cuda && IFS=$'\t' read -r -u 3 farm_nn farm_nl farm_cpn farm_hf farm_mf; do
   ( exec 3<&- 4>&-
     if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
     if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
     case $farm_cuda in +*) export CUDA_VISIBLE_DEVICES="${farm_cuda#+}" ;; esac
-    unset farm_lc_all farm_lc_set farm_omp farm_cuda STATUS
+    if [ "$farm_nn" ]; then export FARM_NNODES=$farm_nn FARM_NODELIST=$farm_nl FARM_CPUS_PER_NODE=$farm_cpn; fi
+    if [ "$farm_hf" ]; then export FARM_HOSTFILE=$farm_hf FARM_MACHINEFILE=$farm_mf; fi
+    unset farm_lc_all farm_lc_set farm_omp farm_cuda farm_nn farm_nl farm_cpn farm_hf farm_mf STATUS
     export ID COMM N_cases
     . "$FARM_CASE_SCRIPT" "$farm_table" "$farm_line"
     farm_rc=$?
@@ -392,7 +400,7 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	if c.Set.setCUDA {
 		cuda = "+" + c.Set.cuda
 	}
-	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n%s\n%s\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines, c.Set.omp, cuda); err != nil {
+	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n%s\n%s\n%s\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines, c.Set.omp, cuda, c.Set.nodes.line()); err != nil {
 		return r.died()
 	}
 	line, ok := r.wait()
@@ -538,6 +546,10 @@ type execRunner struct {
 }
 
 func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
+
+func (r *execRunner) scratch() string { return "" }
+
+func (r *forkRunner) scratch() string { return r.tmp }
 
 // bind binds the worker, whose forked subshells inherit its CPUs, to cpus;
 // nil, to the job's CPUs again, after a case that was bound.

@@ -3,6 +3,7 @@ package metajob
 import (
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,16 +13,37 @@ import (
 
 // newPool makes what the meta-job packs its cases into (pack.go): NWHOLE
 // logical CPUs in WHOLE_NODE mode, else the job's CPUs, bound over the
-// CPUs this process may run on; the job's GPUs and memory.
+// CPUs this process may run on; the job's GPUs and memory; on each of
+// the job's nodes.
 func (m *Metajob) newPool() *pool {
 	cfg := m.Farm.Config
 	m.wholeNode = cfg.WholeNode
 	m.jobSetsOMP = hasEnv(m.Env.Environ, "OMP_NUM_THREADS")
-	cpus := max(m.self.Alloc.CPUs, 1)
-	if cfg.WholeNode {
-		cpus = cfg.NWhole
+	a := m.self.Alloc
+	cpus, hosts := []int{max(a.CPUs, 1)}, []string{thisHost()}
+	if len(a.Nodes) > 0 {
+		hosts[0] = a.Nodes[0].Name
 	}
-	return newPool(cpus, allowedCPUs(), m.self.Alloc)
+	for _, n := range a.Nodes[min(1, len(a.Nodes)):] {
+		cpus, hosts = append(cpus, max(n.CPUs, 1)), append(hosts, n.Name)
+	}
+	if cfg.WholeNode {
+		for i := range cpus {
+			cpus[i] = cfg.NWhole
+		}
+	}
+	return newNodesPool(cpus, hosts, allowedCPUs(), a)
+}
+
+// thisHost is this host's short name: a case's node in a job whose
+// engine did not name it.
+func thisHost() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	h, _, _ = strings.Cut(h, ".")
+	return h
 }
 
 // openLoops makes the meta-job's first loops: NWHOLE in WHOLE_NODE mode,
@@ -29,7 +51,7 @@ func (m *Metajob) newPool() *pool {
 func (m *Metajob) openLoops() error {
 	n := 1
 	if m.wholeNode {
-		n = len(m.pool.cpuFree)
+		n = m.pool.cpus()
 	}
 	for k := 1; k <= n; k++ {
 		s, err := m.newLoop(k)

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
@@ -100,10 +103,12 @@ type Metajob struct {
 	// Rescue within the run (rescue.go): nil when off. rescued are the
 	// cases handed to the job by its rescues, run before its next claim;
 	// markLook is when it last looked for its own rescue mark (under mu).
-	rescue    *rescuer
-	rescued   []rescuedCase
-	markLook  time.Time
-	rescuedBy string // the meta-job that rescued this one's cases, once found
+	rescue  *rescuer
+	rescued []rescuedCase
+	// wardenSaid: the job said it stays as the run's warden (rescue.go).
+	wardenSaid bool
+	markLook   time.Time
+	rescuedBy  string // the meta-job that rescued this one's cases, once found
 }
 
 // loop is one of the loops of a meta-job: one in the usual mode, NWHOLE in
@@ -117,6 +122,9 @@ type loop struct {
 	retry  int // which retry its case is (0: its first attempt in the run)
 	// why and from: its case is rescued from a dead job (rescue.go).
 	why, from string
+	// hostsFor is what its hostfiles hold now (loop.hostfiles).
+	hostsFor    string
+	hostsFailed bool
 }
 
 // Run runs the loop. It returns nil at a normal end.
@@ -168,7 +176,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	// incarnation may still be running on a node the batch system lost.
 	m.out = out
 	m.pool = m.newPool()
-	capacity := status.Capacity{CPUs: len(m.pool.cpuFree), GPUs: len(m.pool.gpus)}
+	capacity := status.Capacity{CPUs: m.pool.cpus(), GPUs: len(m.pool.gpus) * len(m.pool.nodes)}
 	if m.sw, err = status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
 		return err
 	}
@@ -332,9 +340,13 @@ func (m *Metajob) growLoops(ctx context.Context) {
 		return
 	}
 	m.grown = true
-	n := len(m.pool.cpuFree)
+	n := m.pool.cpus()
 	if n > 1 {
-		fmt.Fprintf(m.log, "farm: cases declare what they need: up to %d at once in this job's %d CPUs\n", n, n)
+		on := ""
+		if k := len(m.pool.nodes); k > 1 {
+			on = fmt.Sprintf(" on %d nodes", k)
+		}
+		fmt.Fprintf(m.log, "farm: cases declare what they need: up to %d at once in this job's %d CPUs%s\n", n, n, on)
 	}
 	for k := len(m.loops) + 1; k <= n; k++ {
 		s, err := m.newLoop(k)
@@ -607,6 +619,15 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		return r, false, false, msg, err
 	}
 	m.queue = cases
+	if len(m.pool.nodes) > 1 {
+		// A job of several nodes starts the larger cases of a batch
+		// first, so that small ones do not split the nodes the large
+		// ones need (METAQ does so too).
+		m.queue = slices.Clone(cases)
+		slices.SortStableFunc(m.queue, func(a, b casetable.Case) int {
+			return m.pool.size(m.pool.wants(b.Needs, m.wholeNode)) - m.pool.size(m.pool.wants(a.Needs, m.wholeNode))
+		})
+	}
 	m.batch++
 	if m.rescue != nil {
 		// What it holds, should it die: written at once (and synced on a
@@ -639,14 +660,49 @@ func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, ti
 	}
 	s.runner.bind(cpus) // nil: the job's CPUs, as an unmanaged case has them
 	p := status.Placement{CPUs: cpus}
-	if w.managed {
-		p.GPUs = g.gpus
+	if w.managed && len(g.parts) > 0 {
+		p.GPUs = g.parts[0].gpus
 	}
 	if len(m.loops) > 1 {
 		p.Loop = s.k
 	}
 	p.Retry, p.Why, p.From = s.retry, s.why, s.from
-	return m.runOne(s, c, p, m.pool.setting(w, g, cpus, m.jobSetsOMP))
+	set := m.pool.setting(w, g, cpus, m.jobSetsOMP)
+	names, per := m.pool.nodesOf(g)
+	if len(m.pool.nodes) > 1 {
+		p.Nodes = backend.CompressHosts(names)
+	}
+	hostfile, machinefile := s.hostfiles(names, per, m.log)
+	set.nodes = nodeEnv(names, per, hostfile, machinefile)
+	return m.runOne(s, c, p, set)
+}
+
+// hostfiles returns the paths of loop s's hostfile and machine file for a
+// case on nodes names with cpus each (pack.go's hostfiles), written in
+// its runner's node-local directory when they change; "" if it has none
+// or they cannot be written (said once on w).
+func (s *loop) hostfiles(names []string, cpus []int, w io.Writer) (string, string) {
+	dir := s.runner.scratch()
+	if dir == "" || len(names) == 0 {
+		return "", ""
+	}
+	key := fmt.Sprint(names, cpus)
+	h, mf := filepath.Join(dir, "hostfile"), filepath.Join(dir, "machinefile")
+	if key == s.hostsFor {
+		return h, mf
+	}
+	hosts, machines := hostfiles(names, cpus)
+	for _, f := range []struct{ path, text string }{{h, hosts}, {mf, machines}} {
+		if err := atomicfile.WriteBytes(f.path, 0o644, []byte(f.text)); err != nil {
+			if !s.hostsFailed {
+				fmt.Fprintf(w, "farm: writing the hostfile of loop %d: %v; its cases get no FARM_HOSTFILE\n", s.k, err)
+			}
+			s.hostsFor, s.hostsFailed = "", true
+			return "", ""
+		}
+	}
+	s.hostsFor = key
+	return h, mf
 }
 
 // quit ends the loop: msg, if any, goes to the job's output and its status

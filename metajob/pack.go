@@ -3,6 +3,7 @@ package metajob
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,59 +39,123 @@ import (
 
 // pool is a meta-job's capacity and what of it is free.
 type pool struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	shares  [][]int  // logical CPU -> the CPUs it is bound to (nil: unbound)
-	cpuFree []bool   // logical CPUs
-	gpus    []string // device indexes
-	gpuFree []bool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	shares [][]int  // node 0's logical CPU -> the CPUs it is bound to (nil: unbound)
+	nodes  []*node  // the job's nodes, node 0 (the one the meta-job runs on) first
+	gpus   []string // device indexes, the same on every node
+	memMB  int64    // per node; 0: unknown, not counted
+	// hosts is the job's node names, node 0 first; names a node set.
+	hosts   []string
+	next    uint64 // the next ticket to hand out
+	serving uint64 // the ticket whose case starts next
+	stopped bool
+}
+
+// node is one node of the pool and what of it is free. Node 0's logical
+// CPUs are bound (pool.shares); another node's are counted only: a case
+// reaches them through the batch system (srun, mpirun), which binds there.
+type node struct {
+	cpuFree []bool // logical CPUs
+	gpuFree []bool // as pool.gpus
 	// How many of each are free: what fits looks at, once per wake-up of
 	// every waiting loop.
 	cpusFree, gpusFree int
-	memMB              int64 // 0: unknown, not counted
 	memFree            int64
-	next               uint64 // the next ticket to hand out
-	serving            uint64 // the ticket whose case starts next
-	stopped            bool
 }
 
 // newPool makes the pool of a job of cpus logical CPUs, bound over the
-// CPUs in allowed, with the GPUs and memory of alloc.
+// CPUs in allowed, with the GPUs and memory of alloc, on one node.
 func newPool(cpus int, allowed []int, alloc backend.Alloc) *pool {
+	return newNodesPool([]int{cpus}, nil, allowed, alloc)
+}
+
+// newNodesPool makes the pool of a job of len(cpus) nodes named hosts,
+// with cpus[i] logical CPUs on node i (node 0's bound over the CPUs in
+// allowed) and the GPUs and memory of alloc on each.
+func newNodesPool(cpus []int, hosts []string, allowed []int, alloc backend.Alloc) *pool {
 	p := &pool{
-		shares:  shareCPUs(allowed, cpus),
-		cpuFree: make([]bool, cpus),
-		gpus:    alloc.GPUs,
-		gpuFree: make([]bool, len(alloc.GPUs)),
-		memMB:   alloc.MemMB,
-		memFree: alloc.MemMB,
+		shares: shareCPUs(allowed, cpus[0]),
+		gpus:   alloc.GPUs,
+		memMB:  alloc.MemMB,
+		hosts:  hosts,
 	}
-	for i := range p.cpuFree {
-		p.cpuFree[i] = true
+	for _, n := range cpus {
+		nd := &node{cpuFree: make([]bool, n), gpuFree: make([]bool, len(alloc.GPUs)), memFree: alloc.MemMB}
+		for i := range nd.cpuFree {
+			nd.cpuFree[i] = true
+		}
+		for i := range nd.gpuFree {
+			nd.gpuFree[i] = true
+		}
+		nd.cpusFree, nd.gpusFree = n, len(alloc.GPUs)
+		p.nodes = append(p.nodes, nd)
 	}
-	for i := range p.gpuFree {
-		p.gpuFree[i] = true
-	}
-	p.cpusFree, p.gpusFree = cpus, len(alloc.GPUs)
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
 
+// host is node k's name, or its number from 1 if the pool was not told.
+func (p *pool) host(k int) string {
+	if k < len(p.hosts) {
+		return p.hosts[k]
+	}
+	return strconv.Itoa(k + 1)
+}
+
+// size is how much of the job w takes, to start the larger of waiting
+// cases first: CPUs over all its nodes.
+func (p *pool) size(w want) int {
+	if w.whole {
+		return w.nodes * len(p.nodes[0].cpuFree)
+	}
+	return w.nodes * w.cpus
+}
+
+// cpus is the number of logical CPUs of all the job's nodes: how many
+// cases can run at once.
+func (p *pool) cpus() int {
+	n := 0
+	for _, nd := range p.nodes {
+		n += len(nd.cpuFree)
+	}
+	return n
+}
+
 // want is what one case takes from the pool.
 type want struct {
+	nodes      int // how many nodes, each with cpus, gpus and memMB
 	cpus, gpus int
 	memMB      int64
+	whole      bool // every CPU, GPU and the memory of each of its nodes
+	local      bool // on node 0 only: it does not say nodes=, so it may not reach others
 	managed    bool // bound, with OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES set
 }
 
 // wants is what case needs n take in a job of pool p: the declared needs;
 // for the rest, one CPU and no GPU for a case that declares some needs (or
 // any case in WHOLE_NODE mode), the whole job for one that declares none.
+// A case that declares nodes=N and neither cpus nor gpus takes its N nodes
+// whole. Only a case that declares nodes= (or takes the whole job) is
+// given nodes other than the meta-job's own: the others run where the
+// meta-job does, as they always did, and cannot be expected to srun.
 func (p *pool) wants(n casetable.Needs, wholeNode bool) want {
-	w := want{cpus: n.CPUs, gpus: n.GPUs, memMB: n.MemMB, managed: n.Declared || wholeNode}
+	w := want{nodes: n.Nodes, cpus: n.CPUs, gpus: n.GPUs, memMB: n.MemMB, managed: n.Declared || wholeNode}
 	small := n.Declared || wholeNode // what it does not say is one CPU and no GPU
+	if n.Nodes > 0 && n.CPUs == 0 && n.GPUs < 0 {
+		small, w.whole = false, true // nodes=N: N whole nodes
+	}
+	if w.nodes == 0 {
+		w.nodes = len(p.nodes)
+		if small {
+			w.nodes, w.local = 1, len(p.nodes) > 1
+		}
+	}
+	if !small && len(p.nodes) > 1 {
+		w.whole = true
+	}
 	if w.cpus == 0 {
-		w.cpus = len(p.cpuFree)
+		w.cpus = len(p.nodes[0].cpuFree)
 		if small {
 			w.cpus = 1
 		}
@@ -108,9 +173,19 @@ func (p *pool) wants(n casetable.Needs, wholeNode bool) want {
 // can never start in this job, whose time left is left (0: unknown); ""
 // if it can.
 func (p *pool) unfit(w want, minTime, left time.Duration) string {
+	if len(p.nodes) == 1 || w.local {
+		switch {
+		case w.nodes > 1:
+			return fmt.Sprintf("needs %d nodes, the job has 1", w.nodes)
+		case w.cpus > len(p.nodes[0].cpuFree) && !w.local:
+			return fmt.Sprintf("needs %d CPUs, the job has %d", w.cpus, len(p.nodes[0].cpuFree))
+		case w.cpus > len(p.nodes[0].cpuFree):
+			return fmt.Sprintf("needs %d CPUs, the job's node %s has %d (a case given other nodes says #FARM nodes=N and reaches them with srun or mpirun)", w.cpus, p.host(0), len(p.nodes[0].cpuFree))
+		}
+	}
 	switch {
-	case w.cpus > len(p.cpuFree):
-		return fmt.Sprintf("needs %d CPUs, the job has %d", w.cpus, len(p.cpuFree))
+	case w.nodes > len(p.nodes):
+		return fmt.Sprintf("needs %d nodes, the job has %d", w.nodes, len(p.nodes))
 	case w.gpus > len(p.gpus):
 		return fmt.Sprintf("needs %d GPUs, the job has %d", w.gpus, len(p.gpus))
 	case p.memMB > 0 && w.memMB > p.memMB:
@@ -118,7 +193,22 @@ func (p *pool) unfit(w want, minTime, left time.Duration) string {
 	case minTime > 0 && left > 0 && minTime > left:
 		return fmt.Sprintf("needs at least %s of run-time, the job has %s left", minTime.Round(time.Second), left.Round(time.Second))
 	}
+	if big := p.bigEnough(w); big < w.nodes {
+		return fmt.Sprintf("needs %d nodes of %d CPUs, the job has %d", w.nodes, w.cpus, big)
+	}
 	return ""
+}
+
+// bigEnough is the number of the job's nodes that have the CPUs w needs
+// on each.
+func (p *pool) bigEnough(w want) int {
+	k := 0
+	for _, nd := range p.nodes {
+		if w.whole || len(nd.cpuFree) >= w.cpus {
+			k++
+		}
+	}
+	return k
 }
 
 // ticket takes the next place in the order the cases start in. The caller
@@ -131,21 +221,42 @@ func (p *pool) ticket() uint64 {
 	return t
 }
 
-// grant is what acquire gave a case.
+// grant is what acquire gave a case: a part on each of its nodes.
 type grant struct {
+	parts []part // ascending by node
+}
+
+// part is what a case was given on one node.
+type part struct {
+	node  int
 	cpus  []int    // logical CPUs
 	gpus  []string // devices
 	memMB int64
 }
 
+// local is the part of g on node 0, the meta-job's own, if it has one.
+func (g grant) local() (part, bool) {
+	if len(g.parts) > 0 && g.parts[0].node == 0 {
+		return g.parts[0], true
+	}
+	return part{}, false
+}
+
 // acquire waits for ticket t's turn and for w to be free, takes it and
 // returns it; false if the meta-job stopped meanwhile (the turn passes on).
 // Logical CPU prefer (the loop's own: its share of the job's CPUs) is taken
-// first when it is free, so that a WHOLE_NODE loop's cases run on its share.
+// first when it is free on node 0, so that a WHOLE_NODE loop's cases run
+// on its share.
 func (p *pool) acquire(t uint64, w want, prefer int) (grant, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !p.stopped && (t != p.serving || !p.fits(w)) {
+	var on []int
+	for !p.stopped {
+		if t == p.serving {
+			if on = p.place(w); on != nil {
+				break
+			}
+		}
 		p.cond.Wait()
 	}
 	p.serving = max(p.serving, t+1)
@@ -154,49 +265,93 @@ func (p *pool) acquire(t uint64, w want, prefer int) (grant, bool) {
 		return grant{}, false
 	}
 	var g grant
-	if prefer >= 0 && prefer < len(p.cpuFree) && p.cpuFree[prefer] && w.cpus > 0 {
-		p.cpuFree[prefer] = false
-		g.cpus = append(g.cpus, prefer)
+	for _, k := range on {
+		g.parts = append(g.parts, p.take(k, w, prefer))
 	}
-	for i := 0; i < len(p.cpuFree) && len(g.cpus) < w.cpus; i++ {
-		if p.cpuFree[i] {
-			p.cpuFree[i] = false
-			g.cpus = append(g.cpus, i)
-		}
-	}
-	for i := 0; i < len(p.gpuFree) && len(g.gpus) < w.gpus; i++ {
-		if p.gpuFree[i] {
-			p.gpuFree[i] = false
-			g.gpus = append(g.gpus, p.gpus[i])
-		}
-	}
-	if p.memMB > 0 {
-		g.memMB = w.memMB
-		p.memFree -= w.memMB
-	}
-	p.cpusFree -= len(g.cpus)
-	p.gpusFree -= len(g.gpus)
 	return g, true
 }
 
-// fits reports whether w is free now. p.mu is held.
-func (p *pool) fits(w want) bool {
-	return p.cpusFree >= w.cpus && p.gpusFree >= w.gpus && (p.memMB == 0 || p.memFree >= w.memMB)
+// take takes what w needs on node k. p.mu is held.
+func (p *pool) take(k int, w want, prefer int) part {
+	nd := p.nodes[k]
+	pt := part{node: k}
+	cpus, gpus, mem := w.cpus, w.gpus, w.memMB
+	if w.whole {
+		cpus, gpus, mem = len(nd.cpuFree), len(nd.gpuFree), p.memMB
+	}
+	if k == 0 && prefer >= 0 && prefer < len(nd.cpuFree) && nd.cpuFree[prefer] && cpus > 0 {
+		nd.cpuFree[prefer] = false
+		pt.cpus = append(pt.cpus, prefer)
+	}
+	for i := 0; i < len(nd.cpuFree) && len(pt.cpus) < cpus; i++ {
+		if nd.cpuFree[i] {
+			nd.cpuFree[i] = false
+			pt.cpus = append(pt.cpus, i)
+		}
+	}
+	for i := 0; i < len(nd.gpuFree) && len(pt.gpus) < gpus; i++ {
+		if nd.gpuFree[i] {
+			nd.gpuFree[i] = false
+			pt.gpus = append(pt.gpus, p.gpus[i])
+		}
+	}
+	if p.memMB > 0 {
+		pt.memMB = mem
+		nd.memFree -= mem
+	}
+	nd.cpusFree -= len(pt.cpus)
+	nd.gpusFree -= len(pt.gpus)
+	return pt
+}
+
+// place chooses the nodes w would run on now, ascending; nil if it does
+// not fit now. Of the nodes it fits on, the fullest are taken first (the
+// best fit), so that whole nodes stay free for cases of several; on a job
+// of one node, that node. p.mu is held.
+func (p *pool) place(w want) []int {
+	var fit []int
+	for k, nd := range p.nodes {
+		if k > 0 && w.local {
+			break
+		}
+		if p.fitsOn(nd, w) {
+			fit = append(fit, k)
+		}
+	}
+	need := max(w.nodes, 1)
+	if len(fit) < need {
+		return nil
+	}
+	slices.SortStableFunc(fit, func(a, b int) int { return p.nodes[a].cpusFree - p.nodes[b].cpusFree })
+	on := fit[:need]
+	slices.Sort(on)
+	return on
+}
+
+// fitsOn reports whether w's part is free on nd now. p.mu is held.
+func (p *pool) fitsOn(nd *node, w want) bool {
+	if w.whole {
+		return nd.cpusFree == len(nd.cpuFree) && nd.gpusFree == len(nd.gpuFree) && nd.memFree == p.memMB
+	}
+	return nd.cpusFree >= w.cpus && nd.gpusFree >= w.gpus && (p.memMB == 0 || nd.memFree >= w.memMB)
 }
 
 // release gives back what g took.
 func (p *pool) release(g grant) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range g.cpus {
-		p.cpuFree[c] = true
+	for _, pt := range g.parts {
+		nd := p.nodes[pt.node]
+		for _, c := range pt.cpus {
+			nd.cpuFree[c] = true
+		}
+		for _, d := range pt.gpus {
+			nd.gpuFree[slices.Index(p.gpus, d)] = true
+		}
+		nd.memFree += pt.memMB
+		nd.cpusFree += len(pt.cpus)
+		nd.gpusFree += len(pt.gpus)
 	}
-	for _, d := range g.gpus {
-		p.gpuFree[slices.Index(p.gpus, d)] = true
-	}
-	p.memFree += g.memMB
-	p.cpusFree += len(g.cpus)
-	p.gpusFree += len(g.gpus)
 	p.cond.Broadcast()
 }
 
@@ -208,14 +363,17 @@ func (p *pool) stop() {
 	p.cond.Broadcast()
 }
 
-// bound returns the CPUs the logical CPUs of g are bound to, in order and
-// once each; nil when the pool binds nothing.
+// bound returns the CPUs the logical CPUs of g on node 0 are bound to, in
+// order and once each; nil when the pool binds nothing or g has no part on
+// node 0 (a case given only other nodes runs its launcher, srun or mpirun,
+// on the job's CPUs).
 func (p *pool) bound(g grant) []int {
-	if p.shares == nil {
+	loc, ok := g.local()
+	if p.shares == nil || !ok {
 		return nil
 	}
 	var out []int
-	for _, c := range g.cpus {
+	for _, c := range loc.cpus {
 		for _, b := range p.shares[c] {
 			if !slices.Contains(out, b) {
 				out = append(out, b)
@@ -233,6 +391,43 @@ type caseSetting struct {
 	omp     string
 	cuda    string
 	setCUDA bool
+	nodes   nodeSetting // the case's nodes, managed or not
+}
+
+// nodeSetting is what every case learns of its nodes (issue 25): the
+// values of FARM_NNODES, FARM_NODELIST (Slurm's compressed form, for srun
+// --nodelist), FARM_CPUS_PER_NODE (the CPUs it has on each: the fewest,
+// if they differ) and, when the loop could write them, FARM_HOSTFILE (one
+// line per node, "NAME slots=CPUS": Open MPI's mpirun --hostfile) and
+// FARM_MACHINEFILE ("NAME:CPUS": MPICH's mpiexec -f). The zero value sets
+// none.
+type nodeSetting struct {
+	n, list, cpus, hostfile, machinefile string
+}
+
+// env is ns as environment variables.
+func (ns nodeSetting) env() []string {
+	if ns.n == "" {
+		return nil
+	}
+	env := []string{"FARM_NNODES=" + ns.n, "FARM_NODELIST=" + ns.list, "FARM_CPUS_PER_NODE=" + ns.cpus}
+	if ns.hostfile != "" {
+		env = append(env, "FARM_HOSTFILE="+ns.hostfile, "FARM_MACHINEFILE="+ns.machinefile)
+	}
+	return env
+}
+
+// line is ns as the worker script reads it: its values separated by tabs,
+// or an empty line. A path with a tab or a newline is left out (it
+// would not read back).
+func (ns nodeSetting) line() string {
+	if ns.n == "" {
+		return ""
+	}
+	if strings.ContainsAny(ns.hostfile+ns.machinefile, "\t\n") {
+		ns.hostfile, ns.machinefile = "", ""
+	}
+	return strings.Join([]string{ns.n, ns.list, ns.cpus, ns.hostfile, ns.machinefile}, "\t")
 }
 
 // env is s as environment variables.
@@ -244,7 +439,7 @@ func (s caseSetting) env() []string {
 	if s.setCUDA {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+s.cuda)
 	}
-	return env
+	return append(env, s.nodes.env()...)
 }
 
 // setting is the caseSetting of a case granted g, bound to cpus.
@@ -253,15 +448,53 @@ func (p *pool) setting(w want, g grant, cpus []int, jobSetsOMP bool) caseSetting
 	if !w.managed {
 		return s
 	}
+	var first part
+	if len(g.parts) > 0 {
+		first = g.parts[0]
+	}
 	if !jobSetsOMP {
-		n := len(g.cpus)
+		n := len(first.cpus)
 		if cpus != nil {
 			n = len(cpus)
 		}
 		s.omp = fmt.Sprint(n)
 	}
 	if len(p.gpus) > 0 {
-		s.cuda, s.setCUDA = strings.Join(g.gpus, ","), true
+		s.cuda, s.setCUDA = strings.Join(first.gpus, ","), true
 	}
 	return s
+}
+
+// nodesOf returns the names of g's nodes and, for each, the logical CPUs
+// it has there; nil if the pool does not know its nodes' names.
+func (p *pool) nodesOf(g grant) ([]string, []int) {
+	if len(p.hosts) != len(p.nodes) {
+		return nil, nil
+	}
+	names, cpus := make([]string, len(g.parts)), make([]int, len(g.parts))
+	for i, pt := range g.parts {
+		names[i], cpus[i] = p.hosts[pt.node], len(pt.cpus)
+	}
+	return names, cpus
+}
+
+// nodeEnv is the nodeSetting of a case on nodes names with cpus each,
+// whose loop wrote their hostfiles at hostfile and machinefile ("": not
+// written).
+func nodeEnv(names []string, cpus []int, hostfile, machinefile string) nodeSetting {
+	if len(names) == 0 {
+		return nodeSetting{}
+	}
+	return nodeSetting{strconv.Itoa(len(names)), backend.CompressHosts(names), strconv.Itoa(slices.Min(cpus)), hostfile, machinefile}
+}
+
+// hostfiles returns the contents of the hostfile (Open MPI's form) and of
+// the machine file (MPICH's) of nodes names with cpus each.
+func hostfiles(names []string, cpus []int) (string, string) {
+	var h, mf strings.Builder
+	for i, n := range names {
+		fmt.Fprintf(&h, "%s slots=%d\n", n, cpus[i])
+		fmt.Fprintf(&mf, "%s:%d\n", n, cpus[i])
+	}
+	return h.String(), mf.String()
 }

@@ -2,6 +2,7 @@ package metajob
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -22,11 +23,13 @@ func TestPoolWants(t *testing.T) {
 		whole bool
 		want  want
 	}{
-		{none, false, want{cpus: 8, gpus: 2}},
-		{none, true, want{cpus: 1, gpus: 0, managed: true}},
-		{casetable.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{cpus: 2, gpus: 0, managed: true}},
-		{casetable.Needs{Declared: true, GPUs: 1}, false, want{cpus: 1, gpus: 1, managed: true}},
-		{casetable.Needs{Declared: true, GPUs: 1, MemMB: 300}, true, want{cpus: 1, gpus: 1, memMB: 300, managed: true}},
+		{none, false, want{nodes: 1, cpus: 8, gpus: 2}},
+		{none, true, want{nodes: 1, cpus: 1, gpus: 0, managed: true}},
+		{casetable.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{nodes: 1, cpus: 2, gpus: 0, managed: true}},
+		{casetable.Needs{Declared: true, GPUs: 1}, false, want{nodes: 1, cpus: 1, gpus: 1, managed: true}},
+		{casetable.Needs{Declared: true, GPUs: 1, MemMB: 300}, true, want{nodes: 1, cpus: 1, gpus: 1, memMB: 300, managed: true}},
+		// nodes=N alone: N whole nodes (one is all this job has).
+		{casetable.Needs{Declared: true, GPUs: -1, Nodes: 1}, false, want{nodes: 1, cpus: 8, gpus: 2, whole: true, managed: true}},
 	} {
 		if got := p.wants(c.n, c.whole); got != c.want {
 			t.Errorf("wants(%+v, whole node %v) = %+v, want %+v", c.n, c.whole, got, c.want)
@@ -81,9 +84,9 @@ func TestPoolStartsInClaimOrder(t *testing.T) {
 			}
 			mu.Lock()
 			order = append(order, i)
-			busyCPU += len(g.cpus)
+			busyCPU += len(g.parts[0].cpus)
 			most = max(most, busyCPU)
-			for _, d := range g.gpus {
+			for _, d := range g.parts[0].gpus {
 				if busyGPU[d] {
 					t.Errorf("GPU %s given twice", d)
 				}
@@ -92,8 +95,8 @@ func TestPoolStartsInClaimOrder(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 			mu.Lock()
-			busyCPU -= len(g.cpus)
-			for _, d := range g.gpus {
+			busyCPU -= len(g.parts[0].cpus)
+			for _, d := range g.parts[0].gpus {
 				busyGPU[d] = false
 			}
 			mu.Unlock()
@@ -128,20 +131,155 @@ func TestPoolBinding(t *testing.T) {
 	p := newPool(2, []int{0, 1, 2, 3}, backend.Alloc{GPUs: []string{"3", "5"}})
 	g, _ := p.acquire(p.ticket(), want{cpus: 1, gpus: 1, managed: true}, 0)
 	cpus := p.bound(g)
-	if fmt.Sprint(cpus) != "[0 1]" || fmt.Sprint(g.gpus) != "[3]" {
-		t.Errorf("bound to CPUs %v, GPUs %v; want [0 1] and [3]", cpus, g.gpus)
+	if fmt.Sprint(cpus) != "[0 1]" || fmt.Sprint(g.parts[0].gpus) != "[3]" {
+		t.Errorf("bound to CPUs %v, GPUs %v; want [0 1] and [3]", cpus, g.parts[0].gpus)
 	}
-	if s := p.setting(want{cpus: 1, managed: true}, g, cpus, false); s != (caseSetting{omp: "2", cuda: "3", setCUDA: true}) {
+	if s := p.setting(want{cpus: 1, managed: true}, g, cpus, false); !reflect.DeepEqual(s, caseSetting{omp: "2", cuda: "3", setCUDA: true}) {
 		t.Errorf("setting %+v", s)
 	}
 	if s := p.setting(want{cpus: 1, managed: true}, g, cpus, true); s.omp != "" {
 		t.Errorf("OMP_NUM_THREADS %q set over the job's own", s.omp)
 	}
-	if s := p.setting(want{cpus: 2}, g, nil, false); s != (caseSetting{}) {
+	if s := p.setting(want{cpus: 2}, g, nil, false); !reflect.DeepEqual(s, caseSetting{}) {
 		t.Errorf("an unmanaged case got settings %+v", s)
 	}
 	over := newPool(4, []int{0, 1}, backend.Alloc{}) // 2 loops a core
 	if got := fmt.Sprint(over.shares); got != "[[0] [1] [0] [1]]" {
 		t.Errorf("4 logical CPUs over 2: %s", got)
+	}
+}
+
+// TestPoolNodes: a job of several nodes (issue 25). A case that says
+// nodes=N gets N distinct nodes with its CPUs on each (N whole nodes when
+// it says nothing else); one that does not say nodes= stays on the
+// meta-job's own node; the whole job is every node; what can never fit
+// says why.
+func TestPoolNodes(t *testing.T) {
+	p := newNodesPool([]int{4, 4, 4, 2}, []string{"n1", "n2", "n3", "n4"}, nil, backend.Alloc{})
+	d := func(nodes, cpus int) casetable.Needs {
+		return casetable.Needs{Declared: true, Nodes: nodes, CPUs: cpus, GPUs: -1}
+	}
+	for _, c := range []struct {
+		n    casetable.Needs
+		want want
+	}{
+		{d(2, 2), want{nodes: 2, cpus: 2, managed: true}},
+		{d(3, 0), want{nodes: 3, cpus: 4, whole: true, managed: true}},
+		{d(0, 2), want{nodes: 1, cpus: 2, local: true, managed: true}},
+		{casetable.Needs{GPUs: -1}, want{nodes: 4, cpus: 4, whole: true}},
+	} {
+		if got := p.wants(c.n, false); got != c.want {
+			t.Errorf("wants(%+v) = %+v, want %+v", c.n, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n   casetable.Needs
+		why string
+	}{
+		{d(4, 2), ""},
+		{d(4, 0), ""},
+		{d(5, 0), "needs 5 nodes, the job has 4"},
+		{d(4, 4), "needs 4 nodes of 4 CPUs, the job has 3"},
+		{d(0, 4), ""},
+		{d(0, 5), "needs 5 CPUs, the job's node n1 has 4 (a case given other nodes says #FARM nodes=N and reaches them with srun or mpirun)"},
+	} {
+		if got := p.unfit(p.wants(c.n, false), 0, 0); got != c.why {
+			t.Errorf("unfit(%+v) = %q, want %q", c.n, got, c.why)
+		}
+	}
+	// Placement: the fullest nodes that fit first, a local case on n1.
+	g1, _ := p.acquire(p.ticket(), p.wants(d(0, 1), false), -1)
+	g2, _ := p.acquire(p.ticket(), p.wants(d(2, 1), false), -1)
+	names, cpus := p.nodesOf(g2)
+	if fmt.Sprint(names, cpus) != "[n1 n4] [1 1]" {
+		t.Errorf("nodes=2 cpus=1 after a local case was given %v %v; want the fullest nodes, [n1 n4] [1 1]", names, cpus)
+	}
+	if names, _ := p.nodesOf(g1); fmt.Sprint(names) != "[n1]" || p.bound(g1) != nil {
+		t.Errorf("a local case on %v", names)
+	}
+	g3, _ := p.acquire(p.ticket(), p.wants(d(2, 0), false), -1)
+	if names, _ := p.nodesOf(g3); fmt.Sprint(names) != "[n2 n3]" {
+		t.Errorf("2 whole nodes: %v, want [n2 n3]", names)
+	}
+	for _, g := range []grant{g1, g2, g3} {
+		p.release(g)
+	}
+	g4, _ := p.acquire(p.ticket(), p.wants(d(4, 0), false), -1)
+	if names, cpus := p.nodesOf(g4); fmt.Sprint(names, cpus) != "[n1 n2 n3 n4] [4 4 4 2]" {
+		t.Errorf("4 whole nodes: %v %v", names, cpus)
+	}
+	p.release(g4)
+}
+
+// TestPoolNodesPacking: many cases of 1, 2 and 4 nodes through the pool at
+// once, as a job's loops take them: never more CPUs on a node than it
+// has, a case's nodes distinct, a case of every node alone.
+func TestPoolNodesPacking(t *testing.T) {
+	p := newNodesPool([]int{2, 2, 2, 2}, []string{"a", "b", "c", "d"}, nil, backend.Alloc{})
+	var mu sync.Mutex
+	busy := make([]int, 4)
+	running, wholeAlone := 0, true
+	var wg sync.WaitGroup
+	for i := 0; i < 60; i++ {
+		n := casetable.Needs{Declared: true, GPUs: -1, Nodes: []int{1, 2, 4, 1, 2}[i%5], CPUs: 1 + i%2}
+		if i%10 == 7 {
+			n.CPUs = 0 // whole nodes
+		}
+		w := p.wants(n, false)
+		t0 := p.ticket()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, ok := p.acquire(t0, w, -1)
+			if !ok {
+				t.Error("stopped")
+				return
+			}
+			mu.Lock()
+			seen := map[int]bool{}
+			for _, pt := range g.parts {
+				if seen[pt.node] {
+					t.Errorf("case %+v given node %d twice", w, pt.node)
+				}
+				seen[pt.node] = true
+				busy[pt.node] += len(pt.cpus)
+				if busy[pt.node] > 2 {
+					t.Errorf("node %d: %d CPUs busy, it has 2", pt.node, busy[pt.node])
+				}
+			}
+			if len(g.parts) != w.nodes {
+				t.Errorf("case %+v given %d nodes", w, len(g.parts))
+			}
+			running++
+			if w.nodes == 4 && running > 1 || running > 1 && p.size(w) == 8 {
+				wholeAlone = false
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			running--
+			for _, pt := range g.parts {
+				busy[pt.node] -= len(pt.cpus)
+			}
+			mu.Unlock()
+			p.release(g)
+		}()
+	}
+	wg.Wait()
+	if !wholeAlone {
+		t.Errorf("a case of every node ran beside another")
+	}
+}
+
+// TestNodeEnv: what a case learns of its nodes.
+func TestNodeEnv(t *testing.T) {
+	got := nodeEnv([]string{"node1", "node2", "node4"}, []int{4, 2, 4}, "/tmp/x/hostfile", "/tmp/x/machinefile").env()
+	want := []string{"FARM_NNODES=3", "FARM_NODELIST=node[1-2,4]", "FARM_CPUS_PER_NODE=2", "FARM_HOSTFILE=/tmp/x/hostfile", "FARM_MACHINEFILE=/tmp/x/machinefile"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodeEnv (-want +got):\n%s", diff)
+	}
+	h, mf := hostfiles([]string{"node1", "node2"}, []int{4, 2})
+	if h != "node1 slots=4\nnode2 slots=2\n" || mf != "node1:4\nnode2:2\n" {
+		t.Errorf("hostfiles %q, %q", h, mf)
 	}
 }

@@ -76,6 +76,7 @@ type nopRunner struct{}
 func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
 func (nopRunner) refresh() error                    { return nil }
 func (nopRunner) bind([]int)                        {}
+func (nopRunner) scratch() string                   { return "" }
 func (nopRunner) close()                            {}
 
 // startRun commits the next generation of the farm in dir as set makes it.

@@ -687,7 +687,7 @@ func (m *Metajob) awaitRescue() bool {
 		m.rescue.quitPoll()
 		m.mu.Lock()
 	}
-	announced := false
+	waited := false
 	for {
 		if len(m.rescued) > 0 || m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" {
 			return true
@@ -695,10 +695,13 @@ func (m *Metajob) awaitRescue() bool {
 		if !m.rescue.busy() || m.rt.tooLate() {
 			return false
 		}
-		if !announced && m.rescue.wardenNow() {
+		if !m.wardenSaid && m.rescue.wardenNow() && waited {
+			// Once a job (a job of several loops has each come here),
+			// and once it has looked: not for a run it was the last of.
 			fmt.Fprintf(m.log, "farm: no case left; this meta-job stays while others of run %d run, to rescue their cases if they die (checking every %s)\n", m.Env.Run, m.rescue.period)
-			announced = true
+			m.wardenSaid = true
 		}
+		waited = true
 		m.mu.Unlock()
 		t := time.NewTimer(m.rescue.pollEvery())
 		select {

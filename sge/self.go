@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,11 @@ func (b *Backend) Self(ctx context.Context, req backend.SelfRequest) (backend.Se
 		id = num + "." + task
 	}
 	s := backend.Self{ID: id, Alloc: selfAlloc(env)}
+	if f := env("PE_HOSTFILE"); f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			s.Alloc = withPENodes(s.Alloc, string(b), env("HOSTNAME"))
+		}
+	}
 	if strings.TrimSpace(env("RESTARTED")) == "1" {
 		s.Restart = 1
 	}
@@ -100,5 +106,38 @@ func selfAlloc(env func(string) string) backend.Alloc {
 	if a.GPUs == nil {
 		a.GPUs = backend.GPUList(env("CUDA_VISIBLE_DEVICES"), true)
 	}
+	return a
+}
+
+// withPENodes adds the nodes of a parallel environment's job of several
+// hosts to a: $PE_HOSTFILE's lines ("host slots queue processors"), the
+// host the job script runs on (here, matched by its short name) first,
+// whose slots become a's CPUs. a as it was for a job of one host, or a
+// file that does not read.
+func withPENodes(a backend.Alloc, hostfile, here string) backend.Alloc {
+	var nodes []backend.Node
+	for _, line := range strings.Split(hostfile, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n := int(backend.Positive(f[1%len(f)], math.MaxInt32))
+		if len(f) < 2 || n < 1 {
+			return a
+		}
+		nodes = append(nodes, backend.Node{Name: f[0], CPUs: n})
+	}
+	if len(nodes) < 2 {
+		return a
+	}
+	short := func(h string) string { s, _, _ := strings.Cut(h, "."); return s }
+	for i, n := range nodes {
+		if here != "" && short(n.Name) == short(here) {
+			copy(nodes[1:i+1], nodes[:i])
+			nodes[0] = n
+			break
+		}
+	}
+	a.CPUs, a.Nodes = nodes[0].CPUs, nodes
 	return a
 }

@@ -83,6 +83,7 @@ func firstLine(s string) string {
 var allocVars = []string{
 	"SLURM_CPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
 	"SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_GPU",
+	"SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_NUM_NODES", "SLURM_NNODES",
 }
 
 // selfAlloc is what the job was given on this node, from its environment:
@@ -96,6 +97,9 @@ var allocVars = []string{
 //     (Slurm 25.11 puts the GPUs' UUIDs there).
 //   - Memory: SLURM_MEM_PER_NODE (MB), else SLURM_MEM_PER_CPU x CPUs, else
 //     SLURM_MEM_PER_GPU x GPUs.
+//   - Nodes, for a job of several: SLURM_JOB_NODELIST with
+//     SLURM_JOB_CPUS_PER_NODE ("4(x2),2"), the batch host (SLURMD_NODENAME)
+//     first (jobNodes).
 //
 // A value that does not read is ignored (0 or nil: unknown), never an
 // error: the job runs on its defaults.
@@ -123,5 +127,60 @@ func selfAlloc(env func(string) string) backend.Alloc {
 	} else if mb := backend.Positive(env("SLURM_MEM_PER_GPU"), math.MaxInt64); mb > 0 && len(a.GPUs) > 0 && mb <= math.MaxInt64/int64(len(a.GPUs)) {
 		a.MemMB = mb * int64(len(a.GPUs))
 	}
+	a.Nodes = jobNodes(env)
 	return a
+}
+
+// jobNodes lists the nodes of a job of several: SLURM_JOB_NODELIST (else
+// SLURM_NODELIST), each with its CPUs from SLURM_JOB_CPUS_PER_NODE, the
+// batch host (SLURMD_NODENAME) moved first; nil when the variables do not
+// read (the job then packs into its own node, as a job of one).
+func jobNodes(env func(string) string) []backend.Node {
+	list := env("SLURM_JOB_NODELIST")
+	if list == "" {
+		list = env("SLURM_NODELIST")
+	}
+	names, err := backend.ExpandHosts(list)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	cpus := cpusPerNode(env("SLURM_JOB_CPUS_PER_NODE"))
+	if len(cpus) != len(names) {
+		return nil
+	}
+	nodes := make([]backend.Node, len(names))
+	for i, n := range names {
+		nodes[i] = backend.Node{Name: n, CPUs: cpus[i]}
+	}
+	if here := env("SLURMD_NODENAME"); here != "" {
+		for i, n := range nodes {
+			if n.Name == here {
+				copy(nodes[1:i+1], nodes[:i])
+				nodes[0] = n
+				break
+			}
+		}
+	}
+	return nodes
+}
+
+// cpusPerNode reads SLURM_JOB_CPUS_PER_NODE: counts, each optionally
+// repeated ("4(x2),2" is 4, 4, 2); nil if it does not read.
+func cpusPerNode(v string) []int {
+	var out []int
+	for _, part := range strings.Split(v, ",") {
+		count, rep, repeated := strings.Cut(part, "(x")
+		n := int(backend.Positive(count, math.MaxInt32))
+		k := 1
+		if repeated {
+			k = int(backend.Positive(strings.TrimSuffix(rep, ")"), 1<<20))
+		}
+		if n < 1 || k < 1 || len(out)+k > 1<<20 {
+			return nil
+		}
+		for ; k > 0; k-- {
+			out = append(out, n)
+		}
+	}
+	return out
 }

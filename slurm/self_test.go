@@ -24,6 +24,13 @@ func TestSelfAlloc(t *testing.T) {
 		{"memory per CPU, CPUs unknown", map[string]string{"SLURM_MEM_PER_CPU": "2048"}, backend.Alloc{}},
 		{"memory per GPU", map[string]string{"SLURM_CPUS_ON_NODE": "2", "SLURM_JOB_GPUS": "2,3", "SLURM_MEM_PER_GPU": "10000"}, backend.Alloc{CPUs: 2, GPUs: []string{"2", "3"}, MemMB: 20000}},
 		{"job GPUs", map[string]string{"SLURM_JOB_GPUS": "0,1"}, backend.Alloc{GPUs: []string{"0", "1"}}},
+		{"one node", map[string]string{"SLURM_CPUS_ON_NODE": "4", "SLURM_JOB_NODELIST": "node3", "SLURM_JOB_CPUS_PER_NODE": "4"}, backend.Alloc{CPUs: 4, Nodes: []backend.Node{{Name: "node3", CPUs: 4}}}},
+		{"nodes", map[string]string{"SLURM_CPUS_ON_NODE": "4", "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2),2", "SLURMD_NODENAME": "node1"},
+			backend.Alloc{CPUs: 4, Nodes: []backend.Node{{Name: "node1", CPUs: 4}, {Name: "node2", CPUs: 4}, {Name: "node3", CPUs: 2}}}},
+		{"nodes, the batch host first", map[string]string{"SLURM_CPUS_ON_NODE": "2", "SLURM_NODELIST": "a,b[01-02]", "SLURM_JOB_CPUS_PER_NODE": "4,4,2", "SLURMD_NODENAME": "b02"},
+			backend.Alloc{CPUs: 2, Nodes: []backend.Node{{Name: "b02", CPUs: 2}, {Name: "a", CPUs: 4}, {Name: "b01", CPUs: 4}}}},
+		{"nodes, CPUs that do not match", map[string]string{"SLURM_JOB_NODELIST": "node[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2)"}, backend.Alloc{}},
+		{"nodes, a list that does not read", map[string]string{"SLURM_JOB_NODELIST": "node[1-", "SLURM_JOB_CPUS_PER_NODE": "4(x2)"}, backend.Alloc{}},
 		// Confined to its devices, the job sees them numbered from 0.
 		{"job GPUs as CUDA names them", map[string]string{"SLURM_JOB_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}, backend.Alloc{GPUs: []string{"0", "1"}}},
 		{"job GPUs by UUID", map[string]string{"SLURM_JOB_GPUS": "5", "CUDA_VISIBLE_DEVICES": "GPU-8f6c1e2a-1b2c-3d4e-5f60-718293a4b5c6"}, backend.Alloc{GPUs: []string{"GPU-8f6c1e2a-1b2c-3d4e-5f60-718293a4b5c6"}}},
@@ -89,6 +96,7 @@ func FuzzSelfAlloc(f *testing.F) {
 // not inherit what Slurm told the submitter it was given.
 func TestSubmitEnvDropsAllocation(t *testing.T) {
 	base := []string{"SLURM_JOB_GPUS=0,1", "SLURM_STEP_GPUS=0", "SLURM_GPUS_ON_NODE=2", "SLURM_CPUS_ON_NODE=8",
+		"SLURM_JOB_NODELIST=n[1-2]", "SLURM_JOB_CPUS_PER_NODE=2(x2)", "SLURM_JOB_NUM_NODES=2",
 		"SLURM_MEM_PER_NODE=1000", "SLURM_MEM_PER_CPU=100", "SLURM_MEM_PER_GPU=10", "SLURM_JOB_ID=5", "USERVAR=kept", "CUDA_VISIBLE_DEVICES=0,1"}
 	got := submitEnv(base, []string{"FARM_RUN=2"})
 	want := []string{"SLURM_JOB_ID=5", "USERVAR=kept", "CUDA_VISIBLE_DEVICES=0,1", "FARM_RUN=2"}

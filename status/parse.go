@@ -59,6 +59,9 @@ type Record struct {
 	// STATUSES/, "status.JOBID") of the dead meta-job whose case this job
 	// rescued (from=); empty if not said.
 	From []byte
+	// Nodes is, in an S record of a job of several nodes, the case's
+	// nodes as written (nodes=LIST); empty if not said.
+	Nodes []byte
 	// IDs is, in a C record, the cases the meta-job claimed, as written:
 	// IDs and ranges of IDs separated by commas ("3-17,20"); ParseIDs
 	// expands it.
@@ -320,6 +323,8 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 			r.Why = v
 		case "from":
 			r.From = v
+		case "nodes":
+			r.Nodes = v
 		}
 	}
 	return nil

@@ -23,6 +23,9 @@ type Placement struct {
 	// From is, for a case rescued from a dead meta-job, that job's status
 	// file's name ("status.JOBID"), written from=NAME.
 	From string
+	// Nodes is, in a job of several nodes, the nodes the case was given,
+	// in Slurm's compressed form ("node[1-2]"), written nodes=LIST.
+	Nodes string
 }
 
 // WhyRescue is the why= of a start that runs again the case a dead
@@ -56,7 +59,7 @@ func (w *Writer) Unfit(id int64, t time.Time, reason string) error {
 
 // appendStartAt appends an S record with the fields of p that are not
 // zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST attempt=N
-// why=WHY from=NAME". HOST is
+// why=WHY from=NAME nodes=LIST". HOST is
 // written "-" if it is empty and fields follow it (an empty HOST would
 // make the first of them read as HOST).
 func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []byte {
@@ -92,6 +95,10 @@ func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []
 	if p.From != "" {
 		b = append(b, " from="...)
 		b = append(b, oneField(p.From)...)
+	}
+	if p.Nodes != "" {
+		b = append(b, " nodes="...)
+		b = append(b, oneField(p.Nodes)...)
 	}
 	if len(b) > n && host == "" {
 		b = slices.Insert(b, n, '-')
@@ -265,10 +272,12 @@ func ParseGPUs(v []byte) ([]string, bool) {
 }
 
 // Placement returns where an S record says its case ran (its loop=,
-// cpus= and gpus= fields; zero if it has none). It allocates the lists.
+// cpus=, gpus= and nodes= fields; zero if it has none). It allocates the
+// lists.
 func (r *Record) Placement() Placement {
 	p := Placement{Loop: r.Loop}
 	p.CPUs, _ = ParseCPUs(r.CPUs)
 	p.GPUs, _ = ParseGPUs(r.GPUs)
+	p.Nodes = string(r.Nodes)
 	return p
 }

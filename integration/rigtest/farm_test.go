@@ -29,6 +29,7 @@ func TestRig(t *testing.T) {
 			t.Run(profile, func(t *testing.T) { fourThousandCases(t, r, profile) })
 		}
 	})
+	t.Run("MultiNodeCases", func(t *testing.T) { multiNodeCases(t, r) })
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
 		t.Run("RequeuedJobJoinsTheRun", func(t *testing.T) { requeuedJobJoinsTheRun(t, r) })
