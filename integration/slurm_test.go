@@ -528,6 +528,49 @@ func testTimeLimitInterruptsCase(t *testing.T, e engine) {
 func TestSlurmEnvironmentReachesCases(t *testing.T) { testEnvironmentReachesCases(t, slurmEngine) }
 func TestSGEEnvironmentReachesCases(t *testing.T)   { testEnvironmentReachesCases(t, sgeEngine) }
 
+// TestSGEParallelEnvironment: a meta-job of 3 slots of the parallel
+// environment "farm" (sge-up makes it) reads its host and slots from
+// $PE_HOSTFILE (issue 25). This Grid Engine has one host, so what is
+// checked is that path on a real Grid Engine: every case learns the one
+// node (FARM_NNODES=1, FARM_NODELIST the host's name, its CPUs), a case of
+// 3 CPUs fits the job's 3 slots, and a case of 2 nodes is unfit with the
+// reason. (Cases of several hosts are tested on the rig's Slurm,
+// TestRig/MultiNodeCases, and PE_HOSTFILE's reading of several hosts in
+// sge's TestPENodes.)
+func TestSGEParallelEnvironment(t *testing.T) {
+	needSGE(t)
+	t.Parallel()
+	dir := sgeFarm(t, []string{
+		`echo "case=$ID nodes=$FARM_NNODES list=$FARM_NODELIST cpus=$FARM_CPUS_PER_NODE" #FARM cpus=3`,
+		`echo "case=$ID nodes=$FARM_NNODES list=$FARM_NODELIST cpus=$FARM_CPUS_PER_NODE" #FARM nodes=1`,
+		`true #FARM nodes=2`,
+	}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "sge", "-pe", "farm", "3")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
+	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Fatalf("wait: exit %d, %q; want 1, with case 3 unfit", r.Code, r.Out)
+	}
+	if out := mustFarm(t, dir, "Status"); !strings.Contains(out, "needs 2 nodes, the job has 1") {
+		t.Errorf("Status does not say why case 3 did not run:\n%s", out)
+	}
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*"))
+	var all string
+	for _, o := range outs {
+		b, _ := os.ReadFile(o)
+		all += string(b)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("case=1 nodes=1 list=%s cpus=3\n", host),
+		fmt.Sprintf("case=2 nodes=1 list=%s cpus=3\n", host),
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the job's output has no %q:\n%s", want, all)
+		}
+	}
+}
+
 func testEnvironmentReachesCases(t *testing.T, e engine) {
 	e.need(t)
 	t.Parallel()
