@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,7 +54,64 @@ type State struct {
 	Lane    int    // which lane
 	Block   int64  // the block of the table the lane's cursor is in
 
+	// Queue is what 'farm add' queued to the run (add.go): tables whose
+	// cases are claimed once the cursor's table is read to its end, in
+	// order. Cases counts them in.
+	Queue []Queued
+
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
+}
+
+// Queued is a table queued to a run (State.Queue), with the cursor in it:
+// what State's cursor fields say of the table they read.
+type Queued struct {
+	Table  string
+	Offset int64
+	Lines  int64
+	TSize  int64
+	TIno   uint64
+	TFP    string
+}
+
+// cursor is st's cursor as a Queued.
+func (st *State) cursor() Queued {
+	return Queued{Table: st.Table, Offset: st.Offset, Lines: st.Lines, TSize: st.TSize, TIno: st.TIno, TFP: st.TFP}
+}
+
+// setCursor makes q st's cursor.
+func (st *State) setCursor(q Queued) {
+	st.Table, st.Offset, st.Lines, st.TSize, st.TIno, st.TFP = q.Table, q.Offset, q.Lines, q.TSize, q.TIno, q.TFP
+}
+
+// read reports whether the cursor's table was read to its end.
+func (st *State) read() bool { return st.TSize > 0 && st.Offset >= st.TSize }
+
+// nextQueued moves the cursor to the first queued table that is not read
+// to its end, if the cursor's is; it reports whether the cursor has a
+// table to read.
+func (st *State) nextQueued() bool {
+	for st.read() && len(st.Queue) > 0 {
+		st.setCursor(st.Queue[0])
+		st.Queue = st.Queue[1:]
+	}
+	return !st.read()
+}
+
+// Enqueue queues table q to st's run: after what is queued, or, first,
+// before what the cursor has left (the cursor's table is queued again
+// first, where its cursor was). q's cases are added to Cases.
+func (st *State) Enqueue(q Queued, cases int64, first bool) {
+	if first {
+		queue := []Queued{}
+		if !st.read() {
+			queue = append(queue, st.cursor())
+		}
+		st.Queue = append(queue, st.Queue...)
+		st.setCursor(q)
+	} else {
+		st.Queue = append(slices.Clip(st.Queue), q)
+	}
+	st.Cases += cases
 }
 
 // ErrNoState is returned when the farm has never been submitted.
@@ -89,6 +147,13 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	}
 	if s.InLane {
 		b = fmt.Appendf(b, " lane=%d block=%d", s.Lane, s.Block)
+	}
+	for _, q := range s.Queue {
+		fp := q.TFP
+		if fp == "" || strings.ContainsAny(fp, " \n:") {
+			fp = "-"
+		}
+		b = fmt.Appendf(b, " queue=%s:%d:%d:%d:%d:%s", q.Table, q.Offset, q.Lines, q.TSize, q.TIno, fp)
 	}
 	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
 }
@@ -161,6 +226,8 @@ func (s *State) unmarshal(b []byte) error {
 			s.Lane, err = strconv.Atoi(v)
 		case "block":
 			s.Block, err = strconv.ParseInt(v, 10, 64)
+		case "queue":
+			err = s.addQueued(v)
 		}
 		if err != nil {
 			return fmt.Errorf("bad field %q: %v", kv, err)
@@ -173,6 +240,34 @@ func (s *State) unmarshal(b []byte) error {
 		return errors.New("bad lanes")
 	}
 	return nil
+}
+
+// addQueued reads a queue= field into s.Queue.
+func (s *State) addQueued(v string) error {
+	q, err := parseQueued(v)
+	s.Queue = append(s.Queue, q)
+	return err
+}
+
+// parseQueued reads a queue= field: TABLE:OFFSET:LINES:TSIZE:TINO:TFP.
+func parseQueued(v string) (Queued, error) {
+	f := strings.Split(v, ":")
+	if len(f) != 6 || f[0] == "" {
+		return Queued{}, errors.New("not TABLE:OFFSET:LINES:TSIZE:TINO:TFP")
+	}
+	q := Queued{Table: f[0]}
+	var errs [4]error
+	q.Offset, errs[0] = strconv.ParseInt(f[1], 10, 64)
+	q.Lines, errs[1] = strconv.ParseInt(f[2], 10, 64)
+	q.TSize, errs[2] = strconv.ParseInt(f[3], 10, 64)
+	q.TIno, errs[3] = strconv.ParseUint(f[4], 10, 64)
+	if f[5] != "-" {
+		q.TFP = f[5]
+	}
+	if err := errors.Join(errs[:]...); err != nil || q.Offset < 0 || q.TSize < 0 {
+		return Queued{}, errors.New("not TABLE:OFFSET:LINES:TSIZE:TINO:TFP")
+	}
+	return q, nil
 }
 
 // Store reads and advances a farm's claim state. It takes no lock: every
@@ -479,6 +574,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		if tried.IsZero() || stale {
 			tried = time.Now()
 		}
+		read := stale // the base is read in this call
 		if stale {
 			if err := s.readBase(); err != nil {
 				if r.Again(ctx, err) {
@@ -490,6 +586,14 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		st := s.cur
 		if err := fn(&st); err != nil {
+			if err == errNoCommit && !read {
+				// Decided on the generation this store made or read
+				// last: others may have moved on since ('farm add'
+				// queued cases, a new run started). Once more, on
+				// the newest.
+				stale = true
+				continue
+			}
 			if err == errNoCommit {
 				return s.cur, nil
 			}
@@ -702,6 +806,19 @@ func (s *Store) loadNewest(lost int64) error {
 	return err
 }
 
+// Moved reports whether the claim state may have changed since the store
+// last read it — 'farm add' queued cases, a claim, a new run: whether the
+// main chain has a mark after the newest generation the store knows. It
+// costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
+// generation says true.
+func (s *Store) Moved() bool {
+	if s.ch == nil || s.gen < 0 || s.fixed != "" {
+		return true
+	}
+	m, err := s.ch.marker(s.ch.nextSlot(s.gen))
+	return err != nil || m != unmarked
+}
+
 // Claim hands out up to most consecutive unclaimed cases of run, in one
 // commit, or none when the run has none left (or a newer run has started).
 // before, if not nil, is called first on the state being committed: the
@@ -716,8 +833,17 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	if err := s.findLanes(ctx, run); err != nil {
 		return nil, err
 	}
+	afterLanes, laneTable := false, ""
 	if s.lanes != nil {
-		return s.claimLanes(ctx, run, most, before)
+		laneTable = s.lanes.main.Table
+		cases, err := s.claimLanes(ctx, run, most, before)
+		if err != nil || len(cases) > 0 {
+			return cases, err
+		}
+		// The lanes are used up (or closed by a newer run): what 'farm
+		// add' queued to the run is on the main chain. One reading of
+		// it, a claimer's last.
+		afterLanes = true
 	}
 	asked := most // FirstBatch still means a first share if the run has lanes after all
 	most = max(most, 1)
@@ -728,7 +854,18 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		if st.Run == 0 {
 			return ErrNoState
 		}
-		if st.Run == run && st.Lanes > 1 {
+		if st.Run == run && st.Lanes > 1 && afterLanes {
+			// The lanes hold the run's own table, whatever the main
+			// chain's cursor says of it: here only what was queued.
+			for st.Table == laneTable || st.read() {
+				if len(st.Queue) == 0 {
+					return errNoCommit
+				}
+				st.setCursor(st.Queue[0])
+				st.Queue = st.Queue[1:]
+			}
+		}
+		if st.Run == run && st.Lanes > 1 && !afterLanes {
 			// The run's claims are in its lanes, never on this chain
 			// (whose cursor a run with lanes leaves at the end).
 			hasLanes = true
@@ -744,7 +881,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		if st.Run != run {
 			return errNoCommit
 		}
-		if st.TSize > 0 && st.Offset >= st.TSize {
+		if !st.nextQueued() {
 			return errNoCommit // every line read: whatever the table is now
 		}
 		if err := s.checkTable(st); err != nil {
@@ -799,6 +936,9 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	}, claimInfo(&cases))
 	if err != nil {
 		return nil, err
+	}
+	if afterLanes {
+		return cases, nil
 	}
 	if hasLanes {
 		s.noLanes = 0

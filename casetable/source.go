@@ -46,6 +46,9 @@ func (s *Source) fromStat(fi os.FileInfo) {
 	}
 }
 
+// SetStat fills in s's identity and times from fi, the file s describes.
+func (s *Source) SetStat(fi os.FileInfo) { s.fromStat(fi) }
+
 // sameStat reports whether fi is the file s was read from, unchanged as
 // far as its size, identity and times tell.
 func (s Source) sameStat(fi os.FileInfo) bool {

@@ -29,6 +29,10 @@ type Config struct {
 	// cases, and rescue those cases in the run; 0 = no rescue (the cases
 	// wait for 'farm resubmit').
 	RescueCheck time.Duration
+	// WaitForCases is WAIT_FOR_CASES: how long a meta-job with nothing
+	// left to claim waits for cases that 'farm add' queues to its run
+	// before it exits; 0 = it exits at once.
+	WaitForCases time.Duration
 }
 
 // defaultRescueCheck is RESCUE_CHECK when the config does not set it.
@@ -126,6 +130,8 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.RetryDelay = time.Duration(num * float64(time.Second))
 		case "RESCUE_CHECK":
 			cfg.RescueCheck = time.Duration(num * float64(time.Second))
+		case "WAIT_FOR_CASES":
+			cfg.WaitForCases = time.Duration(num * float64(time.Second))
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -142,7 +148,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
 // and checks the value: a number from 0 to maxConfigValue, and a whole one
-// but for dt_failed, RETRY_DELAY and RESCUE_CHECK, which are in seconds (NJOBS_MAX=1.9 is
+// but for dt_failed, RETRY_DELAY, RESCUE_CHECK and WAIT_FOR_CASES, which are in seconds (NJOBS_MAX=1.9 is
 // not read as 1).
 func parseConfigLine(line []byte) (string, float64, error) {
 	k, v, ok := strings.Cut(string(line), "=")
@@ -151,9 +157,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
@@ -162,7 +168,7 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	if num > maxConfigValue {
 		return k, 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 	}
-	if k != "dt_failed" && k != "RETRY_DELAY" && k != "RESCUE_CHECK" && num != math.Trunc(num) {
+	if k != "dt_failed" && k != "RETRY_DELAY" && k != "RESCUE_CHECK" && k != "WAIT_FOR_CASES" && num != math.Trunc(num) {
 		return k, 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
 	}
 	return k, num, nil

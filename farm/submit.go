@@ -579,6 +579,9 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		}
 		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
 		st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
+		// What 'farm add' queued to the run before is the old run's:
+		// the new run's table was made from table.dat, which holds it.
+		st.Queue = nil
 		if lanes.Lanes > 1 {
 			// Nothing to claim on this chain: the lanes hold the
 			// cursors (an older farm's claim finds the run read).

@@ -932,7 +932,7 @@ func configEntries() []catEntry {
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES\)$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
 		bad("whole-node-without-nwhole", "WHOLE_NODE=1", submitLocal, `WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node \(its cores, e.g. NWHOLE=192\)$`),
 		bad("nwhole-too-big", "NWHOLE=5000", status, `NWHOLE must be at most 4096, got 5000$`),

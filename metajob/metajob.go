@@ -89,6 +89,10 @@ type Metajob struct {
 	retries     []pendingRetry // failed cases to run again (retry.go)
 	retriesLeft int            // retries taken and not started: left, failed, for the next run
 	tableDone   bool           // a claim found no case left: only retries remain
+	// idleSince is when a claim found no case left, for WAIT_FOR_CASES
+	// (wait.go); zero after a claim that found some. lastLook is when
+	// the job last looked for added cases.
+	idleSince, lastLook time.Time
 
 	table      string // the run's table (one per meta-job), set at its first claim
 	tableLines int64  // its lines
@@ -611,6 +615,12 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	t := time.Now()
 	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
 	m.bs.claimed(time.Since(t), len(cases))
+	if msg == MsgNoCases && err == nil && m.awaitCases() {
+		return r, false, true, "", nil // look again: cases may have been added
+	}
+	if len(cases) > 0 {
+		m.idleSince = time.Time{}
+	}
 	if msg == MsgNoCases && err == nil && (len(m.retries) > 0 || m.rescue != nil) {
 		m.tableDone = true // the last claim; what is left is retries and rescues
 		return r, false, true, "", nil

@@ -127,7 +127,7 @@ type want struct {
 	nodes      int // how many nodes, each with cpus, gpus and memMB
 	cpus, gpus int
 	memMB      int64
-	whole      bool // every CPU, GPU and the memory of each of its nodes
+	whole      bool // every CPU and the memory of each of its nodes (and gpus GPUs of each)
 	local      bool // on node 0 only: it does not say nodes=, so it may not reach others
 	managed    bool // bound, with OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES set
 }
@@ -135,14 +135,14 @@ type want struct {
 // wants is what case needs n take in a job of pool p: the declared needs;
 // for the rest, one CPU and no GPU for a case that declares some needs (or
 // any case in WHOLE_NODE mode), the whole job for one that declares none.
-// A case that declares nodes=N and neither cpus nor gpus takes its N nodes
-// whole. Only a case that declares nodes= (or takes the whole job) is
+// A case that declares nodes=N and no cpus takes its N nodes whole: every
+// CPU and the memory of each, and every GPU unless it says gpus=. Only a case that declares nodes= (or takes the whole job) is
 // given nodes other than the meta-job's own: the others run where the
 // meta-job does, as they always did, and cannot be expected to srun.
 func (p *pool) wants(n casetable.Needs, wholeNode bool) want {
 	w := want{nodes: n.Nodes, cpus: n.CPUs, gpus: n.GPUs, memMB: n.MemMB, managed: n.Declared || wholeNode}
 	small := n.Declared || wholeNode // what it does not say is one CPU and no GPU
-	if n.Nodes > 0 && n.CPUs == 0 && n.GPUs < 0 {
+	if n.Nodes > 0 && n.CPUs == 0 {
 		small, w.whole = false, true // nodes=N: N whole nodes
 	}
 	if w.nodes == 0 {
@@ -277,7 +277,7 @@ func (p *pool) take(k int, w want, prefer int) part {
 	pt := part{node: k}
 	cpus, gpus, mem := w.cpus, w.gpus, w.memMB
 	if w.whole {
-		cpus, gpus, mem = len(nd.cpuFree), len(nd.gpuFree), p.memMB
+		cpus, mem = len(nd.cpuFree), p.memMB
 	}
 	if k == 0 && prefer >= 0 && prefer < len(nd.cpuFree) && nd.cpuFree[prefer] && cpus > 0 {
 		nd.cpuFree[prefer] = false
@@ -331,7 +331,7 @@ func (p *pool) place(w want) []int {
 // fitsOn reports whether w's part is free on nd now. p.mu is held.
 func (p *pool) fitsOn(nd *node, w want) bool {
 	if w.whole {
-		return nd.cpusFree == len(nd.cpuFree) && nd.gpusFree == len(nd.gpuFree) && nd.memFree == p.memMB
+		return nd.cpusFree == len(nd.cpuFree) && nd.gpusFree >= w.gpus && nd.memFree == p.memMB
 	}
 	return nd.cpusFree >= w.cpus && nd.gpusFree >= w.gpus && (p.memMB == 0 || nd.memFree >= w.memMB)
 }

@@ -165,6 +165,8 @@ func TestPoolNodes(t *testing.T) {
 	}{
 		{d(2, 2), want{nodes: 2, cpus: 2, managed: true}},
 		{d(3, 0), want{nodes: 3, cpus: 4, whole: true, managed: true}},
+		// nodes=2 gpus=1: whole nodes' CPUs, one GPU of each.
+		{casetable.Needs{Declared: true, Nodes: 2, GPUs: 1}, want{nodes: 2, cpus: 4, gpus: 1, whole: true, managed: true}},
 		{d(0, 2), want{nodes: 1, cpus: 2, local: true, managed: true}},
 		{casetable.Needs{GPUs: -1}, want{nodes: 4, cpus: 4, whole: true}},
 	} {

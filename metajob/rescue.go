@@ -552,7 +552,7 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 	if err != nil {
 		return err
 	}
-	cases, err := casetable.FindCases(table, ids)
+	cases, err := findCases(table, m.Farm.Path(layout.MiscDir), ids)
 	if err != nil {
 		return err
 	}
@@ -609,6 +609,36 @@ func (r *rescuer) crashes(id int64) (int, error) {
 		return 0, err
 	}
 	return sum.Get(id).Crashes, nil
+}
+
+// findCases reads cases ids from the run's table, and those it has not
+// from the tables 'farm add' queued (misc/table.run*.add.*: every added
+// case is in one of them, under an ID of its own).
+func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error) {
+	cases, err := casetable.FindCases(table, ids)
+	if err != nil || len(cases) == len(ids) {
+		return cases, err
+	}
+	added, _ := filepath.Glob(filepath.Join(misc, "table.run*.add.*"))
+	for _, t := range added {
+		var left []int64
+		for _, id := range ids {
+			if _, ok := cases[id]; !ok {
+				left = append(left, id)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		more, err := casetable.FindCases(t, left)
+		if err != nil {
+			continue // not one (a temporary file of one being written)
+		}
+		for id, c := range more {
+			cases[id] = c
+		}
+	}
+	return cases, nil
 }
 
 // table is the run's table.

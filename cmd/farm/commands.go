@@ -15,6 +15,7 @@ func commands() []*cli.Command {
 		initCmd(),
 		submitCmd(),
 		resubmitCmd(),
+		addCmd(),
 		waitCmd(),
 		statusCmd(),
 		listCmd(),

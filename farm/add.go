@@ -1,0 +1,313 @@
+package farm
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/atomicfile"
+	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
+)
+
+// AddOptions are farm add's.
+type AddOptions struct {
+	Name  string    // where the cases come from, for messages ("-" is stdin)
+	Input io.Reader // the cases, one command per line
+	First bool      // ahead of the run's unclaimed cases
+}
+
+// addLock is the file that makes one 'farm add' at a time: its
+// O_EXCL create is the lock, removed when done.
+const addLock = "add.lock"
+
+// Add adds the cases of opt.Input to the farm (issue 25): they get the
+// next IDs and are appended to table.dat (written whole to a temporary
+// file and renamed: never half-written), and, when the farm has a run, are
+// queued to it, so that its meta-jobs claim them in this run: after its
+// other cases, or before the unclaimed ones with First. What table.dat
+// refuses is refused with its line, and nothing is added.
+//
+// The order makes a case claimed at most once a run: the new table.dat is
+// written first, under a temporary name; then the cases are queued to the
+// run that is current at that moment, by a compare-and-swap on the claim
+// state; only then is table.dat replaced. A run started before the queueing
+// read a table.dat without the cases (its table was read before its own
+// commit, which came before ours), so queueing them to it never gives it a
+// case twice; a run started after it is a newer run, whose queue is empty.
+func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
+	if err := f.EnsureDirs(); err != nil {
+		return f.writeErr(err)
+	}
+	unlock, err := f.lockAdd()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tablePath := f.Path(layout.Table)
+	before, err := os.Stat(tablePath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return tableErr(err)
+	}
+	state, err := f.readState(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := casetable.Validate(tablePath)
+	if errors.Is(err, casetable.ErrEmptyTable) || errors.Is(err, os.ErrNotExist) {
+		info, err = casetable.Info{Numbered: state.Run > 0}, nil
+	}
+	if err != nil {
+		return tableErr(err)
+	}
+	added, err := casetable.NumberAdded(opt.Name, opt.Input, info.MaxID+1, info.Numbered)
+	if errors.Is(err, casetable.ErrEmptyTable) {
+		return Userf("%s has no case to add (one command per line; blank lines and lines starting with # are not cases)", filepath.Base(opt.Name))
+	}
+	if err != nil {
+		return tableErr(err)
+	}
+	tmp, src, err := f.writeAddedTable(tablePath, before, added.Lines)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // gone once renamed
+	keepSource := state.Run > 0 && f.sourceMatches(state.Table)
+	queued, err := f.queueAdded(ctx, state, info, added, opt.First)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(tablePath); !sameFile(before, fi, err) {
+		return f.addChanged(queued)
+	}
+	if err := os.Rename(tmp, tablePath); err != nil {
+		return f.writeErr(fmt.Errorf("replacing %s: %w", layout.Table, err))
+	}
+	if keepSource {
+		f.addSource(state.Table, src)
+	}
+	f.sayAdded(opt, added, queued)
+	return nil
+}
+
+// lockAdd takes the add lock (MISC/add.lock, O_EXCL), or says who holds
+// it; the function returned gives it back.
+func (f *Farm) lockAdd() (func(), error) {
+	path := f.Path(layout.MiscDir, addLock)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		b, _ := os.ReadFile(path)
+		return nil, Userf("another 'farm add' is adding cases to this farm (%s: %s); if it is no longer running, remove that file and run this again",
+			filepath.Join(layout.MiscDir, addLock), strings.TrimSpace(string(b)))
+	}
+	if err != nil {
+		return nil, f.writeErr(err)
+	}
+	host, _ := os.Hostname()
+	fmt.Fprintf(fh, "host %s pid %d since %s\n", host, os.Getpid(), time.Now().Format(time.RFC3339))
+	fh.Close()
+	return func() { os.Remove(path) }, nil
+}
+
+// sameFile reports whether fi (with its stat error) is the file before
+// was, unchanged in size, identity and modification time; a file that did
+// not exist must still not.
+func sameFile(before, fi os.FileInfo, err error) bool {
+	if before == nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	return err == nil && os.SameFile(before, fi) && fi.Size() == before.Size() && fi.ModTime().Equal(before.ModTime())
+}
+
+// writeAddedTable writes table.dat as it was (before; nil if it did not
+// exist) with lines after it, to a temporary file beside it, and returns
+// that file's path and the casetable.Source of what it holds (identity and
+// times filled in once renamed).
+func (f *Farm) writeAddedTable(tablePath string, before os.FileInfo, lines []byte) (string, casetable.Source, error) {
+	perm := os.FileMode(0o644)
+	var old *os.File
+	if before != nil {
+		perm = before.Mode().Perm()
+		var err error
+		if old, err = os.Open(tablePath); err != nil {
+			return "", casetable.Source{}, tableErr(err)
+		}
+		defer old.Close()
+	}
+	tmp := fmt.Sprintf("%s.add.%d.%x", tablePath, os.Getpid(), rand.Uint32())
+	h := sha256.New()
+	var size int64
+	err := atomicfile.Write(tmp, perm, func(w *bufio.Writer) error {
+		out := io.MultiWriter(w, h)
+		var last byte = '\n'
+		if old != nil {
+			n, err := io.Copy(&lastByte{w: out, last: &last}, old)
+			size += n
+			if err != nil {
+				return err
+			}
+		}
+		if last != '\n' { // a last line without its newline
+			out.Write([]byte{'\n'})
+			size++
+		}
+		n, err := out.Write(lines)
+		size += int64(n)
+		return err
+	}, "")
+	if err != nil {
+		os.Remove(tmp)
+		return "", casetable.Source{}, f.writeErr(err)
+	}
+	return tmp, casetable.Source{Size: size, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// lastByte is a writer that remembers the last byte written through it.
+type lastByte struct {
+	w    io.Writer
+	last *byte
+}
+
+func (l *lastByte) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		*l.last = b[len(b)-1]
+	}
+	return l.w.Write(b)
+}
+
+// queuedTo is what queueAdded did: the run the cases were queued to (0:
+// none) and why not, if not.
+type queuedTo struct {
+	run   int
+	first bool
+	lanes bool   // the run claims over lanes: its own cases come first
+	table string // the run's table of the added cases
+	why   string // why they were not queued, for the user
+}
+
+// queueAdded queues the added cases to the farm's current run, if it has
+// one that claims: it writes them as a table of the run's own (an
+// immutable file, as every run table) and enqueues it with a
+// compare-and-swap on the claim state.
+func (f *Farm) queueAdded(ctx context.Context, state casetable.State, info casetable.Info, added casetable.Added, first bool) (queuedTo, error) {
+	switch {
+	case state.Run == 0:
+		return queuedTo{why: "the farm has not been submitted yet"}, nil
+	case state.Simple:
+		return queuedTo{why: fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", state.Run)}, nil
+	}
+	runTable := fmt.Sprintf("%s/table.run%d.add.%d.%x", layout.MiscDir, state.Run, os.Getpid(), rand.Uint32())
+	if err := atomicfile.WriteBytes(f.Path(runTable), 0o644, added.Lines); err != nil {
+		return queuedTo{}, f.writeErr(err)
+	}
+	size, ino, fp, err := casetable.TableID(f.Path(runTable))
+	if err != nil {
+		os.Remove(f.Path(runTable))
+		return queuedTo{}, f.writeErr(err)
+	}
+	q := queuedTo{first: first, table: runTable}
+	store := f.Store()
+	store.Job = "farm-add"
+	defer store.Close()
+	err = store.Update(ctx, func(st *casetable.State) error {
+		q.run, q.lanes = st.Run, st.Lanes > 1
+		if st.Simple {
+			return errNotQueued
+		}
+		if st.TSize <= 0 {
+			return errOldRun // its cursor cannot tell its table's end
+		}
+		st.Enqueue(casetable.Queued{Table: runTable, TSize: size, TIno: ino, TFP: fp}, added.Cases, first)
+		st.Total += added.Cases
+		st.MaxID = max(st.MaxID, added.Last)
+		return nil
+	})
+	if errors.Is(err, errNotQueued) || errors.Is(err, errOldRun) {
+		os.Remove(f.Path(runTable))
+		why := fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", q.run)
+		if errors.Is(err, errOldRun) {
+			why = fmt.Sprintf("run %d was started by an older farm, whose runs take no added cases", q.run)
+		}
+		return queuedTo{why: why}, nil
+	}
+	if err != nil {
+		os.Remove(f.Path(runTable))
+		return queuedTo{}, stateErr(err)
+	}
+	return q, nil
+}
+
+var (
+	errNotQueued = errors.New("not queued")
+	errOldRun    = errors.New("a run of an older farm")
+)
+
+// addChanged is the error of an add whose table.dat changed while it ran
+// (an editor, another command): nothing is written, but the cases may
+// already be queued to the run.
+func (f *Farm) addChanged(q queuedTo) error {
+	if q.run > 0 {
+		return Userf("%s changed while this command ran: it was not rewritten, but the cases were queued to run %d and will run; add their lines to %s by hand (they are in %s) so that 'farm Status' and 'farm resubmit' know them",
+			layout.Table, q.run, layout.Table, q.table)
+	}
+	return Userf("%s changed while this command ran: nothing was added; run it again", layout.Table)
+}
+
+// sourceMatches reports whether the source record of the run table
+// runTable says it was made from table.dat as it is now: then the added
+// lines are the only change, and the record is moved on with them
+// (addSource), so that farm Status does not warn of a changed table.dat.
+func (f *Farm) sourceMatches(runTable string) bool {
+	if runTable == "" {
+		return false
+	}
+	old, err := casetable.ReadSource(f.Path(runTable))
+	if err != nil {
+		return false
+	}
+	changed, err := old.Changed(f.Path(layout.Table))
+	return err == nil && !changed
+}
+
+// addSource records that the run table runTable was made from table.dat
+// as it is now, which holds what src says.
+func (f *Farm) addSource(runTable string, src casetable.Source) {
+	fi, err := os.Stat(f.Path(layout.Table))
+	if err != nil {
+		return
+	}
+	src.SetStat(fi)
+	casetable.WriteSource(f.Path(runTable), src)
+}
+
+// sayAdded tells the user what was added and when it runs, and logs it.
+func (f *Farm) sayAdded(opt AddOptions, a casetable.Added, q queuedTo) {
+	what := fmt.Sprintf("%d case(s)", a.Cases)
+	if a.First > 0 {
+		what = fmt.Sprintf("%d case(s), IDs %d-%d,", a.Cases, a.First, a.Last)
+	}
+	fmt.Fprintf(f.Out, "Added %s from %s to %s.\n", what, opt.Name, layout.Table)
+	switch {
+	case q.run == 0:
+		fmt.Fprintf(f.Out, "They are not queued to a run (%s): 'farm submit N' or 'farm resubmit N' runs them.\n", q.why)
+		f.Log("add: %s from %s, not queued (%s)", what, opt.Name, q.why)
+		return
+	case q.first && q.lanes:
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them once its lanes' cases are claimed, before the other added cases (a run of 16 or more meta-jobs claims over lanes).\n", q.run)
+	case q.first:
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases.\n", q.run)
+	default:
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them after its other cases.\n", q.run)
+	}
+	fmt.Fprintf(f.Out, "A meta-job that has already exited does not come back: set WAIT_FOR_CASES in config to keep idle ones waiting, or run 'farm resubmit N' once the run is over.\n")
+	f.Log("add: %s from %s, queued to run %d%s", what, opt.Name, q.run, map[bool]string{true: " first", false: ""}[q.first])
+}

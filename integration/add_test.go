@@ -1,0 +1,399 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
+)
+
+// Cases added to a running farm (issue 25): farm add.
+
+// addCases writes n cases of command cmd to a file and adds them with
+// farm add (and flags), returning what it said.
+func addCases(t *testing.T, dir, cmd string, n int, flags ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "more.txt")
+	if err := os.WriteFile(f, []byte(strings.Repeat(cmd+"\n", n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mustFarm(t, dir, append(append([]string{"add"}, flags...), f)...)
+}
+
+// ranAt is a case that records its own run in a file of its meta-job's in
+// dir (one writer per file), with the time it started.
+func ranAt(dir string) string {
+	return `echo "$ID $(date +%s.%N)" >> ` + dir + `/ran.$METAJOB_ID; sleep 0.03`
+}
+
+// setWaitForCases sets WAIT_FOR_CASES in the farm's config.
+func setWaitForCases(t *testing.T, dir, v string) {
+	t.Helper()
+	p := filepath.Join(dir, "config")
+	b, err := os.ReadFile(p)
+	if err != nil || !strings.Contains(string(b), "\nWAIT_FOR_CASES=0\n") {
+		t.Fatalf("config has no WAIT_FOR_CASES=0 (%v)", err)
+	}
+	os.WriteFile(p, []byte(strings.Replace(string(b), "\nWAIT_FOR_CASES=0\n", "\nWAIT_FOR_CASES="+v+"\n", 1)), 0o644)
+}
+
+// readRan reads ranAt's records: how often each case ran.
+func readRan(t *testing.T, dir string) map[int64]int {
+	t.Helper()
+	m := map[int64]int{}
+	files, _ := filepath.Glob(filepath.Join(dir, "ran.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if fs := strings.Fields(l); len(fs) == 2 {
+				id, _ := strconv.ParseInt(fs[0], 10, 64)
+				m[id]++
+			}
+		}
+	}
+	return m
+}
+
+// TestAddWhileRunning: 4 meta-jobs run 500 cases; 500 more are added in 5
+// batches of 100 while they run, the third with --first. Every one of the
+// 1,000 runs exactly once, in run 1; table.dat holds IDs 1-1000 in order;
+// and, by the claim state's generations (each says which cases it
+// claimed), once the --first batch was queued every claim took its cases
+// until all 100 were claimed: it went ahead of the unclaimed rest.
+func TestAddWhileRunning(t *testing.T) { addWhileRunning(t, false) }
+
+// TestAddWhileRunningLanes is TestAddWhileRunning in a run that claims
+// over 4 lanes (FARM_CLAIM_LANES=4, as a run of 16 or more meta-jobs
+// does): the added cases are claimed once the lanes' own cases are, each
+// exactly once.
+func TestAddWhileRunningLanes(t *testing.T) { addWhileRunning(t, true) }
+
+func addWhileRunning(t *testing.T, lanes bool) {
+	t.Parallel()
+	ranDir := t.TempDir()
+	dir := newFarm(t, repeat(ranAt(ranDir), 500), "0-00:10")
+	setWaitForCases(t, dir, "10")
+	var env []string
+	if lanes {
+		env = []string{"FARM_CLAIM_LANES=4"}
+	}
+	if r := farmIn(t, dir, env, "submit", "4", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
+	}
+	firstIDs := [2]int64{}
+	for b := 1; b <= 5; b++ {
+		time.Sleep(400 * time.Millisecond)
+		var flags []string
+		if b == 3 {
+			flags = []string{"--first"}
+		}
+		out := addCases(t, dir, ranAt(ranDir), 100, flags...)
+		want := fmt.Sprintf("Added 100 case(s), IDs %d-%d,", 400+100*b+1, 500+100*b)
+		if !strings.Contains(out, want) {
+			t.Fatalf("batch %d: farm add said %q; want %q", b, out, want)
+		}
+		if b == 3 && !lanes {
+			firstIDs = [2]int64{701, 800}
+			if !strings.Contains(out, "before its other unclaimed cases") {
+				t.Errorf("farm add --first said %q", out)
+			}
+		}
+	}
+	if out := mustFarm(t, dir, "wait", "--timeout", "3m"); !strings.Contains(out, "1000 cases: 1000 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	ran := readRan(t, ranDir)
+	for id := int64(1); id <= 1000; id++ {
+		if ran[id] != 1 {
+			t.Errorf("case %d ran %d times by its own record; want once", id, ran[id])
+		}
+	}
+	if len(ran) != 1000 {
+		t.Errorf("%d cases ran; want 1000", len(ran))
+	}
+	st := statusJSON(t, dir)
+	for id := int64(1); id <= 1000; id++ {
+		if st[id].State != "succeeded" || st[id].Run != 1 {
+			t.Errorf("case %d: %+v; want succeeded in run 1", id, st[id])
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, strconv.Itoa(i+1)+" ") {
+			t.Fatalf("table.dat line %d is %q; want ID %d", i+1, l, i+1)
+		}
+	}
+	if len(lines) != 1000 {
+		t.Errorf("table.dat has %d lines, want 1000", len(lines))
+	}
+	if lanes {
+		if ls, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*")); len(ls) != 1 {
+			t.Errorf("the run has no lanes: %v", ls)
+		}
+		return
+	}
+	checkFirstClaimedFirst(t, dir, firstIDs)
+}
+
+// claimRec is what a generation of the claim chain says it did.
+type claimRec struct {
+	by        string
+	first, n  int64
+	queueSize int
+}
+
+// chainRecords reads the farm's claim chain, generation by generation.
+func chainRecords(t *testing.T, dir string) []claimRec {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	seg := filepath.Join(dir, "MISC", f[len(f)-1], "000000")
+	var out []claimRec
+	for g := 0; ; g++ {
+		b, err := os.ReadFile(filepath.Join(seg, "g."+strconv.Itoa(g)))
+		if err != nil {
+			if g < 2 {
+				t.Fatalf("generation %d: %v", g, err)
+			}
+			return out
+		}
+		var r claimRec
+		for _, kv := range strings.Fields(string(b)) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "by":
+				r.by = v
+			case "first":
+				r.first, _ = strconv.ParseInt(v, 10, 64)
+			case "n":
+				r.n, _ = strconv.ParseInt(v, 10, 64)
+			case "queue":
+				r.queueSize++
+			}
+		}
+		out = append(out, r)
+	}
+}
+
+// checkFirstClaimedFirst: after the generation that queued the --first
+// batch (IDs ids[0]-ids[1]; the third of farm add's), every claim took
+// cases of that batch until all of them were claimed.
+func checkFirstClaimedFirst(t *testing.T, dir string, ids [2]int64) {
+	t.Helper()
+	recs := chainRecords(t, dir)
+	adds, at := 0, -1
+	for i, r := range recs {
+		if r.by == "farm-add" {
+			if adds++; adds == 3 {
+				at = i
+				break
+			}
+		}
+	}
+	if at < 0 {
+		t.Fatalf("no third generation by farm-add among %d", len(recs))
+	}
+	left := ids[1] - ids[0] + 1
+	for _, r := range recs[at+1:] {
+		if left == 0 {
+			break
+		}
+		if r.n == 0 {
+			continue
+		}
+		if r.first < ids[0] || r.first+r.n-1 > ids[1] {
+			t.Fatalf("after --first queued cases %d-%d, a claim took %d-%d while %d of them were left unclaimed", ids[0], ids[1], r.first, r.first+r.n-1, left)
+		}
+		left -= r.n
+	}
+	if left != 0 {
+		t.Errorf("%d cases of the --first batch were never claimed, by the chain", left)
+	}
+}
+
+// TestAddWaitForCases: with WAIT_FOR_CASES=30, meta-jobs that found
+// nothing left wait; cases added after 10 s of idleness run in the same
+// run, by those meta-jobs (no new job), and the jobs exit by themselves
+// once the wait is over.
+func TestAddWaitForCases(t *testing.T) {
+	t.Parallel()
+	ranDir := t.TempDir()
+	dir := newFarm(t, repeat(ranAt(ranDir), 6), "0-00:10")
+	setWaitForCases(t, dir, "30")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	waitFor(t, 30*time.Second, "the 6 cases to run", func() bool { return len(readRan(t, ranDir)) == 6 })
+	time.Sleep(10 * time.Second)
+	if out := mustFarm(t, dir, "query"); !strings.Contains(out, "2 running") {
+		t.Fatalf("after 10 s of idleness the meta-jobs are not waiting:\n%s", out)
+	}
+	addCases(t, dir, ranAt(ranDir), 5)
+	added := time.Now()
+	waitFor(t, 20*time.Second, "the added cases to run", func() bool { return len(readRan(t, ranDir)) == 11 })
+	if d := time.Since(added); d > 8*time.Second {
+		t.Errorf("the added cases ran %s after farm add: want within a poll (5 s)", d)
+	}
+	out := mustFarm(t, dir, "wait", "--timeout", "2m")
+	if !strings.Contains(out, "11 cases: 11 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	st := statusJSON(t, dir)
+	jobs := map[string]bool{}
+	for id := int64(1); id <= 11; id++ {
+		if st[id].Run != 1 {
+			t.Errorf("case %d ran in run %d; want 1", id, st[id].Run)
+		}
+		jobs[st[id].Job] = true
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*")); len(files) != 2 || len(jobs) > 2 {
+		t.Errorf("%d status files, cases run by %v: want the 2 meta-jobs of the submit only", len(files), jobs)
+	}
+	for _, f := range []string{"slurm-1.out", "slurm-2.out"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "OUTPUT", f))
+		if !strings.Contains(string(b), "waiting up to 30s for cases 'farm add' adds to run 1 (WAIT_FOR_CASES)") {
+			t.Errorf("%s does not say it waits:\n%s", f, b)
+		}
+	}
+}
+
+// TestAddRefusesBadLines: a bad line is refused with its file and line,
+// and nothing is added: table.dat, the claim state and MISC are as they
+// were.
+func TestAddRefusesBadLines(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 3), "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	table, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	misc, _ := os.ReadDir(filepath.Join(dir, "MISC"))
+	for _, c := range []struct{ input, want string }{
+		{"echo a\necho b\necho c #FARM cpu=2\n", `^farm: more.txt:3: #FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`},
+		{"echo a\n7 echo b\n", `^farm: more.txt:2: "7" starts with a number, as a numbered table's ID: farm add numbers the cases itself; give each command alone \(one that starts with a digit can be run as "command 7"\)$`},
+		{"# nothing\n\n", `^farm: more.txt has no case to add`},
+	} {
+		f := filepath.Join(t.TempDir(), "more.txt")
+		os.WriteFile(f, []byte(c.input), 0o644)
+		r := farmIn(t, dir, nil, "add", f)
+		if r.Code != 1 || !regexp.MustCompile(c.want).MatchString(strings.TrimSpace(r.Err)) {
+			t.Errorf("farm add of %q: exit %d, stderr %q; want 1 and %s", c.input, r.Code, r.Err, c.want)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	if string(after) != string(table) {
+		t.Errorf("table.dat changed:\n%s", after)
+	}
+	miscAfter, _ := os.ReadDir(filepath.Join(dir, "MISC"))
+	if len(miscAfter) != len(misc) {
+		var names []string
+		for _, e := range miscAfter {
+			names = append(names, e.Name())
+		}
+		t.Errorf("MISC has %d entries, had %d: %v", len(miscAfter), len(misc), names)
+	}
+	if out := mustFarm(t, dir, "Status"); !slices.Contains(strings.Fields(out), "3") || strings.Contains(out, " 4 ") {
+		t.Errorf("Status after refused adds:\n%s", out)
+	}
+}
+
+// TestAddThenResubmit: cases added once the run's meta-jobs have all
+// exited are queued to that run, which nobody claims any more; 'farm
+// resubmit' runs them, each once, in the new run (whose table, made from
+// table.dat, holds them: what was queued to the old run is not carried
+// into it).
+func TestAddThenResubmit(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 4), "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	if out := addCases(t, dir, "true", 3); !strings.Contains(out, "IDs 5-7") || !strings.Contains(out, "Run 1's meta-jobs claim them") {
+		t.Errorf("farm add said %q", out)
+	}
+	mustFarm(t, dir, "resubmit", "1", "--backend", "local")
+	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
+	if r.Code != 0 || !strings.Contains(r.Out, "7 cases: 7 succeeded") || strings.Contains(r.Err, "started 2 times") {
+		t.Fatalf("wait: exit %d, %q, %q", r.Code, r.Out, r.Err)
+	}
+	st := statusJSON(t, dir)
+	for id := int64(5); id <= 7; id++ {
+		if st[id].Run != 2 {
+			t.Errorf("case %d ran in run %d, want 2", id, st[id].Run)
+		}
+	}
+	recs := readRecords(t, dir)
+	for id := int64(1); id <= 7; id++ {
+		if recs.Starts[id] != 1 {
+			t.Errorf("case %d has %d start records, want 1", id, recs.Starts[id])
+		}
+	}
+}
+
+// TestAddConcurrent: 6 'farm add's at once, on a farm whose run is on:
+// each adds all its cases or none (the others say another holds the
+// lock); table.dat ends with IDs 1..N in order, once each; the state
+// counts them.
+func TestAddConcurrent(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 3), "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarm(t, dir, "wait", "--timeout", "1m")
+	f := filepath.Join(t.TempDir(), "more.txt")
+	os.WriteFile(f, []byte(strings.Repeat("true\n", 5)), 0o644)
+	type res struct {
+		r   result
+		err error
+	}
+	done := make(chan res, 6)
+	for i := 0; i < 6; i++ {
+		go func() {
+			cmd := exec.Command(bin(t), "add", f)
+			cmd.Dir = dir
+			r, err := harness.Output(cmd)
+			done <- res{r, err}
+		}()
+	}
+	added := 0
+	for i := 0; i < 6; i++ {
+		x := <-done
+		switch {
+		case x.err != nil:
+			t.Fatal(x.err)
+		case x.r.Code == 0:
+			added++
+		case !strings.Contains(x.r.Err, "another 'farm add' is adding cases to this farm"):
+			t.Errorf("farm add: exit %d, %q", x.r.Code, x.r.Err)
+		}
+	}
+	if added == 0 {
+		t.Fatal("no farm add added anything")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if want := 3 + 5*added; len(lines) != want {
+		t.Errorf("table.dat has %d lines after %d adds of 5; want %d", len(lines), added, want)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, strconv.Itoa(i+1)+" ") {
+			t.Fatalf("table.dat line %d is %q", i+1, l)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MISC", "add.lock")); !os.IsNotExist(err) {
+		t.Errorf("MISC/add.lock is left: %v", err)
+	}
+	if out := mustFarm(t, dir, "query"); !strings.Contains(out, fmt.Sprintf("farm   %d", len(lines))) {
+		t.Errorf("query does not count %d cases:\n%s", len(lines), out)
+	}
+}
