@@ -841,8 +841,12 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 			return cases, err
 		}
 		// The lanes are used up (or closed by a newer run): what 'farm
-		// add' queued to the run is on the main chain. One reading of
-		// it, a claimer's last.
+		// add' queued to the run is on the main chain, which claims in
+		// lanes leave alone: one lookup tells whether anything was
+		// committed there since the store read it.
+		if len(s.cur.Queue) == 0 && !s.Moved() {
+			return nil, nil
+		}
 		afterLanes = true
 	}
 	asked := most // FirstBatch still means a first share if the run has lanes after all

@@ -144,86 +144,7 @@ func addWhileRunning(t *testing.T, lanes bool) {
 		}
 		return
 	}
-	checkFirstClaimedFirst(t, dir, firstIDs)
-}
-
-// claimRec is what a generation of the claim chain says it did.
-type claimRec struct {
-	by        string
-	first, n  int64
-	queueSize int
-}
-
-// chainRecords reads the farm's claim chain, generation by generation.
-func chainRecords(t *testing.T, dir string) []claimRec {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b))
-	seg := filepath.Join(dir, "MISC", f[len(f)-1], "000000")
-	var out []claimRec
-	for g := 0; ; g++ {
-		b, err := os.ReadFile(filepath.Join(seg, "g."+strconv.Itoa(g)))
-		if err != nil {
-			if g < 2 {
-				t.Fatalf("generation %d: %v", g, err)
-			}
-			return out
-		}
-		var r claimRec
-		for _, kv := range strings.Fields(string(b)) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "by":
-				r.by = v
-			case "first":
-				r.first, _ = strconv.ParseInt(v, 10, 64)
-			case "n":
-				r.n, _ = strconv.ParseInt(v, 10, 64)
-			case "queue":
-				r.queueSize++
-			}
-		}
-		out = append(out, r)
-	}
-}
-
-// checkFirstClaimedFirst: after the generation that queued the --first
-// batch (IDs ids[0]-ids[1]; the third of farm add's), every claim took
-// cases of that batch until all of them were claimed.
-func checkFirstClaimedFirst(t *testing.T, dir string, ids [2]int64) {
-	t.Helper()
-	recs := chainRecords(t, dir)
-	adds, at := 0, -1
-	for i, r := range recs {
-		if r.by == "farm-add" {
-			if adds++; adds == 3 {
-				at = i
-				break
-			}
-		}
-	}
-	if at < 0 {
-		t.Fatalf("no third generation by farm-add among %d", len(recs))
-	}
-	left := ids[1] - ids[0] + 1
-	for _, r := range recs[at+1:] {
-		if left == 0 {
-			break
-		}
-		if r.n == 0 {
-			continue
-		}
-		if r.first < ids[0] || r.first+r.n-1 > ids[1] {
-			t.Fatalf("after --first queued cases %d-%d, a claim took %d-%d while %d of them were left unclaimed", ids[0], ids[1], r.first, r.first+r.n-1, left)
-		}
-		left -= r.n
-	}
-	if left != 0 {
-		t.Errorf("%d cases of the --first batch were never claimed, by the chain", left)
-	}
+	harness.CheckFirstClaimedFirst(t, dir, 3, firstIDs)
 }
 
 // TestAddWaitForCases: with WAIT_FOR_CASES=30, meta-jobs that found
@@ -395,5 +316,32 @@ func TestAddConcurrent(t *testing.T) {
 	}
 	if out := mustFarm(t, dir, "query"); !strings.Contains(out, fmt.Sprintf("farm   %d", len(lines))) {
 		t.Errorf("query does not count %d cases:\n%s", len(lines), out)
+	}
+}
+
+// TestAddWithAuto: cases added during the first wave of an -auto farm too
+// big for one wave run too: in the wave, or in the next, which -auto's
+// resubmit starts from table.dat; each ends once, and final.sh runs once,
+// after all of them.
+func TestAddWithAuto(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("sleep 0.5", 30), "0:05")
+	writeFinal(t, dir)
+	mustFarmShort(t, dir, "submit", "2", "-auto", "--backend", "local")
+	time.Sleep(time.Second)
+	addCases(t, dir, "sleep 0.5", 10)
+	mustFarm(t, dir, "wait", "--timeout", "3m")
+	rec := readRecords(t, dir)
+	for id := int64(1); id <= 40; id++ {
+		if ends := rec.Ends[id] - rec.Interrupts[id]; ends != 1 || rec.ExitStatus[id] != 0 {
+			t.Errorf("case %d: %d end records (and %d interrupted), status %d; want one, 0", id, ends, rec.Interrupts[id], rec.ExitStatus[id])
+		}
+	}
+	final, _ := os.ReadFile(filepath.Join(dir, "final.out"))
+	if strings.Count(string(final), "final ran") != 1 {
+		t.Errorf("final.sh ran %d times: %q", strings.Count(string(final), "final ran"), final)
+	}
+	if out := mustFarm(t, dir, "query"); !strings.Contains(out, "farm   40     40") {
+		t.Errorf("query:\n%s", out)
 	}
 }

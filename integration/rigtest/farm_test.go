@@ -47,6 +47,15 @@ func TestRigWithoutRescue(t *testing.T) {
 	t.Run("PowerCutInterruptsOnlyItsCase", func(t *testing.T) { powerCutInterruptsOnlyItsCase(t, r) })
 }
 
+// TestRigAdd is farm add on the rig (addWhileRunning). make test leaves it
+// out for time (the local backend's TestAddWhileRunning tests the same
+// with real processes); make rig-extra runs it, and .ci/run after make
+// test.
+func TestRigAdd(t *testing.T) {
+	r := needRig(t)
+	t.Run("AddWhileRunning", func(t *testing.T) { addWhileRunning(t, r) })
+}
+
 // TestRigFourThousandCasesDHT is issue 21's farm on the distribute-
 // replicate volume (profile dht, client quorum on): 5 runs one after
 // another, each a fresh farm of 4,000 cases with 4 meta-jobs on the 4 nodes

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/integration/harness"
@@ -197,4 +198,57 @@ func multiNodeRuns(t *testing.T, dir string) []nodeRun {
 		}
 	}
 	return out
+}
+
+// addWhileRunning is issue 25's farm add on the rig: 4 meta-jobs on the 4
+// nodes claim 2,000 cases of 10 ms on the coherent volume while 1,000 more
+// are added from the head in 4 batches of 250, the second with --first.
+// Every case runs exactly once, in run 1; table.dat ends with IDs
+// 1-3000 in order; and, by the claim chain's generations, the --first
+// batch was claimed ahead of every case left unclaimed when it was queued.
+func addWhileRunning(t *testing.T, r *rig) {
+	const n = 2000
+	ranDir := t.TempDir()
+	dir := r.farm(t, "coherent", harness.Repeat("sleep 0.01; "+ranLineAt(ranDir), n), "0-00:10")
+	largeFarmConfig(t, dir)
+	edit(t, filepath.Join(dir, "config"), "\nWAIT_FOR_CASES=0\n", "\nWAIT_FOR_CASES=10\n")
+	harness.Must(t, dir, "submit", "4")
+	harness.WaitFor(t, 2*time.Minute, "cases to run", func() bool { return ranLines(ranDir) >= 200 })
+	more := filepath.Join(t.TempDir(), "more.txt")
+	os.WriteFile(more, []byte(strings.Repeat("sleep 0.01; "+ranLineAt(ranDir)+"\n", 250)), 0o644)
+	for b := 1; b <= 4; b++ {
+		args := []string{"add", more}
+		if b == 2 {
+			args = []string{"add", "--first", more}
+		}
+		out := harness.Must(t, dir, args...)
+		if want := fmt.Sprintf("IDs %d-%d,", n+250*(b-1)+1, n+250*b); !strings.Contains(out, want) {
+			t.Fatalf("farm add %d said %q; want %q", b, out, want)
+		}
+		time.Sleep(time.Second)
+	}
+	harness.Must(t, dir, "wait", "--timeout", "5m")
+	ran := ranCounts(t, ranDir)
+	for id := int64(1); id <= n+1000; id++ {
+		if ran[id] != 1 {
+			t.Errorf("case %d ran %d times by its own record; want once", id, ran[id])
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, strconv.Itoa(i+1)+" ") {
+			t.Fatalf("table.dat line %d is %q", i+1, l)
+		}
+	}
+	if len(lines) != n+1000 {
+		t.Errorf("table.dat has %d lines, want %d", len(lines), n+1000)
+	}
+	for id, s := range harness.StatusJSON(t, dir) {
+		if s.State != "succeeded" || s.Run != 1 {
+			t.Errorf("case %d: %+v; want succeeded in run 1", id, s)
+		}
+	}
+	harness.CheckFirstClaimedFirst(t, dir, 2, [2]int64{n + 251, n + 500})
+	report(t, "%d cases, %d added in 4 batches while 4 meta-jobs on 4 nodes ran, coherent volume: each ran once", n+1000, 1000)
 }
