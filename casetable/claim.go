@@ -58,6 +58,10 @@ type State struct {
 	// cases are claimed once the cursor's table is read to its end, in
 	// order. Cases counts them in.
 	Queue []Queued
+	// Own is the run's own table (the one it started with) once the
+	// cursor left it for a queued one; zero while the cursor is in it
+	// (OwnTable).
+	Own Queued
 
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
 }
@@ -71,6 +75,10 @@ type Queued struct {
 	TSize  int64
 	TIno   uint64
 	TFP    string
+	// First: queued ahead of the run's own cases by 'farm add --first'
+	// (it was the cursor's table when another came first). A run with
+	// lanes claims it before the lanes' cases, and the others after.
+	First bool
 }
 
 // cursor is st's cursor as a Queued.
@@ -78,9 +86,25 @@ func (st *State) cursor() Queued {
 	return Queued{Table: st.Table, Offset: st.Offset, Lines: st.Lines, TSize: st.TSize, TIno: st.TIno, TFP: st.TFP}
 }
 
-// setCursor makes q st's cursor.
+// setCursor makes q st's cursor, noting the run's own table first if the
+// cursor leaves it.
 func (st *State) setCursor(q Queued) {
+	if st.Own.Table == "" {
+		st.Own = st.cursor()
+		st.Own.Offset, st.Own.Lines, st.Own.First = 0, 0, false
+	}
 	st.Table, st.Offset, st.Lines, st.TSize, st.TIno, st.TFP = q.Table, q.Offset, q.Lines, q.TSize, q.TIno, q.TFP
+}
+
+// OwnTable is the run's own table, the one it started with (its Table,
+// TSize, TIno and TFP), wherever the cursor is now.
+func (st *State) OwnTable() Queued {
+	if st.Own.Table != "" {
+		return st.Own
+	}
+	q := st.cursor()
+	q.Offset, q.Lines = 0, 0
+	return q
 }
 
 // read reports whether the cursor's table was read to its end.
@@ -104,7 +128,9 @@ func (st *State) Enqueue(q Queued, cases int64, first bool) {
 	if first {
 		queue := []Queued{}
 		if !st.read() {
-			queue = append(queue, st.cursor())
+			c := st.cursor()
+			c.First = true
+			queue = append(queue, c)
 		}
 		st.Queue = append(queue, st.Queue...)
 		st.setCursor(q)
@@ -149,11 +175,10 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 		b = fmt.Appendf(b, " lane=%d block=%d", s.Lane, s.Block)
 	}
 	for _, q := range s.Queue {
-		fp := q.TFP
-		if fp == "" || strings.ContainsAny(fp, " \n:") {
-			fp = "-"
-		}
-		b = fmt.Appendf(b, " queue=%s:%d:%d:%d:%d:%s", q.Table, q.Offset, q.Lines, q.TSize, q.TIno, fp)
+		b = q.append(append(b, " queue="...))
+	}
+	if s.Own.Table != "" {
+		b = s.Own.append(append(b, " own="...))
 	}
 	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
 }
@@ -161,6 +186,8 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 // errClosed: the generation closes its chain (a repair made a new one).
 var errClosed = errors.New("chain closed")
 
+// unmarshal reads a generation's record into s.
+// Over 80 lines: one case per field of the record, in one switch.
 func (s *State) unmarshal(b []byte) error {
 	rest, ok := strings.CutPrefix(string(b), genMagic)
 	if !ok || !strings.HasSuffix(rest, "\n") {
@@ -228,6 +255,8 @@ func (s *State) unmarshal(b []byte) error {
 			s.Block, err = strconv.ParseInt(v, 10, 64)
 		case "queue":
 			err = s.addQueued(v)
+		case "own":
+			s.Own, err = parseQueued(v)
 		}
 		if err != nil {
 			return fmt.Errorf("bad field %q: %v", kv, err)
@@ -242,6 +271,19 @@ func (s *State) unmarshal(b []byte) error {
 	return nil
 }
 
+// append appends q as a queue= field's value.
+func (q Queued) append(b []byte) []byte {
+	fp := q.TFP
+	if fp == "" || strings.ContainsAny(fp, " \n:") {
+		fp = "-"
+	}
+	b = fmt.Appendf(b, "%s:%d:%d:%d:%d:%s", q.Table, q.Offset, q.Lines, q.TSize, q.TIno, fp)
+	if q.First {
+		b = append(b, ":first"...)
+	}
+	return b
+}
+
 // addQueued reads a queue= field into s.Queue.
 func (s *State) addQueued(v string) error {
 	q, err := parseQueued(v)
@@ -249,13 +291,18 @@ func (s *State) addQueued(v string) error {
 	return err
 }
 
-// parseQueued reads a queue= field: TABLE:OFFSET:LINES:TSIZE:TINO:TFP.
+// parseQueued reads a queue= field: TABLE:OFFSET:LINES:TSIZE:TINO:TFP,
+// and :first if it is First.
 func parseQueued(v string) (Queued, error) {
 	f := strings.Split(v, ":")
+	first := len(f) == 7 && f[6] == "first"
+	if first {
+		f = f[:6]
+	}
 	if len(f) != 6 || f[0] == "" {
 		return Queued{}, errors.New("not TABLE:OFFSET:LINES:TSIZE:TINO:TFP")
 	}
-	q := Queued{Table: f[0]}
+	q := Queued{Table: f[0], First: first}
 	var errs [4]error
 	q.Offset, errs[0] = strconv.ParseInt(f[1], 10, 64)
 	q.Lines, errs[1] = strconv.ParseInt(f[2], 10, 64)
@@ -307,6 +354,10 @@ type Store struct {
 	fixed   string   // a lane's store: the directory of its chain (MISC/chain names no lane)
 	lanes   *laneSet // the lanes of the run this store claims in
 	noLanes int      // a run found to have no lanes
+	// firstLooked is when the store last looked at the main chain of a
+	// run with lanes for cases queued ahead of the lanes' (claimWithLanes).
+	firstLooked time.Time
+	fresh       bool // the next update reads its base afresh
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -563,7 +614,8 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
-	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0
+	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0 || s.fresh
+	s.fresh = false
 	reopened := false   // the chain was looked up again after damage
 	lost := 0           // attempts lost to other processes
 	var tried time.Time // this attempt's start: its reading of the base, then its commit
@@ -833,47 +885,115 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 	if err := s.findLanes(ctx, run); err != nil {
 		return nil, err
 	}
-	afterLanes, laneTable := false, ""
 	if s.lanes != nil {
-		laneTable = s.lanes.main.Table
-		cases, err := s.claimLanes(ctx, run, most, before)
-		if err != nil || len(cases) > 0 {
-			return cases, err
-		}
-		// The lanes are used up (or closed by a newer run): what 'farm
-		// add' queued to the run is on the main chain, which claims in
-		// lanes leave alone: one lookup tells whether anything was
-		// committed there since the store read it.
-		if len(s.cur.Queue) == 0 && !s.Moved() {
-			return nil, nil
-		}
-		afterLanes = true
+		return s.claimWithLanes(ctx, run, most, before)
 	}
-	asked := most // FirstBatch still means a first share if the run has lanes after all
+	cases, hasLanes, err := s.claimMain(ctx, run, most, before, mainAll, "")
+	if err != nil || !hasLanes {
+		return cases, err
+	}
+	// The run has lanes after all: claim there.
+	s.noLanes = 0
+	if err := s.findLanes(ctx, run); err != nil {
+		return nil, err
+	}
+	if s.lanes != nil {
+		return s.claimLanes(ctx, run, most, before)
+	}
+	return nil, nil
+}
+
+// firstLook is how often a claimer in lanes looks at the main chain for
+// cases 'farm add --first' queued ahead of the lanes' (one lookup).
+const firstLook = time.Second
+
+// claimWithLanes is Claim in a run with lanes: first what 'farm add
+// --first' queued ahead of the run's cases, if the main chain moved since
+// the store last looked (at most once a firstLook); then the lanes; once
+// they are used up, what 'farm add' queued after them. Both queues are on
+// the main chain, which claims in lanes leave alone: one lookup tells
+// whether anything was committed there since the store read it.
+func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+	laneTable := s.lanes.main.Table
+	if now := time.Now(); now.Sub(s.firstLooked) >= firstLook {
+		s.firstLooked = now
+		if s.cur.firstAhead(laneTable) || s.Moved() {
+			cases, _, err := s.claimMain(ctx, run, most, before, mainFirst, laneTable)
+			if err != nil || len(cases) > 0 {
+				return cases, err
+			}
+		}
+	}
+	cases, err := s.claimLanes(ctx, run, most, before)
+	if err != nil || len(cases) > 0 {
+		return cases, err
+	}
+	if len(s.cur.Queue) == 0 && !s.cur.firstAhead(laneTable) && !s.Moved() {
+		return nil, nil
+	}
+	cases, _, err = s.claimMain(ctx, run, most, before, mainQueued, laneTable)
+	return cases, err
+}
+
+// mainMode is what a claim on the main chain may take.
+type mainMode int
+
+const (
+	mainAll    mainMode = iota // a run without lanes: everything, in order
+	mainFirst                  // a run with lanes: only tables queued ahead of the lanes' (--first)
+	mainQueued                 // a run with lanes whose lanes are used up: every queued table
+)
+
+// firstAhead reports whether st, the main chain's state of a run whose
+// lanes claim laneTable, has cases queued ahead of the lanes' (by 'farm
+// add --first'): its cursor's table, or a queued one marked First.
+func (st *State) firstAhead(laneTable string) bool {
+	if st.Table != laneTable && !st.read() {
+		return true
+	}
+	return len(st.Queue) > 0 && st.Queue[0].First
+}
+
+// toQueued moves st's cursor, in a run with lanes whose lanes claim
+// laneTable, to a table of mode's to claim from, never to laneTable (the
+// lanes hold it, whatever the main chain's cursor says of it); false if
+// there is none.
+func (st *State) toQueued(laneTable string, mode mainMode) bool {
+	for st.Table == laneTable || st.read() {
+		if len(st.Queue) == 0 || mode == mainFirst && !st.Queue[0].First {
+			return false
+		}
+		st.setCursor(st.Queue[0])
+		st.Queue = st.Queue[1:]
+	}
+	return true
+}
+
+// claimMain is a claim committed on the main chain: of everything in a run
+// without lanes (reporting hasLanes if the run has lanes after all), of
+// the queued tables mode allows in a run with lanes.
+func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State) error, mode mainMode, laneTable string) (_ []Case, hasLanes bool, _ error) {
 	most = max(most, 1)
+	// In a run with lanes the store's claims commit in the lanes: what
+	// it knows of the main chain may be old.
+	s.fresh = mode != mainAll
 	var cases []Case
-	hasLanes := false
 	_, err := s.update(ctx, func(st *State) error {
 		cases, hasLanes = cases[:0], false
 		if st.Run == 0 {
 			return ErrNoState
 		}
-		if st.Run == run && st.Lanes > 1 && afterLanes {
-			// The lanes hold the run's own table, whatever the main
-			// chain's cursor says of it: here only what was queued.
-			for st.Table == laneTable || st.read() {
-				if len(st.Queue) == 0 {
-					return errNoCommit
-				}
-				st.setCursor(st.Queue[0])
-				st.Queue = st.Queue[1:]
+		if st.Run == run && st.Lanes > 1 {
+			if mode == mainAll {
+				// The run's claims are in its lanes, never on this
+				// chain (whose cursor a run with lanes leaves at the
+				// end).
+				hasLanes = true
+				return errNoCommit
 			}
-		}
-		if st.Run == run && st.Lanes > 1 && !afterLanes {
-			// The run's claims are in its lanes, never on this chain
-			// (whose cursor a run with lanes leaves at the end).
-			hasLanes = true
-			return errNoCommit
+			if !st.toQueued(laneTable, mode) {
+				return errNoCommit
+			}
 		}
 		if before != nil {
 			if err := before(st); err == ErrStop {
@@ -888,72 +1008,71 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		if !st.nextQueued() {
 			return errNoCommit // every line read: whatever the table is now
 		}
-		if err := s.checkTable(st); err != nil {
-			return err
-		}
-		// The cursor must be at the start of a line: if the byte
-		// before it is not a newline, the table is not the one the
-		// cursor was computed in, whatever its size and inode say.
-		if ok, err := s.startsLine(st.Offset); err != nil {
-			return err
-		} else if !ok {
-			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
-		}
-		// Near the end of the run, leave some for the others (share).
-		lim := most
-		if st.Cases > 0 {
-			lim = s.share(most, st.Cases-st.Claimed)
-		}
-		off, lines := st.Offset, int64(0) // lines read in this claim
-		for len(cases) < lim {
-			c, next, n, ok, err := s.readCase(st, off)
-			off = next
-			lines += n
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			c.Line = lines // for now, relative to st.Offset
-			cases = append(cases, c)
-		}
-		if st.Lines < 0 && len(cases) > 0 {
-			n, err := countLines(s.table, st.Offset)
-			if err != nil {
-				return err
-			}
-			st.Lines = n
-		}
-		if st.Lines >= 0 {
-			for i := range cases {
-				cases[i].Line += st.Lines
-			}
-			st.Lines += lines
-		}
-		if len(cases) == 0 && off == st.Offset {
-			return errNoCommit
-		}
-		st.Offset = off
-		st.Claimed += int64(len(cases))
-		return nil
+		var err error
+		cases, err = s.readBatch(st, most, cases)
+		return err
 	}, claimInfo(&cases))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if afterLanes {
-		return cases, nil
+	return cases, hasLanes, nil
+}
+
+// readBatch reads up to most cases of st's cursor's table into cases and
+// moves the cursor past them: a claim's new state; errNoCommit if there
+// is nothing to move past.
+func (s *Store) readBatch(st *State, most int, cases []Case) ([]Case, error) {
+	if err := s.checkTable(st); err != nil {
+		return cases, err
 	}
-	if hasLanes {
-		s.noLanes = 0
-		if err := s.findLanes(ctx, run); err != nil {
-			return nil, err
+	// The cursor must be at the start of a line: if the byte
+	// before it is not a newline, the table is not the one the
+	// cursor was computed in, whatever its size and inode say.
+	if ok, err := s.startsLine(st.Offset); err != nil {
+		return cases, err
+	} else if !ok {
+		return cases, &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
+	}
+	// Near the end of the run, leave some for the others (share).
+	lim := most
+	if st.Cases > 0 {
+		lim = s.share(most, st.Cases-st.Claimed)
+	}
+	off, lines := st.Offset, int64(0) // lines read in this claim
+	for len(cases) < lim {
+		c, next, n, ok, err := s.readCase(st, off)
+		off = next
+		lines += n
+		if err != nil {
+			return cases, err
 		}
-		if s.lanes != nil {
-			return s.claimLanes(ctx, run, asked, before)
+		if !ok {
+			break
 		}
-		return nil, nil
+		c.Line = lines // for now, relative to st.Offset
+		cases = append(cases, c)
 	}
+	if st.Lines < 0 && len(cases) > 0 {
+		n, err := countLines(s.table, st.Offset)
+		if err != nil {
+			return cases, err
+		}
+		st.Lines = n
+	}
+	if st.Lines >= 0 {
+		for i := range cases {
+			cases[i].Line += st.Lines
+		}
+		st.Lines += lines
+	}
+	for i := range cases {
+		cases[i].Table = st.Table
+	}
+	if len(cases) == 0 && off == st.Offset {
+		return cases, errNoCommit
+	}
+	st.Offset = off
+	st.Claimed += int64(len(cases))
 	return cases, nil
 }
 

@@ -655,7 +655,9 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 			}
 		}
 		if len(cases) > 0 || !exhausted {
-			s.cur = L.main
+			if L.main.Gen > s.cur.Gen {
+				s.cur = L.main // never a state older than the one read (s.gen's)
+			}
 			return cases, nil
 		}
 	}
@@ -726,7 +728,7 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, bef
 				continue
 			}
 			off, lines = after, lines+n
-			c.Line = lines
+			c.Line, c.Table = lines, st.Table
 			cases = append(cases, c)
 		}
 		// Past the block's last byte: on to the lane's next block now, so

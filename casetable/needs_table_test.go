@@ -59,7 +59,7 @@ func TestNeedsReadEverywhere(t *testing.T) {
 	}
 	want := append([]Case(nil), needsCases...)
 	for i := range want {
-		want[i].Line = int64(i + 2)
+		want[i].Line, want[i].Table = int64(i+2), "table.dat"
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
@@ -137,8 +137,8 @@ func TestClaimRunsABadNeedsLineAsWritten(t *testing.T) {
 		cs = append(cs, more...)
 	}
 	want := []Case{
-		{ID: 1, Command: "echo a #FARM cpu=2", Line: 1, Needs: Needs{GPUs: -1}},
-		{ID: 2, Command: "echo b", Line: 2, Needs: Needs{Declared: true, CPUs: 2, GPUs: -1}},
+		{ID: 1, Command: "echo a #FARM cpu=2", Line: 1, Table: "table.dat", Needs: Needs{GPUs: -1}},
+		{ID: 2, Command: "echo b", Line: 2, Table: "table.dat", Needs: Needs{Declared: true, CPUs: 2, GPUs: -1}},
 	}
 	if err != nil {
 		t.Fatal(err)

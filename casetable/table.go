@@ -33,6 +33,7 @@ type Case struct {
 	ID      int64  // the case ID, stable across resubmits
 	Command string // the line without its ID field
 	Line    int64  // its line number in the run's table (from 1), when claimed; 0 if not known
+	Table   string // the table Line is in, relative to the farm ("": the run's own), when claimed
 	Needs   Needs  // what it declares it needs (ParseNeeds); Command is without it
 }
 

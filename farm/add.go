@@ -69,7 +69,9 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	if err != nil {
 		return tableErr(err)
 	}
-	added, err := casetable.NumberAdded(opt.Name, opt.Input, info.MaxID+1, info.Numbered)
+	// After table.dat's last ID, and the state's: an add that queued its
+	// cases and died before it rewrote table.dat used IDs up to that.
+	added, err := casetable.NumberAdded(opt.Name, opt.Input, max(info.MaxID, state.MaxID)+1, info.Numbered)
 	if errors.Is(err, casetable.ErrEmptyTable) {
 		return Userf("%s has no case to add (one command per line; blank lines and lines starting with # are not cases)", filepath.Base(opt.Name))
 	}
@@ -81,7 +83,8 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 		return err
 	}
 	defer os.Remove(tmp) // gone once renamed
-	keepSource := state.Run > 0 && f.sourceMatches(state.Table)
+	own := state.OwnTable().Table
+	keepSource := state.Run > 0 && f.sourceMatches(own)
 	queued, err := f.queueAdded(ctx, state, info, added, opt.First)
 	if err != nil {
 		return err
@@ -90,10 +93,14 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 		return f.addChanged(queued)
 	}
 	if err := os.Rename(tmp, tablePath); err != nil {
+		if queued.run > 0 {
+			return Userf("replacing %s: %v: the cases were queued to run %d and will run, but %s does not list them; add their lines to it by hand (they are in %s) so that 'farm Status' and 'farm resubmit' know them",
+				layout.Table, unwrapPath(err), queued.run, layout.Table, queued.table)
+		}
 		return f.writeErr(fmt.Errorf("replacing %s: %w", layout.Table, err))
 	}
 	if keepSource {
-		f.addSource(state.Table, src)
+		f.addSource(own, src)
 	}
 	f.sayAdded(opt, added, queued)
 	return nil
@@ -235,12 +242,13 @@ func (f *Farm) queueAdded(ctx context.Context, state casetable.State, info caset
 		os.Remove(f.Path(runTable))
 		why := fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", q.run)
 		if errors.Is(err, errOldRun) {
-			why = fmt.Sprintf("run %d was started by an older farm, whose runs take no added cases", q.run)
+			why = fmt.Sprintf("run %d's claim state records no table size (a run of an older farm, or one 'farm repair' rebuilt)", q.run)
 		}
 		return queuedTo{why: why}, nil
 	}
 	if err != nil {
-		os.Remove(f.Path(runTable))
+		// The commit may have been made, its reply lost: the table
+		// stays, as a queued one must.
 		return queuedTo{}, stateErr(err)
 	}
 	return q, nil
@@ -302,7 +310,7 @@ func (f *Farm) sayAdded(opt AddOptions, a casetable.Added, q queuedTo) {
 		f.Log("add: %s from %s, not queued (%s)", what, opt.Name, q.why)
 		return
 	case q.first && q.lanes:
-		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them once its lanes' cases are claimed, before the other added cases (a run of 16 or more meta-jobs claims over lanes).\n", q.run)
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases (within about a second: the run claims over lanes).\n", q.run)
 	case q.first:
 		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases.\n", q.run)
 	default:

@@ -62,13 +62,14 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 // a reading of it whole only after a same-size change of its identity or
 // times (casetable.Source.Changed).
 func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
-	if st.Run == 0 || st.Table == "" || st.Table == layout.Table {
+	own := st.OwnTable().Table // the cursor may be in a table 'farm add' queued
+	if st.Run == 0 || own == "" || own == layout.Table {
 		return ""
 	}
 	if fi, err := os.Stat(f.Path(layout.Table)); err != nil || !fi.Mode().IsRegular() {
 		return "" // what reads it says what is wrong
 	}
-	src, err := casetable.ReadSource(f.Path(st.Table))
+	src, err := casetable.ReadSource(f.Path(own))
 	if err != nil {
 		return ""
 	}

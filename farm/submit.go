@@ -581,7 +581,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 		st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
 		// What 'farm add' queued to the run before is the old run's:
 		// the new run's table was made from table.dat, which holds it.
-		st.Queue = nil
+		st.Queue, st.Own = nil, casetable.Queued{}
 		if lanes.Lanes > 1 {
 			// Nothing to claim on this chain: the lanes hold the
 			// cursors (an older farm's claim finds the run read).

@@ -34,6 +34,43 @@ func ranAt(dir string) string {
 	return `echo "$ID $(date +%s.%N)" >> ` + dir + `/ran.$METAJOB_ID; sleep 0.03`
 }
 
+// checkFirstBeforeOwn: the --first batch (IDs ids) started before the
+// last of the run's own cases (1..own) did.
+func checkFirstBeforeOwn(t *testing.T, ranDir string, ids [2]int64, own int64) {
+	t.Helper()
+	var lastFirst, lastOwn float64
+	for id, at := range ranStarts(t, ranDir) {
+		if id >= ids[0] && id <= ids[1] {
+			lastFirst = max(lastFirst, at)
+		} else if id <= own {
+			lastOwn = max(lastOwn, at)
+		}
+	}
+	if lastFirst >= lastOwn {
+		t.Errorf("the --first batch's last case started at %.3f, after the run's own last one (%.3f): it waited for the lanes", lastFirst, lastOwn)
+	}
+}
+
+// ranStarts reads ranAt's records: when each case started (its first run).
+func ranStarts(t *testing.T, dir string) map[int64]float64 {
+	t.Helper()
+	m := map[int64]float64{}
+	files, _ := filepath.Glob(filepath.Join(dir, "ran.*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if fs := strings.Fields(l); len(fs) == 2 {
+				id, _ := strconv.ParseInt(fs[0], 10, 64)
+				at, _ := strconv.ParseFloat(fs[1], 64)
+				if _, ok := m[id]; !ok {
+					m[id] = at
+				}
+			}
+		}
+	}
+	return m
+}
+
 // setWaitForCases sets WAIT_FOR_CASES in the farm's config.
 func setWaitForCases(t *testing.T, dir, v string) {
 	t.Helper()
@@ -75,8 +112,8 @@ func TestAddWhileRunning(t *testing.T) { addWhileRunning(t, false) }
 
 // TestAddWhileRunningLanes is TestAddWhileRunning in a run that claims
 // over 4 lanes (FARM_CLAIM_LANES=4, as a run of 16 or more meta-jobs
-// does): the added cases are claimed once the lanes' own cases are, each
-// exactly once.
+// does): every case once, the added ones after the lanes' own cases, the
+// --first batch before them (within the second a claimer takes to look).
 func TestAddWhileRunningLanes(t *testing.T) { addWhileRunning(t, true) }
 
 func addWhileRunning(t *testing.T, lanes bool) {
@@ -103,7 +140,7 @@ func addWhileRunning(t *testing.T, lanes bool) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("batch %d: farm add said %q; want %q", b, out, want)
 		}
-		if b == 3 && !lanes {
+		if b == 3 {
 			firstIDs = [2]int64{701, 800}
 			if !strings.Contains(out, "before its other unclaimed cases") {
 				t.Errorf("farm add --first said %q", out)
@@ -139,9 +176,13 @@ func addWhileRunning(t *testing.T, lanes bool) {
 		t.Errorf("table.dat has %d lines, want 1000", len(lines))
 	}
 	if lanes {
+		// The lanes' claims are on chains of their own: here the
+		// --first batch was claimed within a second of being queued,
+		// so it started before the run's own cases ran out.
 		if ls, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*")); len(ls) != 1 {
 			t.Errorf("the run has no lanes: %v", ls)
 		}
+		checkFirstBeforeOwn(t, ranDir, firstIDs, 500)
 		return
 	}
 	harness.CheckFirstClaimedFirst(t, dir, 3, firstIDs)
@@ -343,5 +384,38 @@ func TestAddWithAuto(t *testing.T) {
 	}
 	if out := mustFarm(t, dir, "query"); !strings.Contains(out, "farm   40     40") {
 		t.Errorf("query:\n%s", out)
+	}
+}
+
+// TestAddTableAndLine: a case gets, as $1 and $2, the table it was
+// claimed from and its line there, as META's scripts read them — for the
+// cases a farm add queued too, in meta-jobs of several loops (WHOLE_NODE)
+// whose loops run cases of several tables at once.
+func TestAddTableAndLine(t *testing.T) {
+	t.Parallel()
+	ranDir := t.TempDir()
+	check := `sleep 0.05; echo "$ID $(sed -n "${2}p" "../$1" | cut -d' ' -f1)" >> ` + ranDir + `/line.$METAJOB_ID`
+	dir := newFarm(t, repeat(check, 60), "0-00:10")
+	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=3\n")
+	setWaitForCases(t, dir, "5")
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	time.Sleep(300 * time.Millisecond)
+	addCases(t, dir, check, 20, "--first")
+	addCases(t, dir, check, 20)
+	mustFarm(t, dir, "wait", "--timeout", "2m")
+	files, _ := filepath.Glob(filepath.Join(ranDir, "line.*"))
+	seen := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			fs := strings.Fields(l)
+			if len(fs) != 2 || fs[0] != fs[1] {
+				t.Errorf("a case read %q from its $1 at line $2; want its own ID", l)
+			}
+			seen++
+		}
+	}
+	if seen != 100 {
+		t.Errorf("%d cases recorded their line; want 100", seen)
 	}
 }

@@ -94,8 +94,8 @@ type Metajob struct {
 	// the job last looked for added cases.
 	idleSince, lastLook time.Time
 
-	table      string // the run's table (one per meta-job), set at its first claim
-	tableLines int64  // its lines
+	table      string           // the run's table (one per meta-job), set at its first claim
+	tableLines map[string]int64 // the lines of each table its cases came from
 
 	// The re-check of the run after a silence (recheck.go), under mu.
 	news       runNews          // the last news of the run
@@ -761,14 +761,22 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
 	}
-	if st := m.store.Last(); st.Table != m.table {
-		// The lines of the run's table, for scripts written for META
-		// (N_cases): counted once per meta-job.
-		n, err := casetable.CountLines(m.Farm.Path(st.Table))
-		if err != nil {
-			return nil, "", err
+	for _, c := range cases {
+		// The lines of each table cases come from, for scripts written
+		// for META (N_cases): counted once per meta-job and table.
+		if m.tableLines == nil {
+			m.tableLines = map[string]int64{}
 		}
-		m.table, m.tableLines = st.Table, n
+		if t := c.Table; t != "" && m.tableLines[t] == 0 {
+			n, err := casetable.CountLines(m.Farm.Path(t))
+			if err != nil {
+				return nil, "", err
+			}
+			m.tableLines[t] = n
+		}
+	}
+	if st := m.store.Last(); m.table == "" {
+		m.table = st.OwnTable().Table // the run's own: what rescue reads first
 	}
 	if rt.recompute {
 		rt.update(ctx, m.store, m.Farm.Path(layout.StatusDir), m.log)
@@ -954,7 +962,14 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case, set caseSetting) (code
 			return 0, 0, err
 		}
 	}
-	return r.run(caseRequest{ID: id, Comm: c.Command, Table: m.table, Line: c.Line, TableLines: m.tableLines, Set: set})
+	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
+	if table == "" {
+		table = m.table
+	}
+	m.mu.Lock()
+	lines := m.tableLines[table]
+	m.mu.Unlock()
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: lines, Set: set})
 }
 
 // fastFailure detects a meta-job whose first max cases all failed quickly:

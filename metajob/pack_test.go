@@ -253,7 +253,7 @@ func TestPoolNodesPacking(t *testing.T) {
 				t.Errorf("case %+v given %d nodes", w, len(g.parts))
 			}
 			running++
-			if w.nodes == 4 && running > 1 || running > 1 && p.size(w) == 8 {
+			if w.whole && w.nodes == 4 && running > 1 {
 				wholeAlone = false
 			}
 			mu.Unlock()

@@ -128,13 +128,19 @@ func supersededBy(run int, last, st casetable.State) string {
 		return fmt.Sprintf("run %d was superseded by run %d", run, st.Run)
 	case st.Run != run:
 		return fmt.Sprintf("run %d is no longer the current run (the claim state is at run %d)", run, st.Run)
-	case st.Repair != last.Repair || st.Gen < last.Gen || st.Table != last.Table || st.TSize != last.TSize || st.TIno != last.TIno || st.TFP != last.TFP:
+	case st.Repair != last.Repair || st.Gen < last.Gen || ownChanged(st.OwnTable(), last.OwnTable()):
 		// Every repair marks its state as its own; a claim never
-		// changes the run's table; a new chain starts from generation
+		// changes the run's own table (it may move the cursor to a
+		// table 'farm add' queued); a new chain starts from generation
 		// 0: 'farm repair' rebuilt the state.
 		return fmt.Sprintf("the claim state of run %d was rebuilt (farm repair)", run)
 	}
 	return ""
+}
+
+// ownChanged reports whether a run's own table is not the one it was.
+func ownChanged(a, b casetable.Queued) bool {
+	return a.Table != b.Table || a.TSize != b.TSize || a.TIno != b.TIno || a.TFP != b.TFP
 }
 
 // supersededLine is the job's last line when its run was superseded.

@@ -253,3 +253,28 @@ func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 		t.Errorf("news at %v after the first case: no re-check", m.news.at)
 	}
 }
+
+// TestSupersededByKeepsAddedTables: a claim that moved the cursor into a
+// table 'farm add' queued (or --first, which moves it at once) is not a
+// rebuilt state; a repair (a new own table, its mark) and a newer run are.
+func TestSupersededByKeepsAddedTables(t *testing.T) {
+	last := casetable.State{Run: 2, Table: "MISC/table.run2.1.a", TSize: 100, TIno: 7, TFP: "fp", Gen: 10}
+	moved := last
+	moved.Gen = 11
+	moved.Enqueue(casetable.Queued{Table: "MISC/table.run2.add.1.b", TSize: 30, TIno: 8, TFP: "fp2"}, 3, true)
+	if why := supersededBy(2, last, moved); why != "" {
+		t.Errorf("a --first add: %q; want the run still current", why)
+	}
+	if why := supersededBy(2, moved, moved); why != "" {
+		t.Errorf("the same state: %q", why)
+	}
+	rebuilt := casetable.State{Run: 2, Table: "table.dat", TSize: 0, Gen: 0, Repair: "r1"}
+	if why := supersededBy(2, moved, rebuilt); !strings.Contains(why, "rebuilt") {
+		t.Errorf("a repair: %q", why)
+	}
+	newer := moved
+	newer.Run = 3
+	if why := supersededBy(2, moved, newer); !strings.Contains(why, "superseded by run 3") {
+		t.Errorf("a new run: %q", why)
+	}
+}

@@ -563,9 +563,11 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 		return err
 	}
 	var got []rescuedCase
+	var lost []int64
 	for _, id := range ids {
 		c, ok := cases[id]
 		if !ok {
+			lost = append(lost, id)
 			continue
 		}
 		rc := rescuedCase{c: c, why: status.WhyRescue, from: p.name}
@@ -574,11 +576,20 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 		}
 		got = append(got, rc)
 	}
-	fmt.Fprintf(m.log, "farm: rescued from %s (%s): %s\n", p.name, p.state, describeRescue(got))
+	fmt.Fprintf(m.log, "farm: rescued from %s (%s): %s\n%s", p.name, p.state, describeRescue(got), notFound(lost))
 	m.mu.Lock()
 	m.rescued = append(m.rescued, got...)
 	m.mu.Unlock()
 	return nil
+}
+
+// notFound is the job's line about rescued cases its tables do not have
+// ("" if none).
+func notFound(lost []int64) string {
+	if len(lost) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("farm: rescue: case %s not found in the run's tables: left for 'farm resubmit'\n", status.AppendIDs(nil, lost))
 }
 
 // describeRescue says what a rescue took, for the job's output.
@@ -611,16 +622,28 @@ func (r *rescuer) crashes(id int64) (int, error) {
 	return sum.Get(id).Crashes, nil
 }
 
-// findCases reads cases ids from the run's table, and those it has not
-// from the tables 'farm add' queued (misc/table.run*.add.*: every added
-// case is in one of them, under an ID of its own).
+// findCases reads cases ids from the run's own table, and those it has
+// not from the farm's other run tables (misc/table.run*: those 'farm add'
+// queued, and earlier runs' — a case's line is the same in every table
+// that has it), each with the table it was found in (relative to the
+// farm, as a claim gives it), for $1 and $2.
 func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error) {
 	cases, err := casetable.FindCases(table, ids)
-	if err != nil || len(cases) == len(ids) {
+	if err != nil {
 		return cases, err
 	}
-	added, _ := filepath.Glob(filepath.Join(misc, "table.run*.add.*"))
-	for _, t := range added {
+	rel := func(path string) string {
+		if r, err := filepath.Rel(filepath.Dir(misc), path); err == nil {
+			return r
+		}
+		return path
+	}
+	for id, c := range cases {
+		c.Table = rel(table)
+		cases[id] = c
+	}
+	others, _ := filepath.Glob(filepath.Join(misc, "table.run*"))
+	for _, t := range others {
 		var left []int64
 		for _, id := range ids {
 			if _, ok := cases[id]; !ok {
@@ -630,11 +653,15 @@ func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error
 		if len(left) == 0 {
 			break
 		}
+		if t == table || strings.HasSuffix(t, ".src") {
+			continue
+		}
 		more, err := casetable.FindCases(t, left)
 		if err != nil {
 			continue // not one (a temporary file of one being written)
 		}
 		for id, c := range more {
+			c.Table = rel(t)
 			cases[id] = c
 		}
 	}
@@ -654,7 +681,7 @@ func (r *rescuer) table(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		t = st.Table
+		t = st.OwnTable().Table
 	}
 	return m.Farm.Path(t), nil
 }

@@ -17,10 +17,11 @@ import (
 const waitPoll = 5 * time.Second
 
 // awaitCases is called when a claim found no case left: it waits, m.mu
-// released, until the claim state moves on (it reports true: claim again),
-// or until WAIT_FOR_CASES has passed since the job found nothing left, a
-// stop, another loop's end, or the run-time runs short (false). The
-// loops of a job share one look a poll. m.mu is held.
+// released, until the claim state moves on, a case is rescued or a retry
+// falls due (it reports true: look again), or until WAIT_FOR_CASES has
+// passed since the job found nothing left, a stop, another loop's error
+// or the run-time runs short (false). The loops of a job share one look a
+// poll. m.mu is held.
 func (m *Metajob) awaitCases() bool {
 	wait := m.Farm.Config.WaitForCases
 	if wait <= 0 || m.Env.Simple {
@@ -37,14 +38,21 @@ func (m *Metajob) awaitCases() bool {
 		if m.now().Sub(m.idleSince) >= wait {
 			return false
 		}
+		if len(m.rescued) > 0 || len(m.retries) > 0 && !time.Now().Before(m.retries[0].due) {
+			return true
+		}
 		if m.now().Sub(m.lastLook) >= waitPoll {
 			m.lastLook = m.now()
 			if m.store.Moved() {
 				return true
 			}
 		}
+		d := min(waitPoll, max(wait-m.now().Sub(m.idleSince), 0)+time.Millisecond)
+		if len(m.retries) > 0 {
+			d = min(d, max(time.Until(m.retries[0].due), 0)+time.Millisecond)
+		}
 		m.mu.Unlock()
-		t := time.NewTimer(min(waitPoll, max(wait-m.now().Sub(m.idleSince), 0)+time.Millisecond))
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-m.stop.ch:
