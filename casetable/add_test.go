@@ -127,3 +127,55 @@ func TestQueuedTables(t *testing.T) {
 		t.Errorf("a bad queue= read: %v", err)
 	}
 }
+
+// TestQueuedTablesWithLanes: in a run with lanes (its main chain's cursor
+// at its table's end, as startRun leaves it), a table queued --first is
+// claimed ahead of the lanes' cases — also by a store that opens the
+// lanes only after the cursor moved to it — and one queued after them
+// once the lanes are used up; every case exactly once.
+func TestQueuedTablesWithLanes(t *testing.T) {
+	ctx := context.Background()
+	dir := newFarm(t, 400)
+	misc := filepath.Join(dir, "MISC")
+	startLaneRun(t, dir, 2, 4)
+	b := NewStore(dir, misc)
+	defer b.Close()
+	b.Update(ctx, func(s *State) error { s.Offset = s.TSize; return nil })
+	a := NewStore(dir, misc)
+	defer a.Close()
+	seen := map[int64]int{}
+	take := func(s *Store, most int) []int64 {
+		t.Helper()
+		cs, err := s.Claim(ctx, 2, most, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, c := range cs {
+			seen[c.ID]++
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	take(a, 8)
+	first, later := addTable(t, dir, "first", 401, 410), addTable(t, dir, "later", 411, 415)
+	if err := b.Update(ctx, func(s *State) error { s.Enqueue(later, 5, false); s.Enqueue(first, 10, true); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c := NewStore(dir, misc) // a meta-job that starts now
+	defer c.Close()
+	if got := take(c, 4); len(got) == 0 || got[0] != 401 {
+		t.Errorf("a late store's first claim: %v; want the --first table's cases from 401", got)
+	}
+	for {
+		ga, gc := take(a, 16), take(c, 16)
+		if len(ga)+len(gc) == 0 {
+			break
+		}
+	}
+	for id := int64(1); id <= 415; id++ {
+		if seen[id] != 1 {
+			t.Errorf("case %d claimed %d times", id, seen[id])
+		}
+	}
+}

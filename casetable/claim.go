@@ -121,6 +121,16 @@ func (st *State) nextQueued() bool {
 	return !st.read()
 }
 
+// DropQueue forgets what was queued to st's run and puts its cursor back
+// at the end of the run's own table: a run closed for good.
+func (st *State) DropQueue() {
+	if st.Own.Table != "" {
+		o := st.Own
+		st.Table, st.TSize, st.TIno, st.TFP, st.Offset, st.Lines = o.Table, o.TSize, o.TIno, o.TFP, o.TSize, -1
+	}
+	st.Queue, st.Own = nil, Queued{}
+}
+
 // Enqueue queues table q to st's run: after what is queued, or, first,
 // before what the cursor has left (the cursor's table is queued again
 // first, where its cursor was). q's cases are added to Cases.
@@ -898,7 +908,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		return nil, err
 	}
 	if s.lanes != nil {
-		return s.claimLanes(ctx, run, most, before)
+		return s.claimWithLanes(ctx, run, most, before)
 	}
 	return nil, nil
 }
@@ -908,20 +918,22 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 const firstLook = time.Second
 
 // claimWithLanes is Claim in a run with lanes: first what 'farm add
-// --first' queued ahead of the run's cases, if the main chain moved since
-// the store last looked (at most once a firstLook); then the lanes; once
+// --first' queued ahead of the run's cases, if the store knows of some or
+// the main chain moved since it last looked (a lookup at most once a
+// firstLook); then the lanes; once
 // they are used up, what 'farm add' queued after them. Both queues are on
 // the main chain, which claims in lanes leave alone: one lookup tells
 // whether anything was committed there since the store read it.
 func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
-	laneTable := s.lanes.main.Table
+	laneTable := s.lanes.main.OwnTable().Table
+	look := false
 	if now := time.Now(); now.Sub(s.firstLooked) >= firstLook {
-		s.firstLooked = now
-		if s.cur.firstAhead(laneTable) || s.Moved() {
-			cases, _, err := s.claimMain(ctx, run, most, before, mainFirst, laneTable)
-			if err != nil || len(cases) > 0 {
-				return cases, err
-			}
+		s.firstLooked, look = now, true
+	}
+	if s.cur.firstAhead(laneTable) || look && s.Moved() {
+		cases, _, err := s.claimMain(ctx, run, most, before, mainFirst, laneTable)
+		if err != nil || len(cases) > 0 {
+			return cases, err
 		}
 	}
 	cases, err := s.claimLanes(ctx, run, most, before)

@@ -487,7 +487,7 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := parseIndex(b, st.TSize, head)
+	x, err := parseIndex(b, st.OwnTable().TSize, head) // the cursor may be in a table farm add queued
 	if err != nil {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
 	}

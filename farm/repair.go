@@ -77,6 +77,11 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	if err != nil {
 		return err
 	}
+	if readable {
+		// IDs a killed 'farm add' queued but did not write to table.dat
+		// stay taken.
+		st.MaxID = max(st.MaxID, cur.MaxID)
+	}
 	if err := f.EnsureDirs(); err != nil {
 		return err
 	}

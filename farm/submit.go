@@ -218,7 +218,7 @@ func (f *Farm) snapshotTable(runTable, want string) error {
 // removeRunTable removes a private run table (and its source record)
 // that a launch which failed wrote, unless its run started.
 func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
-	if st, err := f.readState(ctx); err == nil && st.Table == runTable {
+	if st, err := f.readState(ctx); err == nil && st.OwnTable().Table == runTable {
 		return
 	}
 	os.Remove(f.Path(runTable))
@@ -712,16 +712,17 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 		return false
 	}
-	if cur.Run == run && cur.Table == table {
+	if cur.Run == run && cur.OwnTable().Table == table {
 		if err := store.CloseLanes(ctx, cur); err != nil {
 			f.Log("could not close run %d, which has no job: %v", run, err)
 			return false
 		}
 	}
 	err = store.Update(ctx, func(st *casetable.State) error {
-		if st.Run != run || st.Table != table {
+		if st.Run != run || st.OwnTable().Table != table {
 			return errStateMoved
 		}
+		st.DropQueue() // what farm add queued is in table.dat, for the next run
 		st.Lanes, st.LaneDir = 0, ""
 		// Past every line the run recorded, whatever the table is now.
 		st.Offset, st.Claimed, st.Lines = max(fi.Size(), st.TSize), st.Cases, -1

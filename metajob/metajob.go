@@ -761,20 +761,6 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
 	}
-	for _, c := range cases {
-		// The lines of each table cases come from, for scripts written
-		// for META (N_cases): counted once per meta-job and table.
-		if m.tableLines == nil {
-			m.tableLines = map[string]int64{}
-		}
-		if t := c.Table; t != "" && m.tableLines[t] == 0 {
-			n, err := casetable.CountLines(m.Farm.Path(t))
-			if err != nil {
-				return nil, "", err
-			}
-			m.tableLines[t] = n
-		}
-	}
 	if st := m.store.Last(); m.table == "" {
 		m.table = st.OwnTable().Table // the run's own: what rescue reads first
 	}
@@ -782,6 +768,25 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetab
 		rt.update(ctx, m.store, m.Farm.Path(layout.StatusDir), m.log)
 	}
 	return cases, "", nil
+}
+
+// linesOf is the number of lines of table, for scripts written for META
+// (N_cases): counted once per meta-job and table; 0 if it cannot be read.
+func (m *Metajob) linesOf(table string) int64 {
+	m.mu.Lock()
+	n, ok := m.tableLines[table]
+	m.mu.Unlock()
+	if ok || table == "" {
+		return n
+	}
+	n, _ = casetable.CountLines(m.Farm.Path(table))
+	m.mu.Lock()
+	if m.tableLines == nil {
+		m.tableLines = map[string]int64{}
+	}
+	m.tableLines[table] = n
+	m.mu.Unlock()
+	return n
 }
 
 // runOne runs case c and records its start and end. It returns the case's
@@ -931,6 +936,12 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 // runCase makes the case's directory and runs single_case.sh for c.
 func (m *Metajob) runCase(r caseRunner, c casetable.Case, set caseSetting) (code, sig int, err error) {
 	id := strconv.FormatInt(c.ID, 10)
+	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
+	if table == "" {
+		m.mu.Lock()
+		table = m.table
+		m.mu.Unlock()
+	}
 	if m.Farm.Config.RunDirs {
 		// Made here, not in single_case.sh: a mkdir process per case would
 		// cost more than the rest of the case's overhead together. No
@@ -962,14 +973,7 @@ func (m *Metajob) runCase(r caseRunner, c casetable.Case, set caseSetting) (code
 			return 0, 0, err
 		}
 	}
-	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
-	if table == "" {
-		table = m.table
-	}
-	m.mu.Lock()
-	lines := m.tableLines[table]
-	m.mu.Unlock()
-	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: lines, Set: set})
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: m.linesOf(table), Set: set})
 }
 
 // fastFailure detects a meta-job whose first max cases all failed quickly:

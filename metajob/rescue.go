@@ -642,7 +642,10 @@ func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error
 		c.Table = rel(table)
 		cases[id] = c
 	}
+	// Added tables first (small, and the likeliest), then earlier runs'.
+	added, _ := filepath.Glob(filepath.Join(misc, "table.run*.add.*"))
 	others, _ := filepath.Glob(filepath.Join(misc, "table.run*"))
+	others = append(added, others...)
 	for _, t := range others {
 		var left []int64
 		for _, id := range ids {
