@@ -85,7 +85,7 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	defer os.Remove(tmp) // gone once renamed
 	own := state.OwnTable().Table
 	keepSource := state.Run > 0 && f.sourceMatches(own)
-	queued, err := f.queueAdded(ctx, state, info, added, opt.First)
+	queued, err := f.queueAdded(ctx, state, added, opt.First)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ type queuedTo struct {
 // one that claims: it writes them as a table of the run's own (an
 // immutable file, as every run table) and enqueues it with a
 // compare-and-swap on the claim state.
-func (f *Farm) queueAdded(ctx context.Context, state casetable.State, info casetable.Info, added casetable.Added, first bool) (queuedTo, error) {
+func (f *Farm) queueAdded(ctx context.Context, state casetable.State, added casetable.Added, first bool) (queuedTo, error) {
 	switch {
 	case state.Run == 0:
 		return queuedTo{why: "the farm has not been submitted yet"}, nil
