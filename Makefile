@@ -4,12 +4,26 @@ BIN     := bin/farm
 DEMO    := demo
 FUZZTIME ?= 3m
 
-.PHONY: all build test rig-extra unit race-dht demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
+.PHONY: all build install test rig-extra unit race-dht demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
 
 all: build
 
+# One static binary (no cgo, no shared libraries): the one file to copy to
+# a cluster's login node.
 build:
-	$(GO) build -o $(BIN) ./cmd/farm
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/farm
+
+# farm in $(PREFIX)/bin and its bash completion where bash-completion finds
+# it on its own ($(PREFIX)/share/bash-completion/completions/farm: with the
+# default PREFIX, ~/.local, bash-completion looks there for a user's
+# completions). DESTDIR is put before both, for packagers.
+PREFIX ?= $(HOME)/.local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/farm
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/farm.tmp
+	mv $(DESTDIR)$(PREFIX)/share/bash-completion/completions/farm.tmp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/farm
+	@echo "farm is in $(PREFIX)/bin (put it on your PATH if it is not); bash completion in $(PREFIX)/share/bash-completion/completions/farm"
 
 # All tests: unit tests, end-to-end tests of the built binary on the local
 # backend, and (started here when possible) against a real single-node Slurm
