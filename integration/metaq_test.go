@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// metaqTask writes a task script of the form METAQ's x/demo.sh writes
+// (its #METAQ lines, "working hard...", the sham work), which also records
+// its run in ranDir/ran: its name, when it started, the GPUs it sees.
+func metaqTask(t *testing.T, path, flags, ranDir string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	script := "#!/bin/bash\n" + flags + "#METAQ PROJECT metaq.demo\n\n" +
+		`echo "$(basename "$0") $(date +%s.%N) gpus=${CUDA_VISIBLE_DEVICES-unset}" >> ` + ranDir + "/ran\n" +
+		"echo \"working hard...\"\nsleep 0.2            # The 'hard work' is a sham!\necho \"done!\"\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportMetaqRuns: a METAQ queue of tasks as METAQ's demo writes them,
+// two in priority/ and four in todo/ (one in a folder of its own, one
+// hidden), imported into a farm and run on the local backend (one node,
+// four GPUs by FARM_GPUS): every task runs once, by its own record, the
+// priority ones before any todo one; each sees as many GPUs as its
+// #METAQ GPUS asked for (its nodes' all when it gave none); MIN_WC_TIME
+// 2hr in a job of 3 hours does not keep a task from starting. Importing
+// again adds nothing.
+func TestImportMetaqRuns(t *testing.T) {
+	t.Parallel()
+	ranDir := t.TempDir()
+	q := filepath.Join(t.TempDir(), "METAQ")
+	tasks := []struct{ path, flags, gpus string }{
+		{"priority/p1.sh", "#METAQ NODES 1\n#METAQ GPUS 2\n#METAQ MIN_WC_TIME 30min\n", "0,1"},
+		{"priority/p2.sh", "#METAQ NODES 1\n#METAQ GPUS 1\n#METAQ MIN_WC_TIME 1:30\n", "0"},
+		{"todo/sub/t2.sh", "#METAQ GPUS 1\n", "0"}, // no NODES: one CPU, one GPU
+		{"todo/t0.sh", "#METAQ NODES 1\n#METAQ GPUS 3\n#METAQ MIN_WC_TIME 2hr\n", "0,1,2"},
+		{"todo/t1.sh", "#METAQ NODES 1\n", "0,1,2,3"}, // the node whole
+	}
+	for _, tk := range tasks {
+		metaqTask(t, filepath.Join(q, tk.path), tk.flags, ranDir)
+	}
+	metaqTask(t, filepath.Join(q, "todo", ".hidden.sh"), "#METAQ NODES 1\n", ranDir)
+	dir := newFarm(t, nil, "0-03:00")
+	out := mustFarm(t, dir, "import-metaq", q)
+	if !strings.Contains(out, "Importing 5 task(s) of the METAQ queue "+q+": 2 from priority/, 3 from todo/.") {
+		t.Errorf("import-metaq said %q", out)
+	}
+	r := farmIn(t, dir, []string{"FARM_GPUS=0,1,2,3"}, "submit", "1", "--backend", "local")
+	if r.Code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
+	}
+	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "5 cases: 5 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	b, err := os.ReadFile(filepath.Join(ranDir, "ran"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		at   float64
+		gpus string
+	}
+	ran := map[string][]run{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("ran: bad line %q", l)
+		}
+		at, _ := strconv.ParseFloat(f[1], 64)
+		ran[f[0]] = append(ran[f[0]], run{at, strings.TrimPrefix(f[2], "gpus=")})
+	}
+	var lastPriority, firstTodo float64 = 0, 1e18
+	for _, tk := range tasks {
+		name := filepath.Base(tk.path)
+		runs := ran[name]
+		if len(runs) != 1 {
+			t.Errorf("%s ran %d times; want once", tk.path, len(runs))
+			continue
+		}
+		if got := strings.Split(runs[0].gpus, ","); runs[0].gpus != tk.gpus {
+			t.Errorf("%s saw GPUs %q (%d); want %q", tk.path, runs[0].gpus, len(got), tk.gpus)
+		}
+		if strings.HasPrefix(tk.path, "priority/") {
+			lastPriority = max(lastPriority, runs[0].at)
+		} else {
+			firstTodo = min(firstTodo, runs[0].at)
+		}
+	}
+	if len(ran) != len(tasks) {
+		names := make([]string, 0, len(ran))
+		for n := range ran {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t.Errorf("the tasks that ran: %v; want the %d of priority/ and todo/, not .hidden.sh", names, len(tasks))
+	}
+	if lastPriority >= firstTodo {
+		t.Errorf("a priority task started at %.3f, after a todo one (%.3f)", lastPriority, firstTodo)
+	}
+	table, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
+	for i, want := range []string{"nodes=1 gpus=2 min_time=30m", "nodes=1 gpus=1 min_time=90s", "gpus=1", "nodes=1 gpus=3 min_time=2h", "nodes=1"} {
+		if line := fmt.Sprintf("%d %s/%s #FARM %s\n", i+1, q, tasks[i].path, want); !strings.Contains(string(table), line) {
+			t.Errorf("table.dat lacks %q:\n%s", line, table)
+		}
+	}
+	if out := mustFarm(t, dir, "import-metaq", q); !strings.Contains(out, "its 5 task(s) in priority/ and todo/ were imported before") {
+		t.Errorf("a second import said %q", out)
+	}
+}
