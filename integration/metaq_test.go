@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
 )
 
 // metaqTask writes a task script of the form METAQ's x/demo.sh writes
@@ -113,4 +116,42 @@ func TestImportMetaqRuns(t *testing.T) {
 	if out := mustFarm(t, dir, "import-metaq", q); !strings.Contains(out, "its 5 task(s) in priority/ and todo/ were imported before") {
 		t.Errorf("a second import said %q", out)
 	}
+}
+
+// TestImportMetaqWhileRunning: a queue imported into a farm whose run is
+// going: its priority tasks are queued as farm add --first queues cases
+// (once queued, every claim took them until all were claimed, ahead of the
+// run's unclaimed own cases), its todo tasks after; every case runs once.
+func TestImportMetaqWhileRunning(t *testing.T) {
+	t.Parallel()
+	ranDir := t.TempDir()
+	dir := newFarm(t, repeat(ranAt(ranDir), 200), "0-00:10")
+	setWaitForCases(t, dir, "5")
+	q := filepath.Join(t.TempDir(), "METAQ")
+	for _, p := range []string{"priority/p1.sh", "priority/p2.sh", "todo/t1.sh", "todo/t2.sh"} {
+		metaqTask(t, filepath.Join(q, p), "#METAQ NODES 1\n", ranDir)
+	}
+	mustFarm(t, dir, "submit", "2", "--backend", "local")
+	waitFor(t, time.Minute, "the run's first cases", func() bool { return len(readRan(t, ranDir)) > 0 })
+	out := mustFarm(t, dir, "import-metaq", q)
+	if !strings.Contains(out, "Added 2 case(s), IDs 201-202, from "+q+"/priority to table.dat.\nRun 1's meta-jobs claim them next, before its other unclaimed cases.") ||
+		!strings.Contains(out, "Added 2 case(s), IDs 203-204, from "+q+"/todo to table.dat.\nRun 1's meta-jobs claim them after its other cases.") {
+		t.Errorf("import-metaq said %q", out)
+	}
+	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "204 cases: 204 succeeded") {
+		t.Fatalf("wait said %q", out)
+	}
+	own := readRan(t, ranDir)
+	for id := int64(1); id <= 200; id++ {
+		if own[id] != 1 {
+			t.Errorf("case %d ran %d times; want once", id, own[id])
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(ranDir, "ran"))
+	for _, name := range []string{"p1.sh", "p2.sh", "t1.sh", "t2.sh"} {
+		if n := strings.Count(string(b), name+" "); n != 1 {
+			t.Errorf("%s ran %d times; want once", name, n)
+		}
+	}
+	harness.CheckFirstClaimedFirst(t, dir, 1, [2]int64{201, 202})
 }
