@@ -329,7 +329,6 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(f.Out, "Importing %d task(s) of the METAQ queue %s: %d from priority/, %d from todo/.\n", total, dir, len(batches["priority"]), len(batches["todo"]))
 	// Every line is checked as farm add checks it before any is added:
 	// a refusal adds nothing.
 	lines := map[string][]byte{}
@@ -346,6 +345,7 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 	if before > 0 {
 		fmt.Fprintf(f.Out, "%d task(s) of %s were imported before: not added again.\n", before, dir)
 	}
+	fmt.Fprintf(f.Out, "Importing %d task(s) of the METAQ queue %s: %d from priority/, %d from todo/.\n", total, dir, len(batches["priority"]), len(batches["todo"]))
 	for _, folder := range MetaqFolders {
 		if len(batches[folder]) == 0 {
 			continue
