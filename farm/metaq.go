@@ -319,6 +319,9 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 			batches[folder] = append(batches[folder], t)
 		}
 	}
+	if n := countWorking(filepath.Join(dir, "working")); n > 0 {
+		fmt.Fprintf(warn, "farm: note: %d task(s) in %s are not imported: METAQ jobs run them, or ran them when they died (METAQ's x/reset puts those back in priority/; then import again)\n", n, filepath.Join(dir, "working"))
+	}
 	total := len(batches["priority"]) + len(batches["todo"])
 	if total == 0 {
 		fmt.Fprintf(f.Out, "No task to import from %s: ", dir)
@@ -480,4 +483,23 @@ func (f *Farm) writeImported(done map[string]bool) error {
 		}
 		return nil
 	}, "")
+}
+
+// countWorking counts the tasks in METAQ's working/ folder
+// (working/MACHINE/JOB/task): files whose path has no name starting with
+// "."; 0 if there is none, or no such folder.
+func countWorking(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case p != dir && strings.HasPrefix(d.Name(), ".") && d.IsDir():
+			return filepath.SkipDir
+		case !d.IsDir() && !strings.HasPrefix(d.Name(), "."):
+			n++
+		}
+		return nil
+	})
+	return n
 }

@@ -88,9 +88,14 @@ func TestImportMetaqDemo(t *testing.T) {
 		t.Errorf("the task file moved: %v", err)
 	}
 
-	code, out, _ = runIn(dir, "import-metaq", q)
+	os.MkdirAll(filepath.Join(q, "working", "machine", "job.1"), 0o755)
+	os.WriteFile(filepath.Join(q, "working", "machine", "job.1", "stale.sh"), []byte("#!/bin/bash\n#METAQ NODES 1\n"), 0o755)
+	code, out, errs = runIn(dir, "import-metaq", q)
 	if code != 0 || !strings.Contains(out, "its 8 task(s) in priority/ and todo/ were imported before") || table() != want {
 		t.Errorf("second import: exit %d, %q; table.dat changed: %v", code, out, table() != want)
+	}
+	if !strings.Contains(errs, "farm: note: 1 task(s) in "+q+"/working are not imported") || !strings.Contains(errs, "x/reset") {
+		t.Errorf("no note of the task in working/: %q", errs)
 	}
 
 	os.WriteFile(filepath.Join(q, "todo", "new.sh"), []byte("#!/bin/bash\n#METAQ NODES 3\n#METAQ GPUS 2\nsrun -N 3 ./lqcd\n"), 0o755)
