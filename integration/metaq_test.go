@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,4 +155,46 @@ func TestImportMetaqWhileRunning(t *testing.T) {
 		}
 	}
 	harness.CheckFirstClaimedFirst(t, dir, 1, [2]int64{201, 202})
+}
+
+// TestImportMetaqDemoLocal: the queue METAQ's own x/demo.sh makes
+// (vendored in farm/testdata/metaq-demo, its sham 'sleep N' cut to
+// 'sleep 0'), imported and run on the local backend, which is one node:
+// its one task of NODES 1 runs and succeeds; each of the others is unfit
+// for the nodes its #METAQ NODES asks for (2, 3 or 4), not run on fewer.
+func TestImportMetaqDemoLocal(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "METAQ")
+	nodes := map[int64]string{}
+	files, _ := filepath.Glob("../farm/testdata/metaq-demo/todo/*.sh")
+	if len(files) != 8 {
+		t.Fatalf("the demo queue has %d tasks; want 8", len(files))
+	}
+	sleep := regexp.MustCompile(`sleep [0-9]+`)
+	for i, f := range files { // in the order import-metaq numbers them
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[int64(i+1)] = regexp.MustCompile(`#METAQ NODES ([0-9]+)`).FindStringSubmatch(string(b))[1]
+		os.MkdirAll(filepath.Join(q, "todo"), 0o755)
+		os.WriteFile(filepath.Join(q, "todo", filepath.Base(f)), sleep.ReplaceAll(b, []byte("sleep 0")), 0o755)
+	}
+	dir := newFarm(t, nil, "0-00:10")
+	mustFarm(t, dir, "import-metaq", q)
+	if r := farmIn(t, dir, []string{"FARM_GPUS=0,1,2,3"}, "submit", "1", "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
+	}
+	if r := farmIn(t, dir, nil, "wait", "--timeout", "2m"); r.Code != 1 || !strings.Contains(r.Out, "8 cases: 1 succeeded, 0 failed, 0 interrupted, 0 never ran, 7 unfit") {
+		t.Fatalf("wait: exit %d: %q", r.Code, r.Out)
+	}
+	st := statusJSON(t, dir)
+	for id, n := range nodes {
+		switch {
+		case n == "1" && st[id].State != "succeeded":
+			t.Errorf("case %d (NODES 1): %+v; want succeeded", id, st[id])
+		case n != "1" && (st[id].State != "unfit" || st[id].Reason != "it needs "+n+" nodes, the job has 1"):
+			t.Errorf("case %d (NODES %s): %+v; want unfit, needing %s nodes", id, n, st[id], n)
+		}
+	}
 }
