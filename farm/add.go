@@ -48,7 +48,7 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	if err := f.EnsureDirs(); err != nil {
 		return f.writeErr(err)
 	}
-	unlock, err := f.lockAdd()
+	unlock, err := f.lockFile(addLock, "another 'farm add' is adding cases to this farm")
 	if err != nil {
 		return err
 	}
@@ -106,15 +106,16 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	return nil
 }
 
-// lockAdd takes the add lock (MISC/add.lock, O_EXCL), or says who holds
-// it; the function returned gives it back.
-func (f *Farm) lockAdd() (func(), error) {
-	path := f.Path(layout.MiscDir, addLock)
+// lockFile takes the lock of one command at a time, the file name in
+// MiscDir (O_EXCL), or says who holds it (busy says what holds it); the
+// function returned gives it back.
+func (f *Farm) lockFile(name, busy string) (func(), error) {
+	path := f.Path(layout.MiscDir, name)
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
 		b, _ := os.ReadFile(path)
-		return nil, Userf("another 'farm add' is adding cases to this farm (%s: %s); if it is no longer running, remove that file and run this again",
-			filepath.Join(layout.MiscDir, addLock), strings.TrimSpace(string(b)))
+		return nil, Userf("%s (%s: %s); if it is no longer running, remove that file and run this again",
+			busy, filepath.Join(layout.MiscDir, name), strings.TrimSpace(string(b)))
 	}
 	if err != nil {
 		return nil, f.writeErr(err)

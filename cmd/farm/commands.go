@@ -16,6 +16,7 @@ func commands() []*cli.Command {
 		submitCmd(),
 		resubmitCmd(),
 		addCmd(),
+		importMetaqCmd(),
 		waitCmd(),
 		statusCmd(),
 		listCmd(),
