@@ -423,13 +423,13 @@ func validate(path string, r io.Reader, how Numbering) (Info, error) {
 	}
 	decide := func(numbered bool) error {
 		decided, info.Numbered = true, numbered
-		if numbered {
-			hint = fmt.Sprintf(" (its first %d case lines are numbered 1, 2, 3, ..., so every case line needs its ID), or remove all IDs to let farm number the table", len(held))
-		}
 		for _, h := range held {
 			if err := check(h.n, h.line); err != nil {
 				return err
 			}
+		}
+		if numbered { // the lines after RuleLines
+			hint = fmt.Sprintf(" (its first %d case lines are numbered 1, 2, 3, ..., so every case line needs its ID), or remove all IDs to let farm number the table", RuleLines)
 		}
 		held = nil
 		return nil
