@@ -90,9 +90,15 @@ const (
 	METARule Numbering = iota
 	// HasIDs reads every case line as "ID command": a table farm has
 	// numbered or taken as numbered (table.dat once the farm ran, its own
-	// run tables), or one the config's TABLE_IDS=1 says carries IDs.
+	// run tables).
 	HasIDs
+	// TableIDs is HasIDs for a table the config's TABLE_IDS=1 says
+	// carries IDs; its errors say so.
+	TableIDs
 )
+
+// ids reports whether how reads every case line as "ID command".
+func (how Numbering) ids() bool { return how != METARule }
 
 // RuleLines is how many case lines METARule looks at, as META's
 // submit.run does.
@@ -403,10 +409,13 @@ func validate(path string, r io.Reader, how Numbering) (Info, error) {
 	var info Info
 	var ids idSet
 	var held []heldLine
-	decided := how == HasIDs
-	info.Numbered = how == HasIDs
+	decided := how.ids()
+	info.Numbered = how.ids()
 	hint := ", or remove all IDs to let farm number the table"
-	if how == HasIDs {
+	switch how {
+	case HasIDs:
+		hint = " (every case line of this table needs its ID)"
+	case TableIDs:
 		hint = " (config has TABLE_IDS=1: the first field of every case line is its ID), or remove TABLE_IDS from config to let farm number the table"
 	}
 	check := func(n int, line []byte) error {
@@ -717,7 +726,8 @@ func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineErr
 
 // IsNumbered reports whether the table at path is numbered when read
 // with how: under METARule, whether its first case lines (up to
-// RuleLines) start with 1, 2, 3, ... (it reads no further); under HasIDs,
+// RuleLines) start with 1, 2, 3, ... (it reads no further); under HasIDs
+// or TableIDs,
 // whether it has a case line. false for a table with no case line.
 func IsNumbered(path string, how Numbering) (bool, error) {
 	f, err := os.Open(path)
@@ -733,8 +743,8 @@ func IsNumbered(path string, how Numbering) (bool, error) {
 			return nil
 		}
 		k++
-		numbered = how == HasIDs || seqID(line, k)
-		if !numbered || how == HasIDs || k == RuleLines {
+		numbered = how.ids() || seqID(line, k)
+		if !numbered || how.ids() || k == RuleLines {
 			return errStop
 		}
 		return nil

@@ -253,7 +253,8 @@ func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 	}
 }
 
-// TestSignedFirstFieldIsAnID: in a table read as carrying IDs (HasIDs),
+// TestSignedFirstFieldIsAnID: in a table read as carrying IDs (TableIDs:
+// config's TABLE_IDS=1),
 // a first field that starts as a number does but is not a positive
 // integer is a malformed ID, not a command. By META's rule the same
 // tables are not numbered (their lines do not start 1, 2, 3, ...): farm
@@ -274,7 +275,7 @@ func TestSignedFirstFieldIsAnID(t *testing.T) {
 		"2,3 a\n":                   `table.dat:1: malformed case ID "2,3"`,
 	} {
 		p := writeTable(t, table)
-		_, err := ValidateAs(p, HasIDs)
+		_, err := ValidateAs(p, TableIDs)
 		if err == nil || !strings.HasPrefix(err.Error(), msg) {
 			t.Errorf("%q: err %v, want %s", table, err, msg)
 		}
@@ -457,6 +458,11 @@ func TestFarmTablesKeepIDs(t *testing.T) {
 	}
 	if n, _ := IsNumbered(p+"_", METARule); n {
 		t.Errorf("META's rule calls 3 17 20 numbered")
+	}
+	// A table farm has run from: its errors do not speak of TABLE_IDS.
+	p = writeTable(t, "3 a\necho b\n")
+	if _, err := ValidateAs(p, HasIDs); err == nil || !strings.HasSuffix(err.Error(), "; fix the line (every case line of this table needs its ID)") {
+		t.Errorf("ValidateAs(HasIDs) of a line without ID: %v", err)
 	}
 	p = writeTable(t, "1 a\n2 echo b\x00c\n")
 	if _, err := CountKept(p, left); err == nil || err.Error() != "table.dat:2: a NUL byte at column 9: a case line must be text; remove it" {

@@ -34,7 +34,7 @@ type Config struct {
 	// before it exits; 0 = it exits at once.
 	WaitForCases time.Duration
 	// TableIDs is TABLE_IDS: table.dat's case lines start with their IDs,
-	// whatever numbers they are (casetable.HasIDs); unset (0), META's
+	// whatever numbers they are (casetable.TableIDs); unset (0), META's
 	// rule decides (casetable.METARule).
 	TableIDs bool
 }

@@ -281,8 +281,11 @@ func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
 // as numbered, and may have appended cases to it since) or when config
 // has TABLE_IDS=1; else by META's rule (casetable.METARule).
 func (f *Farm) tableNumbering(submitted bool) casetable.Numbering {
-	if submitted || f.Config.TableIDs {
+	switch {
+	case submitted:
 		return casetable.HasIDs
+	case f.Config.TableIDs:
+		return casetable.TableIDs
 	}
 	return casetable.METARule
 }
