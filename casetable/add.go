@@ -1,8 +1,6 @@
 package casetable
 
 import (
-	"bytes"
-	"fmt"
 	"io"
 	"strconv"
 )
@@ -18,12 +16,13 @@ type Added struct {
 
 // NumberAdded reads the cases to add from r (named name in errors): one
 // command per line, blank lines and #-comments left out, each checked as
-// a table.dat line is (its #FARM part, its length). A line whose first
-// field starts with a digit is refused: farm numbers what it adds, and a
-// numbered line would get a second ID. With numbered, the cases get IDs
-// from first on ("ID command"); else they are kept as given (a table not
-// numbered yet: the first 'farm submit' numbers it). A file of no case is
-// ErrEmptyTable. Errors are *LineError, naming the line.
+// every line that enters a farm is (checkCase). With numbered, the cases
+// get IDs from first on ("ID command"), and a number a line starts with is
+// its first parameter, as in a table farm numbers; else they are kept as
+// given, for a table not numbered yet (which has a case line that is not
+// numbered 1, 2, 3, ... already, so that lines after it cannot make it
+// look numbered: the first 'farm submit' numbers them all). A file of no
+// case is ErrEmptyTable. Errors are *LineError, naming the line.
 func NumberAdded(name string, r io.Reader, first int64, numbered bool) (Added, error) {
 	a := Added{}
 	if numbered {
@@ -31,20 +30,14 @@ func NumberAdded(name string, r io.Reader, first int64, numbered bool) (Added, e
 	}
 	id := first
 	err := eachLine(r, func(n int, line []byte) error {
-		line = trimEOL(line)
 		if !isCase(line) {
 			return nil
 		}
-		cmd := bytes.TrimLeft(line, " \t")
-		if startsWithID(cmd) {
-			return &LineError{File: name, Line: n, Msg: fmt.Sprintf("%s starts with a number, as a numbered table's ID: farm add numbers the cases itself; give each command alone (one that starts with a digit can be run as \"command %s\")", quote(string(firstField(cmd))), firstField(cmd))}
-		}
-		if len(cmd) > MaxCommand {
-			return tooLong(name, n, len(cmd))
-		}
-		if err := checkNeeds(name, n, string(cmd)); err != nil {
+		_, c, err := checkCase(name, n, line, false)
+		if err != nil {
 			return err
 		}
+		cmd := []byte(c)
 		if numbered {
 			a.Lines = strconv.AppendInt(a.Lines, id, 10)
 			a.Lines = append(a.Lines, ' ')

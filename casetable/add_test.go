@@ -20,8 +20,17 @@ func TestNumberAdded(t *testing.T) {
 	if err != nil || string(a.Lines) != "echo a\n" || a.First != 0 {
 		t.Errorf("not numbered: %+v %q, %v", a, a.Lines, err)
 	}
+	// A line that starts with a number is a case whose first parameter
+	// it is, as in a table farm numbers.
+	a, err = NumberAdded("more", strings.NewReader("101 0.5\n202 0.7\n"), 3, true)
+	if err != nil || string(a.Lines) != "3 101 0.5\n4 202 0.7\n" {
+		t.Errorf("numbers: %q, %v", a.Lines, err)
+	}
 	for in, want := range map[string]string{
-		"echo a\n3 echo b\n":                     `more:2: "3" starts with a number`,
+		"echo a\necho b\x00c\n":                  `more:2: a NUL byte at column 7: a case line must be text; remove it`,
+		"echo a\necho \x1b[31mred\n":             `more:2: a control character (byte 0x1b) at column 6: a case line must be text; remove it`,
+		"echo a\tb\necho \x7f\n":                 `more:2: a control character (byte 0x7f)`,
+		"echo a\rb\n":                            `more:1: a control character (byte 0x0d) at column 7`,
 		"echo a #FARM gpu=1\n":                   `more:1: #FARM: unknown key "gpu"`,
 		"\n# only a comment\n":                   "table has no cases",
 		strings.Repeat("x", MaxCommand+1) + "\n": "more:1: the command is",

@@ -36,13 +36,13 @@ func TestNeedsReadEverywhere(t *testing.T) {
 	}
 	for i, want := range needsCases {
 		want.Line = int64(i + 2)
-		if c, err := FindCase(p, want.ID); err != nil || c != want {
+		if c, err := FindCase(p, want.ID, METARule); err != nil || c != want {
 			t.Errorf("FindCase(%d) = %+v, %v; want %+v", want.ID, c, err, want)
 		}
 	}
 	// An unnumbered table: FindCase gives the case farm submit would number.
 	p = writeTable(t, "./run a #FARM cpus=2\n./run b\n")
-	if c, err := FindCase(p, 1); err != nil || c != (Case{ID: 1, Command: "./run a", Line: 1, Needs: Needs{Declared: true, CPUs: 2, GPUs: -1}}) {
+	if c, err := FindCase(p, 1, METARule); err != nil || c != (Case{ID: 1, Command: "./run a", Line: 1, Needs: Needs{Declared: true, CPUs: 2, GPUs: -1}}) {
 		t.Errorf("FindCase in an unnumbered table = %+v, %v", c, err)
 	}
 	_, st := startTableRun(t, needsTable)
@@ -83,10 +83,10 @@ func TestBadNeedsRefused(t *testing.T) {
 			t.Errorf("a refused table was changed: %q", b)
 		}
 		var le *LineError
-		if _, err := FindCase(p, 2); !errors.As(err, &le) || err.Error() != msg {
+		if _, err := FindCase(p, 2, METARule); !errors.As(err, &le) || err.Error() != msg {
 			t.Errorf("FindCase(2) of %q = %v; want %s", table, err, msg)
 		}
-		if c, err := FindCase(p, 3); err != nil || c.Command != "./run c" {
+		if c, err := FindCase(p, 3, METARule); err != nil || c.Command != "./run c" {
 			t.Errorf("FindCase(3) of %q = %+v, %v", table, c, err)
 		}
 	}

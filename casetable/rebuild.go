@@ -15,10 +15,9 @@ import (
 // as written, its NeedsMark part included), and returns how many it
 // wrote. dst is written to a temporary file and renamed, so it is
 // never seen half-written; it gets src's mode (a table kept private stays
-// private). A line that does not read, or repeats an ID (a line added since
-// the table was validated), is refused with its line: the new run would
-// start that case twice; so is a NeedsMark part that does not read
-// (ParseNeeds), and a command longer than MaxCommand, which cannot run.
+// private). A line checkCase refuses (a line edited since the table was
+// validated) is refused with its line, as is one that repeats an ID: the
+// new run would start that case twice.
 func Rebuild(src, dst string, keep func(id int64) bool) (int, error) {
 	n, _, err := RebuildSource(src, dst, keep)
 	return n, err
@@ -77,18 +76,12 @@ func scanKept(in io.Reader, src string, keep func(id int64) bool, emit func(id i
 		if !isCase(b) {
 			return nil
 		}
-		id, cmd, _, err := splitID(b)
+		id, cmd, err := checkCase(src, line, b, true)
 		if err != nil {
-			return &LineError{File: src, Line: line, Msg: err.Error() + "; fix the line"}
+			return err
 		}
 		if ids.add(id) {
 			return &LineError{File: src, Line: line, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, firstLineOf(src, id))}
-		}
-		if err := checkNeeds(src, line, cmd); err != nil {
-			return err
-		}
-		if len(cmd) > MaxCommand {
-			return tooLong(src, line, len(cmd))
 		}
 		if !keep(id) {
 			return nil

@@ -212,7 +212,7 @@ func Snapshot(src, dst string, perm os.FileMode, want string) (Info, Source, err
 			return nil
 		}
 		var err error
-		info, err = validate(src, io.TeeReader(hr, w))
+		info, err = validate(src, io.TeeReader(hr, w), METARule)
 		if err == nil && !info.Numbered {
 			err = ErrNotNumbered
 		}

@@ -2,6 +2,7 @@ package casetable
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,11 @@ import (
 // table, validated in the same reading, with its Source; a table that is
 // not numbered, or does not validate, leaves nothing.
 func TestSnapshot(t *testing.T) {
-	content := "# head\n1 echo a\n\n7 echo b #FARM cpus=2\n3 echo c\n"
+	content := "# head\n1 echo a\n\n2 echo b #FARM cpus=2\n3 echo c\n"
 	src := writeTable(t, content)
 	dst := filepath.Join(t.TempDir(), "table.run1.1.a")
 	info, s, err := Snapshot(src, dst, 0o640, "")
-	if err != nil || info.Cases != 3 || info.MaxID != 7 || !info.Numbered {
+	if err != nil || info.Cases != 3 || info.MaxID != 3 || !info.Numbered {
 		t.Fatalf("Snapshot = %+v, %v", info, err)
 	}
 	if b, _ := os.ReadFile(dst); string(b) != content {
@@ -35,11 +36,18 @@ func TestSnapshot(t *testing.T) {
 	if back, err := ReadSource(dst); err != nil || back != s {
 		t.Errorf("ReadSource = %+v, %v; want %+v", back, err, s)
 	}
+	var b strings.Builder
+	for i := 1; i <= RuleLines; i++ {
+		fmt.Fprintf(&b, "%d echo %d\n", i, i)
+	}
+	numbered := b.String() // the rule says numbered; what follows must carry IDs
 	for table, want := range map[string]string{
-		"echo a\necho b\n":      "not numbered",
-		"1 echo a\n1 echo b\n":  "table.dat:2: duplicate case ID 1",
-		"1 echo a\necho b\n":    `table.dat:2: malformed case ID "echo"`,
-		"1a echo a\n2 echo b\n": `table.dat:1: malformed case ID "1a"`,
+		"echo a\necho b\n":        "not numbered",
+		"1 echo a\n1 echo b\n":    "not numbered",
+		numbered + "1 echo b\n":   "table.dat:101: duplicate case ID 1",
+		numbered + "echo b\n":     `table.dat:101: malformed case ID "echo"`,
+		"1a echo a\n2 echo b\n":   "not numbered",
+		"1 echo a\n2 echo \x01\n": "table.dat:2: a control character (byte 0x01) at column 8",
 	} {
 		dst := filepath.Join(t.TempDir(), "table.run1.1.a")
 		_, _, err := Snapshot(writeTable(t, table), dst, 0o644, "")
@@ -121,7 +129,7 @@ func TestReadIDsLenient(t *testing.T) {
 // nothing is written.
 func TestNumberAndSnapshotCheckTheHash(t *testing.T) {
 	p := writeTable(t, "echo a\necho b\n")
-	info, s, err := ValidateSource(p)
+	info, s, err := ValidateSource(p, METARule)
 	if err != nil || info.Cases != 2 || info.Numbered {
 		t.Fatalf("ValidateSource = %+v, %v", info, err)
 	}
@@ -135,7 +143,7 @@ func TestNumberAndSnapshotCheckTheHash(t *testing.T) {
 	if _, err := os.Stat(p + ".orig"); err == nil {
 		t.Errorf("a backup was made")
 	}
-	_, s, _ = ValidateSource(p)
+	_, s, _ = ValidateSource(p, METARule)
 	sum, err := NumberChecked(p, p+".orig", s.Hash)
 	if err != nil {
 		t.Fatal(err)

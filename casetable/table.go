@@ -6,10 +6,13 @@
 // first non-blank character is '#' are not cases. CRLF line endings are
 // tolerated. A numbered table has "ID command" on every case line, with ID a
 // positive integer unique in the table; an unnumbered table is numbered
-// 1, 2, 3, ... in line order by Number. The first case line decides: if its
-// first field starts with a digit, or a sign and a digit, the table is
-// numbered ("-1 echo a" and "1a echo a" are bad IDs, as "0 echo a" is, not
-// commands named -1 or 1a).
+// 1, 2, 3, ... in line order by Number, each line kept whole (a number it
+// starts with is the case's first parameter). Whether a user's table is
+// numbered is META's rule (METARule): its first case lines (up to
+// RuleLines of them) start with 1, 2, 3, ... in order. Tables farm wrote
+// (numbered by it, or taken as numbered) are read as numbered (HasIDs).
+// Every case line that enters a farm is checked by one function,
+// checkCase.
 package casetable
 
 import (
@@ -57,21 +60,49 @@ type Info struct {
 	Cases    int   // number of case lines
 	MaxID    int64 // largest case ID
 	Numbered bool  // the table already carried IDs before Prepare ran
-	// TooLong is the first case line whose command is longer than
-	// MaxCommand, which cannot run (nil: none). Validate reports it here,
-	// not as its error: the table reads, and numbering it is harmless; a
-	// command that submits jobs over the table refuses it (CheckLength).
-	TooLong *LineError
+	// NotIDs, for a table METARule found not numbered whose first case
+	// line starts with a number (startsWithID), is the first case line
+	// that does not start with the next of 1, 2, 3, ...: farm numbers
+	// every line, and that number is the case's first parameter, which
+	// the user should hear of (nil: the table is numbered, or its first
+	// line does not start with a number).
+	NotIDs *NotIDs
 }
 
-// CheckLength returns the error of the first command too long to run, if
-// the table has one.
-func (i Info) CheckLength() error {
-	if i.TooLong != nil {
-		return i.TooLong
-	}
-	return nil
+// NotIDs is where a table whose lines start with numbers stops being
+// numbered 1, 2, 3, ... (Info.NotIDs).
+type NotIDs struct {
+	Line  int    // its line in the file
+	Want  int    // the ID it would need (its place among the case lines)
+	Field string // its first field (at most 40 bytes)
 }
+
+// Numbering says how a table's first fields are read.
+type Numbering int
+
+const (
+	// METARule is META's rule for a user's table: it is numbered
+	// ("ID command" on every case line) only when its first case lines,
+	// up to RuleLines of them (all of them in a shorter table), start
+	// with 1, 2, 3, ... in order; the case lines after those must then
+	// carry IDs too (any unique positive ones). Else farm numbers every
+	// line and keeps it whole: "101 0.5" is case 1 with COMM "101 0.5".
+	METARule Numbering = iota
+	// HasIDs reads every case line as "ID command": a table farm has
+	// numbered or taken as numbered (table.dat once the farm ran, its own
+	// run tables).
+	HasIDs
+	// TableIDs is HasIDs for a table the config's TABLE_IDS=1 says
+	// carries IDs; its errors say so.
+	TableIDs
+)
+
+// ids reports whether how reads every case line as "ID command".
+func (how Numbering) ids() bool { return how != METARule }
+
+// RuleLines is how many case lines METARule looks at, as META's
+// submit.run does.
+const RuleLines = 100
 
 // isCase reports whether a (CR-trimmed) line holds a case.
 func isCase(line []byte) bool {
@@ -94,13 +125,60 @@ func tooLong(path string, line, n int) *LineError {
 	return &LineError{File: path, Line: line, Msg: fmt.Sprintf("the command is %d bytes long, more than the %d a case may have (it reaches single_case.sh in the environment variable COMM, which Linux limits to 128 KiB); shorten the line, e.g. put long data in a file the command reads", n, MaxCommand)}
 }
 
-// checkNeeds returns the error of the case on line n of path whose
-// command is cmd if its NeedsMark part does not read (ParseNeeds).
-func checkNeeds(path string, n int, cmd string) error {
-	if _, _, err := ParseNeeds(cmd); err != nil {
-		return needsError(path, n, err)
+// checkCase is the one check of a case line, for every way a line enters
+// a farm: table.dat at submit (validate), a resubmit's table (scanKept),
+// the lines 'farm add' adds (NumberAdded), the table 'farm adopt' takes
+// (validate). line (its end of line removed) is line n of file; with
+// numbered it is "ID command", else the whole line is the command. It
+// refuses, with file and line, what would not run as written: a NUL or
+// another control character (a tab aside: bash drops a NUL, and binary
+// junk is not a table), a malformed ID, a command longer than
+// MaxCommand, a NeedsMark part that does not read (ParseNeeds). Bytes
+// that are not UTF-8 are not refused: a Linux file name is bytes, and
+// bash runs them as written. It returns the ID (0 when not numbered)
+// and the command, trimmed.
+func checkCase(file string, n int, line []byte, numbered bool) (int64, string, error) {
+	return checkCaseHint(file, n, line, numbered, "")
+}
+
+// checkCaseHint is checkCase whose error for a malformed ID ends with
+// idHint, which says why the line needs one.
+func checkCaseHint(file string, n int, line []byte, numbered bool, idHint string) (int64, string, error) {
+	for i, c := range line {
+		if c >= 0x20 && c != 0x7f || c == '\t' {
+			continue
+		}
+		what := fmt.Sprintf("a control character (byte 0x%02x)", c)
+		if c == 0 {
+			what = "a NUL byte"
+		}
+		return 0, "", &LineError{File: file, Line: n, Msg: fmt.Sprintf("%s at column %d: a case line must be text; remove it", what, i+1)}
 	}
-	return nil
+	var id int64
+	var cmd string
+	if numbered {
+		var err error
+		if id, cmd, _, err = splitID(line); err != nil {
+			return 0, "", &LineError{File: file, Line: n, Msg: err.Error() + "; fix the line" + idHint}
+		}
+	} else {
+		cmd = string(bytes.TrimSpace(line))
+	}
+	if len(cmd) > MaxCommand {
+		return 0, "", tooLong(file, n, len(cmd))
+	}
+	if strings.Contains(cmd, NeedsMark) {
+		if _, _, err := ParseNeeds(cmd); err != nil {
+			return 0, "", needsError(file, n, err)
+		}
+	}
+	return id, cmd, nil
+}
+
+// needsBad is ParseNeeds' error for cmd, if any.
+func needsBad(cmd string) error {
+	_, _, err := ParseNeeds(cmd)
+	return err
 }
 
 // needsError is the error of line n of path whose NeedsMark part does not
@@ -111,10 +189,8 @@ func needsError(path string, n int, err error) *LineError {
 
 // startsWithID reports whether a case line's first field starts as an ID
 // does, well formed or not: with a digit, or a sign and a digit ("1",
-// "-1", "+2", "1a", "2.5"). This is the one rule that makes a table
-// numbered (its first case line decides): a first field that starts so is
-// an ID, and must then be a positive integer; a command that starts with
-// a digit needs the table numbered by hand.
+// "-1", "+2", "1a", "2.5"). A table not numbered whose first case line
+// starts so gets a note (Info.NotIDs): its numbers are parameters.
 func startsWithID(line []byte) bool {
 	t := firstField(line)
 	if len(t) > 1 && (t[0] == '-' || t[0] == '+') {
@@ -280,83 +356,119 @@ func firstLineOf(path string, id int64) int {
 	return found
 }
 
-// Validate checks a table without changing it. A table whose first case line
-// starts with an ID, well formed or not (startsWithID), is numbered, and every
-// case line must then carry a unique positive ID. A case line whose
-// NeedsMark part does not read (ParseNeeds) is refused with its line. The
-// first command longer than MaxCommand is Info.TooLong.
+// Validate checks a table without changing it: it is numbered or not by
+// METARule, and every case line must pass checkCase; in a numbered table
+// every case line must carry a unique positive ID.
 func Validate(path string) (Info, error) {
+	return ValidateAs(path, METARule)
+}
+
+// ValidateAs is Validate with the numbering how.
+func ValidateAs(path string, how Numbering) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Info{}, err
 	}
 	defer f.Close()
-	return validate(path, f)
+	return validate(path, f, how)
 }
 
-// ValidateSource is Validate that also returns the Source of what it read
-// (its SHA-256 lets NumberChecked and Snapshot make sure they read the
-// table validated, without validating it again).
-func ValidateSource(path string) (Info, Source, error) {
+// ValidateSource is ValidateAs that also returns the Source of what it
+// read (its SHA-256 lets NumberChecked and Snapshot make sure they read
+// the table validated, without validating it again).
+func ValidateSource(path string, how Numbering) (Info, Source, error) {
 	in, hr, s, err := openSource(path)
 	if err != nil {
 		return Info{}, Source{}, err
 	}
 	defer in.Close()
-	info, err := validate(path, hr)
+	info, err := validate(path, hr, how)
 	if err != nil {
 		return info, Source{}, err
 	}
 	return info, hr.source(s), nil
 }
 
-// validate is Validate of the table path, read from r.
-func validate(path string, r io.Reader) (Info, error) {
+// seqID reports whether a case line starts with the ID k, written as
+// farm writes it (METARule: "1", not "01" or "+1").
+func seqID(line []byte, k int) bool {
+	return string(firstField(line)) == strconv.Itoa(k)
+}
+
+// heldLine is a case line validate holds until METARule has decided.
+type heldLine struct {
+	n    int
+	line []byte
+}
+
+// validate is ValidateAs of the table path, read from r. Under METARule
+// it holds the first case lines (at most RuleLines) while they go 1, 2,
+// 3, ...: once one does not, or RuleLines did, or the table ends, the
+// table is decided, and the lines held are checked, in order.
+func validate(path string, r io.Reader, how Numbering) (Info, error) {
 	var info Info
 	var ids idSet
-	first := true
-	err := eachLine(r, func(n int, line []byte) error {
-		if !isCase(line) {
-			return nil
-		}
-		if i := bytes.IndexByte(line, 0); i >= 0 {
-			// bash drops it: the case would run another command than written.
-			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("a NUL byte at column %d: a case line must be text; remove it", i+1)}
-		}
-		info.Cases++
-		if first {
-			first = false
-			info.Numbered = startsWithID(line)
-		}
-		if !info.Numbered {
-			cmd := bytes.TrimSpace(line)
-			if bytes.Contains(cmd, []byte(NeedsMark)) {
-				if err := checkNeeds(path, n, string(cmd)); err != nil {
-					return err
-				}
-			}
-			if c := len(cmd); c > MaxCommand && info.TooLong == nil {
-				info.TooLong = tooLong(path, n, c)
-			}
-			return nil
-		}
-		id, cmd, _, err := splitID(line)
-		if err != nil {
-			return &LineError{File: path, Line: n, Msg: err.Error() + "; fix the line, or remove all IDs to let farm number the table"}
+	var held []heldLine
+	decided := how.ids()
+	info.Numbered = how.ids()
+	hint := ", or remove all IDs to let farm number the table"
+	switch how {
+	case HasIDs:
+		hint = " (every case line of this table needs its ID)"
+	case TableIDs:
+		hint = " (config has TABLE_IDS=1: the first field of every case line is its ID), or remove TABLE_IDS from config to let farm number the table"
+	}
+	check := func(n int, line []byte) error {
+		id, _, err := checkCaseHint(path, n, line, info.Numbered, hint)
+		if err != nil || !info.Numbered {
+			return err
 		}
 		if ids.add(id) {
 			prev := firstLineOf(path, id)
 			return &LineError{File: path, Line: n, Msg: fmt.Sprintf("duplicate case ID %d (first used on line %d); every case needs its own ID", id, prev)}
 		}
-		if err := checkNeeds(path, n, cmd); err != nil {
-			return err
-		}
-		if len(cmd) > MaxCommand && info.TooLong == nil {
-			info.TooLong = tooLong(path, n, len(cmd))
-		}
 		info.MaxID = max(info.MaxID, id)
 		return nil
+	}
+	decide := func(numbered bool) error {
+		decided, info.Numbered = true, numbered
+		for _, h := range held {
+			if err := check(h.n, h.line); err != nil {
+				return err
+			}
+		}
+		if numbered { // the lines after RuleLines
+			hint = fmt.Sprintf(" (its first %d case lines are numbered 1, 2, 3, ..., so every case line needs its ID), or remove all IDs to let farm number the table", RuleLines)
+		}
+		held = nil
+		return nil
+	}
+	err := eachLine(r, func(n int, line []byte) error {
+		if !isCase(line) {
+			return nil
+		}
+		info.Cases++
+		if decided {
+			return check(n, line)
+		}
+		if !seqID(line, len(held)+1) {
+			if len(held) > 0 || startsWithID(line) {
+				info.NotIDs = &NotIDs{Line: n, Want: len(held) + 1, Field: truncate(firstField(line))}
+			}
+			if err := decide(false); err != nil {
+				return err
+			}
+			return check(n, line)
+		}
+		held = append(held, heldLine{n, bytes.Clone(line)})
+		if len(held) == RuleLines {
+			return decide(true)
+		}
+		return nil
 	})
+	if err == nil && !decided {
+		err = decide(len(held) > 0)
+	}
 	if err != nil {
 		return Info{}, err
 	}
@@ -369,9 +481,10 @@ func validate(path string, r io.Reader) (Info, error) {
 	return info, nil
 }
 
-// Prepare validates the table at path and, if it carries no IDs, numbers it in
-// place: the numbered table is written to a temporary file and renamed over
-// the original, which is first kept as path+".orig".
+// Prepare validates the table at path (METARule) and, if it carries no
+// IDs, numbers it in place: the numbered table is written to a temporary
+// file and renamed over the original, which is first kept as
+// path+".orig".
 func Prepare(path string) (Info, error) {
 	info, err := Validate(path)
 	if err != nil || info.Numbered {
@@ -515,11 +628,15 @@ func ReadCases(path string, fn func(c Case) error) error {
 }
 
 // FindCase returns case id of the table at path, with its line number: in
-// a numbered table the line that carries the ID, in an unnumbered one the
-// id-th case line (the ID farm submit would give it). Its command is
+// a numbered table (read with how) the line that carries the ID, in an
+// unnumbered one the id-th case line (the ID farm submit would give it). Its command is
 // without its NeedsMark part, which is in Needs; a part that does not read
 // is an error naming the line.
-func FindCase(path string, id int64) (Case, error) {
+func FindCase(path string, id int64, how Numbering) (Case, error) {
+	numbered, err := IsNumbered(path, how)
+	if err != nil {
+		return Case{}, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return Case{}, err
@@ -527,17 +644,12 @@ func FindCase(path string, id int64) (Case, error) {
 	defer f.Close()
 	var found Case
 	var k, maxID int64
-	numbered, first := false, true
 	errFound := errors.New("found")
 	err = eachLine(f, func(n int, line []byte) error {
 		if !isCase(line) {
 			return nil
 		}
 		k++
-		if first {
-			numbered = startsWithID(line) // as Validate decides
-			first = false
-		}
 		c := Case{ID: k, Command: string(bytes.TrimSpace(line)), Line: int64(n)}
 		if numbered {
 			cid, cmd, _, err := splitID(line)
@@ -596,9 +708,8 @@ func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineErr
 		switch {
 		case err != nil:
 			bad(&LineError{File: path, Line: n, Msg: err.Error()})
-		case strings.Contains(cmd, NeedsMark) && checkNeeds(path, n, cmd) != nil:
-			_, _, nerr := ParseNeeds(cmd)
-			bad(&LineError{File: path, Line: n, Msg: nerr.Error()})
+		case strings.Contains(cmd, NeedsMark) && needsBad(cmd) != nil:
+			bad(&LineError{File: path, Line: n, Msg: needsBad(cmd).Error()})
 		case ids.add(id):
 			if first != nil { // the line of the first use is looked up once
 				skipped++
@@ -613,23 +724,30 @@ func ReadIDsLenient(path string, fn func(id int64)) (skipped int, first *LineErr
 	return skipped, first, err
 }
 
-// FirstCaseNumbered reports whether the first case line of the table at
-// path starts with an ID (the rule of Validate); false for a table with no
-// case line.
-func FirstCaseNumbered(path string) (bool, error) {
+// IsNumbered reports whether the table at path is numbered when read
+// with how: under METARule, whether its first case lines (up to
+// RuleLines) start with 1, 2, 3, ... (it reads no further); under HasIDs
+// or TableIDs,
+// whether it has a case line. false for a table with no case line.
+func IsNumbered(path string, how Numbering) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
+	k := 0
 	numbered := false
 	errStop := errors.New("stop")
 	err = eachLine(f, func(n int, line []byte) error {
 		if !isCase(line) {
 			return nil
 		}
-		numbered = startsWithID(line)
-		return errStop
+		k++
+		numbered = how.ids() || seqID(line, k)
+		if !numbered || how.ids() || k == RuleLines {
+			return errStop
+		}
+		return nil
 	})
 	if err == errStop {
 		err = nil

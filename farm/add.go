@@ -34,8 +34,9 @@ const addLock = "add.lock"
 // next IDs and are appended to table.dat (written whole to a temporary
 // file and renamed: never half-written), and, when the farm has a run, are
 // queued to it, so that its meta-jobs claim them in this run: after its
-// other cases, or before the unclaimed ones with First. What table.dat
-// refuses is refused with its line, and nothing is added.
+// other cases, or before the unclaimed ones with First. A line is checked
+// as every line that enters a farm is (casetable.NumberAdded); one refused
+// is refused with its file and line, and nothing is added.
 //
 // The order makes a case claimed at most once a run: the new table.dat is
 // written first, under a temporary name; then the cases are queued to the
@@ -62,9 +63,12 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	if err != nil {
 		return err
 	}
-	info, err := casetable.Validate(tablePath)
+	// table.dat as submit reads it (META's rule, or TABLE_IDS=1), or as
+	// numbered once the farm has run. A table of no case gets numbered
+	// lines: added as given, "1 a" and "2 b" would read as IDs.
+	info, err := casetable.ValidateAs(tablePath, f.tableNumbering(state.Run > 0))
 	if errors.Is(err, casetable.ErrEmptyTable) || errors.Is(err, os.ErrNotExist) {
-		info, err = casetable.Info{Numbered: state.Run > 0}, nil
+		info, err = casetable.Info{Numbered: true}, nil
 	}
 	if err != nil {
 		return tableErr(err)

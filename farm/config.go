@@ -33,6 +33,10 @@ type Config struct {
 	// left to claim waits for cases that 'farm add' queues to its run
 	// before it exits; 0 = it exits at once.
 	WaitForCases time.Duration
+	// TableIDs is TABLE_IDS: table.dat's case lines start with their IDs,
+	// whatever numbers they are (casetable.TableIDs); unset (0), META's
+	// rule decides (casetable.METARule).
+	TableIDs bool
 }
 
 // defaultRescueCheck is RESCUE_CHECK when the config does not set it.
@@ -132,6 +136,11 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.RescueCheck = time.Duration(num * float64(time.Second))
 		case "WAIT_FOR_CASES":
 			cfg.WaitForCases = time.Duration(num * float64(time.Second))
+		case "TABLE_IDS":
+			if num > 1 {
+				return cfg, Userf("%s:%d: TABLE_IDS must be 0 (META's rule: table.dat's lines carry IDs only if they start with 1, 2, 3, ...) or 1 (they start with their IDs, whatever numbers they are), got %v", name, n, num)
+			}
+			cfg.TableIDs = num == 1
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -157,9 +166,9 @@ func parseConfigLine(line []byte) (string, float64, error) {
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES":
+	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS":
 	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES)", quoteConfig([]byte(k)))
+		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS)", quoteConfig([]byte(k)))
 	}
 	num, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {

@@ -145,10 +145,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	if err != nil {
 		return err
 	}
-	info, src, err := casetable.ValidateSource(f.Path(layout.Table))
-	if err == nil {
-		err = info.CheckLength()
-	}
+	info, src, err := casetable.ValidateSource(f.Path(layout.Table), f.tableNumbering(false))
 	if err != nil {
 		return tableErr(err)
 	}
@@ -272,7 +269,33 @@ func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
 		return "", f.writeErr(tableErr(err))
 	}
 	fmt.Fprintf(f.Out, "Numbered the %d cases of %s (original kept as %s.orig).\n", info.Cases, layout.Table, layout.Table)
+	if n := info.NotIDs; n != nil {
+		fmt.Fprintf(f.warnings(), "farm: note: %s's lines start with numbers that are not 1, 2, 3, ... (line %d starts with %q where case %d would have %d), so they are not case IDs (META's rule): farm numbered every line and kept those numbers as the cases' first parameter (case 1's COMM is its whole line). If they are your case IDs: 'farm kill', 'mv %s.orig %s', add the line TABLE_IDS=1 to config, 'farm clean --yes', then submit again.\n",
+			layout.Table, n.Line, n.Field, n.Want, n.Want, layout.Table, layout.Table)
+	}
 	return sum, nil
+}
+
+// tableNumbering is how table.dat's first fields are read: as case IDs
+// once the farm has run (submitted: farm numbered table.dat, or took it
+// as numbered, and may have appended cases to it since) or when config
+// has TABLE_IDS=1; else by META's rule (casetable.METARule).
+func (f *Farm) tableNumbering(submitted bool) casetable.Numbering {
+	switch {
+	case submitted:
+		return casetable.HasIDs
+	case f.Config.TableIDs:
+		return casetable.TableIDs
+	}
+	return casetable.METARule
+}
+
+// TableNumbering is tableNumbering for a command that does not know
+// whether the farm has run: it has if its claim state has a run, or
+// there are records of cases.
+func (f *Farm) TableNumbering(ctx context.Context) casetable.Numbering {
+	st, err := f.readState(ctx)
+	return f.tableNumbering((err == nil && st.Run > 0) || f.hasRecords())
 }
 
 func modeName(simple bool) string {

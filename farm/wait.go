@@ -37,7 +37,7 @@ func (p Progress) String() string {
 // and what to do, and the summary goes on.
 func (f *Farm) progress(sum *status.Summary) (Progress, error) {
 	var p Progress
-	if numbered, err := casetable.FirstCaseNumbered(f.Path(layout.Table)); err == nil && !numbered && !f.hasRecords() {
+	if numbered, err := casetable.IsNumbered(f.Path(layout.Table), f.tableNumbering(false)); err == nil && !numbered && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
 		return Progress{}, nil
 	}

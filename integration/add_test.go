@@ -244,7 +244,7 @@ func TestAddRefusesBadLines(t *testing.T) {
 	misc, _ := os.ReadDir(filepath.Join(dir, "MISC"))
 	for _, c := range []struct{ input, want string }{
 		{"echo a\necho b\necho c #FARM cpu=2\n", `^farm: more.txt:3: #FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`},
-		{"echo a\n7 echo b\n", `^farm: more.txt:2: "7" starts with a number, as a numbered table's ID: farm add numbers the cases itself; give each command alone \(one that starts with a digit can be run as "command 7"\)$`},
+		{"echo a\necho b\x00\n", `^farm: more.txt:2: a NUL byte at column 7: a case line must be text; remove it$`},
 		{"# nothing\n\n", `^farm: more.txt has no case to add`},
 	} {
 		f := filepath.Join(t.TempDir(), "more.txt")

@@ -651,22 +651,24 @@ func atLine(file string, n int) string {
 }
 
 // longLineTable writes a table.dat whose first line is 3 MiB long (more
-// than the 1 MiB buffer farm reads lines with), and whose second repeats
-// its ID: in pieces, for the test process to stay small (hashFile).
+// than the 1 MiB buffer farm reads lines with; a comment, as a command
+// that long is refused), then cases 1..100 (numbered, by META's rule),
+// then one that repeats ID 1: in pieces, for the test process to stay
+// small (hashFile).
 func longLineTable(t *testing.T, dir string) {
 	f, err := os.Create(filepath.Join(dir, "table.dat"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.WriteString("1 echo ")
+	f.WriteString("# ")
 	piece := bytes.Repeat([]byte("y"), 32<<10)
 	for i := 0; i < 96; i++ {
 		if _, err := f.Write(piece); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.WriteString("\n1 true\n"); err != nil {
+	if _, err := f.WriteString("\n" + seqTable(100) + "1 true\n"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -749,9 +751,34 @@ func tableEntries() []catEntry {
 // fixIDs ends the message of a malformed numbered table.
 const fixIDs = `; fix the line, or remove all IDs to let farm number the table$`
 
+// fixTableIDs ends the message of a malformed ID in a table that config's
+// TABLE_IDS=1 says carries IDs.
+const fixTableIDs = `; fix the line \(config has TABLE_IDS=1: the first field of every case line is its ID\), or remove TABLE_IDS from config to let farm number the table$`
+
 // refusedTable: submit refuses table.dat with msg.
 func refusedTable(name, table, msg string) catEntry {
 	return catEntry{name: "table-" + name, setup: write("table.dat", table), args: submitLocal, code: 1, msg: msg}
+}
+
+// refusedIDs: with TABLE_IDS=1 in config (the first field of every case
+// line is its ID, whatever number: META's rule would number these tables
+// itself), submit refuses table.dat with msg.
+func refusedIDs(name, table, msg string) catEntry {
+	e := refusedTable(name, table, msg)
+	e.setup = func(t *testing.T, dir string) {
+		write("table.dat", table)(t, dir)
+		appendTo("config", "\nTABLE_IDS=1\n")(t, dir)
+	}
+	return e
+}
+
+// seqTable is a table of n cases numbered 1..n.
+func seqTable(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d true\n", i)
+	}
+	return b.String()
 }
 
 // tableLineEntries: table.dat refused as a file (missing, a dangling link,
@@ -765,32 +792,38 @@ func tableLineEntries() []catEntry {
 		{name: "table-dangling-symlink", setup: symlink("table.dat", "nowhere.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat is missing: put one case`},
 		{name: "table-symlink-loop", setup: symlink("table.dat", "table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(too many levels of symbolic links\): make it a file with one case \(command line\) per line$`},
 		{name: "table-is-a-directory", setup: toDir("table.dat"), args: submitLocal, code: 1, msg: `^farm: table\.dat cannot be read \(is a directory\): make it a file with one case`},
-		refusedTable("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixIDs),
-		refusedTable("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
-		// A signed first ID is an ID, as 0 is: it was numbered "1 -1 echo a".
-		refusedTable("first-id-negative", "-1 echo a\n", atLine("table.dat", 1)+`malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refusedTable("first-id-negative-then-unnumbered", "# c\n-7 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "-7": .*`+fixIDs),
-		refusedTable("first-id-plus", "+1 echo a\n+2 echo b\n", atLine("table.dat", 1)+`malformed case ID "\+1": .*`+fixIDs),
-		refusedTable("first-id-minus-zero", "-0 echo a\n", atLine("table.dat", 1)+`malformed case ID "-0": .*`+fixIDs),
-		refusedTable("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refusedTable("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
-		refusedTable("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
-		refusedTable("id-duplicate-leading-zero", "1 true\n01 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
-		refusedTable("id-duplicate-huge", "9223372036854775807 a\n1 b\n9223372036854775807 c\n", atLine("table.dat", 3)+`duplicate case ID 9223372036854775807 \(first used on line 1\)`),
-		refusedTable("id-non-numeric", "1 true\nx true\n", atLine("table.dat", 2)+`malformed case ID "x": a numbered table needs "ID command".*`+fixIDs),
-		refusedTable("mixed-numbered-then-unnumbered", "1 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "echo".*`+fixIDs),
+		refusedIDs("id-zero", "0 true\n1 true\n", atLine("table.dat", 1)+`malformed case ID "0": IDs must be positive integers`+fixTableIDs),
+		refusedIDs("id-zero-later", "1 true\n0 true\n", atLine("table.dat", 2)+`malformed case ID "0"`),
+		// Read as IDs (TABLE_IDS=1), a signed first field is an ID, as 0 is.
+		refusedIDs("first-id-negative", "-1 echo a\n", atLine("table.dat", 1)+`malformed case ID "-1": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixTableIDs),
+		refusedIDs("first-id-negative-then-unnumbered", "# c\n-7 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "-7": .*`+fixTableIDs),
+		refusedIDs("first-id-plus", "+1 echo a\n+2 echo b\n", atLine("table.dat", 1)+`malformed case ID "\+1": .*`+fixTableIDs),
+		refusedIDs("first-id-minus-zero", "-0 echo a\n", atLine("table.dat", 1)+`malformed case ID "-0": .*`+fixTableIDs),
+		refusedIDs("id-negative", "1 true\n-2 true\n", atLine("table.dat", 2)+`malformed case ID "-2": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixTableIDs),
+		refusedIDs("id-duplicate", "1 true\n1 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\); every case needs its own ID$`),
+		refusedIDs("id-duplicate-far-apart", "# header\n5 a\n\n7 b\n9 c\n5 d\n", atLine("table.dat", 6)+`duplicate case ID 5 \(first used on line 2\)`),
+		refusedIDs("id-duplicate-leading-zero", "1 true\n01 true\n", atLine("table.dat", 2)+`duplicate case ID 1 \(first used on line 1\)`),
+		refusedIDs("id-duplicate-huge", "9223372036854775807 a\n1 b\n9223372036854775807 c\n", atLine("table.dat", 3)+`duplicate case ID 9223372036854775807 \(first used on line 1\)`),
+		refusedIDs("id-non-numeric", "1 true\nx true\n", atLine("table.dat", 2)+`malformed case ID "x": a numbered table needs "ID command".*`+fixTableIDs),
+		refusedIDs("mixed-numbered-then-unnumbered", "1 echo a\necho b\n", atLine("table.dat", 2)+`malformed case ID "echo".*`+fixTableIDs),
 		refusedTable("id-only-no-command", "1 true\n2\n", atLine("table.dat", 2)+`case 2 has an ID but no command`+fixIDs),
 		refusedTable("id-only-trailing-blanks", "1 true\n2 \t \n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
-		refusedTable("id-beyond-int64", "99999999999999999999 true\n", atLine("table.dat", 1)+`malformed case ID "99999999999999999999": IDs must be positive integers`+fixIDs),
-		refusedTable("id-int64-max-plus-one", "1 a\n9223372036854775808 b\n", atLine("table.dat", 2)+`malformed case ID "9223372036854775808"`),
-		refusedTable("id-float-in-numbered", "1 true\n2.5 true\n", atLine("table.dat", 2)+`malformed case ID "2\.5"`),
-		refusedTable("id-plus-in-numbered", "1 true\n+2 true\n", atLine("table.dat", 2)+`malformed case ID "\+2"`),
-		refusedTable("id-hex-in-numbered", "1 true\n0x2 true\n", atLine("table.dat", 2)+`malformed case ID "0x2"`),
-		refusedTable("id-long-garbage", "1 true\n"+strings.Repeat("x", 5000)+" true\n", atLine("table.dat", 2)+`malformed case ID "x{40}\.\.\."`),
-		refusedTable("crlf-duplicate", "# c\r\n1 true\r\n2 true\r\n2 false\r\n", atLine("table.dat", 4)+`duplicate case ID 2 \(first used on line 3\)`),
+		refusedIDs("id-beyond-int64", "99999999999999999999 true\n", atLine("table.dat", 1)+`malformed case ID "99999999999999999999": IDs must be positive integers`+fixTableIDs),
+		refusedIDs("id-int64-max-plus-one", "1 a\n9223372036854775808 b\n", atLine("table.dat", 2)+`malformed case ID "9223372036854775808"`),
+		refusedIDs("id-float-in-numbered", "1 true\n2.5 true\n", atLine("table.dat", 2)+`malformed case ID "2\.5"`),
+		refusedIDs("id-plus-in-numbered", "1 true\n+2 true\n", atLine("table.dat", 2)+`malformed case ID "\+2"`),
+		refusedIDs("id-hex-in-numbered", "1 true\n0x2 true\n", atLine("table.dat", 2)+`malformed case ID "0x2"`),
+		refusedIDs("id-long-garbage", "1 true\n"+strings.Repeat("x", 5000)+" true\n", atLine("table.dat", 2)+`malformed case ID "x{40}\.\.\."`),
+		refusedIDs("crlf-duplicate", "# c\r\n1 true\r\n2 true\r\n2 false\r\n", atLine("table.dat", 4)+`duplicate case ID 2 \(first used on line 3\)`),
 		refusedTable("crlf-id-only", "1 true\r\n2\r\n", atLine("table.dat", 2)+`case 2 has an ID but no command`),
 		refusedTable("nul-byte", "1 true\n2 tr\x00ue\n", atLine("table.dat", 2)+`a NUL byte at column 5: a case line must be text; remove it$`),
 		refusedTable("nul-byte-unnumbered", "echo a\necho \x00b\n", atLine("table.dat", 2)+`a NUL byte at column 6`),
+		refusedTable("control-character", "echo a\necho \x1b[1mb\n", atLine("table.dat", 2)+`a control character \(byte 0x1b\) at column 6: a case line must be text; remove it$`),
+		refusedTable("binary-junk", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n", atLine("table.dat", 2)+`a control character \(byte 0x1a\) at column 1: a case line must be text; remove it$`),
+		// META's rule: 1, 2, 3, ... on the first 100 case lines make the
+		// table numbered; every line after them must carry an ID.
+		refusedTable("rule-then-malformed", seqTable(100)+"echo x\n", atLine("table.dat", 101)+`malformed case ID "echo": .* \(its first 100 case lines are numbered 1, 2, 3, \.\.\., so every case line needs its ID\), or remove all IDs to let farm number the table$`),
+		refusedTable("rule-then-duplicate", seqTable(100)+"7 x\n", atLine("table.dat", 101)+`duplicate case ID 7 \(first used on line 7\)`),
 	}
 }
 
@@ -798,7 +831,7 @@ func tableLineEntries() []catEntry {
 // changed after or during a run.
 func tableFileEntries() []catEntry {
 	return []catEntry{
-		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 2) + `duplicate case ID 1 \(first used on line 1\)`},
+		{name: "table-long-line-then-duplicate", setup: longLineTable, args: submitLocal, code: 1, msg: atLine("table.dat", 102) + `duplicate case ID 1 \(first used on line 2\)`},
 		// A command that reaches single_case.sh in COMM must fit in 128 KiB
 		// with "COMM=": one byte more, and no program of the case starts
 		// (E2BIG). The longest that fits runs.
@@ -869,10 +902,11 @@ func tableFileEntries() []catEntry {
 // (#FARM).
 func tableNeedsEntries() []catEntry {
 	return []catEntry{
-		// One rule makes a table numbered: a first field that starts with
-		// a digit, or a sign and a digit, is an ID (issue 21).
-		refusedTable("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixIDs),
-		refusedTable("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixIDs),
+		// Read as IDs (TABLE_IDS=1), a first field that starts with a
+		// digit, or a sign and a digit, is an ID (issue 21); by META's
+		// rule these tables are numbered by farm, lines kept whole.
+		refusedIDs("first-id-digit-then-letter", "1a echo a\n2a echo b\n", atLine("table.dat", 1)+`malformed case ID "1a": a numbered table needs "ID command" on every case line, with ID a positive integer`+fixTableIDs),
+		refusedIDs("first-id-decimal", "# c\n1.5 echo a\n", atLine("table.dat", 2)+`malformed case ID "1\.5": .*`+fixTableIDs),
 		// farm never writes through a link out of the farm directory.
 		{name: "table-symlink-out-of-farm-unnumbered", setup: outsideTable("echo a\necho b\n"), args: submitLocal, code: 1,
 			msg: `^farm: table\.dat is a symbolic link to .*/outside/cases\.txt, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy \(cp --remove-destination .*/outside/cases\.txt table\.dat\), or number the table yourself \('1 command', '2 command', \.\.\. on its case lines\)$`,
@@ -932,7 +966,7 @@ func configEntries() []catEntry {
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS\)$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
 		bad("whole-node-without-nwhole", "WHOLE_NODE=1", submitLocal, `WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node \(its cores, e.g. NWHOLE=192\)$`),
 		bad("nwhole-too-big", "NWHOLE=5000", status, `NWHOLE must be at most 4096, got 5000$`),

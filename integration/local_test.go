@@ -253,6 +253,7 @@ func TestUserErrors(t *testing.T) {
 	b, _ := os.ReadFile(js)
 	os.WriteFile(js, []byte(strings.Replace(string(b), "#SBATCH -t 0-00:10\n", "", 1)), 0o755)
 	dup := newFarm(t, []string{"1 true", "2 true", "2 false"}, "0-00:10")
+	appendFile(t, dup, "config", "TABLE_IDS=1\n") // by META's rule 1, 2, 2 is not numbered
 	noLoop := newFarm(t, []string{"true"}, "0-00:10")
 	js = filepath.Join(noLoop, "job_script.sh")
 	b, _ = os.ReadFile(js)

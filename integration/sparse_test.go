@@ -95,7 +95,7 @@ func writeRecords(t *testing.T, dir string, ids []int64) {
 	t.Helper()
 	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "MISC"), 0o755)
-	info, err := casetable.Validate(filepath.Join(dir, "table.dat"))
+	info, err := casetable.ValidateAs(filepath.Join(dir, "table.dat"), casetable.HasIDs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +130,7 @@ func TestHugeCaseIDSmallMemory(t *testing.T) {
 	t.Parallel()
 	const id = 2_000_000_000
 	dir := newFarm(t, []string{fmt.Sprintf("%d false", id)}, "0-00:10")
+	appendFile(t, dir, "config", "TABLE_IDS=1\n") // the first field is the ID
 	env := privateSlots(t, t.TempDir())
 
 	// Numbering check of table.dat, the run, its failure.
@@ -182,6 +183,7 @@ func TestHugeCaseIDSmallMemory(t *testing.T) {
 func TestSubmitHugeCaseIDsSmallMemory(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, []string{"1000000000 true", "2000000000 true"}, "0-00:10")
+	appendFile(t, dir, "config", "TABLE_IDS=1\n") // the first field is the ID
 	env := privateSlots(t, t.TempDir())
 	checkRSS(t, dir, env, 0, "submit", "1", "--backend", "local")
 	r := checkRSS(t, dir, env, 0, "wait", "--timeout", "2m")

@@ -1,6 +1,7 @@
 package metajob
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,7 +25,7 @@ const RunCaseBy = "run-case"
 // case found.
 func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) {
 	table := f.Path(layout.Table)
-	c, err := casetable.FindCase(table, id)
+	c, err := casetable.FindCase(table, id, f.TableNumbering(context.Background()))
 	if err != nil {
 		return 0, c, err
 	}

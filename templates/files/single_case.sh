@@ -21,11 +21,17 @@ if [ -z "${METAJOB_ID:-}" ]; then
     exit 2
   fi
   # The line, with its ID; an unnumbered table's cases are numbered in
-  # order, as farm submit numbers them.
-  farm_case=$(awk -v n="$2" '{ sub(/\r$/, "") }
-    /^[ \t]*(#|$)/ { if (NR == n) { print "-"; exit } next }
-    { k++; if (k == 1) numbered = ($1 ~ /^[0-9]+$/) }
-    NR == n { if (numbered) print; else print k " " $0; exit }' "$1") || exit 2
+  # order, as farm submit numbers them. META's rule: the table carries
+  # IDs only if its first case lines (up to 100) start with 1, 2, 3, ...;
+  # with TABLE_IDS=1 in config, whatever numbers they start with.
+  farm_ids=0
+  grep -Eq "^[[:space:]]*TABLE_IDS[[:space:]]*=[[:space:]]*[\"']?1[\"']?[[:space:]]*(#.*)?\$" "$(dirname "$1")/config" 2>/dev/null && farm_ids=1
+  farm_case=$(awk -v n="$2" -v ids="$farm_ids" '{ sub(/\r$/, "") }
+    NR == FNR { if ($0 !~ /^[ \t]*(#|$)/ && ++k <= 100 && $1 != k "") plain = 1; next }
+    /^[ \t]*(#|$)/ { if (FNR == n) { print "-"; exit } next }
+    { j++ }
+    FNR == n { if (plain && !ids) print j " " $0; else print; exit }' "$1" "$1") || exit 2
+  unset farm_ids
   case $farm_case in
   "") echo "single_case.sh: $1 has no line $2" >&2; exit 2 ;;
   -) echo "single_case.sh: line $2 of $1 is blank or a comment, not a case" >&2; exit 2 ;;
