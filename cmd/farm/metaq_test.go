@@ -59,20 +59,20 @@ func TestImportMetaqDemo(t *testing.T) {
 		t.Fatalf("import-metaq: exit %d: %s%s", code, out, errs)
 	}
 	for _, want := range []string{"Importing 8 task(s) of the METAQ queue " + q + ": 2 from priority/, 6 from todo/.",
-		"Added 2 case(s) from " + q + "/priority to table.dat.", "Added 6 case(s) from " + q + "/todo to table.dat."} {
+		"Added 2 case(s), IDs 1-2, from " + q + "/priority to table.dat.", "Added 6 case(s), IDs 3-8, from " + q + "/todo to table.dat."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import-metaq said %q; want %q", out, want)
 		}
 	}
 	want := strings.Join([]string{
-		q + "/priority/metaq.example.task.3.sh #FARM nodes=3 gpus=2 min_time=124s", // NODES 3 GPUS 4
-		q + "/priority/metaq.example.task.6.sh #FARM nodes=1 gpus=3 min_time=71s",  // NODES 1 GPUS 3
-		q + "/todo/metaq.example.task.0.sh #FARM nodes=2 gpus=2 min_time=98s",      // NODES 2 GPUS 4
-		q + "/todo/metaq.example.task.1.sh #FARM nodes=2 gpus=3 min_time=10s",      // NODES 2 GPUS 5
-		q + "/todo/metaq.example.task.2.sh #FARM nodes=2 gpus=4 min_time=126s",     // NODES 2 GPUS 8
-		q + "/todo/metaq.example.task.4.sh #FARM nodes=4 gpus=2 min_time=148s",     // NODES 4 GPUS 8
-		q + "/todo/metaq.example.task.5.sh #FARM nodes=4 gpus=2 min_time=66s",      // NODES 4 GPUS 8
-		q + "/todo/metaq.example.task.7.sh #FARM nodes=4 gpus=1 min_time=13s",      // NODES 4 GPUS 2
+		"1 " + q + "/priority/metaq.example.task.3.sh #FARM nodes=3 gpus=2 min_time=124s", // NODES 3 GPUS 4
+		"2 " + q + "/priority/metaq.example.task.6.sh #FARM nodes=1 gpus=3 min_time=71s",  // NODES 1 GPUS 3
+		"3 " + q + "/todo/metaq.example.task.0.sh #FARM nodes=2 gpus=2 min_time=98s",      // NODES 2 GPUS 4
+		"4 " + q + "/todo/metaq.example.task.1.sh #FARM nodes=2 gpus=3 min_time=10s",      // NODES 2 GPUS 5
+		"5 " + q + "/todo/metaq.example.task.2.sh #FARM nodes=2 gpus=4 min_time=126s",     // NODES 2 GPUS 8
+		"6 " + q + "/todo/metaq.example.task.4.sh #FARM nodes=4 gpus=2 min_time=148s",     // NODES 4 GPUS 8
+		"7 " + q + "/todo/metaq.example.task.5.sh #FARM nodes=4 gpus=2 min_time=66s",      // NODES 4 GPUS 8
+		"8 " + q + "/todo/metaq.example.task.7.sh #FARM nodes=4 gpus=1 min_time=13s",      // NODES 4 GPUS 2
 	}, "\n") + "\n"
 	table := func() string {
 		b, err := os.ReadFile(filepath.Join(dir, "table.dat"))
@@ -103,7 +103,7 @@ func TestImportMetaqDemo(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "8 task(s) of "+q+" were imported before: not added again.") || !strings.Contains(out, "Added 1 case(s)") {
 		t.Errorf("third import: exit %d, %q %q", code, out, errs)
 	}
-	if got, w := table(), want+q+"/todo/new.sh #FARM nodes=3 gpus=1\n"; got != w {
+	if got, w := table(), want+"9 "+q+"/todo/new.sh #FARM nodes=3 gpus=1\n"; got != w {
 		t.Errorf("table.dat:\n%s\nwant:\n%s", got, w)
 	}
 	if !strings.Contains(errs, "farm: warning: 1 task(s) start their work without a FARM_ variable (todo/new.sh:4 first)") || !strings.Contains(errs, "--nodelist=$FARM_NODELIST") {
