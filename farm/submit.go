@@ -39,6 +39,12 @@ type SubmitOptions struct {
 	// Select is what a resubmit runs again (--failed, --cases, ...); the
 	// zero Selection: every case that did not succeed.
 	Select Selection
+
+	// Set by chooseBackend: the backend to write to config's BACKEND once
+	// jobs are submitted, and the line of config's BACKEND when the
+	// backend came from there.
+	recordBackend string
+	backendLine   int
 }
 
 // ConfirmAbove is the number of jobs above which submit and resubmit ask
@@ -110,6 +116,7 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
 func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
+	f.chooseBackend(&opt, false)
 	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
@@ -386,6 +393,13 @@ func (f *Farm) launched(ctx context.Context, su launchSetup, opt SubmitOptions, 
 	if err == nil {
 		f.saySubmitted(su.be, nr.run, count, opt.N == -1, ids)
 	}
+	if opt.recordBackend != "" && len(ids) > 0 {
+		verb := "submit"
+		if nr.run > 1 {
+			verb = "resubmit"
+		}
+		f.sayRecordedBackend(su.be.Name(), fmt.Sprintf("farm %s --backend %s", verb, opt.recordBackend))
+	}
 	if err == nil && extra == 1 && nr.cases > 0 && len(ids) > 0 {
 		var autoID string
 		autoID, err = f.submitAuto(ctx, su.be, opt, nr.run, ids, su.autoLimit)
@@ -451,7 +465,7 @@ type launchSetup struct {
 func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
-		return launchSetup{}, err
+		return launchSetup{}, backendErr(opt, err)
 	}
 	caps := be.Capabilities()
 	rt, err := f.checkSubmission(opt, caps.Scripts)

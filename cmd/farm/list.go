@@ -11,7 +11,7 @@ func listCmd() *cli.Command {
 			"   farm list\n   farm list --json | jq -r '.[] | select(.state==\"RUNNING\") | .id'",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}
