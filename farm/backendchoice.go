@@ -23,34 +23,42 @@ import (
 // --engine picks the directives of the job scripts, which the local
 // backend reads too.
 
+// backendChoice is where chooseBackend found the backend of a command.
+type backendChoice struct {
+	record string // the --backend given, to write to config's BACKEND once jobs are submitted
+	line   int    // config's BACKEND line, if the backend is config's
+}
+
 // chooseBackend settles the backend of a submit or resubmit, in
 // opt.Backend: the one given (--backend), else config's BACKEND, else,
 // for a resubmit (stay), the backend of the farm's last job, else "" (the
-// default). It sets opt.recordBackend to the name given when config does
-// not say it already and the command is the user's (the -auto job, Self,
-// passes the backend its run was on).
-func (f *Farm) chooseBackend(opt *SubmitOptions, stay bool) {
+// default). The name given is to be recorded when config does not say it
+// already and the command is the user's (the -auto job, Self, passes the
+// backend its run was on).
+func (f *Farm) chooseBackend(opt *SubmitOptions, stay bool) backendChoice {
+	var c backendChoice
 	switch {
 	case opt.Backend == "auto":
 	case opt.Backend != "":
 		if opt.Self == "" && opt.Backend != f.Config.Backend {
-			opt.recordBackend = opt.Backend
+			c.record = opt.Backend
 		}
 	case f.Config.Backend != "" && f.Config.Backend != "auto":
-		opt.Backend, opt.backendLine = f.Config.Backend, f.Config.backendLine
+		opt.Backend, c.line = f.Config.Backend, f.Config.BackendLine
 	case stay:
 		if recs, _ := f.Jobs(); len(recs) > 0 {
 			opt.Backend = recs[len(recs)-1].Backend
 		}
 	}
+	return c
 }
 
-// backendErr is err, the error of opening opt's backend, said of config's
-// BACKEND when the name came from there.
-func backendErr(opt SubmitOptions, err error) error {
+// err is err, an error of setting up the command's launch, said of
+// config's BACKEND when it names no backend.
+func (c backendChoice) err(err error) error {
 	var unknown *backend.UnknownError
-	if opt.backendLine > 0 && errors.As(err, &unknown) {
-		return Userf("%s:%d: BACKEND=%s: no backend farm knows by that name (known: %s): fix it in %s, or give --backend", layout.Config, opt.backendLine, unknown.Name, strings.Join(unknown.Known, ", "), layout.Config)
+	if c.line > 0 && errors.As(err, &unknown) {
+		return Userf("%s:%d: BACKEND=%s: no backend farm knows by that name (known: %s): fix it in %s, or give --backend", layout.Config, c.line, unknown.Name, strings.Join(unknown.Known, ", "), layout.Config)
 	}
 	return err
 }

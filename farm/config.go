@@ -37,9 +37,9 @@ type Config struct {
 	// Backend is BACKEND: the engine farm submit and farm resubmit use
 	// when not given --backend; "" (or "auto") for the default. farm
 	// adopt, submit and resubmit write it when given --backend
-	// (Farm.recordBackend); backendLine is its line, for messages.
+	// (Farm.recordBackend); BackendLine is its line, for messages.
 	Backend     string
-	backendLine int
+	BackendLine int
 }
 
 // defaultRescueCheck is RESCUE_CHECK when the config does not set it.
@@ -140,7 +140,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 		case "WAIT_FOR_CASES":
 			cfg.WaitForCases = time.Duration(num * float64(time.Second))
 		case "BACKEND":
-			cfg.Backend, cfg.backendLine = val, n
+			cfg.Backend, cfg.BackendLine = val, n
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {

@@ -49,7 +49,7 @@ func (f *Farm) List(ctx context.Context, w io.Writer, format Format) error {
 		return err
 	}
 	if format == Text && f.Config.Backend != "" && f.Config.Backend != "auto" {
-		fmt.Fprintf(w, "Backend: %s (BACKEND in %s, line %d: 'farm submit' and 'farm resubmit' use it unless given --backend)\n", f.Config.Backend, layout.Config, f.Config.backendLine)
+		fmt.Fprintf(w, "Backend: %s (BACKEND in %s, line %d: 'farm submit' and 'farm resubmit' use it unless given --backend)\n", f.Config.Backend, layout.Config, f.Config.BackendLine)
 	}
 	return writeList(w, listRows(recs, infos, sum, f.arrayOf(ctx, recs)), format)
 }

@@ -57,11 +57,12 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", state.Run, state.Run)
 	}
 	// The backend given, config's BACKEND, or the one the farm ran on.
-	f.chooseBackend(&opt, true)
+	choice := f.chooseBackend(&opt, true)
 	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
-		return err
+		return choice.err(err)
 	}
+	su.record = choice.record
 	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err

@@ -39,12 +39,6 @@ type SubmitOptions struct {
 	// Select is what a resubmit runs again (--failed, --cases, ...); the
 	// zero Selection: every case that did not succeed.
 	Select Selection
-
-	// Set by chooseBackend: the backend to write to config's BACKEND once
-	// jobs are submitted, and the line of config's BACKEND when the
-	// backend came from there.
-	recordBackend string
-	backendLine   int
 }
 
 // ConfirmAbove is the number of jobs above which submit and resubmit ask
@@ -116,7 +110,7 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
 func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
-	f.chooseBackend(&opt, false)
+	choice := f.chooseBackend(&opt, false)
 	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
@@ -141,8 +135,9 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		}
 		su, err := f.setUp(ctx, opt, false)
 		if err != nil {
-			return err
+			return choice.err(err)
 		}
+		su.record = choice.record
 		su.announce = fmt.Sprintf("Run %d is active: adding jobs to it.", state.Run)
 		return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run, table: state.Table})
 	}
@@ -150,8 +145,9 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	// once nothing can refuse): a refused submit changes nothing.
 	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
-		return err
+		return choice.err(err)
 	}
+	su.record = choice.record
 	info, src, err := casetable.ValidateSource(f.Path(layout.Table))
 	if err == nil {
 		err = info.CheckLength()
@@ -393,12 +389,12 @@ func (f *Farm) launched(ctx context.Context, su launchSetup, opt SubmitOptions, 
 	if err == nil {
 		f.saySubmitted(su.be, nr.run, count, opt.N == -1, ids)
 	}
-	if opt.recordBackend != "" && len(ids) > 0 {
+	if su.record != "" && len(ids) > 0 {
 		verb := "submit"
 		if nr.run > 1 {
 			verb = "resubmit"
 		}
-		f.sayRecordedBackend(su.be.Name(), fmt.Sprintf("farm %s --backend %s", verb, opt.recordBackend))
+		f.sayRecordedBackend(su.be.Name(), fmt.Sprintf("farm %s --backend %s", verb, su.record))
 	}
 	if err == nil && extra == 1 && nr.cases > 0 && len(ids) > 0 {
 		var autoID string
@@ -454,6 +450,9 @@ type launchSetup struct {
 	announce string
 	// logLine, if set, goes to farm.log then too.
 	logLine string
+	// record, if set, is the --backend given, written to config's
+	// BACKEND once jobs are submitted (backendChoice).
+	record string
 }
 
 // setUp opens the backend; checks the job script, the arguments and, for
@@ -465,7 +464,7 @@ type launchSetup struct {
 func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
-		return launchSetup{}, backendErr(opt, err)
+		return launchSetup{}, err
 	}
 	caps := be.Capabilities()
 	rt, err := f.checkSubmission(opt, caps.Scripts)
