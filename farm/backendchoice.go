@@ -63,11 +63,11 @@ func (c backendChoice) err(err error) error {
 	return err
 }
 
-// recordBackend writes BACKEND=name to config, replacing the line that
-// sets it, else the template's "#BACKEND=" line, else adding one at the end, with a comment saying that how (the
-// command line, "farm submit --backend local") wrote it. config is written
-// whole through a temporary file (a symbolic link's target is written);
-// what it said besides is kept.
+// recordBackend writes BACKEND=name to config, in place of the line that
+// sets it, else of the template's "#BACKEND=" line, else at the end, with
+// a comment saying that how (the command line, "farm submit --backend
+// local") wrote it. config is written whole through a temporary file (a
+// symbolic link's target is written); what it said besides is kept.
 func (f *Farm) recordBackend(name, how string) error {
 	path := f.Path(layout.Config)
 	if target, err := filepath.EvalSymlinks(path); err == nil {
@@ -118,5 +118,6 @@ func (f *Farm) sayRecordedBackend(name, how string) {
 		fmt.Fprintf(f.warnings(), "farm: warning: could not write BACKEND=%s to %s (%v): give --backend %s to the next commands too\n", name, layout.Config, unwrapPath(err), name)
 		return
 	}
+	f.Log("%s: wrote BACKEND=%s to %s", how, name, layout.Config)
 	fmt.Fprintf(f.Out, "Wrote BACKEND=%s to %s: 'farm submit' and 'farm resubmit' use the %s backend from now on, unless given --backend.\n", name, layout.Config, name)
 }
