@@ -22,8 +22,13 @@ import (
 	"github.com/farm-hpc/farm/templates"
 )
 
-// adoptedMark starts a config written by farm adopt.
-const adoptedMark = "# farm adopt: from META's config.h"
+// adoptedMark starts a config written by farm adopt (from config.h, or
+// noMETAConfig without one).
+const (
+	adoptedMark  = "# farm adopt: from META's config.h"
+	noMETAConfig = "# farm adopt: META's config.h was not there: farm's defaults"
+	adoptedBy    = "# farm adopt:"
+)
 
 // The lines that farm adopt puts in place of META's last lines.
 const (
@@ -43,6 +48,8 @@ type adoption struct {
 	retryTable bool        // META's table.dat_, kept as table.dat_.meta
 	numbered   bool        // table.dat carries IDs: a run of META is recorded
 	settings   []string    // what config got, for the summary
+	noConfigH  bool        // the farm has no config.h: config has farm's defaults
+	backend    string      // BACKEND written to config (--backend), if any
 }
 
 // scriptEdit replaces one script, keeping the original as NAME.meta (or
@@ -68,9 +75,12 @@ type scriptEdit struct {
 // cannot run, and when jobs of it are still queued or running (asked of
 // the backend named, or of the default one). scripts are the job-script
 // templates of META's batch system (Slurm's, backend.Engine.Templates):
-// a META farm without resubmit_script.sh gets that one.
-func (f *Farm) Adopt(ctx context.Context, backendName string, scripts fs.FS) error {
-	a, err := f.planAdoption(ctx, backendName, scripts)
+// a META farm without resubmit_script.sh gets that one. An older META
+// farm without config.h gets farm's defaults. record, if not "", is the
+// backend the user named (--backend): config gets BACKEND=record, which
+// farm submit and farm resubmit use from then on.
+func (f *Farm) Adopt(ctx context.Context, backendName, record string, scripts fs.FS) error {
+	a, err := f.planAdoption(ctx, backendName, record, scripts)
 	if err != nil {
 		return err
 	}
@@ -85,16 +95,16 @@ func (f *Farm) Adopt(ctx context.Context, backendName string, scripts fs.FS) err
 
 // planAdoption checks everything Adopt needs and decides what it will
 // write; it writes nothing.
-func (f *Farm) planAdoption(ctx context.Context, backendName string, scripts fs.FS) (*adoption, error) {
-	if _, err := os.Stat(f.Path(layout.METAConfig)); err != nil {
-		return nil, Userf("%s has no %s: farm adopt takes a farm directory made by META (farm_init.run); nothing was changed", f.Dir, layout.METAConfig)
-	}
+func (f *Farm) planAdoption(ctx context.Context, backendName, record string, scripts fs.FS) (*adoption, error) {
 	if err := f.checkNoFarmRun(ctx); err != nil {
 		return nil, err
 	}
-	a := &adoption{}
+	a := &adoption{backend: record}
+	if record == "auto" {
+		a.backend = ""
+	}
 	var err error
-	if a.config, a.settings, err = f.adoptedConfig(); err != nil {
+	if a.config, a.settings, a.noConfigH, err = f.adoptedConfig(a.backend); err != nil {
 		return nil, err
 	}
 	js, err := f.scriptEdit(layout.JobScript, "task.run", farmMetajobLine, true, nil)
@@ -149,14 +159,20 @@ func (f *Farm) checkNoFarmRun(ctx context.Context) error {
 }
 
 // adoptedConfig reads config.h (bash assignments KEY=VALUE) and makes the
-// config file from its knobs.
-func (f *Farm) adoptedConfig() ([]byte, []string, error) {
-	if b, err := os.ReadFile(f.Path(layout.Config)); err == nil && !bytes.HasPrefix(b, []byte(adoptedMark)) {
-		return nil, nil, Userf("%s has both META's %s and farm's %s: remove %s (farm adopt writes it from %s), then run farm adopt again; nothing was changed", f.Dir, layout.METAConfig, layout.Config, layout.Config, layout.METAConfig)
-	}
+// config file from its knobs; without config.h (an older META farm), from
+// farm's defaults (noConfigH). backendName, if not "", is written as
+// BACKEND.
+func (f *Farm) adoptedConfig(backendName string) (config []byte, settings []string, noConfigH bool, err error) {
 	data, err := os.ReadFile(f.Path(layout.METAConfig))
-	if err != nil {
-		return nil, nil, err
+	noConfigH = os.IsNotExist(err)
+	if err != nil && !noConfigH {
+		return nil, nil, false, Userf("%s cannot be read (%v): make it readable, or move it away to adopt the farm with farm's defaults; nothing was changed", layout.METAConfig, unwrapPath(err))
+	}
+	if b, err := os.ReadFile(f.Path(layout.Config)); err == nil && !bytes.HasPrefix(b, []byte(adoptedBy)) {
+		if noConfigH {
+			return nil, nil, false, Userf("%s has farm's %s already, and no META %s: move %s away (farm adopt writes it), then run farm adopt again; nothing was changed", f.Dir, layout.Config, layout.METAConfig, layout.Config)
+		}
+		return nil, nil, false, Userf("%s has both META's %s and farm's %s: remove %s (farm adopt writes it from %s), then run farm adopt again; nothing was changed", f.Dir, layout.METAConfig, layout.Config, layout.Config, layout.METAConfig)
 	}
 	vals := map[string]string{}
 	lines := map[string]int{}
@@ -183,20 +199,23 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 		return v, nil
 	}
 	if v, err := num("NWHOLE"); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	} else if n, _ := strconv.Atoi(v); n > maxNWhole {
-		return nil, nil, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", layout.METAConfig, lines["NWHOLE"], v, maxNWhole)
+		return nil, nil, false, Userf("%s:%d: NWHOLE=%s: farm runs at most %d cases at once in a meta-job; lower it, then run farm adopt again; nothing was changed", layout.METAConfig, lines["NWHOLE"], v, maxNWhole)
 	}
 	if w, _ := num("WHOLE_NODE"); w != "" && w != "0" && vals["NWHOLE"] == "" {
-		return nil, nil, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", layout.METAConfig, lines["WHOLE_NODE"], w)
+		return nil, nil, false, Userf("%s:%d: WHOLE_NODE=%s needs NWHOLE, the cases each meta-job runs at once on its node: add NWHOLE=N (its cores), then run farm adopt again; nothing was changed", layout.METAConfig, lines["WHOLE_NODE"], w)
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s (kept as it was); see 'farm help'.\n", adoptedMark)
-	var settings []string
+	if noConfigH {
+		fmt.Fprintf(&b, "%s; see 'farm help'.\n", noMETAConfig)
+	} else {
+		fmt.Fprintf(&b, "%s (kept as it was); see 'farm help'.\n", adoptedMark)
+	}
 	for _, k := range []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "WHOLE_NODE", "NWHOLE"} {
 		v, err := num(k)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if v != "" {
 			fmt.Fprintf(&b, "%s=%s\n", k, v)
@@ -210,10 +229,13 @@ func (f *Farm) adoptedConfig() ([]byte, []string, error) {
 			fmt.Fprintf(&b, "# config.h's %s=%s has no farm setting.\n", k, v)
 		}
 	}
-	if _, err := parseConfig(layout.Config, b.Bytes()); err != nil {
-		return nil, nil, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", layout.METAConfig, err, layout.METAConfig)
+	if backendName != "" {
+		fmt.Fprintf(&b, "# The backend 'farm submit' and 'farm resubmit' use when not given --backend.\nBACKEND=%s # written by 'farm adopt --backend %s'\n", backendName, backendName)
 	}
-	return b.Bytes(), settings, nil
+	if _, err := parseConfig(layout.Config, b.Bytes()); err != nil {
+		return nil, nil, false, Userf("%s: %v (in the config made from it); fix %s, then run farm adopt again; nothing was changed", layout.METAConfig, err, layout.METAConfig)
+	}
+	return b.Bytes(), settings, noConfigH, nil
 }
 
 // scriptEdit plans the replacement of the last command line of script
@@ -399,7 +421,14 @@ func (f *Farm) adopt(ctx context.Context, a *adoption) error {
 	if err := f.writeScript(a.scripts[0]); err != nil {
 		return err
 	}
-	f.Log("adopt: META farm adopted: config from %s (%s), %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", layout.METAConfig, strings.Join(a.settings, " "), len(a.moves), layout.StatusDir, metaStatusPrefix)
+	from := fmt.Sprintf("from %s (%s)", layout.METAConfig, strings.Join(a.settings, " "))
+	if a.noConfigH {
+		from = fmt.Sprintf("farm's defaults (no %s)", layout.METAConfig)
+	}
+	if a.backend != "" {
+		from += ", BACKEND=" + a.backend
+	}
+	f.Log("adopt: META farm adopted: config %s, %d META status file(s) moved to %s/%s*, scripts' last lines replaced (originals: *.meta)", from, len(a.moves), layout.StatusDir, metaStatusPrefix)
 	return nil
 }
 
@@ -435,7 +464,14 @@ func (f *Farm) startAdoptedState(ctx context.Context) error {
 // sayAdopted tells the user what Adopt did and what comes next.
 func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 	fmt.Fprintf(f.Out, "Adopted the META farm in %s:\n", f.Dir)
-	fmt.Fprintf(f.Out, "  %s -> %s (%s; RUN_DIRS=0)\n", layout.METAConfig, layout.Config, strings.Join(a.settings, ", "))
+	if a.noConfigH {
+		fmt.Fprintf(f.Out, "  no %s (an older META farm): %s has farm's defaults (RUN_DIRS=0)\n", layout.METAConfig, layout.Config)
+	} else {
+		fmt.Fprintf(f.Out, "  %s -> %s (%s; RUN_DIRS=0)\n", layout.METAConfig, layout.Config, strings.Join(a.settings, ", "))
+	}
+	if a.backend != "" {
+		fmt.Fprintf(f.Out, "  BACKEND=%s in %s: 'farm submit' and 'farm resubmit' use the %s backend unless given --backend\n", a.backend, layout.Config, a.backend)
+	}
 	for _, e := range a.scripts {
 		if e.keep {
 			fmt.Fprintf(f.Out, "  %s: its last line now runs farm (the original is %s.meta)\n", e.name, e.name)

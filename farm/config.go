@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,12 @@ type Config struct {
 	// whatever numbers they are (casetable.TableIDs); unset (0), META's
 	// rule decides (casetable.METARule).
 	TableIDs bool
+	// Backend is BACKEND: the engine farm submit and farm resubmit use
+	// when not given --backend; "" (or "auto") for the default. farm
+	// adopt, submit and resubmit write it when given --backend
+	// (Farm.recordBackend); BackendLine is its line, for messages.
+	Backend     string
+	BackendLine int
 }
 
 // defaultRescueCheck is RESCUE_CHECK when the config does not set it.
@@ -105,7 +112,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 		if len(line) == 0 {
 			continue
 		}
-		k, num, err := parseConfigLine(line)
+		k, val, num, err := parseConfigLine(line)
 		if err == nil && seen[k] > 0 {
 			err = fmt.Errorf("%s is set twice, on lines %d and %d: keep one of them", k, seen[k], n)
 		}
@@ -141,6 +148,8 @@ func parseConfig(name string, data []byte) (Config, error) {
 				return cfg, Userf("%s:%d: TABLE_IDS must be 0 (META's rule: table.dat's lines carry IDs only if they start with 1, 2, 3, ...) or 1 (they start with their IDs, whatever numbers they are), got %v", name, n, num)
 			}
 			cfg.TableIDs = num == 1
+		case "BACKEND":
+			cfg.Backend, cfg.BackendLine = val, n
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -155,32 +164,92 @@ func parseConfig(name string, data []byte) (Config, error) {
 	return cfg, nil
 }
 
+// configKeys are the settings of the config file, in the order the
+// messages list them.
+var configKeys = []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS", "BACKEND"}
+
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
-// and checks the value: a number from 0 to maxConfigValue, and a whole one
-// but for dt_failed, RETRY_DELAY, RESCUE_CHECK and WAIT_FOR_CASES, which are in seconds (NJOBS_MAX=1.9 is
-// not read as 1).
-func parseConfigLine(line []byte) (string, float64, error) {
+// and checks the value: BACKEND's a name (val), every other one a number
+// (num) from 0 to maxConfigValue, and a whole one but for dt_failed,
+// RETRY_DELAY, RESCUE_CHECK and WAIT_FOR_CASES, which are in seconds
+// (NJOBS_MAX=1.9 is not read as 1).
+func parseConfigLine(line []byte) (k, val string, num float64, err error) {
 	k, v, ok := strings.Cut(string(line), "=")
 	if !ok {
-		return "", 0, fmt.Errorf("expected KEY=value, got %s", quoteConfig(line))
+		return "", "", 0, fmt.Errorf("expected KEY=value, got %s", quoteConfig(line))
 	}
 	k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
-	switch k {
-	case "N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS":
-	default:
-		return k, 0, fmt.Errorf("unknown setting %s (known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS)", quoteConfig([]byte(k)))
+	if !slices.Contains(configKeys, k) {
+		if near := nearKey(k); near != "" {
+			return k, "", 0, fmt.Errorf("unknown setting %s (did you mean %s?)", quoteConfig([]byte(k)), near)
+		}
+		return k, "", 0, fmt.Errorf("unknown setting %s (known: %s)", quoteConfig([]byte(k)), strings.Join(configKeys, ", "))
 	}
-	num, err := strconv.ParseFloat(v, 64)
+	if k == "BACKEND" {
+		if v == "" || strings.Trim(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+			return k, "", 0, fmt.Errorf("BACKEND must name a backend (BACKEND=local, for one), got %s", quoteConfig([]byte(v)))
+		}
+		return k, v, 0, nil
+	}
+	num, err = strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(num) || num < 0 {
-		return k, 0, fmt.Errorf("%s must be a number >= 0, got %s", k, quoteConfig([]byte(v)))
+		return k, "", 0, fmt.Errorf("%s must be a number >= 0, got %s", k, quoteConfig([]byte(v)))
 	}
 	if num > maxConfigValue {
-		return k, 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
+		return k, "", 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 	}
 	if k != "dt_failed" && k != "RETRY_DELAY" && k != "RESCUE_CHECK" && k != "WAIT_FOR_CASES" && num != math.Trunc(num) {
-		return k, 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
+		return k, "", 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
 	}
-	return k, num, nil
+	return k, "", num, nil
+}
+
+// nearKey is the setting k is likely a misspelling of: the one equal to it
+// but for case, or else the one at most two edits away (one edit for a
+// key of four letters or fewer); "" if none, or if two are as near.
+func nearKey(k string) string {
+	for _, key := range configKeys {
+		if strings.EqualFold(k, key) {
+			return key
+		}
+	}
+	best, bestD, tie := "", 3, false
+	if len(k) <= 4 {
+		bestD = 2
+	}
+	for _, key := range configKeys {
+		switch d := editDistance(strings.ToUpper(k), strings.ToUpper(key)); {
+		case d < bestD:
+			best, bestD, tie = key, d, false
+		case d == bestD && best != "":
+			tie = true
+		}
+	}
+	if tie {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // quoteConfig quotes b for an error message: at most 40 bytes, on one line.

@@ -68,28 +68,78 @@ type Options struct {
 	// (cmd/farm's registry). Commands that submit or ask about jobs need
 	// it.
 	Backends backend.Opener
+	// Reading is set by the commands that only read the farm or cancel
+	// its jobs (Status, query, list, wait, report, kill, prune, repair,
+	// clean without --yes): a config that does not read, or a missing
+	// job_script.sh or single_case.sh, does not stop them. They get the
+	// default settings and one warning line on stderr; the commands that
+	// start jobs or change what the farm runs refuse until it is fixed.
+	Reading bool
 }
 
-// Open opens the farm in dir, checking that it is one.
+// farmMarks are the entries of a farm directory, any one of which makes
+// it a farm (one whose scripts or config are damaged, maybe): a directory
+// with none is no farm.
+var farmMarks = []string{layout.JobScript, layout.SingleCase, layout.Table, layout.MiscDir, layout.StatusDir}
+
+// Open opens the farm in dir, checking that it is one: a directory with
+// job_script.sh, single_case.sh and a config that reads (or none). With
+// opt.Reading, a farm missing either script, or whose config does not
+// read, is opened all the same, with the default settings and a warning;
+// a directory with none of farmMarks is never a farm.
 func Open(dir string, opt Options) (*Farm, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
+	var problems []string
+	fix := "it is fixed"
 	for _, name := range []string{layout.JobScript, layout.SingleCase} {
 		if _, err := os.Stat(filepath.Join(abs, name)); err != nil {
-			return nil, Userf("Non-farm directory %s (no %s): cd into a farm directory, or make one with 'farm init DIR'", abs, name)
+			if !isFarm(abs) {
+				return nil, Userf("Non-farm directory %s (none of %s, %s, %s, %s/ or %s/): cd into a farm directory, or make one with 'farm init DIR'",
+					abs, farmMarks[0], farmMarks[1], farmMarks[2], farmMarks[3], farmMarks[4])
+			}
+			if !opt.Reading {
+				return nil, Userf("%s is missing from the farm %s: restore it (the template is in any new farm: 'farm init DIR')", name, abs)
+			}
+			problems = append(problems, name+" is missing")
+			fix = "it is restored (the template is in any new farm: 'farm init DIR')"
 		}
 	}
 	cfg, err := loadConfig(filepath.Join(abs, layout.Config))
-	if err != nil {
+	if err != nil && !(opt.Reading && IsUserError(err)) {
 		return nil, err
+	}
+	if err != nil {
+		cfg = defaultConfig()
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 1 {
+		fix = "they are fixed"
+	}
+	if len(problems) > 0 {
+		how := "reading the farm"
+		if err != nil {
+			how = "reading the farm with the default settings"
+		}
+		fmt.Fprintf(os.Stderr, "farm: warning: %s; %s: 'farm submit' and 'farm resubmit' refuse until %s\n", strings.Join(problems, "; "), how, fix)
 	}
 	out := opt.Out
 	if out == nil {
 		out = io.Discard
 	}
 	return &Farm{Dir: abs, Config: cfg, Host: hostName(), Out: out, backends: opt.Backends}, nil
+}
+
+// isFarm reports whether dir holds any of farmMarks.
+func isFarm(dir string) bool {
+	for _, name := range farmMarks {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // openBackend opens the backend called name ("" for the default) for the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/status"
 	"github.com/olekukonko/tablewriter"
@@ -46,6 +47,9 @@ func (f *Farm) List(ctx context.Context, w io.Writer, format Format) error {
 	sum, recs, infos, err := f.load(ctx, time.Time{})
 	if err != nil {
 		return err
+	}
+	if format == Text && f.Config.Backend != "" && f.Config.Backend != "auto" {
+		fmt.Fprintf(w, "Backend: %s (BACKEND in %s, line %d: 'farm submit' and 'farm resubmit' use it unless given --backend)\n", f.Config.Backend, layout.Config, f.Config.BackendLine)
 	}
 	return writeList(w, listRows(recs, infos, sum, f.arrayOf(ctx, recs)), format)
 }

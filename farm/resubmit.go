@@ -56,16 +56,13 @@ func (f *Farm) Resubmit(ctx context.Context, opt SubmitOptions) error {
 	if state.Claimed < state.Cases && !runHasJobs(recs, state.Run) {
 		return Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was submitted; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", state.Run, state.Run)
 	}
-	if opt.Backend == "" {
-		// Stay on the backend the farm ran on.
-		if recs, _ := f.Jobs(); len(recs) > 0 {
-			opt.Backend = recs[len(recs)-1].Backend
-		}
-	}
+	// The backend given, config's BACKEND, or the one the farm ran on.
+	choice := f.chooseBackend(&opt, true)
 	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
-		return err
+		return choice.err(err)
 	}
+	su.record = choice.record
 	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err

@@ -110,6 +110,7 @@ func (f *Farm) jobInfos(ctx context.Context, recs []JobRecord) (map[string]backe
 // Submit starts the farm's first run (or adds meta-jobs to a run whose jobs
 // are still active).
 func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
+	choice := f.chooseBackend(&opt, false)
 	store := f.Store()
 	state, err := store.Read(ctx)
 	store.Close()
@@ -134,8 +135,9 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		}
 		su, err := f.setUp(ctx, opt, false)
 		if err != nil {
-			return err
+			return choice.err(err)
 		}
+		su.record = choice.record
 		su.announce = fmt.Sprintf("Run %d is active: adding jobs to it.", state.Run)
 		return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run, table: state.Table})
 	}
@@ -143,8 +145,9 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 	// once nothing can refuse): a refused submit changes nothing.
 	su, err := f.setUp(ctx, opt, true)
 	if err != nil {
-		return err
+		return choice.err(err)
 	}
+	su.record = choice.record
 	info, src, err := casetable.ValidateSource(f.Path(layout.Table), f.tableNumbering(false))
 	if err != nil {
 		return tableErr(err)
@@ -409,6 +412,13 @@ func (f *Farm) launched(ctx context.Context, su launchSetup, opt SubmitOptions, 
 	if err == nil {
 		f.saySubmitted(su.be, nr.run, count, opt.N == -1, ids)
 	}
+	if su.record != "" && len(ids) > 0 {
+		verb := "submit"
+		if nr.run > 1 {
+			verb = "resubmit"
+		}
+		f.sayRecordedBackend(su.be.Name(), fmt.Sprintf("farm %s --backend %s", verb, su.record))
+	}
 	if err == nil && extra == 1 && nr.cases > 0 && len(ids) > 0 {
 		var autoID string
 		autoID, err = f.submitAuto(ctx, su.be, opt, nr.run, ids, su.autoLimit)
@@ -463,6 +473,9 @@ type launchSetup struct {
 	announce string
 	// logLine, if set, goes to farm.log then too.
 	logLine string
+	// record, if set, is the --backend given, written to config's
+	// BACKEND once jobs are submitted (backendChoice).
+	record string
 }
 
 // setUp opens the backend; checks the job script, the arguments and, for

@@ -739,8 +739,9 @@ func waitsWell(t *testing.T, dir string) {
 	}
 }
 
-// runFiles are the files a farm that runs on the local backend writes.
-var runFiles = []string{"MISC/", "STATUSES/", "OUTPUT/", "RUN*/", "farm.log"}
+// runFiles are the files a farm that runs on the local backend writes
+// (config: the --backend local given, as BACKEND).
+var runFiles = []string{"MISC/", "STATUSES/", "OUTPUT/", "RUN*/", "farm.log", "config"}
 
 // tableEntries: table.dat that submit must refuse, changing nothing; and
 // what it must take.
@@ -959,15 +960,30 @@ func tableNeedsEntries() []catEntry {
 	}
 }
 
-// configEntries: a config every command must refuse, with its line.
+// configEntries: a config the commands that start jobs must refuse, with
+// its line, and the commands that read the farm or cancel its jobs must
+// read with the default settings, saying the same in one warning line
+// (issue 34).
 func configEntries() []catEntry {
 	bad := func(name, line string, args []string, msg string) catEntry {
-		return catEntry{name: "config-" + name, setup: appendTo("config", line+"\n"), args: args, code: 1, msg: atLine("config", appendedConfigLine()) + msg}
+		e := catEntry{name: "config-" + name, setup: appendTo("config", line+"\n"), args: args, code: 1, msg: atLine("config", appendedConfigLine()) + msg}
+		if code, ok := readingCodes[args[0]]; ok {
+			problem, whole := strings.CutSuffix(msg, "$")
+			if !whole {
+				problem += ".*"
+			}
+			e.code, e.msg = code, configWarning(regexp.QuoteMeta(fmt.Sprintf("config:%d: ", appendedConfigLine()))+problem)
+		}
+		return e
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS\)$`),
-		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(known: `),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS, BACKEND\)$`),
+		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(did you mean NJOBS_MAX\?\)$`),
+		bad("key-typo-submit", "WAIT_FOR_CASE=60", submitLocal, `unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\)$`),
+		bad("key-typo-resubmit", "WAIT_FOR_CASE=60", []string{"resubmit", "1", "--backend", "local"}, `unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\)$`),
+		bad("key-typo-kill", "WAIT_FOR_CASE=60", []string{"kill"}, `unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\)$`),
+		bad("backend-not-a-name", "BACKEND=slurm local", submitLocal, `BACKEND must name a backend \(BACKEND=local, for one\), got "slurm local"$`),
 		bad("whole-node-without-nwhole", "WHOLE_NODE=1", submitLocal, `WHOLE_NODE=1 needs NWHOLE, the cases each meta-job runs at once on its node \(its cores, e.g. NWHOLE=192\)$`),
 		bad("nwhole-too-big", "NWHOLE=5000", status, `NWHOLE must be at most 4096, got 5000$`),
 		bad("nwhole-fraction", "NWHOLE=2.5", status, `NWHOLE must be a whole number, got "2.5": write 2 or 3$`),
@@ -997,10 +1013,27 @@ func configEntries() []catEntry {
 		bad("duplicate-key", "NJOBS_MAX=4", submitLocal, `NJOBS_MAX is set twice, on lines 13 and `+strconv.Itoa(appendedConfigLine())+`: keep one of them$`),
 		bad("duplicate-key-status", "RUN_DIRS=0", status, `RUN_DIRS is set twice, on lines 17 and `+strconv.Itoa(appendedConfigLine())+`: keep one of them$`),
 		bad("binary", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01\x00\x00\x00\xd0\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", status, `expected KEY=value, got "\\x7fELF.*"\.\.\.$`),
-		{name: "config-is-a-directory", setup: toDir("config"), args: status, code: 1, msg: `^farm: config cannot be read \(is a directory\): make it a file of KEY=value lines, or remove it to use the defaults$`},
+		{name: "config-is-a-directory", setup: toDir("config"), args: status, code: 0, msg: configWarning(`config cannot be read \(is a directory\): make it a file of KEY=value lines, or remove it to use the defaults`)},
+		{name: "config-is-a-directory-submit", setup: toDir("config"), args: submitLocal, code: 1, msg: `^farm: config cannot be read \(is a directory\): make it a file of KEY=value lines, or remove it to use the defaults$`},
+		// A BACKEND no engine has is said of config's line, by the
+		// commands that use it.
+		{name: "config-backend-unknown", setup: appendTo("config", "BACKEND=pbs\n"), args: []string{"submit", "1"}, code: 1,
+			msg: atLine("config", appendedConfigLine()) + `BACKEND=pbs: no backend farm knows by that name \(known: slurm, sge, local\): fix it in config, or give --backend$`},
 		{name: "config-symlink-loop", setup: symlink("config", "config"), args: submitLocal, code: 1, msg: `^farm: config cannot be read \(too many levels of symbolic links\): make it a file of KEY=value lines`},
-		{name: "config-bad-line-crlf", setup: write("config", "N_failed_max=5\r\ndt_failed=x\r\n"), args: status, code: 1, msg: atLine("config", 2) + `dt_failed must be a number >= 0, got "x"$`},
+		{name: "config-bad-line-crlf", setup: write("config", "N_failed_max=5\r\ndt_failed=x\r\n"), args: status, code: 0, msg: configWarning(`config:2: dt_failed must be a number >= 0, got "x"`)},
+		{name: "config-bad-line-crlf-submit", setup: write("config", "N_failed_max=5\r\ndt_failed=x\r\n"), args: submitLocal, code: 1, msg: atLine("config", 2) + `dt_failed must be a number >= 0, got "x"$`},
 	}
+}
+
+// readingCodes are the commands that read a farm or cancel its jobs, with
+// their exit codes on a farm never submitted (baseTable): a config that
+// does not read is a warning to them.
+var readingCodes = map[string]int{"Status": 0, "query": 0, "list": 0, "wait": 1, "report": 0, "kill": 0, "prune": 0, "repair": 0, "clean": 0}
+
+// configWarning is the one line a reading command says of a config that
+// does not read (problem, a regexp), with which it reads the farm.
+func configWarning(problem string) string {
+	return `^farm: warning: ` + problem + `; reading the farm with the default settings: 'farm submit' and 'farm resubmit' refuse until it is fixed$`
 }
 
 // scriptEntries: job_script.sh, resubmit_script.sh and single_case.sh that
@@ -1104,7 +1137,11 @@ func runTimeEntries() []catEntry {
 func scriptFileEntries() []catEntry {
 	return []catEntry{
 		{name: "job-script-missing", base: baseNumbered, setup: remove("job_script.sh"), args: submitLocal, code: 1,
-			msg: `^farm: Non-farm directory .* \(no job_script\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
+			msg: `^farm: job_script\.sh is missing from the farm .*: restore it \(the template is in any new farm: 'farm init DIR'\)$`},
+		// Reading a farm, or cancelling its jobs, needs no script: one
+		// warning (issue 34).
+		{name: "job-script-missing-list", base: baseRan, setup: remove("job_script.sh"), args: []string{"list"}, code: 0,
+			msg: `^farm: warning: job_script\.sh is missing; reading the farm: 'farm submit' and 'farm resubmit' refuse until it is restored \(the template is in any new farm: 'farm init DIR'\)$`, out: `^1 +1 +meta +local +COMPLETED`},
 		jobScriptEntry("is-a-directory", toDir("job_script.sh"), submitLocal, `^farm: job_script\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`),
 		jobScriptEntry("no-metajob-line", edit("job_script.sh", `exec "${FARM_BIN:-farm}" metajob`, "echo hello"), submitLocal,
 			`^farm: job_script\.sh does not run 'farm metajob': restore its last line, exec "\$\{FARM_BIN:-farm\}" metajob \(see 'farm init' for the template\)$`),
@@ -1124,13 +1161,17 @@ func scriptFileEntries() []catEntry {
 		{name: "resubmit-script-missing-with-final", base: baseNumbered, setup: both(remove("resubmit_script.sh"), write("final.sh", "#!/bin/bash\n#SBATCH -t 5\necho done\n")),
 			args: submitLocal, code: 1, msg: `^farm: resubmit_script\.sh is missing: restore it`},
 		{name: "single-case-missing", base: baseNumbered, setup: remove("single_case.sh"), args: submitLocal, code: 1,
-			msg: `^farm: Non-farm directory .* \(no single_case\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
+			msg: `^farm: single_case\.sh is missing from the farm .*: restore it \(the template is in any new farm: 'farm init DIR'\)$`},
+		{name: "single-case-missing-status", base: baseRan, setup: remove("single_case.sh"), args: []string{"Status"}, code: 0,
+			msg: `^farm: warning: single_case\.sh is missing; reading the farm: 'farm submit' and 'farm resubmit' refuse until it is restored`, out: `^1 +succeeded`},
+		{name: "single-case-missing-and-config-kill", base: baseRan, setup: both(remove("single_case.sh"), appendTo("config", "WAIT_FOR_CASE=60\n")), args: []string{"kill"}, code: 0,
+			msg: `^farm: warning: single_case\.sh is missing; config:\d+: unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\); reading the farm with the default settings: 'farm submit' and 'farm resubmit' refuse until they are fixed$`},
 		{name: "single-case-is-a-directory", base: baseNumbered, setup: toDir("single_case.sh"), args: submitLocal, code: 1,
 			msg: `^farm: single_case\.sh cannot be read \(is a directory\): restore it \(the template is in any new farm: 'farm init DIR'\)$`},
 		{name: "single-case-is-a-directory-resubmit", base: baseRan, setup: toDir("single_case.sh"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: single_case\.sh cannot be read \(is a directory\)`},
 		{name: "single-case-dangling-symlink", base: baseNumbered, setup: symlink("single_case.sh", "gone.sh"), args: submitLocal, code: 1,
-			msg: `^farm: Non-farm directory .* \(no single_case\.sh\)`},
+			msg: `^farm: single_case\.sh is missing from the farm`},
 		// A single_case.sh that is not a bash script is run as a program:
 		// without its x bit, each meta-job ended at its first case with
 		// advice about the farm directory's owner (issue 21).
@@ -1270,10 +1311,10 @@ func commandLineEntries() []catEntry {
 		{name: "args-submit-twice", base: baseRan, args: submitLocal, code: 1,
 			msg: `^farm: this farm was already submitted \(run 1\): use 'farm resubmit N' to run what is left, or 'farm clean --yes' to start over$`},
 		{name: "args-submit-outside-a-farm", base: baseNone, args: submitLocal, code: 1,
-			msg: `^farm: Non-farm directory .* \(no job_script\.sh\): cd into a farm directory, or make one with 'farm init DIR'$`},
-		{name: "args-farm-flag-missing-dir", base: baseNone, args: []string{"-C", "no/such/farm", "Status"}, code: 1, msg: `^farm: Non-farm directory .*/no/such/farm \(no job_script\.sh\)`},
-		{name: "args-farm-flag-a-file", setup: write("afile", "x"), args: []string{"-C", "afile", "query"}, code: 1, msg: `^farm: Non-farm directory .*/afile \(no job_script\.sh\)`},
-		{name: "args-farm-flag-weird-path", base: baseNone, args: []string{"-C", weird, "list"}, code: 1, msg: `^farm: Non-farm directory .*a b;\$\(touch x\)` + "`touch y`" + `.* \(no job_script\.sh\)`},
+			msg: `^farm: Non-farm directory .* \(none of job_script\.sh, single_case\.sh, table\.dat, MISC/ or STATUSES/\): cd into a farm directory, or make one with 'farm init DIR'$`},
+		{name: "args-farm-flag-missing-dir", base: baseNone, args: []string{"-C", "no/such/farm", "Status"}, code: 1, msg: `^farm: Non-farm directory .*/no/such/farm \(none of job_script\.sh, single_case\.sh, table\.dat, MISC/ or STATUSES/\)`},
+		{name: "args-farm-flag-a-file", setup: write("afile", "x"), args: []string{"-C", "afile", "query"}, code: 1, msg: `^farm: Non-farm directory .*/afile \(none of job_script\.sh, single_case\.sh, table\.dat, MISC/ or STATUSES/\)`},
+		{name: "args-farm-flag-weird-path", base: baseNone, args: []string{"-C", weird, "list"}, code: 1, msg: `^farm: Non-farm directory .*a b;\$\(touch x\)` + "`touch y`" + `.* \(none of job_script\.sh, single_case\.sh, table\.dat, MISC/ or STATUSES/\)`},
 		{name: "args-init-non-empty-dir", args: []string{"init", "."}, code: 1, msg: `^farm: \. exists and is not empty; give 'farm init' a new directory name \(nothing was changed\)$`},
 		{name: "args-init-a-file", args: []string{"init", "table.dat"}, code: 1, msg: `^farm: table\.dat exists and is not a directory; give 'farm init' a new directory name \(nothing was changed\)$`},
 		{name: "args-init-weird-path", base: baseNone, args: []string{"init", weird}, code: 0, change: []string{weird + "/"},
@@ -1468,8 +1509,10 @@ func permissionEntries() []catEntry {
 	return []catEntry{
 		{name: "perm-table-unreadable", unprivileged: true, setup: chmod("table.dat", 0), args: submitLocal, code: 1,
 			msg: `^farm: table\.dat cannot be read \(permission denied\): make it a file with one case`},
-		{name: "perm-config-unreadable", unprivileged: true, setup: chmod("config", 0), args: []string{"Status"}, code: 1,
+		{name: "perm-config-unreadable", unprivileged: true, setup: chmod("config", 0), args: submitLocal, code: 1,
 			msg: `^farm: config cannot be read \(permission denied\)`},
+		{name: "perm-config-unreadable-status", unprivileged: true, setup: chmod("config", 0), args: []string{"Status"}, code: 0,
+			msg: configWarning(`config cannot be read \(permission denied\): make it a file of KEY=value lines, or remove it to use the defaults`)},
 		{name: "perm-job-script-unreadable", unprivileged: true, base: baseNumbered, setup: chmod("job_script.sh", 0), args: submitLocal, code: 1,
 			msg: `^farm: job_script\.sh cannot be read \(permission denied\)`},
 		{name: "perm-farm-dir-read-only", unprivileged: true, setup: chmod(".", 0o555), args: submitLocal, code: 1,
@@ -1550,8 +1593,10 @@ func inFlightSignalEntries() []catEntry {
 	// complete, and farm says so, exit 0.)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		name := map[syscall.Signal]string{syscall.SIGINT: "int", syscall.SIGTERM: "term"}[sig]
+		// config: the --backend slurm of a submission that submitted a
+		// job is written as BACKEND.
 		inFlight := catEntry{base: baseNumbered, slurmBody: sbatchTakesTwoSeconds, ready: slurmStarted, signal: sig, group: sig == syscall.SIGINT,
-			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: recordsMatchSbatch}
+			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log", "config"}, after: recordsMatchSbatch}
 		meta, simple := inFlight, inFlight
 		meta.name, meta.args, meta.code = "signal-"+name+"-submit-records-the-job-in-flight", []string{"submit", "3", "--backend", "slurm"}, 130
 		meta.msg = `^farm: interrupted: 1 job\(s\) were submitted before it \(see 'farm list'\)$`

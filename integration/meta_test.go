@@ -310,8 +310,12 @@ func TestAdoptRefusals(t *testing.T) {
 			`^farm: config.h:11: NJOBS_MAX=\$\(\(1000-1\)\) is not a whole number farm can read: write the number itself, then run farm adopt again; nothing was changed\n$`},
 		{"no task.run", func(dir string) { appendFile(t, dir, "job_script.sh", "echo done\n") },
 			`^farm: job_script.sh:9: META's job_script.sh ends with a line that runs task.run, this one with "echo done": change that line to exec "\$\{FARM_BIN:-farm\}" metajob and run farm adopt again; nothing was changed\n$`},
-		{"no config.h", func(dir string) { os.Remove(filepath.Join(dir, "config.h")) },
-			`^farm: .*meta farm has no config.h: farm adopt takes a farm directory made by META \(farm_init.run\); nothing was changed\n$`},
+		// Without config.h (an older META farm), a config of farm's own
+		// is not written over.
+		{"no config.h, a config", func(dir string) {
+			os.Remove(filepath.Join(dir, "config.h"))
+			os.WriteFile(filepath.Join(dir, "config"), []byte("NJOBS_MAX=3\n"), 0o644)
+		}, `^farm: .*meta farm has farm's config already, and no META config.h: move config away \(farm adopt writes it\), then run farm adopt again; nothing was changed\n$`},
 		{"a config too", func(dir string) { os.WriteFile(filepath.Join(dir, "config"), []byte("NJOBS_MAX=3\n"), 0o644) },
 			`^farm: .*meta farm has both META's config.h and farm's config: remove config \(farm adopt writes it from config.h\), then run farm adopt again; nothing was changed\n$`},
 		{"status name taken", func(dir string) {

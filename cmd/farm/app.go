@@ -69,7 +69,16 @@ func withUsageErrors(cmds []*cli.Command) []*cli.Command {
 	return cmds
 }
 
-// openFarm opens the farm named by the global --farm flag.
+// openFarm opens the farm named by the global --farm flag, for a command
+// that starts jobs or changes what the farm runs: its config and scripts
+// must be good.
 func openFarm(c *cli.Context) (*farm.Farm, error) {
 	return farm.Open(c.String("farm"), farm.Options{Out: c.App.Writer, Backends: registry(os.Getenv, c.App.ErrWriter)})
+}
+
+// openReading opens the farm named by the global --farm flag for a command
+// that reads it or cancels its jobs: a config that does not read, or a
+// missing script, is a warning (farm.Options.Reading).
+func openReading(c *cli.Context) (*farm.Farm, error) {
+	return farm.Open(c.String("farm"), farm.Options{Out: c.App.Writer, Backends: registry(os.Getenv, c.App.ErrWriter), Reading: true})
 }

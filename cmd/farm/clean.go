@@ -15,13 +15,14 @@ func cleanCmd() *cli.Command {
 			"of the farm are pending or running.\n\nEXAMPLES:\n   farm clean\n   farm clean --yes",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "yes", Usage: "really delete"}},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			// Listing reads the farm; deleting wants a whole one.
+			mode, open := farm.CleanList, openReading
+			if c.Bool("yes") {
+				mode, open = farm.CleanDelete, openFarm
+			}
+			f, err := open(c)
 			if err != nil {
 				return err
-			}
-			mode := farm.CleanList
-			if c.Bool("yes") {
-				mode = farm.CleanDelete
 			}
 			return f.Clean(c.Context, mode)
 		},

@@ -18,7 +18,7 @@ func killCmd(scope backend.CancelScope) *cli.Command {
 		Usage:       usage,
 		Description: desc,
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

@@ -7,11 +7,12 @@ func listCmd() *cli.Command {
 		Name:  "list",
 		Usage: "every job of the farm with its state",
 		Description: "One row per job of every run: backend job ID, run, kind (meta, simple, auto, final),\n" +
-			"state, start and end, and the cases it ended and is running.\n\nEXAMPLES:\n" +
+			"state, start and end, and the cases it ended and is running. A first line names the\n" +
+			"farm's backend when config sets BACKEND.\n\nEXAMPLES:\n" +
 			"   farm list\n   farm list --json | jq -r '.[] | select(.state==\"RUNNING\") | .id'",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

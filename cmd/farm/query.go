@@ -21,7 +21,7 @@ func queryCmd() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --watch"},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

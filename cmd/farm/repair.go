@@ -19,7 +19,7 @@ func repairCmd() *cli.Command {
 			&cli.BoolFlag{Name: "abandoned", Usage: "--force, and close even a run with no job recorded (its 'farm submit' or 'farm resubmit' was killed before it recorded any)"},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,7 @@ func reportCmd() *cli.Command {
 			if s := c.Float64("scale"); s < 0.25 || s > 8 {
 				return usagef("--scale must be between 0.25 and 8, got %g", s)
 			}
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ func statusCmd() *cli.Command {
 			if c.Bool("meta") && c.Bool("json") {
 				return usagef("Status takes --meta or --json, not both")
 			}
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}

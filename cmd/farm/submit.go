@@ -69,8 +69,10 @@ func submitCmd() *cli.Command {
 			"   " + runTimeHelp() + ",\n" +
 			"from 30 seconds to 35 days (on the local backend, shorter ones are kept to the second).\n" +
 			submitYesHelp +
-			"Without --backend (or with auto), the first engine that answers here is used, in the\n" +
-			"order " + strings.Join(registry(noEnv, io.Discard).Names(), ", ") + ", saying why it passed over the others.\n" +
+			"Without --backend, config's BACKEND is used; without either (or with auto), the first\n" +
+			"engine that answers here, in the order " + strings.Join(registry(noEnv, io.Discard).Names(), ", ") + ", saying why it passed over\n" +
+			"the others. A --backend NAME given is written to config as BACKEND=NAME once jobs are\n" +
+			"submitted, for the next commands (auto writes nothing).\n" +
 			"The environment of the shell reaches every case.\n" +
 			"-auto adds one small job (resubmit_script.sh) that runs after the farm's jobs end and\n" +
 			"resubmits what is left, again with -auto, until every case ran; with final.sh in the\n" +

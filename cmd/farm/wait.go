@@ -22,7 +22,7 @@ func waitCmd() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --progress"},
 		},
 		Action: func(c *cli.Context) error {
-			f, err := openFarm(c)
+			f, err := openReading(c)
 			if err != nil {
 				return err
 			}
