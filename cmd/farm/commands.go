@@ -23,6 +23,7 @@ func commands() []*cli.Command {
 		reportCmd(),
 		cleanCmd(),
 		completionCmd(),
+		versionCmd(),
 		killCmd(backend.AllActive),
 		killCmd(backend.PendingOnly),
 		repairCmd(),

@@ -104,5 +104,7 @@ func classify(err error) (code int, say bool) {
 }
 
 // asUsage is every command's OnUsageError: urfave/cli's flag errors are
-// usage errors.
-func asUsage(_ *cli.Context, err error, _ bool) error { return usageError{err.Error()} }
+// usage errors, in farm's words (flagErrorMessage).
+func asUsage(_ *cli.Context, err error, _ bool) error {
+	return usageError{flagErrorMessage(err.Error())}
+}
