@@ -8,8 +8,10 @@ FUZZTIME ?= 3m
 
 all: build
 
+# farm --version says the build's git describe (devel outside a checkout).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 build:
-	$(GO) build -o $(BIN) ./cmd/farm
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/farm
 
 # All tests: unit tests, end-to-end tests of the built binary on the local
 # backend, and (started here when possible) against a real single-node Slurm

@@ -1209,6 +1209,8 @@ func usageEntries() []catEntry {
 		usageEntry("submit-typo-joined", []string{"submit", "1", "--bakend=local"}, `^farm: unknown flag --bakend: did you mean --backend\?`),
 		usageEntry("submit-typo-default-backend", []string{"submit", "1", "--yess"}, `^farm: unknown flag --yess: did you mean --yes\?`),
 		onBase(baseRan, usageEntry("resubmit-typo-failed", []string{"resubmit", "1", "--backend", "local", "--faild"}, `^farm: unknown flag --faild: did you mean --failed\?`)),
+		usageEntry("wait-typo-timeout", []string{"wait", "--timout", "1m"}, `^farm: flag provided but not defined: -timout: did you mean --timeout\?`),
+		usageEntry("init-typo-engine", []string{"init", "--engin", "sge", "new"}, `^farm: flag provided but not defined: -engin: did you mean --engine\?`),
 		usageEntry("resubmit-typo-cases", []string{"resubmit", "1", "--case", "3"}, `^farm: unknown flag --case: did you mean --cases\?`),
 		usageEntry("wait-progress-interval-too-short", []string{"wait", "--progress", "--interval", "10ms"}, `^farm: --interval must be at least 100ms`),
 		usageEntry("report-scale-too-large", []string{"report", "--png", "x.png", "--scale", "100"}, `^farm: --scale must be between 0.25 and 8, got 100`),

@@ -150,9 +150,9 @@ func matchSubmitFlag(flags []submitFlag, a string) (f *submitFlag, value string,
 }
 
 // checkTypo refuses argument a, not a flag of flags, if it looks like a
-// mistyped one: a flag two letters or fewer from one of flags' names (of
-// three letters or more), and not exactly an option of an engine's
-// submit command (reg's Engine.Options: "--mem", "-A").
+// mistyped one: a flag two letters or fewer from one of flags' names
+// (nearestName), and not exactly an option of an engine's submit command
+// (reg's Engine.Options: "--mem", "-A").
 func checkTypo(a string, flags []submitFlag, reg *backend.Registry) error {
 	if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
 		return nil
@@ -163,16 +163,11 @@ func checkTypo(a string, flags []submitFlag, reg *backend.Registry) error {
 			return nil
 		}
 	}
-	name := strings.TrimLeft(opt, "-")
-	best, bestD := "", 3
+	var names []string
 	for _, f := range flags {
-		if len(f.name) < 3 {
-			continue
-		}
-		if d := editDistance(name, f.name); d < bestD {
-			best, bestD = f.name, d
-		}
+		names = append(names, f.name)
 	}
+	best := nearestName(strings.TrimLeft(opt, "-"), names)
 	if best == "" {
 		return nil
 	}
