@@ -199,7 +199,7 @@ func TestHelpHasExamples(t *testing.T) {
 // TestSubmitHelp: submit and resubmit parse their own arguments (N may be
 // -1), and still answer --help and -h with their help, exit 0.
 func TestSubmitHelp(t *testing.T) {
-	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"resubmit", "--help"}} {
+	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"resubmit", "--help"}, {"submit", "2", "--backend", "local", "--help"}} {
 		var out, errb bytes.Buffer
 		code := Run(append([]string{"farm", "-C", t.TempDir()}, args...), &out, &errb)
 		if code != 0 || !strings.Contains(out.String(), "farm "+args[0]+" - ") || !strings.Contains(out.String(), "EXAMPLE") || !strings.Contains(out.String(), "--yes") || errb.Len() != 0 {

@@ -225,8 +225,10 @@ func submitCmd() *cli.Command {
 // them) and runs do.
 func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		if a := c.Args().First(); a == "--help" || a == "-h" || a == "-help" {
-			// Flags are not parsed (N may be -1): help is asked here.
+		if a := c.Args().First(); a == "--help" || a == "-h" || a == "-help" || slices.Contains(c.Args().Slice(), "--help") {
+			// Flags are not parsed (N may be -1): help is asked here,
+			// and --help anywhere (not -h, qsub's hold) is farm's, not
+			// the engine's.
 			return cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
 		}
 		opt, err := parseSubmitArgs(c.Command.Name, c.Args().Slice())
