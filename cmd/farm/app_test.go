@@ -46,6 +46,8 @@ func TestParseSubmitArgs(t *testing.T) {
 		{[]string{"1", "-aut"}, farm.SubmitOptions{}, "unknown flag -aut: did you mean --auto?"},
 		{[]string{"1", "--bakend=slurm"}, farm.SubmitOptions{}, "unknown flag --bakend: did you mean --backend?"},
 		{[]string{"1", "--faild"}, farm.SubmitOptions{}, "unknown flag --faild: did you mean --failed?"},
+		{[]string{"1", "--failed=1"}, farm.SubmitOptions{}, "--failed takes no value, got --failed=1"},
+		{[]string{"1", "-backend=local"}, farm.SubmitOptions{}, "give --backend ENGINE or --backend=ENGINE, got -backend=local"},
 		{[]string{"1", "--mem=8G", "-A", "x", "--gres=gpu:1", "-t", "10", "-pe", "smp", "4", "-e", "err", "--qos=x", "-s"}, farm.SubmitOptions{N: 1, Args: []string{"--mem=8G", "-A", "x", "--gres=gpu:1", "-t", "10", "-pe", "smp", "4", "-e", "err", "--qos=x", "-s"}}, ""},
 		{[]string{"1", "--frobnicate", "-Z", "--"}, farm.SubmitOptions{N: 1, Args: []string{"--frobnicate", "-Z", "--"}}, ""},
 	} {

@@ -73,8 +73,9 @@ func cliFlags(flags []submitFlag) []cli.Flag {
 
 // parseSubmitArgs parses the arguments of command cmd (submit or
 // resubmit): "N [-auto] [--yes] [--backend B] [resubmit's flags] [batch
-// system args...]" (submit refuses resubmit's flags, which choose cases). Flag parsing is done by hand because N may be -1 and
-// the rest goes to the engine's submit command (sbatch, qsub). An
+// system args...]" (submit refuses resubmit's flags, which choose cases).
+// Flag parsing is done by hand because N may be -1 and the rest goes to
+// the engine's submit command (sbatch, qsub). An
 // argument that is not a flag of cmd but two letters or fewer from one
 // (--backnd, --ye) is refused as a typo, unless it is an option of an
 // engine's submit command (--mem): nothing is submitted on a flag that
@@ -166,6 +167,12 @@ func checkTypo(a string, flags []submitFlag, reg *backend.Registry) error {
 	var names []string
 	for _, f := range flags {
 		names = append(names, f.name)
+		if f.name == strings.TrimLeft(opt, "-") { // -backend=x, --yes=1
+			if f.value == "" {
+				return usagef("--%s takes no value, got %s (nothing was submitted)", f.name, a)
+			}
+			return usagef("give --%s %s or --%s=%s, got %s (nothing was submitted)", f.name, f.value, f.name, f.value, a)
+		}
 	}
 	best := nearestName(strings.TrimLeft(opt, "-"), names)
 	if best == "" {
