@@ -9,9 +9,11 @@ FUZZTIME ?= 3m
 all: build
 
 # One static binary (no cgo, no shared libraries): the one file to copy to
-# a cluster's login node.
+# a cluster's login node. farm --version says the build's git describe
+# (devel outside a checkout).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/farm
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/farm
 
 # farm in $(PREFIX)/bin and its bash completion where bash-completion finds
 # it on its own ($(PREFIX)/share/bash-completion/completions/farm: with the

@@ -191,6 +191,10 @@ type Capabilities struct {
 	// own; the local engine's, every registered engine's, so that a farm
 	// made for any batch system can be tried on it.
 	Scripts []Script
+	// IgnoresArgs: the engine has no submit command to pass
+	// SubmitRequest.Args to (the local engine), so it ignores them; farm
+	// submit says so.
+	IgnoresArgs bool
 }
 
 // Preflighter is an optional ability: an engine that can tell, before

@@ -29,6 +29,11 @@ type Engine struct {
 	// Capabilities.Scripts[0]); nil for an engine that has none of its
 	// own (the local one, which reads every other engine's: Scripts).
 	Script Script
+	// Options are the options of the engine's submit command (sbatch's,
+	// qsub's), as typed before a value: "--mem", "-A". farm submit passes
+	// these to it even when they look like a mistyped flag of farm's own
+	// ("--mem" is two letters from --yes); nil for an engine without one.
+	Options []string
 }
 
 // Engines returns the registered engines, in order.

@@ -36,38 +36,46 @@ type Selection struct {
 // IDRange is the case IDs From to To, both included.
 type IDRange struct{ From, To int64 }
 
-// selectionOptions are the state options of resubmit, and the states they
-// choose.
-var selectionOptions = []struct {
-	name  string
-	state status.State
-}{
-	{"--failed", status.Failed},
-	{"--interrupted", status.Interrupted},
-	{"--never-run", status.NeverRan},
-	{"--unfit", status.Unfit},
+// SelectionFlag is one of resubmit's options that choose cases: Name
+// without dashes, Value the value it takes ("" for a switch), State the
+// state it chooses if ByState (not --crashed and --cases).
+type SelectionFlag struct {
+	Name, Value, Usage string
+	State              status.State
+	ByState            bool
 }
 
-// Parse reads a resubmit option at args[i] into sel: it returns
-// how many arguments it took (0: not a selection option) or an error for
-// a selection option given wrong.
+// SelectionFlags are resubmit's options that choose cases, the one list
+// Parse reads them by and farm resubmit's help and completion show.
+var SelectionFlags = []SelectionFlag{
+	{Name: "failed", State: status.Failed, ByState: true, Usage: "run the failed cases"},
+	{Name: "interrupted", State: status.Interrupted, ByState: true, Usage: "run the interrupted cases"},
+	{Name: "never-run", State: status.NeverRan, ByState: true, Usage: "run the cases that never ran"},
+	{Name: "unfit", State: status.Unfit, ByState: true, Usage: "run the unfit cases"},
+	{Name: "crashed", Usage: "run the crashed cases (MAX_CRASHES, config), left out otherwise"},
+	{Name: "cases", Value: "IDS", Usage: "run the cases with these `IDS`, whatever their state: e.g. 3,17-20"},
+}
+
+// Parse reads a resubmit option at args[i] into sel (as --name or -name,
+// and --cases=IDS): it returns how many arguments it took (0: not a
+// selection option) or an error for a selection option given wrong.
 func (sel *Selection) Parse(args []string, i int) (int, error) {
 	a := args[i]
-	for _, o := range selectionOptions {
-		if a == o.name || a == o.name[1:] {
-			if !slices.Contains(sel.States, o.state) {
-				sel.States = append(sel.States, o.state)
+	for _, o := range SelectionFlags {
+		name := "--" + o.Name
+		if o.Value == "" && (a == name || a == name[1:]) {
+			switch {
+			case o.ByState:
+				if !slices.Contains(sel.States, o.State) {
+					sel.States = append(sel.States, o.State)
+				}
+				sel.Given = append(sel.Given, name)
+			case !sel.Crashed: // --crashed
+				sel.Crashed = true
+				sel.Given = append(sel.Given, name)
 			}
-			sel.Given = append(sel.Given, o.name)
 			return 1, nil
 		}
-	}
-	if a == "--crashed" || a == "-crashed" {
-		if !sel.Crashed {
-			sel.Crashed = true
-			sel.Given = append(sel.Given, "--crashed")
-		}
-		return 1, nil
 	}
 	var spec string
 	took := 1

@@ -483,7 +483,8 @@ type launchSetup struct {
 // their run-times as the engine does (Capabilities.Scripts); and, if it
 // can tell, asks the backend whether it can submit (backend.Preflighter):
 // all that can refuse a submission before anything is changed (opening a
-// backend writes nothing).
+// backend writes nothing). It warns, on stderr, of batch-system arguments
+// an engine ignores (Capabilities.IgnoresArgs).
 func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launchSetup, error) {
 	be, err := f.openBackend(ctx, opt.Backend)
 	if err != nil {
@@ -524,6 +525,9 @@ func (f *Farm) setUp(ctx context.Context, opt SubmitOptions, newRun bool) (launc
 		if err := p.Preflight(ctx); err != nil {
 			return launchSetup{}, err
 		}
+	}
+	if caps.IgnoresArgs && len(opt.Args) > 0 {
+		fmt.Fprintf(f.warnings(), "farm: ignored on the %s backend: %s\n", be.Name(), strings.Join(opt.Args, " "))
 	}
 	return launchSetup{limit: rt.Limit, autoLimit: auto.Limit, be: be}, nil
 }

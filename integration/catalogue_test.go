@@ -1237,6 +1237,12 @@ func usageEntry(name string, args []string, msg string) catEntry {
 	return catEntry{name: "args-" + name, args: args, code: 64, msg: msg + `.* \(see 'farm help'\)$`}
 }
 
+// onBase is entry e started from base.
+func onBase(base catBase, e catEntry) catEntry {
+	e.base = base
+	return e
+}
+
 // undefinedFlag is the message of the flag -bogus.
 const undefinedFlag = `^farm: flag provided but not defined: -bogus`
 
@@ -1261,11 +1267,26 @@ func usageEntries() []catEntry {
 		usageEntry("resubmit-word", []string{"resubmit", "many"}, wrongN("many")),
 		usageEntry("resubmit-no-n", []string{"resubmit"}, `^farm: give the number of meta-jobs`),
 		usageEntry("resubmit-unknown-backend", []string{"resubmit", "1", "--backend", "nosuch"}, `^farm: unknown backend "nosuch"`),
-		usageEntry("wait-timeout-word", []string{"wait", "--timeout", "abc"}, `^farm: invalid value "abc" for flag -timeout: parse error`),
-		usageEntry("wait-timeout-no-unit", []string{"wait", "--timeout", "10"}, `^farm: invalid value "10" for flag -timeout`),
+		// A duration's error names the units.
+		usageEntry("wait-timeout-word", []string{"wait", "--timeout", "abc"}, `^farm: --timeout abc: give a duration with a unit, such as 90s, 10m or 2h`),
+		usageEntry("wait-timeout-no-unit", []string{"wait", "--timeout", "10"}, `^farm: --timeout 10: give a duration with a unit, such as 90s, 10m or 2h`),
+		usageEntry("wait-interval-no-unit", []string{"wait", "--progress", "--interval=5"}, `^farm: --interval 5: give a duration with a unit, such as 90s, 10m or 2h`),
 		usageEntry("wait-timeout-negative", []string{"wait", "--timeout", "-5s"}, `^farm: --timeout must not be negative \(0 waits for ever\), got -5s`),
 		usageEntry("query-interval-too-short", []string{"query", "--watch", "--interval", "1ms"}, `^farm: --interval must be at least 100ms`),
-		usageEntry("query-interval-word", []string{"query", "--interval", "abc"}, `^farm: invalid value "abc" for flag -interval`),
+		usageEntry("query-interval-word", []string{"query", "--interval", "abc"}, `^farm: --interval abc: give a duration with a unit, such as 90s, 10m or 2h`),
+		// A mistyped flag of farm's own is refused before anything is
+		// submitted, on every backend, with the flag it is near; sbatch's
+		// and qsub's options near one (--mem, -A, -t) are not taken for
+		// one (args-submit-over-1000-yes passes --mem=1G to sbatch).
+		usageEntry("submit-typo-backend", []string{"submit", "2", "--backnd", "local"}, `^farm: unknown flag --backnd: did you mean --backend\? \(nothing was submitted\)`),
+		usageEntry("submit-typo-yes-local", []string{"submit", "1", "--backend", "local", "--ye"}, `^farm: unknown flag --ye: did you mean --yes\?`),
+		usageEntry("submit-typo-auto-slurm", []string{"submit", "1", "--backend", "slurm", "--mem=8G", "-aut"}, `^farm: unknown flag -aut: did you mean --auto\?`),
+		usageEntry("submit-typo-joined", []string{"submit", "1", "--bakend=local"}, `^farm: unknown flag --bakend: did you mean --backend\?`),
+		usageEntry("submit-typo-default-backend", []string{"submit", "1", "--yess"}, `^farm: unknown flag --yess: did you mean --yes\?`),
+		onBase(baseRan, usageEntry("resubmit-typo-failed", []string{"resubmit", "1", "--backend", "local", "--faild"}, `^farm: unknown flag --faild: did you mean --failed\?`)),
+		usageEntry("wait-typo-timeout", []string{"wait", "--timout", "1m"}, `^farm: flag provided but not defined: -timout: did you mean --timeout\?`),
+		usageEntry("init-typo-engine", []string{"init", "--engin", "sge", "new"}, `^farm: flag provided but not defined: -engin: did you mean --engine\?`),
+		usageEntry("resubmit-typo-cases", []string{"resubmit", "1", "--case", "3"}, `^farm: unknown flag --case: did you mean --cases\?`),
 		usageEntry("wait-progress-interval-too-short", []string{"wait", "--progress", "--interval", "10ms"}, `^farm: --interval must be at least 100ms`),
 		usageEntry("report-scale-too-large", []string{"report", "--png", "x.png", "--scale", "100"}, `^farm: --scale must be between 0.25 and 8, got 100`),
 		usageEntry("report-argument", []string{"report", "out.html"}, `^farm: report takes no arguments, got "out.html"`),

@@ -48,6 +48,11 @@ func TestMakeInstall(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "farm submit N") {
 		t.Errorf("installed farm --help: %v\n%s", err, out)
 	}
+	// make sets the version from git: not the fallback of a bare go build.
+	out, err = exec.Command(farmPath, "--version").CombinedOutput()
+	if v := strings.TrimSpace(string(out)); err != nil || !strings.HasPrefix(v, "farm ") || strings.Contains(v, "(devel)") {
+		t.Errorf("installed farm --version: %v, %q", err, v)
+	}
 	compPath := filepath.Join(prefix, "share", "bash-completion", "completions", "farm")
 	installed, err := os.ReadFile(compPath)
 	if err != nil {

@@ -197,6 +197,35 @@ func TestLocalEnvironmentReachesCases(t *testing.T) {
 	}
 }
 
+// TestLocalNamesIgnoredArgs: the local backend has no submit command:
+// batch-system arguments given to it are named in one warning line on
+// stderr, and the submission goes on (also in a resubmit); a mistyped
+// farm flag among them is refused first, with nothing submitted.
+func TestLocalNamesIgnoredArgs(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true", "false"}, "0-00:10")
+	r := farmIn(t, dir, nil, "submit", "2", "--backend", "local", "--backnd", "local", "--mem=8G")
+	if r.Code != 64 || r.Err != "farm: unknown flag --backnd: did you mean --backend? (nothing was submitted) (see 'farm help')\n" {
+		t.Errorf("typo: exit %d, stderr %q", r.Code, r.Err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MISC", "jobs")); !os.IsNotExist(err) {
+		t.Errorf("the refused submit recorded jobs: %v", err)
+	}
+	r = farmIn(t, dir, nil, "submit", "1", "--mem=8G", "--backend", "local", "-A", "x")
+	if r.Code != 0 || r.Err != "farm: ignored on the local backend: --mem=8G -A x\n" {
+		t.Fatalf("submit: exit %d, stderr %q", r.Code, r.Err)
+	}
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	r = farmIn(t, dir, nil, "resubmit", "1", "--gres=gpu:1", "--failed", "--backend", "local")
+	if r.Code != 0 || r.Err != "farm: ignored on the local backend: --gres=gpu:1\n" {
+		t.Fatalf("resubmit: exit %d, stderr %q", r.Code, r.Err)
+	}
+	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	if jobs := listJSON(t, dir); len(jobs) != 2 {
+		t.Errorf("%d jobs, want 2", len(jobs))
+	}
+}
+
 func TestLocalSimpleModeOneCasePerJob(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, repeat("true", 5), "0-00:10")

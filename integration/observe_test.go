@@ -123,19 +123,6 @@ func TestLocalCleanKeepsUserFilesByteIdentical(t *testing.T) {
 	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
 }
 
-func TestCompletionCandidates(t *testing.T) {
-	t.Parallel()
-	out := farmIn(t, t.TempDir(), nil, "--generate-bash-completion").Out
-	for _, cmd := range []string{"init", "submit", "resubmit", "wait", "Status", "query", "list", "kill", "prune", "clean", "completion"} {
-		if !strings.Contains(out, cmd+"\n") {
-			t.Errorf("completion candidates lack %q:\n%s", cmd, out)
-		}
-	}
-	if strings.Contains(out, "metajob") || strings.Contains(out, "_localjob") || strings.Contains(out, "autojob") {
-		t.Errorf("hidden commands offered:\n%s", out)
-	}
-}
-
 func TestLocalQueryWatchEndsAtHundredPercent(t *testing.T) {
 	t.Parallel()
 	dir := newFarm(t, repeat("sleep 0.2", 20), "0-00:10")

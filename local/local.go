@@ -106,9 +106,9 @@ func (l *Backend) Name() string { return Name }
 // Capabilities implements backend.Backend: no arrays (a SIMPLE-mode
 // submission is Count jobs), the time limit enforced by the supervisor,
 // states recorded in the farm directory, the run-time read in any of
-// Options.Scripts.
+// Options.Scripts, no submit command for batch-system arguments.
 func (l *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{EnforcesTimeLimit: true, CrossHost: true, Scripts: l.Scripts}
+	return backend.Capabilities{EnforcesTimeLimit: true, CrossHost: true, Scripts: l.Scripts, IgnoresArgs: true}
 }
 
 // localSpec is what submit fixes about a job: MISC/local/ID.job.

@@ -108,8 +108,15 @@ func New(dir string, opt Options) *Backend {
 // Engine registers the Grid Engine engine: available where qsub is found
 // and a qmaster answers.
 func Engine(opt Options) backend.Engine {
-	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}, Templates: Templates(), Edit: "#$ -l h_rt, -P"}
+	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend { return New(dir, opt) }, Script: Script{}, Templates: Templates(), Edit: "#$ -l h_rt, -P", Options: qsubOptions}
 }
+
+// qsubOptions are Grid Engine's qsub options.
+var qsubOptions = strings.Fields(`
+	-@ -a -ac -adds -ar -A -b -binding -c -ckpt -clear -clearp -clears -cwd -C -dc -dl
+	-e -hard -h -hold_jid -hold_jid_ad -i -j -js -jsv -l -m -masterq -mbind -mods -notify
+	-now -M -N -o -P -p -pe -pty -q -R -r -rou -rdi -sc -shell -si -soft -sync -S -t -tc
+	-tcon -terse -u -v -verify -V -w -wd`)
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return Name }

@@ -89,8 +89,28 @@ type Options struct {
 func Engine(opt Options) backend.Engine {
 	return backend.Engine{Name: Name, Available: Available, Open: func(dir string) backend.Backend {
 		return &Backend{Dir: dir, CallTimeout: opt.CallTimeout}
-	}, Script: Script{}, Templates: Templates(), Edit: "#SBATCH -t, -A"}
+	}, Script: Script{}, Templates: Templates(), Edit: "#SBATCH -t, -A", Options: sbatchOptions}
 }
+
+// sbatchOptions are sbatch's options (Slurm 23), long and short.
+var sbatchOptions = strings.Fields(`
+	--account -A --acctg-freq --array -a --batch --bb --bbf --begin -b --chdir -D
+	--cluster-constraint --clusters -M --comment --constraint -C --container
+	--container-id --contiguous --core-spec -S --cores-per-socket --cpu-freq
+	--cpus-per-gpu --cpus-per-task -c --deadline --delay-boot --dependency -d
+	--distribution -m --error -e --exclude -x --exclusive --export --export-file
+	--extra --extra-node-info -B --get-user-env --gid --gpu-bind --gpu-freq --gpus -G
+	--gpus-per-node --gpus-per-socket --gpus-per-task --gres --gres-flags --hint
+	--hold -H --ignore-pbs --input -i --job-name -J --kill-on-invalid-dep --licenses -L
+	--mail-type --mail-user --mcs-label --mem --mem-bind --mem-per-cpu --mem-per-gpu
+	--mincpus --network --nice --no-kill -k --no-requeue --nodefile -F --nodelist -w
+	--nodes -N --ntasks -n --ntasks-per-core --ntasks-per-gpu --ntasks-per-node
+	--ntasks-per-socket --open-mode --output -o --overcommit -O --oversubscribe -s
+	--parsable --partition -p --power --prefer --priority --profile --propagate --qos -q
+	--quiet -Q --reboot --requeue --reservation --signal --sockets-per-node
+	--spread-job --switches --test-only --thread-spec --threads-per-core --time -t
+	--time-min --tmp --tres-per-task --uid --use-min-nodes --verbose -v --wait -W
+	--wait-all-nodes --wckey --wrap`)
 
 // Capabilities implements backend.Backend: SIMPLE-mode submissions are job
 // arrays; the run-time is the job script's (#SBATCH -t).

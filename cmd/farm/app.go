@@ -19,6 +19,11 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	app := newApp(stdout, stderr)
+	if len(args) > 1 && args[1] == completeCmd {
+		// Before the library parses anything: completing runs no action.
+		printCandidates(app, args[2:], stdout)
+		return exitOK
+	}
 	notFound := ""
 	app.CommandNotFound = func(c *cli.Context, name string) { notFound = name }
 	err := app.RunContext(ctx, args)
@@ -35,9 +40,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: "A farm is a directory with table.dat (one case per line), job_script.sh, single_case.sh,\n" +
 			"resubmit_script.sh and config. Make one with 'farm init DIR', edit it, then run\n" +
 			"'farm submit N' inside it.\n\n" + helpExitCodes,
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		EnableBashCompletion: true,
+		Version:   versionString(),
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// No EnableBashCompletion: the library's would run the command
+		// being completed for commands that parse their own arguments;
+		// the completion scripts ask 'farm __complete' (completion.go).
 		// Never let the library call os.Exit: Run maps errors to codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 		Flags: []cli.Flag{

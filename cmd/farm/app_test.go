@@ -38,8 +38,20 @@ func TestParseSubmitArgs(t *testing.T) {
 		{[]string{"-2"}, farm.SubmitOptions{}, "Wrong first argument: -2"},
 		{[]string{"2", "--backend"}, farm.SubmitOptions{}, "--backend needs a value"},
 		{nil, farm.SubmitOptions{}, "give the number of meta-jobs"},
+		// A farm flag mistyped is refused, whatever the backend; an
+		// option of sbatch or qsub near one is not (--mem is two letters
+		// from --yes, -A one from -y).
+		{[]string{"2", "--backnd", "local"}, farm.SubmitOptions{}, "unknown flag --backnd: did you mean --backend? (nothing was submitted)"},
+		{[]string{"1", "--backend", "local", "--ye"}, farm.SubmitOptions{}, "unknown flag --ye: did you mean --yes?"},
+		{[]string{"1", "-aut"}, farm.SubmitOptions{}, "unknown flag -aut: did you mean --auto?"},
+		{[]string{"1", "--bakend=slurm"}, farm.SubmitOptions{}, "unknown flag --bakend: did you mean --backend?"},
+		{[]string{"1", "--faild"}, farm.SubmitOptions{}, "unknown flag --faild: did you mean --failed?"},
+		{[]string{"1", "--failed=1"}, farm.SubmitOptions{}, "--failed takes no value, got --failed=1"},
+		{[]string{"1", "-backend=local"}, farm.SubmitOptions{}, "give --backend ENGINE or --backend=ENGINE, got -backend=local"},
+		{[]string{"1", "--mem=8G", "-A", "x", "--gres=gpu:1", "-t", "10", "-pe", "smp", "4", "-e", "err", "--qos=x", "-s"}, farm.SubmitOptions{N: 1, Args: []string{"--mem=8G", "-A", "x", "--gres=gpu:1", "-t", "10", "-pe", "smp", "4", "-e", "err", "--qos=x", "-s"}}, ""},
+		{[]string{"1", "--frobnicate", "-Z", "--"}, farm.SubmitOptions{N: 1, Args: []string{"--frobnicate", "-Z", "--"}}, ""},
 	} {
-		got, err := parseSubmitArgs(tc.args)
+		got, err := parseSubmitArgs("resubmit", tc.args)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%v: err %v, want %q", tc.args, err, tc.err)
@@ -82,7 +94,7 @@ func TestRunExitCodesAndHelp(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Run([]string{"farm", "completion", "bash"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "complete -o default -F _farm farm") {
+	if code := Run([]string{"farm", "completion", "bash"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "complete -o default -o filenames -F _farm farm") || strings.Contains(out.String(), "generate-bash-completion") {
 		t.Errorf("completion bash: exit %d, %q", code, out.String())
 	}
 	out.Reset()
@@ -92,8 +104,86 @@ func TestCompletion(t *testing.T) {
 	if code := Run([]string{"farm", "completion", "fish"}, &out, &errb); code != exitUsage {
 		t.Errorf("completion fish: exit %d, want %d", code, exitUsage)
 	}
-	// The candidates themselves depend on os.Args (urfave/cli reads it):
-	// integration's TestCompletionCandidates checks them on the binary.
+	// integration's TestCompletionCandidates and TestCompletionIsInert
+	// run the script in bash and zsh.
+}
+
+// TestCompleteRunsNothing: 'farm __complete WORDS' prints candidates
+// from the commands' definitions and runs no action, whatever the words:
+// not init (which would make the directory), not submit.
+func TestCompleteRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{""}, "init\nsubmit\nresubmit\nadd\nimport-metaq\nwait\nStatus\nstatus\nlist\nquery\nreport\nclean\ncompletion\nversion\nkill\nprune\nrepair\nadopt\nrun-case\nhelp\n"},
+		{[]string{"init", "newfarm", "--"}, "--engine\n--help\n"},
+		{[]string{"init", "--engine", ""}, "slurm\nsge\n"},
+		{[]string{"submit", "1", "--backend", "local", "-"}, "--auto\n-auto\n--yes\n-y\n--backend\n--help\n"},
+		{[]string{"resubmit", "-1", "--c"}, "--crashed\n--cases\n"},
+		{[]string{"submit", "1", "--backend", ""}, "slurm\nsge\nlocal\nauto\n"},
+		{[]string{"submit", "1", "--backend", "=", "l"}, "local\n"},
+		{[]string{"submit", "1", "--backend=s"}, "--backend=slurm\n--backend=sge\n"},
+		{[]string{"-C", ".", "wait", "--t"}, "--timeout\n"},
+		{[]string{"metajob", ""}, ""},
+		{[]string{"completion", "z"}, "zsh\n"},
+	} {
+		var out, errb bytes.Buffer
+		code := Run(append([]string{"farm", "__complete"}, tc.words...), &out, &errb)
+		if code != 0 || out.String() != tc.want || errb.Len() != 0 {
+			t.Errorf("__complete %q: exit %d, %q, stderr %q; want %q", tc.words, code, out.String(), errb.String(), tc.want)
+		}
+	}
+	os.WriteFile("cases.txt", nil, 0o644)
+	os.Mkdir("cdir", 0o755)
+	var out bytes.Buffer
+	Run([]string{"farm", "__complete", "add", "c"}, &out, io.Discard)
+	if out.String() != "cases.txt\ncdir\n" {
+		t.Errorf("file names: %q", out.String())
+	}
+	if left, _ := os.ReadDir("."); len(left) != 2 {
+		t.Errorf("completing left %d entries, want the 2 the test made", len(left))
+	}
+}
+
+// TestVersion: farm --version, -v and farm version print "farm VERSION",
+// the one built in by -X main.version, else "(devel)" here (no module
+// version, and no VCS stamp in a test binary).
+func TestVersion(t *testing.T) {
+	for _, v := range []string{"", "v1.2.3-4-gabc"} {
+		version = v
+		want := "farm (devel)\n"
+		if v != "" {
+			want = "farm " + v + "\n"
+		}
+		for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}} {
+			var out, errb bytes.Buffer
+			if code := Run(append([]string{"farm"}, args...), &out, &errb); code != 0 || out.String() != want {
+				t.Errorf("farm %v: exit %d, %q, want %q", args, code, out.String(), want)
+			}
+		}
+	}
+	version = ""
+}
+
+// TestDurationFlags: a duration flag given no unit or no duration is a
+// usage error that names the units, for every duration flag.
+func TestDurationFlags(t *testing.T) {
+	for _, args := range [][]string{{"wait", "--timeout", "5"}, {"wait", "--interval=10"}, {"query", "--interval", "abc"}, {"_localjob", "--kill-wait", "3"}} {
+		var out, errb bytes.Buffer
+		code := Run(append([]string{"farm", "-C", t.TempDir()}, args...), &out, &errb)
+		val := args[len(args)-1]
+		flag := args[1]
+		if f, v, ok := strings.Cut(flag, "="); ok {
+			flag, val = f, v
+		}
+		want := "farm: " + flag + " " + val + ": give a duration with a unit, such as 90s, 10m or 2h (see 'farm help')\n"
+		if code != exitUsage || errb.String() != want {
+			t.Errorf("farm %v: exit %d, stderr %q, want %q", args, code, errb.String(), want)
+		}
+	}
 }
 
 func TestHelpHasExamples(t *testing.T) {
@@ -111,11 +201,29 @@ func TestHelpHasExamples(t *testing.T) {
 // TestSubmitHelp: submit and resubmit parse their own arguments (N may be
 // -1), and still answer --help and -h with their help, exit 0.
 func TestSubmitHelp(t *testing.T) {
-	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"resubmit", "--help"}} {
+	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"resubmit", "--help"}, {"submit", "2", "--backend", "local", "--help"}} {
 		var out, errb bytes.Buffer
 		code := Run(append([]string{"farm", "-C", t.TempDir()}, args...), &out, &errb)
 		if code != 0 || !strings.Contains(out.String(), "farm "+args[0]+" - ") || !strings.Contains(out.String(), "EXAMPLE") || !strings.Contains(out.String(), "--yes") || errb.Len() != 0 {
 			t.Errorf("farm %v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+		// Its options are listed (parsed by hand, declared once), and no
+		// COMMANDS section of the library's help command.
+		_, opts, _ := strings.Cut(out.String(), "\nOPTIONS:\n")
+		want := []string{"--auto", "--yes, -y", "--backend ENGINE", "--help, -h"}
+		if args[0] == "resubmit" {
+			want = append(want, "--failed", "--interrupted", "--never-run", "--unfit", "--crashed", "--cases IDS")
+		}
+		for _, w := range want {
+			if !strings.Contains(opts, "   "+w+" ") {
+				t.Errorf("farm %v: OPTIONS lack %s:\n%s", args, w, opts)
+			}
+		}
+		if args[0] == "submit" && strings.Contains(opts, "--failed") {
+			t.Errorf("farm submit's OPTIONS list resubmit's --failed:\n%s", opts)
+		}
+		if strings.Contains(out.String(), "COMMANDS:") {
+			t.Errorf("farm %v shows a COMMANDS section:\n%s", args, out.String())
 		}
 	}
 }

@@ -24,6 +24,7 @@ func commands() []*cli.Command {
 		reportCmd(),
 		cleanCmd(),
 		completionCmd(),
+		versionCmd(),
 		killCmd(backend.AllActive),
 		killCmd(backend.PendingOnly),
 		repairCmd(),

@@ -104,5 +104,43 @@ func classify(err error) (code int, say bool) {
 }
 
 // asUsage is every command's OnUsageError: urfave/cli's flag errors are
-// usage errors.
-func asUsage(_ *cli.Context, err error, _ bool) error { return usageError{err.Error()} }
+// usage errors, in farm's words (flagErrorMessage), with the flag of the
+// command that an undefined one is a typo of, if any.
+func asUsage(c *cli.Context, err error, _ bool) error {
+	msg := flagErrorMessage(err.Error())
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok && c != nil {
+		flags := c.App.Flags
+		if c.Command != nil && c.Command.Name != "" {
+			flags = c.Command.Flags
+		}
+		if near := nearestFlag(name, flags); near != "" {
+			msg += ": did you mean " + near + "?"
+		}
+	}
+	return usageError{msg}
+}
+
+// nearestFlag is the flag of flags (as typed: --name) that name is a typo
+// of (nearestName), "" if none.
+func nearestFlag(name string, flags []cli.Flag) string {
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	if n := nearestName(name, names); n != "" {
+		return "--" + n
+	}
+	return ""
+}
+
+// nearestName is the one of names (of three letters or more: not -y)
+// two letters or fewer from name, the nearest; "" if none.
+func nearestName(name string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(name, n); len(n) >= 3 && d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}

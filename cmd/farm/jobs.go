@@ -81,7 +81,7 @@ func localJobCmd() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir"},
 			&cli.StringFlag{Name: "id"},
-			&cli.DurationFlag{Name: "kill-wait"},
+			durationFlag{&cli.DurationFlag{Name: "kill-wait"}},
 			&cli.IntFlag{Name: "slots"},
 			&cli.StringFlag{Name: "slot-dir"},
 		},

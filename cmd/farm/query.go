@@ -18,7 +18,7 @@ func queryCmd() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw a progress bar until the farm's jobs end"},
-			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --watch"},
+			durationFlag{&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --watch"}},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := openReading(c)

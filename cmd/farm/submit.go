@@ -7,25 +7,90 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/urfave/cli/v2"
 )
 
-// parseSubmitArgs parses "N [-auto] [--yes] [--backend B] [batch system
-// args...]". Flag parsing is done by hand because N may be -1 and the rest
-// goes to the engine's submit command (sbatch, qsub).
-func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
+// submitFlag is one of the flags of submit and resubmit: the one list
+// (submitFlags) that parseSubmitArgs reads them by and that their help and
+// completion show. Each is taken as --name or -name (-auto is META's),
+// and one with a value as --name VALUE or --name=VALUE too.
+type submitFlag struct {
+	name     string
+	aliases  []string // taken as given ("-y")
+	value    string   // the value's name, as the usage quotes it ("`IDS`"); "" for a switch
+	usage    string
+	resubmit bool // resubmit's only: it chooses cases (farm.SelectionFlags)
+}
+
+// submitFlags are the flags of submit and resubmit (parseSubmitArgs).
+var submitFlags = func() []submitFlag {
+	fs := []submitFlag{
+		{name: "auto", aliases: []string{"-auto"}, usage: "(or -auto, as META) resubmit what is left when the jobs end, until every case ran (resubmit_script.sh)"},
+		{name: "yes", aliases: []string{"-y"}, usage: "submit more than 1000 jobs without asking \"Are you sure?\""},
+		{name: "backend", value: "ENGINE", usage: "the `ENGINE` to submit to: " + strings.Join(registry(noEnv, io.Discard).Names(), ", ") + " or auto (default: auto, the first that answers)"},
+	}
+	for _, o := range farm.SelectionFlags {
+		fs = append(fs, submitFlag{name: o.Name, value: o.Value, usage: o.Usage, resubmit: true})
+	}
+	return fs
+}()
+
+// submitFlagsOf are the flags of command cmd (submit or resubmit).
+func submitFlagsOf(cmd string) []submitFlag {
+	var out []submitFlag
+	for _, f := range submitFlags {
+		if !f.resubmit || cmd == "resubmit" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// cliFlags shows flags in the help (the library parses none of them:
+// SkipFlagParsing) and to completion.
+func cliFlags(flags []submitFlag) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range flags {
+		var aliases []string
+		for _, a := range f.aliases {
+			if a := strings.TrimLeft(a, "-"); a != f.name {
+				aliases = append(aliases, a)
+			}
+		}
+		if f.value == "" {
+			out = append(out, &cli.BoolFlag{Name: f.name, Aliases: aliases, Usage: f.usage, DisableDefaultText: true})
+		} else {
+			out = append(out, &cli.StringFlag{Name: f.name, Aliases: aliases, Usage: f.usage})
+		}
+	}
+	return out
+}
+
+// parseSubmitArgs parses the arguments of command cmd (submit or
+// resubmit): "N [-auto] [--yes] [--backend B] [resubmit's flags] [batch
+// system args...]" (submit refuses resubmit's flags, which choose cases).
+// Flag parsing is done by hand because N may be -1 and the rest goes to
+// the engine's submit command (sbatch, qsub). An
+// argument that is not a flag of cmd but two letters or fewer from one
+// (--backnd, --ye) is refused as a typo, unless it is an option of an
+// engine's submit command (--mem): nothing is submitted on a flag that
+// would have vanished into Args.
+func parseSubmitArgs(cmd string, args []string) (farm.SubmitOptions, error) {
 	var opt farm.SubmitOptions
 	if len(args) == 0 {
-		return opt, usagef("give the number of meta-jobs: 'farm submit N' (N > 0), or 'farm submit -1' for one job per case")
+		return opt, usagef("give the number of meta-jobs: 'farm %s N' (N > 0), or 'farm %s -1' for one job per case", cmd, cmd)
 	}
 	n, err := farm.ParseN(args[0])
 	if err != nil {
 		return opt, usageError{err.Error()}
 	}
 	opt.N = n
+	reg := registry(noEnv, io.Discard)
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if took, err := opt.Select.Parse(args, i); err != nil {
@@ -34,27 +99,107 @@ func parseSubmitArgs(args []string) (farm.SubmitOptions, error) {
 			i += took - 1
 			continue
 		}
-		switch {
-		case a == "-auto" || a == "--auto":
-			opt.Auto = true
-		case a == "--yes" || a == "-yes" || a == "-y":
-			opt.Yes = true
-		case a == "--backend" || a == "-backend":
-			if i+1 >= len(args) {
-				return opt, usagef("--backend needs a value: %s", strings.Join(registry(noEnv, io.Discard).Names(), " or "))
+		switch f, value, hasValue := matchSubmitFlag(submitFlags, a); {
+		case f == nil:
+			if err := checkTypo(a, submitFlags, reg); err != nil {
+				return opt, err
 			}
-			i++
-			opt.Backend = args[i]
-		case strings.HasPrefix(a, "--backend="):
-			opt.Backend = strings.TrimPrefix(a, "--backend=")
-			if opt.Backend == "" {
-				return opt, usagef("--backend needs a value: %s", strings.Join(registry(noEnv, io.Discard).Names(), " or "))
-			}
-		default:
 			opt.Args = append(opt.Args, a)
+		case f.name == "auto":
+			opt.Auto = true
+		case f.name == "yes":
+			opt.Yes = true
+		case f.name == "backend":
+			if !hasValue {
+				if i+1 >= len(args) {
+					value = ""
+				} else {
+					i++
+					value = args[i]
+				}
+			}
+			if value == "" {
+				return opt, usagef("--backend needs a value: %s", strings.Join(reg.Names(), " or "))
+			}
+			opt.Backend = value
 		}
 	}
-	return opt, registry(noEnv, io.Discard).Check(opt.Backend)
+	if cmd != "resubmit" && !opt.Select.IsZero() {
+		return opt, usagef("%s chooses cases for 'farm resubmit'; 'farm %s' runs every case of table.dat", opt.Select, cmd)
+	}
+	return opt, reg.Check(opt.Backend)
+}
+
+// matchSubmitFlag finds the flag of flags that argument a is: --name,
+// -name, an alias, or --name=value (hasValue) for a flag with a value.
+func matchSubmitFlag(flags []submitFlag, a string) (f *submitFlag, value string, hasValue bool) {
+	name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+	if !strings.HasPrefix(a, "-") {
+		return nil, "", false
+	}
+	for i := range flags {
+		f := &flags[i]
+		if slices.Contains(f.aliases, a) {
+			return f, "", false
+		}
+		if name != f.name || (hasValue && (f.value == "" || !strings.HasPrefix(a, "--"))) {
+			continue
+		}
+		return f, value, hasValue
+	}
+	return nil, "", false
+}
+
+// checkTypo refuses argument a, not a flag of flags, if it looks like a
+// mistyped one: a flag two letters or fewer from one of flags' names
+// (nearestName), and not exactly an option of an engine's submit command
+// (reg's Engine.Options: "--mem", "-A").
+func checkTypo(a string, flags []submitFlag, reg *backend.Registry) error {
+	if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+		return nil
+	}
+	opt, _, _ := strings.Cut(a, "=")
+	for _, e := range reg.Engines() {
+		if slices.Contains(e.Options, opt) {
+			return nil
+		}
+	}
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.name)
+		if f.name == strings.TrimLeft(opt, "-") { // -backend=x, --yes=1
+			if f.value == "" {
+				return usagef("--%s takes no value, got %s (nothing was submitted)", f.name, a)
+			}
+			return usagef("give --%s %s or --%s=%s, got %s (nothing was submitted)", f.name, f.value, f.name, f.value, a)
+		}
+	}
+	best := nearestName(strings.TrimLeft(opt, "-"), names)
+	if best == "" {
+		return nil
+	}
+	return usagef("unknown flag %s: did you mean --%s? (nothing was submitted)", opt, best)
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func submitCmd() *cli.Command {
@@ -78,6 +223,8 @@ func submitCmd() *cli.Command {
 			"resubmits what is left, again with -auto, until every case ran; with final.sh in the\n" +
 			"farm, that job submits final.sh once every case succeeded.\n\nEXAMPLES:\n" +
 			"   farm submit 4\n   farm submit -1 --mem=8G\n   farm submit 2000 --yes\n   VAR=1 farm submit 2 --backend local",
+		Flags:           cliFlags(submitFlagsOf("submit")), // parsed by parseSubmitArgs
+		HideHelpCommand: true,
 		SkipFlagParsing: true,
 		Action:          submitAction((*farm.Farm).Submit),
 	}
@@ -87,16 +234,15 @@ func submitCmd() *cli.Command {
 // them) and runs do.
 func submitAction(do func(*farm.Farm, context.Context, farm.SubmitOptions) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		if a := c.Args().First(); a == "--help" || a == "-h" || a == "-help" {
-			// Flags are not parsed (N may be -1): help is asked here.
+		if a := c.Args().First(); a == "--help" || a == "-h" || a == "-help" || slices.Contains(c.Args().Slice(), "--help") {
+			// Flags are not parsed (N may be -1): help is asked here,
+			// and --help anywhere (not -h, qsub's hold) is farm's, not
+			// the engine's.
 			return cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
 		}
-		opt, err := parseSubmitArgs(c.Args().Slice())
+		opt, err := parseSubmitArgs(c.Command.Name, c.Args().Slice())
 		if err != nil {
 			return err
-		}
-		if c.Command.Name != "resubmit" && !opt.Select.IsZero() {
-			return usagef("%s chooses cases for 'farm resubmit'; 'farm %s' runs every case of table.dat", opt.Select, c.Command.Name)
 		}
 		opt.Environ = os.Environ()
 		opt.Confirm = confirmer(c.Context, c.Command.Name, c.App.Reader, isTTY(c.App.Reader), c.App.Writer)
@@ -129,6 +275,8 @@ func resubmitCmd() *cli.Command {
 			"and is not crashed.\n" +
 			submitYesHelp + "\nEXAMPLES:\n" +
 			"   farm resubmit 4\n   farm resubmit -1 -auto\n   farm resubmit 2 --failed --unfit\n   farm resubmit 1 --crashed\n   farm resubmit 1 --cases 3,17-20",
+		Flags:           cliFlags(submitFlagsOf("resubmit")), // parsed by parseSubmitArgs
+		HideHelpCommand: true,
 		SkipFlagParsing: true,
 		Action:          submitAction((*farm.Farm).Resubmit),
 	}

@@ -17,9 +17,9 @@ func waitCmd() *cli.Command {
 			"redrawn in place on a terminal, a line every --interval otherwise.\n\n" +
 			"EXAMPLES:\n   farm submit 4 && farm wait --timeout 2h && echo all done\n   farm wait --progress --interval 5s",
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "timeout", Usage: "give up after this long (e.g. 90s, 2h); 0 waits for ever"},
+			durationFlag{&cli.DurationFlag{Name: "timeout", Usage: "give up after this long (e.g. 90s, 2h); 0 waits for ever"}},
 			&cli.BoolFlag{Name: "progress", Aliases: []string{"p"}, Usage: "draw farm query's progress bar while waiting"},
-			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --progress"},
+			durationFlag{&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "refresh interval of --progress"}},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := openReading(c)
