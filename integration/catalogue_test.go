@@ -438,7 +438,7 @@ func ranFarmTemplate(t *testing.T) string {
 	dir := newFarm(t, []string{"true", "false"}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
-	if r.Code != 1 || !strings.Contains(r.Out, "2 cases: 1 succeeded, 1 failed") {
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "2 cases: 1 succeeded, 1 failed") {
 		t.Fatalf("the template farm: wait exit %d: %s%s", r.Code, r.Out, r.Err)
 	}
 	return dir
@@ -837,15 +837,15 @@ func tableFileEntries() []catEntry {
 		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
 		// A line that no longer reads is left out of wait's count, with a
-		// warning, and the summary goes on (issue 21); the exit says case 2
-		// failed.
-		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
+		// warning, and the summary goes on (issue 21); the exit (3) says
+		// case 2 failed.
+		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: malformed case ID "zz": .*: not counted; fix the line before 'farm resubmit', which refuses table\.dat until then \(` + regexp.QuoteMeta(tableRan) + `\)$`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
-		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: duplicate case ID 1 \(first used on line 1\): not counted; fix the line before 'farm resubmit'.*\(` + regexp.QuoteMeta(tableRan) + `\)$`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
-		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: malformed case ID "echo": .* \(and 1 more such line\(s\)\): not counted; fix the line before 'farm resubmit'`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
 		{name: "table-case-appended-after-run-status", base: baseRan, setup: appendTo("table.dat", "3 echo X\n"), args: []string{"Status"}, code: 0,
@@ -917,7 +917,7 @@ func tableNeedsEntries() []catEntry {
 			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
 		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
-		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time, nodes\): not counted; fix the line before 'farm resubmit'`,
 			out: `^2 cases: 1 succeeded, 1 failed`},
 		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
@@ -1396,12 +1396,12 @@ func statusEntries() []catEntry {
 	return []catEntry{
 		warn("garbage-line", "garbage line", status, 0, `unknown record "garbage"`),
 		warn("garbage-line-query", "zzz", query, 0, `unknown record "zzz"`),
-		warn("garbage-line-wait", "%%%", wait, 1, `unknown record "%%%"`),
+		warn("garbage-line-wait", "%%%", wait, exitNotAllOK, `unknown record "%%%"`),
 		warn("start-nan", "S 3 NaN vm", status, 0, `S record: bad START "NaN"`),
 		warn("end-start-nan", "E 1 0 NaN 1 vm", list, 0, `E record: bad START "NaN"`),
 		warn("end-seconds-inf", "E 1 0 1795385182.982 Inf vm", status, 0, `E record: bad SECONDS "Inf"`),
 		warn("end-seconds-huge", "E 1 0 1795385182.982 1e11 vm", query, 0, `E record: bad SECONDS "1e11"`),
-		warn("start-beyond-range", "S 3 1e17 vm", wait, 1, `S record: bad START "1e17"`),
+		warn("start-beyond-range", "S 3 1e17 vm", wait, exitNotAllOK, `S record: bad START "1e17"`),
 		warn("field-after-host", "E 1 0 1795385182.982 0.002 vm extra", status, 0, `E record: unexpected "extra" after HOST`),
 		warn("short-end-record", "E 1 0", query, 0, `short E record "E 1 0": want E ID STATUS START SECONDS HOST`),
 		warn("not-a-header", "# junk", list, 0, `a line starting with # that is not a "# farm-status v1" header`),

@@ -26,7 +26,7 @@ func TestLocalAutoStopsAtTheCrashLimit(t *testing.T) {
 	// -auto (TestLocalRescueStopsAtTheCrashLimit has it within a run).
 	setConfig(t, dir, "RESCUE_CHECK", "0")
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "2m")
 	b, _ := os.ReadFile(filepath.Join(dir, "farm.log"))
 	log := string(b)
 	if want := "Only failed or crashed cases left (0 failed, 1 crashed: their meta-job died under them MAX_CRASHES=2 times); cannot auto-resubmit; exiting."; !strings.Contains(log, want) {
@@ -62,7 +62,7 @@ func TestLocalTimeLimitIsNotACrash(t *testing.T) {
 	dir := newFarm(t, []string{"sleep 60"}, "0:03")
 	setConfig(t, dir, "MAX_CRASHES", "1")
 	mustFarmShort(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "interrupted" || c.Attempts != 1 || c.Crashes != 0 || c.Crashed {
 		t.Errorf("case 1: %+v; want interrupted, 1 attempt, no crash", c)

@@ -203,7 +203,7 @@ func TestLocalSupervisorKill9ShowsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the job to show FAILED", func() bool { return harness.ListJSON(t, dir)[0].State == "FAILED" })
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "30s")
 	if st := statusJSON(t, dir)[1]; st.State != "interrupted" {
 		t.Errorf("case 1: %+v, want interrupted", st)
 	}

@@ -71,14 +71,14 @@ func TestUnfitCasesAndPlacements(t *testing.T) {
 	sum.Each(func(c Case) error { got = append(got, c); return nil })
 	want := []Case{
 		{ID: 1, State: Succeeded, Seconds: 1, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
-		{ID: 2, State: Unfit, Job: "10", Host: "node10", Run: 1, Reason: "needs 16 CPUs, the job has 8"},
+		{ID: 2, State: Unfit, NoSeconds: true, Job: "10", Host: "node10", Run: 1, Reason: "needs 16 CPUs, the job has 8"},
 		{ID: 3, State: Running, Seconds: 8, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 		{ID: 4, State: Running, Seconds: 7, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
 		{ID: 5, State: Failed, Status: 1, Seconds: 1, Job: "20", Host: "node20", Run: 2, Attempts: 1},
 		{ID: 6, State: Failed, Status: 3, Seconds: 2, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
-		{ID: 7, State: Unfit, Job: "20", Host: "node20", Run: 2, Reason: "needs 0-02:00:00, 0-00:30:00 left"},
-		{ID: 8, State: Unfit, Job: "20", Host: "node20", Run: 2},
-		{ID: 9, State: Interrupted, Job: "10", Host: "node10", Run: 1, Attempts: 1, Crashes: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
+		{ID: 7, State: Unfit, NoSeconds: true, Job: "20", Host: "node20", Run: 2, Reason: "needs 0-02:00:00, 0-00:30:00 left"},
+		{ID: 8, State: Unfit, NoSeconds: true, Job: "20", Host: "node20", Run: 2},
+		{ID: 9, State: Interrupted, NoSeconds: true, Job: "10", Host: "node10", Run: 1, Attempts: 1, Crashes: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)

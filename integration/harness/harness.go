@@ -60,6 +60,10 @@ func Root() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
+// ExitNotAllOK is farm wait's exit code when the farm's jobs ended and
+// some case did not succeed (1 is an error: farm could not wait).
+const ExitNotAllOK = 3
+
 // Result is one run of the farm binary.
 type Result struct {
 	Out, Err string
