@@ -402,11 +402,16 @@ func (f *Farm) capJobs(n, cases int) (int, string) {
 	if at > 1 {
 		each = fmt.Sprintf(", %d at once in each meta-job (WHOLE_NODE, NWHOLE=%d)", at, at)
 	}
-	jobs := "meta-jobs"
-	if most == 1 {
-		jobs = "meta-job"
+	return most, fmt.Sprintf("%s%s: submitting %s, not %d (more would find no case to run; WAIT_FOR_CASES in config keeps N, for cases 'farm add' adds).",
+		plural(cases, "case"), each, plural(most, "meta-job"), n)
+}
+
+// plural is "1 case" or "3 cases".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
 	}
-	return most, fmt.Sprintf("%d case(s)%s: submitting %d %s, not %d (more would find no case to run; WAIT_FOR_CASES in config keeps N, for cases 'farm add' adds).", cases, each, most, jobs, n)
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // launched follows the submission of run nr's count jobs, ids of which were

@@ -96,12 +96,12 @@ func TestSubmitCapsNAtTheCases(t *testing.T) {
 		t.Parallel()
 		dir := newFarm(t, []string{"true", "exit 2", "exit 3"}, "0-00:10")
 		out := mustFarm(t, dir, "submit", "10", "--backend", "local")
-		if !strings.Contains(out, "3 case(s): submitting 3 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 3 meta-jobs for run 1") {
+		if !strings.Contains(out, "3 cases: submitting 3 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 3 meta-jobs for run 1") {
 			t.Errorf("submit 10 on 3 cases said %q", out)
 		}
 		mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 		out = mustFarm(t, dir, "resubmit", "10", "--backend", "local")
-		if !strings.Contains(out, "2 case(s): submitting 2 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 2 meta-jobs for run 2") {
+		if !strings.Contains(out, "2 cases: submitting 2 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 2 meta-jobs for run 2") {
 			t.Errorf("resubmit 10 on 2 cases said %q", out)
 		}
 		mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
@@ -114,7 +114,7 @@ func TestSubmitCapsNAtTheCases(t *testing.T) {
 		dir := newFarm(t, []string{"true", "true", "true"}, "0-00:10")
 		appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=2\n")
 		out := mustFarm(t, dir, "submit", "10", "--backend", "local")
-		if !strings.Contains(out, "3 case(s), 2 at once in each meta-job (WHOLE_NODE, NWHOLE=2): submitting 2 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 2 meta-jobs") {
+		if !strings.Contains(out, "3 cases, 2 at once in each meta-job (WHOLE_NODE, NWHOLE=2): submitting 2 meta-jobs, not 10 ") || !strings.Contains(out, "Submitted 2 meta-jobs") {
 			t.Errorf("submit 10 on 3 cases, NWHOLE=2, said %q", out)
 		}
 		mustFarm(t, dir, "wait", "--timeout", "1m")
