@@ -1204,6 +1204,10 @@ func usageEntries() []catEntry {
 	}
 }
 
+// keepN sets WAIT_FOR_CASES in config: submit and resubmit then keep an N
+// above the cases (else they cut it to the cases, as META does).
+var keepN = edit("config", "WAIT_FOR_CASES=0", "WAIT_FOR_CASES=1")
+
 // commandLineEntries: command lines refused for what they ask (over 1000
 // jobs without --yes, a farm submitted twice or never, a path that is no
 // farm), and a path full of shell metacharacters taken as it is.
@@ -1212,24 +1216,25 @@ func commandLineEntries() []catEntry {
 	return []catEntry{
 		// Above 1000 jobs META asks "Are you sure?"; with no terminal to
 		// ask on, farm refuses before it writes anything (the table stays
-		// unnumbered), and says to add --yes.
-		{name: "args-submit-over-1000-no-terminal", args: []string{"submit", "1001", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
+		// unnumbered), and says to add --yes. (N above the cases is cut
+		// to the cases unless WAIT_FOR_CASES is set: keepN sets it.)
+		{name: "args-submit-over-1000-no-terminal", setup: keepN, args: []string{"submit", "1001", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
 		{name: "args-submit-simple-over-1000-cases", setup: write("table.dat", strings.Repeat("true\n", 1001)), args: []string{"submit", "-1", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
-		{name: "args-resubmit-over-1000-no-terminal", base: baseRan, args: []string{"resubmit", "5000", "--backend", "local"}, code: 1, msg: sure("5000", "resubmit"), notOut: `Resubmitting`},
+		{name: "args-resubmit-over-1000-no-terminal", base: baseRan, setup: keepN, args: []string{"resubmit", "5000", "--backend", "local"}, code: 1, msg: sure("5000", "resubmit"), notOut: `Resubmitting`},
 		// --yes (-y) is farm's: the submission goes on, and sbatch does not
 		// get it.
-		{name: "args-submit-over-1000-yes", base: baseNumbered, args: []string{"submit", "1001", "--yes", "--backend", "slurm", "--mem=1G"}, slurmBody: sbatchLogsAndFails, code: 1,
+		{name: "args-submit-over-1000-yes", base: baseNumbered, setup: keepN, args: []string{"submit", "1001", "--yes", "--backend", "slurm", "--mem=1G"}, slurmBody: sbatchLogsAndFails, code: 1,
 			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
 			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
-		{name: "args-resubmit-over-1000-y", base: baseRan, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
+		{name: "args-resubmit-over-1000-y", base: baseRan, setup: keepN, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
 			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
 			change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
 		// 1000 is not asked about (NJOBS_MAX refuses it, the question would
 		// have come first).
-		{name: "args-submit-1000-not-asked", setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999"), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
+		{name: "args-submit-1000-not-asked", setup: both(keepN, edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999")), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
 			msg: `^farm: NJOBS_MAX=999 in config: the farm has 0 active job\(s\) and may submit at most 999 more now`},
 		// A refused resubmit does not say "Resubmitting the N case(s)".
-		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1"), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
+		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: both(keepN, edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1")), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
 			msg: `^farm: NJOBS_MAX=1 in config: the farm has 0 active job\(s\) and may submit at most 1 more now`, notOut: `Resubmitting`},
 		{name: "args-resubmit-never-submitted", base: baseNumbered, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: this farm was never submitted: use 'farm submit N' first$`},
@@ -1356,7 +1361,7 @@ func miscEntries() []catEntry {
 		{name: "misc-local-state-unknown", base: baseRan, setup: write("MISC/local/1.state", `{"State":"SLEEPING"}`), args: []string{"list"}, code: 1,
 			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
-		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
+		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: exitNotAllOK},
 		// FARM_GPUS, the GPUs of the local backend's jobs: one that does
 		// not read is refused before anything is submitted; one that
 		// reads reaches the jobs, whose meta-jobs start with it.

@@ -168,8 +168,8 @@ func Repeat(line string, n int) []string {
 type StatusRow struct {
 	ID      int64   `json:"id"`
 	State   string  `json:"state"`
-	Status  int     `json:"status"`
-	Seconds float64 `json:"seconds"`
+	Status  int     `json:"status"`  // null (no STATUS: running, unfit, its meta-job died) reads as 0
+	Seconds float64 `json:"seconds"` // null (not known) reads as 0
 	Job     string  `json:"job"`
 	Host    string  `json:"host"`
 	Run     int     `json:"run"`
