@@ -382,3 +382,24 @@ func TestStatusCrashedAndUnknowns(t *testing.T) {
 		t.Errorf("case 3: %v; want \"crashed\": true too", byID[3])
 	}
 }
+
+// TestBusyJobsCountsWholeJobCases: a running case whose start record names
+// no CPU and no GPU (it declares no needs) holds its whole job, so farm
+// query counts every CPU and GPU of the job busy, not 0 (issue 34); the
+// others count the CPUs and GPUs their records name.
+func TestBusyJobsCountsWholeJobCases(t *testing.T) {
+	jobs := []status.Job{
+		{ID: "7", Capacity: status.Capacity{CPUs: 2}, Open: 1, OpenWhole: 1},
+		{ID: "8", Capacity: status.Capacity{CPUs: 8, GPUs: 2}, Open: 2, OpenCPUs: []int{0, 1, 2}, OpenGPUs: []string{"0"}},
+		{ID: "9", Capacity: status.Capacity{CPUs: 4, GPUs: 1}, Open: 2, OpenCPUs: []int{0}, OpenWhole: 1},
+	}
+	infos := map[string]backend.JobInfo{"7": {State: backend.Running}, "8": {State: backend.Running}, "9": {State: backend.Running}}
+	var got []string
+	for _, b := range busyJobs(jobs, infos) {
+		got = append(got, b.String())
+	}
+	want := []string{"job 7: 2/2 CPUs busy", "job 8: 3/8 CPUs, 1/2 GPUs busy", "job 9: 4/4 CPUs, 1/1 GPUs busy"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("busy lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -207,3 +207,32 @@ func BenchmarkParsePlacedRecord(b *testing.B) {
 // BenchmarkAggregatePlacedLine is Load's work per record of a meta-job
 // that places its cases.
 func BenchmarkAggregatePlacedLine(b *testing.B) { benchmarkAggregate(b, benchPlacedLines) }
+
+// A running case whose start record names no CPU and no GPU holds the
+// whole job (it declares no needs): its job counts it in OpenWhole, for
+// farm query's busy count (issue 34); cases placed on CPUs or GPUs, and
+// ended ones, do not count.
+func TestOpenWholeCountsUnplacedRunningCases(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	writeCap(t, dir, "30", 1, Capacity{CPUs: 2}, func(w *Writer) {
+		w.StartAt(1, t0, Placement{})
+		w.End(1, 0, t0, time.Second)
+		w.StartAt(2, t0.Add(time.Second), Placement{Loop: 2}) // no CPU or GPU named: the whole job
+	})
+	writeCap(t, dir, "31", 1, Capacity{CPUs: 4, GPUs: 1}, func(w *Writer) {
+		w.StartAt(3, t0, Placement{Loop: 1, CPUs: []int{0, 1}})
+		w.StartAt(4, t0, Placement{Loop: 2, GPUs: []string{"0"}})
+	})
+	sum, err := Load(dir, Options{Live: func(string) bool { return true }, Now: t0.Add(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, j := range sum.Jobs {
+		got[j.ID] = j.OpenWhole
+	}
+	if diff := cmp.Diff(map[string]int64{"30": 1, "31": 0}, got); diff != "" {
+		t.Errorf("OpenWhole by job (-want +got):\n%s", diff)
+	}
+}
