@@ -324,3 +324,82 @@ func TestListRowsCountsArrayTasks(t *testing.T) {
 		t.Errorf("rows = %+v; want 7[] with 5 cases (1 running), 8 with 1", rows)
 	}
 }
+
+// TestStatusCrashedAndUnknowns: a case at the crash limit is "crashed" in
+// the table and the JSON (as README says), and what is not known is "-"
+// in the table and null in the JSON: the STATUS of a running case, and
+// the STATUS and duration of one whose meta-job died under it (issue 34).
+func TestStatusCrashedAndUnknowns(t *testing.T) {
+	sum := sampleSummary(t) // case 3 crashed once; case 4 runs
+	var b bytes.Buffer
+	if err := printStatus(&b, sum, StatusOptions{MaxCrashes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = strings.Join(f, " ")
+		}
+	}
+	if got, want := rows["3"], "3 crashed - - 4001 node-a 1 1"; got != want {
+		t.Errorf("case 3's row %q, want %q\n%s", got, want, b.String())
+	}
+	if got, want := rows["4"], "4 running - 30.000 4002 node-bb 1 0"; got != want {
+		t.Errorf("case 4's row %q, want %q\n%s", got, want, b.String())
+	}
+	b.Reset()
+	if err := printStatus(&b, sum, StatusOptions{JSON: true, MaxCrashes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var objs []map[string]any
+	if err := json.Unmarshal(b.Bytes(), &objs); err != nil {
+		t.Fatalf("Status --json is not JSON: %v", err)
+	}
+	byID := map[float64]map[string]any{}
+	for _, o := range objs {
+		byID[o["id"].(float64)] = o
+	}
+	for _, tc := range []struct {
+		id      float64
+		state   string
+		status  any
+		seconds any
+	}{
+		{3, "crashed", nil, nil},
+		{4, "running", nil, 30.0},
+		{5, "interrupted", 15.0, 61.0},
+		{2, "failed", 3.0, 0.25},
+	} {
+		o := byID[tc.id]
+		if o["state"] != tc.state || o["status"] != tc.status || o["seconds"] != tc.seconds {
+			t.Errorf("case %v: %v; want state %q, status %v, seconds %v", tc.id, o, tc.state, tc.status, tc.seconds)
+		}
+		if _, ok := o["status"]; !ok {
+			t.Errorf("case %v has no \"status\" (want null when none): %v", tc.id, o)
+		}
+	}
+	if byID[3]["crashed"] != true {
+		t.Errorf("case 3: %v; want \"crashed\": true too", byID[3])
+	}
+}
+
+// TestBusyJobsCountsWholeJobCases: a running case whose start record names
+// no CPU and no GPU (it declares no needs) holds its whole job, so farm
+// query counts every CPU and GPU of the job busy, not 0 (issue 34); the
+// others count the CPUs and GPUs their records name.
+func TestBusyJobsCountsWholeJobCases(t *testing.T) {
+	jobs := []status.Job{
+		{ID: "7", Capacity: status.Capacity{CPUs: 2}, Open: 1, OpenWhole: 1},
+		{ID: "8", Capacity: status.Capacity{CPUs: 8, GPUs: 2}, Open: 2, OpenCPUs: []int{0, 1, 2}, OpenGPUs: []string{"0"}},
+		{ID: "9", Capacity: status.Capacity{CPUs: 4, GPUs: 1}, Open: 2, OpenCPUs: []int{0}, OpenWhole: 1},
+	}
+	infos := map[string]backend.JobInfo{"7": {State: backend.Running}, "8": {State: backend.Running}, "9": {State: backend.Running}}
+	var got []string
+	for _, b := range busyJobs(jobs, infos) {
+		got = append(got, b.String())
+	}
+	want := []string{"job 7: 2/2 CPUs busy", "job 8: 3/8 CPUs, 1/2 GPUs busy", "job 9: 4/4 CPUs, 1/1 GPUs busy"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("busy lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

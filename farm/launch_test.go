@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farm-hpc/farm/layout"
 )
@@ -49,7 +50,8 @@ func TestRefusedSubmitWritesNothing(t *testing.T) {
 		}, SubmitOptions{N: 2, Confirm: no}, "table.dat:2: the command is 200000 bytes long", 0},
 		{"NJOBS_MAX first", func(f *Farm) { f.Config.NJobsMax = 1000 }, SubmitOptions{N: -1, Confirm: no}, "NJOBS_MAX=1000 in config", 0},
 		{"simple over 1000", nil, SubmitOptions{N: -1, Confirm: no}, "no", 1001},
-		{"meta over 1000", nil, SubmitOptions{N: 5000, Confirm: no}, "no", 5000},
+		// N above the cases is kept only with WAIT_FOR_CASES (capJobs).
+		{"meta over 1000", func(f *Farm) { f.Config.WaitForCases = time.Second }, SubmitOptions{N: 5000, Confirm: no}, "no", 5000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, out := newTestFarm(t, table, &fakeBackend{})
@@ -95,6 +97,7 @@ func TestResubmitSaysSoOnlyWhenItHappens(t *testing.T) {
 		t.Errorf("resubmit over NJOBS_MAX: %v; said %q; left %v", err, out, runTables())
 	}
 	f.Config.NJobsMax = 0
+	f.Config.WaitForCases = time.Second // N above the cases is kept (capJobs)
 	err = f.Resubmit(ctx, SubmitOptions{N: 2000, Confirm: func(int) error { return Userf("no") }})
 	if err == nil || strings.Contains(out.String(), "Resubmitting") || len(runTables()) != 0 {
 		t.Errorf("resubmit not confirmed: %v; said %q; left %v", err, out, runTables())

@@ -33,7 +33,8 @@ type Query struct {
 	// last rateWindow (or since the farm started, if later).
 	PerMinute float64 `json:"cases_per_minute"`
 	// ETASeconds estimates when the current run's cases will all have
-	// ended, at that throughput; -1 when unknown (nothing active, no rate).
+	// ended, at that throughput; -1 when unknown (nothing active, no rate),
+	// null in JSON (MarshalJSON).
 	ETASeconds float64 `json:"eta_seconds"`
 	// Busy says, for each running meta-job that packs its cases into the
 	// CPUs and GPUs it was given (its status file's header says how many),
@@ -46,6 +47,20 @@ type Query struct {
 	// any case.
 	Restarted    int64 `json:"restarted"`
 	MostAttempts int   `json:"most_attempts"`
+}
+
+// MarshalJSON is q's JSON object, with an unknown ETA as null (as every
+// unknown duration of farm's JSON).
+func (q Query) MarshalJSON() ([]byte, error) {
+	type plain Query
+	var eta *float64
+	if q.ETASeconds >= 0 {
+		eta = &q.ETASeconds
+	}
+	return json.Marshal(struct {
+		plain
+		ETASeconds *float64 `json:"eta_seconds"`
+	}{plain(q), eta})
 }
 
 // JobBusy is how much of what a running meta-job packs its cases into
@@ -133,7 +148,9 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 }
 
 // busyJobs returns, for each running meta-job whose status file says its
-// capacity, what its running cases hold, in the order of the job IDs.
+// capacity, what its running cases hold, in the order of the job IDs: the
+// CPUs and GPUs their start records name, or all of the job's while one
+// of them holds the whole job (Job.OpenWhole).
 // Only a job's newest incarnation (restart) runs; a job that ended by
 // itself has nothing busy.
 func busyJobs(jobs []status.Job, infos map[string]backend.JobInfo) []JobBusy {
@@ -149,7 +166,12 @@ func busyJobs(jobs []status.Job, infos map[string]backend.JobInfo) []JobBusy {
 		if !runsCases(infos[j.ID].State) && j.Open == 0 {
 			continue
 		}
-		out = append(out, JobBusy{Job: j.ID, CPUs: j.Capacity.CPUs, BusyCPUs: len(j.OpenCPUs), GPUs: j.Capacity.GPUs, BusyGPUs: len(j.OpenGPUs)})
+		b := JobBusy{Job: j.ID, CPUs: j.Capacity.CPUs, BusyCPUs: min(len(j.OpenCPUs), j.Capacity.CPUs), GPUs: j.Capacity.GPUs, BusyGPUs: min(len(j.OpenGPUs), j.Capacity.GPUs)}
+		if j.OpenWhole > 0 {
+			// A case that declares no needs holds the whole job.
+			b.BusyCPUs, b.BusyGPUs = b.CPUs, b.GPUs
+		}
+		out = append(out, b)
 	}
 	sort.SliceStable(out, func(a, b int) bool {
 		x, y := out[a].Job, out[b].Job

@@ -45,7 +45,7 @@ func printStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 	if opt.META {
 		return writeStatusMETA(bw, each)
 	}
-	return writeStatusTable(bw, sum, opt.FailedOnly, each)
+	return writeStatusTable(bw, sum, opt.FailedOnly, each, Selection{MaxCrashes: opt.MaxCrashes})
 }
 
 // statusNotOK reports whether c did not succeed and does not run (it
@@ -139,11 +139,19 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte, crashed bo
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, c.ID, 10)
 	b = append(b, `,"state":"`...)
-	b = append(b, c.State.String()...)
+	b = append(b, stateName(c, crashed)...)
 	b = append(b, `","status":`...)
-	b = strconv.AppendInt(b, int64(c.Status), 10)
+	if hasStatus(c) {
+		b = strconv.AppendInt(b, int64(c.Status), 10)
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, `,"seconds":`...)
-	b = strconv.AppendFloat(b, c.Seconds, 'f', -1, 64)
+	if hasSeconds(c) {
+		b = strconv.AppendFloat(b, c.Seconds, 'f', -1, 64)
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, `,"job":`...)
 	b = append(b, q(c.Job)...)
 	b = append(b, `,"host":`...)
@@ -194,10 +202,40 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte, crashed bo
 	return append(b, '}')
 }
 
-// writeStatusTable writes the cases each gives as a table, and flushes bw.
-// failedOnly is --failed: it says so when there is no such case. When some
-// case is unfit, a last column says why.
-func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error) error {
+// stateName is what farm Status calls case c's state: "crashed" for a
+// case at the crash limit (MAX_CRASHES), which resubmit leaves out (see
+// Selection.isCrashed), else its farm-wide state.
+func stateName(c status.Case, crashed bool) string {
+	if crashed {
+		return "crashed"
+	}
+	return c.State.String()
+}
+
+// hasStatus reports whether case c has a STATUS to show: it ended (or was
+// interrupted by a signal, its STATUS then). A running or unfit case has
+// none (yet), nor does one whose meta-job died under it.
+func hasStatus(c status.Case) bool {
+	switch c.State {
+	case status.Running, status.Unfit, status.NeverRan:
+		return false
+	case status.Interrupted:
+		return c.Status != 0
+	}
+	return true
+}
+
+// hasSeconds reports whether case c's duration is known: how long it ran
+// (so far, if it runs).
+func hasSeconds(c status.Case) bool {
+	return !c.NoSeconds && c.State != status.Unfit && c.State != status.NeverRan
+}
+
+// writeStatusTable writes the cases each gives as a table, and flushes bw;
+// sel says which cases are crashed. failedOnly is --failed: it says so
+// when there is no such case. When some case is unfit, a last column says
+// why.
+func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error, sel Selection) error {
 	// Column widths from the summary's extremes: no pass over the cases.
 	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
 	totals := sum.Totals()
@@ -241,7 +279,7 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 	rows := 0
 	if err := each(func(c status.Case) error {
 		rows++
-		all := statusCells(&scratch, c)
+		all := statusCells(&scratch, c, sel.isCrashed(c))
 		for k, i := range cols {
 			cells[k] = all[i]
 		}
@@ -256,19 +294,19 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 	return bw.Flush()
 }
 
-// statusCells fills r with the cells of case c's row of the table, and
-// returns them: ID, STATE, STATUS, SECONDS, JOB, HOST, ATTEMPTS, CRASHES
-// and REASON.
-func statusCells(r *[9][]byte, c status.Case) [][]byte {
+// statusCells fills r with the cells of case c's row of the table
+// (crashed: at the crash limit), and returns them: ID, STATE, STATUS,
+// SECONDS, JOB, HOST, ATTEMPTS, CRASHES and REASON.
+func statusCells(r *[9][]byte, c status.Case, crashed bool) [][]byte {
 	r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
-	r[1] = append(r[1][:0], c.State.String()...)
-	if c.State == status.Running || c.State == status.Unfit || (c.State == status.Interrupted && c.Status == 0) {
+	r[1] = append(r[1][:0], stateName(c, crashed)...)
+	if !hasStatus(c) {
 		r[2] = append(r[2][:0], '-') // no STATUS (yet), or none known
 	} else {
 		r[2] = strconv.AppendInt(r[2][:0], int64(c.Status), 10)
 	}
-	if c.State == status.Unfit {
-		r[3] = append(r[3][:0], '-') // it did not run
+	if !hasSeconds(c) {
+		r[3] = append(r[3][:0], '-') // it did not run, or for how long is not known
 	} else {
 		r[3] = fmtMillis(r[3][:0], int64(c.Seconds*1000+0.5))
 	}

@@ -351,6 +351,10 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 		n := f.Config.casesAtOnce()
 		count = max((nr.cases+n-1)/n, 1)
 	}
+	capped := ""
+	if !simple {
+		count, capped = f.capJobs(count, nr.cases)
+	}
 	extra := 0
 	if opt.Auto || f.hasFinal() {
 		extra = 1
@@ -380,6 +384,9 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if su.announce != "" {
 		fmt.Fprintln(f.Out, su.announce)
 	}
+	if capped != "" {
+		fmt.Fprintln(f.Out, capped)
+	}
 	if su.logLine != "" {
 		f.Log("%s", su.logLine)
 	}
@@ -397,6 +404,40 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	}
 	ids, err := f.submitJobs(ctx, su.be, req, nr.run, kind, verb, "")
 	return f.launched(ctx, su, opt, nr, count, extra, ids, err)
+}
+
+// capJobs caps n, the meta-jobs asked for a new run of cases cases, at
+// the most that can each get a case, as META does: one per case, or per
+// NWHOLE cases in WHOLE_NODE mode (where each meta-job runs NWHOLE at
+// once). A meta-job that packs several cases into its CPUs (#FARM cpus=)
+// may still leave some of them nothing; one per case is the most that
+// can all run one. It returns the count, and what to say if it capped it
+// ("" if not). Adding jobs to an active run (cases 0) is not capped, nor
+// is any run when WAIT_FOR_CASES is set: its meta-jobs wait for cases
+// 'farm add' adds.
+func (f *Farm) capJobs(n, cases int) (int, string) {
+	if cases <= 0 || f.Config.WaitForCases > 0 {
+		return n, ""
+	}
+	at := f.Config.casesAtOnce()
+	most := (cases + at - 1) / at
+	if n <= most {
+		return n, ""
+	}
+	each := ""
+	if at > 1 {
+		each = fmt.Sprintf(", %d at once in each meta-job (WHOLE_NODE, NWHOLE=%d)", at, at)
+	}
+	return most, fmt.Sprintf("%s%s: submitting %s, not %d (more would find no case to run; WAIT_FOR_CASES in config keeps N, for cases 'farm add' adds).",
+		plural(cases, "case"), each, plural(most, "meta-job"), n)
+}
+
+// plural is "1 case" or "3 cases".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // launched follows the submission of run nr's count jobs, ids of which were

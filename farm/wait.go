@@ -17,16 +17,24 @@ type Progress struct {
 	Total int64
 	status.Counts
 	NeverRan int64
+	// Crashed are those of Failed, Interrupted and Unfit at the crash
+	// limit (MAX_CRASHES), which farm Status shows as crashed.
+	Crashed int64
 }
 
 // Done reports whether every case succeeded.
 func (p Progress) Done() bool { return p.Total > 0 && p.Succeeded == p.Total }
 
 // String is the line farm wait ends with: "10 cases: 6 succeeded, 1
-// failed, 1 interrupted, 1 never ran, 1 unfit".
+// failed, 1 interrupted, 1 never ran, 1 unfit", and "; 1 of them crashed"
+// when some are.
 func (p Progress) String() string {
-	return fmt.Sprintf("%d cases: %d succeeded, %d failed, %d interrupted, %d never ran, %d unfit",
+	s := fmt.Sprintf("%d cases: %d succeeded, %d failed, %d interrupted, %d never ran, %d unfit",
 		p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
+	if p.Crashed > 0 {
+		s += fmt.Sprintf("; %d of them crashed (MAX_CRASHES)", p.Crashed)
+	}
+	return s
 }
 
 // progress counts the cases of table.dat (those 'farm resubmit' would
@@ -37,17 +45,21 @@ func (p Progress) String() string {
 // and what to do, and the summary goes on.
 func (f *Farm) progress(sum *status.Summary) (Progress, error) {
 	var p Progress
+	crashed := Selection{MaxCrashes: f.Config.MaxCrashes}
 	if numbered, err := casetable.IsNumbered(f.Path(layout.Table), f.tableNumbering(false)); err == nil && !numbered && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
 		return Progress{}, nil
 	}
 	skipped, first, err := casetable.ReadIDsLenient(f.Path(layout.Table), func(id int64) {
 		p.Total++
-		st := sum.Get(id).State
-		if st == status.NeverRan {
+		c := sum.Get(id)
+		if c.State == status.NeverRan {
 			p.NeverRan++
 		}
-		p.Add(st)
+		if crashed.isCrashed(c) {
+			p.Crashed++
+		}
+		p.Add(c.State)
 	})
 	if err != nil {
 		// A farm that ran counts the cases of its table: a table gone
@@ -93,6 +105,21 @@ type InterruptedError struct {
 func (e *InterruptedError) Error() string { return "interrupted: " + e.What }
 func (e *InterruptedError) Unwrap() error { return e.Err }
 
+// errNotSubmitted is farm wait's answer on a farm never submitted: there
+// is nothing to wait for, and "0 cases" would hide why.
+var errNotSubmitted = Userf("the farm has not been submitted yet: nothing to wait for ('farm submit N' submits it)")
+
+// checkSubmitted refuses a farm that was never submitted (as farm query
+// says it: no run, and no record of a job or a case). A claim state that
+// does not read is left to what reads the records: wait needs only them.
+func (f *Farm) checkSubmitted(ctx context.Context) error {
+	st, err := f.readState(ctx)
+	if err == nil && st.Run == 0 && !f.hasRecords() {
+		return errNotSubmitted
+	}
+	return nil
+}
+
 // Wait blocks until no job of the farm is pending or running, or timeout
 // (0: none) passes (a *waitTimeoutError), or ctx is cancelled (an
 // *InterruptedError). It returns the farm-wide progress then.
@@ -111,6 +138,9 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 	if w != nil {
 		b, tail = &bar{w: w, opt: opt}, status.NewTail(f.Path(layout.StatusDir))
 		defer b.done()
+	}
+	if err := f.checkSubmitted(ctx); err != nil {
+		return Progress{}, err
 	}
 	parent := ctx
 	if timeout > 0 {

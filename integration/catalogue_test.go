@@ -438,7 +438,7 @@ func ranFarmTemplate(t *testing.T) string {
 	dir := newFarm(t, []string{"true", "false"}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
-	if r.Code != 1 || !strings.Contains(r.Out, "2 cases: 1 succeeded, 1 failed") {
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "2 cases: 1 succeeded, 1 failed") {
 		t.Fatalf("the template farm: wait exit %d: %s%s", r.Code, r.Out, r.Err)
 	}
 	return dir
@@ -871,15 +871,15 @@ func tableFileEntries() []catEntry {
 		{name: "table-resubmit-duplicate-of-succeeded", base: baseRan, setup: appendTo("table.dat", "1 echo again\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `duplicate case ID 1 \(first used on line 1\)`},
 		// A line that no longer reads is left out of wait's count, with a
-		// warning, and the summary goes on (issue 21); the exit says case 2
-		// failed.
-		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: 1,
+		// warning, and the summary goes on (issue 21); the exit (3) says
+		// case 2 failed.
+		{name: "table-wait-malformed-line-after-run", base: baseRan, setup: appendTo("table.dat", "zz top\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: malformed case ID "zz": .*: not counted; fix the line before 'farm resubmit', which refuses table\.dat until then \(` + regexp.QuoteMeta(tableRan) + `\)$`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
-		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-duplicate-appended-after-run", base: baseRan, setup: appendTo("table.dat", "1 echo X\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: duplicate case ID 1 \(first used on line 1\): not counted; fix the line before 'farm resubmit'.*\(` + regexp.QuoteMeta(tableRan) + `\)$`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
-		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-unnumbered-appended-after-run", base: baseRan, setup: appendTo("table.dat", "echo X\necho Y\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: malformed case ID "echo": .* \(and 1 more such line\(s\)\): not counted; fix the line before 'farm resubmit'`,
 			out: `^2 cases: 1 succeeded, 1 failed, 0 interrupted, 0 never ran, 0 unfit$`},
 		{name: "table-case-appended-after-run-status", base: baseRan, setup: appendTo("table.dat", "3 echo X\n"), args: []string{"Status"}, code: 0,
@@ -952,7 +952,7 @@ func tableNeedsEntries() []catEntry {
 			change: append([]string{"table.dat", "table.dat.orig"}, runFiles...), after: waitsWell},
 		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
-		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: 1,
+		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: exitNotAllOK,
 			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time, nodes\): not counted; fix the line before 'farm resubmit'`,
 			out: `^2 cases: 1 succeeded, 1 failed`},
 		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
@@ -1300,6 +1300,10 @@ func usageEntries() []catEntry {
 	}
 }
 
+// keepN sets WAIT_FOR_CASES in config: submit and resubmit then keep an N
+// above the cases (else they cut it to the cases, as META does).
+var keepN = edit("config", "WAIT_FOR_CASES=0", "WAIT_FOR_CASES=1")
+
 // commandLineEntries: command lines refused for what they ask (over 1000
 // jobs without --yes, a farm submitted twice or never, a path that is no
 // farm), and a path full of shell metacharacters taken as it is.
@@ -1308,24 +1312,25 @@ func commandLineEntries() []catEntry {
 	return []catEntry{
 		// Above 1000 jobs META asks "Are you sure?"; with no terminal to
 		// ask on, farm refuses before it writes anything (the table stays
-		// unnumbered), and says to add --yes.
-		{name: "args-submit-over-1000-no-terminal", args: []string{"submit", "1001", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
+		// unnumbered), and says to add --yes. (N above the cases is cut
+		// to the cases unless WAIT_FOR_CASES is set: keepN sets it.)
+		{name: "args-submit-over-1000-no-terminal", setup: keepN, args: []string{"submit", "1001", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
 		{name: "args-submit-simple-over-1000-cases", setup: write("table.dat", strings.Repeat("true\n", 1001)), args: []string{"submit", "-1", "--backend", "local"}, code: 1, msg: sure("1001", "submit")},
-		{name: "args-resubmit-over-1000-no-terminal", base: baseRan, args: []string{"resubmit", "5000", "--backend", "local"}, code: 1, msg: sure("5000", "resubmit"), notOut: `Resubmitting`},
+		{name: "args-resubmit-over-1000-no-terminal", base: baseRan, setup: keepN, args: []string{"resubmit", "5000", "--backend", "local"}, code: 1, msg: sure("5000", "resubmit"), notOut: `Resubmitting`},
 		// --yes (-y) is farm's: the submission goes on, and sbatch does not
 		// get it.
-		{name: "args-submit-over-1000-yes", base: baseNumbered, args: []string{"submit", "1001", "--yes", "--backend", "slurm", "--mem=1G"}, slurmBody: sbatchLogsAndFails, code: 1,
+		{name: "args-submit-over-1000-yes", base: baseNumbered, setup: keepN, args: []string{"submit", "1001", "--yes", "--backend", "slurm", "--mem=1G"}, slurmBody: sbatchLogsAndFails, code: 1,
 			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
 			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
-		{name: "args-resubmit-over-1000-y", base: baseRan, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
+		{name: "args-resubmit-over-1000-y", base: baseRan, setup: keepN, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
 			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
 			change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
 		// 1000 is not asked about (NJOBS_MAX refuses it, the question would
 		// have come first).
-		{name: "args-submit-1000-not-asked", setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999"), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
+		{name: "args-submit-1000-not-asked", setup: both(keepN, edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999")), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
 			msg: `^farm: NJOBS_MAX=999 in config: the farm has 0 active job\(s\) and may submit at most 999 more now`},
 		// A refused resubmit does not say "Resubmitting the N case(s)".
-		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1"), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
+		{name: "args-resubmit-refused-by-njobs-max", base: baseRan, setup: both(keepN, edit("config", "NJOBS_MAX=0", "NJOBS_MAX=1")), args: []string{"resubmit", "2", "--backend", "local"}, code: 1,
 			msg: `^farm: NJOBS_MAX=1 in config: the farm has 0 active job\(s\) and may submit at most 1 more now`, notOut: `Resubmitting`},
 		{name: "args-resubmit-never-submitted", base: baseNumbered, args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: `^farm: this farm was never submitted: use 'farm submit N' first$`},
@@ -1452,7 +1457,7 @@ func miscEntries() []catEntry {
 		{name: "misc-local-state-unknown", base: baseRan, setup: write("MISC/local/1.state", `{"State":"SLEEPING"}`), args: []string{"list"}, code: 1,
 			msg: localDamaged(`unknown state "SLEEPING"`), after: removeDamagedState},
 		{name: "misc-local-job-garbage", base: baseRan, setup: write("MISC/local/1.job", "{"), args: []string{"list", "--json"}, code: 0},
-		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: 1},
+		{name: "misc-local-records-gone", base: baseRan, setup: remove("MISC/local"), args: []string{"wait"}, code: exitNotAllOK},
 		// FARM_GPUS, the GPUs of the local backend's jobs: one that does
 		// not read is refused before anything is submitted; one that
 		// reads reaches the jobs, whose meta-jobs start with it.
@@ -1492,12 +1497,12 @@ func statusEntries() []catEntry {
 	return []catEntry{
 		warn("garbage-line", "garbage line", status, 0, `unknown record "garbage"`),
 		warn("garbage-line-query", "zzz", query, 0, `unknown record "zzz"`),
-		warn("garbage-line-wait", "%%%", wait, 1, `unknown record "%%%"`),
+		warn("garbage-line-wait", "%%%", wait, exitNotAllOK, `unknown record "%%%"`),
 		warn("start-nan", "S 3 NaN vm", status, 0, `S record: bad START "NaN"`),
 		warn("end-start-nan", "E 1 0 NaN 1 vm", list, 0, `E record: bad START "NaN"`),
 		warn("end-seconds-inf", "E 1 0 1795385182.982 Inf vm", status, 0, `E record: bad SECONDS "Inf"`),
 		warn("end-seconds-huge", "E 1 0 1795385182.982 1e11 vm", query, 0, `E record: bad SECONDS "1e11"`),
-		warn("start-beyond-range", "S 3 1e17 vm", wait, 1, `S record: bad START "1e17"`),
+		warn("start-beyond-range", "S 3 1e17 vm", wait, exitNotAllOK, `S record: bad START "1e17"`),
 		warn("field-after-host", "E 1 0 1795385182.982 0.002 vm extra", status, 0, `E record: unexpected "extra" after HOST`),
 		warn("short-end-record", "E 1 0", query, 0, `short E record "E 1 0": want E ID STATUS START SECONDS HOST`),
 		warn("not-a-header", "# junk", list, 0, `a line starting with # that is not a "# farm-status v1" header`),

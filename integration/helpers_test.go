@@ -28,6 +28,9 @@ var (
 	waitFor     = harness.WaitFor
 )
 
+// exitNotAllOK is farm wait's exit code when some case did not succeed.
+const exitNotAllOK = harness.ExitNotAllOK
+
 // shortLimit lets a farm command submit with a run-time under META's 30
 // seconds on the local backend, which keeps it to the second: for the
 // tests of time limits, which would take minutes with 30 s ones.

@@ -31,7 +31,7 @@ func TestLocalLanesRunExactlyOnceAndResubmit(t *testing.T) {
 	if r := farmIn(t, dir, []string{"FARM_CLAIM_LANES=4"}, "submit", "6", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: exit %d: %s %s", r.Code, r.Out, r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "5m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "5m")
 	rec := readRecords(t, dir)
 	for id := int64(1); id <= n; id++ {
 		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {

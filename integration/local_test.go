@@ -75,8 +75,8 @@ func TestLocalFailedCaseStatusAndWaitExit(t *testing.T) {
 	dir := newFarm(t, []string{"true", "exit 3", "echo hello"}, "0-00:10")
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	if r.Code != 1 {
-		t.Errorf("wait exit %d, want 1 when a case failed (out %q)", r.Code, r.Out)
+	if r.Code != exitNotAllOK {
+		t.Errorf("wait exit %d, want 3 when a case failed (out %q)", r.Code, r.Out)
 	}
 	st := statusJSON(t, dir)
 	if got := st[2]; got.State != "failed" || got.Status != 3 {
@@ -123,7 +123,7 @@ func TestLocalKill9OfMetajobLeavesOneInterruptedCase(t *testing.T) {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 -%d: %v", pgid, err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "2m")
 	rec := readRecords(t, dir)
 	st := statusJSON(t, dir)
 	if got := st[10]; got.State != "interrupted" || got.Job != victim {
@@ -161,7 +161,7 @@ func TestLocalTimeLimitInterruptsCase(t *testing.T) {
 	dir := newFarm(t, []string{"true", "sleep 60", "true"}, "0:03")
 	mustFarmShort(t, dir, "submit", "1", "--backend", "local")
 	start := time.Now()
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the 3 s limit took %s to act", d)
 	}
@@ -256,7 +256,7 @@ func TestLocalFastFailureStopsMetajob(t *testing.T) {
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(b), "N_failed_max=5", "N_failed_max=3", 1)), 0o644)
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
 	if len(rec.Ends) != 3 {
 		t.Errorf("%d cases ran, want 3 before fast-failure protection", len(rec.Ends))

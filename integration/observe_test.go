@@ -57,7 +57,7 @@ func TestLocalQueryListKillPruneJSON(t *testing.T) {
 	if !strings.Contains(out, "Cancelled 2 job(s)") {
 		t.Errorf("kill said %q", out)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "30s")
 	st := statusJSON(t, dir)
 	n := 0
 	for _, c := range st {
@@ -82,7 +82,7 @@ func TestLocalCleanKeepsUserFilesByteIdentical(t *testing.T) {
 	dir := newFarm(t, []string{"echo a > a.txt", "exit 1"}, "0-00:10")
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	kept := []string{"job_script.sh", "single_case.sh", "resubmit_script.sh", "final.sh", "config", "table.dat"}
 	sums := map[string][32]byte{}
 	for _, k := range kept {
@@ -120,7 +120,7 @@ func TestLocalCleanKeepsUserFilesByteIdentical(t *testing.T) {
 	}
 	// The cleaned farm can be submitted again from scratch.
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 }
 
 func TestLocalQueryWatchEndsAtHundredPercent(t *testing.T) {

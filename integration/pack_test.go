@@ -149,8 +149,8 @@ func TestPackUnfit(t *testing.T) {
 	dir := newFarm(t, []string{"true", "true #FARM cpus=4096", "true"}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
-	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
-		t.Errorf("wait: exit %d, %q; want 1, with the case unfit", r.Code, r.Out)
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Errorf("wait: exit %d, %q; want 3, with the case unfit", r.Code, r.Out)
 	}
 	st := statusJSON(t, dir)
 	if st[2].State != "unfit" {
@@ -178,8 +178,8 @@ func TestPackLocalIsOneNode(t *testing.T) {
 	}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
-	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
-		t.Errorf("wait: exit %d, %q; want 1, with case 2 unfit", r.Code, r.Out)
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Errorf("wait: exit %d, %q; want 3, with case 2 unfit", r.Code, r.Out)
 	}
 	if out := mustFarm(t, dir, "Status"); !strings.Contains(out, "needs 2 nodes, the job has 1") {
 		t.Errorf("Status does not say why case 2 did not run:\n%s", out)

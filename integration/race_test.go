@@ -393,8 +393,8 @@ func TestLocalTwoResubmitsStartOneRun(t *testing.T) {
 		if r := farmIn(t, dir, env, "submit", "2", "--backend", "local"); r.Code != 0 {
 			t.Fatalf("submit: %s %s", r.Out, r.Err)
 		}
-		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != 1 {
-			t.Fatalf("trial %d: wait after run 1: exit %d, want 1 (cases failed)", trial, r.Code)
+		if r := farmIn(t, dir, env, "wait", "--timeout", "1m"); r.Code != exitNotAllOK {
+			t.Fatalf("trial %d: wait after run 1: exit %d, want 3 (cases failed)", trial, r.Code)
 		}
 		os.WriteFile(marker, nil, 0o644)
 		b := newBarrier(t, base)

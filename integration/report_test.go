@@ -39,8 +39,8 @@ func reportFarm(t *testing.T) (dir string, started, failed, interrupted int) {
 	dir = newFarm(t, table, "0:20")
 	mustFarmShort(t, dir, "submit", "4", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	if r.Code != 1 {
-		t.Fatalf("wait: exit %d, want 1 (some cases failed): %s %s", r.Code, r.Out, r.Err)
+	if r.Code != exitNotAllOK {
+		t.Fatalf("wait: exit %d, want 3 (some cases failed): %s %s", r.Code, r.Out, r.Err)
 	}
 	t.Logf("farm wait: %s", strings.TrimSpace(r.Out))
 	rec := readRecords(t, dir)

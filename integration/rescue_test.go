@@ -120,10 +120,10 @@ func TestLocalRescueStopsAtTheCrashLimit(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("submit: %d %s", r.Code, r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "3m")
 	st := statusJSON(t, dir)
-	if c := st[1]; c.State != "interrupted" || c.Attempts != 2 || c.Crashes != 2 || !c.Crashed || c.Run != 1 {
-		t.Errorf("case 1: %+v; want interrupted in run 1 after 2 attempts, 2 crashes, crashed", c)
+	if c := st[1]; c.State != "crashed" || c.Attempts != 2 || c.Crashes != 2 || !c.Crashed || c.Run != 1 {
+		t.Errorf("case 1: %+v; want crashed in run 1 after 2 attempts, 2 crashes, crashed", c)
 	}
 	for id := int64(2); id <= 21; id++ {
 		if c := st[id]; c.State != "succeeded" || c.Attempts != 1 {

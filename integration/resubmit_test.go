@@ -23,7 +23,7 @@ func TestLocalResubmitRerunsExactlyTheFailed(t *testing.T) {
 	}
 	dir := newFarm(t, table, "0-00:10")
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 
 	os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644)
 	out := mustFarm(t, dir, "resubmit", "2") // stays on the local backend
@@ -97,7 +97,7 @@ func TestLocalResubmitRefusedWhileJobsRun(t *testing.T) {
 		t.Errorf("resubmit while running: exit %d, %q", r.Code, r.Err)
 	}
 	mustFarm(t, dir, "kill")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "30s")
 }
 
 func writeFinal(t *testing.T, dir string) {
@@ -152,7 +152,7 @@ func TestLocalAutoStopsWhenOnlyFailedCasesAreLeft(t *testing.T) {
 	dir := newFarm(t, []string{"true", "exit 5", "true", "true"}, "0-00:10")
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	log := checkAutoStoppedOnFailed(t, dir)
 	if strings.Contains(log, "resubmit: run 2") {
 		t.Errorf("auto resubmitted a farm with only failed cases:\n%s", log)
@@ -200,7 +200,7 @@ func TestLocalRuntimeAwareExitAvoidsInterruptedCases(t *testing.T) {
 	if r := farmIn(t, dir, []string{"FARM_LOCAL_SLOTS=64"}, "submit", "8", "--backend", "local"); r.Code != 0 {
 		t.Fatal(r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "3m")
 	st := statusJSON(t, dir)
 	for id, r := range st {
 		if r.State != "succeeded" {
@@ -233,7 +233,7 @@ func TestLocalJobFeaturesShutdownStopsClaiming(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatal(r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	rec := readRecords(t, dir)
 	if rec.Last > float64(deadline.Unix())+2 { // a case may start just before it, under load
 		t.Errorf("a case ran until %.1f, after the shutdown time %d", rec.Last, deadline.Unix())

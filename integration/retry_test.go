@@ -24,7 +24,7 @@ func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
 	setConfig(t, dir, "RETRIES", "2")
 	setConfig(t, dir, "RETRY_DELAY", "1")
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "2m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "2m")
 
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "succeeded" || c.Attempts != 3 || c.Run != 1 {
@@ -104,7 +104,7 @@ func TestLocalRetriesStillTripFastFailure(t *testing.T) {
 	setConfig(t, dir, "RETRY_DELAY", "1") // cases 1 and 2 wait for theirs as case 3 fails
 	setConfig(t, dir, "N_failed_max", "3")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	out, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
 	if len(out) != 1 {
 		t.Fatalf("job outputs %v, want 1", out)
@@ -161,7 +161,7 @@ func TestLocalRetriesOfOneCaseDoNotTripFastFailure(t *testing.T) {
 	dir := newFarm(t, append([]string{"exit 1"}, repeat("true", 5)...), "0-00:10")
 	setConfig(t, dir, "RETRIES", "4")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "failed" || c.Attempts != 5 {
 		t.Errorf("case 1: %+v; want failed after 5 attempts", c)

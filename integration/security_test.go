@@ -69,7 +69,7 @@ func TestLocalFileModesFollowTableAndUmask(t *testing.T) {
 		return harness.Exec(t, cmd, args)
 	}
 	for _, args := range [][]string{{"submit", "1", "--backend", "local"}, {"wait", "--timeout", "2m"}, {"resubmit", "1", "--backend", "local"}, {"wait", "--timeout", "2m"}} {
-		if r := umask(args...); r.Code != 0 && !(args[0] == "wait" && r.Code == 1) {
+		if r := umask(args...); r.Code != 0 && !(args[0] == "wait" && r.Code == exitNotAllOK) {
 			t.Fatalf("farm %v: exit %d, %s", args, r.Code, r.Err)
 		}
 	}

@@ -69,6 +69,6 @@ func testAutoStopsOnOnlyFailed(t *testing.T, e engine) {
 	dir := e.farm(t, []string{"true", "exit 4", "true"}, "1")
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "2", "-auto", "--backend", e.name)
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "3m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "3m")
 	checkAutoStoppedOnFailed(t, dir)
 }

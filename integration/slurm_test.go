@@ -371,7 +371,7 @@ func testKillLeavesNoJob(t *testing.T, e engine) {
 			t.Errorf("job %s is %s after kill, want CANCELLED", id, s)
 		}
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "30s")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "30s")
 	st := statusJSON(t, dir)
 	if len(st) != 2 {
 		t.Errorf("%d cases have a status, want the 2 that ran", len(st))
@@ -469,7 +469,7 @@ func TestSGEPruneArrayPartlyRunning(t *testing.T) {
 	}
 	os.WriteFile(release, nil, 0o644)
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	if r.Code != 1 || !strings.Contains(r.Out, "8 cases: 2 succeeded, 0 failed, 0 interrupted, 6 never ran") {
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "8 cases: 2 succeeded, 0 failed, 0 interrupted, 6 never ran") {
 		t.Errorf("wait: exit %d, %q; want the 2 running cases done, 6 never run", r.Code, r.Out)
 	}
 	if rows := listJSON(t, dir); len(rows) != 1 || rows[0].Cases != 2 {
@@ -493,7 +493,7 @@ func testTimeLimitInterruptsCase(t *testing.T, e engine) {
 	dir := e.farm(t, table, "1")
 	start := time.Now()
 	mustFarm(t, dir, "submit", "2", "--backend", e.name)
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "4m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "4m")
 	t.Logf("the time limit stopped the farm after %s", time.Since(start).Round(time.Second))
 	st := statusJSON(t, dir)
 	rec := readRecords(t, dir)
@@ -547,8 +547,8 @@ func TestSGEParallelEnvironment(t *testing.T) {
 	}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "sge", "-pe", "farm", "3")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "2m")
-	if r.Code != 1 || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
-		t.Fatalf("wait: exit %d, %q; want 1, with case 3 unfit", r.Code, r.Out)
+	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
+		t.Fatalf("wait: exit %d, %q; want 3, with case 3 unfit", r.Code, r.Out)
 	}
 	if out := mustFarm(t, dir, "Status"); !strings.Contains(out, "needs 2 nodes, the job has 1") {
 		t.Errorf("Status does not say why case 3 did not run:\n%s", out)

@@ -54,9 +54,9 @@ func TestUmaskNeverWidensModes(t *testing.T) {
 			}
 			os.Chmod(table, tc.table)
 			farm(dir, 0, "submit", "1", "--backend", "local")
-			farm(dir, 1, "wait", "--timeout", "1m") // case 2 failed
+			farm(dir, exitNotAllOK, "wait", "--timeout", "1m") // case 2 failed
 			farm(dir, 0, "resubmit", "1", "--backend", "local")
-			farm(dir, 1, "wait", "--timeout", "1m")
+			farm(dir, exitNotAllOK, "wait", "--timeout", "1m")
 			farm(dir, 0, "report")
 			n := 0
 			err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

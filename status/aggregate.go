@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -45,10 +46,14 @@ type Case struct {
 	ID      int64
 	State   State
 	Status  int     // STATUS for failed/succeeded; the signal for interrupted
-	Seconds float64 // duration of the attempt (so far, while running)
-	Job     string  // meta-job ID
-	Host    string
-	Run     int
+	Seconds float64 // duration of the attempt (so far, while running); 0 if NoSeconds
+	// NoSeconds says its duration is not known: it did not run (unfit),
+	// its meta-job died under it with no record of its end, or its record
+	// is one of META's, which say no time.
+	NoSeconds bool
+	Job       string // meta-job ID
+	Host      string
+	Run       int
 	// Loop, CPUs and GPUs are where the attempt ran in its meta-job, when
 	// its start record says (StartAt): its loop (0: not said), the CPUs it
 	// was bound to, the GPUs it was given. The lists are shared by every
@@ -94,6 +99,10 @@ type Job struct {
 	// were given, in ascending order, each once.
 	OpenCPUs []int
 	OpenGPUs []string
+	// OpenWhole is how many of its running cases hold the whole job: their
+	// start records say neither CPUs nor GPUs (a case that declares no
+	// needs, outside WHOLE_NODE mode, is given all the job has).
+	OpenWhole int64
 }
 
 // Summary holds every case's outcome, compactly: in pages of consecutive
@@ -502,6 +511,7 @@ type fileParser struct {
 	// Ended, Open and Unfit of the job, and the CPUs and GPUs of its
 	// running cases.
 	ended, open, unfit int64
+	whole              int64 // running cases placed on neither CPUs nor GPUs: the whole job
 	cpus               []int
 	gpus               []string
 }
@@ -517,11 +527,16 @@ func (p *fileParser) add(f *File, a *Attempt) {
 		p.unfit++
 	case a.State == Running:
 		p.open++
+		var place Placement
 		if a.note > 0 {
 			if n := parseNote(f.notes[a.note-1]); n.reason == "" {
-				p.cpus = append(p.cpus, n.place.CPUs...)
-				p.gpus = append(p.gpus, n.place.GPUs...)
+				place = n.place
 			}
+		}
+		p.cpus = append(p.cpus, place.CPUs...)
+		p.gpus = append(p.gpus, place.GPUs...)
+		if len(place.CPUs) == 0 && len(place.GPUs) == 0 {
+			p.whole++
 		}
 	default:
 		p.ended++
@@ -536,7 +551,8 @@ func (p *fileParser) add(f *File, a *Attempt) {
 		}
 	}
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
-		retry: a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		untimed: a.NoEnd || a.Untimed || a.State == Unfit,
+		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -549,7 +565,7 @@ func (p *fileParser) addNotes(f *File) {
 // jobOf is the Job of file f, read whole.
 func (p *fileParser) jobOf(f *File) *Job {
 	job := &Job{ID: f.Job, Run: f.Run, Host: f.Host, Restart: f.Restart, Capacity: f.Capacity,
-		Ended: p.ended, Open: p.open, Unfit: p.unfit}
+		Ended: p.ended, Open: p.open, Unfit: p.unfit, OpenWhole: p.whole}
 	switch {
 	case f.META:
 		job.Quit = "META" // recorded by META, before farm: not a live job
@@ -568,6 +584,7 @@ type attempt struct {
 	state   State
 	started bool   // the file holds the attempt's start record
 	crashed bool   // interrupted with no record of its end (Case.Crashes)
+	untimed bool   // its duration is not known (Case.NoSeconds)
 	retry   bool   // a retry (attempt= from 2): the attempt before it, in its run and file, failed
 	rescue  bool   // a rescue (why=rescue): the attempt before it, in its run, died with its meta-job
 	again   bool   // a rescue being merged (mergeRescues): not a second start of the case in its run
@@ -576,6 +593,18 @@ type attempt struct {
 	status  int
 	start   float64
 	secs    float64
+}
+
+// noSeconds is what a case's secs hold when its duration is not known
+// (Case.NoSeconds): a NaN, which no record holds (ParseRecord reads none).
+var noSeconds = float32(math.NaN())
+
+// seconds is what a case's secs hold for attempt a.
+func (a attempt) seconds() float32 {
+	if a.untimed {
+		return noSeconds
+	}
+	return float32(a.secs)
 }
 
 // wins reports whether attempt a, of run run, replaces the recorded outcome
@@ -642,7 +671,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		if wins(a, run, col.state[i], oldRun) {
 			col.state[i] = a.state
 			col.status[i] = int32(a.status)
-			col.secs[i] = float32(a.secs)
+			col.secs[i] = a.seconds()
 			col.job[i] = w
 		}
 		return
@@ -663,7 +692,7 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		oldRun = s.jobRun[s.jobOf(old.job)]
 	}
 	if wins(a, run, old.state, oldRun) {
-		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), float32(a.secs), w
+		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), a.seconds(), w
 	}
 	if fc != old {
 		s.cases.putFar(a.id, fc)
@@ -823,14 +852,15 @@ func (s *Summary) Get(id int64) Case {
 func (s *Summary) at(p *casePage, i int) Case {
 	col := p.cols
 	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i]),
-		Attempts: int(col.tries[i]), Crashes: int(col.crashes[i])}
+		NoSeconds: isNaN(col.secs[i]), Attempts: int(col.tries[i]), Crashes: int(col.crashes[i])}
 	s.withJob(&c, col.job[i])
 	return c
 }
 
 // farAt is far case id.
 func (s *Summary) farAt(id int64, fc farCase) Case {
-	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs), Attempts: int(fc.tries), Crashes: int(fc.crashes)}
+	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs), NoSeconds: isNaN(fc.secs),
+		Attempts: int(fc.tries), Crashes: int(fc.crashes)}
 	s.withJob(&c, fc.job)
 	return c
 }
@@ -969,13 +999,17 @@ func (s *Summary) Widths() (maxID int64, minStatus, maxStatus int, maxMillis int
 			maxID = max(maxID, p.n<<pageBits|int64(i))
 			minStatus = min(minStatus, int(col.status[i]))
 			maxStatus = max(maxStatus, int(col.status[i]))
-			maxMillis = max(maxMillis, int64(col.secs[i]*1000+0.5))
+			if s := col.secs[i]; !isNaN(s) {
+				maxMillis = max(maxMillis, int64(s*1000+0.5))
+			}
 		}
 	}
 	for id, c := range s.cases.far {
 		maxID = max(maxID, id)
 		minStatus, maxStatus = min(minStatus, int(c.status)), max(maxStatus, int(c.status))
-		maxMillis = max(maxMillis, int64(c.secs*1000+0.5))
+		if !isNaN(c.secs) {
+			maxMillis = max(maxMillis, int64(c.secs*1000+0.5))
+		}
 	}
 	for _, j := range s.Jobs {
 		job, host = max(job, len(j.ID)), max(host, len(j.Host))

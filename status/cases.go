@@ -309,4 +309,12 @@ func inc8(n uint8) uint8 {
 }
 
 // seconds rounds a stored duration to the millisecond it was written with.
-func seconds(s float32) float64 { return math.Round(float64(s)*1000) / 1000 }
+func seconds(s float32) float64 {
+	if isNaN(s) {
+		return 0 // not known: Case.NoSeconds
+	}
+	return math.Round(float64(s)*1000) / 1000
+}
+
+// isNaN reports whether s is a NaN: noSeconds, a duration not known.
+func isNaN(s float32) bool { return s != s }

@@ -71,14 +71,14 @@ func TestUnfitCasesAndPlacements(t *testing.T) {
 	sum.Each(func(c Case) error { got = append(got, c); return nil })
 	want := []Case{
 		{ID: 1, State: Succeeded, Seconds: 1, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
-		{ID: 2, State: Unfit, Job: "10", Host: "node10", Run: 1, Reason: "needs 16 CPUs, the job has 8"},
+		{ID: 2, State: Unfit, NoSeconds: true, Job: "10", Host: "node10", Run: 1, Reason: "needs 16 CPUs, the job has 8"},
 		{ID: 3, State: Running, Seconds: 8, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 		{ID: 4, State: Running, Seconds: 7, Job: "20", Host: "node20", Run: 2, Attempts: 1, Loop: 1, CPUs: a.CPUs, GPUs: a.GPUs},
 		{ID: 5, State: Failed, Status: 1, Seconds: 1, Job: "20", Host: "node20", Run: 2, Attempts: 1},
 		{ID: 6, State: Failed, Status: 3, Seconds: 2, Job: "10", Host: "node10", Run: 1, Attempts: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
-		{ID: 7, State: Unfit, Job: "20", Host: "node20", Run: 2, Reason: "needs 0-02:00:00, 0-00:30:00 left"},
-		{ID: 8, State: Unfit, Job: "20", Host: "node20", Run: 2},
-		{ID: 9, State: Interrupted, Job: "10", Host: "node10", Run: 1, Attempts: 1, Crashes: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
+		{ID: 7, State: Unfit, NoSeconds: true, Job: "20", Host: "node20", Run: 2, Reason: "needs 0-02:00:00, 0-00:30:00 left"},
+		{ID: 8, State: Unfit, NoSeconds: true, Job: "20", Host: "node20", Run: 2},
+		{ID: 9, State: Interrupted, NoSeconds: true, Job: "10", Host: "node10", Run: 1, Attempts: 1, Crashes: 1, Loop: 2, CPUs: b.CPUs, GPUs: b.GPUs},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
@@ -207,3 +207,32 @@ func BenchmarkParsePlacedRecord(b *testing.B) {
 // BenchmarkAggregatePlacedLine is Load's work per record of a meta-job
 // that places its cases.
 func BenchmarkAggregatePlacedLine(b *testing.B) { benchmarkAggregate(b, benchPlacedLines) }
+
+// A running case whose start record names no CPU and no GPU holds the
+// whole job (it declares no needs): its job counts it in OpenWhole, for
+// farm query's busy count (issue 34); cases placed on CPUs or GPUs, and
+// ended ones, do not count.
+func TestOpenWholeCountsUnplacedRunningCases(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	writeCap(t, dir, "30", 1, Capacity{CPUs: 2}, func(w *Writer) {
+		w.StartAt(1, t0, Placement{})
+		w.End(1, 0, t0, time.Second)
+		w.StartAt(2, t0.Add(time.Second), Placement{Loop: 2}) // no CPU or GPU named: the whole job
+	})
+	writeCap(t, dir, "31", 1, Capacity{CPUs: 4, GPUs: 1}, func(w *Writer) {
+		w.StartAt(3, t0, Placement{Loop: 1, CPUs: []int{0, 1}})
+		w.StartAt(4, t0, Placement{Loop: 2, GPUs: []string{"0"}})
+	})
+	sum, err := Load(dir, Options{Live: func(string) bool { return true }, Now: t0.Add(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, j := range sum.Jobs {
+		got[j.ID] = j.OpenWhole
+	}
+	if diff := cmp.Diff(map[string]int64{"30": 1, "31": 0}, got); diff != "" {
+		t.Errorf("OpenWhole by job (-want +got):\n%s", diff)
+	}
+}

@@ -19,16 +19,18 @@ import (
 // place that maps errors to them.
 const (
 	exitOK          = 0   // success; for wait, every case succeeded
-	exitFailed      = 1   // an error, or (wait) some case did not succeed
+	exitFailed      = 1   // an error: farm could not do what was asked
 	exitTimeout     = 2   // wait: the timeout ran out first
+	exitNotAllOK    = 3   // wait: the jobs ended, and some case did not succeed
 	exitUsage       = 64  // bad command-line usage
 	exitInterrupted = 130 // stopped by Ctrl-C (SIGINT) or SIGTERM
 )
 
 const helpExitCodes = `EXIT CODES:
    0   success (farm wait: every case of the farm succeeded)
-   1   an error, or (farm wait) some case failed, was interrupted, was unfit or never ran
+   1   an error: farm could not do what was asked (farm wait: also a farm never submitted)
    2   farm wait: the --timeout ran out first
+   3   farm wait: the jobs ended, and some case failed, was interrupted, was unfit or never ran
    64  bad usage: unknown command, flag, argument or backend
    130 interrupted (Ctrl-C or SIGTERM) before the command was done
 `
@@ -41,7 +43,8 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
 // notDoneError is farm wait's answer when some case did not succeed: exit
-// 1, with nothing more to say than the summary already printed.
+// 3 (not 1, an error: a script tells the two apart), with nothing more to
+// say than the summary already printed.
 type notDoneError struct{}
 
 func (notDoneError) Error() string { return "not every case succeeded" }
@@ -95,8 +98,11 @@ func classify(err error) (code int, say bool) {
 		return exitTimeout, true
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted, true
-	case errors.Is(err, notDoneError{}), errors.Is(err, metajob.ErrFastFailure), errors.As(err, new(*casetable.TableChangedError)):
-		// Already said: the summary, or the job's output.
+	case errors.Is(err, notDoneError{}):
+		// Already said: the summary.
+		return exitNotAllOK, false
+	case errors.Is(err, metajob.ErrFastFailure), errors.As(err, new(*casetable.TableChangedError)):
+		// Already said: the job's output.
 		return exitFailed, false
 	}
 	// A *farm.UserError, or any other error.

@@ -10,8 +10,10 @@ func statusCmd() *cli.Command {
 		Name:    "Status",
 		Aliases: []string{"status"},
 		Usage:   "the status of every case that has a record",
-		Description: "One row per case: ID, state (succeeded, failed, interrupted, running, unfit), STATUS,\n" +
-			"duration in seconds, meta-job and host. A case's row is its farm-wide outcome over all runs.\n" +
+		Description: "One row per case: ID, state (succeeded, failed, interrupted, crashed, running, unfit), STATUS,\n" +
+			"duration in seconds, meta-job and host; \"-\" (null in --json) where none is known. A case's\n" +
+			"row is its farm-wide outcome over all runs. A crashed case's meta-job died under it\n" +
+			"MAX_CRASHES times: resubmit leaves it out unless --crashed.\n" +
 			"An unfit case was taken by a meta-job that could not fit it (it needs more CPUs, GPUs or\n" +
 			"memory than the job has, or more time than it had left): a last column says why, and the\n" +
 			"next resubmit runs it. --json adds where a case ran (loop, cpus, gpus) when known.\n\n" +

@@ -208,7 +208,9 @@ func submitCmd() *cli.Command {
 		Usage:     "submit the farm: N meta-jobs, or -1 for one job per case",
 		ArgsUsage: submitArgsUsage,
 		Description: "N > 0 (META mode): N meta-jobs share the cases of table.dat, each claiming the next\n" +
-			"cases, a batch at a time, until none is left. N = -1 (SIMPLE mode): one job per case.\n" +
+			"cases, a batch at a time, until none is left; N above the cases is cut to one meta-job\n" +
+			"per case (per NWHOLE cases with WHOLE_NODE), as META does, unless WAIT_FOR_CASES is set.\n" +
+			"N = -1 (SIMPLE mode): one job per case.\n" +
 			"Other arguments go to the engine's submit command (sbatch, qsub); the run-time must be in\n" +
 			"job_script.sh, as the engine's job scripts set it:\n" +
 			"   " + runTimeHelp() + ",\n" +

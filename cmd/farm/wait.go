@@ -12,8 +12,9 @@ func waitCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
 		Usage: "block until no job of the farm is pending or running",
-		Description: "Exit 0 if every case of the farm then succeeded, 1 otherwise, 2 if --timeout ran out,\n" +
-			"130 on Ctrl-C (the jobs go on). --progress draws farm query's progress bar as it waits:\n" +
+		Description: "Exit 0 if every case of the farm then succeeded, 3 if some case did not, 1 on an error\n" +
+			"(a farm never submitted, say), 2 if --timeout ran out, 130 on Ctrl-C (the jobs go on).\n" +
+			"--progress draws farm query's progress bar as it waits:\n" +
 			"redrawn in place on a terminal, a line every --interval otherwise.\n\n" +
 			"EXAMPLES:\n   farm submit 4 && farm wait --timeout 2h && echo all done\n   farm wait --progress --interval 5s",
 		Flags: []cli.Flag{

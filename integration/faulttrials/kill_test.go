@@ -348,7 +348,7 @@ func mustEnv(t *testing.T, dir string, env []string, args ...string) string {
 // wait waits for the farm's jobs to end.
 func (tr *trial) wait() {
 	r := harness.Run(tr.t, tr.dir, nil, "wait", "--timeout", "5m")
-	if r.Code != 0 && r.Code != 1 {
+	if r.Code != 0 && r.Code != harness.ExitNotAllOK {
 		tr.t.Fatalf("farm wait: exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
 }

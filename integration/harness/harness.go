@@ -60,6 +60,10 @@ func Root() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
+// ExitNotAllOK is farm wait's exit code when the farm's jobs ended and
+// some case did not succeed (1 is an error: farm could not wait).
+const ExitNotAllOK = 3
+
 // Result is one run of the farm binary.
 type Result struct {
 	Out, Err string
@@ -164,8 +168,8 @@ func Repeat(line string, n int) []string {
 type StatusRow struct {
 	ID      int64   `json:"id"`
 	State   string  `json:"state"`
-	Status  int     `json:"status"`
-	Seconds float64 `json:"seconds"`
+	Status  int     `json:"status"`  // null (no STATUS: running, unfit, its meta-job died) reads as 0
+	Seconds float64 `json:"seconds"` // null (not known) reads as 0
 	Job     string  `json:"job"`
 	Host    string  `json:"host"`
 	Run     int     `json:"run"`
