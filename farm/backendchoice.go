@@ -19,9 +19,10 @@ import (
 // and 'farm clean --yes' keeps it, as it keeps config. farm adopt, submit
 // and resubmit given --backend NAME write it (recordBackend), so that the
 // next commands, and the -auto job, stay on NAME; --backend auto uses the
-// default for one command and writes nothing. farm init writes none: its
-// --engine picks the directives of the job scripts, which the local
-// backend reads too.
+// default for one command and writes nothing. farm init writes it only
+// when given --backend (InitBackend): its --engine alone picks the
+// directives of the job scripts, which the local backend reads too, and
+// pins no backend.
 
 // backendChoice is where chooseBackend found the backend of a command.
 type backendChoice struct {

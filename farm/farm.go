@@ -203,7 +203,13 @@ func (f *Farm) Log(format string, args ...any) {
 // directory beside dir, which is renamed into place once complete: an
 // interrupted init (a full disk) leaves no half-made farm, and the
 // temporary directory is removed.
-func Init(dir string, scripts fs.FS) error {
+func Init(dir string, scripts fs.FS) error { return InitBackend(dir, scripts, "") }
+
+// InitBackend is Init, and with a backend name also writes it to the new
+// config's BACKEND ('farm init --backend NAME'), as farm submit --backend
+// NAME would: the farm's backend from then on. The name is checked by the
+// caller.
+func InitBackend(dir string, scripts fs.FS, backendName string) error {
 	files, err := templates.All(scripts)
 	if err != nil {
 		return Userf("%v (nothing was made)", err)
@@ -230,6 +236,11 @@ func Init(dir string, scripts fs.FS) error {
 	defer os.RemoveAll(tmp) // nothing left once renamed
 	for _, t := range files {
 		if err := os.WriteFile(filepath.Join(tmp, t.Name), t.Data, t.Mode); err != nil {
+			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
+		}
+	}
+	if backendName != "" {
+		if err := (&Farm{Dir: tmp}).recordBackend(backendName, "farm init --backend "+backendName); err != nil {
 			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
 		}
 	}

@@ -219,3 +219,49 @@ func TestSubmitBackendIsRemembered(t *testing.T) {
 		t.Errorf("config after the failed resubmit:\n%s", b)
 	}
 }
+
+// TestInitBackendIsRemembered: 'farm init --backend local DIR' writes
+// BACKEND=local to the new farm's config, so its first 'farm submit'
+// without --backend runs on this machine although Slurm answers here;
+// --backend sge picks Grid Engine's job scripts too; an unknown name makes
+// no farm.
+func TestInitBackendIsRemembered(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	dir := filepath.Join(top, "f")
+	r := farmIn(t, top, nil, "init", "--backend", "local", dir)
+	if r.Code != 0 || !strings.Contains(r.Out, "Its backend is local (BACKEND in config)") {
+		t.Fatalf("init --backend local: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Out, r.Err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte("true\ntrue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setLimit(t, dir, "0-00:10")
+	slurmDir, calls := recordingSlurm(t)
+	path := []string{"PATH=" + slurmDir + ":" + os.Getenv("PATH")}
+	r = farmIn(t, dir, path, "submit", "2")
+	if r.Code != 0 || !strings.Contains(r.Out, "on the local backend") {
+		t.Fatalf("submit without --backend: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Out, r.Err)
+	}
+	if submitted(t, calls) {
+		t.Errorf("submit without --backend went to Slurm, not to the backend farm init was given")
+	}
+	if out := farmIn(t, dir, nil, "wait", "--timeout", "1m").Out; !strings.Contains(out, "2 cases: 2 succeeded") {
+		t.Errorf("wait said %q", out)
+	}
+
+	sgeDir := filepath.Join(top, "g")
+	mustFarm(t, top, "init", "--backend", "sge", sgeDir)
+	if b, _ := os.ReadFile(filepath.Join(sgeDir, "job_script.sh")); !strings.Contains(string(b), "#$ -l h_rt=") {
+		t.Errorf("init --backend sge wrote no Grid Engine job script:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sgeDir, "config")); !regexp.MustCompile(`(?m)^BACKEND=sge `).Match(b) {
+		t.Errorf("init --backend sge: config has no BACKEND=sge")
+	}
+	if r := farmIn(t, top, nil, "init", "--backend", "slurmm", filepath.Join(top, "h")); r.Code != 64 || !strings.Contains(r.Err, `unknown backend "slurmm"`) {
+		t.Errorf("init --backend slurmm: exit %d, %q", r.Code, r.Err)
+	}
+	if _, err := os.Stat(filepath.Join(top, "h")); err == nil {
+		t.Errorf("init with an unknown backend made the farm")
+	}
+}

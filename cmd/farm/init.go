@@ -27,24 +27,38 @@ func initCmd() *cli.Command {
 			"example table.dat. DIR must not exist or be empty. The job scripts carry the batch\n" +
 			"system's options (" + strings.Join(edits, "; ") + ";\n" +
 			"the local backend reads the run-time of any).\n\nEXAMPLES:\n" +
-			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine " + names[len(names)-1] + " myfarm",
+			"   farm init myfarm && cd myfarm && farm submit 2\n   farm init --engine " + names[len(names)-1] + " myfarm\n   farm init --backend local myfarm   # try it on this machine",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "engine", Value: names[0], Usage: "the batch system the job scripts are for: " + strings.Join(names, " or ")},
+			&cli.StringFlag{Name: "backend", Usage: "the farm's backend, written to config's BACKEND: " + strings.Join(registry(noEnv, io.Discard).Names(), ", ") + " (its job scripts too, unless --engine says)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("init takes one argument: the new farm directory")
 			}
+			be := c.String("backend")
+			if err := registry(noEnv, io.Discard).Check(be); err != nil {
+				return err
+			}
+			if be == "auto" {
+				be = "" // the default: config says nothing
+			}
 			name := c.String("engine")
+			if !c.IsSet("engine") && slices.Contains(names, be) {
+				name = be // --backend sge: Grid Engine's job scripts
+			}
 			i := slices.Index(names, name)
 			if i < 0 {
 				return usagef("unknown engine %q for farm init --engine: %s", name, strings.Join(names, " or "))
 			}
 			dir := c.Args().First()
-			if err := farm.Init(dir, engines[i].Templates); err != nil {
+			if err := farm.InitBackend(dir, engines[i].Templates, be); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "Created farm %s: edit table.dat (one case per line), job_script.sh (%s) and single_case.sh, then run 'farm submit N' in it.\n", dir, engines[i].Edit)
+			if be != "" {
+				fmt.Fprintf(c.App.Writer, "Its backend is %s (BACKEND in config): 'farm submit' and 'farm resubmit' use it unless given --backend.\n", be)
+			}
 			return nil
 		},
 	}
