@@ -452,6 +452,15 @@ func validate(path string, r io.Reader, how Numbering) (Info, error) {
 			return check(n, line)
 		}
 		if !seqID(line, len(held)+1) {
+			if len(held) > 0 && !startsWithID(line) {
+				// 1, 2, ..., k, then a line without a number: IDs
+				// that farm wrote (farm add, import-metaq) and a line
+				// added by hand. META's rule would number every line,
+				// the IDs becoming first parameters, and every case
+				// would run something else: refused instead.
+				k := len(held)
+				return &LineError{File: path, Line: n, Msg: fmt.Sprintf("this case line has no ID, but the %d case line(s) before it start with their IDs 1 to %d: give it the next ID (%d %s), or remove the IDs of every line to let farm number the table", k, k, k+1, truncate(bytes.TrimSpace(line)))}
+			}
 			if len(held) > 0 || startsWithID(line) {
 				info.NotIDs = &NotIDs{Line: n, Want: len(held) + 1, Field: truncate(firstField(line))}
 			}

@@ -97,6 +97,27 @@ func TestValidateKeepsNumberedIDs(t *testing.T) {
 // with an error naming the line if not. Else every line is numbered, kept
 // whole, and Info.NotIDs says where the numbers stopped being 1, 2, 3, ...
 // when the first line starts with a number.
+// TestMETARuleRefusesALineWithoutIDAfterIDs: case lines that start 1, 2,
+// ..., k and then one without a number are IDs farm wrote (farm add,
+// import-metaq) and a line added by hand: META's rule would number every
+// line, and every case would run its ID as a command. The table is
+// refused at that line instead, saying what to do.
+func TestMETARuleRefusesALineWithoutIDAfterIDs(t *testing.T) {
+	p := writeTable(t, "# c\n1 a\n2 b\n  echo x\n")
+	_, err := Validate(p)
+	want := "table.dat:4: this case line has no ID, but the 2 case line(s) before it start with their IDs 1 to 2: give it the next ID (3 echo x), or remove the IDs of every line to let farm number the table"
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate: %v\nwant %s", err, want)
+	}
+	if _, err := Prepare(p); err == nil {
+		t.Errorf("Prepare numbered the table")
+	}
+	// With TABLE_IDS=1 the same line is a malformed ID, as before.
+	if _, err := ValidateAs(p, TableIDs); err == nil || !strings.Contains(err.Error(), "table.dat:4:") {
+		t.Errorf("ValidateAs(TableIDs): %v", err)
+	}
+}
+
 func TestMETARule(t *testing.T) {
 	seq := func(n int) string {
 		var b strings.Builder
@@ -116,7 +137,7 @@ func TestMETARule(t *testing.T) {
 		{"1 then 3", "# c\n1 a\n\n3 b\n", false, 2, &NotIDs{Line: 4, Want: 2, Field: "3"}},
 		{"leading zero", "01 a\n", false, 1, &NotIDs{Line: 1, Want: 1, Field: "01"}},
 		{"a command", "echo a\n2 b\n", false, 2, nil},
-		{"1 then a command", "1 a\necho b\n", false, 2, &NotIDs{Line: 2, Want: 2, Field: "echo"}},
+		{"1 then a number", "1 a\n7 b\n", false, 2, &NotIDs{Line: 2, Want: 2, Field: "7"}},
 		{"one line", "1 foo\n", true, 1, nil},
 		{"1, 2, 3", "1 a\n2 b\n# c\n3 c\n", true, 3, nil},
 		{"1..100 then any IDs", seq(100) + "500 x\n101 y\n", true, 500, nil},

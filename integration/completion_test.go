@@ -85,7 +85,7 @@ func TestCompletionIsInert(t *testing.T) {
 	fresh := newFarm(t, repeat("true", 3), "0-00:10")
 	ran := newFarm(t, []string{"true", "false"}, "0-00:10")
 	mustFarm(t, ran, "submit", "1", "--backend", "local")
-	mustFarmCode(t, ran, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, ran, exitNotAllOK, "wait", "--timeout", "1m")
 	os.WriteFile(filepath.Join(fresh, "more.txt"), []byte("true\n"), 0o644)
 	os.WriteFile(filepath.Join(ran, "more.txt"), []byte("true\n"), 0o644)
 

@@ -215,12 +215,12 @@ func TestLocalNamesIgnoredArgs(t *testing.T) {
 	if r.Code != 0 || r.Err != "farm: ignored on the local backend: --mem=8G -A x\n" {
 		t.Fatalf("submit: exit %d, stderr %q", r.Code, r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	r = farmIn(t, dir, nil, "resubmit", "1", "--gres=gpu:1", "--failed", "--backend", "local")
 	if r.Code != 0 || r.Err != "farm: ignored on the local backend: --gres=gpu:1\n" {
 		t.Fatalf("resubmit: exit %d, stderr %q", r.Code, r.Err)
 	}
-	mustFarmCode(t, dir, 1, "wait", "--timeout", "1m")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 	if jobs := listJSON(t, dir); len(jobs) != 2 {
 		t.Errorf("%d jobs, want 2", len(jobs))
 	}

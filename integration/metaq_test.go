@@ -185,7 +185,7 @@ func TestImportMetaqDemoLocal(t *testing.T) {
 	if r := farmIn(t, dir, []string{"FARM_GPUS=0,1,2,3"}, "submit", "1", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
 	}
-	if r := farmIn(t, dir, nil, "wait", "--timeout", "2m"); r.Code != 1 || !strings.Contains(r.Out, "8 cases: 1 succeeded, 0 failed, 0 interrupted, 0 never ran, 7 unfit") {
+	if r := farmIn(t, dir, nil, "wait", "--timeout", "2m"); r.Code != exitNotAllOK || !strings.Contains(r.Out, "8 cases: 1 succeeded, 0 failed, 0 interrupted, 0 never ran, 7 unfit") {
 		t.Fatalf("wait: exit %d: %q", r.Code, r.Out)
 	}
 	st := statusJSON(t, dir)

@@ -23,8 +23,14 @@ if [ -z "${METAJOB_ID:-}" ]; then
   # The line, with its ID; an unnumbered table's cases are numbered in
   # order, as farm submit numbers them. META's rule: the table carries
   # IDs only if its first case lines (up to 100) start with 1, 2, 3, ...;
-  # with TABLE_IDS=1 in config, whatever numbers they start with.
+  # with TABLE_IDS=1 in config, whatever numbers they start with. farm's
+  # own tables (table.dat_, MISC/table.runR.*), and table.dat once the
+  # farm has run, always start with their IDs.
   farm_ids=0
+  case $(basename "$1") in
+  table.dat_ | table.run[0-9]*) farm_ids=1 ;;
+  table.dat) [ -n "$(ls -A "$(dirname "$1")/STATUSES" 2>/dev/null)" ] && farm_ids=1 ;;
+  esac
   grep -Eq "^[[:space:]]*TABLE_IDS[[:space:]]*=[[:space:]]*[\"']?1[\"']?[[:space:]]*(#.*)?\$" "$(dirname "$1")/config" 2>/dev/null && farm_ids=1
   farm_case=$(awk -v n="$2" -v ids="$farm_ids" '{ sub(/\r$/, "") }
     NR == FNR { if ($0 !~ /^[ \t]*(#|$)/ && ++k <= 100 && $1 != k "") plain = 1; next }
