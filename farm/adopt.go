@@ -103,15 +103,16 @@ func (f *Farm) planAdoption(ctx context.Context, backendName, record string, scr
 	if record == "auto" {
 		a.backend = ""
 	}
-	var err error
-	if a.config, a.settings, a.noConfigH, err = f.adoptedConfig(a.backend); err != nil {
-		return nil, err
-	}
+	// The job script first: a farm of farm's own (farm init, or adopted
+	// before) is said to be one, before any advice about its config.
 	js, err := f.scriptEdit(layout.JobScript, "task.run", farmMetajobLine, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	a.scripts = append(a.scripts, js)
+	if a.config, a.settings, a.noConfigH, err = f.adoptedConfig(a.backend); err != nil {
+		return nil, err
+	}
 	rs, err := f.scriptEdit(layout.ResubmitScript, ".run", farmAutojobLine, false, scripts)
 	if err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ func (f *Farm) scriptEdit(name, want, line string, required bool, scripts fs.FS)
 	switch {
 	case last >= 0 && strings.TrimSpace(lines[last]) == line:
 		if required {
-			return e, Userf("%s already ends with farm's line (%s): the farm was adopted already, or made by farm init", name, line)
+			return e, Userf("%s already ends with farm's line (%s): this is a farm of farm's already (adopted before, or made by farm init), with nothing to adopt; use farm's commands in it as they are (nothing was changed)", name, line)
 		}
 		return scriptEdit{}, nil // already farm's
 	case last < 0 || !strings.Contains(lines[last], want):

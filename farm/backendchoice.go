@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,15 +63,21 @@ func (c backendChoice) err(err error) error {
 	return err
 }
 
-// recordBackend writes BACKEND=name to config, in place of the line that
+// recordBackend writes BACKEND=name to config (not through a symbolic
+// link out of the farm directory), in place of the line that
 // sets it, else of the template's "#BACKEND=" line, else at the end, with
 // a comment saying that how (the command line, "farm submit --backend
 // local") wrote it. config is written whole through a temporary file (a
 // symbolic link's target is written); what it said besides is kept.
 func (f *Farm) recordBackend(name, how string) error {
-	path := f.Path(layout.Config)
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		path = target
+	path, outside, err := f.linkedOutside(layout.Config)
+	if err != nil {
+		return err
+	}
+	if outside {
+		// A config shared by several farms: writing it would pin them
+		// all to this backend.
+		return Userf("%s is a symbolic link to %s, outside the farm directory, which farm never writes", layout.Config, path)
 	}
 	mode := os.FileMode(0o644)
 	data, err := os.ReadFile(path)

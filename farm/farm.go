@@ -79,8 +79,9 @@ type Options struct {
 
 // farmMarks are the entries of a farm directory, any one of which makes
 // it a farm (one whose scripts or config are damaged, maybe): a directory
-// with none is no farm.
-var farmMarks = []string{layout.JobScript, layout.SingleCase, layout.Table, layout.MiscDir, layout.StatusDir}
+// with none is no farm. table.dat is none of them: a directory of the
+// user's with a table.dat (their home, say) is not a farm.
+var farmMarks = []string{layout.JobScript, layout.SingleCase, layout.MiscDir, layout.StatusDir}
 
 // Open opens the farm in dir, checking that it is one: a directory with
 // job_script.sh, single_case.sh and a config that reads (or none). With
@@ -97,8 +98,8 @@ func Open(dir string, opt Options) (*Farm, error) {
 	for _, name := range []string{layout.JobScript, layout.SingleCase} {
 		if _, err := os.Stat(filepath.Join(abs, name)); err != nil {
 			if !isFarm(abs) {
-				return nil, Userf("Non-farm directory %s (none of %s, %s, %s, %s/ or %s/): cd into a farm directory, or make one with 'farm init DIR'",
-					abs, farmMarks[0], farmMarks[1], farmMarks[2], farmMarks[3], farmMarks[4])
+				return nil, Userf("Non-farm directory %s (none of %s, %s, %s/ or %s/): cd into a farm directory, or make one with 'farm init DIR'",
+					abs, farmMarks[0], farmMarks[1], farmMarks[2], farmMarks[3])
 			}
 			if !opt.Reading {
 				return nil, Userf("%s is missing from the farm %s: restore it (the template is in any new farm: 'farm init DIR')", name, abs)

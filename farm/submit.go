@@ -229,22 +229,33 @@ func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
 // number through a symbolic link out of the farm directory: farm never
 // writes there.
 func (f *Farm) checkNumberable() error {
-	fi, err := os.Lstat(f.Path(layout.Table))
-	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return nil
-	}
-	to, err := filepath.EvalSymlinks(f.Path(layout.Table))
+	to, outside, err := f.linkedOutside(layout.Table)
 	if err != nil {
 		return tableErr(err)
 	}
-	dir, err := filepath.EvalSymlinks(f.Dir)
-	if err != nil {
-		return err
-	}
-	if rel, err := filepath.Rel(dir, to); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	if !outside {
 		return nil
 	}
 	return Userf("%s is a symbolic link to %s, outside the farm directory, and is not numbered: farm numbers a table by rewriting it and never writes outside the farm directory; replace the link by a copy (cp --remove-destination %s %s), or number the table yourself ('1 command', '2 command', ... on its case lines)", layout.Table, to, shellQuote(to), layout.Table)
+}
+
+// linkedOutside reports whether the farm's file name is a symbolic link
+// to a file outside the farm directory, which farm never writes, and its
+// target (name itself when it is no link).
+func (f *Farm) linkedOutside(name string) (to string, outside bool, err error) {
+	fi, err := os.Lstat(f.Path(name))
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return f.Path(name), false, nil
+	}
+	if to, err = filepath.EvalSymlinks(f.Path(name)); err != nil {
+		return "", false, err
+	}
+	dir, err := filepath.EvalSymlinks(f.Dir)
+	if err != nil {
+		return "", false, err
+	}
+	rel, err := filepath.Rel(dir, to)
+	return to, err != nil || rel == ".." || strings.HasPrefix(rel, "../"), nil
 }
 
 // shellQuote quotes s for a POSIX shell, if it needs it.

@@ -223,3 +223,50 @@ func TestCompletionCandidates(t *testing.T) {
 		}
 	}
 }
+
+// oldBashCompletion is the completion function of farm's earlier versions,
+// which ran the words typed so far with --generate-bash-completion: a
+// shell opened before an upgrade still has it loaded.
+const oldBashCompletion = `_farm() {
+  local cur words
+  cur="${COMP_WORDS[COMP_CWORD]}"
+  words=("${COMP_WORDS[@]:0:COMP_CWORD}")
+  if [[ "$cur" == -* ]]; then
+    words+=("$cur")
+  fi
+  COMPREPLY=($(compgen -W "$("${words[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
+  if [ ${#COMPREPLY[@]} -eq 0 ]; then
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+`
+
+// TestOldCompletionFunctionIsInert: the earlier versions' completion
+// function, which submitted a farm on 'farm submit 1 --backend local
+// --<TAB>', gets candidates from today's farm and runs nothing.
+func TestOldCompletionFunctionIsInert(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, repeat("true", 3), "0-00:10")
+	before := snapshot(t, dir)
+	beforeParent := snapshot(t, filepath.Dir(dir))
+	script := oldBashCompletion
+	for _, w := range []string{"submit 1 --backend local --", "resubmit 1 --backend local --cases 1 --", "init --", "init new", "add x --"} {
+		script += fmt.Sprintf("COMP_WORDS=(farm %s)\nCOMP_CWORD=%d\n_farm\necho \"${COMPREPLY[*]}\"\n", w, len(strings.Fields(w)))
+	}
+	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin(t))+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "--auto --yes --backend --help\n") {
+		t.Errorf("the old completion function: %v, completed %q", err, out)
+	}
+	if diff := cmp.Diff(before, snapshot(t, dir), cmp.AllowUnexported(fileState{})); diff != "" {
+		t.Errorf("the old completion function changed the farm (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(beforeParent, snapshot(t, filepath.Dir(dir)), cmp.AllowUnexported(fileState{})); diff != "" {
+		t.Errorf("the old completion function changed the directory around the farm (-before +after):\n%s", diff)
+	}
+	if jobs := listJSON(t, dir); len(jobs) != 0 {
+		t.Errorf("the old completion function submitted the farm: %v", jobs)
+	}
+}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,17 +98,18 @@ func TestMissingScriptIsNotANonFarm(t *testing.T) {
 	if r.Code != 1 || !strings.HasPrefix(r.Err, "farm: single_case.sh is missing from the farm ") || strings.Contains(r.Err, "Non-farm") {
 		t.Errorf("resubmit without single_case.sh: exit %d, stderr %q", r.Code, r.Err)
 	}
-	// A directory with a table and nothing else is a farm with both
-	// scripts missing; an empty one is no farm.
+	// A directory with a table and nothing else (a user's home, say) is
+	// no farm, nor is an empty one.
 	only := t.TempDir()
 	if err := os.WriteFile(filepath.Join(only, "table.dat"), []byte("true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = farmIn(t, only, nil, "list")
-	if r.Code != 0 || strings.Contains(r.Err, "Non-farm") {
-		t.Errorf("list with only table.dat: exit %d, stderr %q", r.Code, r.Err)
+	for _, args := range [][]string{{"list"}, {"submit", "1", "--backend", "local"}} {
+		r = farmIn(t, only, nil, args...)
+		if r.Code != 1 || !strings.HasPrefix(r.Err, "farm: Non-farm directory ") {
+			t.Errorf("farm %s with only table.dat: exit %d, stderr %q", strings.Join(args, " "), r.Code, r.Err)
+		}
 	}
-	oneWarning(t, "list", r, `^farm: warning: job_script\.sh is missing; single_case\.sh is missing; reading the farm: `)
 	for _, args := range [][]string{{"Status"}, {"submit", "1", "--backend", "local"}} {
 		r = farmIn(t, t.TempDir(), nil, args...)
 		if r.Code != 1 || !strings.HasPrefix(r.Err, "farm: Non-farm directory ") {
@@ -264,4 +266,50 @@ func TestInitBackendIsRemembered(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(top, "h")); err == nil {
 		t.Errorf("init with an unknown backend made the farm")
 	}
+}
+
+// TestAdoptOfAFarmOfFarms: farm adopt in a farm made by farm init says it
+// is one already, before any advice about its config (which, followed —
+// "move config away" —, only led to that same refusal), and changes
+// nothing.
+func TestAdoptOfAFarmOfFarms(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true"}, "0-00:10")
+	before := snapshot(t, dir)
+	r := farmIn(t, dir, nil, "adopt", "--backend", "local")
+	if r.Code != 1 || !strings.Contains(r.Err, "this is a farm of farm's already (adopted before, or made by farm init), with nothing to adopt") || strings.Contains(r.Err, "move config away") {
+		t.Errorf("adopt of a farm made by farm init: exit %d, %q", r.Code, r.Err)
+	}
+	if !maps.Equal(snapshot(t, dir), before) {
+		t.Errorf("adopt changed the farm")
+	}
+}
+
+// TestBackendNotWrittenThroughALinkOut: a config that is a symbolic link
+// to a file outside the farm (one config shared by several farms) is not
+// rewritten by 'farm submit --backend local', which would pin every farm
+// sharing it to this backend; the submit says so in one warning and runs.
+func TestBackendNotWrittenThroughALinkOut(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"true"}, "0-00:10")
+	shared := filepath.Join(t.TempDir(), "shared-config")
+	b, err := os.ReadFile(filepath.Join(dir, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shared, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "config"))
+	if err := os.Symlink(shared, filepath.Join(dir, "config")); err != nil {
+		t.Fatal(err)
+	}
+	r := farmIn(t, dir, nil, "submit", "1", "--backend", "local")
+	if r.Code != 0 || !strings.Contains(r.Err, "farm: warning: could not write BACKEND=local to config (config is a symbolic link to "+shared+", outside the farm directory") {
+		t.Errorf("submit: exit %d, stderr %q", r.Code, r.Err)
+	}
+	if after, _ := os.ReadFile(shared); string(after) != string(b) {
+		t.Errorf("the shared config outside the farm was rewritten:\n%s", after)
+	}
+	mustFarm(t, dir, "wait", "--timeout", "1m")
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/farm-hpc/farm/farm"
@@ -22,6 +24,18 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[1] == completeCmd {
 		// Before the library parses anything: completing runs no action.
 		printCandidates(app, args[2:], stdout)
+		return exitOK
+	}
+	if i := slices.Index(args, oldCompleteFlag); i > 0 {
+		// The completion function of farm's earlier versions, still
+		// loaded in a shell opened before an upgrade (or saved to a
+		// file), runs the words typed so far with this flag last: it
+		// gets candidates too, and never the command.
+		words := slices.Clone(args[1:i])
+		if len(words) == 0 || !strings.HasPrefix(words[len(words)-1], "-") {
+			words = append(words, "") // it passed the word being typed only if it began with -
+		}
+		printCandidates(app, words, stdout)
 		return exitOK
 	}
 	notFound := ""

@@ -62,6 +62,11 @@ func completionCmd() *cli.Command {
 // words (the word being completed, maybe "") given the words before it
 // (without the program's name): the candidates that start with it, else
 // the file names that do.
+// oldCompleteFlag is what the completion function of farm's earlier
+// versions (urfave/cli's) put after the words typed so far; Run answers it
+// as it answers completeCmd.
+const oldCompleteFlag = "--generate-bash-completion"
+
 func printCandidates(app *cli.App, words []string, w io.Writer) {
 	for _, c := range completions(app, words) {
 		fmt.Fprintln(w, c)
