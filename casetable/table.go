@@ -395,6 +395,15 @@ func seqID(line []byte, k int) bool {
 	return string(firstField(line)) == strconv.Itoa(k)
 }
 
+// noIDAfterIDs is the error of case line n of path, which starts with no
+// number after k case lines that start with 1, 2, ..., k: IDs that farm
+// wrote (farm add, import-metaq) and a line added by hand. META's rule
+// would number every line, the IDs becoming first parameters, and every
+// case would run something else: refused instead.
+func noIDAfterIDs(path string, n, k int, line []byte) error {
+	return &LineError{File: path, Line: n, Msg: fmt.Sprintf("this case line has no ID, but the %d case line(s) before it start with their IDs 1 to %d: give it the next ID (%d %s), or remove the IDs of every line to let farm number the table", k, k, k+1, truncate(bytes.TrimSpace(line)))}
+}
+
 // heldLine is a case line validate holds until METARule has decided.
 type heldLine struct {
 	n    int
@@ -453,13 +462,7 @@ func validate(path string, r io.Reader, how Numbering) (Info, error) {
 		}
 		if !seqID(line, len(held)+1) {
 			if len(held) > 0 && !startsWithID(line) {
-				// 1, 2, ..., k, then a line without a number: IDs
-				// that farm wrote (farm add, import-metaq) and a line
-				// added by hand. META's rule would number every line,
-				// the IDs becoming first parameters, and every case
-				// would run something else: refused instead.
-				k := len(held)
-				return &LineError{File: path, Line: n, Msg: fmt.Sprintf("this case line has no ID, but the %d case line(s) before it start with their IDs 1 to %d: give it the next ID (%d %s), or remove the IDs of every line to let farm number the table", k, k, k+1, truncate(bytes.TrimSpace(line)))}
+				return noIDAfterIDs(path, n, len(held), line)
 			}
 			if len(held) > 0 || startsWithID(line) {
 				info.NotIDs = &NotIDs{Line: n, Want: len(held) + 1, Field: truncate(firstField(line))}

@@ -276,21 +276,9 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 	if warn == nil {
 		warn = io.Discard
 	}
-	dir, err := filepath.Abs(opt.Dir)
-	if err == nil {
-		dir, err = filepath.EvalSymlinks(dir)
-	}
+	dir, found, err := metaqQueue(opt.Dir)
 	if err != nil {
-		return Userf("farm import-metaq: %v: give the directory of a METAQ queue (the one with todo/ and priority/)", unwrapPath(err))
-	}
-	var found []string
-	for _, folder := range MetaqFolders {
-		if fi, err := os.Stat(filepath.Join(dir, folder)); err == nil && fi.IsDir() {
-			found = append(found, folder)
-		}
-	}
-	if len(found) == 0 {
-		return Userf("%s is not a METAQ queue: it has no todo/ or priority/ folder; give the directory METAQ's job scripts set METAQ to", dir)
+		return err
 	}
 	if err := f.EnsureDirs(); err != nil {
 		return f.writeErr(err)
@@ -304,20 +292,9 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 	if err != nil {
 		return err
 	}
-	batches := map[string][]MetaqTask{}
-	var before int
-	for _, folder := range found {
-		tasks, err := metaqFolder(dir, folder)
-		if err != nil {
-			return err
-		}
-		for _, t := range tasks {
-			if done[t.Path] {
-				before++
-				continue
-			}
-			batches[folder] = append(batches[folder], t)
-		}
+	batches, before, err := metaqBatches(dir, found, done)
+	if err != nil {
+		return err
 	}
 	if n := countWorking(filepath.Join(dir, "working")); n > 0 {
 		fmt.Fprintf(warn, "farm: note: %d task(s) in %s are not imported: METAQ jobs run them, or ran them when they died (METAQ's x/reset puts those back in priority/; then import again)\n", n, filepath.Join(dir, "working"))
@@ -349,6 +326,58 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 		fmt.Fprintf(f.Out, "%d task(s) of %s were imported before: not added again.\n", before, dir)
 	}
 	fmt.Fprintf(f.Out, "Importing %d task(s) of the METAQ queue %s: %d from priority/, %d from todo/.\n", total, dir, len(batches["priority"]), len(batches["todo"]))
+	if err := f.addMetaqBatches(ctx, dir, batches, lines, done); err != nil {
+		return err
+	}
+	f.sayMetaqNotes(warn, append(batches["priority"], batches["todo"]...))
+	return nil
+}
+
+// metaqQueue returns the METAQ queue dir, absolute with its links
+// resolved, and the task folders (MetaqFolders) it has.
+func metaqQueue(name string) (dir string, found []string, err error) {
+	dir, err = filepath.Abs(name)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return "", nil, Userf("farm import-metaq: %v: give the directory of a METAQ queue (the one with todo/ and priority/)", unwrapPath(err))
+	}
+	for _, folder := range MetaqFolders {
+		if fi, err := os.Stat(filepath.Join(dir, folder)); err == nil && fi.IsDir() {
+			found = append(found, folder)
+		}
+	}
+	if len(found) == 0 {
+		return "", nil, Userf("%s is not a METAQ queue: it has no todo/ or priority/ folder; give the directory METAQ's job scripts set METAQ to", dir)
+	}
+	return dir, found, nil
+}
+
+// metaqBatches reads the tasks of the queue dir's folders found, by
+// folder, leaving out those imported before (done), which it counts.
+func metaqBatches(dir string, found []string, done map[string]bool) (batches map[string][]MetaqTask, before int, err error) {
+	batches = map[string][]MetaqTask{}
+	for _, folder := range found {
+		tasks, err := metaqFolder(dir, folder)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, t := range tasks {
+			if done[t.Path] {
+				before++
+				continue
+			}
+			batches[folder] = append(batches[folder], t)
+		}
+	}
+	return batches, before, nil
+}
+
+// addMetaqBatches adds each folder's lines with farm add's machinery,
+// priority/'s first (as --first), recording the tasks added in done and
+// MISC/metaq.imported after each.
+func (f *Farm) addMetaqBatches(ctx context.Context, dir string, batches map[string][]MetaqTask, lines map[string][]byte, done map[string]bool) error {
 	for _, folder := range MetaqFolders {
 		if len(batches[folder]) == 0 {
 			continue
@@ -368,7 +397,6 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 			return Userf("the tasks of %s were added, but %s could not be written (%v): importing %s again would add them again", name, filepath.Join(layout.MiscDir, metaqImported), unwrapPath(err), dir)
 		}
 	}
-	f.sayMetaqNotes(warn, append(batches["priority"], batches["todo"]...))
 	return nil
 }
 

@@ -63,23 +63,7 @@ func TestImportMetaqRuns(t *testing.T) {
 	if out := mustFarm(t, dir, "wait", "--timeout", "2m"); !strings.Contains(out, "5 cases: 5 succeeded") {
 		t.Fatalf("wait said %q", out)
 	}
-	b, err := os.ReadFile(filepath.Join(ranDir, "ran"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type run struct {
-		at   float64
-		gpus string
-	}
-	ran := map[string][]run{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 {
-			t.Fatalf("ran: bad line %q", l)
-		}
-		at, _ := strconv.ParseFloat(f[1], 64)
-		ran[f[0]] = append(ran[f[0]], run{at, strings.TrimPrefix(f[2], "gpus=")})
-	}
+	ran := metaqRuns(t, ranDir)
 	var lastPriority, firstTodo float64 = 0, 1e18
 	for _, tk := range tasks {
 		name := filepath.Base(tk.path)
@@ -117,6 +101,33 @@ func TestImportMetaqRuns(t *testing.T) {
 	if out := mustFarm(t, dir, "import-metaq", q); !strings.Contains(out, "its 5 task(s) in priority/ and todo/ were imported before") {
 		t.Errorf("a second import said %q", out)
 	}
+}
+
+// metaqRun is one run of a task of metaqTask's: when it started, and the
+// GPUs it saw.
+type metaqRun struct {
+	at   float64
+	gpus string
+}
+
+// metaqRuns reads the runs metaqTask's tasks recorded in ranDir, by the
+// task's file name.
+func metaqRuns(t *testing.T, ranDir string) map[string][]metaqRun {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ranDir, "ran"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string][]metaqRun{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("ran: bad line %q", l)
+		}
+		at, _ := strconv.ParseFloat(f[1], 64)
+		ran[f[0]] = append(ran[f[0]], metaqRun{at, strings.TrimPrefix(f[2], "gpus=")})
+	}
+	return ran
 }
 
 // TestImportMetaqWhileRunning: a queue imported into a farm whose run is

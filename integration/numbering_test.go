@@ -123,15 +123,7 @@ func TestMETAParameterTable(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "table.dat")); string(b) != "1 101 0.5\n2 202 0.7\n3 303 0.9\n" {
 		t.Errorf("table.dat after farm add is %q", b)
 	}
-	// farm's own tables keep their IDs by hand too: table.dat_ of a
-	// resubmit of case 2 starts with 2, not 1.
-	mustFarm(t, dir, "resubmit", "1", "--cases", "2", "--backend", "local")
-	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m") // case 3 never ran
-	cmd = exec.Command("./single_case.sh", "table.dat_", "1")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "Case 2 (line 1 of table.dat_): 202 0.7\n") {
-		t.Errorf("./single_case.sh table.dat_ 1: %v, said %q", err, out)
-	}
+	byHandKeepsFarmIDs(t, dir)
 
 	// Numbered 1, 2, 3, ...: the IDs are kept, no note.
 	dir = newFarm(t, []string{"1 0.5", "2 0.7", "3 0.9"}, "0-00:10")
@@ -143,6 +135,20 @@ func TestMETAParameterTable(t *testing.T) {
 	mustFarm(t, dir, "wait", "--timeout", "1m")
 	if a := readComm(dir, "3"); a != "0.9\n" {
 		t.Errorf("case 3's COMM is %q; want 0.9", a)
+	}
+}
+
+// byHandKeepsFarmIDs: farm's own tables keep their IDs by hand too:
+// table.dat_ of a resubmit of case 2 of the farm dir starts with 2, and
+// ./single_case.sh reads it so (not as case 1 of an unnumbered table).
+func byHandKeepsFarmIDs(t *testing.T, dir string) {
+	t.Helper()
+	mustFarm(t, dir, "resubmit", "1", "--cases", "2", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m") // case 3 never ran
+	cmd := exec.Command("./single_case.sh", "table.dat_", "1")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "Case 2 (line 1 of table.dat_): 202 0.7\n") {
+		t.Errorf("./single_case.sh table.dat_ 1: %v, said %q", err, out)
 	}
 }
 

@@ -179,8 +179,10 @@ func checkOnce(t *testing.T, dir string, n int64, except int64) map[int64]harnes
 // succeeded when its run is over.
 func resubmitCompletes(t *testing.T, dir string, n int) {
 	t.Helper()
+	// One meta-job a case left, at most 2: the cut case may be the only
+	// one (farm resubmit caps N at the cases, as META does).
 	out := harness.Must(t, dir, "resubmit", "2", spare)
-	if !strings.Contains(out, "Submitted 2 meta-jobs for run 2") {
+	if !strings.Contains(out, "Submitted 2 meta-jobs for run 2") && !strings.Contains(out, "Submitted 1 meta-job for run 2") {
 		t.Errorf("resubmit said %q", out)
 	}
 	out = harness.Must(t, dir, "wait", "--timeout", "5m")
