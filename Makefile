@@ -34,17 +34,18 @@ install: build
 # farm's and the rig's, not those of the other packages' tests sharing the
 # cores.
 test: build
-	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 14m -skip '"'"'^(TestRigWithoutRescue|TestRigAdd)$$'"'"' ./integration/rigtest/'
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 14m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$'"'"' ./integration/rigtest/'
 
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,
-# about 2 minutes), and farm add while 4 meta-jobs on 4 nodes run
-# (TestRigAdd, about 30 s). .ci/run runs them after make test. The rig is brought up
+# about 2 minutes), a power cut after which Slurm requeues the meta-job
+# (TestRigRequeue, about 2 minutes), and farm add while 4 meta-jobs on 4
+# nodes run (TestRigAdd, about 30 s). .ci/run runs them after make test. The rig is brought up
 # (as root) if it is not up; no other Slurm, Grid Engine or Chromium is
 # started.
 rig-extra:
 	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 \
-	./integration/run-tests $(GO) test -count=1 -v -timeout 20m -run '^(TestRigWithoutRescue|TestRigAdd)$$' ./integration/rigtest/
+	./integration/run-tests $(GO) test -count=1 -v -timeout 20m -run '^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$' ./integration/rigtest/
 
 # The claim core's primitives raced at the scale of issue 21 on the rig's
 # distribute-replicate volume (TestDHTExclusiveMknod, integration/CLUSTER.md):
