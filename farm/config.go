@@ -218,7 +218,7 @@ func nearKey(k string) string {
 		bestD = 2
 	}
 	for _, key := range configKeys {
-		switch d := editDistance(strings.ToUpper(k), strings.ToUpper(key)); {
+		switch d := EditDistance(strings.ToUpper(k), strings.ToUpper(key)); {
 		case d < bestD:
 			best, bestD, tie = key, d, false
 		case d == bestD && best != "":
@@ -231,8 +231,10 @@ func nearKey(k string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, in bytes: how
+// far a typed name is from a known one, for the "did you mean" of config's
+// settings and of the commands' flags.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -144,7 +144,7 @@ func nearestFlag(name string, flags []cli.Flag) string {
 func nearestName(name string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := editDistance(name, n); len(n) >= 3 && d < bestD {
+		if d := farm.EditDistance(name, n); len(n) >= 3 && d < bestD {
 			best, bestD = n, d
 		}
 	}

@@ -181,27 +181,6 @@ func checkTypo(a string, flags []submitFlag, reg *backend.Registry) error {
 	return usagef("unknown flag %s: did you mean --%s? (nothing was submitted)", opt, best)
 }
 
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 func submitCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "submit",
