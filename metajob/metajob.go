@@ -423,7 +423,7 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 			}
 			continue // recorded unfit; the next
 		}
-		code, d, msg, err := m.runPacked(s, c, w, g)
+		code, d, msg, err := m.runPacked(ctx, s, c, w, g)
 		m.pool.release(g)
 		if msg != "" || err != nil {
 			return msg, err
@@ -663,7 +663,7 @@ func (m *Metajob) recordUnfit(c casetable.Case, why string) error {
 
 // runPacked runs case c, which wants w, on what it was granted: bound to
 // its CPUs and with its settings when it is managed.
-func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
+func (m *Metajob) runPacked(ctx context.Context, s *loop, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
 	var cpus []int
 	if w.managed {
 		cpus = m.pool.bound(g)
@@ -684,7 +684,7 @@ func (m *Metajob) runPacked(s *loop, c casetable.Case, w want, g grant) (int, ti
 	}
 	hostfile, machinefile := s.hostfiles(names, per, m.log)
 	set.nodes = nodeEnv(names, per, hostfile, machinefile)
-	return m.runOne(s, c, p, set)
+	return m.runOne(ctx, s, c, p, set)
 }
 
 // hostfiles returns the paths of loop s's hostfile and machine file for a
@@ -789,10 +789,27 @@ func (m *Metajob) linesOf(table string) int64 {
 	return n
 }
 
+// startsAfterRecord is the last look before a case whose start record is
+// written runs: not if its cases were rescued meanwhile (fenced), nor if
+// the job went silent — frozen between stillStarts's re-check and the
+// record — for longer than recheckAfter and its run is no longer the
+// current one (recheck: only a look at the clock otherwise). A job frozen
+// before the record, which resumes, so starts no case that the next run
+// ran; one frozen after it has a case running, which runs on (recheck.go).
+// It returns MsgSuperseded, or an error reading the claim state.
+func (m *Metajob) startsAfterRecord(ctx context.Context) (string, error) {
+	if m.fenced() {
+		return MsgSuperseded, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.recheck(ctx, 1)
+}
+
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or the message to end the loop with (a stop
 // signal came), or an error.
-func (m *Metajob) runOne(s *loop, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
+func (m *Metajob) runOne(ctx context.Context, s *loop, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
 	start := time.Now()
 	m.swMu.Lock()
 	err = m.sw.StartAt(c.ID, start, p)
@@ -800,12 +817,14 @@ func (m *Metajob) runOne(s *loop, c casetable.Case, p status.Placement, set case
 	if err != nil {
 		return 0, 0, "", err
 	}
-	if m.fenced() {
-		// Its cases were rescued while it was stopped: this one too.
+	msg, err = m.startsAfterRecord(ctx)
+	if msg != "" || err != nil {
+		// Its cases were rescued while it was stopped, or its run was
+		// superseded: this one too is left, and never runs here.
 		m.swMu.Lock()
 		m.sw.Interrupted(c.ID, 0, start, 0)
 		m.swMu.Unlock()
-		return 0, 0, MsgSuperseded, nil
+		return 0, 0, msg, err
 	}
 	code, sig, err := m.runCase(s.runner, c, set)
 	d = time.Since(start)

@@ -278,3 +278,29 @@ func TestSupersededByKeepsAddedTables(t *testing.T) {
 		t.Errorf("a new run: %q", why)
 	}
 }
+
+// TestFrozenAfterItsLastLookStartsNothing: a meta-job that went silent
+// after stillStarts's re-check — frozen between it and the case's start
+// record — looks again once the record is written, before the case runs:
+// its run superseded meanwhile, the case does not run, and is recorded
+// interrupted (the next run ran it). Without the silence, the look is only
+// at the clock.
+func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
+	m, s, dir := recheckFarm(t)
+	c, _, _, msg, err := m.next(context.Background(), s)
+	if err != nil || msg != "" {
+		t.Fatalf("next: %q, %v", msg, err)
+	}
+	if ok, msg, err := m.stillStarts(context.Background(), c, want{}, 0, ""); !ok {
+		t.Fatalf("stillStarts: %q, %v", msg, err)
+	}
+	if msg, err := m.startsAfterRecord(context.Background()); msg != "" || err != nil {
+		t.Fatalf("startsAfterRecord with news of the run: %q, %v", msg, err)
+	}
+	// Frozen here for 12 minutes, while run 2 started.
+	startRun(t, dir, func(st *casetable.State) { st.Run, st.Offset, st.Claimed = 2, 0, 0 })
+	later(m, 12*time.Minute)
+	if msg, err := m.startsAfterRecord(context.Background()); msg != MsgSuperseded || err != nil {
+		t.Errorf("startsAfterRecord after the silence: %q, %v; want %q", msg, err, MsgSuperseded)
+	}
+}
