@@ -34,7 +34,7 @@ install: build
 # farm's and the rig's, not those of the other packages' tests sharing the
 # cores.
 test: build
-	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 12m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 14m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$'"'"' ./integration/rigtest/'
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 14m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$'"'"' ./integration/rigtest/'
 
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,

@@ -106,15 +106,24 @@ func TestCompletionIsInert(t *testing.T) {
 		t.Fatalf("farm --help lists the commands %q", cmds)
 	}
 	cmds = append(cmds, "metajob", "autojob", "_localjob", "__complete", "nosuch")
+	// Every command with the words that would run it; the commands that
+	// parse their own arguments, start jobs or make a directory with every
+	// line of words (each completion starts a farm process: the machine
+	// is shared with the other tests).
+	acting := []string{"submit", "resubmit", "init", "add", "adopt", "import-metaq", "kill", "clean"}
 	var lines [][]string
 	for _, c := range cmds {
-		for _, tail := range [][]string{
-			{""}, {"--"}, {"--help"}, {"--version"}, {"1", "--"}, {"-1", "-"},
-			{"1", "--backend", "local", "--"}, {"1", "--backend", "local", "--yes"},
-			{"1", "--backend", "local", "--cases", "1", "-auto", "--"},
-			{"new", "--"}, {"--engine", "sge", "new", "-"}, {"more.txt", "--"},
-			{"1", "--generate-bash-completion"},
-		} {
+		tails := [][]string{{"--"}, {"1", "--backend", "local", "--cases", "1", "-auto", "--"}, {"new", "--"}}
+		if slices.Contains(acting, c) {
+			tails = [][]string{
+				{""}, {"--"}, {"--help"}, {"--version"}, {"1", "--"}, {"-1", "-"},
+				{"1", "--backend", "local", "--"}, {"1", "--backend", "local", "--yes"},
+				{"1", "--backend", "local", "--cases", "1", "-auto", "--"},
+				{"new", "--"}, {"--engine", "sge", "new", "-"}, {"more.txt", "--"},
+				{"1", "--generate-bash-completion"},
+			}
+		}
+		for _, tail := range tails {
 			lines = append(lines, append([]string{c}, tail...))
 		}
 	}
@@ -127,7 +136,7 @@ func TestCompletionIsInert(t *testing.T) {
 			// shared).
 			var some [][]string
 			for _, l := range lines {
-				if slices.Contains([]string{"submit", "resubmit", "init", "add", "adopt"}, l[0]) {
+				if slices.Contains([]string{"submit", "resubmit", "init"}, l[0]) {
 					some = append(some, l)
 				}
 			}
