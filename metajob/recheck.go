@@ -28,9 +28,13 @@ import (
 // case's end record as soon as it resumes, and must still re-check before
 // the next case.
 //
+// The look is made twice for each case: before it starts (stillStarts),
+// and again once its start record is written (startsAfterRecord), so that
+// a job frozen between the two — a window a loaded machine widens — does
+// not run a case the next run ran: it records it interrupted instead.
 // What remains: a case already running when the job froze (or that started
-// in the instant between the re-check and its start record) runs on to its
-// end; the cases after it do not start.
+// in the instant between that last look and its exec) runs on to its end;
+// the cases after it do not start.
 
 // RecheckAfter is how long a meta-job may go without news of its run before
 // it reads the claim state again before starting a case
