@@ -75,6 +75,32 @@ func complete(t *testing.T, shell, dir string, lines ...[]string) [][]string {
 	return got
 }
 
+// wordLines are the lines of words TestCompletionIsInert completes for the
+// commands cmds: every command with the words that would run it; the
+// commands that parse their own arguments, start jobs or make a directory
+// with every line of words (each completion starts a farm process: the
+// machine is shared with the other tests).
+func wordLines(cmds []string) [][]string {
+	acting := []string{"submit", "resubmit", "init", "add", "adopt", "import-metaq", "kill", "clean"}
+	var lines [][]string
+	for _, c := range cmds {
+		tails := [][]string{{"--"}, {"1", "--backend", "local", "--cases", "1", "-auto", "--"}, {"new", "--"}}
+		if slices.Contains(acting, c) {
+			tails = [][]string{
+				{""}, {"--"}, {"--help"}, {"--version"}, {"1", "--"}, {"-1", "-"},
+				{"1", "--backend", "local", "--"}, {"1", "--backend", "local", "--yes"},
+				{"1", "--backend", "local", "--cases", "1", "-auto", "--"},
+				{"new", "--"}, {"--engine", "sge", "new", "-"}, {"more.txt", "--"},
+				{"1", "--generate-bash-completion"},
+			}
+		}
+		for _, tail := range tails {
+			lines = append(lines, append([]string{c}, tail...))
+		}
+	}
+	return lines
+}
+
 // TestCompletionIsInert: pressing TAB after any words, for every command,
 // changes nothing — no job, no run, no file, no directory — in a farm
 // never submitted (where 'farm submit 1 --backend local --<TAB>' used to
@@ -106,27 +132,7 @@ func TestCompletionIsInert(t *testing.T) {
 		t.Fatalf("farm --help lists the commands %q", cmds)
 	}
 	cmds = append(cmds, "metajob", "autojob", "_localjob", "__complete", "nosuch")
-	// Every command with the words that would run it; the commands that
-	// parse their own arguments, start jobs or make a directory with every
-	// line of words (each completion starts a farm process: the machine
-	// is shared with the other tests).
-	acting := []string{"submit", "resubmit", "init", "add", "adopt", "import-metaq", "kill", "clean"}
-	var lines [][]string
-	for _, c := range cmds {
-		tails := [][]string{{"--"}, {"1", "--backend", "local", "--cases", "1", "-auto", "--"}, {"new", "--"}}
-		if slices.Contains(acting, c) {
-			tails = [][]string{
-				{""}, {"--"}, {"--help"}, {"--version"}, {"1", "--"}, {"-1", "-"},
-				{"1", "--backend", "local", "--"}, {"1", "--backend", "local", "--yes"},
-				{"1", "--backend", "local", "--cases", "1", "-auto", "--"},
-				{"new", "--"}, {"--engine", "sge", "new", "-"}, {"more.txt", "--"},
-				{"1", "--generate-bash-completion"},
-			}
-		}
-		for _, tail := range tails {
-			lines = append(lines, append([]string{c}, tail...))
-		}
-	}
+	lines := wordLines(cmds)
 	lines = append(lines, []string{"-C", ran, "submit", "1", "--backend", "local", "--"}, []string{"--farm", ".", "resubmit", "1", "--"})
 
 	for _, shell := range completionShells(t) {
