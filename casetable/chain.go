@@ -2,8 +2,6 @@ package casetable
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,8 +116,9 @@ type chain struct {
 	seq  int    // counter for our private names
 	self string // unique among every process of every host: names our files
 
-	dfd  *os.File // dir, opened O_PATH; nil until needed
-	sfd  *os.File // the segment directory sseg, opened O_PATH
+	fs   vfs.FS
+	dfd  *vfs.File // dir, opened O_PATH; nil until needed
+	sfd  *vfs.File // the segment directory sseg, opened O_PATH
 	sseg int64
 
 	// top is the newest generation known to be marked (committed or
@@ -147,29 +147,25 @@ type pendingCommit struct {
 
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
 // server, and nothing to flush on close).
-func openDir(path string) (*os.File, error) {
-	return sysOpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func openDir(fsys vfs.FS, path string) (*vfs.File, error) {
+	return vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, 0)
 }
 
 // openDirAt opens the directory name in the directory open as d, as openDir.
-func openDirAt(d int, name string) (*os.File, error) {
-	fd, err := sysOpenat(d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), name), nil
+func openDirAt(fsys vfs.FS, d int, name string) (*vfs.File, error) {
+	return vfs.Open(fsys, d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 }
 
 // dirFD returns the chain directory's descriptor.
 func (c *chain) dirFD() (int, error) {
 	if c.dfd == nil {
-		f, err := openDir(c.dir)
+		f, err := openDir(c.fs, c.dir)
 		if err != nil {
 			return -1, err
 		}
 		c.dfd = f
 	}
-	return int(c.dfd.Fd()), nil
+	return c.dfd.Fd, nil
 }
 
 // segFD returns the descriptor of generation n's segment directory; with
@@ -177,10 +173,10 @@ func (c *chain) dirFD() (int, error) {
 func (c *chain) segFD(n int64, mk bool) (int, error) {
 	seg := n / SegmentSize
 	if c.sfd != nil && c.sseg == seg {
-		return int(c.sfd.Fd()), nil
+		return c.sfd.Fd, nil
 	}
 	if c.sfd != nil {
-		sysClose(c.sfd)
+		c.sfd.Close()
 		c.sfd = nil
 	}
 	d, err := c.dirFD()
@@ -189,14 +185,14 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	}
 	name := segName(n)
 	if mk {
-		if err := sysMkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
+		if err := c.fs.Mkdirat(d, name, 0o755); err != nil && err != unix.EEXIST {
 			if err != unix.ENOENT {
 				c.forget()
 			}
 			return -1, &os.PathError{Op: "mkdir", Path: filepath.Join(c.dir, name), Err: err}
 		}
 	}
-	f, err := openDirAt(d, name)
+	f, err := openDirAt(c.fs, d, name)
 	if err != nil {
 		if err != unix.ENOENT {
 			// A stale handle (an NFS failover): look the chain
@@ -206,7 +202,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 		return -1, &os.PathError{Op: "open", Path: filepath.Join(c.dir, name), Err: err}
 	}
 	c.sfd, c.sseg = f, seg
-	return int(f.Fd()), nil
+	return f.Fd, nil
 }
 
 // forget drops the open descriptors, after an error: the next operation
@@ -214,11 +210,11 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 // made again, or a stale NFS handle, is then seen as it is).
 func (c *chain) forget() {
 	if c.sfd != nil {
-		sysClose(c.sfd)
+		c.sfd.Close()
 		c.sfd = nil
 	}
 	if c.dfd != nil {
-		sysClose(c.dfd)
+		c.dfd.Close()
 		c.dfd = nil
 	}
 }
@@ -230,17 +226,13 @@ func (c *chain) close() {
 	}
 }
 
-func newNonce() string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return hex.EncodeToString(b[:])
+func newNonce(fsys vfs.FS) string {
+	return fmt.Sprintf("%016x", fsys.Rand())
 }
 
 // openChain opens the chain named by misc/chain; ErrNoState if there is none.
-func openChain(misc string) (*chain, error) {
-	b, err := sysReadFile(filepath.Join(misc, "chain"))
+func openChain(fsys vfs.FS, misc string) (*chain, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(misc, "chain"))
 	if os.IsNotExist(err) {
 		return nil, ErrNoState
 	}
@@ -257,8 +249,8 @@ func openChain(misc string) (*chain, error) {
 		// client when it lost the race to make it. Read again, past
 		// the caches; an empty file that stays so is damage (or the
 		// placeholder of a repair, repair.go).
-		time.Sleep(100 * time.Millisecond)
-		if b, err = sysReadFile(filepath.Join(misc, "chain")); err != nil {
+		fsys.Sleep(context.Background(), 100*time.Millisecond)
+		if b, err = vfs.ReadFile(fsys, filepath.Join(misc, "chain")); err != nil {
 			return nil, err
 		}
 		name, legacy, ok = parseChainFile(b)
@@ -266,7 +258,7 @@ func openChain(misc string) (*chain, error) {
 	if !ok {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
 	}
-	c := newChain(filepath.Join(misc, name))
+	c := newChain(fsys, filepath.Join(misc, name))
 	c.legacy = legacy
 	return c, nil
 }
@@ -284,7 +276,9 @@ func unfinished(b []byte) bool {
 }
 
 // newChain returns the chain in directory dir; it does no I/O.
-func newChain(dir string) *chain { return &chain{dir: dir, self: newNonce(), top: -1} }
+func newChain(fsys vfs.FS, dir string) *chain {
+	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1}
+}
 
 func parseChainFile(b []byte) (name string, legacy, ok bool) {
 	s, ok := strings.CutPrefix(string(b), chainMagic)
@@ -301,42 +295,42 @@ func parseChainFile(b []byte) (name string, legacy, ok bool) {
 
 // createChain makes a new chain and names it in misc/chain, unless misc/chain
 // exists: then it opens that one (another process made it first).
-func createChain(misc string) (*chain, error) {
-	name := "claims." + newNonce()
+func createChain(fsys vfs.FS, misc string) (*chain, error) {
+	name := "claims." + newNonce(fsys)
 	dir := filepath.Join(misc, name)
-	if err := sysMkdir(dir, 0o755); err != nil {
+	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil {
 		return nil, err
 	}
 	// MISC/chain by O_EXCL create (one process makes it), written at
 	// once; a reader that finds it empty meanwhile reads again
 	// (openChain).
 	path := filepath.Join(misc, "chain")
-	f, err := sysOpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	if err == nil {
-		_, err = sysWrite(f, []byte(chainMagic+name+"\n"))
-		cerr := sysClose(f)
+		_, err = f.Write([]byte(chainMagic + name + "\n"))
+		cerr := f.Close()
 		if err != nil {
 			// Not written (a full disk): nobody can have read a
 			// chain in it, so it goes, for the next submit.
-			sysRemove(path)
+			vfs.Remove(fsys, path)
 		} else {
 			// A close that failed after the write (an NFS flush)
 			// may have left it readable to others: it stays.
 			err = cerr
 		}
-	} else if os.IsExist(err) {
+	} else if err == unix.EEXIST {
 		err = nil // another process's: read it
 	}
 	if err != nil {
-		sysRemove(dir)
-		return nil, err
+		vfs.Remove(fsys, dir)
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
 	}
-	c, oerr := openChain(misc)
+	c, oerr := openChain(fsys, misc)
 	if oerr != nil {
 		return nil, oerr
 	}
 	if c.dir != dir || c.legacy {
-		sysRemove(dir) // another process's chain won
+		vfs.Remove(fsys, dir) // another process's chain won
 	}
 	return c, nil
 }
@@ -377,7 +371,7 @@ func (c *chain) marker(n int64) (mark, error) {
 	var st unix.Stat_t
 	err = injected("lookup")
 	if err == nil {
-		err = sysFstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
+		err = c.fs.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
@@ -396,13 +390,12 @@ func (c *chain) marker(n int64) (mark, error) {
 var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up inconsistently (a network filesystem's cache); reading again"))
 
 // readAt reads the file name in the directory open as d.
-func readAt(d int, name string) ([]byte, error) {
-	fd, err := sysOpenat(d, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func readAt(fsys vfs.FS, d int, name string) ([]byte, error) {
+	f, err := vfs.Open(fsys, d, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer sysClose(f)
+	defer f.Close()
 	// What is read here (a generation, the head hint) is one line,
 	// written whole before anyone reads it: a read that returns less than
 	// asked and ends the line has read it all, without a second read to
@@ -410,7 +403,7 @@ func readAt(d int, name string) ([]byte, error) {
 	var b []byte
 	buf := make([]byte, 4096)
 	for {
-		n, err := sysRead(f, buf)
+		n, err := f.Read(buf)
 		b = append(b, buf[:n]...)
 		if err == io.EOF || err == nil && n > 0 && n < len(buf) && b[len(b)-1] == '\n' {
 			return b, nil
@@ -427,7 +420,7 @@ func (c *chain) hint() int64 {
 	if err != nil {
 		return -1
 	}
-	b, err := readAt(d, "head")
+	b, err := readAt(c.fs, d, "head")
 	if err != nil {
 		return -1
 	}
@@ -552,7 +545,7 @@ func (c *chain) legacyLatest(from int64) (int64, error) {
 			return false, err
 		}
 		var st unix.Stat_t
-		err = sysFstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
+		err = c.fs.Fstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == unix.ENOENT {
 			return false, nil
 		}
@@ -615,7 +608,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAt(d, genName(n))
+	b, err := readAt(c.fs, d, genName(n))
 	if ierr := injected("read"); ierr != nil {
 		err = ierr
 	}
@@ -665,7 +658,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	// Step 1, the slot.
 	err = injected("write")
 	if err == nil {
-		err = sysMknodat(d, slotName(n), unix.S_IFREG|0o644)
+		err = c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644)
 	}
 	if err == unix.EEXIST {
 		return false, nil
@@ -676,17 +669,16 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		return false, c.checkGone(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), slotName(n)), Err: err})
 	}
 	// Step 2, the content.
-	fd, err := sysOpenat(d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	f, err := vfs.Open(c.fs, d, genName(n), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o644)
 	if err == unix.EEXIST {
 		// Generation n was made by the owner of a slot that was
 		// removed since (step 3): ours is too late.
-		sysUnlinkat(d, slotName(n))
+		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, nil
 	}
 	if err == nil {
-		f := os.NewFile(uintptr(fd), genName(n))
-		_, err = sysWrite(f, b)
-		if cerr := sysClose(f); err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -694,7 +686,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		// Not written whole: void the slot at once, so that nobody
 		// waits for it, and say why (a full disk is retried).
 		c.void(d, n)
-		sysUnlinkat(d, slotName(n))
+		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
 	}
 	// Step 3, the mark.
@@ -710,7 +702,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 func (c *chain) mark(d int, n int64) error {
 	err := injected("link")
 	if err == nil {
-		err = sysMknodat(d, markName(n), unix.S_IFREG|0o644)
+		err = c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644)
 		if err == nil {
 			err = injected("link.reply")
 		}
@@ -725,7 +717,7 @@ func (c *chain) mark(d int, n int64) error {
 // distribute-replicate GlusterFS volume, a mkdir and a create of one name
 // both succeeded in 1 of 4,000 races, issue 21.)
 func (c *chain) void(d int, n int64) error {
-	err := sysMknodat(d, markName(n), unix.S_IFIFO|0o644)
+	err := c.fs.Mknodat(d, markName(n), unix.S_IFIFO|0o644)
 	if err != nil && err != unix.EEXIST {
 		return &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 	}
@@ -746,7 +738,7 @@ func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 // cluster rig's saturated cores, where a call took 50–300 ms, a loser
 // looked for the mark 3–4 times a generation (BENCHMARKS.md).
 func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (mark, error) {
-	start := time.Now()
+	start := c.fs.Now()
 	wait := min(max(unit/4, time.Millisecond), 100*time.Millisecond)
 	voids := 0
 	for {
@@ -754,7 +746,7 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 		if err != nil || m != unmarked {
 			return m, err
 		}
-		if time.Since(start) >= voidAfter {
+		if c.fs.Now().Sub(start) >= voidAfter {
 			d, err := c.segFD(n, false)
 			if err == nil {
 				err = c.void(d, n)
@@ -764,7 +756,7 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 			}
 			// The slot's owner will not remove it: its commit is
 			// decided. (If it does, when it resumes, no harm.)
-			sysUnlinkat(d, slotName(n))
+			c.fs.Unlinkat(d, slotName(n), 0)
 			if voids++; voids > 3 {
 				// mknod says the mark exists, lookups that it
 				// does not: a cache that does not let go.
@@ -773,12 +765,8 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 			// Whose mark came first is its type: look again, after
 			// the pause.
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return unmarked, ctx.Err()
-		case <-t.C:
+		if err := c.fs.Sleep(ctx, wait); err != nil {
+			return unmarked, err
 		}
 		wait = min(2*wait, 100*time.Millisecond)
 	}
@@ -852,7 +840,7 @@ func (c *chain) decided(won bool) bool {
 		// (The caller's descriptor may have been closed since:
 		// forget.) A slot left behind
 		// costs an inode, nothing else.
-		sysUnlinkat(sd, slotName(p.n))
+		c.fs.Unlinkat(sd, slotName(p.n), 0)
 	}
 	if won {
 		if testHook != nil {
@@ -890,8 +878,8 @@ func (c *chain) checkGone(err error) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_, derr := sysStat(c.dir)
-	_, merr := sysStat(filepath.Dir(c.dir))
+	_, derr := vfs.Stat(c.fs, c.dir)
+	_, merr := vfs.Stat(c.fs, filepath.Dir(c.dir))
 	if errors.Is(derr, fs.ErrNotExist) && merr == nil {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
@@ -900,17 +888,8 @@ func (c *chain) checkGone(err error) error {
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
 // write.
-func writeNewAt(d int, name string, b []byte) error {
-	fd, err := sysOpenat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := sysWrite(f, b); err != nil {
-		sysClose(f)
-		return err
-	}
-	return sysClose(f)
+func writeNewAt(fsys vfs.FS, d int, name string, b []byte) error {
+	return vfs.WriteNewAt(fsys, d, name, b, 0o644)
 }
 
 // afterCommit keeps the chain small: it buries the generation buryAfter
@@ -932,7 +911,7 @@ func (c *chain) afterCommit(n int64) {
 	}
 	if n%hintEvery == 0 {
 		if d, err := c.dirFD(); err == nil {
-			writeHint(d, n)
+			writeHint(c.fs, d, n)
 		}
 	}
 }
@@ -944,8 +923,8 @@ func (c *chain) afterCommit(n int64) {
 // distribute-replicate volume for its clients' frame timeout (30 min;
 // see Store.ShareCutoff). A reader that finds the file empty (just made)
 // or older than the newest hint has a hint that costs it lookups, no more.
-func writeHint(d int, n int64) {
-	writeInPlace(d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
+func writeHint(fsys vfs.FS, d int, n int64) {
+	writeInPlace(fsys, d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
 }
 
 // writeInPlace writes rec at offset 0 of the file name in the directory
@@ -954,21 +933,20 @@ func writeHint(d int, n int64) {
 // with O_CREAT alone can each be told they did, on a replicated GlusterFS
 // volume, and leave the replicas with two files of one name (a gfid
 // split-brain).
-func writeInPlace(d int, name string, rec []byte) {
+func writeInPlace(fsys vfs.FS, d int, name string, rec []byte) {
 	const flags = unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := sysOpenat(d, name, flags, 0)
+	fd, err := fsys.Openat(d, name, flags, 0)
 	if err == unix.ENOENT {
-		fd, err = sysOpenat(d, name, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
+		fd, err = fsys.Openat(d, name, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
 		if err == unix.EEXIST {
-			fd, err = sysOpenat(d, name, flags, 0)
+			fd, err = fsys.Openat(d, name, flags, 0)
 		}
 	}
 	if err != nil {
 		return
 	}
-	f := os.NewFile(uintptr(fd), name)
-	f.WriteAt(rec, 0)
-	sysClose(f)
+	fsys.Pwrite(fd, rec, 0)
+	fsys.Close(fd)
 }
 
 // tombName is the name of the segment's tomb number i: tomb, tomb.1, ...
@@ -989,19 +967,19 @@ const maxTombs = 64
 func (c *chain) bury(k int64) error {
 	var d int
 	if c.sfd != nil && c.sseg == k/SegmentSize {
-		d = int(c.sfd.Fd())
+		d = c.sfd.Fd
 	} else {
 		// k's segment is the one before the open one.
 		cd, err := c.dirFD()
 		if err != nil {
 			return err
 		}
-		sf, err := openDirAt(cd, segName(k))
+		sf, err := openDirAt(c.fs, cd, segName(k))
 		if err != nil {
 			return &os.PathError{Op: "open", Path: filepath.Join(c.dir, segName(k)), Err: err}
 		}
-		defer sysClose(sf)
-		d = int(sf.Fd())
+		defer sf.Close()
+		d = sf.Fd
 	}
 	if err := c.entomb(d, k, genName(k)); err != nil {
 		return err
@@ -1010,7 +988,7 @@ func (c *chain) bury(k int64) error {
 	// void stays a FIFO (voids are rare): an owner that resumes after
 	// ever so long must find it one.
 	var st unix.Stat_t
-	if err := sysFstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := c.fs.Fstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &os.PathError{Op: "lstat", Path: filepath.Join(c.dir, segName(k), markName(k)), Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -1029,13 +1007,13 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		tomb := tombName(c.tomb)
 		err := injected("bury")
 		if err == nil {
-			err = sysLinkat(d, tomb, d, x)
+			err = c.fs.Linkat(d, tomb, d, x)
 		}
 		if err == unix.ENOENT {
-			if werr := writeNewAt(d, tomb, []byte(tombText)); werr != nil && werr != unix.EEXIST {
+			if werr := writeNewAt(c.fs, d, tomb, []byte(tombText)); werr != nil && werr != unix.EEXIST {
 				return &os.PathError{Op: "create", Path: filepath.Join(c.dir, segName(k), tomb), Err: werr}
 			}
-			err = sysLinkat(d, tomb, d, x)
+			err = c.fs.Linkat(d, tomb, d, x)
 		}
 		if err == unix.EMLINK && c.tomb+1 < maxTombs {
 			c.tomb++
@@ -1046,8 +1024,8 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		}
 		break
 	}
-	if err := sysRenameat(d, x, d, name); err != nil {
-		sysUnlinkat(d, x)
+	if err := c.fs.Renameat(d, x, d, name); err != nil {
+		c.fs.Unlinkat(d, x, 0)
 		return &os.LinkError{Op: "rename", Old: x, New: filepath.Join(c.dir, segName(k), name), Err: err}
 	}
 	return nil

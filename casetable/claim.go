@@ -9,16 +9,15 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -342,7 +341,8 @@ type Store struct {
 	gen    int64 // newest generation known; -1: none
 	top    int64 // newest mark known with it: every mark after gen up to top is a void
 	cur    State // its state
-	table  *os.File
+	fs     vfs.FS
+	table  *vfs.File
 	tname  string
 	buf    []byte
 	lbuf   []byte // a line longer than the window
@@ -350,8 +350,8 @@ type Store struct {
 	winOff int64
 	wbuf   []byte
 
-	dirFD   *os.File // the farm directory, for statTable
-	fpIno   uint64   // an inode number of fpTable that its fingerprint vouched for
+	dirFD   *vfs.File // the farm directory, for statTable
+	fpIno   uint64    // an inode number of fpTable that its fingerprint vouched for
 	fpTable string
 	checked tableID // the table checkTable found unchanged in this claim; zero: none yet
 
@@ -372,8 +372,21 @@ type Store struct {
 
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
-func NewStore(dir, misc string) *Store {
-	return &Store{Dir: dir, misc: misc, gen: -1, top: -1, own: -1}
+func NewStore(dir, misc string) *Store { return NewStoreOn(defaultFS, dir, misc) }
+
+// NewStoreOn is NewStore on the filesystem fsys (the simulator's).
+func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
+	return &Store{fs: fsys, Dir: dir, misc: misc, gen: -1, top: -1, own: -1}
+}
+
+// defaultFS is the filesystem of NewStore's stores: the system's, but for
+// a benchmark that counts the calls.
+var defaultFS vfs.FS = vfs.OS{}
+
+// pause waits before the try after try (0, 1, ...) to read the newest
+// generation: 10 ms more each time.
+func (s *Store) pause(try int) {
+	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
 }
 
 // Ahead is how many batches' worth of cases the store's next claim should
@@ -441,11 +454,11 @@ func (s *Store) Close() error {
 		s.lanes = nil
 	}
 	if s.table != nil {
-		sysClose(s.table)
+		s.table.Close()
 		s.table = nil
 	}
 	if s.dirFD != nil {
-		sysClose(s.dirFD)
+		s.dirFD.Close()
 		s.dirFD = nil
 	}
 	s.setChain(nil)
@@ -485,11 +498,11 @@ func (s *Store) open() error {
 		return nil
 	}
 	if s.fixed != "" {
-		s.setChain(newChain(s.fixed))
+		s.setChain(newChain(s.fs, s.fixed))
 		s.gen, s.top = -1, -1
 		return nil
 	}
-	ch, err := openChain(s.misc)
+	ch, err := openChain(s.fs, s.misc)
 	if err != nil {
 		return err
 	}
@@ -506,14 +519,14 @@ func (s *Store) refresh() error {
 	for tries := 0; ; tries++ {
 		n, err := s.ch.latestNear(s.gen, s.peers)
 		if err == errInconsistent && tries < 20 {
-			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+			s.pause(tries)
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		if n < 0 {
-			if _, err := sysStat(s.ch.dir); os.IsNotExist(err) {
+			if _, err := vfs.Stat(s.fs, s.ch.dir); os.IsNotExist(err) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
 			if s.fixed != "" {
@@ -521,7 +534,7 @@ func (s *Store) refresh() error {
 				// it: a mark not found is a network filesystem's
 				// passing answer (or damage, which stays).
 				if tries < 20 {
-					time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+					s.pause(tries)
 					continue
 				}
 				return fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
@@ -544,7 +557,7 @@ func (s *Store) refresh() error {
 				if tries >= 20 {
 					return &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
 				}
-				time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+				s.pause(tries)
 			}
 		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
 			return err
@@ -552,7 +565,7 @@ func (s *Store) refresh() error {
 			// Buried while we looked (we were far behind), or a cached
 			// name: look again from the hint.
 			s.gen, s.top = -1, -1
-			time.Sleep(time.Duration(tries+1) * 10 * time.Millisecond)
+			s.pause(tries)
 		}
 	}
 }
@@ -620,7 +633,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
@@ -634,7 +647,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			return State{}, err
 		}
 		if tried.IsZero() || stale {
-			tried = time.Now()
+			tried = s.fs.Now()
 		}
 		read := stale // the base is read in this call
 		if stale {
@@ -724,8 +737,8 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		// process does: a pause of random length, doubling with the
 		// attempts lost (binary exponential backoff), keeps them from
 		// all looking for it and then trying the next slot at once.
-		unit := time.Since(tried)
-		backoff(ctx, lost, unit)
+		unit := s.fs.Now().Sub(tried)
+		backoff(ctx, s.fs, lost, unit)
 		// Lost the race: another process took the slot, or voided ours.
 		// Once the slot is marked, the newest generation is the new
 		// base. A meta-job that ran its batch while others committed is
@@ -744,7 +757,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			return State{}, err
 		}
 		r.OK()
-		tried = time.Now()
+		tried = s.fs.Now()
 		if err := s.loadNewest(next); err != nil {
 			stale = true
 		}
@@ -759,14 +772,8 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 // their next attempts over as many windows as they are (make bench-scale:
 // 256 claimers' first claims, 87 calls each with a unit of 1 ms, 73
 // with this one).
-func backoff(ctx context.Context, lost int, unit time.Duration) {
-	d := time.Duration(rand.Int64N(int64(backoffLimit(lost, unit))))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
 }
 
 // backoffLimit is the bound of backoff's pause: unit·2^(lost-1), unit at
@@ -786,12 +793,12 @@ var errNoCommit = errors.New("nothing to commit")
 func (s *Store) dropFiles() {
 	s.checked = tableID{}
 	if s.table != nil {
-		sysClose(s.table)
+		s.table.Close()
 		s.table = nil
 	}
 	s.win = s.win[:0]
 	if s.dirFD != nil {
-		sysClose(s.dirFD)
+		s.dirFD.Close()
 		s.dirFD = nil
 	}
 	if s.ch != nil {
@@ -818,7 +825,7 @@ func (s *Store) readBase() error {
 // process made the chain and its first generation first, or if that
 // cannot be told now.
 func (s *Store) startChain() (bool, error) {
-	ch, err := createChain(s.misc)
+	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
 		return false, err
 	}
@@ -831,7 +838,7 @@ func (s *Store) startChain() (bool, error) {
 // says of it, and reports whether it won the generation.
 func (s *Store) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
 	ci := info(st)
-	ci.nonce = newNonce()
+	ci.nonce = newNonce(s.fs)
 	if ci.by == "" {
 		ci.by = s.Job
 	}
@@ -847,7 +854,7 @@ func (s *Store) chainMoved() bool {
 	}
 	old := s.ch.dir
 	s.setChain(nil)
-	ch, err := openChain(s.misc)
+	ch, err := openChain(s.fs, s.misc)
 	if err != nil {
 		return false
 	}
@@ -927,7 +934,7 @@ const firstLook = time.Second
 func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
 	laneTable := s.lanes.main.OwnTable().Table
 	look := false
-	if now := time.Now(); now.Sub(s.firstLooked) >= firstLook {
+	if now := s.fs.Now(); now.Sub(s.firstLooked) >= firstLook {
 		s.firstLooked, look = now, true
 	}
 	if s.cur.firstAhead(laneTable) || look && s.Moved() {
@@ -1110,12 +1117,12 @@ func (s *Store) openTable(table string, fresh bool) error {
 		return nil
 	}
 	if s.table != nil {
-		sysClose(s.table)
+		s.table.Close()
 		s.table = nil
 	}
-	f, err := sysOpenFile(filepath.Join(s.Dir, table), os.O_RDONLY, 0)
+	f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(s.Dir, table), unix.O_RDONLY, 0)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: filepath.Join(s.Dir, table), Err: err}
 	}
 	s.table, s.tname = f, table
 	s.win = s.win[:0]
@@ -1180,7 +1187,7 @@ func (s *Store) checkTable(st *State) error {
 		if try == 0 {
 			size, ino, serr = s.statTable(st.Table)
 		} else {
-			time.Sleep(tableRecheck)
+			s.fs.Sleep(context.Background(), tableRecheck)
 			if serr = s.openTable(st.Table, true); serr == nil {
 				size, ino, serr = fileID(s.table)
 			}
@@ -1222,16 +1229,16 @@ type tableID struct {
 // "table.dat", not one per component of the farm's path).
 func (s *Store) statTable(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
-		fd, err := sysOpenFile(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := openDir(s.fs, s.Dir)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, &os.PathError{Op: "open", Path: s.Dir, Err: err}
 		}
 		s.dirFD = fd
 	}
 	var st unix.Stat_t
 	err := injected("table.stat")
 	if err == nil {
-		err = sysFstatat(int(s.dirFD.Fd()), table, &st, 0)
+		err = s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
 	}
 	if err != nil {
 		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
@@ -1240,16 +1247,12 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 }
 
 // fileID returns the size and inode of the open file f.
-func fileID(f *os.File) (int64, uint64, error) {
-	fi, err := sysFstat(f)
+func fileID(f *vfs.File) (int64, uint64, error) {
+	st, err := f.Stat()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, &os.PathError{Op: "fstat", Path: f.Name, Err: err}
 	}
-	var ino uint64
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ino = sys.Ino
-	}
-	return fi.Size(), ino, nil
+	return st.Size, st.Ino, nil
 }
 
 // fingerprintSpan is how much of each end of a table its fingerprint reads.
@@ -1257,12 +1260,12 @@ const fingerprintSpan = 4096
 
 // fingerprint is a short hash of the first and last fingerprintSpan bytes
 // of the first size bytes of f, and of size.
-func fingerprint(f *os.File, size int64) (string, error) {
+func fingerprint(f *vfs.File, size int64) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n", size)
 	buf := make([]byte, min(size, fingerprintSpan))
 	for _, off := range []int64{0, max(0, size-fingerprintSpan)} {
-		if _, err := sysReadAt(f, buf, off); err != nil && err != io.EOF {
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
 			return "", err
 		}
 		h.Write(buf)
@@ -1274,9 +1277,14 @@ func fingerprint(f *os.File, size int64) (string, error) {
 // claim can tell whether it changed since: its size, its inode number and
 // its fingerprint.
 func TableID(path string) (size int64, ino uint64, fp string, err error) {
-	f, err := os.Open(path)
+	return tableIDOn(vfs.OS{}, path)
+}
+
+// tableIDOn is TableID on fsys.
+func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err error) {
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
 	if size, ino, err = fileID(f); err != nil {
@@ -1313,11 +1321,13 @@ func CountLines(path string) (int64, error) {
 }
 
 // countLines counts the lines of f before byte off.
-func countLines(f *os.File, off int64) (int64, error) {
+func countLines(f interface {
+	ReadAt([]byte, int64) (int, error)
+}, off int64) (int64, error) {
 	buf := make([]byte, 1<<20)
 	var n int64
 	for pos := int64(0); pos < off; {
-		m, err := sysReadAt(f, buf[:min(int64(len(buf)), off-pos)], pos)
+		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
 		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
 		pos += int64(m)
 		if err == io.EOF {
@@ -1419,7 +1429,7 @@ func (s *Store) readTable(b []byte, off int64) (int, error) {
 	if err := injected("table.read"); err != nil {
 		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
 	}
-	return sysReadAt(s.table, b, off)
+	return s.table.ReadAt(b, off)
 }
 
 // line returns the table's line starting at off, from the window of the
@@ -1460,11 +1470,11 @@ func (s *Store) line(off int64) ([]byte, int64, error) {
 }
 
 // readLineAt reads the line starting at off. The returned slice aliases *buf.
-func readLineAt(f *os.File, off int64, buf *[]byte) (line []byte, next int64, err error) {
+func readLineAt(f *vfs.File, off int64, buf *[]byte) (line []byte, next int64, err error) {
 	b := (*buf)[:cap(*buf)]
 	n := 0
 	for {
-		m, rerr := sysReadAt(f, b[n:], off+int64(n))
+		m, rerr := f.ReadAt(b[n:], off+int64(n))
 		if i := bytes.IndexByte(b[n:n+m], '\n'); i >= 0 {
 			end := n + i + 1
 			*buf = b

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/vfs"
 )
 
 // The bound of backoff's pause doubles with the attempts lost from the
@@ -66,7 +68,7 @@ func TestHeadHintInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int64{123456789012, 7, 99} {
-		writeHint(d, n)
+		writeHint(vfs.OS{}, d, n)
 		if got := ch.hint(); got != n {
 			t.Errorf("hint after writeHint(%d) = %d", n, got)
 		}
@@ -74,7 +76,7 @@ func TestHeadHintInPlace(t *testing.T) {
 	if err := os.Remove(filepath.Join(ch.dir, "head")); err != nil {
 		t.Fatal(err)
 	}
-	writeHint(d, 5)
+	writeHint(vfs.OS{}, d, 5)
 	if got := ch.hint(); got != 5 {
 		t.Errorf("hint after the file was removed and written = %d, want 5", got)
 	}
@@ -96,7 +98,7 @@ func chainOf(t *testing.T, gens int) *chain {
 			t.Fatal(err)
 		}
 	}
-	ch, err := openChain(misc)
+	ch, err := openChain(vfs.OS{}, misc)
 	if err != nil {
 		t.Fatal(err)
 	}

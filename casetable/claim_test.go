@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/vfs"
 )
 
 // The test binary doubles as the worker processes of the concurrency tests.
@@ -377,7 +379,7 @@ func TestStalledClaimerBehindBuriedGenerations(t *testing.T) {
 	}
 	checkClaimedOnce(t, n, outs)
 	// The early generations are buried: one inode (the tomb) between them.
-	ch, err := openChain(filepath.Join(dir, "MISC"))
+	ch, err := openChain(vfs.OS{}, filepath.Join(dir, "MISC"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +433,7 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			if _, err := st.Claim(ctx, 1, 3, nil); err != nil {
 				t.Fatal(err)
 			}
-			ch, _ := openChain(misc)
+			ch, _ := openChain(vfs.OS{}, misc)
 			n, _ := ch.latest(-1)
 			switch damage {
 			case "garbage":

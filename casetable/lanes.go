@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"math/rand/v2"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/fsretry"
-	"github.com/farm-hpc/farm/proc"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -153,16 +152,17 @@ func blockSize(cases int64) int64 {
 }
 
 // buildIndex reads the run's table and indexes its blocks.
-func buildIndex(path string, lanes int, size int64) (*laneIndex, error) {
-	f, err := os.Open(path)
+func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, error) {
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	var r io.Reader = f
+	limit := int64(math.MaxInt64)
 	if size > 0 {
-		r = io.LimitReader(f, size)
+		limit = size
 	}
+	var r io.Reader = io.NewSectionReader(f, 0, limit)
 	// Count first, to size the blocks.
 	var cases int64
 	br := bufio.NewReaderSize(r, 1<<20)
@@ -187,13 +187,7 @@ func buildIndex(path string, lanes int, size int64) (*laneIndex, error) {
 		}
 	}
 	x := &laneIndex{lanes: lanes, block: blockSize(cases), cases: cases}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	r = f
-	if size > 0 {
-		r = io.LimitReader(f, size)
-	}
+	r = io.NewSectionReader(f, 0, limit)
 	br = bufio.NewReaderSize(r, 1<<20)
 	var off, lines, i int64
 	for {
@@ -252,14 +246,14 @@ func (x *laneIndex) marshal() []byte {
 }
 
 // readHead reads the first line of the file path (at most 4 KiB).
-func readHead(path string) ([]byte, error) {
-	f, err := sysOpenFile(path, os.O_RDONLY, 0)
+func readHead(fsys vfs.FS, path string) ([]byte, error) {
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer sysClose(f)
+	defer f.Close()
 	b := make([]byte, 4096)
-	n, err := sysRead(f, b)
+	n, err := f.Read(b)
 	if n == 0 && err != nil {
 		return nil, err
 	}
@@ -339,10 +333,15 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 // jobs is the meta-jobs the run is started for (0: not known), which sizes
 // their first claims (FirstBatch).
 func MakeLanes(dir, misc string, st State, lanes, jobs int) (State, error) {
+	return makeLanes(defaultFS, dir, misc, st, lanes, jobs)
+}
+
+// makeLanes is MakeLanes on fsys.
+func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State, error) {
 	if lanes < 2 || st.Simple || st.TSize <= 0 {
 		return st, nil
 	}
-	x, err := buildIndex(filepath.Join(dir, st.Table), lanes, st.TSize)
+	x, err := buildIndex(fsys, filepath.Join(dir, st.Table), lanes, st.TSize)
 	if err != nil {
 		return st, err
 	}
@@ -351,28 +350,28 @@ func MakeLanes(dir, misc string, st State, lanes, jobs int) (State, error) {
 	}
 	x.lanes = int(min(int64(lanes), x.blocks()))
 	x.jobs = max(jobs, 0)
-	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce())
+	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce(fsys))
 	ldir := filepath.Join(misc, name)
-	if err := os.Mkdir(ldir, 0o755); err != nil {
+	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil {
 		return st, err
 	}
 	fail := func(err error) (State, error) {
-		os.RemoveAll(ldir) // nobody knows it yet
+		vfs.RemoveAll(fsys, ldir) // nobody knows it yet
 		return st, err
 	}
-	if err := atomicfile.WriteBytes(filepath.Join(ldir, "index"), proc.NewMode(0o644), x.marshal()); err != nil {
+	if err := vfs.WriteAtomic(fsys, filepath.Join(ldir, "index"), 0o644, x.marshal()); err != nil {
 		return fail(err)
 	}
 	for l := 0; l < x.lanes; l++ {
-		c := newChain(filepath.Join(ldir, strconv.Itoa(l)))
-		if err := os.Mkdir(c.dir, 0o755); err != nil {
+		c := newChain(fsys, filepath.Join(ldir, strconv.Itoa(l)))
+		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil {
 			return fail(err)
 		}
 		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
 			TSize: st.TSize, TIno: st.TIno, TFP: st.TFP, Cases: x.laneCases(l), Cutoff: st.Cutoff,
 			Next:   int64(max(1, (FirstCutoffAt+x.lanes-1)/x.lanes)),
 			InLane: true, Lane: l, Block: int64(l)}
-		nonce := newNonce()
+		nonce := newNonce(fsys)
 		won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
 		c.close()
 		if err == nil && !won {
@@ -388,9 +387,12 @@ func MakeLanes(dir, misc string, st State, lanes, jobs int) (State, error) {
 
 // RemoveLanes removes lanes that MakeLanes made for a run that did not
 // start (its commit on the main chain lost): nobody knows them.
-func RemoveLanes(misc string, st State) {
+func RemoveLanes(misc string, st State) { removeLanes(defaultFS, misc, st) }
+
+// removeLanes is RemoveLanes on fsys.
+func removeLanes(fsys vfs.FS, misc string, st State) {
 	if st.Lanes > 1 && st.LaneDir != "" && !strings.Contains(st.LaneDir, "/") {
-		os.RemoveAll(filepath.Join(misc, st.LaneDir))
+		vfs.RemoveAll(fsys, filepath.Join(misc, st.LaneDir))
 	}
 }
 
@@ -402,10 +404,10 @@ func (s *Store) CloseLanes(ctx context.Context, st State) error {
 	if st.Lanes < 2 || st.LaneDir == "" {
 		return nil
 	}
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for l := 0; l < st.Lanes; l++ {
 		dir := filepath.Join(s.misc, st.LaneDir, strconv.Itoa(l))
-		if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+		if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
 			return fmt.Errorf("closing lane %d of run %d: %w", l, st.Run, err)
 		}
 	}
@@ -416,36 +418,42 @@ func (s *Store) CloseLanes(ctx context.Context, st State) error {
 // (every lane if upTo < 1): a repair, which may not know the current run's
 // lanes from a damaged state. Lanes already closed cost a reading each.
 func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int) error {
-	var ents []os.DirEntry
+	var names []string
 	if err := r.Do(ctx, func() (err error) {
-		ents, err = readDir(s.misc)
+		names, err = readDir(s.fs, s.misc)
 		return err
 	}); err != nil {
 		return fmt.Errorf("listing the lanes to close: %w", err)
 	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "lanes.") || !e.IsDir() {
+	for _, name := range names {
+		if !strings.HasPrefix(name, "lanes.") {
 			continue
 		}
-		if run, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), "lanes."), "."); upTo >= 1 {
+		if run, _, _ := strings.Cut(strings.TrimPrefix(name, "lanes."), "."); upTo >= 1 {
 			if n, err := strconv.Atoi(run); err == nil && n > upTo {
 				continue // a later run's, started since the reading
 			}
 		}
-		ldir := filepath.Join(s.misc, e.Name())
-		var lanes []os.DirEntry
+		ldir := filepath.Join(s.misc, name)
+		var lanes []string
 		if err := r.Do(ctx, func() (err error) {
-			lanes, err = readDir(ldir)
+			lanes, err = readDir(s.fs, ldir)
+			if errors.Is(err, unix.ENOTDIR) {
+				lanes, err = nil, nil // a file of that name
+			}
 			return err
 		}); err != nil {
 			return fmt.Errorf("listing the lanes to close: %w", err)
 		}
 		for _, l := range lanes {
-			if _, err := strconv.Atoi(l.Name()); err != nil || !l.IsDir() {
+			if _, err := strconv.Atoi(l); err != nil {
 				continue
 			}
-			dir := filepath.Join(ldir, l.Name())
-			if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+			dir := filepath.Join(ldir, l)
+			if st, err := vfs.Stat(s.fs, dir); err == nil && !vfs.IsDir(&st) {
+				continue
+			}
+			if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
 				return fmt.Errorf("closing the lane %s: %w", dir, err)
 			}
 		}
@@ -472,14 +480,14 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 	var b []byte
 	var err error
 	if head {
-		b, err = readHead(filepath.Join(dir, "index"))
+		b, err = readHead(s.fs, filepath.Join(dir, "index"))
 	} else {
-		b, err = sysReadFile(filepath.Join(dir, "index"))
+		b, err = vfs.ReadFile(s.fs, filepath.Join(dir, "index"))
 	}
 	if os.IsNotExist(err) {
 		// Believed only if the lanes' directory is gone too (a network
 		// filesystem's passing ENOENT is retried, as on the chain).
-		if _, serr := sysStat(dir); os.IsNotExist(serr) {
+		if _, serr := vfs.Stat(s.fs, dir); os.IsNotExist(serr) {
 			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", st.Run)}
 		}
 		return nil, fsretry.Transient(err)
@@ -495,7 +503,7 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, st.Lanes)}
 	}
 	L := &laneSet{run: st.Run, main: st, dir: dir, x: x, stores: make([]*Store, x.lanes), exhausted: make([]bool, x.lanes)}
-	L.home = homeLane(s.Job, x.lanes)
+	L.home = homeLane(s.fs, s.Job, x.lanes)
 	return L, nil
 }
 
@@ -511,7 +519,7 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 // claimers onto the other lanes (BENCHMARKS.md, "Where the calls go at 128
 // meta-jobs"). A name that does not end in digits is hashed; no name gets
 // a random lane.
-func homeLane(job string, lanes int) int {
+func homeLane(fsys vfs.FS, job string, lanes int) int {
 	if lanes <= 1 {
 		return 0
 	}
@@ -527,7 +535,7 @@ func homeLane(job string, lanes int) int {
 		return n
 	}
 	if job == "" {
-		return rand.IntN(lanes)
+		return int(fsys.Rand() % uint64(lanes))
 	}
 	h := fnv.New32a()
 	h.Write([]byte(job))
@@ -538,7 +546,7 @@ func homeLane(job string, lanes int) int {
 func (s *Store) lane(l int) *Store {
 	L := s.lanes
 	if L.stores[l] == nil {
-		ls := NewStore(s.Dir, s.misc)
+		ls := NewStoreOn(s.fs, s.Dir, s.misc)
 		ls.Job, ls.Retry, ls.Log = s.Job, s.Retry, s.Log
 		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
 		L.stores[l] = ls
@@ -559,14 +567,14 @@ func (s *Store) pick() int {
 	}
 	// One lookup before each move to another lane: at the end of a run,
 	// most claimers learn so, instead of reading lanes one by one.
-	if _, err := sysStat(filepath.Join(L.dir, "end")); err == nil {
+	if _, err := vfs.Stat(s.fs, filepath.Join(L.dir, "end")); err == nil {
 		L.end = true
 		return -1
 	}
 	// Then the lanes' exhausted marks, in one listing: a claimer moves
 	// only to a lane nobody has found exhausted (a listing that fails
 	// only costs the readings of the lanes it would have spared).
-	if names, err := sysReadDirNames(L.dir); err == nil {
+	if names, err := vfs.ReadDirNames(s.fs, L.dir); err == nil {
 		for _, n := range names {
 			if v, ok := strings.CutPrefix(n, "x."); ok {
 				if l, err := strconv.Atoi(v); err == nil && l >= 0 && l < len(L.exhausted) {
@@ -585,8 +593,8 @@ func (s *Store) pick() int {
 		L.end = true
 		// Say so to the others (best effort: without it they look
 		// at every lane once, as this claimer did).
-		if f, err := sysOpenFile(filepath.Join(L.dir, "end"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
-			sysClose(f)
+		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "end"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+			f.Close()
 		}
 		return -1
 	}
@@ -594,7 +602,7 @@ func (s *Store) pick() int {
 		ls.Close() // its lane is exhausted: its descriptors go
 		L.stores[L.home] = nil
 	}
-	L.home = left[rand.IntN(len(left))]
+	L.home = left[s.fs.Rand()%uint64(len(left))]
 	return L.home
 }
 
@@ -605,7 +613,7 @@ func (s *Store) findLanes(ctx context.Context, run int) error {
 		return nil
 	}
 	s.lanes = nil
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
 		err := s.readBase()
 		if err == nil && s.cur.Run == run && s.cur.Lanes > 1 {
@@ -651,7 +659,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 				// This claim exhausted the lane: say so to the others
 				// (best effort: a mark not made costs them a reading
 				// of the lane).
-				sysMknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
+				s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
 			}
 		}
 		if len(cases) > 0 || !exhausted {
@@ -777,7 +785,7 @@ func (s *Store) readLanes(st State) (State, error) {
 	}
 	mostDone := int64(-1) // dt_cutoff: the lane's that counted the most cases done (its newest)
 	for l := 0; l < L.x.lanes; l++ {
-		ls := NewStore(s.Dir, s.misc)
+		ls := NewStoreOn(s.fs, s.Dir, s.misc)
 		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
 		err := ls.refresh()
 		lst := ls.cur
@@ -850,7 +858,7 @@ func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
 	if L == nil || L.stores[L.home] == nil {
 		return 0, 0, false
 	}
-	b, err := sysReadFile(filepath.Join(L.dir, "cutoff"))
+	b, err := vfs.ReadFile(s.fs, filepath.Join(L.dir, "cutoff"))
 	if err != nil {
 		return 0, 0, false
 	}
@@ -901,7 +909,7 @@ func (s *Store) ShareCutoff(cutoff float64, durations int64) {
 	if len(rec) >= cutoffRecord {
 		return
 	}
-	writeInPlace(unix.AT_FDCWD, filepath.Join(L.dir, "cutoff"), []byte(rec+strings.Repeat(" ", cutoffRecord-1-len(rec))+"\n"))
+	writeInPlace(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "cutoff"), []byte(rec+strings.Repeat(" ", cutoffRecord-1-len(rec))+"\n"))
 }
 
 // cutoffRecord is the length of ShareCutoff's record, its newline

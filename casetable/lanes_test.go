@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -299,7 +300,7 @@ func TestLaneIndexBlocks(t *testing.T) {
 	}
 	p := filepath.Join(dir, "t")
 	os.WriteFile(p, []byte(b.String()), 0o644)
-	x, err := buildIndex(p, 4, int64(b.Len()))
+	x, err := buildIndex(vfs.OS{}, p, 4, int64(b.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +633,7 @@ func TestHomeLanesAreEven(t *testing.T) {
 	} {
 		n := make([]int, c.lanes)
 		for i := 0; i < c.jobs; i++ {
-			l := homeLane(c.name(i), c.lanes)
+			l := homeLane(vfs.OS{}, c.name(i), c.lanes)
 			if l < 0 || l >= c.lanes {
 				t.Fatalf("homeLane(%q, %d) = %d", c.name(i), c.lanes, l)
 			}
@@ -644,7 +645,7 @@ func TestHomeLanesAreEven(t *testing.T) {
 		}
 	}
 	for _, job := range []string{"", "repair", "adopt"} {
-		if l := homeLane(job, 5); l < 0 || l >= 5 {
+		if l := homeLane(vfs.OS{}, job, 5); l < 0 || l >= 5 {
 			t.Errorf("homeLane(%q, 5) = %d", job, l)
 		}
 	}

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/layout"
-	"github.com/farm-hpc/farm/proc"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,12 +85,12 @@ func (e *RepairRaceError) Error() string {
 }
 
 // readDir lists a directory for a repair; tests replace it.
-var readDir = os.ReadDir
+var readDir = vfs.ReadDirNames
 
 // Inspect reads the claim state for a repair. An error other than those
 // Reading.Err holds is returned (transient ones are retried for s.Retry).
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
 		rd, err := s.inspect()
 		if err == nil || !r.Again(ctx, err) {
@@ -103,7 +102,7 @@ func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 func (s *Store) inspect() (Reading, error) {
 	rd := Reading{gen: -1}
 	path := filepath.Join(s.misc, "chain")
-	b, ino, err := readFileIno(path)
+	b, ino, err := readFileIno(s.fs, path)
 	switch {
 	case errors.Is(err, unix.EISDIR):
 		rd.isDir, rd.ino = true, ino
@@ -129,13 +128,13 @@ func (s *Store) inspect() (Reading, error) {
 		rd.Err = &DamageError{Path: rd.dir, Why: legacyWhy}
 		return rd, nil
 	}
-	if _, err := os.Stat(rd.dir); os.IsNotExist(err) {
+	if _, err := vfs.Stat(s.fs, rd.dir); os.IsNotExist(err) {
 		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
 		return rd, nil
 	} else if err != nil {
 		return rd, err
 	}
-	c := newChain(rd.dir)
+	c := newChain(s.fs, rd.dir)
 	defer c.close()
 	n, err := c.latest(-1)
 	if err != nil {
@@ -180,21 +179,24 @@ func (s *Store) inspect() (Reading, error) {
 }
 
 // readFileIno reads a file and returns its inode number, from one open.
-func readFileIno(path string) ([]byte, uint64, error) {
-	f, err := os.Open(path)
+func readFileIno(fsys vfs.FS, path string) ([]byte, uint64, error) {
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	var sb unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &sb); err != nil {
-		return nil, 0, err
+	sb, err := f.Stat()
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if sb.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return nil, sb.Ino, &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
 	}
 	b, err := io.ReadAll(f)
-	return b, sb.Ino, err
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, sb.Ino, nil
 }
 
 // Repair makes st the claim state, deciding from what it reads now: for a
@@ -214,8 +216,8 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 // state changed since rd, or another repair holds the right to replace it,
 // it changes nothing and returns a *RepairRaceError.
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
-	st.Repair = newNonce() // a meta-job that resumes tells the rebuilt state by it
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	if rd.usable {
 		// The rebuilt state has no lanes: the lanes of the run read and
 		// of every run before it are closed first, so that no claimer,
@@ -252,7 +254,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	// read is still what MISC/chain holds, so the next repair may act on
 	// it (and closes the chain we made, as any other).
 	giveUp := func(err error) error {
-		if rerr := os.Remove(filepath.Join(s.misc, filepath.Base(token))); rerr != nil && !os.IsNotExist(rerr) {
+		if rerr := vfs.Remove(s.fs, filepath.Join(s.misc, filepath.Base(token))); rerr != nil && !os.IsNotExist(rerr) {
 			return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
 		}
 		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
@@ -288,11 +290,11 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 
 // repairOn commits st on rd's chain, as the generation after rd's.
 func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
-	c := newChain(rd.dir)
+	c := newChain(s.fs, rd.dir)
 	next := max(rd.gen, rd.top) + 1 // the slot after what rd read
-	nonce := newNonce()
+	nonce := newNonce(s.fs)
 	b := st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log()}
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	var won bool
 	for {
 		var err error
@@ -353,16 +355,16 @@ func (s *Store) by() string {
 // Every command reads it as damage.)
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if os.IsExist(err) {
+	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+	if err == unix.EEXIST {
 		return Reading{}, &RepairRaceError{}
 	}
 	if err != nil {
-		return Reading{}, err
+		return Reading{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	var sb unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &sb); err != nil {
+	sb, err := f.Stat()
+	if err != nil {
 		return Reading{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	return Reading{file: []byte{}, ino: sb.Ino, gen: -1}, nil
@@ -388,9 +390,9 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 	path := filepath.Join(s.misc, rightName(rd))
 	rel := filepath.Join(layout.MiscDir, filepath.Base(path))
 	err := r.Do(ctx, func() error {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 		if err != nil {
-			return err
+			return &os.PathError{Op: "open", Path: path, Err: err}
 		}
 		// The name is the right. Its content, what MISC/chain held, is
 		// for the record only: a failure to write it changes nothing.
@@ -409,12 +411,12 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 // newChain makes a new chain directory whose generation 0 is st. Nobody
 // can know it before it is named in MISC/chain.
 func (s *Store) newChain(st State) (*chain, error) {
-	name := "claims." + newNonce()
-	c := newChain(filepath.Join(s.misc, name))
-	if err := os.Mkdir(c.dir, 0o755); err != nil {
+	name := "claims." + newNonce(s.fs)
+	c := newChain(s.fs, filepath.Join(s.misc, name))
+	if err := vfs.Mkdir(s.fs, c.dir, 0o755); err != nil {
 		return nil, err
 	}
-	nonce := newNonce()
+	nonce := newNonce(s.fs)
 	won, err := c.commit(0, st.marshal(nil, 0, commitInfo{by: s.by(), nonce: nonce}), nonce)
 	if err == nil && !won {
 		err = fmt.Errorf("%s: generation 0 of a new chain was made by another process", c.dir)
@@ -430,33 +432,29 @@ func (s *Store) newChain(st State) (*chain, error) {
 // while listing MISC or closing a chain fails it: a chain left open could
 // go on beside the new one.
 func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) error {
-	var ents []os.DirEntry
+	var names []string
 	if err := r.Do(ctx, func() (err error) {
-		ents, err = readDir(s.misc)
+		names, err = readDir(s.fs, s.misc)
 		return err
 	}); err != nil {
 		return fmt.Errorf("listing the chains to close: %w", err)
 	}
-	for _, e := range ents {
-		dir := filepath.Join(s.misc, e.Name())
-		if !strings.HasPrefix(e.Name(), "claims.") || dir == keep {
+	for _, name := range names {
+		dir := filepath.Join(s.misc, name)
+		if !strings.HasPrefix(name, "claims.") || dir == keep {
 			continue
 		}
-		isDir := e.IsDir()
-		if e.Type() == 0 || e.Type()&os.ModeSymlink != 0 {
-			fi, err := os.Lstat(dir)
-			if os.IsNotExist(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("closing the chain %s: %w", dir, err)
-			}
-			isDir = fi.IsDir()
-		}
-		if !isDir {
+		st, err := vfs.Stat(s.fs, dir)
+		if os.IsNotExist(err) {
 			continue
 		}
-		if err := r.Do(ctx, func() error { return closeChainDir(dir) }); err != nil {
+		if err != nil {
+			return fmt.Errorf("closing the chain %s: %w", dir, err)
+		}
+		if !vfs.IsDir(&st) {
+			continue
+		}
+		if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
 			return fmt.Errorf("closing the chain %s: %w", dir, err)
 		}
 	}
@@ -465,12 +463,12 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string
 
 // closeChainDir closes the chain in dir; a directory removed meanwhile is
 // closed enough.
-func closeChainDir(dir string) error {
-	c := newChain(dir)
+func closeChainDir(fsys vfs.FS, dir string) error {
+	c := newChain(fsys, dir)
 	defer c.close()
 	err := closeChain(c)
 	if errors.Is(err, syscall.ENOENT) {
-		if _, serr := os.Stat(dir); os.IsNotExist(serr) {
+		if _, serr := vfs.Stat(fsys, dir); os.IsNotExist(serr) {
 			return nil
 		}
 	}
@@ -505,7 +503,7 @@ func closeChain(c *chain) error {
 				return err
 			}
 		}
-		nonce := newNonce()
+		nonce := newNonce(c.fs)
 		next := c.nextSlot(n)
 		won, err := c.commit(next, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, next, nonce)), nonce)
 		if errors.As(err, new(*UndecidedError)) {
@@ -537,10 +535,10 @@ func closeChain(c *chain) error {
 func (s *Store) install(rd Reading, dir string) error {
 	path := filepath.Join(s.misc, "chain")
 	if rd.isDir {
-		aside := path + ".damaged." + newNonce()
-		if err := os.Rename(path, aside); err != nil && !os.IsNotExist(err) {
+		aside := path + ".damaged." + newNonce(s.fs)
+		if err := vfs.Rename(s.fs, path, aside); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 	}
-	return atomicfile.WriteBytes(path, proc.NewMode(0o644), []byte(chainMagic+filepath.Base(dir)+"\n"))
+	return vfs.WriteAtomic(s.fs, path, 0o644, []byte(chainMagic+filepath.Base(dir)+"\n"))
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/vfs"
 )
 
 // The test binary is also the repair processes of
@@ -82,11 +84,11 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			chainFile := filepath.Join(misc, "chain")
 			os.WriteFile(chainFile, []byte("nonsense\n"), 0o644)
 			calls := 0
-			readDir = func(name string) ([]os.DirEntry, error) {
+			readDir = func(_ vfs.FS, name string) ([]string, error) {
 				calls++
 				return nil, &os.PathError{Op: "readdirent", Path: name, Err: errno}
 			}
-			defer func() { readDir = os.ReadDir }()
+			defer func() { readDir = vfs.ReadDirNames }()
 			var log strings.Builder
 			rep := NewStore(dir, misc)
 			rep.Retry, rep.Log = 300*time.Millisecond, &log
@@ -105,11 +107,11 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			}
 			// It gave its right up: once MISC can be listed, a repair
 			// works, and closes the chain the failed one made.
-			readDir = os.ReadDir
+			readDir = vfs.ReadDirNames
 			if err := NewStore(dir, misc).Repair(ctx, State{Run: 1, Table: "table.dat", Offset: 0, Cases: 10, Claimed: 10}); err != nil {
 				t.Fatalf("repair after the failed one: %v", err)
 			}
-			cur, _ := openChain(misc)
+			cur, _ := openChain(vfs.OS{}, misc)
 			if live := liveChains(t, misc); len(live) != 1 || cur == nil || live[0] != cur.dir {
 				t.Errorf("after the second repair, live chains %v; want only MISC/chain's", live)
 			}
@@ -151,7 +153,7 @@ func TestRepairTwoFromOneReadingOneWins(t *testing.T) {
 		t.Run(damage, func(t *testing.T) {
 			dir := newFarm(t, 10)
 			misc := filepath.Join(dir, "MISC")
-			ch, _ := openChain(misc)
+			ch, _ := openChain(vfs.OS{}, misc)
 			switch damage {
 			case "chain-garbage":
 				os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)
@@ -179,7 +181,7 @@ func TestRepairTwoFromOneReadingOneWins(t *testing.T) {
 				t.Fatalf("second repair from the same reading: %v; want a RepairRaceError", err)
 			}
 			live := liveChains(t, misc)
-			cur, _ := openChain(misc)
+			cur, _ := openChain(vfs.OS{}, misc)
 			if len(live) != 1 || live[0] != cur.dir {
 				t.Fatalf("live chains %v, MISC/chain names %s; want only that one", live, cur.dir)
 			}
@@ -200,7 +202,7 @@ func liveChains(t *testing.T, misc string) []string {
 	}
 	var live []string
 	for _, d := range dirs {
-		c := newChain(d)
+		c := newChain(vfs.OS{}, d)
 		n, err := c.latest(-1)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +220,7 @@ func liveChains(t *testing.T, misc string) []string {
 // chain-garbage, chain-deleted, dir-deleted or generation-garbage.
 func damageChain(t *testing.T, misc, damage string) {
 	t.Helper()
-	ch, err := openChain(misc)
+	ch, err := openChain(vfs.OS{}, misc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +328,7 @@ func TestRepairProcessesRaceOneLiveChain(t *testing.T) {
 			t.Errorf("trial %d (%s): %d repairs rebuilt the state (%v), want 1", trial, damage, rebuilt, what)
 		}
 		live := liveChains(t, misc)
-		cur, err := openChain(misc)
+		cur, err := openChain(vfs.OS{}, misc)
 		if err != nil || len(live) != 1 || live[0] != cur.dir {
 			t.Fatalf("trial %d (%s): live chains %v, MISC/chain names %v (%v); want exactly that one live", trial, damage, live, cur, err)
 		}

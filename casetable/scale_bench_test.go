@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -203,8 +204,8 @@ func (c scaleConfig) String() string {
 		c.latency, capa, c.batch, c.work, c.voidAfter, ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains)
 }
 
-// The kinds of call (sys.go), in the order they are printed when tied.
-var scaleKinds = []string{"stat", "mknod", "mknod.fifo", "create", "open", "open.path", "read", "write", "close", "fstat", "unlink", "rename", "link", "mkdir"}
+// The kinds of call (countingFS), in the order they are printed when tied.
+var scaleKinds = []string{"stat", "mknod", "mknod.fifo", "create", "open", "open.path", "read", "write", "close", "fstat", "unlink", "rename", "link", "mkdir", "fsync"}
 
 var scaleKindIndex = func() map[string]int {
 	m := map[string]int{}
@@ -236,7 +237,7 @@ func (cc *callCounts) total() int64 {
 }
 
 // fsModel is the metadata server every call of the claim path goes
-// through (onCall).
+// through (countingFS).
 type fsModel struct {
 	latency time.Duration
 	service time.Duration // 1/capacity; 0: unbounded
@@ -284,7 +285,7 @@ func newFSModel(c scaleConfig) *fsModel {
 	return m
 }
 
-// call is onCall: the call's turn at the server, then the round trip.
+// call is countingFS.on: the call's turn at the server, then the round trip.
 func (m *fsModel) call(kind string) func(error) {
 	now := time.Now()
 	start, end := now, now
@@ -456,7 +457,7 @@ func (c scaleConfig) refill(ctx context.Context, st *Store) ([]Case, error) {
 func collect(b *testing.B, wg *sync.WaitGroup, recs []*claimerRec, logs *logLines) {
 	wg.Wait()
 	b.StopTimer()
-	onCall = nil
+	defaultFS = vfs.OS{}
 	for _, r := range recs {
 		if r.err != nil {
 			b.Fatal(r.err)
@@ -628,8 +629,8 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	// for nothing: only claims that end in the window are counted).
 	ctx, cancel := context.WithDeadline(context.Background(), winEnd)
 	defer cancel()
-	onCall = model.call
-	defer func() { onCall = nil }()
+	defaultFS = countingFS{on: model.call}
+	defer func() { defaultFS = vfs.OS{} }()
 	// Every call is traced with its claimer until the window opens: the
 	// herd's calls (each claimer's until its first claim ended).
 	model.trace.Store(true)
@@ -835,8 +836,8 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	model.trace.Store(true)
 	logs := &logLines{}
 	recs := make([]*claimerRec, n)
-	onCall = model.call
-	defer func() { onCall = nil }()
+	defaultFS = countingFS{on: model.call}
+	defer func() { defaultFS = vfs.OS{} }()
 	b.ResetTimer()
 	t0 := time.Now()
 	work := max(c.work, time.Millisecond)

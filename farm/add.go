@@ -217,52 +217,17 @@ func (f *Farm) queueAdded(ctx context.Context, state casetable.State, added case
 	case state.Simple:
 		return queuedTo{why: fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", state.Run)}, nil
 	}
-	runTable := fmt.Sprintf("%s/table.run%d.add.%d.%x", layout.MiscDir, state.Run, os.Getpid(), rand.Uint32())
-	if err := atomicfile.WriteBytes(f.Path(runTable), 0o644, added.Lines); err != nil {
-		return queuedTo{}, f.writeErr(err)
-	}
-	size, ino, fp, err := casetable.TableID(f.Path(runTable))
-	if err != nil {
-		os.Remove(f.Path(runTable))
-		return queuedTo{}, f.writeErr(err)
-	}
-	q := queuedTo{first: first, table: runTable}
 	store := f.Store()
 	store.Job = "farm-add"
+	store.Log = f.Out
 	defer store.Close()
-	err = store.Update(ctx, func(st *casetable.State) error {
-		q.run, q.lanes = st.Run, st.Lanes > 1
-		if st.Simple {
-			return errNotQueued
-		}
-		if st.TSize <= 0 {
-			return errOldRun // its cursor cannot tell its table's end
-		}
-		st.Enqueue(casetable.Queued{Table: runTable, TSize: size, TIno: ino, TFP: fp}, added.Cases, first)
-		st.Total += added.Cases
-		st.MaxID = max(st.MaxID, added.Last)
-		return nil
-	})
-	if errors.Is(err, errNotQueued) || errors.Is(err, errOldRun) {
-		os.Remove(f.Path(runTable))
-		why := fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", q.run)
-		if errors.Is(err, errOldRun) {
-			why = fmt.Sprintf("run %d's claim state records no table size (a run of an older farm, or one 'farm repair' rebuilt)", q.run)
-		}
-		return queuedTo{why: why}, nil
-	}
+	tag := fmt.Sprintf("%d.%x", os.Getpid(), rand.Uint32())
+	q, err := store.Enqueue(ctx, state.Run, tag, added.Lines, added.Cases, added.Last, first)
 	if err != nil {
-		// The commit may have been made, its reply lost: the table
-		// stays, as a queued one must.
-		return queuedTo{}, stateErr(err)
+		return queuedTo{}, f.writeErr(stateErr(err))
 	}
-	return q, nil
+	return queuedTo{first: first, table: q.Table, run: q.Run, lanes: q.Lanes, why: q.Why}, nil
 }
-
-var (
-	errNotQueued = errors.New("not queued")
-	errOldRun    = errors.New("a run of an older farm")
-)
 
 // addChanged is the error of an add whose table.dat changed while it ran
 // (an editor, another command): nothing is written, but the cases may

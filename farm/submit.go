@@ -16,7 +16,6 @@ import (
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
-	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/layout"
 )
 
@@ -632,75 +631,18 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 }
 
 // startRun makes the run nr the current run, if the claim state is still
-// at generation nr.base.
+// at generation nr.base (casetable.Store.StartRun).
 func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
-	size, ino, fp, err := casetable.TableID(f.Path(nr.table))
-	if err != nil {
-		return err
-	}
 	store := f.Store()
 	defer store.Close()
-	// The new run's lanes, if it gets any, are made whole before its
-	// commit names them; the current run's lanes are closed right before
-	// that commit, so that none of its meta-jobs, however stalled, claims
-	// after it (casetable/CLAIMS.md, Lanes).
-	cur, err := store.Read(ctx)
-	if err != nil && !errors.Is(err, casetable.ErrNoState) {
-		return stateErr(err)
-	}
-	if err == nil && cur.Gen != nr.base {
-		return errMovedUser
-	}
-	lanes := casetable.State{Run: nr.run, Table: nr.table, Simple: simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
-	if !simple {
-		r := fsretry.Retrier{Log: f.Out}
-		if err := r.Do(ctx, func() (err error) {
-			lanes, err = casetable.MakeLanes(f.Dir, f.Path(layout.MiscDir), lanes, casetable.LanesFor(nr.jobs), nr.jobs)
-			return err
-		}); err != nil {
-			return f.writeErr(err)
-		}
-	}
-	if err := store.CloseLanes(ctx, cur); err != nil {
-		casetable.RemoveLanes(f.Path(layout.MiscDir), lanes)
-		return stateErr(err)
-	}
-	err = store.Update(ctx, func(st *casetable.State) error {
-		if st.Gen != nr.base {
-			return errStateMoved
-		}
-		st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = nr.run, nr.table, simple, 0, 0, int64(nr.cases)
-		st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
-		// What 'farm add' queued to the run before is the old run's:
-		// the new run's table was made from table.dat, which holds it.
-		st.Queue, st.Own = nil, casetable.Queued{}
-		if lanes.Lanes > 1 {
-			// Nothing to claim on this chain: the lanes hold the
-			// cursors (an older farm's claim finds the run read).
-			st.Offset = size
-		}
-		if cur.Lanes > 1 {
-			// The farm-wide counters with those of the lanes of the
-			// run before, which close now: cases done, dt_cutoff
-			// (recomputed at the next claim of a run without lanes).
-			st.Done, st.Cutoff, st.Next = cur.Done, cur.Cutoff, 0
-		}
-		// The table as it is now is the run's: a claim refuses to read
-		// it once it has another size or inode.
-		st.Lines, st.TSize, st.TIno, st.TFP = 0, size, ino, fp
-		if nr.maxID > 0 { // a first run: a copy of table.dat whole
-			st.MaxID, st.Total = nr.maxID, int64(nr.cases)
-		}
-		return nil
-	})
-	if errors.Is(err, errStateMoved) {
-		// Not committed: nobody knows the lanes. (After another error
-		// the commit may have been made, its reply lost: they stay.)
-		casetable.RemoveLanes(f.Path(layout.MiscDir), lanes)
+	store.Log = f.Out
+	err := store.StartRun(ctx, casetable.RunSpec{Base: nr.base, Run: nr.run, Table: nr.table, Simple: simple,
+		Cases: int64(nr.cases), MaxID: nr.maxID, Jobs: nr.jobs})
+	if errors.Is(err, casetable.ErrMoved) {
 		return errMovedUser
 	}
 	if err != nil {
-		return stateErr(err)
+		return f.writeErr(stateErr(err))
 	}
 	return nil
 }
@@ -793,36 +735,11 @@ func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
 	}
 	store := f.Store()
 	defer store.Close()
-	// A run with lanes is closed by closing them (then they count as
-	// claimed whole); the main chain then forgets them.
-	var cur casetable.State
-	r := fsretry.Retrier{Log: f.Out}
-	if err := r.Do(ctx, func() (err error) {
-		cur, err = store.Read(ctx)
-		return err
-	}); err != nil {
-		f.Log("could not close run %d, which has no job: %v", run, err)
-		return false
-	}
-	if cur.Run == run && cur.OwnTable().Table == table {
-		if err := store.CloseLanes(ctx, cur); err != nil {
-			f.Log("could not close run %d, which has no job: %v", run, err)
-			return false
-		}
-	}
-	err = store.Update(ctx, func(st *casetable.State) error {
-		if st.Run != run || st.OwnTable().Table != table {
-			return errStateMoved
-		}
-		st.DropQueue() // what farm add queued is in table.dat, for the next run
-		st.Lanes, st.LaneDir = 0, ""
-		// Past every line the run recorded, whatever the table is now.
-		st.Offset, st.Claimed, st.Lines = max(fi.Size(), st.TSize), st.Cases, -1
-		return nil
-	})
+	store.Log = f.Out
+	err = store.CloseRun(ctx, run, table, fi.Size())
 	if err == nil {
 		f.Log("run %d closed: none of its jobs was submitted", run)
-	} else if !errors.Is(err, errStateMoved) {
+	} else if !errors.Is(err, casetable.ErrMoved) {
 		f.Log("could not close run %d, which has no job: %v", run, err)
 	}
 	return err == nil
@@ -910,8 +827,6 @@ func scriptRuns(path, verb string) error {
 	}
 	return Userf("%s does not run 'farm %s': restore its last line, exec \"${FARM_BIN:-farm}\" %s (see 'farm init' for the template)", filepath.Base(path), verb, verb)
 }
-
-var errStateMoved = errors.New("the claim state moved on")
 
 // stateErr turns a damaged claim state into advice that works.
 func stateErr(err error) error {

@@ -60,9 +60,37 @@ type Retrier struct {
 	Limit time.Duration // how long to retry; Default if 0
 	Log   io.Writer     // where the two lines go; os.Stderr if nil
 	What  string        // if set, named in the recovery line (e.g. a path)
+	Clock Clock         // the time and the waits; the system's if nil
 
 	since time.Time
 	wait  time.Duration
+}
+
+// Clock is where a Retrier reads the time and waits (a vfs.FS is one).
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+func (r *Retrier) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock.Now()
+	}
+	return time.Now()
+}
+
+func (r *Retrier) sleep(ctx context.Context, d time.Duration) error {
+	if r.Clock != nil {
+		return r.Clock.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (r *Retrier) log() io.Writer {
@@ -88,17 +116,13 @@ func (r *Retrier) Again(ctx context.Context, err error) bool {
 		return false
 	}
 	if r.since.IsZero() {
-		r.since, r.wait = time.Now(), firstWait
+		r.since, r.wait = r.now(), firstWait
 		fmt.Fprintf(r.log(), "farm: %v; retrying for up to %s\n", err, r.limit())
-	} else if time.Since(r.since) >= r.limit() {
+	} else if r.now().Sub(r.since) >= r.limit() {
 		return false
 	}
-	t := time.NewTimer(r.wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if r.sleep(ctx, r.wait) != nil {
 		return false
-	case <-t.C:
 	}
 	r.wait = min(2*r.wait, maxWait)
 	return true
@@ -113,7 +137,7 @@ func (r *Retrier) OK() {
 	if r.What != "" {
 		what = " (" + r.What + ")"
 	}
-	fmt.Fprintf(r.log(), "farm: the filesystem works again after %s%s\n", time.Since(r.since).Round(time.Millisecond), what)
+	fmt.Fprintf(r.log(), "farm: the filesystem works again after %s%s\n", r.now().Sub(r.since).Round(time.Millisecond), what)
 	r.since = time.Time{}
 }
 

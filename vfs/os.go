@@ -1,0 +1,116 @@
+package vfs
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// OS is the system: its calls, its clock, crypto/rand. It costs the
+// protocol one interface call per system call (BENCHMARKS.md, "The
+// filesystem interface").
+type OS struct{}
+
+func (OS) Openat(d int, name string, flags int, mode uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(d, name, flags|unix.O_CLOEXEC, mode)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func (OS) Mknodat(d int, name string, mode uint32) error { return unix.Mknodat(d, name, mode, 0) }
+func (OS) Mkdirat(d int, name string, mode uint32) error { return unix.Mkdirat(d, name, mode) }
+func (OS) Fstatat(d int, name string, st *unix.Stat_t, flags int) error {
+	return unix.Fstatat(d, name, st, flags)
+}
+func (OS) Fstat(fd int, st *unix.Stat_t) error          { return unix.Fstat(fd, st) }
+func (OS) Unlinkat(d int, name string, flags int) error { return unix.Unlinkat(d, name, flags) }
+func (OS) Renameat(d int, from string, d2 int, to string) error {
+	return unix.Renameat(d, from, d2, to)
+}
+func (OS) Linkat(d int, from string, d2 int, to string) error {
+	return unix.Linkat(d, from, d2, to, 0)
+}
+
+func (OS) Read(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return max(n, 0), err
+		}
+	}
+}
+
+func (OS) Pread(fd int, b []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pread(fd, b, off)
+		if err != unix.EINTR {
+			return max(n, 0), err
+		}
+	}
+}
+
+func (OS) Write(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return max(n, 0), err
+		}
+	}
+}
+
+func (OS) Pwrite(fd int, b []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pwrite(fd, b, off)
+		if err != unix.EINTR {
+			return max(n, 0), err
+		}
+	}
+}
+
+func (OS) Fsync(fd int) error { return unix.Fsync(fd) }
+func (OS) Close(fd int) error { return unix.Close(fd) }
+
+func (OS) Getdents(fd int) ([]string, error) {
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+func (OS) Now() time.Time { return time.Now() }
+
+func (OS) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (OS) Rand() uint64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}

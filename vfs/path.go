@@ -1,0 +1,172 @@
+package vfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The functions below are os's of the same names, over an FS: their
+// errors are *os.PathError or *os.LinkError, as os's are, wrapping the
+// FS's unix.Errno (os.IsNotExist and errors.Is(err, fs.ErrNotExist)
+// work on them).
+
+func pathErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &os.PathError{Op: op, Path: path, Err: err}
+}
+
+// ReadFile reads the file path whole.
+func ReadFile(fsys FS, path string) ([]byte, error) {
+	b, err := ReadFileAt(fsys, unix.AT_FDCWD, path)
+	return b, pathErr("open", path, err)
+}
+
+// ReadFileAt reads the file name in the directory open as d, whole; its
+// error is the FS's.
+func ReadFileAt(fsys FS, d int, name string) ([]byte, error) {
+	fd, err := fsys.Openat(d, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer fsys.Close(fd)
+	var st unix.Stat_t
+	size := 512
+	if fsys.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < 1<<30 {
+		size = int(st.Size) + 1 // one byte for the read that finds the end
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := fsys.Read(fd, b[len(b):cap(b)])
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
+// ReadDirNames lists the names in the directory path (not . and ..),
+// sorted or not as the FS gives them.
+func ReadDirNames(fsys FS, path string) ([]string, error) {
+	fd, err := fsys.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, pathErr("open", path, err)
+	}
+	defer fsys.Close(fd)
+	names, err := fsys.Getdents(fd)
+	return names, pathErr("readdirent", path, err)
+}
+
+// Stat is lstat(2) of path (a symbolic link is not followed).
+func Stat(fsys FS, path string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := fsys.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, pathErr("lstat", path, err)
+}
+
+// IsDir reports whether st is a directory's.
+func IsDir(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+// Mkdir makes the directory path.
+func Mkdir(fsys FS, path string, mode uint32) error {
+	return pathErr("mkdir", path, fsys.Mkdirat(unix.AT_FDCWD, path, mode))
+}
+
+// Remove removes the file or empty directory path.
+func Remove(fsys FS, path string) error {
+	err := fsys.Unlinkat(unix.AT_FDCWD, path, 0)
+	if err == unix.EISDIR || err == unix.EPERM {
+		if derr := fsys.Unlinkat(unix.AT_FDCWD, path, unix.AT_REMOVEDIR); derr != unix.ENOTDIR {
+			err = derr
+		}
+	}
+	return pathErr("remove", path, err)
+}
+
+// RemoveAll removes path and all it holds; a path that is not there is no
+// error.
+func RemoveAll(fsys FS, path string) error {
+	st, err := Stat(fsys, path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if IsDir(&st) {
+		names, err := ReadDirNames(fsys, path)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := RemoveAll(fsys, filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := Remove(fsys, path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// Rename renames from to to.
+func Rename(fsys FS, from, to string) error {
+	if err := fsys.Renameat(unix.AT_FDCWD, from, unix.AT_FDCWD, to); err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
+}
+
+// WriteNewAt writes b to a new file name in the directory open as d (an
+// O_EXCL create: EEXIST if it is there), in one write; its error is the
+// FS's.
+func WriteNewAt(fsys FS, d int, name string, b []byte, mode uint32) error {
+	fd, err := fsys.Openat(d, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := fsys.Write(fd, b); err != nil {
+		fsys.Close(fd)
+		return err
+	}
+	return fsys.Close(fd)
+}
+
+// WriteAtomic replaces the file path whole with b, as package atomicfile
+// does: b is written to a new file of a random name beside it, synced and
+// renamed over path; the file gets mode (less the umask, on the system).
+func WriteAtomic(fsys FS, path string, mode uint32, b []byte) error {
+	dir, base := filepath.Split(path)
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp%016x", strings.TrimPrefix(base, "."), fsys.Rand()))
+	fd, err := fsys.Openat(unix.AT_FDCWD, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return pathErr("open", tmp, err)
+	}
+	_, err = fsys.Write(fd, b)
+	if err == nil {
+		err = fsys.Fsync(fd)
+	}
+	if cerr := fsys.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Renameat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
+	}
+	if err != nil {
+		fsys.Unlinkat(unix.AT_FDCWD, tmp, 0)
+		return pathErr("write", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package vfs
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestPathFunctionsOnTheSystem checks the os-like functions over OS
+// against what os does.
+func TestPathFunctionsOnTheSystem(t *testing.T) {
+	fsys := OS{}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteAtomic(fsys, p, 0o644, []byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFile(fsys, p); err != nil || string(b) != "hello\n" {
+		t.Fatalf("ReadFile = %q, %v", b, err)
+	}
+	if _, err := ReadFile(fsys, filepath.Join(dir, "none")); !os.IsNotExist(err) {
+		t.Fatalf("ReadFile of a missing file: %v", err)
+	}
+	if err := WriteNewAt(fsys, unix.AT_FDCWD, p, []byte("x"), 0o644); err != unix.EEXIST {
+		t.Fatalf("WriteNewAt over a file: %v, want EEXIST", err)
+	}
+	if err := Mkdir(fsys, filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "d", "a"), nil, 0o644)
+	names, err := ReadDirNames(fsys, dir)
+	slices.Sort(names)
+	if err != nil || !slices.Equal(names, []string{"d", "f"}) {
+		t.Fatalf("ReadDirNames = %q, %v (temporary files left?)", names, err)
+	}
+	if st, err := Stat(fsys, filepath.Join(dir, "d")); err != nil || !IsDir(&st) {
+		t.Fatalf("Stat of a directory: %v", err)
+	}
+	if err := Remove(fsys, filepath.Join(dir, "d")); err == nil {
+		t.Fatal("Remove of a directory that is not empty worked")
+	}
+	if err := RemoveAll(fsys, filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rename(fsys, p, p+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(fsys, p+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := ReadDirNames(fsys, dir); len(names) != 0 {
+		t.Fatalf("left %q", names)
+	}
+}
+
+// TestFileReadsAsOSFile checks File's io.EOF semantics.
+func TestFileReadsAsOSFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("abc"), 0o644)
+	f, err := Open(OS{}, unix.AT_FDCWD, p, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 5)
+	if n, err := f.ReadAt(b, 1); n != 2 || err != io.EOF {
+		t.Fatalf("ReadAt past the end = %d, %v; want 2, EOF", n, err)
+	}
+	if n, err := f.ReadAt(b[:2], 0); n != 2 || err != nil {
+		t.Fatalf("ReadAt = %d, %v", n, err)
+	}
+	if b, err := io.ReadAll(f); string(b) != "abc" || err != nil {
+		t.Fatalf("ReadAll = %q, %v", b, err)
+	}
+	if st, err := f.Stat(); err != nil || st.Size != 3 {
+		t.Fatalf("Stat: %v", err)
+	}
+}
