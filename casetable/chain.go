@@ -234,6 +234,9 @@ func newNonce(fsys vfs.FS) string {
 func openChain(fsys vfs.FS, misc string) (*chain, error) {
 	b, err := vfs.ReadFile(fsys, filepath.Join(misc, "chain"))
 	if os.IsNotExist(err) {
+		if !gone(fsys, filepath.Join(misc, "chain")) {
+			return nil, fsretry.Transient(err)
+		}
 		return nil, ErrNoState
 	}
 	if errors.Is(err, unix.EISDIR) {
@@ -298,7 +301,8 @@ func parseChainFile(b []byte) (name string, legacy, ok bool) {
 func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	name := "claims." + newNonce(fsys)
 	dir := filepath.Join(misc, name)
-	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil {
+	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
+	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return nil, err
 	}
 	// MISC/chain by O_EXCL create (one process makes it), written at
@@ -306,6 +310,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	// (openChain).
 	path := filepath.Join(misc, "chain")
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+	named := false // MISC/chain may name dir: it stays
 	if err == nil {
 		_, err = f.Write([]byte(chainMagic + name + "\n"))
 		cerr := f.Close()
@@ -314,15 +319,18 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 			// chain in it, so it goes, for the next submit.
 			vfs.Remove(fsys, path)
 		} else {
-			// A close that failed after the write (an NFS flush)
-			// may have left it readable to others: it stays.
-			err = cerr
+			// A close that failed after the write (an NFS flush,
+			// or its reply lost) may have left it readable to
+			// others: it stays, and so does dir, which it names.
+			err, named = cerr, true
 		}
 	} else if err == unix.EEXIST {
 		err = nil // another process's: read it
 	}
 	if err != nil {
-		vfs.Remove(fsys, dir)
+		if !named {
+			vfs.Remove(fsys, dir)
+		}
 		return nil, &os.PathError{Op: "create", Path: path, Err: err}
 	}
 	c, oerr := openChain(fsys, misc)
@@ -878,13 +886,52 @@ func (c *chain) checkGone(err error) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_, derr := vfs.Stat(c.fs, c.dir)
-	_, merr := vfs.Stat(c.fs, filepath.Dir(c.dir))
-	if errors.Is(derr, fs.ErrNotExist) && merr == nil {
+	if gone(c.fs, c.dir) {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
 	return fsretry.Transient(err)
 }
+
+// empty reports whether the chain certainly has no generation yet, which
+// latest found none of: its first mark, or its first segment, is gone
+// (a lookup that found neither may have been a passing ENOENT).
+func (c *chain) empty() bool {
+	seg := filepath.Join(c.dir, segName(0))
+	if mutated("one-look-is-gone") {
+		return true
+	}
+	return gone(c.fs, filepath.Join(seg, markName(0))) || gone(c.fs, seg)
+}
+
+// gone reports whether the name path (a chain's directory, MISC/chain) is
+// certainly not there: it and its parent looked up afresh, goneLooks
+// times a little apart, it is never found and its parent always is. (A
+// GlusterFS client answers ENOENT now and then while a brick of the
+// replica set is down — to one lookup in two in the simulator's model,
+// SIMULATION.md —, which one look would take for damage, for a farm never
+// submitted, or for a lane already closed.)
+func gone(fsys vfs.FS, path string) bool {
+	dir := path
+	looks := goneLooks
+	if mutated("one-look-is-gone") {
+		looks = 1
+	}
+	for i := 0; i < looks; i++ {
+		if i > 0 {
+			fsys.Sleep(context.Background(), 20*time.Millisecond)
+		}
+		_, derr := vfs.Stat(fsys, dir)
+		_, perr := vfs.Stat(fsys, filepath.Dir(dir))
+		if !errors.Is(derr, fs.ErrNotExist) || perr != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// goneLooks is how many lookups dirGone makes: a passing ENOENT in every
+// one of them, at one in two, is a chance in a thousand.
+const goneLooks = 10
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
 // write.

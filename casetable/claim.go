@@ -526,7 +526,7 @@ func (s *Store) refresh() error {
 			return err
 		}
 		if n < 0 {
-			if _, err := vfs.Stat(s.fs, s.ch.dir); os.IsNotExist(err) {
+			if gone(s.fs, s.ch.dir) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
 			if s.fixed != "" {
@@ -538,6 +538,13 @@ func (s *Store) refresh() error {
 					continue
 				}
 				return fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
+			}
+			if !s.ch.empty() {
+				if tries < 20 {
+					s.pause(tries)
+					continue
+				}
+				return errInconsistent
 			}
 			return ErrNoState // a chain with no generation yet
 		}
@@ -1000,6 +1007,13 @@ func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State
 	_, err := s.update(ctx, func(st *State) error {
 		cases, hasLanes = cases[:0], false
 		if st.Run == 0 {
+			if run >= 1 && !mutated("no-state-ends-claims") {
+				// Run run was started, so the state exists: a
+				// network filesystem's passing ENOENT (GlusterFS's,
+				// while a brick is down) for MISC/chain. Retried;
+				// given up on only after s.Retry.
+				return fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
+			}
 			return ErrNoState
 		}
 		if st.Run == run && st.Lanes > 1 {

@@ -352,7 +352,9 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce(fsys))
 	ldir := filepath.Join(misc, name)
-	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil {
+	// Its name is new (a nonce): EEXIST is our own mkdir, its reply lost
+	// and its request retried; so for the lanes' directories in it.
+	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return st, err
 	}
 	fail := func(err error) (State, error) {
@@ -364,7 +366,7 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	}
 	for l := 0; l < x.lanes; l++ {
 		c := newChain(fsys, filepath.Join(ldir, strconv.Itoa(l)))
-		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil {
+		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fail(err)
 		}
 		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
@@ -375,7 +377,10 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 		won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
 		c.close()
 		if err == nil && !won {
-			err = fmt.Errorf("%s: generation 0 of a new lane was made by another process", c.dir)
+			// Nobody else knows the new lane: its slot 0 answered EEXIST
+			// to our own mknod, a retried request whose first made it
+			// (a lost reply). Made afresh, under another name.
+			err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir))
 		}
 		if err != nil {
 			return fail(err)
@@ -487,7 +492,7 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 	if os.IsNotExist(err) {
 		// Believed only if the lanes' directory is gone too (a network
 		// filesystem's passing ENOENT is retried, as on the chain).
-		if _, serr := vfs.Stat(s.fs, dir); os.IsNotExist(serr) {
+		if gone(s.fs, dir) {
 			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", st.Run)}
 		}
 		return nil, fsretry.Transient(err)

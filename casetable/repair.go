@@ -413,13 +413,17 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 func (s *Store) newChain(st State) (*chain, error) {
 	name := "claims." + newNonce(s.fs)
 	c := newChain(s.fs, filepath.Join(s.misc, name))
-	if err := vfs.Mkdir(s.fs, c.dir, 0o755); err != nil {
+	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
+	if err := vfs.Mkdir(s.fs, c.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return nil, err
 	}
 	nonce := newNonce(s.fs)
 	won, err := c.commit(0, st.marshal(nil, 0, commitInfo{by: s.by(), nonce: nonce}), nonce)
 	if err == nil && !won {
-		err = fmt.Errorf("%s: generation 0 of a new chain was made by another process", c.dir)
+		// Nobody else knows the new chain: its slot 0 answered EEXIST
+		// to our own mknod, a retried request whose first made it
+		// (a lost reply). Made afresh, under another name.
+		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
 	}
 	if err != nil {
 		c.close()
@@ -468,7 +472,7 @@ func closeChainDir(fsys vfs.FS, dir string) error {
 	defer c.close()
 	err := closeChain(c)
 	if errors.Is(err, syscall.ENOENT) {
-		if _, serr := vfs.Stat(fsys, dir); os.IsNotExist(serr) {
+		if gone(fsys, dir) {
 			return nil
 		}
 	}

@@ -151,6 +151,11 @@ func WriteAtomic(fsys FS, path string, mode uint32, b []byte) error {
 	dir, base := filepath.Split(path)
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp%016x", strings.TrimPrefix(base, "."), fsys.Rand()))
 	fd, err := fsys.Openat(unix.AT_FDCWD, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, mode)
+	if err == unix.EEXIST {
+		// Nobody else knows the name: our own create, its reply lost
+		// and its request retried.
+		fd, err = fsys.Openat(unix.AT_FDCWD, tmp, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return pathErr("open", tmp, err)
 	}
@@ -163,10 +168,21 @@ func WriteAtomic(fsys FS, path string, mode uint32, b []byte) error {
 	}
 	if err == nil {
 		err = fsys.Renameat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
+		if err != nil && gone(fsys, tmp) {
+			// Renamed all the same, its reply lost (a retried request
+			// answers ENOENT): nobody else knows the temporary name.
+			err = nil
+		}
 	}
 	if err != nil {
 		fsys.Unlinkat(unix.AT_FDCWD, tmp, 0)
 		return pathErr("write", path, err)
 	}
 	return nil
+}
+
+// gone reports whether the name path certainly does not exist.
+func gone(fsys FS, path string) bool {
+	var st unix.Stat_t
+	return fsys.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW) == unix.ENOENT
 }

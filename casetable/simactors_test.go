@@ -1,0 +1,236 @@
+package casetable
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/farm-hpc/farm/sim"
+	"github.com/farm-hpc/farm/vfs"
+)
+
+// simClaimer is a meta-job of a run: it claims batches until the run has
+// none left, runs each (a sleep), and reports what it was handed.
+type simClaimer struct {
+	o        *simOracle
+	run      int
+	name     string
+	finisher bool // starts after the faults, and must end the run
+	inClaim  int  // during a claim: the most cases it can take
+}
+
+// startClaimer starts a meta-job of run (a finisher: once the faults are
+// over, and never crashed).
+func (o *simOracle) startClaimer(run int, name string, finisher bool) {
+	c := &simClaimer{o: o, run: run, name: name, finisher: finisher}
+	p := o.w.Go(name, c.main)
+	o.claimers[p] = c
+	if finisher {
+		p.NoCrash()
+	}
+}
+
+func (c *simClaimer) main(p *sim.Proc) {
+	fsys, o := p.FS(), c.o
+	ctx := context.Background()
+	if c.finisher {
+		// After the faults, and after every command that races the run
+		// (a frozen one may resume after the faults).
+		until := o.sc.faults.Until + time.Second
+		fsys.Sleep(ctx, until-o.w.Now().Sub(sim.Epoch))
+		for o.commandsRunning() {
+			fsys.Sleep(ctx, time.Second)
+		}
+	}
+	s := newSimStore(fsys, c.name)
+	defer s.Close()
+	most := o.sc.most
+	for {
+		c.inClaim = max(most, 16) // a first batch is at most a lane's first share
+		if most >= 1 {
+			c.inClaim = most
+		}
+		cases, err := s.Claim(ctx, c.run, most, nil)
+		if err != nil {
+			c.failed(err)
+			return
+		}
+		c.inClaim = 0
+		if len(cases) == 0 {
+			if c.finisher {
+				o.runs[c.run].ended = true
+			}
+			return
+		}
+		o.claimedBy(c.run, c.name, cases)
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.workMax)))
+		for _, cs := range cases {
+			o.done[cs.ID] = true
+		}
+		most = max(o.sc.most, 1) * min(s.Ahead(), 4)
+	}
+}
+
+// failed checks the error a claim ended with: a transient one given up on
+// is a meta-job's exit (its claim may have committed: unseen), damage is
+// one if it was done (a finisher must then say so).
+func (c *simClaimer) failed(err error) {
+	o := c.o
+	r := o.runs[c.run]
+	r.unseen += c.inClaim
+	c.inClaim = 0
+	switch {
+	case isDamage(err) && o.damaged:
+		if c.finisher {
+			r.damaged = true
+		}
+		return
+	case c.finisher && o.sc.repair:
+		return // the repair's new chain, or its closing of the run's lanes
+	case c.finisher:
+		o.violate("%s, started after the faults ended, failed: %v", c.name, err)
+	default:
+		o.commandFailed(c.name, err)
+	}
+}
+
+// resubmit is farm resubmit, racing the run's meta-jobs (a stalled one
+// among them) and, with two, another resubmit: it reads the state, writes
+// the next run's table of the cases not done, and starts the run if the
+// state is still as it read it.
+func (o *simOracle) resubmit(p *sim.Proc) {
+	fsys := p.FS()
+	ctx := context.Background()
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	s := newSimStore(fsys, p.Name())
+	defer s.Close()
+	cur, err := s.Read(ctx)
+	if err != nil {
+		o.commandFailed(p.Name(), err)
+		return
+	}
+	var ids []int64
+	for _, id := range o.master {
+		if !o.done[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	spec := RunSpec{Base: cur.Gen, Run: cur.Run + 1, Table: fmt.Sprintf("MISC/table.run%d.%s", cur.Run+1, p.Name()),
+		Cases: int64(len(ids)), Jobs: o.sc.jobs}
+	if err := vfs.WriteAtomic(fsys, simTablePath(spec.Table), 0o644, simTable(ids)); err != nil {
+		return
+	}
+	if r := o.runs[cur.Run]; r != nil {
+		// Its lanes are closed before the new run's commit, which may
+		// then fail or never come (a crash): its cases not done are
+		// the next resubmit's.
+		r.closed = true
+	}
+	if err := s.StartRun(ctx, spec); err != nil {
+		o.commandFailed(p.Name(), err)
+		return
+	}
+	o.started(spec, ids)
+}
+
+// add is farm add: a few new cases, queued to the current run.
+func (o *simOracle) add(p *sim.Proc) {
+	fsys := p.FS()
+	ctx := context.Background()
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	s := newSimStore(fsys, "farm-add")
+	defer s.Close()
+	cur, err := s.Read(ctx)
+	if err != nil {
+		o.commandFailed(p.Name(), err)
+		return
+	}
+	k := 1 + int(fsys.Rand()%5)
+	ids := make([]int64, k)
+	for i := range ids {
+		ids[i] = o.nextID
+		o.nextID++
+	}
+	for _, id := range ids {
+		// Claimable from its commit on, which may come before Enqueue
+		// returns (a freeze), or be made with the reply lost.
+		o.maybe[id] = true
+	}
+	q, err := s.Enqueue(ctx, cur.Run, p.Name(), simTable(ids), int64(k), ids[k-1], o.sc.first)
+	if err != nil {
+		o.commandFailed(p.Name(), err)
+		return
+	}
+	o.master = append(o.master, ids...)
+	if r := o.runs[q.Run]; q.Run > 0 && r != nil {
+		for _, id := range ids {
+			r.ids[id] = true
+		}
+	}
+}
+
+// repair is farm repair (--force: the run's meta-jobs may be stalled, not
+// gone): it reads the state and closes the run it finds, as farm repair
+// rebuilds it from the records.
+func (o *simOracle) repair(p *sim.Proc) {
+	fsys := p.FS()
+	ctx := context.Background()
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	s := newSimStore(fsys, "repair")
+	defer s.Close()
+	rd, err := s.Inspect(ctx)
+	if err != nil {
+		o.commandFailed("repair", err)
+		return
+	}
+	// The run to close: the state's, or the newest the records know
+	// (farm repair's runToClose), which a damaged state does not say.
+	run := max(rd.State.Run, o.lastRun, 1)
+	st, err := vfs.Stat(fsys, simTablePath("table.dat"))
+	if err != nil {
+		return
+	}
+	total := int64(len(o.master))
+	closed := State{Run: run, Table: "table.dat", Offset: st.Size, Lines: -1, Cases: total, MaxID: total, Total: total, Claimed: total}
+	if r := o.runs[run]; r != nil {
+		// From now on its lanes may be closed, whatever becomes of the
+		// repair (a crash leaves them so, for the next repair).
+		r.closed = true
+	}
+	if err := s.RepairFrom(ctx, rd, closed); err != nil {
+		o.commandFailed("repair", err)
+	}
+}
+
+// reader is farm wait: it reads the state now and then, with one Store,
+// and checks that what it reads never goes back. (Two commands may read
+// the newest generation and then an older one, where a cache hides a
+// mark: a reading is as old as the caches, never older than the
+// store's last.)
+func (o *simOracle) reader(p *sim.Proc) {
+	fsys := p.FS()
+	ctx := context.Background()
+	var last State
+	s := newSimStore(fsys, "reader")
+	defer s.Close()
+	for i := 0; i < 12; i++ {
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter/4+time.Second)))
+		st, err := s.Read(ctx)
+		if err != nil {
+			if isDamage(err) && !o.damaged && !o.sc.repair {
+				o.violate("a reader found the claim state damaged, but nothing damaged it: %v", err)
+			}
+			continue
+		}
+		// (Its lanes' counters are read afresh each time: a cache may
+		// show one lane's older generation, its count lower.)
+		if !o.sc.repair && (st.Run < last.Run || st.Gen < last.Gen || st.Lanes < 2 && st.Run == last.Run && st.Claimed < last.Claimed) {
+			o.violate("a reader read run %d (generation %d) with %d claimed after run %d (generation %d) with %d (no claim undone)",
+				st.Run, st.Gen, st.Claimed, last.Run, last.Gen, last.Claimed)
+		}
+		last = st
+	}
+}

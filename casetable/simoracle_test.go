@@ -1,0 +1,245 @@
+package casetable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/sim"
+	"github.com/farm-hpc/farm/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// simOracle is what the simulated processes of one schedule report to,
+// and what checks the invariants as they do. Only one process runs at a
+// time (package sim), so it needs no lock.
+type simOracle struct {
+	w  *sim.World
+	sc scenario
+
+	violation string
+
+	runs     map[int]*simRun
+	lastRun  int
+	master   []int64        // table.dat: every case of the farm
+	nextID   int64          // the next ID farm add gives
+	maybe    map[int64]bool // IDs an add may have queued (its commit undecided)
+	done     map[int64]bool // cases run to their end (what a resubmit leaves out)
+	starts   map[int64]int  // runs started, by the generation they were decided on
+	claimers map[*sim.Proc]*simClaimer
+	restarts int
+	damaged  bool // a claim-state file was damaged from outside
+
+	firstChainLost bool        // MISC/chain stayed empty (see commandFailed)
+	commands       []*sim.Proc // the commands that race the meta-jobs
+}
+
+// simRun is what the oracle knows of one run.
+type simRun struct {
+	n       int
+	ids     map[int64]bool   // its cases: its table's, and what farm add queued to it
+	claimed map[int64]string // who claimed each case in it
+	unseen  int              // cases that claims cut short (a crash, an error) may have claimed unseen
+	closed  bool             // a repair closed it
+	ended   bool             // a claimer that started after the faults found nothing left
+	damaged bool             // its finisher met the damage
+}
+
+func newSimOracle(w *sim.World, sc scenario) *simOracle {
+	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
+		done: map[int64]bool{}, starts: map[int64]int{}, claimers: map[*sim.Proc]*simClaimer{},
+		restarts: sc.restarts}
+}
+
+// violate records the first violation; the world is not stopped (its
+// processes end as they would), but nothing more is checked.
+func (o *simOracle) violate(format string, args ...any) {
+	if o.violation == "" {
+		o.violation = fmt.Sprintf("at %s: ", o.w.Now().Sub(sim.Epoch)) + fmt.Sprintf(format, args...)
+	}
+}
+
+// setUp makes the farm before the world runs: its directories, table.dat
+// and run 1's table (as farm submit copies it into MISC).
+func (o *simOracle) setUp() {
+	root := o.w.Root()
+	for _, d := range []string{simDir, simMisc} {
+		if err := vfs.Mkdir(root, d, 0o755); err != nil {
+			panic(err)
+		}
+	}
+	for i := 1; i <= o.sc.cases; i++ {
+		o.master = append(o.master, int64(i))
+	}
+	o.nextID = int64(o.sc.cases) + 1
+	for _, name := range []string{"table.dat", "MISC/table.run1"} {
+		if err := vfs.WriteAtomic(root, simTablePath(name), 0o644, simTable(o.master)); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// submit is farm submit: run 1, its meta-jobs, and the commands that race
+// them.
+func (o *simOracle) submit(p *sim.Proc) {
+	s := newSimStore(p.FS(), "submit")
+	defer s.Close()
+	spec := RunSpec{Base: -1, Run: 1, Table: "MISC/table.run1", Cases: int64(len(o.master)), MaxID: int64(len(o.master)), Jobs: o.sc.jobs}
+	err := s.StartRun(context.Background(), spec)
+	if err != nil {
+		o.commandFailed("submit", err)
+		return
+	}
+	o.started(spec, o.master)
+	for i := range o.sc.adds {
+		o.command("add"+strconv.Itoa(i+1), o.add)
+	}
+	for i := range o.sc.resubmits {
+		o.command("resubmit"+strconv.Itoa(i+1), o.resubmit)
+	}
+	if o.sc.repair {
+		o.command("repair", o.repair)
+	}
+	if o.sc.damage {
+		o.command("damage", o.damage).NoCrash()
+	}
+	o.w.Go("reader", o.reader).NoCrash()
+}
+
+// command starts a command that races the run's meta-jobs; the runs'
+// finishers wait until every one has ended.
+func (o *simOracle) command(name string, fn func(p *sim.Proc)) *sim.Proc {
+	p := o.w.Go(name, fn)
+	o.commands = append(o.commands, p)
+	return p
+}
+
+// commandsRunning reports whether a command that races the meta-jobs has
+// not ended yet (returned or crashed).
+func (o *simOracle) commandsRunning() bool {
+	for _, p := range o.commands {
+		if !p.Done() {
+			return true
+		}
+	}
+	return false
+}
+
+// commandFailed checks the error a command (submit, resubmit, add,
+// repair) ended with: a transient one it gave up on, or the damage done
+// from outside, is what a user would be told; anything else is not.
+func (o *simOracle) commandFailed(who string, err error) {
+	switch {
+	case transientOrGaveUp(err), errors.Is(err, ErrMoved):
+	case isDamage(err) && (o.damaged || o.sc.repair):
+	case isDamage(err) && o.lastRun == 0 && strings.Contains(err.Error(), `MISC/chain is damaged (unreadable content "")`):
+		// The first submit's O_EXCL create of MISC/chain answered
+		// EEXIST, its reply lost: nobody writes it. Reported as damage,
+		// which farm repair mends (SIMULATION.md, "What it found").
+		o.firstChainLost = true
+	case isDamage(err):
+		o.violate("%s: the claim state reads as damaged, but nothing damaged it: %v", who, err)
+	default:
+		var rr *RepairRaceError
+		if !errors.As(err, &rr) {
+			o.violate("%s failed: %v", who, err)
+		}
+	}
+}
+
+// started records that spec's run started, over the cases ids, and starts
+// its meta-jobs: the scenario's claimers, and a finisher that starts once
+// the faults are over and claims whatever is left.
+func (o *simOracle) started(spec RunSpec, ids []int64) {
+	if o.runs[spec.Run] != nil {
+		o.violate("run %d started twice (one run at a time)", spec.Run)
+		return
+	}
+	if o.starts[spec.Base]++; spec.Base >= 0 && o.starts[spec.Base] > 1 {
+		o.violate("two runs started from generation %d (one run at a time)", spec.Base)
+		return
+	}
+	r := &simRun{n: spec.Run, ids: map[int64]bool{}, claimed: map[int64]string{}}
+	for _, id := range ids {
+		r.ids[id] = true
+	}
+	o.runs[spec.Run] = r
+	o.lastRun = max(o.lastRun, spec.Run)
+	for i := range o.sc.claimers {
+		o.startClaimer(spec.Run, fmt.Sprintf("job%d.%d", spec.Run, i+1), false)
+	}
+	o.startClaimer(spec.Run, fmt.Sprintf("job%d.finisher", spec.Run), true)
+}
+
+// crashed is the world's OnCrash: a claimer's claim under way may have
+// committed unseen; the batch system may start it again.
+func (o *simOracle) crashed(p *sim.Proc) {
+	c := o.claimers[p]
+	if c == nil {
+		return
+	}
+	o.runs[c.run].unseen += c.inClaim
+	if o.restarts > 0 {
+		o.restarts--
+		o.startClaimer(c.run, c.name+"'", false)
+	}
+}
+
+// claimedBy records the cases a claimer of run was handed, and checks
+// that each is one of the run's and was not handed out in it before.
+func (o *simOracle) claimedBy(run int, who string, cases []Case) {
+	r := o.runs[run]
+	for _, c := range cases {
+		if !r.ids[c.ID] && !o.maybe[c.ID] {
+			o.violate("%s was handed case %d in run %d, which is not one of the run's cases", who, c.ID, run)
+		}
+		if by, ok := r.claimed[c.ID]; ok {
+			o.violate("case %d claimed twice in run %d: by %s and by %s (no case claimed twice in a run)", c.ID, run, by, who)
+		}
+		r.claimed[c.ID] = who
+	}
+}
+
+// atEnd checks, once every process has ended, that the last run, if its
+// finisher ran after the faults, had every case claimed but those that
+// claims cut short by a crash or an error may have taken unseen. (A run
+// that a later one replaced leaves its cases not done to that one's table:
+// farm resubmit's, not the claim core's.)
+func (o *simOracle) atEnd() {
+	for n := o.lastRun; n == o.lastRun; n++ {
+		r := o.runs[n]
+		if r == nil || !r.ended || r.closed {
+			continue
+		}
+		var missing []int64
+		for id := range r.ids {
+			if _, ok := r.claimed[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > r.unseen {
+			slices.Sort(missing)
+			o.violate("run %d ended with %d of its cases never claimed (%v), and claims cut short may have taken at most %d (every case claimed once a run)",
+				n, len(missing), missing[:min(len(missing), 12)], r.unseen)
+			return
+		}
+	}
+}
+
+// damage damages the claim state from outside (a user's rm, a stray
+// process): MISC/chain overwritten with what no farm wrote.
+func (o *simOracle) damage(p *sim.Proc) {
+	fsys := p.FS()
+	fsys.Sleep(context.Background(), time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	o.damaged = true // from the open's effect on, which may come before its reply
+	fd, err := fsys.Openat(unix.AT_FDCWD, simMisc+"/chain", unix.O_WRONLY|unix.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	fsys.Write(fd, []byte("not a chain\n"))
+	fsys.Close(fd)
+}

@@ -1,0 +1,300 @@
+package casetable
+
+// The claim protocol in the simulator (package sim; SIMULATION.md): the
+// real Store — claims with batches, lanes and the sizer, StartRun,
+// Enqueue, Inspect and RepairFrom, Read — run by simulated processes over
+// a simulated filesystem, one at a time, chosen by a seeded scheduler, on
+// a virtual clock, with the faults the seed draws. Each schedule is one
+// seed: its scenario (how many cases, claimers, lanes, which commands race
+// them, which faults and how often: a swarm, each seed its own mix) and
+// its every choice come from it, so a failing seed replays exactly:
+//
+//	make sim SIM_SEED=N [SIM_MODEL=nfs] [SIM_MUTANT=name]
+//	go test -run '^TestSimulation$' ./casetable/ -args -sim.seed=N ...
+//
+// The invariants (CLAIMS.md's, as the simulator sees them) are checked as
+// the processes act and at the end of each schedule (simOracle).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/sim"
+	"github.com/farm-hpc/farm/vfs"
+)
+
+var (
+	simSeed       = flag.Uint64("sim.seed", 0, "the simulator's first seed (0: SIM_SEED, else a fixed one)")
+	simSchedules  = flag.Int("sim.schedules", 0, "schedules to run (0: SIM_SCHEDULES, else the make-test budget)")
+	simModel      = flag.String("sim.model", "", "the filesystem model: local, nfs, gluster, gluster-dht, full (\"\": SIM_MODEL, else all in turn)")
+	simMutantFlag = flag.String("sim.mutant", "", "a past defect to reintroduce (\"\": SIM_MUTANT)")
+	simVerbose    = flag.Bool("sim.v", false, "say every schedule's scenario and outcome")
+)
+
+// simModels are the filesystem models, by name.
+var simModels = []struct {
+	name string
+	make func() sim.Model
+}{
+	{"local", sim.Local},
+	{"nfs", sim.NFS},
+	{"gluster", sim.GlusterReplica},
+	{"gluster-dht", sim.GlusterDHT},
+	{"full", sim.Full},
+}
+
+// simBudget is how many schedules make test runs (TestSimulation).
+const simBudget = 5000
+
+// envOr returns the flag's value if set (not "" or "0"), else the
+// environment variable's.
+func envOr(flagVal, env string) string {
+	if flagVal != "" && flagVal != "0" {
+		return flagVal
+	}
+	return os.Getenv(env)
+}
+
+// simSettings are a run of schedules: seeds first, first+1, ...
+type simSettings struct {
+	first     uint64
+	schedules int
+	models    []int // indexes in simModels, taken in turn
+	mutant    string
+}
+
+func readSimSettings(t testing.TB) simSettings {
+	s := simSettings{first: 1, schedules: simBudget}
+	if v := envOr(strconv.FormatUint(*simSeed, 10), "SIM_SEED"); v != "" && v != "0" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SIM_SEED=%q: not a number", v)
+		}
+		s.first, s.schedules = n, 1
+	}
+	if v := envOr(strconv.Itoa(*simSchedules), "SIM_SCHEDULES"); v != "" && v != "0" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SIM_SCHEDULES=%q: not a positive number", v)
+		}
+		s.schedules = n
+	}
+	name := envOr(*simModel, "SIM_MODEL")
+	for i, m := range simModels {
+		if name == "" || name == m.name {
+			s.models = append(s.models, i)
+		}
+	}
+	if len(s.models) == 0 {
+		t.Fatalf("SIM_MODEL=%q: no such model (local, nfs, gluster, gluster-dht, full)", name)
+	}
+	s.mutant = envOr(*simMutantFlag, "SIM_MUTANT")
+	if s.mutant != "" && !knownMutant(s.mutant) {
+		t.Fatalf("SIM_MUTANT=%q: no such mutant (see simMutants in casetable/simulate_test.go)", s.mutant)
+	}
+	return s
+}
+
+// modelOf is the model seed runs on: the one given, or every model in
+// turn (seed modulo their number).
+func (s simSettings) modelOf(seed uint64) int { return s.models[seed%uint64(len(s.models))] }
+
+// TestSimulation runs the schedules of readSimSettings (make test: 5,000
+// seeds over the five models) and fails on the first violation, with
+// the seed that replays it, the command that does and the trace.
+func TestSimulation(t *testing.T) {
+	set := readSimSettings(t)
+	if set.mutant != "" {
+		mutant = set.mutant
+		defer func() { mutant = "" }()
+	}
+	start := time.Now()
+	var steps, violations int64
+	ran := 0
+	for i := 0; i < set.schedules; i++ {
+		ran++
+		seed := set.first + uint64(i)
+		r := runSchedule(seed, set.modelOf(seed), set.schedules == 1)
+		steps += r.stats.Steps
+		if *simVerbose {
+			t.Logf("seed %d: %s; %s", seed, r.scenario, r.stats)
+		}
+		if r.violation != "" {
+			violations++
+			t.Errorf("%s", r.report(seed, set))
+			break
+		}
+	}
+	el := time.Since(start)
+	fmt.Printf("sim: %d schedules, %d violations, %.0f schedules/s (%d steps, %s)\n",
+		ran, violations, float64(ran)/el.Seconds(), steps, el.Round(time.Millisecond))
+}
+
+// report says what a schedule that found a violation found, and how to
+// replay it.
+func (r scheduleResult) report(seed uint64, set simSettings) string {
+	model := simModels[set.modelOf(seed)].name
+	mut := ""
+	if set.mutant != "" {
+		mut = " SIM_MUTANT=" + set.mutant
+	}
+	return fmt.Sprintf("seed %d, model %s: %s\n  scenario: %s\n  stats: %s\n  replay (with the whole trace): make sim SIM_SEED=%d SIM_MODEL=%s%s\n  the trace's last calls:\n%s",
+		seed, model, r.violation, r.scenario, r.stats, seed, model, mut, r.trace)
+}
+
+// scheduleResult is what one schedule found.
+type scheduleResult struct {
+	scenario  string
+	violation string // "" if none
+	stats     sim.Stats
+	trace     string
+}
+
+// simDir and simMisc are the farm's directories in the simulated world.
+const (
+	simDir  = "/farm"
+	simMisc = "/farm/MISC"
+)
+
+// simRetry is how long the simulated processes retry transient errors:
+// less than farm's 5 minutes, so that a long outage makes them give up
+// now and then (and a later process finishes the run).
+const simRetry = 2 * time.Minute
+
+// newSimStore is a Store of the simulated process p, named job.
+func newSimStore(fsys vfs.FS, job string) *Store {
+	s := NewStoreOn(fsys, simDir, simMisc)
+	s.Job, s.Retry, s.Log = job, simRetry, io.Discard
+	return s
+}
+
+// runSchedule runs seed's schedule on the model m (an index in simModels).
+func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
+	sc := drawScenario(seed)
+	w := sim.New(seed, simModels[m].make())
+	o := newSimOracle(w, sc)
+	o.setUp()
+	w.OnCrash(o.crashed)
+	w.Go("submit", o.submit)
+	last := 200
+	if keepTrace {
+		last = 0 // the whole trace, for a replay
+	}
+	err := w.Run(sim.Options{Faults: sc.faults, MaxSteps: 2_000_000, MaxTime: 12 * time.Hour, TraceLast: last})
+	if err != nil && o.violation == "" {
+		o.violate("the schedule did not end: %v", err)
+	}
+	if o.violation == "" {
+		o.atEnd()
+	}
+	r := scheduleResult{scenario: sc.String(), violation: o.violation, stats: w.Stats()}
+	if r.violation != "" {
+		var b strings.Builder
+		n := 60
+		if keepTrace {
+			n = 0
+		}
+		w.WriteTrace(&b, n)
+		r.trace = b.String()
+	}
+	return r
+}
+
+// scenario is what a seed's schedule is made of, drawn from the seed.
+type scenario struct {
+	cases      int  // run 1's cases
+	claimers   int  // meta-jobs of each run
+	most       int  // their batch (FirstBatch: sized by the store)
+	jobs       int  // what the runs are started for: lanes from 16 (LanesFor)
+	adds       int  // farm adds racing run 1
+	first      bool // the adds are --first
+	resubmits  int  // farm resubmits racing run 1's claimers (2: with each other too)
+	repair     bool // a farm repair racing the rest
+	damage     bool // a claim-state file removed from outside
+	restarts   int  // how many crashed claimers the batch system starts again
+	faults     sim.Faults
+	workMax    time.Duration // a batch's run time, at most
+	startAfter time.Duration // the racing commands start within this
+}
+
+func (sc scenario) String() string {
+	return fmt.Sprintf("cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v restarts=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
+		sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.restarts,
+		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.Until)
+}
+
+// drawScenario draws seed's scenario: a swarm, each seed its own mix of
+// actors and of fault rates (some none), as TigerBeetle's VOPR does.
+func drawScenario(seed uint64) scenario {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	pick := func(v ...float64) float64 { return v[r.IntN(len(v))] }
+	sc := scenario{
+		cases:      16 + r.IntN(60),
+		claimers:   1 + r.IntN(5),
+		most:       []int{FirstBatch, 1, 1, 2, 3, 5}[r.IntN(6)],
+		jobs:       []int{1, 4, 32, 64, 128}[r.IntN(5)],
+		adds:       []int{0, 0, 1, 2}[r.IntN(4)],
+		first:      r.IntN(2) == 0,
+		resubmits:  []int{0, 0, 1, 2}[r.IntN(4)],
+		repair:     r.IntN(8) == 0,
+		damage:     r.IntN(25) == 0,
+		restarts:   r.IntN(3),
+		workMax:    time.Duration(1+r.IntN(3000)) * time.Millisecond,
+		startAfter: time.Duration(1+r.IntN(20)) * time.Second,
+	}
+	sc.faults = sim.Faults{
+		Crash:     pick(0, 0, 0.0005, 0.002),
+		Freeze:    pick(0, 0, 0.001, 0.005),
+		LostReply: pick(0, 0.002, 0.01, 0.05),
+		Transient: pick(0, 0.002, 0.01),
+		Outage:    pick(0, 0, 0.0005),
+		OutageMax: 20 * time.Second,
+		Until:     time.Duration(1+r.IntN(10)) * time.Minute,
+	}
+	return sc
+}
+
+// errText is err's text for a violation, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// isDamage reports whether err says the claim state is damaged.
+func isDamage(err error) bool {
+	var de *DamageError
+	return errors.As(err, &de)
+}
+
+// transientOrGaveUp reports whether err is a transient error retried to
+// its limit (or a context's end): a process that meets one exits, as a
+// meta-job does, and the run is finished by others.
+func transientOrGaveUp(err error) bool {
+	return fsretry.IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, os.ErrNotExist)
+}
+
+// simTable is the run table's text of cases ids, one line each ("ID
+// command").
+func simTable(ids []int64) []byte {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d echo case %d\n", id, id)
+	}
+	return []byte(b.String())
+}
+
+// simTablePath is the path of a farm-relative table name in the world.
+func simTablePath(name string) string { return filepath.Join(simDir, name) }
