@@ -234,7 +234,7 @@ func newNonce(fsys vfs.FS) string {
 func openChain(fsys vfs.FS, misc string) (*chain, error) {
 	b, err := vfs.ReadFile(fsys, filepath.Join(misc, "chain"))
 	if os.IsNotExist(err) {
-		if !gone(fsys, filepath.Join(misc, "chain")) {
+		if !mutated("no-state-ends-claims") && !gone(fsys, filepath.Join(misc, "chain")) {
 			return nil, fsretry.Transient(err)
 		}
 		return nil, ErrNoState
@@ -302,13 +302,16 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	name := "claims." + newNonce(fsys)
 	dir := filepath.Join(misc, name)
 	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
-	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
 		return nil, err
 	}
 	// MISC/chain by O_EXCL create (one process makes it), written at
 	// once; a reader that finds it empty meanwhile reads again
 	// (openChain).
 	path := filepath.Join(misc, "chain")
+	if mutated("chain-file-by-link") {
+		return linkChain(fsys, misc, name)
+	}
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	named := false // MISC/chain may name dir: it stays
 	if err == nil {
@@ -328,7 +331,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		err = nil // another process's: read it
 	}
 	if err != nil {
-		if !named {
+		if !named || mutated("chain-close-removes-dir") {
 			vfs.Remove(fsys, dir)
 		}
 		return nil, &os.PathError{Op: "create", Path: path, Err: err}
@@ -341,6 +344,27 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		vfs.Remove(fsys, dir) // another process's chain won
 	}
 	return c, nil
+}
+
+// linkChain is createChain as it was before 0b47c1e: MISC/chain made by
+// link() of a file written beside it, which is not exclusive on a
+// distribute-replicate GlusterFS volume (the simulator's mutant
+// chain-file-by-link).
+func linkChain(fsys vfs.FS, misc, name string) (*chain, error) {
+	path := filepath.Join(misc, "chain")
+	tmp := path + ".tmp." + newNonce(fsys)
+	err := vfs.WriteNewAt(fsys, unix.AT_FDCWD, tmp, []byte(chainMagic+name+"\n"), 0o644)
+	if err == nil {
+		err = fsys.Linkat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
+		if err == unix.EEXIST {
+			err = nil
+		}
+	}
+	fsys.Unlinkat(unix.AT_FDCWD, tmp, 0)
+	if err != nil {
+		return nil, err
+	}
+	return openChain(fsys, misc)
 }
 
 func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
@@ -802,6 +826,9 @@ func (c *chain) settle() (bool, error) {
 // it is made again. What cannot be looked up leaves the outcome open (Undecided).
 func (c *chain) decide(d int, merr error) (bool, error) {
 	p := c.pending
+	if mutated("reply-decides") {
+		return c.decided(merr == nil), nil
+	}
 	if merr == nil {
 		return c.decided(true), nil
 	}
@@ -885,6 +912,9 @@ func (c *chain) checkGone(err error) error {
 	c.forget()
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	if mutated("enoent-is-damage") {
+		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
 	if gone(c.fs, c.dir) {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}

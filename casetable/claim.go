@@ -566,6 +566,8 @@ func (s *Store) refresh() error {
 				}
 				s.pause(tries)
 			}
+		} else if tries >= 20 && os.IsNotExist(err) && !mutated("one-look-is-gone") {
+			return s.ch.checkGone(err) // damage if the chain is gone, else a passing ENOENT
 		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
 			return err
 		} else {
@@ -636,7 +638,7 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // chain is looked up once more, in case a repair has started a new one.
 func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
 	defer func() {
-		if err != nil {
+		if err != nil && !mutated("failed-read-old-base") {
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
@@ -704,7 +706,15 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			}
 		}
 		next := max(s.gen, s.top) + 1
+		if mutated("failed-read-old-base") {
+			next = s.ch.nextSlot(s.gen)
+		}
 		won, err := s.commitAs(next, &st, info)
+		if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
+			s.ch.dropPending()
+			stale = true
+			continue
+		}
 		// A commit whose outcome the filesystem cannot tell yet is
 		// settled, not made again: its generation may be ours.
 		for err != nil && errors.As(err, new(*UndecidedError)) && r.Again(ctx, err) {
@@ -727,7 +737,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			// which answers EIO here while GlusterFS heals it), and
 			// the next commit then goes past it.
 			if r.Again(ctx, err) {
-				stale = true
+				stale = !mutated("retry-same-slot")
 				continue
 			}
 			return State{}, err
@@ -940,6 +950,9 @@ const firstLook = time.Second
 // whether anything was committed there since the store read it.
 func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
 	laneTable := s.lanes.main.OwnTable().Table
+	if mutated("lanes-own-table") {
+		laneTable = s.lanes.main.Table
+	}
 	look := false
 	if now := s.fs.Now(); now.Sub(s.firstLooked) >= firstLook {
 		s.firstLooked, look = now, true
@@ -1002,7 +1015,7 @@ func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State
 	most = max(most, 1)
 	// In a run with lanes the store's claims commit in the lanes: what
 	// it knows of the main chain may be old.
-	s.fresh = mode != mainAll
+	s.fresh = mode != mainAll && !mutated("stale-main-base-first-twice")
 	var cases []Case
 	_, err := s.update(ctx, func(st *State) error {
 		cases, hasLanes = cases[:0], false
@@ -1134,9 +1147,10 @@ func (s *Store) openTable(table string, fresh bool) error {
 		s.table.Close()
 		s.table = nil
 	}
-	f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(s.Dir, table), unix.O_RDONLY, 0)
+	path := filepath.Join(s.Dir, table)
+	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: filepath.Join(s.Dir, table), Err: err}
+		return s.tableErr("open", path, err)
 	}
 	s.table, s.tname = f, table
 	s.win = s.win[:0]
@@ -1245,7 +1259,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
 		fd, err := openDir(s.fs, s.Dir)
 		if err != nil {
-			return 0, 0, &os.PathError{Op: "open", Path: s.Dir, Err: err}
+			return 0, 0, s.tableErr("open", s.Dir, err)
 		}
 		s.dirFD = fd
 	}
@@ -1255,9 +1269,21 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 		err = s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
 	}
 	if err != nil {
-		return 0, 0, &os.PathError{Op: "stat", Path: filepath.Join(s.Dir, table), Err: err}
+		return 0, 0, s.tableErr("stat", filepath.Join(s.Dir, table), err)
 	}
 	return st.Size, st.Ino, nil
+}
+
+// tableErr is the error of the call op on a run's table at path: an ENOENT
+// is a passing one (GlusterFS's, while a brick is down: a run's table is
+// never removed while the run claims), retried, unless the table is
+// certainly gone.
+func (s *Store) tableErr(op, path string, err error) error {
+	perr := &os.PathError{Op: op, Path: path, Err: err}
+	if err == unix.ENOENT && !mutated("table-enoent-ends-claims") && !gone(s.fs, path) {
+		return fsretry.Transient(perr)
+	}
+	return perr
 }
 
 // fileID returns the size and inode of the open file f.

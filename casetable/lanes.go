@@ -354,7 +354,7 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	ldir := filepath.Join(misc, name)
 	// Its name is new (a nonce): EEXIST is our own mkdir, its reply lost
 	// and its request retried; so for the lanes' directories in it.
-	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
 		return st, err
 	}
 	fail := func(err error) (State, error) {
@@ -366,7 +366,7 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	}
 	for l := 0; l < x.lanes; l++ {
 		c := newChain(fsys, filepath.Join(ldir, strconv.Itoa(l)))
-		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
 			return fail(err)
 		}
 		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
@@ -380,7 +380,10 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 			// Nobody else knows the new lane: its slot 0 answered EEXIST
 			// to our own mknod, a retried request whose first made it
 			// (a lost reply). Made afresh, under another name.
-			err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir))
+			err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
+			if !mutated("lane-gen0-eexist-fatal") {
+				err = fsretry.Transient(err)
+			}
 		}
 		if err != nil {
 			return fail(err)
@@ -500,7 +503,11 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := parseIndex(b, st.OwnTable().TSize, head) // the cursor may be in a table farm add queued
+	size := st.OwnTable().TSize
+	if mutated("lanes-own-table") {
+		size = st.TSize
+	}
+	x, err := parseIndex(b, size, head) // the cursor may be in a table farm add queued
 	if err != nil {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
 	}
@@ -668,7 +675,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 			}
 		}
 		if len(cases) > 0 || !exhausted {
-			if L.main.Gen > s.cur.Gen {
+			if L.main.Gen > s.cur.Gen || mutated("stale-main-base-first-twice") {
 				s.cur = L.main // never a state older than the one read (s.gen's)
 			}
 			return cases, nil

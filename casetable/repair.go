@@ -226,7 +226,11 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		// fail, and its lanes must stay open. (A reading whose newest
 		// generation is damaged names no run: every lane is closed; no
 		// run can start while the state reads as damaged.)
-		if err := s.closeAllLanes(ctx, &r, rd.State.Run); err != nil {
+		upTo := rd.State.Run
+		if mutated("repair-closes-new-run-lanes") {
+			upTo = 0 // every lane, a later run's too
+		}
+		if err := s.closeAllLanes(ctx, &r, upTo); err != nil {
 			return err
 		}
 		return s.repairOn(ctx, rd, st)

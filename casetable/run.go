@@ -70,7 +70,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		st.startRun(spec, lanes, cur)
 		return nil
 	})
-	if errors.Is(err, ErrMoved) {
+	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
 		// Not committed: nobody knows the lanes. (After another error
 		// the commit may have been made, its reply lost: they stay.)
 		removeLanes(s.fs, s.misc, lanes)
@@ -84,7 +84,9 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 func (st *State) startRun(spec RunSpec, lanes, cur State) {
 	st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = spec.Run, spec.Table, spec.Simple, 0, 0, spec.Cases
 	st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
-	st.Queue, st.Own = nil, Queued{}
+	if !mutated("queue-carried-to-next-run") {
+		st.Queue, st.Own = nil, Queued{}
+	}
 	if lanes.Lanes > 1 {
 		// Nothing to claim on this chain: the lanes hold the cursors
 		// (an older farm's claim finds the run read).
@@ -187,6 +189,9 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		return Enqueued{Why: q.Why}, nil
 	}
 	if err != nil {
+		if mutated("add-removes-undecided-table") {
+			vfs.Remove(s.fs, path)
+		}
 		return Enqueued{}, err
 	}
 	return q, nil

@@ -42,15 +42,23 @@ func (c *simClaimer) main(p *sim.Proc) {
 			fsys.Sleep(ctx, time.Second)
 		}
 	}
-	s := newSimStore(fsys, c.name)
+	s := newSimStore(fsys, c.name, o.sc.retry)
 	defer s.Close()
-	most := o.sc.most
+	most, reclaims := o.sc.most, o.sc.reclaims
 	for {
 		c.inClaim = max(most, 16) // a first batch is at most a lane's first share
 		if most >= 1 {
 			c.inClaim = most
 		}
 		cases, err := s.Claim(ctx, c.run, most, nil)
+		if err != nil && transientOrGaveUp(err) && reclaims > 0 {
+			// The same store claims again, after a while: what it
+			// read before the failure must not be what it commits on.
+			reclaims--
+			o.runs[c.run].unseen += c.inClaim
+			fsys.Sleep(ctx, 30*time.Second)
+			continue
+		}
 		if err != nil {
 			c.failed(err)
 			return
@@ -89,8 +97,11 @@ func (c *simClaimer) failed(err error) {
 		return // the repair's new chain, or its closing of the run's lanes
 	case c.finisher:
 		o.violate("%s, started after the faults ended, failed: %v", c.name, err)
+	case transientOrGaveUp(err), isDamage(err) && o.sc.repair:
 	default:
-		o.commandFailed(c.name, err)
+		// A meta-job gives up only on what does not pass: a passing
+		// fault it takes for another would end it for nothing.
+		o.violate("%s failed, on what is not a passing fault or damage done: %v", c.name, err)
 	}
 }
 
@@ -102,7 +113,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := context.Background()
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
-	s := newSimStore(fsys, p.Name())
+	s := newSimStore(fsys, p.Name(), o.sc.retry)
 	defer s.Close()
 	cur, err := s.Read(ctx)
 	if err != nil {
@@ -141,7 +152,7 @@ func (o *simOracle) add(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := context.Background()
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
-	s := newSimStore(fsys, "farm-add")
+	s := newSimStore(fsys, "farm-add", o.sc.retry)
 	defer s.Close()
 	cur, err := s.Read(ctx)
 	if err != nil {
@@ -179,7 +190,7 @@ func (o *simOracle) repair(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := context.Background()
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
-	s := newSimStore(fsys, "repair")
+	s := newSimStore(fsys, "repair", o.sc.retry)
 	defer s.Close()
 	rd, err := s.Inspect(ctx)
 	if err != nil {
@@ -214,7 +225,7 @@ func (o *simOracle) reader(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := context.Background()
 	var last State
-	s := newSimStore(fsys, "reader")
+	s := newSimStore(fsys, "reader", o.sc.retry)
 	defer s.Close()
 	for i := 0; i < 12; i++ {
 		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter/4+time.Second)))

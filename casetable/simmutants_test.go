@@ -16,7 +16,28 @@ type simMutant struct {
 }
 
 // simMutants is the catalogue.
-var simMutants = []simMutant{}
+var simMutants = []simMutant{
+	// Past defects, fixed in earlier waves (git log; the closing notes).
+	{"queue-carried-to-next-run", "74be6a6", "a new run keeps the queue farm add gave the run before: the added cases run twice in it"},
+	{"repair-closes-new-run-lanes", "7da608f", "a repair closes every run's lanes, a run started after its reading too, and loses its commit: that run claims nothing"},
+	{"add-removes-undecided-table", "4e01ca1", "farm add removes its queued table after a commit whose outcome is unknown: the run cannot read it"},
+	{"stale-main-base-first-twice", "4e01ca1", "a claim in a lane puts an older main-chain state back: a --first case is handed out twice"},
+	{"failed-read-old-base", "4737c15", "a store whose reading failed commits on its old base past the newest mark: cases handed out again"},
+	{"reply-decides", "530d548, bef773f", "a commit's outcome taken from the mark's reply: a mark made, its reply lost, orphans its batch"},
+	{"undecided-recommitted", "530d548", "a commit whose outcome cannot be looked up is made anew, not settled: its batch is orphaned"},
+	{"lanes-removed-after-undecided-start", "26f631f", "a run start removes its lanes after a commit whose outcome is unknown: the run names lanes that are gone"},
+	{"enoent-is-damage", "530d548", "an ENOENT in the chain taken for damage, whether or not the chain's directory is gone"},
+	{"retry-same-slot", "c475768", "a commit that failed before its mark is tried again on the same slot, not from a fresh reading"},
+	{"lanes-own-table", "6962e38", "a meta-job that opens the lanes after farm add --first takes the added table for the lanes' own"},
+	{"chain-file-by-link", "0b47c1e", "MISC/chain made by link(), not exclusive on distribute-replicate GlusterFS: two chains, two run 1s"},
+	// Defects the simulator found (issue 35), fixed with it.
+	{"lane-gen0-eexist-fatal", "38fc9a8", "a new lane's slot 0 answering EEXIST (its own mknod, the reply lost) fails the run's start"},
+	{"own-mkdir-eexist-fatal", "38fc9a8", "a mkdir of a new, nonce-named directory answering EEXIST (the reply lost) fails the command"},
+	{"chain-close-removes-dir", "38fc9a8", "a close of MISC/chain that fails after its write removes the chain directory it names: damage"},
+	{"no-state-ends-claims", "38fc9a8", "a passing ENOENT for MISC/chain makes a meta-job of a started run quit (not submitted yet)"},
+	{"table-enoent-ends-claims", "this commit", "a passing ENOENT for the run's table or the farm directory makes a meta-job quit"},
+	{"one-look-is-gone", "38fc9a8", "one lookup's ENOENT (a GlusterFS brick down) takes a chain or a lane for gone: damage, or a lane closed that is not"},
+}
 
 func knownMutant(name string) bool {
 	for _, m := range simMutants {

@@ -86,12 +86,12 @@ func (o *simOracle) setUp() {
 // submit is farm submit: run 1, its meta-jobs, and the commands that race
 // them.
 func (o *simOracle) submit(p *sim.Proc) {
-	s := newSimStore(p.FS(), "submit")
+	s := newSimStore(p.FS(), p.Name(), o.sc.retry)
 	defer s.Close()
 	spec := RunSpec{Base: -1, Run: 1, Table: "MISC/table.run1", Cases: int64(len(o.master)), MaxID: int64(len(o.master)), Jobs: o.sc.jobs}
 	err := s.StartRun(context.Background(), spec)
 	if err != nil {
-		o.commandFailed("submit", err)
+		o.commandFailed(p.Name(), err)
 		return
 	}
 	o.started(spec, o.master)
@@ -133,8 +133,13 @@ func (o *simOracle) commandsRunning() bool {
 // repair) ended with: a transient one it gave up on, or the damage done
 // from outside, is what a user would be told; anything else is not.
 func (o *simOracle) commandFailed(who string, err error) {
+	faulting := o.w.Now().Sub(sim.Epoch) < o.sc.faults.Until
 	switch {
 	case transientOrGaveUp(err), errors.Is(err, ErrMoved):
+	case faulting && !isDamage(err):
+		// A command that fails while the filesystem fails (an
+		// ENOENT of a GlusterFS brick down, say) is run again by its
+		// user; what it must not do is leave the state wrong.
 	case isDamage(err) && (o.damaged || o.sc.repair):
 	case isDamage(err) && o.lastRun == 0 && strings.Contains(err.Error(), `MISC/chain is damaged (unreadable content "")`):
 		// The first submit's O_EXCL create of MISC/chain answered

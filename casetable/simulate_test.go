@@ -167,15 +167,13 @@ const (
 	simMisc = "/farm/MISC"
 )
 
-// simRetry is how long the simulated processes retry transient errors:
-// less than farm's 5 minutes, so that a long outage makes them give up
-// now and then (and a later process finishes the run).
-const simRetry = 2 * time.Minute
-
-// newSimStore is a Store of the simulated process p, named job.
-func newSimStore(fsys vfs.FS, job string) *Store {
+// newSimStore is a Store of the simulated process p, named job, that
+// retries transient errors for retry (farm's: 5 minutes; the scenarios'
+// less, so that an outage makes processes give up, and a failed claim's
+// store claim again).
+func newSimStore(fsys vfs.FS, job string, retry time.Duration) *Store {
 	s := NewStoreOn(fsys, simDir, simMisc)
-	s.Job, s.Retry, s.Log = job, simRetry, io.Discard
+	s.Job, s.Retry, s.Log = job, retry, io.Discard
 	return s
 }
 
@@ -187,6 +185,9 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	o.setUp()
 	w.OnCrash(o.crashed)
 	w.Go("submit", o.submit)
+	if sc.submits > 1 {
+		w.Go("submit2", o.submit) // a user's second submit, or a double click
+	}
 	last := 200
 	if keepTrace {
 		last = 0 // the whole trace, for a replay
@@ -213,24 +214,27 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 
 // scenario is what a seed's schedule is made of, drawn from the seed.
 type scenario struct {
-	cases      int  // run 1's cases
-	claimers   int  // meta-jobs of each run
-	most       int  // their batch (FirstBatch: sized by the store)
-	jobs       int  // what the runs are started for: lanes from 16 (LanesFor)
-	adds       int  // farm adds racing run 1
-	first      bool // the adds are --first
-	resubmits  int  // farm resubmits racing run 1's claimers (2: with each other too)
-	repair     bool // a farm repair racing the rest
-	damage     bool // a claim-state file removed from outside
-	restarts   int  // how many crashed claimers the batch system starts again
+	cases      int           // run 1's cases
+	submits    int           // farm submits racing to start run 1
+	claimers   int           // meta-jobs of each run
+	most       int           // their batch (FirstBatch: sized by the store)
+	jobs       int           // what the runs are started for: lanes from 16 (LanesFor)
+	adds       int           // farm adds racing run 1
+	first      bool          // the adds are --first
+	resubmits  int           // farm resubmits racing run 1's claimers (2: with each other too)
+	repair     bool          // a farm repair racing the rest
+	damage     bool          // a claim-state file removed from outside
+	restarts   int           // how many crashed claimers the batch system starts again
+	retry      time.Duration // how long the processes retry transient errors
+	reclaims   int           // how many failed claims a meta-job tries again, with its store
 	faults     sim.Faults
 	workMax    time.Duration // a batch's run time, at most
 	startAfter time.Duration // the racing commands start within this
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v restarts=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
-		sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.restarts,
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v restarts=%d retry=%s reclaims=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.restarts, sc.retry, sc.reclaims,
 		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.Until)
 }
 
@@ -241,6 +245,7 @@ func drawScenario(seed uint64) scenario {
 	pick := func(v ...float64) float64 { return v[r.IntN(len(v))] }
 	sc := scenario{
 		cases:      16 + r.IntN(60),
+		submits:    1 + r.IntN(6)/5,
 		claimers:   1 + r.IntN(5),
 		most:       []int{FirstBatch, 1, 1, 2, 3, 5}[r.IntN(6)],
 		jobs:       []int{1, 4, 32, 64, 128}[r.IntN(5)],
@@ -250,6 +255,8 @@ func drawScenario(seed uint64) scenario {
 		repair:     r.IntN(8) == 0,
 		damage:     r.IntN(25) == 0,
 		restarts:   r.IntN(3),
+		retry:      []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}[r.IntN(3)],
+		reclaims:   r.IntN(3),
 		workMax:    time.Duration(1+r.IntN(3000)) * time.Millisecond,
 		startAfter: time.Duration(1+r.IntN(20)) * time.Second,
 	}
@@ -283,7 +290,7 @@ func isDamage(err error) bool {
 // its limit (or a context's end): a process that meets one exits, as a
 // meta-job does, and the run is finished by others.
 func transientOrGaveUp(err error) bool {
-	return fsretry.IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, os.ErrNotExist)
+	return fsretry.IsTransient(err) || errors.Is(err, context.Canceled)
 }
 
 // simTable is the run table's text of cases ids, one line each ("ID
