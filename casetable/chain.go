@@ -254,7 +254,7 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 		// placeholder of a repair, repair.go).
 		fsys.Sleep(context.Background(), 100*time.Millisecond)
 		if b, err = vfs.ReadFile(fsys, filepath.Join(misc, "chain")); err != nil {
-			return nil, err
+			return nil, passing(fsys, filepath.Join(misc, "chain"), err)
 		}
 		name, legacy, ok = parseChainFile(b)
 	}
@@ -303,7 +303,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	dir := filepath.Join(misc, name)
 	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
 	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
-		return nil, err
+		return nil, passing(fsys, misc, err)
 	}
 	// MISC/chain by O_EXCL create (one process makes it), written at
 	// once; a reader that finds it empty meanwhile reads again
@@ -334,7 +334,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		if !named || mutated("chain-close-removes-dir") {
 			vfs.Remove(fsys, dir)
 		}
-		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+		return nil, passing(fsys, misc, &os.PathError{Op: "create", Path: path, Err: err})
 	}
 	c, oerr := openChain(fsys, misc)
 	if oerr != nil {
@@ -933,35 +933,50 @@ func (c *chain) empty() bool {
 	return gone(c.fs, filepath.Join(seg, markName(0))) || gone(c.fs, seg)
 }
 
-// gone reports whether the name path (a chain's directory, MISC/chain) is
-// certainly not there: it and its parent looked up afresh, goneLooks
-// times a little apart, it is never found and its parent always is. (A
-// GlusterFS client answers ENOENT now and then while a brick of the
-// replica set is down — to one lookup in two in the simulator's model,
-// SIMULATION.md —, which one look would take for damage, for a farm never
-// submitted, or for a lane already closed.)
+// gone reports whether the name path (a chain's directory, MISC/chain, a
+// run's table) is certainly not there: looked up afresh goneLooks times,
+// it is never found, and its parent is always found — or is
+// itself gone (a farm never submitted has no MISC). (A GlusterFS client
+// answers ENOENT now and then while a brick of the replica set is down —
+// to one lookup in two in the simulator's model, SIMULATION.md —, which
+// one look would take for damage, for a farm never submitted, or for a
+// lane already closed. On a local disk the looks cost microseconds; where
+// a brick stays down, the callers' retries over minutes are what
+// protects.)
 func gone(fsys vfs.FS, path string) bool {
-	dir := path
+	return goneAt(fsys, path, 3)
+}
+
+// goneAt is gone, looking up to depth parents up.
+func goneAt(fsys vfs.FS, path string, depth int) bool {
 	looks := goneLooks
 	if mutated("one-look-is-gone") {
 		looks = 1
 	}
+	parentFound := 0
 	for i := 0; i < looks; i++ {
-		if i > 0 {
-			fsys.Sleep(context.Background(), 20*time.Millisecond)
+		if _, err := vfs.Stat(fsys, path); !errors.Is(err, fs.ErrNotExist) {
+			return false
 		}
-		_, derr := vfs.Stat(fsys, dir)
-		_, perr := vfs.Stat(fsys, filepath.Dir(dir))
-		if !errors.Is(derr, fs.ErrNotExist) || perr != nil {
+		_, perr := vfs.Stat(fsys, filepath.Dir(path))
+		switch {
+		case perr == nil:
+			parentFound++
+		case !errors.Is(perr, fs.ErrNotExist):
 			return false
 		}
 	}
-	return true
+	if parentFound == looks {
+		return true
+	}
+	// The parent was not found, once or every time: gone only if it
+	// is certainly gone too.
+	return parentFound == 0 && depth > 0 && filepath.Dir(path) != path && goneAt(fsys, filepath.Dir(path), depth-1)
 }
 
-// goneLooks is how many lookups dirGone makes: a passing ENOENT in every
-// one of them, at one in two, is a chance in a thousand.
-const goneLooks = 10
+// goneLooks is how many lookups gone makes of a name: a passing ENOENT in
+// every one of them, at one in two, is a chance in 256.
+const goneLooks = 8
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
 // write.

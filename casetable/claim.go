@@ -1279,11 +1279,20 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 // never removed while the run claims), retried, unless the table is
 // certainly gone.
 func (s *Store) tableErr(op, path string, err error) error {
-	perr := &os.PathError{Op: op, Path: path, Err: err}
-	if err == unix.ENOENT && !mutated("table-enoent-ends-claims") && !gone(s.fs, path) {
-		return fsretry.Transient(perr)
+	if mutated("table-enoent-ends-claims") {
+		return &os.PathError{Op: op, Path: path, Err: err}
 	}
-	return perr
+	return passing(s.fs, path, &os.PathError{Op: op, Path: path, Err: err})
+}
+
+// passing marks err, an error of a call on path, as transient if it is an
+// ENOENT and path is not certainly gone: a network filesystem's passing
+// answer (GlusterFS's, while a brick is down), for a name that exists.
+func passing(fsys vfs.FS, path string, err error) error {
+	if errors.Is(err, unix.ENOENT) && !fsretry.IsTransient(err) && !gone(fsys, path) {
+		return fsretry.Transient(err)
+	}
+	return err
 }
 
 // fileID returns the size and inode of the open file f.

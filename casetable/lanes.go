@@ -343,7 +343,7 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	}
 	x, err := buildIndex(fsys, filepath.Join(dir, st.Table), lanes, st.TSize)
 	if err != nil {
-		return st, err
+		return st, passing(fsys, filepath.Join(dir, st.Table), err)
 	}
 	if x.blocks() < 2 {
 		return st, nil
@@ -355,11 +355,11 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 	// Its name is new (a nonce): EEXIST is our own mkdir, its reply lost
 	// and its request retried; so for the lanes' directories in it.
 	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
-		return st, err
+		return st, passing(fsys, misc, err)
 	}
 	fail := func(err error) (State, error) {
 		vfs.RemoveAll(fsys, ldir) // nobody knows it yet
-		return st, err
+		return st, passing(fsys, misc, err)
 	}
 	if err := vfs.WriteAtomic(fsys, filepath.Join(ldir, "index"), 0o644, x.marshal()); err != nil {
 		return fail(err)
@@ -429,7 +429,7 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
 		names, err = readDir(s.fs, s.misc)
-		return err
+		return passing(s.fs, s.misc, err)
 	}); err != nil {
 		return fmt.Errorf("listing the lanes to close: %w", err)
 	}
@@ -446,10 +446,12 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 		var lanes []string
 		if err := r.Do(ctx, func() (err error) {
 			lanes, err = readDir(s.fs, ldir)
-			if errors.Is(err, unix.ENOTDIR) {
-				lanes, err = nil, nil // a file of that name
+			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENOENT) && gone(s.fs, ldir) {
+				// A file of that name; or lanes removed since the
+				// listing (a run start that lost removes its own).
+				lanes, err = nil, nil
 			}
-			return err
+			return passing(s.fs, ldir, err)
 		}); err != nil {
 			return fmt.Errorf("listing the lanes to close: %w", err)
 		}

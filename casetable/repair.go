@@ -109,6 +109,8 @@ func (s *Store) inspect() (Reading, error) {
 		rd.file = []byte{}
 		rd.Err = &DamageError{Path: path, Why: "a directory, not a file"}
 		return rd, nil
+	case os.IsNotExist(err) && fsretry.IsTransient(passing(s.fs, path, err)):
+		return rd, fsretry.Transient(err) // a passing ENOENT: read again
 	case os.IsNotExist(err):
 		rd.Err = ErrNoState
 		return rd, nil
@@ -364,7 +366,7 @@ func (s *Store) placeholder() (Reading, error) {
 		return Reading{}, &RepairRaceError{}
 	}
 	if err != nil {
-		return Reading{}, &os.PathError{Op: "open", Path: path, Err: err}
+		return Reading{}, passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
 	}
 	defer f.Close()
 	sb, err := f.Stat()
@@ -396,7 +398,7 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 	err := r.Do(ctx, func() error {
 		f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 		if err != nil {
-			return &os.PathError{Op: "open", Path: path, Err: err}
+			return passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
 		}
 		// The name is the right. Its content, what MISC/chain held, is
 		// for the record only: a failure to write it changes nothing.
@@ -419,7 +421,7 @@ func (s *Store) newChain(st State) (*chain, error) {
 	c := newChain(s.fs, filepath.Join(s.misc, name))
 	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
 	if err := vfs.Mkdir(s.fs, c.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, err
+		return nil, passing(s.fs, s.misc, err)
 	}
 	nonce := newNonce(s.fs)
 	won, err := c.commit(0, st.marshal(nil, 0, commitInfo{by: s.by(), nonce: nonce}), nonce)
@@ -443,7 +445,7 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
 		names, err = readDir(s.fs, s.misc)
-		return err
+		return passing(s.fs, s.misc, err)
 	}); err != nil {
 		return fmt.Errorf("listing the chains to close: %w", err)
 	}
@@ -453,9 +455,10 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string
 			continue
 		}
 		st, err := vfs.Stat(s.fs, dir)
-		if os.IsNotExist(err) {
+		if os.IsNotExist(err) && gone(s.fs, dir) {
 			continue
 		}
+		err = passing(s.fs, dir, err)
 		if err != nil {
 			return fmt.Errorf("closing the chain %s: %w", dir, err)
 		}
@@ -548,5 +551,5 @@ func (s *Store) install(rd Reading, dir string) error {
 			return err
 		}
 	}
-	return vfs.WriteAtomic(s.fs, path, 0o644, []byte(chainMagic+filepath.Base(dir)+"\n"))
+	return passing(s.fs, s.misc, vfs.WriteAtomic(s.fs, path, 0o644, []byte(chainMagic+filepath.Base(dir)+"\n")))
 }

@@ -40,7 +40,7 @@ type RunSpec struct {
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	size, ino, fp, err := tableIDOn(s.fs, filepath.Join(s.Dir, spec.Table))
 	if err != nil {
-		return err
+		return passing(s.fs, filepath.Join(s.Dir, spec.Table), err)
 	}
 	cur, err := s.Read(ctx)
 	if err != nil && !errors.Is(err, ErrNoState) {
@@ -157,12 +157,12 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 	q := Enqueued{Table: filepath.Join(filepath.Base(s.misc), fmt.Sprintf("table.run%d.add.%s", run, tag))}
 	path := filepath.Join(s.Dir, q.Table)
 	if err := vfs.WriteAtomic(s.fs, path, 0o644, lines); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
 	size, ino, fp, err := tableIDOn(s.fs, path)
 	if err != nil {
 		vfs.Remove(s.fs, path)
-		return Enqueued{}, err
+		return Enqueued{}, passing(s.fs, path, err)
 	}
 	err = s.Update(ctx, func(st *State) error {
 		q.Run, q.Lanes, q.Why = st.Run, st.Lanes > 1, ""

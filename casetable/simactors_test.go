@@ -134,12 +134,11 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	if err := vfs.WriteAtomic(fsys, simTablePath(spec.Table), 0o644, simTable(ids)); err != nil {
 		return
 	}
-	if r := o.runs[cur.Run]; r != nil {
-		// Its lanes are closed before the new run's commit, which may
-		// then fail or never come (a crash): its cases not done are
-		// the next resubmit's.
-		r.closed = true
-	}
+	// Its lanes are closed before the new run's commit, which may then
+	// lose, fail or never come (a crash): its cases not done are the next
+	// resubmit's. (Its own start may not be recorded yet: the command that
+	// started it may be frozen after its commit.)
+	o.closeRun(cur.Run)
 	if err := s.StartRun(ctx, spec); err != nil {
 		o.commandFailed(p.Name(), err)
 		return
@@ -206,11 +205,9 @@ func (o *simOracle) repair(p *sim.Proc) {
 	}
 	total := int64(len(o.master))
 	closed := State{Run: run, Table: "table.dat", Offset: st.Size, Lines: -1, Cases: total, MaxID: total, Total: total, Claimed: total}
-	if r := o.runs[run]; r != nil {
-		// From now on its lanes may be closed, whatever becomes of the
-		// repair (a crash leaves them so, for the next repair).
-		r.closed = true
-	}
+	// From now on its lanes may be closed, whatever becomes of the
+	// repair (a crash leaves them so, for the next repair).
+	o.closeRun(run)
 	if err := s.RepairFrom(ctx, rd, closed); err != nil {
 		o.commandFailed("repair", err)
 	}

@@ -30,6 +30,7 @@ type simOracle struct {
 	maybe    map[int64]bool // IDs an add may have queued (its commit undecided)
 	done     map[int64]bool // cases run to their end (what a resubmit leaves out)
 	starts   map[int64]int  // runs started, by the generation they were decided on
+	closed   map[int]bool   // runs whose lanes a command may have closed (closeRun)
 	claimers map[*sim.Proc]*simClaimer
 	restarts int
 	damaged  bool // a claim-state file was damaged from outside
@@ -51,7 +52,7 @@ type simRun struct {
 
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
-		done: map[int64]bool{}, starts: map[int64]int{}, claimers: map[*sim.Proc]*simClaimer{},
+		done: map[int64]bool{}, starts: map[int64]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{},
 		restarts: sc.restarts}
 }
 
@@ -133,13 +134,10 @@ func (o *simOracle) commandsRunning() bool {
 // repair) ended with: a transient one it gave up on, or the damage done
 // from outside, is what a user would be told; anything else is not.
 func (o *simOracle) commandFailed(who string, err error) {
-	faulting := o.w.Now().Sub(sim.Epoch) < o.sc.faults.Until
 	switch {
 	case transientOrGaveUp(err), errors.Is(err, ErrMoved):
-	case faulting && !isDamage(err):
-		// A command that fails while the filesystem fails (an
-		// ENOENT of a GlusterFS brick down, say) is run again by its
-		// user; what it must not do is leave the state wrong.
+		// A command that fails on a passing fault is run again by its
+		// user (farm says it retried and for how long).
 	case isDamage(err) && (o.damaged || o.sc.repair):
 	case isDamage(err) && o.lastRun == 0 && strings.Contains(err.Error(), `MISC/chain is damaged (unreadable content "")`):
 		// The first submit's O_EXCL create of MISC/chain answered
@@ -168,7 +166,7 @@ func (o *simOracle) started(spec RunSpec, ids []int64) {
 		o.violate("two runs started from generation %d (one run at a time)", spec.Base)
 		return
 	}
-	r := &simRun{n: spec.Run, ids: map[int64]bool{}, claimed: map[int64]string{}}
+	r := &simRun{n: spec.Run, ids: map[int64]bool{}, claimed: map[int64]string{}, closed: o.closed[spec.Run]}
 	for _, id := range ids {
 		r.ids[id] = true
 	}
@@ -178,6 +176,16 @@ func (o *simOracle) started(spec RunSpec, ids []int64) {
 		o.startClaimer(spec.Run, fmt.Sprintf("job%d.%d", spec.Run, i+1), false)
 	}
 	o.startClaimer(spec.Run, fmt.Sprintf("job%d.finisher", spec.Run), true)
+}
+
+// closeRun records that run's lanes may be closed from now on, by a
+// command whose commit may not follow: the run is not held to end with
+// every case claimed.
+func (o *simOracle) closeRun(run int) {
+	o.closed[run] = true
+	if r := o.runs[run]; r != nil {
+		r.closed = true
+	}
 }
 
 // crashed is the world's OnCrash: a claimer's claim under way may have

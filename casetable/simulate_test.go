@@ -37,7 +37,7 @@ import (
 var (
 	simSeed       = flag.Uint64("sim.seed", 0, "the simulator's first seed (0: SIM_SEED, else a fixed one)")
 	simSchedules  = flag.Int("sim.schedules", 0, "schedules to run (0: SIM_SCHEDULES, else the make-test budget)")
-	simModel      = flag.String("sim.model", "", "the filesystem model: local, nfs, gluster, gluster-dht, full (\"\": SIM_MODEL, else all in turn)")
+	simModel      = flag.String("sim.model", "", "the filesystem model: local, nfs, nfs-soft, gluster, gluster-dht, full (\"\": SIM_MODEL, else all in turn)")
 	simMutantFlag = flag.String("sim.mutant", "", "a past defect to reintroduce (\"\": SIM_MUTANT)")
 	simVerbose    = flag.Bool("sim.v", false, "say every schedule's scenario and outcome")
 )
@@ -49,6 +49,7 @@ var simModels = []struct {
 }{
 	{"local", sim.Local},
 	{"nfs", sim.NFS},
+	{"nfs-soft", sim.NFSSoft},
 	{"gluster", sim.GlusterReplica},
 	{"gluster-dht", sim.GlusterDHT},
 	{"full", sim.Full},
@@ -97,7 +98,7 @@ func readSimSettings(t testing.TB) simSettings {
 		}
 	}
 	if len(s.models) == 0 {
-		t.Fatalf("SIM_MODEL=%q: no such model (local, nfs, gluster, gluster-dht, full)", name)
+		t.Fatalf("SIM_MODEL=%q: no such model (local, nfs, nfs-soft, gluster, gluster-dht, full)", name)
 	}
 	s.mutant = envOr(*simMutantFlag, "SIM_MUTANT")
 	if s.mutant != "" && !knownMutant(s.mutant) {

@@ -46,6 +46,7 @@ func newClient(w *World, p *Proc) *client {
 type call struct {
 	kind fault
 	err  unix.Errno // the answer of a fault that comes before any effect
+	soft bool       // a lost reply of a soft mount's outage: ETIMEDOUT
 }
 
 // early says the call fails before any effect.
@@ -79,17 +80,23 @@ func (c *client) decide(op opcode) call {
 			if w.rng.IntN(2) == 0 {
 				w.stats.OutageFails++
 				if op.lookup() {
-					return call{fSpurious, unix.ENOENT}
+					return call{kind: fSpurious, err: unix.ENOENT}
 				}
-				return call{fDown, unix.ENOTCONN}
+				return call{kind: fDown, err: unix.ENOTCONN}
 			}
+		case SoftTimeout:
+			w.stats.OutageFails++
+			if op.mutates() && w.rng.IntN(2) == 0 {
+				return call{kind: fLost, soft: true}
+			}
+			return call{kind: fDown, err: unix.ETIMEDOUT}
 		case DiskFull:
 			c.noSpace = w.outageErr
 		}
 	}
 	if m.Transient != nil && w.roll(w.faults.Transient) {
 		w.stats.Transients++
-		return call{fTransient, m.Transient[w.rng.IntN(len(m.Transient))]}
+		return call{kind: fTransient, err: m.Transient[w.rng.IntN(len(m.Transient))]}
 	}
 	held := m.CloseToOpen && (op == opWrite || op == opPwrite) // never sent: no reply to lose
 	if m.LostReply != nil && op.mutates() && !held && w.roll(w.faults.LostReply) {
@@ -104,6 +111,9 @@ func (c *client) decide(op opcode) call {
 func (c *client) reply(f call, op opcode, err unix.Errno, excl bool) unix.Errno {
 	if f.kind != fLost {
 		return err
+	}
+	if f.soft {
+		return unix.ETIMEDOUT
 	}
 	w, m := c.w, &c.w.model
 	if err == 0 && w.rng.IntN(2) == 0 {

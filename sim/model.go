@@ -79,6 +79,11 @@ const (
 	// effect, with probability 1/2: lookups, opens, creates and links with
 	// ENOENT (a "spurious" ENOENT), the others with ENOTCONN.
 	BrickDown
+	// SoftTimeout: the server is unreachable and the mount is soft
+	// (nfs(5), "soft"): every call fails with ETIMEDOUT once its retries
+	// are spent; one that changes something may have reached the server
+	// all the same (half of them: a lost reply).
+	SoftTimeout
 	// DiskFull: the filesystem is full (its space or its quota): every call
 	// that would allocate — a create (an O_CREAT open that makes the name,
 	// mknod, mkdir, link) or a write that extends a file — fails with
@@ -167,6 +172,17 @@ func NFS() Model {
 		LostReply: []unix.Errno{unix.EIO, unix.ETIMEDOUT}, Transient: []unix.Errno{unix.EIO, unix.ETIMEDOUT, unix.ESTALE},
 		LostCreateEEXIST: true, LostRemoveENOENT: true, Outage: Hang,
 	}
+}
+
+// NFSSoft is NFS on a soft mount (nfs(5): "soft", the failure mode some
+// clusters choose so that a dead server does not hang every node): NFS's
+// rules, but an outage fails calls with ETIMEDOUT instead of holding them
+// (SoftTimeout), the ETIMEDOUT of CLAIMS.md's transient errors ("a soft
+// NFS mount").
+func NFSSoft() Model {
+	m := NFS()
+	m.Name, m.Outage = "nfs-soft", SoftTimeout
+	return m
 }
 
 // GlusterReplica is a GlusterFS replica volume (one replica set, client

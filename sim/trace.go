@@ -200,7 +200,7 @@ func (e *event) describe() string {
 	return e.op.String()
 }
 
-var outageNames = [...]string{NoOutage: "none", Hang: "server down", BrickDown: "brick down", DiskFull: "disk full"}
+var outageNames = [...]string{NoOutage: "none", Hang: "server down", BrickDown: "brick down", SoftTimeout: "server down, soft mount", DiskFull: "disk full"}
 
 // result is a call's answer.
 func (e *event) result() string {
