@@ -319,8 +319,12 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		cerr := f.Close()
 		if err != nil {
 			// Not written (a full disk): nobody can have read a
-			// chain in it, so it goes, for the next submit.
-			vfs.Remove(fsys, path)
+			// chain in it, so it goes, for the next submit. Unless
+			// it cannot be removed: the write may have been made,
+			// its reply lost, and dir stays for what it names.
+			if rerr := vfs.Remove(fsys, path); rerr != nil && !mutated("chain-close-removes-dir") {
+				named = true
+			}
 		} else {
 			// A close that failed after the write (an NFS flush,
 			// or its reply lost) may have left it readable to
