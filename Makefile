@@ -4,7 +4,7 @@ BIN     := bin/farm
 DEMO    := demo
 FUZZTIME ?= 3m
 
-.PHONY: all build install test local-extra rig-extra unit race-dht demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
+.PHONY: all build install test local-extra rig-extra unit race-dht sim sim-mutants demo bench bench-ops bench-scale bench-cluster fuzz faults clean fmt vet
 
 all: build
 
@@ -68,6 +68,27 @@ RACE_DHT_NAMES ?= 100000
 race-dht:
 	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 FARM_RIG_RACE_NAMES=$(RACE_DHT_NAMES) \
 	./integration/run-tests $(GO) test -count=1 -v -timeout 80m -run '^TestDHTExclusiveMknod$$' ./integration/rigtest/
+
+# The claim protocol in the deterministic simulator (casetable's
+# TestSimulation; SIMULATION.md): SIM_SCHEDULES seeds from SIM_SEED (or
+# 1) over the filesystem models (SIM_MODEL: one of them), each a scenario
+# and a fault mix of its own. A violation prints its seed and the command
+# that replays it, with the whole trace: make sim SIM_SEED=N SIM_MODEL=M.
+# The last line says how many schedules ran, the violations and the
+# speed. make test runs 5,000 (the test's own budget).
+SIM_SCHEDULES ?= 20000
+sim:
+	@SIM_SCHEDULES=$(if $(SIM_SEED),1,$(SIM_SCHEDULES)) SIM_SEED=$(SIM_SEED) SIM_MODEL=$(SIM_MODEL) SIM_MUTANT=$(SIM_MUTANT) \
+	$(GO) test -count=1 -timeout 0 -v -run '^TestSimulation$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
+	grep -v '^sim:' .sim.out; grep '^sim:' .sim.out; rm -f .sim.out; exit $$rc
+
+# Each past defect of the simulator's catalogue reintroduced in turn
+# (casetable/simmutants_test.go), with the make-test budget (SIM_SCHEDULES,
+# 5,000, across the models) to catch it; the last line says how many were
+# caught. Every one must be.
+sim-mutants:
+	@SIM_MUTANTS=1 SIM_SCHEDULES=5000 $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
+	grep -v '^mutants:' .sim.out | grep -v '^        [0-9]'; grep '^mutants:' .sim.out; rm -f .sim.out; exit $$rc
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);
 # nothing is started, and the cluster rig's tests are off.

@@ -688,6 +688,9 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	if err != nil {
 		return false, c.checkGone(err)
 	}
+	if mutated("link-commit") {
+		return c.linkCommit(d, n, b)
+	}
 	if testHook != nil {
 		testHook("write")
 	}
@@ -733,6 +736,31 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	return c.decide(d, c.mark(d, n))
 }
 
+// linkCommit is commit as it was before bef773f: generation n made by a
+// link() of a file of its own onto its name, which is not exclusive on a
+// distribute-replicate GlusterFS volume (the simulator's mutant
+// link-commit).
+func (c *chain) linkCommit(d int, n int64, b []byte) (bool, error) {
+	c.seq++
+	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
+	if err := vfs.WriteAtomic(c.fs, filepath.Join(c.dir, segName(n), x), 0o644, b); err != nil {
+		return false, c.checkGone(err)
+	}
+	err := c.fs.Linkat(d, x, d, genName(n))
+	c.fs.Unlinkat(d, x, 0)
+	if err == unix.EEXIST {
+		return false, nil
+	}
+	if err != nil {
+		return false, c.checkGone(err)
+	}
+	if err := c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644); err != nil && err != unix.EEXIST {
+		return false, c.checkGone(err)
+	}
+	c.pending = &pendingCommit{n: n}
+	return c.decided(true), nil
+}
+
 // mark makes generation n's mark, a regular file: mknod, which is an
 // O_EXCL create with no open to close.
 func (c *chain) mark(d int, n int64) error {
@@ -753,7 +781,12 @@ func (c *chain) mark(d int, n int64) error {
 // distribute-replicate GlusterFS volume, a mkdir and a create of one name
 // both succeeded in 1 of 4,000 races, issue 21.)
 func (c *chain) void(d int, n int64) error {
-	err := c.fs.Mknodat(d, markName(n), unix.S_IFIFO|0o644)
+	var err error
+	if mutated("void-as-directory") {
+		err = c.fs.Mkdirat(d, markName(n), 0o755) // as before 7b63338
+	} else {
+		err = c.fs.Mknodat(d, markName(n), unix.S_IFIFO|0o644)
+	}
 	if err != nil && err != unix.EEXIST {
 		return &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(n), markName(n)), Err: err}
 	}

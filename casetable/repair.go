@@ -148,6 +148,9 @@ func (s *Store) inspect() (Reading, error) {
 		return rd, nil
 	}
 	g, err := c.read(n)
+	if os.IsNotExist(err) {
+		return rd, c.checkGone(err) // a passing ENOENT, retried; or damage
+	}
 	if err != nil {
 		return rd, err
 	}

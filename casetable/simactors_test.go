@@ -111,7 +111,7 @@ func (c *simClaimer) failed(err error) {
 // state is still as it read it.
 func (o *simOracle) resubmit(p *sim.Proc) {
 	fsys := p.FS()
-	ctx := context.Background()
+	ctx := o.ctx(p)
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
 	s := newSimStore(fsys, p.Name(), o.sc.retry)
 	defer s.Close()
@@ -149,7 +149,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 // add is farm add: a few new cases, queued to the current run.
 func (o *simOracle) add(p *sim.Proc) {
 	fsys := p.FS()
-	ctx := context.Background()
+	ctx := o.ctx(p)
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
 	s := newSimStore(fsys, "farm-add", o.sc.retry)
 	defer s.Close()
@@ -187,7 +187,7 @@ func (o *simOracle) add(p *sim.Proc) {
 // rebuilds it from the records.
 func (o *simOracle) repair(p *sim.Proc) {
 	fsys := p.FS()
-	ctx := context.Background()
+	ctx := o.ctx(p)
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
 	s := newSimStore(fsys, "repair", o.sc.retry)
 	defer s.Close()
@@ -220,7 +220,7 @@ func (o *simOracle) repair(p *sim.Proc) {
 // store's last.)
 func (o *simOracle) reader(p *sim.Proc) {
 	fsys := p.FS()
-	ctx := context.Background()
+	ctx := o.ctx(p)
 	var last State
 	s := newSimStore(fsys, "reader", o.sc.retry)
 	defer s.Close()

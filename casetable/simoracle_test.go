@@ -25,12 +25,14 @@ type simOracle struct {
 
 	runs     map[int]*simRun
 	lastRun  int
-	master   []int64        // table.dat: every case of the farm
-	nextID   int64          // the next ID farm add gives
-	maybe    map[int64]bool // IDs an add may have queued (its commit undecided)
-	done     map[int64]bool // cases run to their end (what a resubmit leaves out)
-	starts   map[int64]int  // runs started, by the generation they were decided on
-	closed   map[int]bool   // runs whose lanes a command may have closed (closeRun)
+	master   []int64                    // table.dat: every case of the farm
+	nextID   int64                      // the next ID farm add gives
+	maybe    map[int64]bool             // IDs an add may have queued (its commit undecided)
+	done     map[int64]bool             // cases run to their end (what a resubmit leaves out)
+	starts   map[int64]int              // runs started, by the generation they were decided on
+	closed   map[int]bool               // runs whose lanes a command may have closed (closeRun)
+	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
+	cancels  []context.CancelFunc       // those no interrupt cancels
 	claimers map[*sim.Proc]*simClaimer
 	restarts int
 	damaged  bool // a claim-state file was damaged from outside
@@ -53,7 +55,7 @@ type simRun struct {
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
 		done: map[int64]bool{}, starts: map[int64]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{},
-		restarts: sc.restarts}
+		restarts: sc.restarts, ctxs: map[string]context.Context{}}
 }
 
 // violate records the first violation; the world is not stopped (its
@@ -90,7 +92,7 @@ func (o *simOracle) submit(p *sim.Proc) {
 	s := newSimStore(p.FS(), p.Name(), o.sc.retry)
 	defer s.Close()
 	spec := RunSpec{Base: -1, Run: 1, Table: "MISC/table.run1", Cases: int64(len(o.master)), MaxID: int64(len(o.master)), Jobs: o.sc.jobs}
-	err := s.StartRun(context.Background(), spec)
+	err := s.StartRun(o.ctx(p), spec)
 	if err != nil {
 		o.commandFailed(p.Name(), err)
 		return
@@ -114,9 +116,39 @@ func (o *simOracle) submit(p *sim.Proc) {
 // command starts a command that races the run's meta-jobs; the runs'
 // finishers wait until every one has ended.
 func (o *simOracle) command(name string, fn func(p *sim.Proc)) *sim.Proc {
+	o.interruptible(name)
 	p := o.w.Go(name, fn)
 	o.commands = append(o.commands, p)
 	return p
+}
+
+// interruptible makes the context of the command name, and, in a scenario
+// with interrupts, one time in two, a process that cancels it (a user's
+// Ctrl-C) at a moment drawn from the seed.
+func (o *simOracle) interruptible(name string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	o.ctxs[name] = ctx
+	if !o.sc.interrupts {
+		o.cancels = append(o.cancels, cancel) // called at the end
+		return
+	}
+	o.w.Go("^C "+name, func(p *sim.Proc) {
+		fsys := p.FS()
+		if fsys.Rand()%2 == 0 {
+			o.cancels = append(o.cancels, cancel)
+			return
+		}
+		fsys.Sleep(context.Background(), time.Duration(fsys.Rand()%uint64(o.sc.startAfter+30*time.Second)))
+		cancel()
+	}).NoCrash()
+}
+
+// ctx is the context of the process p: its command's, or none.
+func (o *simOracle) ctx(p *sim.Proc) context.Context {
+	if ctx := o.ctxs[p.Name()]; ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }
 
 // commandsRunning reports whether a command that races the meta-jobs has

@@ -181,12 +181,19 @@ func newSimStore(fsys vfs.FS, job string, retry time.Duration) *Store {
 // runSchedule runs seed's schedule on the model m (an index in simModels).
 func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	sc := drawScenario(seed)
+	if simModels[m].name == "nfs-soft" && sc.faults.Outage > 0 {
+		// A soft mount's outages are what fail calls for longer than
+		// a process retries (a commit given up undecided): more of them.
+		sc.faults.Outage *= 5
+	}
 	w := sim.New(seed, simModels[m].make())
 	o := newSimOracle(w, sc)
 	o.setUp()
 	w.OnCrash(o.crashed)
+	o.interruptible("submit")
 	w.Go("submit", o.submit)
 	if sc.submits > 1 {
+		o.interruptible("submit2")
 		w.Go("submit2", o.submit) // a user's second submit, or a double click
 	}
 	last := 200
@@ -194,6 +201,9 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 		last = 0 // the whole trace, for a replay
 	}
 	err := w.Run(sim.Options{Faults: sc.faults, MaxSteps: 2_000_000, MaxTime: 12 * time.Hour, TraceLast: last})
+	for _, cancel := range o.cancels {
+		cancel()
+	}
 	if err != nil && o.violation == "" {
 		o.violate("the schedule did not end: %v", err)
 	}
@@ -225,6 +235,7 @@ type scenario struct {
 	resubmits  int           // farm resubmits racing run 1's claimers (2: with each other too)
 	repair     bool          // a farm repair racing the rest
 	damage     bool          // a claim-state file removed from outside
+	interrupts bool          // the commands may be interrupted (Ctrl-C) at any moment
 	restarts   int           // how many crashed claimers the batch system starts again
 	retry      time.Duration // how long the processes retry transient errors
 	reclaims   int           // how many failed claims a meta-job tries again, with its store
@@ -234,8 +245,8 @@ type scenario struct {
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v restarts=%d retry=%s reclaims=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
-		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.restarts, sc.retry, sc.reclaims,
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims,
 		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.Until)
 }
 
@@ -250,11 +261,12 @@ func drawScenario(seed uint64) scenario {
 		claimers:   1 + r.IntN(5),
 		most:       []int{FirstBatch, 1, 1, 2, 3, 5}[r.IntN(6)],
 		jobs:       []int{1, 4, 32, 64, 128}[r.IntN(5)],
-		adds:       []int{0, 0, 1, 2}[r.IntN(4)],
+		adds:       []int{0, 0, 1, 2, 3}[r.IntN(5)],
 		first:      r.IntN(2) == 0,
 		resubmits:  []int{0, 0, 1, 2}[r.IntN(4)],
 		repair:     r.IntN(8) == 0,
 		damage:     r.IntN(25) == 0,
+		interrupts: r.IntN(4) == 0,
 		restarts:   r.IntN(3),
 		retry:      []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}[r.IntN(3)],
 		reclaims:   r.IntN(3),
@@ -266,7 +278,7 @@ func drawScenario(seed uint64) scenario {
 		Freeze:    pick(0, 0, 0.001, 0.005),
 		LostReply: pick(0, 0.002, 0.01, 0.05),
 		Transient: pick(0, 0.002, 0.01),
-		Outage:    pick(0, 0, 0.0005),
+		Outage:    pick(0, 0, 0.0005, 0.002),
 		OutageMax: 20 * time.Second,
 		Until:     time.Duration(1+r.IntN(10)) * time.Minute,
 	}

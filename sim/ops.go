@@ -196,6 +196,13 @@ func (c *client) create(d int, name string, mode uint32) unix.Errno {
 	switch {
 	case err != 0:
 		return err
+	case ok && c.typeRace(e, mode):
+		// Both made: the name holds one or the other.
+		if c.w.rng.IntN(2) == 0 {
+			c.learn(dir, last, e.ino)
+			return 0
+		}
+		c.w.unlink(dir, last)
 	case ok:
 		c.learn(dir, last, e.ino)
 		return unix.EEXIST
@@ -388,6 +395,21 @@ func (c *client) linkat(od int, oname string, nd int, nname string) unix.Errno {
 	c.w.link(ndir, nlast, src.ino)
 	c.learn(ndir, nlast, src.ino)
 	return 0
+}
+
+// typeRace reports whether a create of mode (a mkdir, or a mknod) onto
+// the existing name e, of the other kind (a file, or a directory), made
+// less than linkRaceWindow ago, succeeds all the same: GlusterDHT's
+// Model.TypeRace.
+func (c *client) typeRace(e dirent, mode uint32) bool {
+	w := c.w
+	if c.p == nil || w.model.TypeRace <= 0 || e.ino.isDir() == (mode&unix.S_IFMT == unix.S_IFDIR) ||
+		w.now-e.made > linkRaceWindow || !w.faulting() || !w.roll(w.model.TypeRace) {
+		return false
+	}
+	w.stats.LinkRaces++
+	c.mark = fLinkRace
+	return true
 }
 
 // linkOnto is a link of i onto name in dir, which exists as dst: EEXIST,
