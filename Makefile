@@ -37,14 +37,16 @@ test: build
 	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m -skip '"'"'$(LOCAL_EXTRA)'"'"' $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 18m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$'"'"' ./integration/rigtest/'
 
 # The local backend's longest end-to-end tests, which make test leaves out
-# for time (about 5 minutes of test time on 2 cores): 10,000 cases exactly
-# once, readers beside a stopped meta-job, the runtime-aware exit, and
-# farm add's waiting meta-jobs and its run over lanes (TestAddWhileRunning,
-# without lanes, stays in make test). .ci/run runs them after make test.
-# Nothing is started.
-LOCAL_EXTRA := ^(TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes)$$
+# for time (about 8 minutes of test time on 2 cores): 10,000 cases exactly
+# once, readers beside a stopped meta-job, the runtime-aware exit, farm
+# add's waiting meta-jobs and its runs with and without lanes, table.dat
+# edited during a run (in place, and renamed over), a run over lanes then
+# resubmitted, the -auto job and two resubmits racing, and a repair
+# --force racing a resubmit. .ci/run runs them after make test. Nothing is
+# started.
+LOCAL_EXTRA := ^(TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
 local-extra: build
-	$(GO) test -count=1 -timeout 15m -run '$(LOCAL_EXTRA)' ./integration/
+	$(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/
 
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,

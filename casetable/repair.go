@@ -147,12 +147,17 @@ func (s *Store) inspect() (Reading, error) {
 		rd.Err = ErrNoState
 		return rd, nil
 	}
+	return rd, s.inspectGen(&rd, c, n)
+}
+
+// inspectGen reads generation n of the chain c, the newest, into rd.
+func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
-		return rd, c.checkGone(err) // a passing ENOENT, retried; or damage
+		return c.checkGone(err) // a passing ENOENT, retried; or damage
 	}
 	if err != nil {
-		return rd, err
+		return err
 	}
 	var st State
 	switch err := st.unmarshal(g); {
@@ -174,13 +179,13 @@ func (s *Store) inspect() (Reading, error) {
 			case errors.As(err, &de):
 				rd.Err = de
 			case err != nil:
-				return rd, err
+				return err
 			default:
 				rd.State = sum
 			}
 		}
 	}
-	return rd, nil
+	return nil
 }
 
 // readFileIno reads a file and returns its inode number, from one open.
