@@ -490,6 +490,7 @@ func closeChainDir(fsys vfs.FS, dir string) error {
 		if gone(fsys, dir) {
 			return nil
 		}
+		return fsretry.Transient(err) // it is there: a passing ENOENT
 	}
 	return err
 }

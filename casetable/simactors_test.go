@@ -205,9 +205,17 @@ func (o *simOracle) repair(p *sim.Proc) {
 	}
 	total := int64(len(o.master))
 	closed := State{Run: run, Table: "table.dat", Offset: st.Size, Lines: -1, Cases: total, MaxID: total, Total: total, Claimed: total}
-	// From now on its lanes may be closed, whatever becomes of the
-	// repair (a crash leaves them so, for the next repair).
-	o.closeRun(run)
+	// From now on the lanes it closes may be closed, whatever becomes of
+	// the repair (a crash leaves them so, for the next repair): those of
+	// the run it read, and those before it; every run's, if the state
+	// did not read (RepairFrom).
+	upTo := rd.State.Run
+	if rd.Err != nil {
+		upTo = o.lastRun
+	}
+	for r := 1; r <= upTo; r++ {
+		o.closeRun(r)
+	}
 	if err := s.RepairFrom(ctx, rd, closed); err != nil {
 		o.commandFailed("repair", err)
 	}

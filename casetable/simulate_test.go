@@ -264,7 +264,7 @@ func drawScenario(seed uint64) scenario {
 		adds:       []int{0, 0, 1, 2, 3}[r.IntN(5)],
 		first:      r.IntN(2) == 0,
 		resubmits:  []int{0, 0, 1, 2}[r.IntN(4)],
-		repair:     r.IntN(8) == 0,
+		repair:     r.IntN(5) == 0,
 		damage:     r.IntN(25) == 0,
 		interrupts: r.IntN(4) == 0,
 		restarts:   r.IntN(3),
