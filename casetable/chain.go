@@ -357,7 +357,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 func linkChain(fsys vfs.FS, misc, name string) (*chain, error) {
 	path := filepath.Join(misc, "chain")
 	tmp := path + ".tmp." + newNonce(fsys)
-	err := vfs.WriteNewAt(fsys, unix.AT_FDCWD, tmp, []byte(chainMagic+name+"\n"), 0o644)
+	err := vfs.WriteAtomic(fsys, tmp, 0o644, []byte(chainMagic+name+"\n"))
 	if err == nil {
 		err = fsys.Linkat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
 		if err == unix.EEXIST {
@@ -366,7 +366,7 @@ func linkChain(fsys vfs.FS, misc, name string) (*chain, error) {
 	}
 	fsys.Unlinkat(unix.AT_FDCWD, tmp, 0)
 	if err != nil {
-		return nil, err
+		return nil, passing(fsys, misc, err)
 	}
 	return openChain(fsys, misc)
 }

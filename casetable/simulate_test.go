@@ -257,7 +257,7 @@ func drawScenario(seed uint64) scenario {
 	pick := func(v ...float64) float64 { return v[r.IntN(len(v))] }
 	sc := scenario{
 		cases:      16 + r.IntN(60),
-		submits:    1 + r.IntN(6)/5,
+		submits:    1 + r.IntN(3)/2,
 		claimers:   1 + r.IntN(5),
 		most:       []int{FirstBatch, 1, 1, 2, 3, 5}[r.IntN(6)],
 		jobs:       []int{1, 4, 32, 64, 128}[r.IntN(5)],

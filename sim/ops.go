@@ -427,7 +427,10 @@ func (c *client) linkOnto(i, dir *inode, name string, dst dirent) unix.Errno {
 		w.unlink(dir, name)
 		w.link(dir, name, i)
 	}
-	c.learn(dir, name, dir.ents[name].ino)
+	// The client that linked sees its own file there for as long as it
+	// caches the name, whichever the servers kept (the rig's racing
+	// clients each read back their own, CLAIMS.md).
+	c.learn(dir, name, i)
 	return 0
 }
 
