@@ -317,15 +317,22 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	if err == nil {
 		_, err = f.Write([]byte(chainMagic + name + "\n"))
 		cerr := f.Close()
-		if err != nil {
-			// Not written (a full disk): nobody can have read a
-			// chain in it, so it goes, for the next submit. Unless
-			// it cannot be removed: the write may have been made,
-			// its reply lost, and dir stays for what it names.
+		switch {
+		case err != nil && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || mutated("chain-write-lost-removes-chain")):
+			// Not written (a full disk refuses a write): nobody can
+			// have read a chain in it, so it goes, for the next
+			// submit. Unless it cannot be removed: then dir stays.
 			if rerr := vfs.Remove(fsys, path); rerr != nil && !mutated("chain-close-removes-dir") {
 				named = true
 			}
-		} else {
+		case err != nil:
+			// Any other error may be a lost reply of a write that
+			// was made: others may be using the chain it names, so
+			// both stay (if it was not made, MISC/chain stays empty,
+			// which every command reports as damage, for farm
+			// repair).
+			named = true
+		default:
 			// A close that failed after the write (an NFS flush,
 			// or its reply lost) may have left it readable to
 			// others: it stays, and so does dir, which it names.
