@@ -14,20 +14,29 @@ import (
 // runs once at the end. No case may be interrupted.
 //
 // Not parallel: the 8 meta-jobs must start together, so that 8 cases have
-// ended (and dt_cutoff is known) before any meta-job's third claim.
-func TestSlurmAutoEarlyExitAndFinal(t *testing.T) { testAutoEarlyExitAndFinal(t, slurmEngine) }
-func TestSGEAutoEarlyExitAndFinal(t *testing.T)   { testAutoEarlyExitAndFinal(t, sgeEngine) }
+// ended (and dt_cutoff is known) before any meta-job's last claim: within
+// 20 s with 1-minute meta-jobs (a third claim at 40 s). Grid Engine's
+// farm, submitted one qsub at a time, overran that on this 2-core machine
+// in a loaded make test (a first meta-job started its third case, killed
+// at its limit): its meta-jobs get 1 min 20 s, a fourth claim at 60 s,
+// and so 40 s to start in.
+func TestSlurmAutoEarlyExitAndFinal(t *testing.T) { testAutoEarlyExitAndFinal(t, slurmEngine, 24, "1") }
 
-func testAutoEarlyExitAndFinal(t *testing.T, e engine) {
+// TestSGEAutoEarlyExitAndFinal is the same on Grid Engine, whose h_rt
+// takes seconds (Slurm rounds a limit up to whole minutes): 32 cases on
+// meta-jobs of 1 min 20 s.
+func TestSGEAutoEarlyExitAndFinal(t *testing.T) { testAutoEarlyExitAndFinal(t, sgeEngine, 32, "1:20") }
+
+func testAutoEarlyExitAndFinal(t *testing.T, e engine, cases int64, limit string) {
 	e.need(t)
-	dir := e.farm(t, repeat("sleep 20", 24), "1")
+	dir := e.farm(t, repeat("sleep 20", int(cases)), limit)
 	writeFinal(t, dir)
 	mustFarm(t, dir, "submit", "8", "-auto", "--backend", e.name)
 	mustFarm(t, dir, "wait", "--timeout", "6m")
 
 	st := statusJSON(t, dir)
-	if len(st) != 24 {
-		t.Errorf("%d cases have records, want 24", len(st))
+	if int64(len(st)) != cases {
+		t.Errorf("%d cases have records, want %d", len(st), cases)
 	}
 	for id, r := range st {
 		if r.State != "succeeded" {
@@ -35,7 +44,7 @@ func testAutoEarlyExitAndFinal(t *testing.T, e engine) {
 		}
 	}
 	rec := readRecords(t, dir)
-	for id := int64(1); id <= 24; id++ {
+	for id := int64(1); id <= cases; id++ {
 		if rec.Starts[id] != 1 || rec.Ends[id] != 1 {
 			t.Errorf("case %d: %d starts, %d ends, want 1 and 1", id, rec.Starts[id], rec.Ends[id])
 		}
