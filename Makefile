@@ -34,7 +34,7 @@ install: build
 # farm's and the rig's, not those of the other packages' tests sharing the
 # cores.
 test: build
-	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m -skip '"'"'$(LOCAL_EXTRA)|^TestSimulation$$'"'"' $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 5m -run '"'"'^TestSimulation$$'"'"' ./casetable/ && $(GO) test -count=1 -timeout 18m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$'"'"' ./integration/rigtest/'
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m -skip '"'"'$(LOCAL_EXTRA)|^TestSimulation$$'"'"' $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 5m -run '"'"'^TestSimulation$$'"'"' ./casetable/ && $(GO) test -count=1 -timeout 22m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd|TestDHTExclusiveMknod)$$'"'"' ./integration/rigtest/'
 
 # The local backend's longest end-to-end tests, which make test leaves out
 # for time (about 8 minutes of test time on 2 cores): 10,000 cases exactly
@@ -62,8 +62,9 @@ rig-extra:
 # The claim core's primitives raced at the scale of issue 21 on the rig's
 # distribute-replicate volume (TestDHTExclusiveMknod, integration/CLUSTER.md):
 # RACE_DHT_NAMES names, 4 clients on 4 nodes, a brick killed and started
-# again midway. About 18 minutes here, too long for make test (which races
-# 10,000); .ci/run runs it after make test. The rig is brought up (as root)
+# again midway. About 18 minutes here, too long for make test (which left
+# it out from issue 35 on: its 10,000 names took the rig's tests past 18
+# minutes in a CI-like run); .ci/run runs it after make test. The rig is brought up (as root)
 # if it is not up, and taken down after if it was brought up here; no other
 # Slurm, Grid Engine or Chromium is started.
 RACE_DHT_NAMES ?= 100000

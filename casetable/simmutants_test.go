@@ -38,8 +38,8 @@ var simMutants = []simMutant{
 	{"own-mkdir-eexist-fatal", "38fc9a8", "a mkdir of a new, nonce-named directory answering EEXIST (the reply lost) fails the command"},
 	{"chain-close-removes-dir", "38fc9a8", "a close of MISC/chain that fails after its write removes the chain directory it names: damage"},
 	{"no-state-ends-claims", "38fc9a8", "a passing ENOENT for MISC/chain makes a meta-job of a started run quit (not submitted yet)"},
-	{"chain-write-lost-removes-chain", "this commit", "a write of MISC/chain whose reply was lost (made all the same) removes MISC/chain, which others already use: every command then says the farm was never submitted"},
-	{"table-enoent-ends-claims", "this commit", "a passing ENOENT for the run's table or the farm directory makes a meta-job quit"},
+	{"chain-write-lost-removes-chain", "4c033f3", "a write of MISC/chain whose reply was lost (made all the same) removes MISC/chain, which others already use: every command then says the farm was never submitted"},
+	{"table-enoent-ends-claims", "33b8558", "a passing ENOENT for the run's table or the farm directory makes a meta-job quit"},
 	{"one-look-is-gone", "38fc9a8", "one lookup's ENOENT (a GlusterFS brick down) takes a chain or a lane for gone: damage, or a lane closed that is not"},
 }
 
