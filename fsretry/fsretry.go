@@ -15,6 +15,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/farm-hpc/farm/vfs"
 )
 
 // Default is how long an operation is retried when no limit is given.
@@ -72,25 +74,18 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-func (r *Retrier) now() time.Time {
+// clock is r.Clock, or the system's.
+func (r *Retrier) clock() Clock {
 	if r.Clock != nil {
-		return r.Clock.Now()
+		return r.Clock
 	}
-	return time.Now()
+	return vfs.OS{}
 }
 
+func (r *Retrier) now() time.Time { return r.clock().Now() }
+
 func (r *Retrier) sleep(ctx context.Context, d time.Duration) error {
-	if r.Clock != nil {
-		return r.Clock.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return r.clock().Sleep(ctx, d)
 }
 
 func (r *Retrier) log() io.Writer {
