@@ -1369,11 +1369,15 @@ func CountLines(path string) (int64, error) {
 	return n, nil
 }
 
+// readBufSize is the buffer to read n bytes with: n, from 4 KiB up to
+// 1 MiB (a small table needs no megabyte zeroed).
+func readBufSize(n int64) int { return int(min(max(n, 4<<10), 1<<20)) }
+
 // countLines counts the lines of f before byte off.
 func countLines(f interface {
 	ReadAt([]byte, int64) (int, error)
 }, off int64) (int64, error) {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, readBufSize(off))
 	var n int64
 	for pos := int64(0); pos < off; {
 		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)

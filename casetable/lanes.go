@@ -165,7 +165,7 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 	var r io.Reader = io.NewSectionReader(f, 0, limit)
 	// Count first, to size the blocks.
 	var cases int64
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := bufio.NewReaderSize(r, readBufSize(limit))
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -187,8 +187,7 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 		}
 	}
 	x := &laneIndex{lanes: lanes, block: blockSize(cases), cases: cases}
-	r = io.NewSectionReader(f, 0, limit)
-	br = bufio.NewReaderSize(r, 1<<20)
+	br.Reset(io.NewSectionReader(f, 0, limit))
 	var off, lines, i int64
 	for {
 		line, err := br.ReadSlice('\n')
