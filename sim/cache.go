@@ -21,9 +21,10 @@ type dirCache struct {
 // lookEntry is a cached lookup: the inode (nil: ENOENT) and its
 // attributes then.
 type lookEntry struct {
-	ino   *inode
-	at    attrs
-	until time.Duration
+	ino    *inode
+	at     attrs
+	until  time.Duration
+	linked bool // made by this client's link that raced another (GlusterDHT): its opens find it too
 }
 
 // dataCopy is a client's copy of a file's content.
@@ -72,6 +73,24 @@ func (c *client) lookup(dir *inode, name string) (*inode, attrs, unix.Errno) {
 	}
 	c.learn(dir, name, e.ino)
 	return e.ino, c.attrsOf(e.ino), 0
+}
+
+// linked is the inode a link of this client that raced another
+// (linkOnto) left cached at name in dir, while the entry lives: FUSE
+// instantiates the dentry of a link with the linked inode, and a path
+// walk within the entry timeout, an open's too, goes by it
+// (fuse_dentry_revalidate), so each racing client opens its own file (the
+// rig's racing clients each read back their own, CLAIMS.md).
+func (c *client) linked(dir *inode, name string) *inode {
+	if dc := c.look[dir]; dc != nil {
+		if e, ok := dc.ents[name]; ok && e.linked && c.w.now < e.until {
+			if cur, has := dir.ents[name]; !has || cur.ino != e.ino {
+				c.stale()
+			}
+			return e.ino
+		}
+	}
+	return nil
 }
 
 // stale counts an answer from the cache that the server would not give.

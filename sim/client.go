@@ -46,7 +46,7 @@ func newClient(w *World, p *Proc) *client {
 type call struct {
 	kind fault
 	err  unix.Errno // the answer of a fault that comes before any effect
-	soft bool       // a lost reply of a soft mount's outage: ETIMEDOUT
+	cut  unix.Errno // a lost reply of an outage that cuts the client off: its answer
 }
 
 // early says the call fails before any effect.
@@ -77,6 +77,15 @@ func (c *client) decide(op opcode) call {
 	if w.now < w.outageUntil {
 		switch m.Outage {
 		case BrickDown:
+			if w.outageCut {
+				// The client cut off from every brick: ENOTCONN, a
+				// change made or not.
+				w.stats.OutageFails++
+				if op.mutates() && w.rng.IntN(2) == 0 {
+					return call{kind: fLost, cut: unix.ENOTCONN}
+				}
+				return call{kind: fDown, err: unix.ENOTCONN}
+			}
 			if w.rng.IntN(2) == 0 {
 				w.stats.OutageFails++
 				if op.lookup() {
@@ -87,23 +96,34 @@ func (c *client) decide(op opcode) call {
 		case SoftTimeout:
 			w.stats.OutageFails++
 			if op.mutates() && w.rng.IntN(2) == 0 {
-				return call{kind: fLost, soft: true}
+				return call{kind: fLost, cut: unix.ETIMEDOUT}
 			}
 			return call{kind: fDown, err: unix.ETIMEDOUT}
 		case DiskFull:
 			c.noSpace = w.outageErr
 		}
 	}
-	if m.Transient != nil && w.roll(w.faults.Transient) {
+	p := c.p
+	if m.Transient != nil && w.roll(p.rate(w.faults.Transient, op)) {
 		w.stats.Transients++
+		w.outageAtFault(p, op)
 		return call{kind: fTransient, err: m.Transient[w.rng.IntN(len(m.Transient))]}
 	}
 	held := m.CloseToOpen && (op == opWrite || op == opPwrite) // never sent: no reply to lose
-	if m.LostReply != nil && op.mutates() && !held && w.roll(w.faults.LostReply) {
+	if m.LostReply != nil && op.mutates() && !held && w.roll(p.rate(w.faults.LostReply, op)) {
 		w.stats.LostReplies++
+		w.outageAtFault(p, op)
 		return call{kind: fLost}
 	}
 	return call{}
+}
+
+// outageAtFault begins an outage window at a call's fault, if the model
+// has them and the dice say so (Faults.OutageAtFault).
+func (w *World) outageAtFault(p *Proc, op opcode) {
+	if w.model.Outage != NoOutage && w.now >= w.outageUntil && w.roll(p.rate(w.faults.OutageAtFault, op)) {
+		w.beginOutage()
+	}
 }
 
 // reply is the answer of a call op that took effect with err, and whose
@@ -112,8 +132,8 @@ func (c *client) reply(f call, op opcode, err unix.Errno, excl bool) unix.Errno 
 	if f.kind != fLost {
 		return err
 	}
-	if f.soft {
-		return unix.ETIMEDOUT
+	if f.cut != 0 {
+		return f.cut
 	}
 	w, m := c.w, &c.w.model
 	if err == 0 && w.rng.IntN(2) == 0 {

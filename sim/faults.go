@@ -36,6 +36,13 @@ type Faults struct {
 	Outage float64
 	// OutageMax is the longest outage; 0: 10 s.
 	OutageMax time.Duration
+	// OutageAtFault: per lost reply or transient error outside an
+	// outage, the probability that it is the first failure of an outage
+	// window that begins there (a reply lost because the server or the
+	// link went away, so that the calls that would look up the outcome
+	// fail too: a soft mount's timeouts come in runs). Aims outages at the
+	// moments after a call's effect, which per-step outages reach rarely.
+	OutageAtFault float64
 	// Until is the virtual time (since Epoch) after which no fault
 	// happens, so that a test can check that everything ends; 0: faults go
 	// on for ever. Freezes under way at Until end as drawn; outages,

@@ -81,7 +81,11 @@ const (
 	Hang
 	// BrickDown: a brick of a replica set is down. Each call fails, without
 	// effect, with probability 1/2: lookups, opens, creates and links with
-	// ENOENT (a "spurious" ENOENT), the others with ENOTCONN.
+	// ENOENT (a "spurious" ENOENT), the others with ENOTCONN. Or, in half
+	// the windows, the client is cut off from every brick (its node's
+	// network down): every call fails with ENOTCONN ("Transport endpoint
+	// is not connected"), and one that changes something may have reached
+	// the bricks all the same (half of them: a lost reply).
 	BrickDown
 	// SoftTimeout: the server is unreachable and the mount is soft
 	// (nfs(5), "soft"): every call fails with ETIMEDOUT once its retries
@@ -237,7 +241,10 @@ func GlusterReplica() Model {
 // then holds either file (CLAIMS.md, "GlusterFS 10.3, distribute-replicate
 // 2 × 2": both clients' link() won 14 of 2,000 and 20 of 3,000 rounds; a
 // link-based claim core claimed 59 cases twice; DHT's "linkto" files on
-// the name's hashed set). O_EXCL create, mknod, mkdir and rename stay
+// the name's hashed set), and each client that linked opens its own file
+// there for as long as it caches the name (FUSE instantiates a link's
+// dentry with the linked inode, and path walks go by it until the entry
+// times out; the rig's racing clients each read back their own). O_EXCL create, mknod, mkdir and rename stay
 // exclusive, as there — but a mkdir and a create of one name, racing,
 // may both succeed, with probability TypeRace (1/2), the name then holding
 // either (CLAIMS.md: "a mkdir and a create of one name both succeeded in 1

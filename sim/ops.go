@@ -97,6 +97,9 @@ func (c *client) openat(d int, name string, flags int, mode uint32) (int, unix.E
 // openName is the inode an open (not O_PATH) of name in dir opens: looked
 // up at the server, or made (O_CREAT).
 func (c *client) openName(dir *inode, name string, slash bool, flags int, mode uint32) (*inode, unix.Errno) {
+	if i := c.linked(dir, name); i != nil && flags&unix.O_CREAT == 0 {
+		return i, 0
+	}
 	e, ok, err := c.find(dir, name)
 	switch {
 	case err != 0:
@@ -393,8 +396,24 @@ func (c *client) linkat(od int, oname string, nd int, nname string) unix.Errno {
 		return c.noSpace
 	}
 	c.w.link(ndir, nlast, src.ino)
-	c.learn(ndir, nlast, src.ino)
+	c.learnLinked(ndir, nlast, src.ino)
 	return 0
+}
+
+// learnLinked is learn of a name this client linked to i: where links
+// race (Model.LinkRace), it opens i there while it caches the name, even
+// if a racing link replaced it at the server (linked).
+func (c *client) learnLinked(dir *inode, name string, i *inode) {
+	c.learn(dir, name, i)
+	if c.w.model.LinkRace <= 0 {
+		return
+	}
+	if dc := c.look[dir]; dc != nil {
+		if e, ok := dc.ents[name]; ok {
+			e.linked = true
+			dc.ents[name] = e
+		}
+	}
 }
 
 // typeRace reports whether a create of mode (a mkdir, or a mknod) onto
@@ -428,9 +447,9 @@ func (c *client) linkOnto(i, dir *inode, name string, dst dirent) unix.Errno {
 		w.link(dir, name, i)
 	}
 	// The client that linked sees its own file there for as long as it
-	// caches the name, whichever the servers kept (the rig's racing
-	// clients each read back their own, CLAIMS.md).
-	c.learn(dir, name, i)
+	// caches the name, whichever the servers kept, and opens it too (the
+	// rig's racing clients each read back their own, CLAIMS.md).
+	c.learnLinked(dir, name, i)
 	return 0
 }
 

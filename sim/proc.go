@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/farm-hpc/farm/vfs"
@@ -21,6 +23,8 @@ type Proc struct {
 	wakeAt  time.Duration // when it may run again
 	frozen  bool          // its wait is a freeze
 	noCrash bool
+	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
+	aimAt   []opcode
 	started bool // its goroutine is running
 	cause   cmd  // cmdCrash or cmdKill once told to die
 	fate    fate
@@ -66,6 +70,31 @@ func (p *Proc) FS() vfs.FS { return p.fs }
 func (p *Proc) NoCrash() *Proc {
 	p.noCrash = true
 	return p
+}
+
+// Aim multiplies the rates of the faults that befall p's calls (lost
+// replies, transient errors, and outages begun at one) by k, to aim
+// faults at a rare actor (a command among many meta-jobs), whose few
+// calls the world's rates reach seldom: at the calls named (as the trace
+// names them: "mknodat", "linkat", ...), or all. It returns p.
+func (p *Proc) Aim(k float64, calls ...string) *Proc {
+	p.aim, p.aimAt = k, nil
+	for _, name := range calls {
+		o := slices.Index(opNames[:], name)
+		if o < 0 || !opcode(o).isCall() {
+			panic("sim: Aim: no call " + strconv.Quote(name))
+		}
+		p.aimAt = append(p.aimAt, opcode(o))
+	}
+	return p
+}
+
+// rate is the rate r of a fault of p's call op, aimed (Aim).
+func (p *Proc) rate(r float64, op opcode) float64 {
+	if p.aim > 0 && (p.aimAt == nil || slices.Contains(p.aimAt, op)) {
+		return min(1, r*p.aim)
+	}
+	return r
 }
 
 // Crashed says whether p died of a crash fault.

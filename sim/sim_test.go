@@ -358,12 +358,17 @@ func linkRace(t *testing.T, m Model) int {
 		w.Go(fmt.Sprint(k), func(p *Proc) {
 			fs := p.FS()
 			mine := "/p." + p.Name()
-			mustOK(t, fs.Mknodat(unix.AT_FDCWD, mine, unix.S_IFREG|0o644))
+			mustOK(t, vfs.WriteNewAt(fs, unix.AT_FDCWD, mine, []byte(mine), 0o644))
 			for n := range names {
 				at := Epoch.Add(time.Duration(n+1) * 100 * time.Millisecond)
 				fs.Sleep(context.Background(), at.Sub(fs.Now()))
-				if fs.Linkat(unix.AT_FDCWD, mine, unix.AT_FDCWD, fmt.Sprintf("/n.%d", n)) == nil {
+				name := fmt.Sprintf("/n.%d", n)
+				if fs.Linkat(unix.AT_FDCWD, mine, unix.AT_FDCWD, name) == nil {
 					won[n]++
+					// A winner reads its own file back, as on the rig.
+					if b, err := vfs.ReadFile(fs, name); err != nil || string(b) != mine {
+						t.Errorf("%s: %s linked %s and read back %q, %v", m.Name, mine, name, b, err)
+					}
 				}
 			}
 		})
@@ -623,6 +628,25 @@ func TestLostReplyTookEffect(t *testing.T) {
 		if w.Root().Fstatat(unix.AT_FDCWD, "/d/b", &st, 0) != nil || w.Stats().LostReplies != 3 {
 			t.Errorf("%s: %v; /d/b not made; %s", m.Name, errs, w.Stats())
 		}
+	}
+}
+
+// TestOutageAtFault: a lost reply begins an outage window there, so that
+// the lookup of the call's outcome fails too.
+func TestOutageAtFault(t *testing.T) {
+	w := New(3, NFSSoft())
+	var made, looked error
+	w.Go("p", func(p *Proc) {
+		fs := p.FS()
+		made = fs.Mknodat(unix.AT_FDCWD, "/a", unix.S_IFREG|0o644)
+		var st unix.Stat_t
+		looked = fs.Fstatat(unix.AT_FDCWD, "/a", &st, 0)
+	})
+	run(t, w, Options{Faults: Faults{LostReply: 1, OutageAtFault: 1, OutageMax: time.Hour}})
+	var st unix.Stat_t
+	if made != unix.ETIMEDOUT && made != unix.EIO && made != unix.EEXIST || looked != unix.ETIMEDOUT ||
+		w.Root().Fstatat(unix.AT_FDCWD, "/a", &st, 0) != nil || w.Stats().Outages != 1 {
+		t.Fatalf("mknod answered %v, the lookup after it %v (want a lost reply, then ETIMEDOUT); %s", made, looked, w.Stats())
 	}
 }
 

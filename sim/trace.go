@@ -189,7 +189,11 @@ func (e *event) describe() string {
 	case evCrash:
 		return fmt.Sprintf("crashed at %s", opcode(e.a))
 	case evOutage:
-		return fmt.Sprintf("outage (%s) for %s", outageNames[e.b], time.Duration(e.a))
+		what := "client cut off from every brick"
+		if e.b < int64(len(outageNames)) {
+			what = outageNames[e.b]
+		}
+		return fmt.Sprintf("outage (%s) for %s", what, time.Duration(e.a))
 	case evFlush:
 		return fmt.Sprintf("crashed: its %d unflushed writes reach the server", e.a)
 	case evLost:

@@ -50,6 +50,7 @@ type World struct {
 
 	outageUntil time.Duration // end of the outage window under way (or last)
 	outageErr   unix.Errno    // DiskFull's answer in this window
+	outageCut   bool          // BrickDown's window cuts the client off from every brick
 
 	onStep  func()
 	onCrash func(*Proc)
@@ -150,6 +151,7 @@ func (w *World) setOptions(o Options) {
 		o.Faults.OutageMax = 10 * time.Second
 	}
 	w.opts, w.faults = o, o.Faults
+	w.outageUntil = min(w.outageUntil, w.now) // a Run's faults are its own: no outage carried over
 }
 
 // next picks the process to run next: one of those that can run now, by
@@ -238,14 +240,24 @@ func (w *World) maybeOutage() {
 	if w.model.Outage == NoOutage || w.now < w.outageUntil || !w.faulting() || !w.roll(w.faults.Outage) {
 		return
 	}
+	w.beginOutage()
+}
+
+// beginOutage begins an outage window now.
+func (w *World) beginOutage() {
 	d := w.logUniform(100*time.Millisecond, w.faults.OutageMax)
 	w.outageUntil = w.now + d
 	w.outageErr = unix.ENOSPC
 	if w.rng.IntN(2) == 0 {
 		w.outageErr = unix.EDQUOT
 	}
+	w.outageCut = w.model.Outage == BrickDown && w.rng.IntN(2) == 0
 	w.stats.Outages++
-	w.record(event{proc: -1, op: evOutage, a: int64(d), b: int64(w.model.Outage)})
+	kind := int64(w.model.Outage)
+	if w.outageCut {
+		kind = int64(len(outageNames)) // "client cut off"
+	}
+	w.record(event{proc: -1, op: evOutage, a: int64(d), b: kind})
 }
 
 // ended takes p, which has just ended, out of the running.
