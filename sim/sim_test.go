@@ -650,6 +650,68 @@ func TestOutageAtFault(t *testing.T) {
 	}
 }
 
+// TestAim: a process's faults are aimed at the calls named, and the
+// world's rates stay for the rest.
+func TestAim(t *testing.T) {
+	w := New(5, GlusterReplica())
+	var mk, dir []error
+	w.Go("p", func(p *Proc) {
+		fs := p.FS()
+		for n := range 50 {
+			mk = append(mk, fs.Mknodat(unix.AT_FDCWD, fmt.Sprintf("/m.%d", n), unix.S_IFREG|0o644))
+			dir = append(dir, fs.Mkdirat(unix.AT_FDCWD, fmt.Sprintf("/d.%d", n), 0o755))
+		}
+	}).Aim(20, "mknodat")
+	run(t, w, Options{Faults: Faults{LostReply: 0.05}})
+	dirLost := 0
+	for n := range 50 {
+		if mk[n] == nil {
+			t.Fatalf("mknod %d succeeded: want its reply lost (aimed at a rate of 1)", n)
+		}
+		if dir[n] != nil {
+			dirLost++
+		}
+	}
+	if dirLost > 10 {
+		t.Fatalf("%d of 50 mkdirs lost their replies: want about 5%% (not aimed)", dirLost)
+	}
+}
+
+// TestGlusterClientCutOff: a GlusterFS outage is one brick down (about
+// half the calls fail) or the client cut off from every brick (every call
+// fails with ENOTCONN), one window in two.
+func TestGlusterClientCutOff(t *testing.T) {
+	cut, brick := 0, 0
+	for seed := range uint64(20) {
+		w := New(seed, GlusterReplica())
+		failed := 0
+		w.Go("p", func(p *Proc) {
+			fs := p.FS()
+			var st unix.Stat_t
+			for range 40 {
+				if err := fs.Fstatat(unix.AT_FDCWD, "/", &st, 0); err != nil {
+					if err != unix.ENOTCONN && err != unix.ENOENT {
+						t.Errorf("a lookup in an outage answered %v", err)
+					}
+					failed++
+				}
+			}
+		})
+		run(t, w, Options{Faults: Faults{Outage: 1, OutageMax: time.Hour}})
+		switch {
+		case failed == 40:
+			cut++
+		case failed > 5 && failed < 35:
+			brick++
+		default:
+			t.Errorf("seed %d: %d of 40 lookups failed in an outage: want all (cut off) or about half (a brick down)", seed, failed)
+		}
+	}
+	if cut == 0 || brick == 0 {
+		t.Errorf("%d outages cut the client off, %d took a brick down: want both", cut, brick)
+	}
+}
+
 // TestPOSIX checks the server's semantics through Root.
 func TestPOSIX(t *testing.T) {
 	w := New(1, Local())
