@@ -90,7 +90,7 @@ sim:
 # 5,000, across the models) to catch it; the last line says how many were
 # caught. Every one must be.
 sim-mutants:
-	@SIM_MUTANTS=1 SIM_SCHEDULES=5000 $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
+	@SIM_MUTANTS=1 SIM_SCHEDULES=5000 SIM_MUTANT=$(SIM_MUTANT) SIM_MODEL=$(SIM_MODEL) $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
 	grep -v '^mutants:' .sim.out | grep -v '^        [0-9]'; grep '^mutants:' .sim.out; rm -f .sim.out; exit $$rc
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);

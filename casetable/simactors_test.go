@@ -3,6 +3,7 @@ package casetable
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/sim"
@@ -248,5 +249,21 @@ func (o *simOracle) reader(p *sim.Proc) {
 				st.Run, st.Gen, st.Claimed, last.Run, last.Gen, last.Claimed)
 		}
 		last = st
+	}
+}
+
+// query is farm query once everything has ended, with no faults: the
+// claim state must read, damaged only if something damaged it (a commit
+// given up undecided leaves what it made whole: its run's lanes, its
+// queued table).
+func (o *simOracle) query(p *sim.Proc) {
+	s := newSimStore(p.FS(), "query", time.Minute)
+	defer s.Close()
+	_, err := s.Read(context.Background())
+	if isDamage(err) && o.lastRun == 0 && strings.Contains(err.Error(), `MISC/chain is damaged (unreadable content "")`) {
+		return // the first submit's lost create (commandFailed)
+	}
+	if isDamage(err) && !o.damaged && !o.sc.repair && !o.firstChainLost {
+		o.violate("farm query, after everything ended, found the claim state damaged, but nothing damaged it: %v", err)
 	}
 }

@@ -117,7 +117,7 @@ func (o *simOracle) submit(p *sim.Proc) {
 // finishers wait until every one has ended.
 func (o *simOracle) command(name string, fn func(p *sim.Proc)) *sim.Proc {
 	o.interruptible(name)
-	p := o.w.Go(name, fn)
+	p := o.sc.aimed(o.w.Go(name, fn))
 	o.commands = append(o.commands, p)
 	return p
 }

@@ -101,8 +101,10 @@ func readSimSettings(t testing.TB) simSettings {
 		t.Fatalf("SIM_MODEL=%q: no such model (local, nfs, nfs-soft, gluster, gluster-dht, full)", name)
 	}
 	s.mutant = envOr(*simMutantFlag, "SIM_MUTANT")
-	if s.mutant != "" && !knownMutant(s.mutant) {
-		t.Fatalf("SIM_MUTANT=%q: no such mutant (see simMutants in casetable/simulate_test.go)", s.mutant)
+	for _, name := range strings.Split(s.mutant, ",") {
+		if s.mutant != "" && !knownMutant(name) {
+			t.Fatalf("SIM_MUTANT=%q: no mutant %q (see simMutants in casetable/simmutants_test.go)", s.mutant, name)
+		}
 	}
 	return s
 }
@@ -116,6 +118,9 @@ func (s simSettings) modelOf(seed uint64) int { return s.models[seed%uint64(len(
 // the seed that replays it, the command that does and the trace.
 func TestSimulation(t *testing.T) {
 	set := readSimSettings(t)
+	if strings.Contains(set.mutant, ",") {
+		t.Fatalf("SIM_MUTANT=%q: one mutant at a time here (a list is for make sim-mutants)", set.mutant)
+	}
 	if set.mutant != "" {
 		mutant = set.mutant
 		defer func() { mutant = "" }()
@@ -186,15 +191,17 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 		// a process retries (a commit given up undecided): more of them.
 		sc.faults.Outage *= 5
 	}
+	defer func(old time.Duration) { voidAfter = old }(voidAfter)
+	voidAfter = sc.voidAfter
 	w := sim.New(seed, simModels[m].make())
 	o := newSimOracle(w, sc)
 	o.setUp()
 	w.OnCrash(o.crashed)
 	o.interruptible("submit")
-	w.Go("submit", o.submit)
+	sc.aimed(w.Go("submit", o.submit))
 	if sc.submits > 1 {
 		o.interruptible("submit2")
-		w.Go("submit2", o.submit) // a user's second submit, or a double click
+		sc.aimed(w.Go("submit2", o.submit)) // a user's second submit, or a double click
 	}
 	last := 200
 	if keepTrace {
@@ -208,10 +215,18 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 		o.violate("the schedule did not end: %v", err)
 	}
 	if o.violation == "" {
+		// The user looks at the farm once everything has ended (farm
+		// query), the faults over.
+		w.Go("query", o.query)
+		if err := w.Run(sim.Options{MaxSteps: 2_000_000, MaxTime: 13 * time.Hour, TraceLast: last}); err != nil && o.violation == "" {
+			o.violate("farm query did not end: %v", err)
+		}
+	}
+	if o.violation == "" {
 		o.atEnd()
 	}
 	r := scheduleResult{scenario: sc.String(), violation: o.violation, stats: w.Stats()}
-	if r.violation != "" {
+	if r.violation != "" || os.Getenv("DBG_TRACE") != "" {
 		var b strings.Builder
 		n := 60
 		if keepTrace {
@@ -242,12 +257,23 @@ type scenario struct {
 	faults     sim.Faults
 	workMax    time.Duration // a batch's run time, at most
 	startAfter time.Duration // the racing commands start within this
+	voidAfter  time.Duration // voidAfter for this schedule
+	aim        float64       // the commands' calls fail this many times as often as the meta-jobs' (sim.Proc.Aim)
+	focus      bool          // aim only at the commands' exclusive creates (the commits' slots and marks)
+}
+
+// aimed is p, a command's process, with the scenario's faults aimed at it.
+func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
+	if sc.focus {
+		return p.Aim(sc.aim, "mknodat")
+	}
+	return p.Aim(sc.aim)
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d faults={crash=%g freeze=%g lost=%g transient=%g outage=%g until=%s}",
-		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims,
-		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.Until)
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus,
+		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until)
 }
 
 // drawScenario draws seed's scenario: a swarm, each seed its own mix of
@@ -281,6 +307,29 @@ func drawScenario(seed uint64) scenario {
 		Outage:    pick(0, 0, 0.0005, 0.002),
 		OutageMax: 20 * time.Second,
 		Until:     time.Duration(1+r.IntN(10)) * time.Minute,
+	}
+	sc.faults.OutageAtFault = pick(0, 0, 0.2, 1)
+	// How long a slot may stay unmarked before it is voided: farm's 20
+	// s, or much less, so that a slot's owner merely slow between its
+	// content and its mark races the void (the protocol's safety must
+	// not hang on its timeouts).
+	sc.voidAfter = []time.Duration{20 * time.Second, time.Second, 10 * time.Millisecond, 2 * time.Millisecond}[r.IntN(4)]
+	// The commands (submit, add, resubmit, repair) make few calls
+	// beside the meta-jobs' many: faults aimed at them reach their
+	// rarer moments.
+	sc.aim = pick(1, 1, 5, 20)
+	// Some outages last minutes (a server rebooted), past every
+	// process's retries.
+	sc.faults.OutageMax = time.Duration(pick(20, 20, 180)) * time.Second
+	if r.IntN(4) == 0 {
+		// Focused on the commands' commits: their exclusive creates (a
+		// slot, a mark) lose their replies often, an outage begins
+		// there, and it may outlast the command's retries: a commit
+		// given up undecided, that may have been made.
+		sc.focus, sc.aim, sc.retry = true, 20, 5*time.Second
+		sc.faults.LostReply = max(sc.faults.LostReply, 0.01)
+		sc.faults.OutageAtFault = max(sc.faults.OutageAtFault, 0.2)
+		sc.faults.OutageMax = 3 * time.Minute
 	}
 	return sc
 }
