@@ -34,7 +34,7 @@ install: build
 # farm's and the rig's, not those of the other packages' tests sharing the
 # cores.
 test: build
-	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m -skip '"'"'$(LOCAL_EXTRA)|^TestSimulation$$'"'"' $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 5m -run '"'"'^TestSimulation$$'"'"' ./casetable/ && $(GO) test -count=1 -timeout 22m -skip '"'"'^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd|TestDHTExclusiveMknod)$$'"'"' ./integration/rigtest/'
+	./integration/run-tests sh -c '$(GO) test -count=1 -p 4 -timeout 16m -skip '"'"'$(LOCAL_EXTRA)|^TestSimulation$$'"'"' $$($(GO) list ./... | grep -v /integration/rigtest$$) && $(GO) test -count=1 -timeout 5m -run '"'"'^TestSimulation$$'"'"' ./casetable/ && $(GO) test -count=1 -timeout 22m -skip '"'"'^($(RIG_EXTRA)|TestDHTExclusiveMknod)$$'"'"' ./integration/rigtest/'
 
 # The local backend's longest end-to-end tests, which make test leaves out
 # for time (about 8 minutes of test time on 2 cores): 10,000 cases exactly
@@ -51,13 +51,17 @@ local-extra: build
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,
 # about 2 minutes), a power cut after which Slurm requeues the meta-job
-# (TestRigRequeue, about 2 minutes), and farm add while 4 meta-jobs on 4
-# nodes run (TestRigAdd, about 30 s). .ci/run runs them after make test. The rig is brought up
-# (as root) if it is not up; no other Slurm, Grid Engine or Chromium is
-# started.
+# (TestRigRequeue, about 2 minutes), farm add while 4 meta-jobs on 4
+# nodes run (TestRigAdd, about 30 s), a node's slurmd killed
+# (TestRigSlurmdDeath, about 2 minutes) and the 5 runs of 4,000 cases on
+# the distribute-replicate volume, one with a brick killed
+# (TestRigFourThousandCasesDHT, about 6 minutes). .ci/run runs them after
+# make test. The rig is brought up (as root) if it is not up; no other
+# Slurm, Grid Engine or Chromium is started.
+RIG_EXTRA := TestRigWithoutRescue|TestRigRequeue|TestRigAdd|TestRigSlurmdDeath|TestRigFourThousandCasesDHT
 rig-extra:
 	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 \
-	./integration/run-tests $(GO) test -count=1 -v -timeout 20m -run '^(TestRigWithoutRescue|TestRigRequeue|TestRigAdd)$$' ./integration/rigtest/
+	./integration/run-tests $(GO) test -count=1 -v -timeout 30m -run '^($(RIG_EXTRA))$$' ./integration/rigtest/
 
 # The claim core's primitives raced at the scale of issue 21 on the rig's
 # distribute-replicate volume (TestDHTExclusiveMknod, integration/CLUSTER.md):

@@ -32,9 +32,17 @@ func TestRig(t *testing.T) {
 	t.Run("MultiNodeCases", func(t *testing.T) { multiNodeCases(t, r) })
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
-		t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
 		t.Run("RescueAfterPowerCut", func(t *testing.T) { rescueAfterPowerCut(t, r) })
 	})
+}
+
+// TestRigSlurmdDeath is a node's slurmd killed while its meta-job runs
+// (slurmdDeathLosesNothing). make test leaves it out for time (about 2
+// minutes; TestRig/NodeLoss/RescueAfterPowerCut takes a node away with
+// its meta-job); make rig-extra runs it, and .ci/run after make test.
+func TestRigSlurmdDeath(t *testing.T) {
+	r := needRig(t)
+	t.Run("SlurmdDeathLosesNothing", func(t *testing.T) { slurmdDeathLosesNothing(t, r) })
 }
 
 // TestRigWithoutRescue is what a power cut leaves with rescue off
@@ -77,6 +85,9 @@ func TestRigAdd(t *testing.T) {
 // that the run outlasts the brick's absence and its restart. The fourth
 // claims over 4 lanes, its cases sleep 20 ms, and one of its meta-jobs is
 // stopped for 25 s mid-run (freezeOneMidRun). The others are trivial.
+// make test leaves it out for time (about 6 minutes; TestRig's 4,000-case
+// farms run on the other three volumes); make rig-extra runs it, and
+// .ci/run after make test.
 func TestRigFourThousandCasesDHT(t *testing.T) {
 	r := needRig(t)
 	for run := 1; run <= 5; run++ {
