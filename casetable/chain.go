@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -1011,7 +1012,11 @@ func goneAt(fsys vfs.FS, path string, depth int) bool {
 		}
 	}
 	if parentFound == looks {
-		return true
+		// And not in its parent's listing, which a GlusterFS client
+		// reads from a brick that is up (a passing ENOENT is a
+		// lookup's): one in 256 of a brick's outages would otherwise
+		// take a lane for gone (the simulator, seed 3609 on gluster).
+		return !listed(fsys, path)
 	}
 	// The parent was not found, once or every time: gone only if it
 	// is certainly gone too.
@@ -1019,8 +1024,19 @@ func goneAt(fsys vfs.FS, path string, depth int) bool {
 }
 
 // goneLooks is how many lookups gone makes of a name: a passing ENOENT in
-// every one of them, at one in two, is a chance in 256.
+// every one of them, at one in two, is a chance in 256 (then the
+// parent's listing decides).
 const goneLooks = 8
+
+// listed reports whether path's parent lists it, or cannot be listed now
+// (then it may).
+func listed(fsys vfs.FS, path string) bool {
+	if mutated("gone-without-listing") {
+		return false
+	}
+	names, err := vfs.ReadDirNames(fsys, filepath.Dir(path))
+	return err != nil || slices.Contains(names, filepath.Base(path))
+}
 
 // writeNewAt writes b to a new file name in the directory open as d, in one
 // write.

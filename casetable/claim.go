@@ -1285,6 +1285,22 @@ func (s *Store) tableErr(op, path string, err error) error {
 	return passing(s.fs, path, &os.PathError{Op: op, Path: path, Err: err})
 }
 
+// goneOr is, for err, an error of a call on path: whether path is
+// certainly gone (an ENOENT that gone confirms), and else err, an ENOENT
+// marked transient (passing). One look decides both: two could disagree.
+func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
+	if !errors.Is(err, unix.ENOENT) || fsretry.IsTransient(err) {
+		return false, err
+	}
+	if gone(fsys, path) {
+		return true, nil
+	}
+	if mutated("gone-looked-twice") {
+		return false, passing(fsys, path, err) // a second look, which may say gone
+	}
+	return false, fsretry.Transient(err)
+}
+
 // passing marks err, an error of a call on path, as transient if it is an
 // ENOENT and path is not certainly gone: a network filesystem's passing
 // answer (GlusterFS's, while a brick is down), for a name that exists.

@@ -445,12 +445,13 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 		var lanes []string
 		if err := r.Do(ctx, func() (err error) {
 			lanes, err = readDir(s.fs, ldir)
-			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENOENT) && gone(s.fs, ldir) {
-				// A file of that name; or lanes removed since the
-				// listing (a run start that lost removes its own).
-				lanes, err = nil, nil
+			if errors.Is(err, unix.ENOTDIR) {
+				return nil // a file of that name
 			}
-			return passing(s.fs, ldir, err)
+			// Lanes removed since the listing (a run start that lost
+			// removes its own) are closed enough.
+			_, err = goneOr(s.fs, ldir, err)
+			return err
 		}); err != nil {
 			return fmt.Errorf("listing the lanes to close: %w", err)
 		}
