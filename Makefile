@@ -53,12 +53,13 @@ local-extra: build
 # about 2 minutes), a power cut after which Slurm requeues the meta-job
 # (TestRigRequeue, about 2 minutes), farm add while 4 meta-jobs on 4
 # nodes run (TestRigAdd, about 30 s), a node's slurmd killed
-# (TestRigSlurmdDeath, about 2 minutes) and the 5 runs of 4,000 cases on
+# (TestRigSlurmdDeath, about 2 minutes), the 5 runs of 4,000 cases on
 # the distribute-replicate volume, one with a brick killed
-# (TestRigFourThousandCasesDHT, about 6 minutes). .ci/run runs them after
+# (TestRigFourThousandCasesDHT, about 6 minutes), and 32 meta-jobs on 4
+# nodes (TestRigManyMetaJobs, about 30 s). .ci/run runs them after
 # make test. The rig is brought up (as root) if it is not up; no other
 # Slurm, Grid Engine or Chromium is started.
-RIG_EXTRA := TestRigWithoutRescue|TestRigRequeue|TestRigAdd|TestRigSlurmdDeath|TestRigFourThousandCasesDHT
+RIG_EXTRA := TestRigWithoutRescue|TestRigRequeue|TestRigAdd|TestRigSlurmdDeath|TestRigFourThousandCasesDHT|TestRigManyMetaJobs
 rig-extra:
 	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 \
 	./integration/run-tests $(GO) test -count=1 -v -timeout 30m -run '^($(RIG_EXTRA))$$' ./integration/rigtest/
@@ -82,7 +83,7 @@ race-dht:
 # and a fault mix of its own. A violation prints its seed and the command
 # that replays it, with the whole trace: make sim SIM_SEED=N SIM_MODEL=M.
 # The last line says how many schedules ran, the violations and the
-# speed. make test runs 5,000 (the test's own budget).
+# speed. make test runs 30,000 (the test's own budget, about a minute).
 SIM_SCHEDULES ?= 20000
 sim:
 	@SIM_SCHEDULES=$(if $(SIM_SEED),1,$(SIM_SCHEDULES)) SIM_SEED=$(SIM_SEED) SIM_MODEL=$(SIM_MODEL) SIM_MUTANT=$(SIM_MUTANT) \
@@ -91,10 +92,10 @@ sim:
 
 # Each past defect of the simulator's catalogue reintroduced in turn
 # (casetable/simmutants_test.go), with the make-test budget (SIM_SCHEDULES,
-# 5,000, across the models) to catch it; the last line says how many were
+# 30,000, across the models it names) to catch it; the last line says how many were
 # caught. Every one must be.
 sim-mutants:
-	@SIM_MUTANTS=1 SIM_SCHEDULES=5000 SIM_MUTANT=$(SIM_MUTANT) SIM_MODEL=$(SIM_MODEL) $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
+	@SIM_MUTANTS=1 SIM_SCHEDULES=30000 SIM_MUTANT=$(SIM_MUTANT) SIM_MODEL=$(SIM_MODEL) $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
 	grep -v '^mutants:' .sim.out | grep -v '^        [0-9]'; grep '^mutants:' .sim.out; rm -f .sim.out; exit $$rc
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);

@@ -56,6 +56,9 @@ var simMutants = []simMutant{
 	{"chain-write-lost-removes-chain", "4c033f3", "a write of MISC/chain whose reply was lost (made all the same) removes MISC/chain, which others already use: every command then says the farm was never submitted", lostWrites},
 	{"table-enoent-ends-claims", "33b8558", "a passing ENOENT for the run's table or the farm directory makes a meta-job quit", nil},
 	{"one-look-is-gone", "38fc9a8", "one lookup's ENOENT (a GlusterFS brick down) takes a chain or a lane for gone: damage, or a lane closed that is not", nil},
+	{"gone-without-listing", "(this commit)", "a name looked up missing 8 times, its parent found each time, taken for gone without its parent's listing: one brick's outage in 256 reports a lane as damage", nil},
+	{"gone-looked-twice", "(this commit)", "an ENOENT looked up twice, once to skip a name gone and once to mark it passing: the two looks disagree (a transient error in the first), and a repair fails on a lane removed meanwhile", nil},
+	{"void-is-legacy", "(this commit)", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil},
 }
 
 func knownMutant(name string) bool {
@@ -131,24 +134,28 @@ var simRegressions = []struct {
 	seed   uint64
 	model  string
 }{
-	{"queue-carried-to-next-run", 114, "local"},
-	{"repair-closes-new-run-lanes", 1714, "gluster-dht"},
-	{"add-removes-undecided-table", 2676, "nfs-soft"},
-	{"stale-main-base-first-twice", 13, "nfs"},
-	{"reply-decides", 13, "nfs"},
-	{"undecided-recommitted", 1054, "gluster-dht"},
-	{"enoent-is-damage", 16, "gluster-dht"},
+	{"queue-carried-to-next-run", 30, "local"},
+	{"repair-closes-new-run-lanes", 3169, "nfs"},
+	{"add-removes-undecided-table", 20474, "gluster-dht"},
+	{"stale-main-base-first-twice", 284, "nfs-soft"},
+	{"failed-read-old-base", 6496, "gluster-dht"},
+	{"reply-decides", 55, "nfs"},
+	{"undecided-recommitted", 152, "nfs-soft"},
+	{"enoent-is-damage", 15, "gluster"},
 	{"lanes-own-table", 11, "full"},
-	{"link-commit", 10, "gluster-dht"},
-	{"void-as-directory", 107, "gluster-dht"},
-	{"chain-file-by-link", 31, "gluster-dht"},
-	{"lane-gen0-eexist-fatal", 56, "nfs-soft"},
-	{"own-mkdir-eexist-fatal", 13, "nfs"},
-	{"chain-close-removes-dir", 267, "gluster"},
-	{"no-state-ends-claims", 9, "gluster"},
-	{"table-enoent-ends-claims", 3, "gluster"},
-	{"one-look-is-gone", 9, "gluster"},
-	{"chain-write-lost-removes-chain", 2783, "gluster-dht"},
+	{"link-commit", 9, "gluster-dht"},
+	{"void-as-directory", 1419, "gluster-dht"},
+	{"chain-file-by-link", 1232, "gluster-dht"},
+	{"lane-gen0-eexist-fatal", 33, "gluster"},
+	{"own-mkdir-eexist-fatal", 206, "nfs-soft"},
+	{"chain-close-removes-dir", 111, "gluster"},
+	{"no-state-ends-claims", 3, "gluster"},
+	{"chain-write-lost-removes-chain", 16243, "gluster-dht"},
+	{"table-enoent-ends-claims", 16, "gluster-dht"},
+	{"one-look-is-gone", 16, "gluster-dht"},
+	{"gone-without-listing", 3609, "gluster"},
+	{"gone-looked-twice", 6493, "nfs"},
+	{"void-is-legacy", 23021, "gluster-dht"}, // found on its own, not yet within the budget
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without

@@ -103,25 +103,26 @@ func (c *client) decide(op opcode) call {
 			c.noSpace = w.outageErr
 		}
 	}
-	p := c.p
-	if m.Transient != nil && w.roll(p.rate(w.faults.Transient, op)) {
+	k := c.p.factor(op)
+	if m.Transient != nil && w.roll(min(1, w.faults.Transient*k)) {
 		w.stats.Transients++
-		w.outageAtFault(p, op)
+		w.outageAtFault(k)
 		return call{kind: fTransient, err: m.Transient[w.rng.IntN(len(m.Transient))]}
 	}
 	held := m.CloseToOpen && (op == opWrite || op == opPwrite) // never sent: no reply to lose
-	if m.LostReply != nil && op.mutates() && !held && w.roll(p.rate(w.faults.LostReply, op)) {
+	if m.LostReply != nil && op.mutates() && !held && w.roll(min(1, w.faults.LostReply*k)) {
 		w.stats.LostReplies++
-		w.outageAtFault(p, op)
+		w.outageAtFault(k)
 		return call{kind: fLost}
 	}
 	return call{}
 }
 
 // outageAtFault begins an outage window at a call's fault, if the model
-// has them and the dice say so (Faults.OutageAtFault).
-func (w *World) outageAtFault(p *Proc, op opcode) {
-	if w.model.Outage != NoOutage && w.now >= w.outageUntil && w.roll(p.rate(w.faults.OutageAtFault, op)) {
+// has them and the dice say so (Faults.OutageAtFault, times the call's
+// aim k).
+func (w *World) outageAtFault(k float64) {
+	if w.model.Outage != NoOutage && w.now >= w.outageUntil && w.roll(min(1, w.faults.OutageAtFault*k)) {
 		w.beginOutage()
 	}
 }

@@ -25,6 +25,7 @@ type Proc struct {
 	noCrash bool
 	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
 	aimAt   []opcode
+	spare   int // AimAfter: aimed calls still spared
 	started bool // its goroutine is running
 	cause   cmd  // cmdCrash or cmdKill once told to die
 	fate    fate
@@ -89,12 +90,26 @@ func (p *Proc) Aim(k float64, calls ...string) *Proc {
 	return p
 }
 
-// rate is the rate r of a fault of p's call op, aimed (Aim).
-func (p *Proc) rate(r float64, op opcode) float64 {
-	if p.aim > 0 && (p.aimAt == nil || slices.Contains(p.aimAt, op)) {
-		return min(1, r*p.aim)
+// AimAfter spares p's first n aimed calls (Aim): the faults then land
+// past them, at the n+1-th or later (a command's commit after the
+// exclusive creates of its lanes). It returns p.
+func (p *Proc) AimAfter(n int) *Proc {
+	p.spare = n
+	return p
+}
+
+// factor is what the fault rates of p's call op are multiplied by: Aim's
+// factor if op is aimed at and not spared (AimAfter), else 1. Called once
+// a call.
+func (p *Proc) factor(op opcode) float64 {
+	if p.aim <= 0 || p.aimAt != nil && !slices.Contains(p.aimAt, op) {
+		return 1
 	}
-	return r
+	if p.spare > 0 {
+		p.spare--
+		return 1
+	}
+	return p.aim
 }
 
 // Crashed says whether p died of a crash fault.

@@ -111,7 +111,8 @@ func TestRigFourThousandCasesDHT(t *testing.T) {
 }
 
 // TestRigManyMetaJobs is the shortened configuration of BenchmarkRigClaims
-// (make bench-cluster) that make test runs: 32 meta-jobs on the 4 nodes of
+// (make bench-cluster) that make rig-extra runs (and .ci/run, after make
+// test): 32 meta-jobs on the 4 nodes of
 // partition many (8 a node, sharing its CPUs) claim a farm of 640 trivial
 // cases on the coherent volume. Every case runs exactly once — by the
 // cases' own record and by the status records — the meta-jobs ran on the 4
