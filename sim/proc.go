@@ -25,7 +25,7 @@ type Proc struct {
 	noCrash bool
 	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
 	aimAt   []opcode
-	spare   int // AimAfter: aimed calls still spared
+	spare   int  // AimAfter: aimed calls still spared
 	started bool // its goroutine is running
 	cause   cmd  // cmdCrash or cmdKill once told to die
 	fate    fate
