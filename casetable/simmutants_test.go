@@ -56,9 +56,9 @@ var simMutants = []simMutant{
 	{"chain-write-lost-removes-chain", "4c033f3", "a write of MISC/chain whose reply was lost (made all the same) removes MISC/chain, which others already use: every command then says the farm was never submitted", lostWrites},
 	{"table-enoent-ends-claims", "33b8558", "a passing ENOENT for the run's table or the farm directory makes a meta-job quit", nil},
 	{"one-look-is-gone", "38fc9a8", "one lookup's ENOENT (a GlusterFS brick down) takes a chain or a lane for gone: damage, or a lane closed that is not", nil},
-	{"gone-without-listing", "(this commit)", "a name looked up missing 8 times, its parent found each time, taken for gone without its parent's listing: one brick's outage in 256 reports a lane as damage", nil},
-	{"gone-looked-twice", "(this commit)", "an ENOENT looked up twice, once to skip a name gone and once to mark it passing: the two looks disagree (a transient error in the first), and a repair fails on a lane removed meanwhile", nil},
-	{"void-is-legacy", "(this commit)", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil},
+	{"gone-without-listing", "6163282", "a name looked up missing 8 times, its parent found each time, taken for gone without its parent's listing: one brick's outage in 256 reports a lane as damage", nil},
+	{"gone-looked-twice", "6163282", "an ENOENT looked up twice, once to skip a name gone and once to mark it passing: the two looks disagree (a transient error in the first), and a repair fails on a lane removed meanwhile", nil},
+	{"void-is-legacy", "6163282", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil},
 }
 
 func knownMutant(name string) bool {
