@@ -146,7 +146,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 		o.commandFailed(p.Name(), err)
 		return
 	}
-	o.started(spec, ids)
+	o.started(spec, ids, s.chainDir())
 }
 
 // add is farm add: a few new cases, queued to the current run.
@@ -268,4 +268,12 @@ func (o *simOracle) query(p *sim.Proc) {
 	if isDamage(err) && !o.damaged && !o.sc.repair && !o.firstChainLost {
 		o.violate("farm query, after everything ended, found the claim state damaged, but nothing damaged it: %v", err)
 	}
+}
+
+// chainDir is the chain s last read or committed on ("" if none).
+func (s *Store) chainDir() string {
+	if s.ch == nil {
+		return ""
+	}
+	return s.ch.dir
 }

@@ -29,7 +29,7 @@ type simOracle struct {
 	nextID   int64                      // the next ID farm add gives
 	maybe    map[int64]bool             // IDs an add may have queued (its commit undecided)
 	done     map[int64]bool             // cases run to their end (what a resubmit leaves out)
-	starts   map[int64]int              // runs started, by the generation they were decided on
+	starts   map[string]int             // runs started, by the chain and generation they were decided on
 	closed   map[int]bool               // runs whose lanes a command may have closed (closeRun)
 	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
 	cancels  []context.CancelFunc       // those no interrupt cancels
@@ -54,7 +54,7 @@ type simRun struct {
 
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
-		done: map[int64]bool{}, starts: map[int64]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{},
+		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{},
 		restarts: sc.restarts, ctxs: map[string]context.Context{}}
 }
 
@@ -97,7 +97,7 @@ func (o *simOracle) submit(p *sim.Proc) {
 		o.commandFailed(p.Name(), err)
 		return
 	}
-	o.started(spec, o.master)
+	o.started(spec, o.master, s.chainDir())
 	for i := range o.sc.adds {
 		o.command("add"+strconv.Itoa(i+1), o.add)
 	}
@@ -186,16 +186,19 @@ func (o *simOracle) commandFailed(who string, err error) {
 	}
 }
 
-// started records that spec's run started, over the cases ids, and starts
-// its meta-jobs: the scenario's claimers, and a finisher that starts once
-// the faults are over and claims whatever is left.
-func (o *simOracle) started(spec RunSpec, ids []int64) {
+// started records that spec's run started, over the cases ids, on the
+// chain in chain (a repair starts another, whose generations count from 0
+// again), and starts its meta-jobs: the scenario's claimers, and a
+// finisher that starts once the faults are over and claims whatever is
+// left.
+func (o *simOracle) started(spec RunSpec, ids []int64, chain string) {
 	if o.runs[spec.Run] != nil {
 		o.violate("run %d started twice (one run at a time)", spec.Run)
 		return
 	}
-	if o.starts[spec.Base]++; spec.Base >= 0 && o.starts[spec.Base] > 1 {
-		o.violate("two runs started from generation %d (one run at a time)", spec.Base)
+	from := fmt.Sprintf("%s@%d", chain, spec.Base)
+	if o.starts[from]++; spec.Base >= 0 && o.starts[from] > 1 {
+		o.violate("two runs started from generation %d of %s (one run at a time)", spec.Base, chain)
 		return
 	}
 	r := &simRun{n: spec.Run, ids: map[int64]bool{}, claimed: map[int64]string{}, closed: o.closed[spec.Run]}
