@@ -82,11 +82,12 @@ race-dht:
 # 1) over the filesystem models (SIM_MODEL: one of them), each a scenario
 # and a fault mix of its own. A violation prints its seed and the command
 # that replays it, with the whole trace: make sim SIM_SEED=N SIM_MODEL=M.
+# SIM_SEED=N SIM_SCHEDULES=K runs K seeds from N (a long run in parts).
 # The last line says how many schedules ran, the violations and the
 # speed. make test runs 30,000 (the test's own budget, about a minute).
 SIM_SCHEDULES ?= 20000
 sim:
-	@SIM_SCHEDULES=$(if $(SIM_SEED),1,$(SIM_SCHEDULES)) SIM_SEED=$(SIM_SEED) SIM_MODEL=$(SIM_MODEL) SIM_MUTANT=$(SIM_MUTANT) \
+	@SIM_SCHEDULES=$(if $(and $(SIM_SEED),$(filter file,$(origin SIM_SCHEDULES))),1,$(SIM_SCHEDULES)) SIM_SEED=$(SIM_SEED) SIM_MODEL=$(SIM_MODEL) SIM_MUTANT=$(SIM_MUTANT) \
 	$(GO) test -count=1 -timeout 0 -v -run '^TestSimulation$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
 	grep -v '^sim:' .sim.out; grep '^sim:' .sim.out; rm -f .sim.out; exit $$rc
 
