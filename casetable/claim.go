@@ -63,6 +63,9 @@ type State struct {
 	Own Queued
 
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
+	// Chain is the chain Gen is of (its directory's name; not stored): a
+	// repair starts another, whose generations count from 0 again.
+	Chain string
 }
 
 // Queued is a table queued to a run (State.Queue), with the cursor in it:
@@ -592,7 +595,7 @@ func (s *Store) load(n int64) error {
 		}
 		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
-	st.Gen = n
+	st.Gen, st.Chain = n, filepath.Base(s.ch.dir)
 	// The chain's top is from the reading that found n (latest), so the
 	// marks between n and it are voids: the next commit goes past them.
 	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
@@ -744,7 +747,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 		}
 		if won {
 			r.OK()
-			st.Gen = next
+			st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
 			s.gen, s.top, s.cur = next, next, st
 			s.contended(next, lost)
 			return st, nil

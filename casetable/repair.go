@@ -167,7 +167,7 @@ func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	case err != nil:
 		rd.Err = &DamageError{Path: c.genPath(n), Why: err.Error()}
 	default:
-		st.Gen = n
+		st.Gen, st.Chain = n, filepath.Base(c.dir)
 		rd.State = st
 		if st.Lanes > 1 {
 			// A run with lanes reads well only if its lanes do; a
@@ -297,7 +297,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
 	s.setChain(c)
-	st.Gen = 0
+	st.Gen, st.Chain = 0, filepath.Base(c.dir)
 	s.gen, s.cur = 0, st
 	return nil
 }
@@ -350,7 +350,7 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 		return &RepairRaceError{}
 	}
 	s.setChain(c)
-	st.Gen = next
+	st.Gen, st.Chain = next, filepath.Base(c.dir)
 	s.gen, s.cur = next, st
 	return nil
 }

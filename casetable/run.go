@@ -23,12 +23,20 @@ var ErrMoved = errors.New("the claim state moved on since it was read")
 // RunSpec is a run to start.
 type RunSpec struct {
 	Base   int64  // the generation the caller decided on (ErrMoved if it is not the newest)
+	Chain  string // the chain Base is of (State.Chain; "": the caller read none)
 	Run    int    // the run's number
 	Table  string // its table, relative to the farm directory
 	Simple bool   // one case per meta-job: no lanes
 	Cases  int64  // the table's cases
 	MaxID  int64  // a first run: the table's largest ID (0: the state's stays)
 	Jobs   int    // the meta-jobs it is started for: its lanes (LanesFor)
+}
+
+// moved reports whether st is not the state spec was decided on: another
+// generation, or one of another chain (a repair made it since, and its
+// generations count from 0 again).
+func (spec RunSpec) moved(st State) bool {
+	return st.Gen != spec.Base || spec.Chain != "" && st.Chain != spec.Chain && !mutated("base-of-any-chain")
 }
 
 // StartRun makes spec's run the current one, if the state is still at
@@ -46,7 +54,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	if err != nil && !errors.Is(err, ErrNoState) {
 		return err
 	}
-	if err == nil && cur.Gen != spec.Base {
+	if err == nil && spec.moved(cur) {
 		return ErrMoved
 	}
 	lanes := State{Run: spec.Run, Table: spec.Table, Simple: spec.Simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
@@ -64,7 +72,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		return err
 	}
 	err = s.Update(ctx, func(st *State) error {
-		if st.Gen != spec.Base {
+		if spec.moved(*st) {
 			return ErrMoved
 		}
 		st.startRun(spec, lanes, cur)

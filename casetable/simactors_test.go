@@ -132,7 +132,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	if len(ids) == 0 {
 		return
 	}
-	spec := RunSpec{Base: cur.Gen, Run: cur.Run + 1, Table: fmt.Sprintf("MISC/table.run%d.%s", cur.Run+1, p.Name()),
+	spec := RunSpec{Base: cur.Gen, Chain: cur.Chain, Run: cur.Run + 1, Table: fmt.Sprintf("MISC/table.run%d.%s", cur.Run+1, p.Name()),
 		Cases: int64(len(ids)), Jobs: o.sc.jobs}
 	if err := vfs.WriteAtomic(fsys, simTablePath(spec.Table), 0o644, simTable(ids)); err != nil {
 		return

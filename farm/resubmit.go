@@ -175,7 +175,7 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	}
 	su.announce = fmt.Sprintf("Resubmitting %s (%s).", chose, layout.RetryTable)
 	su.logLine = fmt.Sprintf("resubmit: run %d runs %s; %s", state.Run+1, chose, tries)
-	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run + 1, table: runTable, cases: n}); err != nil {
+	if err := f.launch(ctx, su, opt, runSpec{base: state.Gen, chain: state.Chain, run: state.Run + 1, table: runTable, cases: n}); err != nil {
 		f.removeRunTable(ctx, runTable)
 		return err
 	}

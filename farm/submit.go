@@ -138,7 +138,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		}
 		su.record = choice.record
 		su.announce = fmt.Sprintf("Run %d is active: adding jobs to it.", state.Run)
-		return f.launch(ctx, su, opt, runSpec{base: state.Gen, run: state.Run, table: state.Table})
+		return f.launch(ctx, su, opt, runSpec{base: state.Gen, chain: state.Chain, run: state.Run, table: state.Table})
 	}
 	// Everything is checked before table.dat is numbered (in launch,
 	// once nothing can refuse): a refused submit changes nothing.
@@ -169,7 +169,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		}
 		return f.snapshotTable(runTable, want)
 	}
-	err = f.launch(ctx, su, opt, runSpec{base: state.Gen, run: 1, table: runTable, cases: info.Cases, maxID: info.MaxID})
+	err = f.launch(ctx, su, opt, runSpec{base: state.Gen, chain: state.Chain, run: 1, table: runTable, cases: info.Cases, maxID: info.MaxID})
 	if err != nil {
 		f.removeRunTable(ctx, runTable)
 	}
@@ -340,6 +340,7 @@ type runSpec struct {
 	// if the state has moved on since (another submit or resubmit started
 	// a run, or a meta-job claimed), nothing is started.
 	base  int64
+	chain string // the chain base is of (casetable.State.Chain)
 	run   int
 	table string // the table the run is over
 	cases int    // the cases of table; 0: adding jobs to the active run
@@ -636,7 +637,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 	store := f.Store()
 	defer store.Close()
 	store.Log = f.Out
-	err := store.StartRun(ctx, casetable.RunSpec{Base: nr.base, Run: nr.run, Table: nr.table, Simple: simple,
+	err := store.StartRun(ctx, casetable.RunSpec{Base: nr.base, Chain: nr.chain, Run: nr.run, Table: nr.table, Simple: simple,
 		Cases: int64(nr.cases), MaxID: nr.maxID, Jobs: nr.jobs})
 	if errors.Is(err, casetable.ErrMoved) {
 		return errMovedUser
