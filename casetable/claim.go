@@ -1298,8 +1298,8 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	if gone(fsys, path) {
 		return true, nil
 	}
-	if mutated("gone-looked-twice") {
-		return false, passing(fsys, path, err) // a second look, which may say gone
+	if mutated("gone-looked-twice") && gone(fsys, path) {
+		return false, err // a second look, which said gone
 	}
 	return false, fsretry.Transient(err)
 }
@@ -1308,8 +1308,8 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 // ENOENT and path is not certainly gone: a network filesystem's passing
 // answer (GlusterFS's, while a brick is down), for a name that exists.
 func passing(fsys vfs.FS, path string, err error) error {
-	if errors.Is(err, unix.ENOENT) && !fsretry.IsTransient(err) && !gone(fsys, path) {
-		return fsretry.Transient(err)
+	if isGone, perr := goneOr(fsys, path, err); !isGone {
+		return perr
 	}
 	return err
 }
