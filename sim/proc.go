@@ -25,9 +25,10 @@ type Proc struct {
 	noCrash bool
 	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
 	aimAt   []opcode
-	spare   int  // AimAfter: aimed calls still spared
-	started bool // its goroutine is running
-	cause   cmd  // cmdCrash or cmdKill once told to die
+	spare   int     // AimAfter: aimed calls still spared
+	slow    float64 // Slow's factor (0: 1)
+	started bool    // its goroutine is running
+	cause   cmd     // cmdCrash or cmdKill once told to die
 	fate    fate
 
 	panicValue any
@@ -95,6 +96,14 @@ func (p *Proc) Aim(k float64, calls ...string) *Proc {
 // exclusive creates of its lanes). It returns p.
 func (p *Proc) AimAfter(n int) *Proc {
 	p.spare = n
+	return p
+}
+
+// Slow makes p's calls take about k times as long as others' (k > 1): a
+// process on a loaded node (a login node, a node swapping), whose calls
+// the others' overtake. It returns p.
+func (p *Proc) Slow(k float64) *Proc {
+	p.slow = k
 	return p
 }
 

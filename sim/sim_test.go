@@ -677,6 +677,31 @@ func TestAim(t *testing.T) {
 	}
 }
 
+// TestSlow: a slow process's calls are overtaken: of two making the same
+// calls from the same moment, the one Slow(10) ends last, several times
+// as late.
+func TestSlow(t *testing.T) {
+	w := New(7, Local())
+	var end = map[string]time.Duration{}
+	for _, name := range []string{"slow", "fast"} {
+		p := w.Go(name, func(p *Proc) {
+			fs := p.FS()
+			var st unix.Stat_t
+			for range 100 {
+				fs.Fstatat(unix.AT_FDCWD, "/", &st, 0)
+			}
+			end[name] = p.w.now
+		})
+		if name == "slow" {
+			p.Slow(10)
+		}
+	}
+	run(t, w, Options{})
+	if end["slow"] < 4*end["fast"] {
+		t.Fatalf("the slow process ended at %s, the other at %s: want it several times as late", end["slow"], end["fast"])
+	}
+}
+
 // TestGlusterClientCutOff: a GlusterFS outage is one brick down (about
 // half the calls fail) or the client cut off from every brick (every call
 // fails with ENOTCONN), one window in two.

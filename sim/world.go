@@ -192,6 +192,11 @@ func (w *World) next() (*Proc, error) {
 			w.freeze(p, 0)
 			continue
 		}
+		if p.slow > 1 && p.op.isCall() && w.rng.Float64()*p.slow > 1 {
+			// A slow process's call: not yet done (Proc.Slow).
+			p.wakeAt = w.now + w.logUniform(w.model.MinLatency, w.model.MaxLatency)
+			continue
+		}
 		return p, nil
 	}
 }
