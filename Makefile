@@ -96,8 +96,8 @@ sim:
 # 30,000, across the models it names) to catch it; the last line says how many were
 # caught. Every one must be.
 sim-mutants:
-	@SIM_MUTANTS=1 SIM_SCHEDULES=30000 SIM_MUTANT=$(SIM_MUTANT) SIM_MODEL=$(SIM_MODEL) $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim.out 2>&1; rc=$$?; \
-	grep -v '^mutants:' .sim.out | grep -v '^        [0-9]'; grep '^mutants:' .sim.out; rm -f .sim.out; exit $$rc
+	@SIM_MUTANTS=1 SIM_SCHEDULES=30000 SIM_MUTANT=$(SIM_MUTANT) SIM_MODEL=$(SIM_MODEL) $(GO) test -count=1 -timeout 0 -v -run '^TestSimMutants$$' ./casetable/ > .sim-mutants.out 2>&1; rc=$$?; \
+	grep -v '^mutants:' .sim-mutants.out | grep -v '^        [0-9]'; grep '^mutants:' .sim-mutants.out; rm -f .sim-mutants.out; exit $$rc
 
 # Unit and local-backend tests (and the Slurm tests if a Slurm is up);
 # nothing is started, and the cluster rig's tests are off.

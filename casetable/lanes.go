@@ -414,7 +414,7 @@ func (s *Store) CloseLanes(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for l := 0; l < st.Lanes; l++ {
 		dir := filepath.Join(s.misc, st.LaneDir, strconv.Itoa(l))
-		if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
+		if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
 			return fmt.Errorf("closing lane %d of run %d: %w", l, st.Run, err)
 		}
 	}
@@ -463,7 +463,7 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 			if st, err := vfs.Stat(s.fs, dir); err == nil && !vfs.IsDir(&st) {
 				continue
 			}
-			if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
+			if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
 				return fmt.Errorf("closing the lane %s: %w", dir, err)
 			}
 		}

@@ -40,12 +40,16 @@ import (
 //     only ever replaced by the holder of the name for what it holds, so
 //     it still holds what the winner read when the winner replaces it. A
 //     missing MISC/chain is first made into an empty placeholder (O_EXCL
-//     create), so that "missing" has a name too. The winner makes its new chain, with the rebuilt state
-//     as its generation 0, before anyone can see it; closes every other chain
-//     directory in MISC (a closing generation, itself a commit: a process
-//     that holds the chain cannot commit on it after that), failing on any
-//     error while it lists or closes them; and only then renames its chain's
-//     name over MISC/chain.
+//     create), so that "missing" has a name too. The winner closes every
+//     chain directory in MISC (a closing generation, itself a commit: a
+//     process that holds the chain cannot commit on it after that; it
+//     records the run and MaxID of the state it closes), failing on any
+//     error while it lists or closes them; makes its new chain, with the
+//     rebuilt state as its generation 0, before anyone can see it; and only
+//     then renames its chain's name over MISC/chain. A run started on an
+//     old chain after the reading (by a resubmit that held it since before
+//     the damage) is closed by the closing, and the rebuilt state closes it
+//     too: its run and IDs are never moved back.
 //
 // Primitives relied on: the chain's commit (a name that cannot be made
 // twice, whatever primitive chain.commit uses), O_EXCL create (the
@@ -273,21 +277,28 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		}
 		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 	}
+	last, err := s.closeOthers(ctx, &r)
+	if err != nil {
+		return giveUp(err)
+	}
+	// Every lane too: MISC/chain names no readable state, so no run can
+	// start but on a chain held since before it was damaged, closed now.
+	if err := s.closeAllLanes(ctx, &r, 0); err != nil {
+		return giveUp(err)
+	}
+	if !mutated("repair-forgets-closed-run") {
+		// A run started, or IDs taken, on a chain after the reading and
+		// before its closing (by a 'farm resubmit' or 'farm add' that
+		// held the chain since before MISC/chain was damaged) is closed
+		// with the rest, never moved back: the next run is after it, and
+		// its IDs stay taken (the simulator, seed 348156 on local).
+		st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
+	}
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
 		c, err = s.newChain(st)
 		return err
 	}); err != nil {
-		return giveUp(err)
-	}
-	if err := s.closeOthers(ctx, &r, c.dir); err != nil {
-		c.close()
-		return giveUp(err)
-	}
-	// Every lane too: MISC/chain names no readable state, so no run can
-	// have started since the reading.
-	if err := s.closeAllLanes(ctx, &r, 0); err != nil {
-		c.close()
 		return giveUp(err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
@@ -446,20 +457,23 @@ func (s *Store) newChain(st State) (*chain, error) {
 	return c, nil
 }
 
-// closeOthers closes every chain directory in MISC but keep. Any error
-// while listing MISC or closing a chain fails it: a chain left open could
-// go on beside the new one.
-func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) error {
+// closeOthers closes every chain directory in MISC, and returns the newest
+// run and the largest MaxID of the states they held when closed
+// (closeChain). Any error while
+// listing MISC or closing a chain fails it: a chain left open could go on
+// beside the new one.
+func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier) (State, error) {
+	var last State
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
 		names, err = readDir(s.fs, s.misc)
 		return passing(s.fs, s.misc, err)
 	}); err != nil {
-		return fmt.Errorf("listing the chains to close: %w", err)
+		return last, fmt.Errorf("listing the chains to close: %w", err)
 	}
 	for _, name := range names {
 		dir := filepath.Join(s.misc, name)
-		if !strings.HasPrefix(name, "claims.") || dir == keep {
+		if !strings.HasPrefix(name, "claims.") {
 			continue
 		}
 		var st unix.Stat_t
@@ -469,43 +483,49 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string
 			removed, err = goneOr(s.fs, dir, err)
 			return err
 		}); err != nil {
-			return fmt.Errorf("closing the chain %s: %w", dir, err)
+			return last, fmt.Errorf("closing the chain %s: %w", dir, err)
 		}
-		if removed {
+		if removed || !vfs.IsDir(&st) {
 			continue
 		}
-		if !vfs.IsDir(&st) {
-			continue
+		var was State
+		if err := r.Do(ctx, func() (err error) {
+			was, err = closeChainDir(s.fs, dir)
+			return err
+		}); err != nil {
+			return last, fmt.Errorf("closing the chain %s: %w", dir, err)
 		}
-		if err := r.Do(ctx, func() error { return closeChainDir(s.fs, dir) }); err != nil {
-			return fmt.Errorf("closing the chain %s: %w", dir, err)
-		}
+		last.Run, last.MaxID = max(last.Run, was.Run), max(last.MaxID, was.MaxID)
 	}
-	return nil
+	return last, nil
 }
 
-// closeChainDir closes the chain in dir; a directory removed meanwhile is
-// closed enough.
-func closeChainDir(fsys vfs.FS, dir string) error {
+// closeChainDir closes the chain in dir, as closeChain; a directory
+// removed meanwhile is closed enough.
+func closeChainDir(fsys vfs.FS, dir string) (State, error) {
 	c := newChain(fsys, dir)
 	defer c.close()
-	err := closeChain(c)
+	last, err := closeChain(c)
 	if errors.Is(err, syscall.ENOENT) {
 		if gone(fsys, dir) {
-			return nil
+			return State{}, nil
 		}
-		return fsretry.Transient(err) // it is there: a passing ENOENT
+		return State{}, fsretry.Transient(err) // it is there: a passing ENOENT
 	}
-	return err
+	return last, err
 }
 
 // closeChain commits a generation that closes the chain c: whoever reads it
-// opens MISC/chain again, and nobody can commit on the chain after it.
-func closeChain(c *chain) error {
+// opens MISC/chain again, and nobody can commit on the chain after it. It
+// returns the run and MaxID of the generation before the closing, which
+// the closing records (run= and maxid= before "closed", which farm reads
+// as the end of the record), so that a chain closed already, by a repair
+// that died or whose reply was lost, says them too; zero if none reads.
+func closeChain(c *chain) (last State, err error) {
 	for {
 		n, err := c.latest(-1)
 		if err != nil {
-			return err
+			return State{}, err
 		}
 		legacy := false
 		if n < 0 {
@@ -514,7 +534,7 @@ func closeChain(c *chain) error {
 			// generation after its newest, made as any other: an
 			// older farm sees its name.
 			if n, err = c.legacyLatest(-1); err != nil {
-				return err
+				return State{}, err
 			}
 			legacy = n >= 0
 			if legacy && !mutated("void-is-legacy") {
@@ -526,35 +546,42 @@ func closeChain(c *chain) error {
 				// seed 23021 on gluster-dht).
 				m, err := c.marker(0)
 				if err != nil {
-					return err
+					return State{}, err
 				}
 				legacy = m == unmarked
 			}
 		}
+		last = State{}
 		if n >= 0 {
 			b, err := c.read(n)
-			if err == nil && strings.HasSuffix(string(b), " closed\n") {
-				return nil
-			}
 			if err != nil && !errors.Is(err, errBuried) && !os.IsNotExist(err) {
-				return err
+				return State{}, err
+			}
+			if err == nil {
+				var st State
+				switch st.unmarshal(b) {
+				case errClosed:
+					return State{Run: st.Run, MaxID: st.MaxID}, nil
+				case nil:
+					last = State{Run: st.Run, MaxID: st.MaxID}
+				}
 			}
 		}
 		nonce := newNonce(c.fs)
 		next := c.nextSlot(n)
-		won, err := c.commit(next, []byte(fmt.Sprintf("%sgen=%d nonce=%s closed\n", genMagic, next, nonce)), nonce)
+		won, err := c.commit(next, closing(next, last, nonce), nonce)
 		if errors.As(err, new(*UndecidedError)) {
-			return err // transient: the caller tries again, from a new reading
+			return State{}, err // transient: the caller tries again, from a new reading
 		}
 		if err != nil {
 			var de *DamageError
 			if errors.As(err, &de) {
-				return &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
+				return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
 			}
-			return err
+			return State{}, err
 		}
 		if won {
-			return nil
+			return last, nil
 		}
 		if legacy {
 			continue // an older farm's process made it: read again
@@ -562,9 +589,19 @@ func closeChain(c *chain) error {
 		// Another process took the slot (a stalled claimer that
 		// resumed): once it is marked, close after it.
 		if _, err := c.await(context.Background(), next); err != nil {
-			return err
+			return State{}, err
 		}
 	}
+}
+
+// closing is the record of generation n that closes a chain whose last
+// state was last.
+func closing(n int64, last State, nonce string) []byte {
+	b := fmt.Appendf(nil, "%sgen=%d ", genMagic, n)
+	if last.Run > 0 {
+		b = fmt.Appendf(b, "run=%d maxid=%d ", last.Run, last.MaxID)
+	}
+	return fmt.Appendf(b, "nonce=%s closed\n", nonce)
 }
 
 // install names the chain directory dir in MISC/chain, replacing what rd

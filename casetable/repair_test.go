@@ -144,6 +144,66 @@ func TestRepairCommitsOnlyOnTheGenerationItRead(t *testing.T) {
 	}
 }
 
+// A repair that replaces a damaged MISC/chain closes a run that a store
+// holding the old chain started after the repair's reading (a resubmit
+// since before the damage), and its state names that run, with its IDs:
+// the run is never moved back (the simulator's seed 348156). A second
+// repair, from the chain closed already, reads the same from the closing.
+func TestRepairClosesARunStartedOnTheOldChain(t *testing.T) {
+	ctx := context.Background()
+	dir := newFarm(t, 10)
+	misc := filepath.Join(dir, "MISC")
+	held := NewStore(dir, misc)
+	defer held.Close()
+	if _, err := held.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chainFile := filepath.Join(misc, "chain")
+	os.WriteFile(chainFile, []byte("nonsense\n"), 0o644)
+	rep := NewStore(dir, misc)
+	rd, err := rep.Inspect(ctx)
+	if err != nil || rd.Err == nil {
+		t.Fatalf("inspect of a damaged MISC/chain: %v %v; want damage", err, rd.Err)
+	}
+	if err := held.Update(ctx, func(s *State) error { s.Run, s.Claimed, s.MaxID = 2, 0, 12; return nil }); err != nil {
+		t.Fatalf("a commit on the held chain: %v", err)
+	}
+	old := held.chainDir()
+	if err := rep.RepairFrom(ctx, rd, State{Run: 1, Table: "table.dat", Cases: 10, Claimed: 10, MaxID: 10}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStore(dir, misc).Read(ctx)
+	if err != nil || s.Run != 2 || s.MaxID != 12 || s.Claimed != s.Cases {
+		t.Fatalf("after the repair: %+v %v; want run 2 closed, MaxID 12", s, err)
+	}
+	if err := held.Update(ctx, func(s *State) error { s.Claimed++; return nil }); err == nil && held.Last().Chain != s.Chain {
+		t.Errorf("the held store committed on the closed chain")
+	}
+	// The closing says the run it closed, for a repair that finds the
+	// chain closed already (its closer died before naming its new one).
+	closings, _ := filepath.Glob(filepath.Join(old, "*", "g.*"))
+	found := false
+	for _, g := range closings {
+		b, _ := os.ReadFile(g)
+		found = found || strings.Contains(string(b), " run=2 maxid=12 nonce=") && strings.HasSuffix(string(b), " closed\n")
+	}
+	if !found {
+		t.Errorf("no closing generation in %v says run 2 and MaxID 12", closings)
+	}
+	c, err := openChain(vfs.OS{}, misc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	os.WriteFile(chainFile, []byte("nonsense again\n"), 0o644)
+	if err := NewStore(dir, misc).Repair(ctx, State{Run: 1, Table: "table.dat", Cases: 10, Claimed: 10, MaxID: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := NewStore(dir, misc).Read(ctx); err != nil || s.Run != 2 || s.MaxID != 12 {
+		t.Fatalf("after the second repair: %+v %v; want run 2, MaxID 12", s, err)
+	}
+}
+
 // Two repairs that read the same unusable state: one replaces the chain,
 // the other changes nothing and says which repair holds the right; every
 // chain but the new one is closed.

@@ -115,7 +115,11 @@ func (c *simClaimer) failed(err error) {
 func (o *simOracle) resubmit(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := o.ctx(p)
-	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	if o.sc.together {
+		fsys.Sleep(ctx, o.sc.startAfter/2)
+	} else {
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	}
 	s := newSimStore(fsys, p.Name(), o.sc.retry)
 	defer s.Close()
 	cur, err := s.Read(ctx)
@@ -142,7 +146,10 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	// resubmit's. (Its own start may not be recorded yet: the command that
 	// started it may be frozen after its commit.)
 	o.closeRun(cur.Run)
-	if err := s.StartRun(ctx, spec); err != nil {
+	o.starting++
+	err = s.StartRun(ctx, spec)
+	o.starting--
+	if err != nil {
 		o.commandFailed(p.Name(), err)
 		return
 	}
@@ -191,13 +198,33 @@ func (o *simOracle) add(p *sim.Proc) {
 func (o *simOracle) repair(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := o.ctx(p)
-	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
-	s := newSimStore(fsys, "repair", o.sc.retry)
+	if o.sc.chase {
+		// Within moments of a resubmit's run start, or of its commit
+		// (the oracle's count of them; a repair may not see a start
+		// coming).
+		byCommit, run := fsys.Rand()%2 == 0, o.lastRun
+		for waited := time.Duration(0); waited < o.sc.startAfter+2*time.Second; waited += 5 * time.Millisecond {
+			if byCommit && o.lastRun > run || !byCommit && o.starting > 0 {
+				break
+			}
+			fsys.Sleep(ctx, 5*time.Millisecond)
+		}
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(10*time.Millisecond)))
+	} else {
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
+	}
+	s := newSimStore(fsys, p.Name(), o.sc.retry)
 	defer s.Close()
 	rd, err := s.Inspect(ctx)
 	if err != nil {
-		o.commandFailed("repair", err)
+		o.commandFailed(p.Name(), err)
 		return
+	}
+	// farm repair reads the records and asks the batch system for the
+	// farm's jobs (squeue, qstat) between its reading and its commit:
+	// up to seconds, in which the state may move on.
+	if !o.sc.chase && fsys.Rand()%2 == 0 {
+		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(3*time.Second)))
 	}
 	// The run to close: the state's, or the newest the records know
 	// (farm repair's runToClose), which a damaged state does not say.
@@ -219,8 +246,26 @@ func (o *simOracle) repair(p *sim.Proc) {
 	for r := 1; r <= upTo; r++ {
 		o.closeRun(r)
 	}
-	if err := s.RepairFrom(ctx, rd, closed); err != nil {
-		o.commandFailed("repair", err)
+	if rd.usable {
+		if err := s.RepairFrom(ctx, rd, closed); err != nil {
+			o.commandFailed(p.Name(), err)
+		}
+		return
+	}
+	// A new chain: it closes every chain, with the runs started on them
+	// since the reading (by a command that held the chain since before
+	// the damage), which its state must then close too. If it fails, or
+	// dies, they may be closed all the same.
+	o.replaces[p] = true
+	err = s.RepairFrom(ctx, rd, closed)
+	delete(o.replaces, p)
+	if err != nil {
+		o.closeRuns()
+		o.commandFailed(p.Name(), err)
+		return
+	}
+	for r := 1; r <= s.cur.Run; r++ {
+		o.closeRun(r)
 	}
 }
 

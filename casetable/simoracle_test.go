@@ -34,7 +34,9 @@ type simOracle struct {
 	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
 	cancels  []context.CancelFunc       // those no interrupt cancels
 	claimers map[*sim.Proc]*simClaimer
+	replaces map[*sim.Proc]bool // the repairs replacing the chain (RepairFrom's new chain): each closes every chain it lists
 	restarts int
+	starting int  // run starts under way (a resubmit's StartRun)
 	damaged  bool // a claim-state file was damaged from outside
 
 	firstChainLost bool        // MISC/chain stayed empty (see commandFailed)
@@ -54,7 +56,7 @@ type simRun struct {
 
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
-		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{},
+		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{},
 		restarts: sc.restarts, ctxs: map[string]context.Context{}}
 }
 
@@ -102,10 +104,10 @@ func (o *simOracle) submit(p *sim.Proc) {
 		o.command("add"+strconv.Itoa(i+1), o.add)
 	}
 	for i := range o.sc.resubmits {
-		o.command("resubmit"+strconv.Itoa(i+1), o.resubmit)
+		o.command("resubmit"+strconv.Itoa(i+1), o.resubmit).Slow(o.sc.slow)
 	}
-	if o.sc.repair {
-		o.command("repair", o.repair)
+	for i := range o.sc.repairs {
+		o.command("repair"+strings.Repeat("'", i), o.repair)
 	}
 	if o.sc.damage {
 		o.command("damage", o.damage).NoCrash()
@@ -223,9 +225,19 @@ func (o *simOracle) closeRun(run int) {
 	}
 }
 
+// closeRuns records that every run started so far may be closed (closeRun).
+func (o *simOracle) closeRuns() {
+	for r := 1; r <= o.lastRun; r++ {
+		o.closeRun(r)
+	}
+}
+
 // crashed is the world's OnCrash: a claimer's claim under way may have
 // committed unseen; the batch system may start it again.
 func (o *simOracle) crashed(p *sim.Proc) {
+	if o.replaces[p] {
+		o.closeRuns() // the chains it closed before it died
+	}
 	c := o.claimers[p]
 	if c == nil {
 		return

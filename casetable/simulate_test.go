@@ -249,6 +249,10 @@ type scenario struct {
 	first      bool          // the adds are --first
 	resubmits  int           // farm resubmits racing run 1's claimers (2: with each other too)
 	repair     bool          // a farm repair racing the rest
+	repairs    int           // ... how many (one after another, or at once)
+	chase      bool          // ... each starting while a run start is under way
+	together   bool          // the resubmits start at one moment
+	slow       float64       // the resubmits' calls take this many times as long (sim.Proc.Slow; 0: 1)
 	damage     bool          // a claim-state file removed from outside
 	interrupts bool          // the commands may be interrupted (Ctrl-C) at any moment
 	restarts   int           // how many crashed claimers the batch system starts again
@@ -273,8 +277,8 @@ func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repair=%v damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
-		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repair, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.spare, sc.flaky,
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.spare, sc.flaky,
 		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until)
 }
 
@@ -339,6 +343,35 @@ func drawScenario(seed uint64) scenario {
 	// One meta-job a run on a flaky node: its calls fail 20 times as
 	// often (its reading of the chain given up half done, say).
 	sc.flaky = r.IntN(4) == 0
+	// Most repairs focused: the repair's races are many and each is
+	// narrow.
+	if sc.repair && r.IntN(4) != 0 {
+		// Focused on the repair: it races a damage and the run starts
+		// it must close or carry (a resubmit holding the chain since
+		// before the damage, one that dies with its lanes half made),
+		// and runs with lanes, which it closes.
+		sc.damage = sc.damage || r.IntN(2) == 0
+		sc.resubmits = max(sc.resubmits, 1+r.IntN(2))
+		sc.jobs = max(sc.jobs, 32)
+		sc.repairs = 1 + r.IntN(3)
+		// Within moments of a run start: it lists the lanes the start
+		// is making, or removing if its commit lost; closes a lane
+		// whose first generation is under way.
+		sc.chase = r.IntN(2) == 0
+		// The resubmits at once (two users, or a user and the -auto
+		// job): both read one state, and one start loses.
+		sc.together = r.IntN(2) == 0
+		// On a loaded login node: a losing start removes its lanes
+		// while a repair lists them.
+		sc.slow = pick(0, 10, 50)
+		// Its calls fail often: a look that fails between two that
+		// succeed, a listing given up and tried again.
+		sc.aim = max(sc.aim, pick(5, 20))
+		sc.faults.Transient = max(sc.faults.Transient, 0.002)
+	}
+	if sc.repair {
+		sc.repairs = max(sc.repairs, 1)
+	}
 	return sc
 }
 

@@ -88,6 +88,13 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 	if err := store.RepairFrom(ctx, rd, st); err != nil {
 		return repairRefused(err)
 	}
+	if got := store.Last().Run; got > run {
+		// A run started on the damaged state's chain while the records
+		// were read (by a command that held the chain since before the
+		// damage): closed with the rest, never moved back.
+		fmt.Fprintf(f.Out, "Run %d was started while this repair ran (by 'farm submit' or 'farm resubmit'): it is closed too, and its jobs end without claiming.\n", got)
+		run = got
+	}
 	f.Log("repair: claim state rebuilt: run %d closed", run)
 	fmt.Fprintf(f.Out, "Rebuilt the claim state from the records: run %d is closed (no case left to claim in it).\n"+
 		"'farm resubmit N' runs the cases that did not succeed; no case that succeeded runs again.\n", run)
