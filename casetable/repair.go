@@ -249,6 +249,13 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		}
 		return s.repairOn(ctx, rd, st)
 	}
+	return s.replaceChain(ctx, &r, rd, st)
+}
+
+// replaceChain is RepairFrom where rd found no chain to commit on: it
+// replaces MISC/chain by a new chain whose generation 0 is st, if it gets
+// the right to (the top of this file).
+func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
 	if rd.file == nil {
 		// MISC/chain is missing: name that, by a placeholder that only
 		// one process can make.
@@ -263,7 +270,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 			return err
 		}
 	}
-	token, err := s.takeRight(ctx, &r, rd)
+	token, err := s.takeRight(ctx, r, rd)
 	if err != nil {
 		return err
 	}
@@ -277,13 +284,13 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 		}
 		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 	}
-	last, err := s.closeOthers(ctx, &r)
+	last, err := s.closeOthers(ctx, r)
 	if err != nil {
 		return giveUp(err)
 	}
 	// Every lane too: MISC/chain names no readable state, so no run can
 	// start but on a chain held since before it was damaged, closed now.
-	if err := s.closeAllLanes(ctx, &r, 0); err != nil {
+	if err := s.closeAllLanes(ctx, r, 0); err != nil {
 		return giveUp(err)
 	}
 	if !mutated("repair-forgets-closed-run") {

@@ -346,33 +346,38 @@ func drawScenario(seed uint64) scenario {
 	// Most repairs focused: the repair's races are many and each is
 	// narrow.
 	if sc.repair && r.IntN(4) != 0 {
-		// Focused on the repair: it races a damage and the run starts
-		// it must close or carry (a resubmit holding the chain since
-		// before the damage, one that dies with its lanes half made),
-		// and runs with lanes, which it closes.
-		sc.damage = sc.damage || r.IntN(2) == 0
-		sc.resubmits = max(sc.resubmits, 1+r.IntN(2))
-		sc.jobs = max(sc.jobs, 32)
-		sc.repairs = 1 + r.IntN(3)
-		// Within moments of a run start: it lists the lanes the start
-		// is making, or removing if its commit lost; closes a lane
-		// whose first generation is under way.
-		sc.chase = r.IntN(2) == 0
-		// The resubmits at once (two users, or a user and the -auto
-		// job): both read one state, and one start loses.
-		sc.together = r.IntN(2) == 0
-		// On a loaded login node: a losing start removes its lanes
-		// while a repair lists them.
-		sc.slow = pick(0, 10, 50)
-		// Its calls fail often: a look that fails between two that
-		// succeed, a listing given up and tried again.
-		sc.aim = max(sc.aim, pick(5, 20))
-		sc.faults.Transient = max(sc.faults.Transient, 0.002)
+		sc.focusOnRepair(r)
 	}
 	if sc.repair {
 		sc.repairs = max(sc.repairs, 1)
 	}
 	return sc
+}
+
+// focusOnRepair makes sc a schedule focused on the repair: it races a
+// damage and the run starts it must close or carry (a resubmit holding the
+// chain since before the damage, one that dies with its lanes half made),
+// and runs with lanes, which it closes.
+func (sc *scenario) focusOnRepair(r *rand.Rand) {
+	pick := func(v ...float64) float64 { return v[r.IntN(len(v))] }
+	sc.damage = sc.damage || r.IntN(2) == 0
+	sc.resubmits = max(sc.resubmits, 1+r.IntN(2))
+	sc.jobs = max(sc.jobs, 32)
+	sc.repairs = 1 + r.IntN(3)
+	// Within moments of a run start: it lists the lanes the start is
+	// making, or removing if its commit lost; closes a lane whose
+	// first generation is under way.
+	sc.chase = r.IntN(2) == 0
+	// The resubmits at once (two users, or a user and the -auto job):
+	// both read one state, and one start loses.
+	sc.together = r.IntN(2) == 0
+	// On a loaded login node: a losing start removes its lanes while
+	// a repair lists them.
+	sc.slow = pick(0, 10, 50)
+	// Its calls fail often: a look that fails between two that
+	// succeed, a listing given up and tried again.
+	sc.aim = max(sc.aim, pick(5, 20))
+	sc.faults.Transient = max(sc.faults.Transient, 0.002)
 }
 
 // errText is err's text for a violation, "" for nil.
