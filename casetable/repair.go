@@ -466,9 +466,8 @@ func (s *Store) newChain(st State) (*chain, error) {
 
 // closeOthers closes every chain directory in MISC, and returns the newest
 // run and the largest MaxID of the states they held when closed
-// (closeChain). Any error while
-// listing MISC or closing a chain fails it: a chain left open could go on
-// beside the new one.
+// (closeChain). Any error while listing MISC or closing a chain fails it:
+// a chain left open could go on beside the new one.
 func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier) (State, error) {
 	var last State
 	var names []string
