@@ -163,14 +163,21 @@ func WriteAtomic(fsys FS, path string, mode uint32, b []byte) error {
 	if err == nil {
 		err = fsys.Fsync(fd)
 	}
+	var st unix.Stat_t
+	if err == nil {
+		err = fsys.Fstat(fd, &st)
+	}
 	if cerr := fsys.Close(fd); err == nil {
 		err = cerr
 	}
 	if err == nil {
 		err = fsys.Renameat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
-		if err != nil && gone(fsys, tmp) {
+		if err != nil && holds(fsys, path, st.Ino) {
 			// Renamed all the same, its reply lost (a retried request
-			// answers ENOENT): nobody else knows the temporary name.
+			// answers ENOENT): path holds our file. Only that decides
+			// it: the temporary name looked up missing may be a
+			// passing ENOENT (GlusterFS, a brick down; the simulator,
+			// seed 580690 on gluster-dht), the rename not made.
 			err = nil
 		}
 	}
@@ -181,8 +188,8 @@ func WriteAtomic(fsys FS, path string, mode uint32, b []byte) error {
 	return nil
 }
 
-// gone reports whether the name path certainly does not exist.
-func gone(fsys FS, path string) bool {
+// holds reports whether the name path is the file of inode ino.
+func holds(fsys FS, path string, ino uint64) bool {
 	var st unix.Stat_t
-	return fsys.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW) == unix.ENOENT
+	return fsys.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == ino
 }

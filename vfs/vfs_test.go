@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -78,5 +79,50 @@ func TestFileReadsAsOSFile(t *testing.T) {
 	}
 	if st, err := f.Stat(); err != nil || st.Size != 3 {
 		t.Fatalf("Stat: %v", err)
+	}
+}
+
+// lostRename is OS whose renames answer ENOTCONN, made (done) or not, and
+// whose lookups of a temporary name answer a passing ENOENT (GlusterFS, a
+// brick down).
+type lostRename struct {
+	OS
+	done bool
+}
+
+func (f lostRename) Renameat(od int, on string, nd int, nn string) error {
+	if f.done {
+		if err := f.OS.Renameat(od, on, nd, nn); err != nil {
+			return err
+		}
+	}
+	return unix.ENOTCONN
+}
+
+func (f lostRename) Fstatat(d int, name string, st *unix.Stat_t, flags int) error {
+	if strings.Contains(filepath.Base(name), ".tmp") {
+		return unix.ENOENT
+	}
+	return f.OS.Fstatat(d, name, st, flags)
+}
+
+// TestWriteAtomicDecidesALostRenameFromTheFile: a rename whose reply was
+// lost is taken for made only if the name holds the file written, not
+// because the temporary name looks missing (the simulator, seed 580690 on
+// gluster-dht: a table taken for written that was not).
+func TestWriteAtomicDecidesALostRenameFromTheFile(t *testing.T) {
+	for _, done := range []bool{false, true} {
+		p := filepath.Join(t.TempDir(), "f")
+		err := WriteAtomic(lostRename{done: done}, p, 0o644, []byte("hello\n"))
+		b, rerr := os.ReadFile(p)
+		switch {
+		case done && (err != nil || string(b) != "hello\n"):
+			t.Errorf("a rename made, its reply lost: %v, the file %q %v; want it written and said so", err, b, rerr)
+		case !done && err == nil:
+			t.Errorf("a rename not made, its reply lost: no error (the file: %q %v)", b, rerr)
+		}
+		if names, _ := ReadDirNames(OS{}, filepath.Dir(p)); len(names) > 1 {
+			t.Errorf("temporary files left: %q", names)
+		}
 	}
 }
