@@ -64,7 +64,7 @@ var simMutants = []simMutant{
 	{"gone-looked-twice", "6163282", "an ENOENT looked up twice, once to skip a name gone and once to mark it passing: the two looks disagree (a transient error in the first), and a repair fails on a lane removed meanwhile", nil, true},
 	{"void-is-legacy", "6163282", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil, true},
 	{"base-of-any-chain", "2aaa20e", "a run start decided on generation N of one chain commits on generation N of the chain a repair made since (its generations count from 0 again): the repair closed the lanes it had made, and the run claims nothing", nil, true},
-	{"repair-forgets-closed-run", "(this commit)", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
+	{"repair-forgets-closed-run", "37eb773", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
 }
 
 func knownMutant(name string) bool {
