@@ -40,16 +40,16 @@ import (
 //     only ever replaced by the holder of the name for what it holds, so
 //     it still holds what the winner read when the winner replaces it. A
 //     missing MISC/chain is first made into an empty placeholder (O_EXCL
-//     create), so that "missing" has a name too. The winner closes every
-//     chain directory in MISC (a closing generation, itself a commit: a
-//     process that holds the chain cannot commit on it after that; it
-//     records the run and MaxID of the state it closes), failing on any
-//     error while it lists or closes them; makes its new chain, with the
-//     rebuilt state as its generation 0, before anyone can see it; and only
-//     then renames its chain's name over MISC/chain. A run started on an
-//     old chain after the reading (by a resubmit that held it since before
-//     the damage) is closed by the closing, and the rebuilt state closes it
-//     too: its run and IDs are never moved back.
+//     create), so that "missing" has a name too. The winner makes its new
+//     chain, with the rebuilt state as its generation 0, before anyone can
+//     see it; closes every other chain directory in MISC (a closing
+//     generation, itself a commit: a process that holds the chain cannot
+//     commit on it after that; it records the run and MaxID of the state
+//     it closes), failing on any error while it lists or closes them; and
+//     only then renames its chain's name over MISC/chain. A run started on
+//     an old chain after the reading (by a resubmit that held it since
+//     before the damage) is closed by the closing, and generation 1 of the
+//     new chain closes it too: its run and IDs are never moved back.
 //
 // Primitives relied on: the chain's commit (a name that cannot be made
 // twice, whatever primitive chain.commit uses), O_EXCL create (the
@@ -284,28 +284,36 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		}
 		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 	}
-	last, err := s.closeOthers(ctx, r)
-	if err != nil {
-		return giveUp(err)
-	}
-	// Every lane too: MISC/chain names no readable state, so no run can
-	// start but on a chain held since before it was damaged, closed now.
-	if err := s.closeAllLanes(ctx, r, 0); err != nil {
-		return giveUp(err)
-	}
-	if !mutated("repair-forgets-closed-run") {
-		// A run started, or IDs taken, on a chain after the reading and
-		// before its closing (by a 'farm resubmit' or 'farm add' that
-		// held the chain since before MISC/chain was damaged) is closed
-		// with the rest, never moved back: the next run is after it, and
-		// its IDs stay taken (the simulator, seed 348156 on local).
-		st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
-	}
+	// Its chain first, then every other closed: of two repairs that
+	// hold rights (one read MISC/chain before a damage, one after), the
+	// later closer closes the other's chain, made before: at most one
+	// new chain stays open (the simulator, seed 336877 on nfs).
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
 		c, err = s.newChain(st)
 		return err
 	}); err != nil {
+		return giveUp(err)
+	}
+	last, err := s.closeOthers(ctx, r, c.dir)
+	if err == nil {
+		// Every lane too: MISC/chain names no readable state, so no
+		// run can start but on a chain held since before it was
+		// damaged, closed now.
+		err = s.closeAllLanes(ctx, r, 0)
+	}
+	gen := int64(0)
+	if err == nil && (last.Run > st.Run || last.MaxID > st.MaxID) && !mutated("repair-forgets-closed-run") {
+		// A run started, or IDs taken, on a chain after the reading and
+		// before its closing (by a 'farm resubmit' or 'farm add' that
+		// held it since before MISC/chain was damaged) is closed with
+		// the rest, never moved back: generation 1 of the new chain,
+		// which nobody knows yet, says so (seed 348156 on local).
+		st.Run, st.MaxID, gen = max(st.Run, last.Run), max(st.MaxID, last.MaxID), 1
+		err = s.commitFirst(ctx, r, c, st)
+	}
+	if err != nil {
+		c.close()
 		return giveUp(err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
@@ -315,9 +323,28 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
 	s.setChain(c)
-	st.Gen, st.Chain = 0, filepath.Base(c.dir)
-	s.gen, s.cur = 0, st
+	st.Gen, st.Chain = gen, filepath.Base(c.dir)
+	s.gen, s.cur = gen, st
 	return nil
+}
+
+// commitFirst commits st as generation 1 of the new chain c: a repair's
+// other closing it first (a *RepairRaceError) is the only way to lose.
+func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
+	nonce := newNonce(s.fs)
+	b := st.marshal(nil, 1, commitInfo{by: s.by(), nonce: nonce})
+	won, err := c.commit(1, b, nonce)
+	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
+		if errors.As(err, new(*UndecidedError)) {
+			won, err = c.settle()
+		} else {
+			won, err = c.commit(1, b, nonce)
+		}
+	}
+	if err == nil && !won {
+		err = &RepairRaceError{}
+	}
+	return err
 }
 
 // repairOn commits st on rd's chain, as the generation after rd's.
@@ -464,11 +491,11 @@ func (s *Store) newChain(st State) (*chain, error) {
 	return c, nil
 }
 
-// closeOthers closes every chain directory in MISC, and returns the newest
+// closeOthers closes every chain directory in MISC but keep, and returns the newest
 // run and the largest MaxID of the states they held when closed
 // (closeChain). Any error while listing MISC or closing a chain fails it:
 // a chain left open could go on beside the new one.
-func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier) (State, error) {
+func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) (State, error) {
 	var last State
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
@@ -479,7 +506,7 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier) (State, err
 	}
 	for _, name := range names {
 		dir := filepath.Join(s.misc, name)
-		if !strings.HasPrefix(name, "claims.") {
+		if !strings.HasPrefix(name, "claims.") || dir == keep {
 			continue
 		}
 		var st unix.Stat_t
