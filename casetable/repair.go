@@ -332,19 +332,27 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 // other closing it first (a *RepairRaceError) is the only way to lose.
 func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
 	nonce := newNonce(s.fs)
-	b := st.marshal(nil, 1, commitInfo{by: s.by(), nonce: nonce})
-	won, err := c.commit(1, b, nonce)
-	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
-		if errors.As(err, new(*UndecidedError)) {
-			won, err = c.settle()
-		} else {
-			won, err = c.commit(1, b, nonce)
-		}
-	}
+	won, err := c.commitRetried(ctx, r, 1, st.marshal(nil, 1, commitInfo{by: s.by(), nonce: nonce}), nonce)
 	if err == nil && !won {
 		err = &RepairRaceError{}
 	}
 	return err
+}
+
+// commitRetried is commit (of a repair: generation next, content b), its
+// transient errors retried by r: a commit whose outcome the filesystem
+// cannot tell yet is settled, not made again; one that failed before its
+// mark (its slot taken by us or not) is tried again.
+func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int64, b []byte, nonce string) (bool, error) {
+	won, err := c.commit(next, b, nonce)
+	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
+		if errors.As(err, new(*UndecidedError)) {
+			won, err = c.settle()
+		} else {
+			won, err = c.commit(next, b, nonce)
+		}
+	}
+	return won, err
 }
 
 // repairOn commits st on rd's chain, as the generation after rd's.
@@ -357,17 +365,7 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 	var won bool
 	for {
 		var err error
-		won, err = c.commit(next, b, nonce)
-		for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
-			// A commit whose outcome the filesystem cannot tell yet
-			// is settled, not made again; one that failed before its
-			// mark (its slot taken by us or not) is tried again.
-			if errors.As(err, new(*UndecidedError)) {
-				won, err = c.settle()
-			} else {
-				won, err = c.commit(next, b, nonce)
-			}
-		}
+		won, err = c.commitRetried(ctx, &r, next, b, nonce)
 		if err != nil {
 			c.close()
 			return err
