@@ -176,3 +176,47 @@ func TestResubmitTableKeepsNeeds(t *testing.T) {
 		t.Errorf("%s reads %q, %v; want %q", layout.RetryTable, b, err, want)
 	}
 }
+
+// A repair of a damaged MISC/chain while a resubmit that held the chain
+// since before the damage starts run 2 on it: the repair closes run 2
+// too, says so, and names run 2 (never run 1 again) in its new chain.
+func TestRepairSaysARunStartedOnTheDamagedChainIsClosed(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "farm")
+	if err := Init(dir, slurm.Templates()); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, layout.Table), []byte("true\ntrue\nfalse\n"), 0o644)
+	var out strings.Builder
+	f, err := Open(dir, Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.backends = fixed{&fakeBackend{}}
+	if err := f.Submit(ctx, SubmitOptions{N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	held := f.Store()
+	defer held.Close()
+	if _, err := held.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("overwritten by a stray script\n"), 0o644)
+	if err := held.Update(ctx, func(st *casetable.State) error {
+		st.Run, st.Claimed = 2, 0
+		return nil
+	}); err != nil {
+		t.Fatalf("run 2 on the held chain: %v", err)
+	}
+	out.Reset()
+	if err := f.Repair(ctx, RepairIfDamaged); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Run 2 was started while this repair ran") {
+		t.Errorf("farm repair said %q; want it to name run 2, closed", out.String())
+	}
+	st, err := f.readState(ctx)
+	if err != nil || st.Run != 2 || st.Claimed != st.Cases {
+		t.Fatalf("after the repair: %+v %v; want run 2, closed", st, err)
+	}
+}
