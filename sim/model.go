@@ -67,6 +67,9 @@ type Model struct {
 	// after a BrickDown window ends answers EIO to every later lookup of
 	// it by any process (see GlusterReplica).
 	SplitBrain float64
+	// SplitBrainNames, if set, is a pattern (path.Match) of the names
+	// that may be made split-brain: others never are.
+	SplitBrainNames string
 }
 
 // Outage is what happens while a filesystem's outage window lasts (its

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"path"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -56,11 +57,14 @@ func (c *client) find(dir *inode, name string) (dirent, bool, unix.Errno) {
 	return e, ok, 0
 }
 
-// made notes that this call made i: in the half second after a brick came
-// back, it may be a split-brain (Model.SplitBrain).
-func (c *client) made(i *inode) {
+// made notes that this call made i, named name: in the half second after a
+// brick came back, it may be a split-brain (Model.SplitBrain).
+func (c *client) made(i *inode, name string) {
 	w := c.w
 	if c.p == nil || w.model.SplitBrain <= 0 || w.model.Outage != BrickDown || w.stats.Outages == 0 || !w.faulting() {
+		return
+	}
+	if ok, _ := path.Match(w.model.SplitBrainNames, name); w.model.SplitBrainNames != "" && !ok {
 		return
 	}
 	if w.now >= w.outageUntil && w.now < w.outageUntil+halfSecond && w.roll(w.model.SplitBrain) {
@@ -121,7 +125,7 @@ func (c *client) openName(dir *inode, name string, slash bool, flags int, mode u
 	i := c.w.newInode(unix.S_IFREG | mode&0o7777)
 	c.w.link(dir, name, i)
 	c.learn(dir, name, i)
-	c.made(i)
+	c.made(i, name)
 	return i, 0
 }
 
@@ -217,7 +221,7 @@ func (c *client) create(d int, name string, mode uint32) unix.Errno {
 	i := c.w.newInode(mode)
 	c.w.link(dir, last, i)
 	c.learn(dir, last, i)
-	c.made(i)
+	c.made(i, last)
 	return 0
 }
 
