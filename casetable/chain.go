@@ -233,6 +233,35 @@ func newNonce(fsys vfs.FS) string {
 
 // openChain opens the chain named by misc/chain; ErrNoState if there is none.
 func openChain(fsys vfs.FS, misc string) (*chain, error) {
+	b, err := readChainFile(fsys, misc)
+	if err != nil {
+		return nil, err
+	}
+	name, legacy, ok := parseChainFile(b)
+	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
+		// Empty or cut short: made by O_EXCL create a moment ago
+		// (createChain) and not written yet, or cached so by this
+		// client when it lost the race to make it. Read again, past
+		// the caches; an empty file that stays so is damage (or the
+		// placeholder of a repair, repair.go). Gone meanwhile: its
+		// maker found the disk full and removed it (createChain).
+		fsys.Sleep(context.Background(), 100*time.Millisecond)
+		if b, err = readChainFile(fsys, misc); err != nil {
+			return nil, err
+		}
+		name, legacy, ok = parseChainFile(b)
+	}
+	if !ok {
+		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
+	}
+	c := newChain(fsys, filepath.Join(misc, name))
+	c.legacy = legacy
+	return c, nil
+}
+
+// readChainFile reads misc/chain: ErrNoState if it is certainly gone, a
+// transient error if it may only seem so.
+func readChainFile(fsys vfs.FS, misc string) ([]byte, error) {
 	b, err := vfs.ReadFile(fsys, filepath.Join(misc, "chain"))
 	if os.IsNotExist(err) {
 		if !mutated("no-state-ends-claims") && !gone(fsys, filepath.Join(misc, "chain")) {
@@ -243,28 +272,7 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 	if errors.Is(err, unix.EISDIR) {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: "a directory, not a file"}
 	}
-	if err != nil {
-		return nil, err
-	}
-	name, legacy, ok := parseChainFile(b)
-	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
-		// Empty or cut short: made by O_EXCL create a moment ago
-		// (createChain) and not written yet, or cached so by this
-		// client when it lost the race to make it. Read again, past
-		// the caches; an empty file that stays so is damage (or the
-		// placeholder of a repair, repair.go).
-		fsys.Sleep(context.Background(), 100*time.Millisecond)
-		if b, err = vfs.ReadFile(fsys, filepath.Join(misc, "chain")); err != nil {
-			return nil, passing(fsys, filepath.Join(misc, "chain"), err)
-		}
-		name, legacy, ok = parseChainFile(b)
-	}
-	if !ok {
-		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
-	}
-	c := newChain(fsys, filepath.Join(misc, name))
-	c.legacy = legacy
-	return c, nil
+	return b, err
 }
 
 // chainRereads is how many times openChain reads an empty MISC/chain again,
@@ -306,13 +314,48 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	if err := vfs.Mkdir(fsys, dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
 		return nil, passing(fsys, misc, err)
 	}
-	// MISC/chain by O_EXCL create (one process makes it), written at
-	// once; a reader that finds it empty meanwhile reads again
-	// (openChain).
-	path := filepath.Join(misc, "chain")
 	if mutated("chain-file-by-link") {
 		return linkChain(fsys, misc, name)
 	}
+	for try := 0; ; try++ {
+		made, err := makeChainFile(fsys, misc, name)
+		if err != nil {
+			return nil, err
+		}
+		c, err := openChain(fsys, misc)
+		if errors.Is(err, ErrNoState) && !made {
+			// Another process made MISC/chain, then removed it
+			// unwritten (its disk was full): make it again.
+			if mutated("chain-made-once") {
+				return nil, err
+			}
+			if try < chainRemakes {
+				continue
+			}
+			err = fsretry.Transient(fmt.Errorf("%s/chain was made by another process and removed %d times: %w", misc, try+1, err))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c.dir != dir || c.legacy {
+			vfs.Remove(fsys, dir) // another process's chain won
+		}
+		return c, nil
+	}
+}
+
+// chainRemakes is how many times createChain makes MISC/chain again after
+// another process made it and removed it unwritten.
+const chainRemakes = 3
+
+// makeChainFile makes MISC/chain naming the chain directory name, by
+// O_EXCL create (one process makes it), written at once; a reader that
+// finds it empty meanwhile reads again (openChain). It reports whether
+// this call made it: false when another process had (EEXIST). On an error,
+// misc/name goes unless MISC/chain may name it.
+func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
+	dir := filepath.Join(misc, name)
+	path := filepath.Join(misc, "chain")
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	named := false // MISC/chain may name dir: it stays
 	if err == nil {
@@ -340,22 +383,15 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 			err, named = cerr, true
 		}
 	} else if err == unix.EEXIST {
-		err = nil // another process's: read it
+		return false, nil // another process's: read it
 	}
 	if err != nil {
 		if !named || mutated("chain-close-removes-dir") {
 			vfs.Remove(fsys, dir)
 		}
-		return nil, passing(fsys, misc, &os.PathError{Op: "create", Path: path, Err: err})
+		return false, passing(fsys, misc, &os.PathError{Op: "create", Path: path, Err: err})
 	}
-	c, oerr := openChain(fsys, misc)
-	if oerr != nil {
-		return nil, oerr
-	}
-	if c.dir != dir || c.legacy {
-		vfs.Remove(fsys, dir) // another process's chain won
-	}
-	return c, nil
+	return true, nil
 }
 
 // linkChain is createChain as it was before 0b47c1e: MISC/chain made by

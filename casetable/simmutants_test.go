@@ -33,6 +33,7 @@ var (
 	dhtOnly         = []string{"gluster-dht"}
 	undecidedModels = []string{"nfs-soft", "gluster", "gluster-dht"}
 	lostWrites      = []string{"gluster", "gluster-dht"} // NFS holds a write until its close
+	fullOnly        = []string{"full"}
 )
 
 // simMutants is the catalogue.
@@ -47,7 +48,6 @@ var simMutants = []simMutant{
 	{"undecided-recommitted", "530d548", "a commit whose outcome cannot be looked up is made anew, not settled: its batch is orphaned", nil, false},
 	{"lanes-removed-after-undecided-start", "26f631f", "a run start removes its lanes after a commit whose outcome is unknown: the run names lanes that are gone", undecidedModels, false},
 	{"enoent-is-damage", "530d548", "an ENOENT in the chain taken for damage, whether or not the chain's directory is gone", nil, false},
-	{"retry-same-slot", "c475768", "a commit that failed before its mark is tried again on the same slot, not from a fresh reading", nil, false},
 	{"lanes-own-table", "6962e38", "a meta-job that opens the lanes after farm add --first takes the added table for the lanes' own", nil, false},
 	{"link-commit", "bef773f", "a generation committed by link() of a file of its own onto its name, not exclusive on distribute-replicate GlusterFS: two claimers win one generation", dhtOnly, false},
 	{"void-as-directory", "7b63338", "a slot voided by mkdir of its mark's name, which a mark's create can race and both win on distribute-replicate GlusterFS", dhtOnly, false},
@@ -65,6 +65,7 @@ var simMutants = []simMutant{
 	{"void-is-legacy", "6163282", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil, true},
 	{"base-of-any-chain", "2aaa20e", "a run start decided on generation N of one chain commits on generation N of the chain a repair made since (its generations count from 0 again): the repair closed the lanes it had made, and the run claims nothing", nil, true},
 	{"repair-forgets-closed-run", "37eb773", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
+	{"chain-made-once", "this commit", "two first submits on a full disk: one finds MISC/chain made by the other (EEXIST), which removes it unwritten (ENOSPC); the first then fails, not making it again", fullOnly, false},
 }
 
 func knownMutant(name string) bool {
@@ -167,6 +168,7 @@ var simRegressions = []struct {
 	{"void-is-legacy", 121570, "gluster-dht"},
 	{"base-of-any-chain", 3169, "nfs"},
 	{"repair-forgets-closed-run", 146651, "full"},
+	{"chain-made-once", 663431, "full"},
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without
