@@ -740,7 +740,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 			// which answers EIO here while GlusterFS heals it), and
 			// the next commit then goes past it.
 			if r.Again(ctx, err) {
-				stale = !mutated("retry-same-slot")
+				stale = true
 				continue
 			}
 			return State{}, err

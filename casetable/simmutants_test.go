@@ -66,6 +66,7 @@ var simMutants = []simMutant{
 	{"base-of-any-chain", "2aaa20e", "a run start decided on generation N of one chain commits on generation N of the chain a repair made since (its generations count from 0 again): the repair closed the lanes it had made, and the run claims nothing", nil, true},
 	{"repair-forgets-closed-run", "37eb773", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
 	{"chain-made-once", "this commit", "two first submits on a full disk: one finds MISC/chain made by the other (EEXIST), which removes it unwritten (ENOSPC); the first then fails, not making it again", fullOnly, false},
+	{"split-slot-tried-again", "this commit", "a slot whose mknod and lookup answer EIO (a GlusterFS split-brain name) is tried again from fresh readings, never awaited: if its owner died before its mark, no claimer gets past it", lostWrites, false},
 }
 
 func knownMutant(name string) bool {
