@@ -120,7 +120,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	} else {
 		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
 	}
-	s := newSimStore(fsys, p.Name(), o.sc.retry)
+	s := o.commandStore(p, p.Name())
 	defer s.Close()
 	cur, err := s.Read(ctx)
 	if err != nil {
@@ -151,6 +151,13 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	o.starting--
 	if err != nil {
 		o.commandFailed(p.Name(), err)
+		if transientOrGaveUp(err) && !strings.HasSuffix(p.Name(), "+") && fsys.Rand()%2 == 0 {
+			// Its user runs it again (farm said it retried for how
+			// long, or the user interrupted it): it finds the run
+			// started or not, whatever the outcome it could not
+			// tell, and its lanes as that outcome left them.
+			o.command(p.Name()+"+", o.resubmit)
+		}
 		return
 	}
 	o.started(spec, ids, s.chainDir())
@@ -161,7 +168,7 @@ func (o *simOracle) add(p *sim.Proc) {
 	fsys := p.FS()
 	ctx := o.ctx(p)
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
-	s := newSimStore(fsys, "farm-add", o.sc.retry)
+	s := o.commandStore(p, "farm-add")
 	defer s.Close()
 	cur, err := s.Read(ctx)
 	if err != nil {
@@ -213,7 +220,7 @@ func (o *simOracle) repair(p *sim.Proc) {
 	} else {
 		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.startAfter)))
 	}
-	s := newSimStore(fsys, p.Name(), o.sc.retry)
+	s := o.commandStore(p, p.Name())
 	defer s.Close()
 	rd, err := s.Inspect(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,8 @@ type simOracle struct {
 	starts   map[string]int             // runs started, by the chain and generation they were decided on
 	closed   map[int]bool               // runs whose lanes a command may have closed (closeRun)
 	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
+	onRetry  map[string]func()          // what a command's retries do, by process name (interruptible)
+	retrying map[string]bool            // the commands that said they retry, and not yet that the filesystem works again
 	cancels  []context.CancelFunc       // those no interrupt cancels
 	claimers map[*sim.Proc]*simClaimer
 	replaces map[*sim.Proc]bool // the repairs replacing the chain (RepairFrom's new chain): each closes every chain it lists
@@ -57,7 +60,7 @@ type simRun struct {
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
 		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{},
-		restarts: sc.restarts, ctxs: map[string]context.Context{}}
+		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}}
 }
 
 // violate records the first violation; the world is not stopped (its
@@ -91,7 +94,7 @@ func (o *simOracle) setUp() {
 // submit is farm submit: run 1, its meta-jobs, and the commands that race
 // them.
 func (o *simOracle) submit(p *sim.Proc) {
-	s := newSimStore(p.FS(), p.Name(), o.sc.retry)
+	s := o.commandStore(p, p.Name())
 	defer s.Close()
 	spec := RunSpec{Base: -1, Run: 1, Table: "MISC/table.run1", Cases: int64(len(o.master)), MaxID: int64(len(o.master)), Jobs: o.sc.jobs}
 	err := s.StartRun(o.ctx(p), spec)
@@ -125,8 +128,9 @@ func (o *simOracle) command(name string, fn func(p *sim.Proc)) *sim.Proc {
 }
 
 // interruptible makes the context of the command name, and, in a scenario
-// with interrupts, one time in two, a process that cancels it (a user's
-// Ctrl-C) at a moment drawn from the seed.
+// with interrupts, three times in four, a process that cancels it (a
+// user's Ctrl-C): at a moment drawn from the seed, or, one time in two,
+// once the command has said it retries.
 func (o *simOracle) interruptible(name string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	o.ctxs[name] = ctx
@@ -136,13 +140,64 @@ func (o *simOracle) interruptible(name string) {
 	}
 	o.w.Go("^C "+name, func(p *sim.Proc) {
 		fsys := p.FS()
-		if fsys.Rand()%2 == 0 {
+		switch fsys.Rand() % 4 {
+		case 0:
 			o.cancels = append(o.cancels, cancel)
-			return
+		case 1:
+			fsys.Sleep(context.Background(), time.Duration(fsys.Rand()%uint64(o.sc.startAfter+30*time.Second)))
+			cancel()
+		default:
+			// The command says it retries (commandStore); the user
+			// sees the filesystem work again and, if the command
+			// still says nothing more, gives up waiting a few
+			// seconds later: maybe while it sleeps before its
+			// next try.
+			o.cancels = append(o.cancels, cancel) // if it never retries
+			o.onRetry[name] = func() {
+				o.w.Go("^C' "+name, func(p *sim.Proc) {
+					fsys := p.FS()
+					wait := time.Duration(0)
+					if fsys.Rand()%2 == 0 {
+						wait = max(o.w.OutageEnd().Sub(fsys.Now()), 0)
+					}
+					fsys.Sleep(context.Background(), wait+time.Duration(fsys.Rand()%uint64(5*time.Second)))
+					if o.retrying[name] {
+						cancel()
+					}
+				}).NoCrash()
+			}
 		}
-		fsys.Sleep(context.Background(), time.Duration(fsys.Rand()%uint64(o.sc.startAfter+30*time.Second)))
-		cancel()
 	}).NoCrash()
+}
+
+// commandStore is newSimStore for the command p, named job: the first
+// message of its retries is what its user sees before a Ctrl-C
+// (interruptible).
+func (o *simOracle) commandStore(p *sim.Proc, job string) *Store {
+	s := newSimStore(p.FS(), job, o.sc.retry)
+	s.Log = retryNotice{o: o, name: p.Name()}
+	return s
+}
+
+// retryNotice is the log of the command name: it notes whether the
+// command says it retries, and calls o.onRetry[name] each time it starts
+// to.
+type retryNotice struct {
+	o    *simOracle
+	name string
+}
+
+func (n retryNotice) Write(b []byte) (int, error) {
+	switch {
+	case bytes.Contains(b, []byte("retrying")):
+		n.o.retrying[n.name] = true
+		if f := n.o.onRetry[n.name]; f != nil {
+			f()
+		}
+	case bytes.Contains(b, []byte("works again")):
+		n.o.retrying[n.name] = false
+	}
+	return len(b), nil
 }
 
 // ctx is the context of the process p: its command's, or none.

@@ -107,6 +107,11 @@ func (w *World) OnCrash(fn func(p *Proc)) { w.onCrash = fn }
 // Now is the virtual time.
 func (w *World) Now() time.Time { return Epoch.Add(w.now) }
 
+// OutageEnd is when the filesystem's outage under way ends, or the last
+// one ended (Epoch if there was none): what a user who watches the
+// filesystem work again can know.
+func (w *World) OutageEnd() time.Time { return Epoch.Add(w.outageUntil) }
+
 // Stats are what the world did so far.
 func (w *World) Stats() Stats {
 	s := w.stats
