@@ -359,8 +359,10 @@ func (c *client) Sleep(ctx context.Context, d time.Duration) error {
 		until = never
 	}
 	c.w.record(event{proc: p.id, op: opSleep, a: int64(d)})
+	p.asleep = ctx
 	p.park(opSleep, until)
-	return nil
+	p.asleep = nil
+	return ctx.Err() // cancelled while asleep: woken then, as a timer's select is
 }
 
 // Rand is a number from the world's PRNG.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -18,10 +19,11 @@ type Proc struct {
 	id      int32
 	fn      func(*Proc)
 	fs      *client
-	wake    chan cmd      // the scheduler's word at each scheduling point
-	op      opcode        // what it waits at
-	wakeAt  time.Duration // when it may run again
-	frozen  bool          // its wait is a freeze
+	wake    chan cmd        // the scheduler's word at each scheduling point
+	op      opcode          // what it waits at
+	wakeAt  time.Duration   // when it may run again
+	frozen  bool            // its wait is a freeze
+	asleep  context.Context // the context of its Sleep under way: a cancel wakes it (World.next)
 	noCrash bool
 	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
 	aimAt   []opcode

@@ -468,6 +468,28 @@ func TestSleepIsVirtual(t *testing.T) {
 	}
 }
 
+// TestSleepWokenByCancel: a process that cancels another's context while
+// it sleeps wakes it then, as a timer's select does (vfs.OS.Sleep), with
+// the context's error.
+func TestSleepWokenByCancel(t *testing.T) {
+	w := New(1, Local())
+	ctx, cancel := context.WithCancel(context.Background())
+	var woke time.Duration
+	var err error
+	w.Go("sleeper", func(p *Proc) {
+		err = p.FS().Sleep(ctx, time.Hour)
+		woke = p.w.now
+	})
+	w.Go("canceller", func(p *Proc) {
+		p.FS().Sleep(context.Background(), time.Minute)
+		cancel()
+	})
+	run(t, w, Options{})
+	if err != context.Canceled || woke != time.Minute {
+		t.Fatalf("the sleeper woke at %s with %v; want at 1m0s, context.Canceled", woke, err)
+	}
+}
+
 // TestLimits: a run past its virtual time, or with every process blocked
 // for ever, is an error naming the processes left, which are killed.
 func TestLimits(t *testing.T) {

@@ -107,6 +107,10 @@ func (w *World) OnCrash(fn func(p *Proc)) { w.onCrash = fn }
 // Now is the virtual time.
 func (w *World) Now() time.Time { return Epoch.Add(w.now) }
 
+// Current is the process whose call or hook is running: the caller's own,
+// for code that runs in a process (nil outside one).
+func (w *World) Current() *Proc { return w.cur }
+
 // OutageEnd is when the filesystem's outage under way ends, or the last
 // one ended (Epoch if there was none): what a user who watches the
 // filesystem work again can know.
@@ -172,6 +176,9 @@ func (w *World) next() (*Proc, error) {
 		}
 		ready, soon := w.ready[:0], never
 		for _, p := range w.live {
+			if p.asleep != nil && !p.frozen && p.wakeAt > w.now && p.asleep.Err() != nil {
+				p.wakeAt = w.now // its Sleep's context cancelled
+			}
 			if p.wakeAt <= w.now {
 				ready = append(ready, p)
 			} else {
