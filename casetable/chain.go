@@ -80,10 +80,11 @@ const (
 	tombText    = "farm-gen v1 buried\n"
 )
 
-// testHook, if set (by tests only), is called at each stage of a commit:
-// "write" before its slot is taken, "link" once the generation is written
-// and before it is marked, "linked" once it is marked (committed).
-var testHook func(stage string)
+// testHook, if set (by tests only), is called at each stage of a commit
+// on the chain in chainDir (a lane's, or MISC/claims.*): "write" before
+// its slot is taken, "link" once the generation is written and before it
+// is marked, "linked" once it is marked (committed).
+var testHook func(stage, chainDir string)
 
 // fault, if set (by tests only), is asked before some of the claim path's
 // filesystem calls whether the call fails, and with what error (nil: it
@@ -736,7 +737,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		return c.linkCommit(d, n, b)
 	}
 	if testHook != nil {
-		testHook("write")
+		testHook("write", c.dir)
 	}
 	// Step 1, the slot.
 	err = injected("write")
@@ -775,7 +776,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	// Step 3, the mark.
 	c.pending = &pendingCommit{n: n}
 	if testHook != nil {
-		testHook("link")
+		testHook("link", c.dir)
 	}
 	return c.decide(d, c.mark(d, n))
 }
@@ -953,7 +954,7 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 		return false, &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: merr}
 	}
 	if testHook != nil {
-		testHook("link")
+		testHook("link", c.dir)
 	}
 	if err := c.mark(d, p.n); err != nil {
 		return false, undecided(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: err})
@@ -976,7 +977,7 @@ func (c *chain) decided(won bool) bool {
 	}
 	if won {
 		if testHook != nil {
-			testHook("linked")
+			testHook("linked", c.dir)
 		}
 		c.afterCommit(p.n)
 	}

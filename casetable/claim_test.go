@@ -49,7 +49,7 @@ func claimer() int {
 	if stage, nth, ok := strings.Cut(os.Getenv("CASETABLE_STOP_AT"), ":"); ok {
 		n, _ := strconv.Atoi(nth)
 		seen := 0
-		testHook = func(s string) {
+		testHook = func(s, _ string) {
 			if s != stage {
 				return
 			}

@@ -3,6 +3,7 @@ package casetable
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -146,9 +147,14 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 	// resubmit's. (Its own start may not be recorded yet: the command that
 	// started it may be frozen after its commit.)
 	o.closeRun(cur.Run)
+	if o.sc.aimStart {
+		p.Aim(0) // until its mark (aimAtStart)
+		o.inStart[p] = true
+	}
 	o.starting++
 	err = s.StartRun(ctx, spec)
 	o.starting--
+	delete(o.inStart, p)
 	if err != nil {
 		o.commandFailed(p.Name(), err)
 		if transientOrGaveUp(err) && !strings.HasSuffix(p.Name(), "+") && fsys.Rand()%2 == 0 {
@@ -161,6 +167,17 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 		return
 	}
 	o.started(spec, ids, s.chainDir())
+}
+
+// aimAtStart is the commits' testHook in a scenario that aims at a run
+// start's mark (scenario.aimStart): a resubmit's calls fail as the
+// scenario's aim says from its mark on the main chain, the rest of its
+// start spared (its lanes' first generations, the old run's closings).
+func (o *simOracle) aimAtStart(stage, chainDir string) {
+	p := o.w.Current()
+	if stage == "link" && p != nil && o.inStart[p] && strings.HasPrefix(filepath.Base(chainDir), "claims.") {
+		p.Aim(100, "mknodat").AimAfter(0) // its reply lost, an outage begun there
+	}
 }
 
 // add is farm add: a few new cases, queued to the current run.

@@ -35,6 +35,7 @@ type simOracle struct {
 	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
 	onRetry  map[string]func()          // what a command's retries do, by process name (interruptible)
 	retrying map[string]bool            // the commands that said they retry, and not yet that the filesystem works again
+	inStart  map[*sim.Proc]bool         // the resubmits in their StartRun (aimAtStart)
 	cancels  []context.CancelFunc       // those no interrupt cancels
 	claimers map[*sim.Proc]*simClaimer
 	replaces map[*sim.Proc]bool // the repairs replacing the chain (RepairFrom's new chain): each closes every chain it lists
@@ -60,7 +61,7 @@ type simRun struct {
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
 		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{},
-		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}}
+		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}, inStart: map[*sim.Proc]bool{}}
 }
 
 // violate records the first violation; the world is not stopped (its
@@ -156,10 +157,7 @@ func (o *simOracle) interruptible(name string) {
 			o.onRetry[name] = func() {
 				o.w.Go("^C' "+name, func(p *sim.Proc) {
 					fsys := p.FS()
-					wait := time.Duration(0)
-					if fsys.Rand()%2 == 0 {
-						wait = max(o.w.OutageEnd().Sub(fsys.Now()), 0)
-					}
+					wait := max(o.w.OutageEnd().Sub(fsys.Now()), 0)
 					fsys.Sleep(context.Background(), wait+time.Duration(fsys.Rand()%uint64(5*time.Second)))
 					if o.retrying[name] {
 						cancel()

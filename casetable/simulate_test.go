@@ -211,6 +211,10 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	o := newSimOracle(w, sc)
 	o.setUp()
 	w.OnCrash(o.crashed)
+	if sc.aimStart {
+		defer func() { testHook = nil }()
+		testHook = o.aimAtStart
+	}
 	o.interruptible("submit")
 	sc.aimed(w.Go("submit", o.submit))
 	if sc.submits > 1 {
@@ -278,6 +282,7 @@ type scenario struct {
 	voidAfter  time.Duration // voidAfter for this schedule
 	aim        float64       // the commands' calls fail this many times as often as the meta-jobs' (sim.Proc.Aim)
 	focus      bool          // aim only at the commands' exclusive creates (the commits' slots and marks)
+	aimStart   bool          // and a resubmit's only at its run start's mark (simOracle.aimAtStart)
 	spare      int           // ... past the first spare of them (sim.Proc.AimAfter)
 	flaky      bool          // each run's first meta-job has its faults aimed at it
 }
@@ -291,8 +296,8 @@ func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
-		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.spare, sc.flaky,
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v aim-start=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.aimStart, sc.spare, sc.flaky,
 		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until)
 }
 
@@ -353,6 +358,17 @@ func drawScenario(seed uint64) scenario {
 		// Past the first few: a run start makes its lanes' first
 		// generations before its commit.
 		sc.spare = r.IntN(12)
+		if r.IntN(2) == 0 {
+			// At a resubmit's commit on the main chain, past its
+			// lanes' (simOracle.aimAtStart): an outage begins at its
+			// mark's lost reply and ends within its retries; the
+			// commit is settled after it, or its user gives up
+			// (Ctrl-C) as the filesystem works again.
+			sc.aimStart, sc.interrupts, sc.retry = true, true, 30*time.Second
+			sc.faults.OutageMax = 20 * time.Second
+			sc.faults.Transient = 0 // the mark's fault is a lost reply: made
+			sc.jobs = max(sc.jobs, 32) // with lanes
+		}
 	}
 	// One meta-job a run on a flaky node: its calls fail 20 times as
 	// often (its reading of the chain given up half done, say).
