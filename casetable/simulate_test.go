@@ -366,7 +366,7 @@ func drawScenario(seed uint64) scenario {
 			// (Ctrl-C) as the filesystem works again.
 			sc.aimStart, sc.interrupts, sc.retry = true, true, 30*time.Second
 			sc.faults.OutageMax = 20 * time.Second
-			sc.faults.Transient = 0 // the mark's fault is a lost reply: made
+			sc.faults.Transient = 0    // the mark's fault is a lost reply: made
 			sc.jobs = max(sc.jobs, 32) // with lanes
 		}
 	}
