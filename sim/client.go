@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"hash/fnv"
+	"path"
 	"time"
 
 	"github.com/farm-hpc/farm/vfs"
@@ -24,6 +26,7 @@ type client struct {
 	// About the call under way:
 	noSpace unix.Errno // ENOSPC or EDQUOT: the disk is full
 	mark    fault      // what the trace says of it, if no fault was drawn
+	on      string     // the name it is on (beginOn), "" if an open file's
 }
 
 // file is an open file description.
@@ -68,6 +71,27 @@ func (c *client) begin(op opcode) call {
 	return c.decide(op)
 }
 
+// beginOn is begin for a call on name (a path, or a name in a directory):
+// on a distributed volume, an outage spares the names of the other
+// replica sets (Model.Sets).
+func (c *client) beginOn(op opcode, name string) call {
+	c.on = path.Base(name)
+	defer func() { c.on = "" }()
+	return c.begin(op)
+}
+
+// spared says whether the call under way is on a name that a distributed
+// volume's outage does not touch: one hashed to another replica set.
+func (c *client) spared() bool {
+	w := c.w
+	if w.model.Sets < 2 || c.on == "" || c.on == "." || c.on == "/" {
+		return false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(c.on))
+	return int(h.Sum32()%uint32(w.model.Sets)) != w.outageSet
+}
+
 // decide draws the faults of a call op, now.
 func (c *client) decide(op opcode) call {
 	w, m := c.w, &c.w.model
@@ -86,7 +110,7 @@ func (c *client) decide(op opcode) call {
 				}
 				return call{kind: fDown, err: unix.ENOTCONN}
 			}
-			if w.rng.IntN(2) == 0 {
+			if w.rng.IntN(2) == 0 && !c.spared() {
 				w.stats.OutageFails++
 				if op.lookup() {
 					return call{kind: fSpurious, err: unix.ENOENT}
@@ -188,7 +212,7 @@ func errOf(err unix.Errno) error {
 }
 
 func (c *client) Openat(d int, name string, flags int, mode uint32) (int, error) {
-	f := c.begin(opOpenat)
+	f := c.beginOn(opOpenat, name)
 	fd, err := -1, f.err
 	if !f.early() {
 		fd, err = c.openat(d, name, flags, mode)
@@ -202,7 +226,7 @@ func (c *client) Openat(d int, name string, flags int, mode uint32) (int, error)
 }
 
 func (c *client) Mknodat(d int, name string, mode uint32) error {
-	f := c.begin(opMknodat)
+	f := c.beginOn(opMknodat, name)
 	err := f.err
 	if !f.early() {
 		err = c.reply(f, opMknodat, c.mknodat(d, name, mode), true)
@@ -212,7 +236,7 @@ func (c *client) Mknodat(d int, name string, mode uint32) error {
 }
 
 func (c *client) Mkdirat(d int, name string, mode uint32) error {
-	f := c.begin(opMkdirat)
+	f := c.beginOn(opMkdirat, name)
 	err := f.err
 	if !f.early() {
 		err = c.reply(f, opMkdirat, c.mkdirat(d, name, mode), true)
@@ -222,7 +246,7 @@ func (c *client) Mkdirat(d int, name string, mode uint32) error {
 }
 
 func (c *client) Fstatat(d int, name string, st *unix.Stat_t, flags int) error {
-	f := c.begin(opFstatat)
+	f := c.beginOn(opFstatat, name)
 	err := f.err
 	if !f.early() {
 		err = c.fstatat(d, name, st, flags)
@@ -250,7 +274,7 @@ func (c *client) Fstat(fd int, st *unix.Stat_t) error {
 }
 
 func (c *client) Unlinkat(d int, name string, flags int) error {
-	f := c.begin(opUnlinkat)
+	f := c.beginOn(opUnlinkat, name)
 	err := f.err
 	if !f.early() {
 		err = c.reply(f, opUnlinkat, c.unlinkat(d, name, flags), false)
@@ -260,7 +284,7 @@ func (c *client) Unlinkat(d int, name string, flags int) error {
 }
 
 func (c *client) Renameat(od int, oname string, nd int, nname string) error {
-	f := c.begin(opRenameat)
+	f := c.beginOn(opRenameat, nname)
 	err := f.err
 	if !f.early() {
 		err = c.reply(f, opRenameat, c.renameat(od, oname, nd, nname), false)
@@ -270,7 +294,7 @@ func (c *client) Renameat(od int, oname string, nd int, nname string) error {
 }
 
 func (c *client) Linkat(od int, oname string, nd int, nname string) error {
-	f := c.begin(opLinkat)
+	f := c.beginOn(opLinkat, nname)
 	err := f.err
 	if !f.early() {
 		err = c.reply(f, opLinkat, c.linkat(od, oname, nd, nname), true)

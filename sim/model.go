@@ -70,6 +70,12 @@ type Model struct {
 	// SplitBrainNames, if set, is a pattern (path.Match) of the names
 	// that may be made split-brain: others never are.
 	SplitBrainNames string
+	// Sets is a distributed volume's number of replica sets (0 or 1:
+	// one). A BrickDown window is then one set's: a call on a name that
+	// DHT hashes to another set (a hash of its last component: a file is
+	// on its hashed set, and a directory's lookup is answered there
+	// first) is spared; calls on an open descriptor are not told apart.
+	Sets int
 }
 
 // Outage is what happens while a filesystem's outage window lasts (its
@@ -255,8 +261,11 @@ func GlusterReplica() Model {
 // file on its hashed one). A LinkRace and a TypeRace of 1/2 are far above
 // the rig's rates (well under 1% of rounds), so that whatever relies on
 // link() being exclusive, or on a mkdir excluding a create, fails fast.
+// A brick down is one replica set's (Sets: 2): the calls on names hashed
+// to the other set go on as usual, so a name may answer a spurious ENOENT
+// while its directory answers every lookup.
 func GlusterDHT() Model {
 	m := GlusterReplica()
-	m.Name, m.LinkRace, m.TypeRace = "gluster-dht", 0.5, 0.5
+	m.Name, m.LinkRace, m.TypeRace, m.Sets = "gluster-dht", 0.5, 0.5, 2
 	return m
 }

@@ -490,6 +490,43 @@ func TestSleepWokenByCancel(t *testing.T) {
 	}
 }
 
+// TestGlusterDHTOutageIsOneSet: on a distributed volume, a brick's outage
+// fails calls on the names hashed to its replica set only.
+func TestGlusterDHTOutageIsOneSet(t *testing.T) {
+	w := New(3, GlusterDHT())
+	for i := range 8 {
+		if err := vfs.WriteAtomic(w.Root(), fmt.Sprintf("/n%d", i), 0o644, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := map[string]int{}
+	w.Go("p", func(p *Proc) {
+		fs := p.FS()
+		w.beginOutage()
+		w.outageCut, w.outageUntil = false, time.Hour
+		var st unix.Stat_t
+		for i := range 400 {
+			name := fmt.Sprintf("/n%d", i%8)
+			if fs.Fstatat(unix.AT_FDCWD, name, &st, 0) == unix.ENOENT {
+				failed[name]++
+			}
+		}
+	})
+	run(t, w, Options{Faults: Faults{Until: time.Hour}})
+	spared, hit := 0, 0
+	for i := range 8 {
+		switch n := failed[fmt.Sprintf("/n%d", i)]; {
+		case n == 0:
+			spared++
+		case n > 10:
+			hit++
+		}
+	}
+	if spared == 0 || hit == 0 || spared+hit != 8 {
+		t.Fatalf("spurious ENOENTs by name %v: want some names never (the other set's), the others about half the time", failed)
+	}
+}
+
 // TestLimits: a run past its virtual time, or with every process blocked
 // for ever, is an error naming the processes left, which are killed.
 func TestLimits(t *testing.T) {

@@ -51,6 +51,7 @@ type World struct {
 	outageUntil time.Duration // end of the outage window under way (or last)
 	outageErr   unix.Errno    // DiskFull's answer in this window
 	outageCut   bool          // BrickDown's window cuts the client off from every brick
+	outageSet   int           // the replica set whose brick is down (Model.Sets)
 
 	onStep  func()
 	onCrash func(*Proc)
@@ -269,6 +270,9 @@ func (w *World) beginOutage() {
 		w.outageErr = unix.EDQUOT
 	}
 	w.outageCut = w.model.Outage == BrickDown && w.rng.IntN(2) == 0
+	if w.model.Sets > 1 {
+		w.outageSet = w.rng.IntN(w.model.Sets)
+	}
 	w.stats.Outages++
 	kind := int64(w.model.Outage)
 	if w.outageCut {
