@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -419,5 +421,47 @@ func TestChainOfAnOlderFarm(t *testing.T) {
 	cs, err := NewStore(dir, misc).Claim(ctx, 1, 1, nil)
 	if err != nil || len(cs) != 1 || cs[0].ID != 3 {
 		t.Errorf("claim after repair: %v %v; want case 3", cs, err)
+	}
+}
+
+// timeoutOnce is the system's filesystem, but the first open of a name
+// ending in suffix answers ETIMEDOUT (a network filesystem's passing
+// fault) without opening it.
+type timeoutOnce struct {
+	vfs.OS
+	suffix string
+	hit    *int
+}
+
+func (f timeoutOnce) Openat(d int, name string, flags int, mode uint32) (int, error) {
+	if strings.HasSuffix(name, f.suffix) && *f.hit == 0 {
+		*f.hit++
+		return -1, unix.ETIMEDOUT
+	}
+	return f.OS.Openat(d, name, flags, mode)
+}
+
+// A run start whose first look at its table answers a passing error
+// retries it, as every other step of the start does (the simulator's
+// submits failed at their first call, seed 8371 on nfs).
+func TestStartRunRetriesItsTable(t *testing.T) {
+	dir := newFarm(t, 10)
+	hit := 0
+	s := NewStoreOn(timeoutOnce{suffix: "table.dat", hit: &hit}, dir, filepath.Join(dir, "MISC"))
+	s.Log = io.Discard
+	defer s.Close()
+	cur, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := RunSpec{Base: cur.Gen, Chain: cur.Chain, Run: cur.Run + 1, Table: "table.dat", Cases: 10, Jobs: 1}
+	if err := s.StartRun(context.Background(), spec); err != nil {
+		t.Fatalf("a run start after one ETIMEDOUT on its table: %v", err)
+	}
+	if hit != 1 {
+		t.Fatalf("the table's open failed %d times; want once", hit)
+	}
+	if st, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background()); err != nil || st.Run != cur.Run+1 {
+		t.Fatalf("after the start: %+v %v; want run %d", st, err, cur.Run+1)
 	}
 }

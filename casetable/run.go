@@ -46,9 +46,15 @@ func (spec RunSpec) moved(st State) bool {
 // after it (CLAIMS.md, Lanes). What 'farm add' queued to the run before is
 // dropped: the new run's table was made from table.dat, which holds it.
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
-	size, ino, fp, err := tableIDOn(s.fs, filepath.Join(s.Dir, spec.Table))
-	if err != nil {
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	var size int64
+	var ino uint64
+	var fp string
+	if err := r.Do(ctx, func() (err error) {
+		size, ino, fp, err = tableIDOn(s.fs, filepath.Join(s.Dir, spec.Table))
 		return passing(s.fs, filepath.Join(s.Dir, spec.Table), err)
+	}); err != nil {
+		return err
 	}
 	cur, err := s.Read(ctx)
 	if err != nil && !errors.Is(err, ErrNoState) {
@@ -59,7 +65,6 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	}
 	lanes := State{Run: spec.Run, Table: spec.Table, Simple: spec.Simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
 	if !spec.Simple {
-		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 		if err := r.Do(ctx, func() (err error) {
 			lanes, err = makeLanes(s.fs, s.Dir, s.misc, lanes, LanesFor(spec.Jobs), spec.Jobs)
 			return err
