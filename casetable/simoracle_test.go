@@ -101,6 +101,16 @@ func (o *simOracle) submit(p *sim.Proc) {
 	err := s.StartRun(o.ctx(p), spec)
 	if err != nil {
 		o.commandFailed(p.Name(), err)
+		if transientOrGaveUp(err) && !strings.HasSuffix(p.Name(), "+") {
+			// Its user runs it again, a while later (farm said it
+			// retried for how long, or the user interrupted it).
+			name := p.Name() + "+"
+			o.interruptible(name)
+			o.sc.aimed(o.w.Go(name, func(p *sim.Proc) {
+				p.FS().Sleep(context.Background(), time.Duration(p.FS().Rand()%uint64(time.Minute)))
+				o.submit(p)
+			}))
+		}
 		return
 	}
 	o.started(spec, o.master, s.chainDir())
