@@ -424,19 +424,20 @@ func TestChainOfAnOlderFarm(t *testing.T) {
 	}
 }
 
-// timeoutOnce is the system's filesystem, but the first open of a name
-// ending in suffix answers ETIMEDOUT (a network filesystem's passing
-// fault) without opening it.
-type timeoutOnce struct {
+// failOnce is the system's filesystem, but the first open of a name
+// ending in suffix answers err (a network filesystem's passing fault)
+// without opening it.
+type failOnce struct {
 	vfs.OS
 	suffix string
+	err    unix.Errno
 	hit    *int
 }
 
-func (f timeoutOnce) Openat(d int, name string, flags int, mode uint32) (int, error) {
-	if strings.HasSuffix(name, f.suffix) && *f.hit == 0 {
+func (f failOnce) Openat(d int, name string, flags int, mode uint32) (int, error) {
+	if strings.HasSuffix(name, f.suffix) && flags&unix.O_CREAT == 0 && *f.hit == 0 {
 		*f.hit++
-		return -1, unix.ETIMEDOUT
+		return -1, f.err
 	}
 	return f.OS.Openat(d, name, flags, mode)
 }
@@ -447,7 +448,7 @@ func (f timeoutOnce) Openat(d int, name string, flags int, mode uint32) (int, er
 func TestStartRunRetriesItsTable(t *testing.T) {
 	dir := newFarm(t, 10)
 	hit := 0
-	s := NewStoreOn(timeoutOnce{suffix: "table.dat", hit: &hit}, dir, filepath.Join(dir, "MISC"))
+	s := NewStoreOn(failOnce{suffix: "table.dat", err: unix.ETIMEDOUT, hit: &hit}, dir, filepath.Join(dir, "MISC"))
 	s.Log = io.Discard
 	defer s.Close()
 	cur, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background())
@@ -463,5 +464,37 @@ func TestStartRunRetriesItsTable(t *testing.T) {
 	}
 	if st, err := NewStore(dir, filepath.Join(dir, "MISC")).Read(context.Background()); err != nil || st.Run != cur.Run+1 {
 		t.Fatalf("after the start: %+v %v; want run %d", st, err, cur.Run+1)
+	}
+}
+
+// farm add's first look at the table it queued answering a passing ENOENT
+// (a GlusterFS brick down) is retried: the table is not removed and the
+// error then taken for good (the simulator's long run, seed 307690 on
+// gluster-dht).
+func TestEnqueueRetriesItsTable(t *testing.T) {
+	ctx := context.Background()
+	dir := newFarm(t, 10)
+	misc := filepath.Join(dir, "MISC")
+	cur, err := NewStore(dir, misc).Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := cur.Run + 1
+	if err := NewStore(dir, misc).StartRun(ctx, RunSpec{Base: cur.Gen, Chain: cur.Chain, Run: run, Table: "table.dat", Cases: 10, Jobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hit := 0
+	s := NewStoreOn(failOnce{suffix: fmt.Sprintf("table.run%d.add.t", run), err: unix.ENOENT, hit: &hit}, dir, misc)
+	s.Log = io.Discard
+	defer s.Close()
+	q, err := s.Enqueue(ctx, run, "t", []byte("11 echo case 11\n"), 1, 11, false)
+	if err != nil || q.Why != "" {
+		t.Fatalf("farm add after a passing ENOENT on its table: %+v %v", q, err)
+	}
+	if hit != 1 {
+		t.Fatalf("the table's open failed %d times; want once", hit)
+	}
+	if _, err := os.Stat(filepath.Join(dir, q.Table)); err != nil {
+		t.Fatalf("the queued table: %v", err)
 	}
 }

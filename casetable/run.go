@@ -47,13 +47,8 @@ func (spec RunSpec) moved(st State) bool {
 // dropped: the new run's table was made from table.dat, which holds it.
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	var size int64
-	var ino uint64
-	var fp string
-	if err := r.Do(ctx, func() (err error) {
-		size, ino, fp, err = tableIDOn(s.fs, filepath.Join(s.Dir, spec.Table))
-		return passing(s.fs, filepath.Join(s.Dir, spec.Table), err)
-	}); err != nil {
+	size, ino, fp, err := s.tableID(ctx, &r, filepath.Join(s.Dir, spec.Table))
+	if err != nil {
 		return err
 	}
 	cur, err := s.Read(ctx)
@@ -172,10 +167,14 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 	if err := vfs.WriteAtomic(s.fs, path, 0o644, lines); err != nil {
 		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
-	size, ino, fp, err := tableIDOn(s.fs, path)
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	size, ino, fp, err := s.tableIDOnce(ctx, &r, path)
 	if err != nil {
+		// Decided before the removal (the simulator, seed 307690 on
+		// gluster-dht: a passing ENOENT, the table removed, then
+		// looked up gone and the error taken for good).
 		vfs.Remove(s.fs, path)
-		return Enqueued{}, passing(s.fs, path, err)
+		return Enqueued{}, err
 	}
 	err = s.Update(ctx, func(st *State) error {
 		q.Run, q.Lanes, q.Why = st.Run, st.Lanes > 1, ""
@@ -211,3 +210,28 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 }
 
 var errNotQueued = errors.New("not queued")
+
+// tableIDOnce is tableID, or, as it was before 2026-11-29 (the mutant
+// add-removes-table-then-looks), tableIDOn once, the table removed on an
+// error before the error is looked up.
+func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, path string) (int64, uint64, string, error) {
+	if !mutated("add-removes-table-then-looks") {
+		return s.tableID(ctx, r, path)
+	}
+	size, ino, fp, err := tableIDOn(s.fs, path)
+	if err != nil {
+		vfs.Remove(s.fs, path)
+		err = passing(s.fs, path, err)
+	}
+	return size, ino, fp, err
+}
+
+// tableID is tableIDOn of the table at path, its passing errors (a
+// network filesystem's ENOENT for a name that is there) retried by r.
+func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, path string) (size int64, ino uint64, fp string, err error) {
+	err = r.Do(ctx, func() (err error) {
+		size, ino, fp, err = tableIDOn(s.fs, path)
+		return passing(s.fs, path, err)
+	})
+	return size, ino, fp, err
+}
