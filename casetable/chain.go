@@ -333,7 +333,8 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 			if try < chainRemakes {
 				continue
 			}
-			err = fsretry.Transient(fmt.Errorf("%s/chain was made by another process and removed %d times: %w", misc, try+1, err))
+			// Not ErrNoState: the farm is being submitted.
+			err = fsretry.Transient(fmt.Errorf("%s/chain was made by another process and removed unwritten %d times (its disk full?): free space on the farm's filesystem and run the command again", misc, try+1))
 		}
 		if err != nil {
 			return nil, err
