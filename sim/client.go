@@ -383,7 +383,9 @@ func (c *client) Sleep(ctx context.Context, d time.Duration) error {
 		until = never
 	}
 	c.w.record(event{proc: p.id, op: opSleep, a: int64(d)})
-	p.asleep = ctx
+	if ctx.Done() != nil { // one that can be cancelled (World.next looks)
+		p.asleep = ctx
+	}
 	p.park(opSleep, until)
 	p.asleep = nil
 	return ctx.Err() // cancelled while asleep: woken then, as a timer's select is
