@@ -83,8 +83,12 @@ const (
 // testHook, if set (by tests only), is called at each stage of a commit
 // on the chain in chainDir (a lane's, or MISC/claims.*): "write" before
 // its slot is taken, "link" once the generation is written and before it
-// is marked, "linked" once it is marked (committed).
-var testHook func(stage, chainDir string)
+// is marked, "linked" once it is marked (committed); and, with the path
+// looked at, "table" before a run start's or farm add's first look at a
+// run table (tableID), "gone" before the look that decides whether a
+// name that answered ENOENT is gone (goneOr). The simulator aims faults
+// there.
+var testHook func(stage, path string)
 
 // fault, if set (by tests only), is asked before some of the claim path's
 // filesystem calls whether the call fails, and with what error (nil: it

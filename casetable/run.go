@@ -218,6 +218,9 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, path string
 	if !mutated("add-removes-table-then-looks") {
 		return s.tableID(ctx, r, path)
 	}
+	if testHook != nil {
+		testHook("table", path)
+	}
 	size, ino, fp, err := tableIDOn(s.fs, path)
 	if err != nil {
 		vfs.Remove(s.fs, path)
@@ -229,6 +232,9 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, path string
 // tableID is tableIDOn of the table at path, its passing errors (a
 // network filesystem's ENOENT for a name that is there) retried by r.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, path string) (size int64, ino uint64, fp string, err error) {
+	if testHook != nil {
+		testHook("table", path)
+	}
 	err = r.Do(ctx, func() (err error) {
 		size, ino, fp, err = tableIDOn(s.fs, path)
 		return passing(s.fs, path, err)

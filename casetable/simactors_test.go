@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,6 +168,30 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 		return
 	}
 	o.started(spec, ids, s.chainDir())
+}
+
+// hook is casetable's testHook in a schedule: it aims faults at the
+// moments the scenario says (scenario.aimStart, aimLooks), half the time
+// each.
+func (o *simOracle) hook(stage, path string) {
+	p := o.w.Current()
+	if p == nil {
+		return
+	}
+	switch {
+	case stage == "link" && o.sc.aimStart:
+		o.aimAtStart(stage, path)
+	case stage == "table" && o.sc.aimTable && o.isCommand(p) && p.FS().Rand()%2 == 0:
+		o.w.BeginOutage()
+	case stage == "gone" && o.sc.aimGone && p.FS().Rand()%2 == 0:
+		p.AimNext(1000) // the look's first call fails, if the model fails calls
+	}
+}
+
+// isCommand says whether p is one of the commands that race the
+// meta-jobs (submit, add, resubmit, repair).
+func (o *simOracle) isCommand(p *sim.Proc) bool {
+	return slices.Contains(o.commands, p) || strings.HasPrefix(p.Name(), "submit")
 }
 
 // aimAtStart is the commits' testHook in a scenario that aims at a run

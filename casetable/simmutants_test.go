@@ -147,12 +147,12 @@ var simRegressions = []struct {
 	model  string
 }{
 	{"queue-carried-to-next-run", 18, "local"},
-	{"repair-closes-new-run-lanes", 1800, "local"},
+	{"repair-closes-new-run-lanes", 1560, "local"},
 	{"add-removes-undecided-table", 792, "nfs-soft"},
 	{"stale-main-base-first-twice", 96, "local"},
 	{"failed-read-old-base", 2140, "gluster-dht"},
 	{"reply-decides", 16, "gluster-dht"},
-	{"undecided-recommitted", 140, "nfs-soft"},
+	{"undecided-recommitted", 25, "nfs"},
 	{"lanes-removed-after-undecided-start", 1959, "nfs-soft"},
 	{"enoent-is-damage", 16, "gluster-dht"},
 	{"lanes-own-table", 11, "full"},
@@ -161,19 +161,19 @@ var simRegressions = []struct {
 	{"chain-file-by-link", 290, "gluster-dht"},
 	{"lane-gen0-eexist-fatal", 33, "gluster"},
 	{"own-mkdir-eexist-fatal", 39, "gluster"},
-	{"chain-close-removes-dir", 238, "gluster-dht"},
+	{"chain-close-removes-dir", 13, "nfs"},
 	{"no-state-ends-claims", 51, "gluster"},
-	{"chain-write-lost-removes-chain", 1752, "gluster"},
+	{"chain-write-lost-removes-chain", 10817, "gluster-dht"},
 	{"table-enoent-ends-claims", 15, "gluster"},
-	{"one-look-is-gone", 159, "gluster"},
-	{"gone-without-listing", 262, "gluster-dht"},
-	{"void-is-legacy", 16978, "gluster-dht"},
+	{"one-look-is-gone", 153, "gluster"},
+	{"gone-without-listing", 2470, "gluster-dht"},
+	{"void-is-legacy", 63934, "gluster-dht"},
 	{"base-of-any-chain", 20970, "local"},
 	{"repair-forgets-closed-run", 524, "nfs-soft"},
 	{"chain-made-once", 464, "full"},
 	{"split-slot-tried-again", 16, "gluster"},
-	{"gone-looked-twice", 206041, "nfs"},                    // past the budget: the 41,152nd with a repair
-	{"add-removes-table-then-looks", 307690, "gluster-dht"}, // the long run's, past the budget
+	{"gone-looked-twice", 81709, "nfs"},
+	{"add-removes-table-then-looks", 5248, "gluster-dht"},
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without

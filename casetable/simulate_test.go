@@ -211,10 +211,8 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	o := newSimOracle(w, sc)
 	o.setUp()
 	w.OnCrash(o.crashed)
-	if sc.aimStart {
-		defer func() { testHook = nil }()
-		testHook = o.aimAtStart
-	}
+	defer func() { testHook = nil }()
+	testHook = o.hook
 	o.interruptible("submit")
 	sc.aimed(w.Go("submit", o.submit))
 	if sc.submits > 1 {
@@ -283,6 +281,8 @@ type scenario struct {
 	aim        float64       // the commands' calls fail this many times as often as the meta-jobs' (sim.Proc.Aim)
 	focus      bool          // aim only at the commands' exclusive creates (the commits' slots and marks)
 	aimStart   bool          // and a resubmit's only at its run start's mark (simOracle.aimAtStart)
+	aimTable   bool          // an outage may begin at a command's first look at a table (simOracle.hook)
+	aimGone    bool          // a look deciding whether a name is gone may fail (simOracle.hook)
 	spare      int           // ... past the first spare of them (sim.Proc.AimAfter)
 	flaky      bool          // each run's first meta-job has its faults aimed at it
 }
@@ -296,8 +296,8 @@ func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
 }
 
 func (sc scenario) String() string {
-	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v aim-start=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
-		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.aimStart, sc.spare, sc.flaky,
+	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v aim-start=%v aim-table=%v aim-gone=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
+		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.aimStart, sc.aimTable, sc.aimGone, sc.spare, sc.flaky,
 		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until)
 }
 
@@ -381,7 +381,21 @@ func drawScenario(seed uint64) scenario {
 	if sc.repair {
 		sc.repairs = max(sc.repairs, 1)
 	}
+	sc.aimLooks(r)
 	return sc
+}
+
+// aimLooks aims faults at two rare moments (simOracle.hook), drawn last so
+// that the rest of a seed's scenario stays as it was: a brick's outage
+// beginning as a farm add (or a run start) first looks at the table it has
+// just made, whose passing ENOENT must be retried, not taken for the
+// table gone (add-removes-table-then-looks); and, in a schedule with a
+// repair, a transient error in the look that decides whether a name that
+// answered ENOENT is gone — a name a losing start removed under a repair's
+// listing, say (gone-looked-twice).
+func (sc *scenario) aimLooks(r *rand.Rand) {
+	sc.aimTable = sc.adds > 0 && r.IntN(3) == 0
+	sc.aimGone = sc.repair && r.IntN(2) == 0
 }
 
 // focusOnRepair makes sc a schedule focused on the repair: it races a

@@ -28,6 +28,7 @@ type Proc struct {
 	aim     float64 // Aim's factor of its calls' fault rates (0: 1)
 	aimAt   []opcode
 	spare   int     // AimAfter: aimed calls still spared
+	next    float64 // AimNext's factor for its next call (0: none)
 	slow    float64 // Slow's factor (0: 1)
 	started bool    // its goroutine is running
 	cause   cmd     // cmdCrash or cmdKill once told to die
@@ -101,6 +102,15 @@ func (p *Proc) AimAfter(n int) *Proc {
 	return p
 }
 
+// AimNext multiplies the fault rates of p's next call whose faults are
+// drawn (not one an outage fails), whichever it is, by k, once (then Aim's, if any, apply again): a fault aimed at one
+// moment of one process (its first look after an ENOENT, say). Only p
+// may call it, from its own goroutine. It returns p.
+func (p *Proc) AimNext(k float64) *Proc {
+	p.next = k
+	return p
+}
+
 // Slow makes p's calls take about k times as long as others' (k > 1): a
 // process on a loaded node (a login node, a node swapping), whose calls
 // the others' overtake. It returns p.
@@ -109,10 +119,15 @@ func (p *Proc) Slow(k float64) *Proc {
 	return p
 }
 
-// factor is what the fault rates of p's call op are multiplied by: Aim's
-// factor if op is aimed at and not spared (AimAfter), else 1. Called once
+// factor is what the fault rates of p's call op are multiplied by:
+// AimNext's, once; Aim's factor if op is aimed at and not spared
+// (AimAfter); else 1. Called once
 // a call.
 func (p *Proc) factor(op opcode) float64 {
+	if k := p.next; k > 0 {
+		p.next = 0
+		return k
+	}
 	if p.aim <= 0 || p.aimAt != nil && !slices.Contains(p.aimAt, op) {
 		return 1
 	}

@@ -736,6 +736,50 @@ func TestAim(t *testing.T) {
 	}
 }
 
+// TestAimNext: AimNext aims at the process's next call only.
+func TestAimNext(t *testing.T) {
+	w := New(5, GlusterReplica())
+	var errs []error
+	w.Go("p", func(p *Proc) {
+		fs := p.FS()
+		var st unix.Stat_t
+		for n := range 40 {
+			if n%10 == 0 {
+				p.AimNext(1000)
+			}
+			errs = append(errs, fs.Fstatat(unix.AT_FDCWD, "/", &st, 0))
+		}
+	})
+	run(t, w, Options{Faults: Faults{Transient: 0.001}})
+	for n, err := range errs {
+		if (n%10 == 0) != (err != nil) {
+			t.Fatalf("lookup %d answered %v: want a transient error at lookups 0, 10, 20, 30 (aimed at), none else (%v)", n, err, errs)
+		}
+	}
+}
+
+// TestBeginOutage: an outage begun by a test fails the calls after it,
+// and none begins while one is under way or once the faults are over.
+func TestBeginOutage(t *testing.T) {
+	w := New(3, NFSSoft())
+	var began, again, later bool
+	var looked error
+	w.Go("p", func(p *Proc) {
+		fs := p.FS()
+		began = w.BeginOutage()
+		again = w.BeginOutage()
+		var st unix.Stat_t
+		looked = fs.Fstatat(unix.AT_FDCWD, "/", &st, 0)
+		fs.Sleep(context.Background(), 2*time.Hour)
+		later = w.BeginOutage()
+	})
+	run(t, w, Options{Faults: Faults{OutageMax: time.Hour, Until: time.Hour}})
+	if !began || again || later || looked != unix.ETIMEDOUT || w.Stats().Outages != 1 {
+		t.Fatalf("began %v, again %v, after the faults %v, the lookup answered %v, %d outages: want true, false, false, ETIMEDOUT, 1",
+			began, again, later, looked, w.Stats().Outages)
+	}
+}
+
 // TestSlow: a slow process's calls are overtaken: of two making the same
 // calls from the same moment, the one Slow(10) ends last, several times
 // as late.

@@ -261,6 +261,19 @@ func (w *World) maybeOutage() {
 	w.beginOutage()
 }
 
+// BeginOutage begins an outage window now, as if one had begun at a
+// fault of the call under way: if the model has outages, the faults are
+// on, and none is under way. A test aims it at a rare moment (a command's
+// first look at a file it has just made), where the world's rates seldom
+// put one. It reports whether one began.
+func (w *World) BeginOutage() bool {
+	if w.model.Outage == NoOutage || w.now < w.outageUntil || !w.faulting() {
+		return false
+	}
+	w.beginOutage()
+	return true
+}
+
 // beginOutage begins an outage window now.
 func (w *World) beginOutage() {
 	d := w.logUniform(100*time.Millisecond, w.faults.OutageMax)
