@@ -86,8 +86,9 @@ const (
 // is marked, "linked" once it is marked (committed); and, with the path
 // looked at, "table" before a run start's or farm add's first look at a
 // run table (tableID), "gone" before the look that decides whether a
-// name that answered ENOENT is gone (goneOr). The simulator aims faults
-// there.
+// name that answered ENOENT is gone (goneOr), "inspect" before a repair's
+// reading looks for the chain's newest generation. The simulator aims
+// faults there.
 var testHook func(stage, path string)
 
 // fault, if set (by tests only), is asked before some of the claim path's
@@ -1023,6 +1024,22 @@ func (c *chain) checkGone(err error) error {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}
 	return fsretry.Transient(err)
+}
+
+// noGeneration is what latest's finding no generation on the chain c
+// means: a *DamageError if its directory is gone; errInconsistent
+// (transient: look again) if the chain is not certainly empty — a lookup
+// that found no mark, no segment or no directory may have been a passing
+// ENOENT (a GlusterFS brick down); nil if it certainly has no generation
+// yet.
+func (c *chain) noGeneration() error {
+	if gone(c.fs, c.dir) {
+		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
+	}
+	if !c.empty() {
+		return errInconsistent
+	}
+	return nil
 }
 
 // empty reports whether the chain certainly has no generation yet, which

@@ -529,27 +529,21 @@ func (s *Store) refresh() error {
 			return err
 		}
 		if n < 0 {
-			if gone(s.fs, s.ch.dir) {
-				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
-			}
-			if s.fixed != "" {
+			err := s.ch.noGeneration()
+			if err == nil && s.fixed != "" {
 				// A lane has its generation 0 before anyone can know
 				// it: a mark not found is a network filesystem's
 				// passing answer (or damage, which stays).
-				if tries < 20 {
-					s.pause(tries)
-					continue
-				}
-				return fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
+				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
 			}
-			if !s.ch.empty() {
-				if tries < 20 {
-					s.pause(tries)
-					continue
-				}
-				return errInconsistent
+			if err == nil {
+				return ErrNoState // a chain with no generation yet
 			}
-			return ErrNoState // a chain with no generation yet
+			if fsretry.IsTransient(err) && tries < 20 {
+				s.pause(tries)
+				continue
+			}
+			return err
 		}
 		if err := s.load(n); err == nil {
 			return nil

@@ -134,17 +134,35 @@ func (s *Store) inspect() (Reading, error) {
 		rd.Err = &DamageError{Path: rd.dir, Why: legacyWhy}
 		return rd, nil
 	}
-	if _, err := vfs.Stat(s.fs, rd.dir); os.IsNotExist(err) {
+	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
+		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
+			return rd, err // a passing ENOENT: read again
+		}
 		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
 		return rd, nil
-	} else if err != nil {
-		return rd, err
 	}
 	c := newChain(s.fs, rd.dir)
 	defer c.close()
+	if testHook != nil {
+		testHook("inspect", rd.dir)
+	}
 	n, err := c.latest(-1)
 	if err != nil {
 		return rd, err
+	}
+	if n < 0 && !mutated("inspect-trusts-no-generation") {
+		// Looked up afresh, as a claimer does (Store.refresh): a
+		// passing ENOENT of the chain's directory or first segment
+		// is not a chain with no generation (the simulator, seed
+		// 112017 on gluster: a forced repair that took it for one
+		// closed every lane, a starting run's too, then lost).
+		if err := c.noGeneration(); err != nil {
+			if de := (*DamageError)(nil); errors.As(err, &de) {
+				rd.Err = de
+				return rd, nil
+			}
+			return rd, err
+		}
 	}
 	rd.gen, rd.top, rd.usable = n, c.top, true
 	if n < 0 {
