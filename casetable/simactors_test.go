@@ -185,6 +185,8 @@ func (o *simOracle) hook(stage, path string) {
 		o.w.BeginOutage()
 	case stage == "gone" && o.sc.aimGone && p.FS().Rand()%2 == 0:
 		p.AimNext(1000) // the look's first call fails, if the model fails calls
+	case stage == "inspect" && o.sc.aimGone && p.FS().Rand()%2 == 0:
+		o.w.BeginOutage() // the repair's reading of the chain, as a brick goes down
 	}
 }
 

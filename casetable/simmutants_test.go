@@ -67,6 +67,7 @@ var simMutants = []simMutant{
 	{"repair-forgets-closed-run", "37eb773", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
 	{"chain-made-once", "37bb84b", "two first submits on a full disk: one finds MISC/chain made by the other (EEXIST), which removes it unwritten (ENOSPC); the first then fails, not making it again", fullOnly, false},
 	{"split-slot-tried-again", "8da4427", "a slot whose mknod and lookup answer EIO (a GlusterFS split-brain name) is tried again from fresh readings, never awaited: if its owner died before its mark, no claimer gets past it", lostWrites, false},
+	{"inspect-trusts-no-generation", "7b8f004", "a repair's reading took a chain whose directory or first segment answered a passing ENOENT for one with no generation: the forced repair closed every lane, those of a run starting meanwhile too, then lost its commit — the new run's cases never claimed", lostWrites, true},
 	{"add-removes-table-then-looks", "b6298cc", "farm add's first look at its queued table answers a passing ENOENT: not retried, the table removed, then the error looked up — gone, since it was just removed — and the add fails for good", nil, false},
 }
 
@@ -147,10 +148,10 @@ var simRegressions = []struct {
 	model  string
 }{
 	{"queue-carried-to-next-run", 18, "local"},
-	{"repair-closes-new-run-lanes", 1560, "local"},
+	{"repair-closes-new-run-lanes", 374, "nfs-soft"},
 	{"add-removes-undecided-table", 792, "nfs-soft"},
 	{"stale-main-base-first-twice", 96, "local"},
-	{"failed-read-old-base", 2140, "gluster-dht"},
+	{"failed-read-old-base", 682, "gluster-dht"},
 	{"reply-decides", 16, "gluster-dht"},
 	{"undecided-recommitted", 25, "nfs"},
 	{"lanes-removed-after-undecided-start", 1959, "nfs-soft"},
@@ -167,12 +168,13 @@ var simRegressions = []struct {
 	{"table-enoent-ends-claims", 15, "gluster"},
 	{"one-look-is-gone", 153, "gluster"},
 	{"gone-without-listing", 2470, "gluster-dht"},
+	{"gone-looked-twice", 123865, "nfs"},
 	{"void-is-legacy", 63934, "gluster-dht"},
-	{"base-of-any-chain", 20970, "local"},
+	{"base-of-any-chain", 3821, "full"},
 	{"repair-forgets-closed-run", 524, "nfs-soft"},
 	{"chain-made-once", 464, "full"},
 	{"split-slot-tried-again", 16, "gluster"},
-	{"gone-looked-twice", 81709, "nfs"},
+	{"inspect-trusts-no-generation", 49185, "gluster-dht"},
 	{"add-removes-table-then-looks", 5248, "gluster-dht"},
 }
 

@@ -282,7 +282,7 @@ type scenario struct {
 	focus      bool          // aim only at the commands' exclusive creates (the commits' slots and marks)
 	aimStart   bool          // and a resubmit's only at its run start's mark (simOracle.aimAtStart)
 	aimTable   bool          // an outage may begin at a command's first look at a table (simOracle.hook)
-	aimGone    bool          // a look deciding whether a name is gone may fail (simOracle.hook)
+	aimGone    bool          // a look deciding whether a name is gone, or a repair's reading, may fail (simOracle.hook)
 	spare      int           // ... past the first spare of them (sim.Proc.AimAfter)
 	flaky      bool          // each run's first meta-job has its faults aimed at it
 }
@@ -392,7 +392,8 @@ func drawScenario(seed uint64) scenario {
 // table gone (add-removes-table-then-looks); and, in a schedule with a
 // repair, a transient error in the look that decides whether a name that
 // answered ENOENT is gone — a name a losing start removed under a repair's
-// listing, say (gone-looked-twice).
+// listing, say (gone-looked-twice) —, or an outage beginning as a repair
+// reads the chain (inspect-trusts-no-generation).
 func (sc *scenario) aimLooks(r *rand.Rand) {
 	sc.aimTable = sc.adds > 0 && r.IntN(3) == 0
 	sc.aimGone = sc.repair && r.IntN(2) == 0
