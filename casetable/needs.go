@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/farm-hpc/farm/slurm"
 )
 
 // NeedsMark starts what a case declares it needs, at the end of its table
@@ -193,7 +195,7 @@ func parseMemMB(v string) (int64, bool) {
 }
 
 // parseMinTime reads a time above 0 and at most MaxMinTime: in Slurm's
-// formats (ParseSlurmTime, without its quotes and UNLIMITED), or ending
+// formats (slurm.ParseDuration, without its quotes and UNLIMITED), or ending
 // with a unit as Go writes durations (90s, 30m, 2h, 1h30m).
 func parseMinTime(v string) (time.Duration, bool) {
 	var d time.Duration
@@ -202,7 +204,7 @@ func parseMinTime(v string) (time.Duration, bool) {
 	case strings.ContainsAny(v, `"'+`):
 		return 0, false
 	case last >= '0' && last <= '9':
-		d, err = ParseSlurmTime(v)
+		d, err = slurm.ParseDuration(v)
 	case v[0] == '-':
 		return 0, false
 	default:

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/slurm"
 )
 
 // TestCheckRunTime: META's limits, 30 seconds to 35 days, with its
@@ -38,7 +38,7 @@ func TestCheckRunTime(t *testing.T) {
 		{"35-00:00:01", shortestRunTime, false},
 		{"99999999999", time.Second, false},
 	} {
-		d, err := casetable.ParseSlurmTime(tc.value)
+		d, err := slurm.ParseDuration(tc.value)
 		if err != nil {
 			t.Fatal(err)
 		}

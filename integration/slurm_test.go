@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/integration/harness"
 	"github.com/farm-hpc/farm/internal/testreq"
 	"github.com/farm-hpc/farm/internal/testslurm"
@@ -103,7 +102,7 @@ func sgeFarm(t *testing.T, table []string, limit string) string {
 // Slurm time limit, in seconds.
 func setSGELimit(t *testing.T, dir, name, limit string) {
 	t.Helper()
-	d, err := casetable.ParseSlurmTime(limit)
+	d, err := slurm.ParseDuration(limit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 )
 
 // Directive is the prefix of the job-script lines that carry sbatch's
@@ -14,7 +13,7 @@ import (
 const Directive = "#SBATCH"
 
 // Script is Slurm's job-script dialect (backend.Script): the run-time is
-// #SBATCH -t / --time, in Slurm's time formats (casetable.ParseSlurmTime,
+// #SBATCH -t / --time, in Slurm's time formats (ParseTime,
 // which also reads a table line's min_time).
 type Script struct{}
 
@@ -36,7 +35,7 @@ func (Script) RunTime(lines []string) (rt backend.RunTime, ok bool, err error) {
 			if !ok {
 				continue
 			}
-			d, err := casetable.ParseSlurmTime(val)
+			d, err := ParseDuration(val)
 			if err != nil {
 				return rt, false, &backend.ScriptError{Line: i + 1, Msg: fmt.Sprintf("bad run-time %q (%v); use a Slurm time such as 0-01:00 or 30", val, err)}
 			}

@@ -1,4 +1,4 @@
-package casetable
+package slurm
 
 import (
 	"errors"
@@ -9,16 +9,15 @@ import (
 	"time"
 )
 
-// ParseSlurmTime parses Slurm's time formats, as #SBATCH -t takes them:
+// ParseDuration parses Slurm's time formats, as #SBATCH -t takes them:
 // "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
 // "days-hours:minutes" and "days-hours:minutes:seconds"; "UNLIMITED" and
 // "INFINITE" are 0 (no limit), and quotes around the value are dropped. A
 // value too large for a Duration is the largest Duration, never one that
-// wrapped around to a small one. It is here, below the engines, because a
-// table line's min_time (ParseNeeds) is written in it: the Slurm engine's
-// job-script dialect (slurm.Script) reads #SBATCH -t with it, so that both
-// read alike.
-func ParseSlurmTime(s string) (time.Duration, error) {
+// wrapped around to a small one. The job-script dialect (Script) reads
+// #SBATCH -t with it, and a table line's min_time (ParseNeeds) is written
+// in it, so that both read alike.
+func ParseDuration(s string) (time.Duration, error) {
 	s = strings.Trim(s, `"'`)
 	if s == "" {
 		return 0, fmt.Errorf("empty")

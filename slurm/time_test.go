@@ -1,4 +1,4 @@
-package casetable
+package slurm
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestParseSlurmTime(t *testing.T) {
+func TestParseDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{
 		"30":         30 * time.Minute,
 		"30:15":      30*time.Minute + 15*time.Second,
@@ -17,30 +17,30 @@ func TestParseSlurmTime(t *testing.T) {
 		"1-02:03:04": 26*time.Hour + 3*time.Minute + 4*time.Second,
 		"UNLIMITED":  0,
 	} {
-		got, err := ParseSlurmTime(in)
+		got, err := ParseDuration(in)
 		if err != nil || got != want {
-			t.Errorf("ParseSlurmTime(%q) = %v, %v; want %v", in, got, err, want)
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "x", "1:2:3:4", "-5", "1-2:3:4:5", "1h"} {
-		if _, err := ParseSlurmTime(bad); err == nil {
-			t.Errorf("ParseSlurmTime(%q) accepted", bad)
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
 	}
 }
 
-func TestParseSlurmTimeNeverWraps(t *testing.T) {
+func TestParseDurationNeverWraps(t *testing.T) {
 	for _, s := range []string{"99999999999", "99999999999999999999", "9999999999999-00:00", "1-99999999999999999999:00", "153722867280912930"} {
-		if d, err := ParseSlurmTime(s); err != nil || d != time.Duration(math.MaxInt64) {
-			t.Errorf("ParseSlurmTime(%q) = %v, %v; want the largest duration", s, d, err)
+		if d, err := ParseDuration(s); err != nil || d != time.Duration(math.MaxInt64) {
+			t.Errorf("ParseDuration(%q) = %v, %v; want the largest duration", s, d, err)
 		}
 	}
-	if d, err := ParseSlurmTime("35-00:00:00"); err != nil || d != 35*24*time.Hour {
+	if d, err := ParseDuration("35-00:00:00"); err != nil || d != 35*24*time.Hour {
 		t.Errorf("35 days: %v, %v", d, err)
 	}
 	for _, bad := range []string{"-99999999999999999999", "1--5", "1:-99999999999999999999"} {
-		if _, err := ParseSlurmTime(bad); err == nil {
-			t.Errorf("ParseSlurmTime(%q) accepted", bad)
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
 	}
 }
