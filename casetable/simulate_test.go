@@ -347,28 +347,7 @@ func drawScenario(seed uint64) scenario {
 	// process's retries.
 	sc.faults.OutageMax = time.Duration(pick(20, 20, 180)) * time.Second
 	if r.IntN(4) == 0 {
-		// Focused on the commands' commits: their exclusive creates (a
-		// slot, a mark) lose their replies often, an outage begins
-		// there, and it may outlast the command's retries: a commit
-		// given up undecided, that may have been made.
-		sc.focus, sc.aim, sc.retry = true, 20, 5*time.Second
-		sc.faults.LostReply = max(sc.faults.LostReply, 0.01)
-		sc.faults.OutageAtFault = max(sc.faults.OutageAtFault, 0.2)
-		sc.faults.OutageMax = 3 * time.Minute
-		// Past the first few: a run start makes its lanes' first
-		// generations before its commit.
-		sc.spare = r.IntN(12)
-		if r.IntN(2) == 0 {
-			// At a resubmit's commit on the main chain, past its
-			// lanes' (simOracle.aimAtStart): an outage begins at its
-			// mark's lost reply and ends within its retries; the
-			// commit is settled after it, or its user gives up
-			// (Ctrl-C) as the filesystem works again.
-			sc.aimStart, sc.interrupts, sc.retry = true, true, 30*time.Second
-			sc.faults.OutageMax = 20 * time.Second
-			sc.faults.Transient = 0    // the mark's fault is a lost reply: made
-			sc.jobs = max(sc.jobs, 32) // with lanes
-		}
+		sc.focusOnCommits(r)
 	}
 	// One meta-job a run on a flaky node: its calls fail 20 times as
 	// often (its reading of the chain given up half done, say).
@@ -397,6 +376,31 @@ func drawScenario(seed uint64) scenario {
 func (sc *scenario) aimLooks(r *rand.Rand) {
 	sc.aimTable = sc.adds > 0 && r.IntN(3) == 0
 	sc.aimGone = sc.repair && r.IntN(2) == 0
+}
+
+// focusOnCommits makes sc a schedule focused on the commands' commits:
+// their exclusive creates (a slot, a mark) lose their replies often, an
+// outage begins there, and it may outlast the command's retries: a commit
+// given up undecided, that may have been made.
+func (sc *scenario) focusOnCommits(r *rand.Rand) {
+	sc.focus, sc.aim, sc.retry = true, 20, 5*time.Second
+	sc.faults.LostReply = max(sc.faults.LostReply, 0.01)
+	sc.faults.OutageAtFault = max(sc.faults.OutageAtFault, 0.2)
+	sc.faults.OutageMax = 3 * time.Minute
+	// Past the first few: a run start makes its lanes' first
+	// generations before its commit.
+	sc.spare = r.IntN(12)
+	if r.IntN(2) == 0 {
+		// At a resubmit's commit on the main chain, past its
+		// lanes' (simOracle.aimAtStart): an outage begins at its
+		// mark's lost reply and ends within its retries; the
+		// commit is settled after it, or its user gives up
+		// (Ctrl-C) as the filesystem works again.
+		sc.aimStart, sc.interrupts, sc.retry = true, true, 30*time.Second
+		sc.faults.OutageMax = 20 * time.Second
+		sc.faults.Transient = 0    // the mark's fault is a lost reply: made
+		sc.jobs = max(sc.jobs, 32) // with lanes
+	}
 }
 
 // focusOnRepair makes sc a schedule focused on the repair: it races a
