@@ -149,7 +149,7 @@ bench-cluster: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRecord$$' -fuzztime $(FUZZTIME) ./status/
 	$(GO) test -run '^$$' -fuzz '^FuzzPlacement$$' -fuzztime $(FUZZTIME) ./status/
-	$(GO) test -run '^$$' -fuzz '^FuzzTableLine$$' -fuzztime $(FUZZTIME) ./casetable/
+	$(GO) test -run '^$$' -fuzz '^FuzzTableLine$$' -fuzztime $(FUZZTIME) ./tablefmt/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./farm/
 
 # The fault trials (issue 11; RELIABILITY.md holds the figures of a run):

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -911,7 +912,7 @@ func (s *Store) Moved() bool {
 // run costs each meta-job a reading, not a generation won in turn. most
 // below 1 (FirstBatch) lets the store size a meta-job's first claim: one
 // case, or in a run with lanes a fair first share of the lane.
-func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
 	s.checked = tableID{} // the table is checked once a claim
 	if err := s.findLanes(ctx, run); err != nil {
 		return nil, err
@@ -945,7 +946,7 @@ const firstLook = time.Second
 // they are used up, what 'farm add' queued after them. Both queues are on
 // the main chain, which claims in lanes leave alone: one lookup tells
 // whether anything was committed there since the store read it.
-func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
 	laneTable := s.lanes.main.OwnTable().Table
 	if mutated("lanes-own-table") {
 		laneTable = s.lanes.main.Table
@@ -1008,12 +1009,12 @@ func (st *State) toQueued(laneTable string, mode mainMode) bool {
 // claimMain is a claim committed on the main chain: of everything in a run
 // without lanes (reporting hasLanes if the run has lanes after all), of
 // the queued tables mode allows in a run with lanes.
-func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State) error, mode mainMode, laneTable string) (_ []Case, hasLanes bool, _ error) {
+func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State) error, mode mainMode, laneTable string) (_ []tablefmt.Case, hasLanes bool, _ error) {
 	most = max(most, 1)
 	// In a run with lanes the store's claims commit in the lanes: what
 	// it knows of the main chain may be old.
 	s.fresh = mode != mainAll && !mutated("stale-main-base-first-twice")
-	var cases []Case
+	var cases []tablefmt.Case
 	_, err := s.update(ctx, func(st *State) error {
 		cases, hasLanes = cases[:0], false
 		if st.Run == 0 {
@@ -1064,7 +1065,7 @@ func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State
 // readBatch reads up to most cases of st's cursor's table into cases and
 // moves the cursor past them: a claim's new state; errNoCommit if there
 // is nothing to move past.
-func (s *Store) readBatch(st *State, most int, cases []Case) ([]Case, error) {
+func (s *Store) readBatch(st *State, most int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	if err := s.checkTable(st); err != nil {
 		return cases, err
 	}
@@ -1121,7 +1122,7 @@ func (s *Store) readBatch(st *State, most int, cases []Case) ([]Case, error) {
 
 // claimInfo says what a claim commits, for the record: the cases in
 // *cases when the commit is made.
-func claimInfo(cases *[]Case) func(*State) commitInfo {
+func claimInfo(cases *[]tablefmt.Case) func(*State) commitInfo {
 	return func(*State) commitInfo {
 		ci := commitInfo{n: len(*cases)}
 		if len(*cases) > 0 {
@@ -1413,40 +1414,34 @@ func countLines(f interface {
 // returning it, the offset just past it and the number of lines read
 // (those that are not cases and the case's); false at the end of the
 // table, or at the size the table had when the run started.
-func (s *Store) readCase(st *State, off int64) (Case, int64, int64, bool, error) {
+func (s *Store) readCase(st *State, off int64) (tablefmt.Case, int64, int64, bool, error) {
 	if err := s.openTable(st.Table, false); err != nil {
-		return Case{}, off, 0, false, err
+		return tablefmt.Case{}, off, 0, false, err
 	}
 	var lines int64
 	for {
 		if st.TSize > 0 && off >= st.TSize {
-			return Case{}, off, lines, false, nil
+			return tablefmt.Case{}, off, lines, false, nil
 		}
 		line, next, err := s.line(off)
 		if err == io.EOF {
-			return Case{}, off, lines, false, nil
+			return tablefmt.Case{}, off, lines, false, nil
 		}
 		if err != nil {
-			return Case{}, off, lines, false, err
+			return tablefmt.Case{}, off, lines, false, err
 		}
 		off = next
 		lines++
-		line = trimEOL(line)
-		if !isCase(line) {
+		// A needs part that does not read was refused by submit and
+		// resubmit (Validate, Rebuild); a claim never fails on one,
+		// which would stop the run at that line.
+		c, ok, perr := tablefmt.ParseCase(line)
+		if perr != nil {
+			return tablefmt.Case{}, off, lines, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
+		}
+		if !ok {
 			continue
 		}
-		id, cmd, _, perr := splitID(line)
-		if perr != nil {
-			return Case{}, off, lines, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
-		}
-		// What the case needs, and its command without that part. A part
-		// that does not read was refused by submit and resubmit (Validate,
-		// Rebuild); in a run started before farm read such parts (by an
-		// older farm) the line runs as written, bash taking the part for a
-		// comment, with nothing declared: a claim never fails on it, which
-		// would stop the run at that line.
-		c := Case{ID: id}
-		c.Command, c.Needs, _ = ParseNeeds(cmd)
 		return c, off, lines, true, nil
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -170,13 +171,13 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			// A line longer than the buffer: its case-ness is in its start.
-			if isCase(line) {
+			if tablefmt.IsCase(line) {
 				cases++
 			}
 			for err == bufio.ErrBufferFull {
 				_, err = br.ReadSlice('\n')
 			}
-		} else if len(line) > 0 && isCase(trimEOL(line)) {
+		} else if len(line) > 0 && tablefmt.IsCase(line) {
 			cases++
 		}
 		if err == io.EOF {
@@ -194,14 +195,14 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 		n := int64(len(line))
 		isC := false
 		if err == bufio.ErrBufferFull {
-			isC = isCase(line)
+			isC = tablefmt.IsCase(line)
 			for err == bufio.ErrBufferFull {
 				var more []byte
 				more, err = br.ReadSlice('\n')
 				n += int64(len(more))
 			}
 		} else {
-			isC = len(line) > 0 && isCase(trimEOL(line))
+			isC = len(line) > 0 && tablefmt.IsCase(line)
 		}
 		if isC {
 			if i%x.block == 0 {
@@ -649,7 +650,7 @@ func (s *Store) findLanes(ctx context.Context, run int) error {
 }
 
 // claimLanes is Claim for a run with lanes.
-func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*State) error) ([]Case, error) {
+func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
 	L := s.lanes
 	for {
 		l := s.pick()
@@ -687,12 +688,12 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 
 // claimInLane claims up to most cases in the lane whose store is ls, and
 // reports whether the lane has nothing left after it.
-func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]Case, bool, error) {
+func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]tablefmt.Case, bool, error) {
 	ls.checked = tableID{} // the table is checked once a claim
 	if most < 1 {
 		most = L.x.firstShare(L.home)
 	}
-	var cases []Case
+	var cases []tablefmt.Case
 	exhausted := false
 	x := L.x
 	_, err := ls.update(ctx, func(st *State) error {

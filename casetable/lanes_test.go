@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -73,7 +74,7 @@ func CountCases(path string) (int64, error) {
 	}
 	var n int64
 	for _, l := range strings.Split(string(b), "\n") {
-		if isCase([]byte(l)) {
+		if tablefmt.IsCase([]byte(l)) {
 			n++
 		}
 	}
@@ -99,7 +100,7 @@ func TestLanesClaimEveryCaseWithItsLine(t *testing.T) {
 	lineOf := map[int64]int64{}
 	b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
 	for i, l := range strings.Split(string(b), "\n") {
-		if id, _, ok := strings.Cut(l, " "); ok && isCase([]byte(l)) {
+		if id, _, ok := strings.Cut(l, " "); ok && tablefmt.IsCase([]byte(l)) {
 			v, _ := strconv.ParseInt(id, 10, 64)
 			lineOf[v] = int64(i + 1)
 		}
@@ -552,7 +553,7 @@ func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
 	}
 }
 
-func caseIDs(cs []Case) []int64 {
+func caseIDs(cs []tablefmt.Case) []int64 {
 	var r []int64
 	for _, c := range cs {
 		r = append(r, c.ID)

@@ -3,11 +3,14 @@ package casetable
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // startTableRun makes a farm of table (its content) and starts run 1 over
@@ -174,4 +177,40 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 			t.Errorf("claim at the end of a run whose table changed since: %v, %v; want none, no error", cases, err)
 		}
 	})
+}
+
+// TestClaimReadsLongAndUnterminatedLines: cases are read from a window of
+// the table; a line longer than the window, and a last line without a
+// newline, come out whole.
+func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 3*tableWindow/2)
+	table := "1 echo a\n2 echo " + long + "\n# a comment\n3 echo c\n4 echo " + long + long + "\n5 echo last"
+	if err := os.WriteFile(filepath.Join(dir, "table.dat_"), []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer s.Close()
+	os.Mkdir(filepath.Join(dir, "MISC"), 0o755)
+	ctx := context.Background()
+	if err := s.Update(ctx, func(st *State) error {
+		st.Run, st.Table, st.Cases = 1, "table.dat_", 5
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := 0; i < 10; i++ {
+		cs, err := s.Claim(ctx, 1, 1+i%3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			got = append(got, fmt.Sprintf("%d %s", c.ID, c.Command))
+		}
+	}
+	want := []string{"1 echo a", "2 echo " + long, "3 echo c", "4 echo " + long + long, "5 echo last"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("claimed cases (-want +got):\n%s", diff)
+	}
 }

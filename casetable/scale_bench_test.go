@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -444,7 +445,7 @@ type claimerRec struct {
 
 // refill is a claimer's commit when its queue is empty: a batch, or Ahead
 // batches as a meta-job's batch sizer asks.
-func (c scaleConfig) refill(ctx context.Context, st *Store) ([]Case, error) {
+func (c scaleConfig) refill(ctx context.Context, st *Store) ([]tablefmt.Case, error) {
 	k := c.batch
 	if c.ahead {
 		k *= st.Ahead()

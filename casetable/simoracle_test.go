@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/sim"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -314,7 +315,7 @@ func (o *simOracle) crashed(p *sim.Proc) {
 
 // claimedBy records the cases a claimer of run was handed, and checks
 // that each is one of the run's and was not handed out in it before.
-func (o *simOracle) claimedBy(run int, who string, cases []Case) {
+func (o *simOracle) claimedBy(run int, who string, cases []tablefmt.Case) {
 	r := o.runs[run]
 	for _, c := range cases {
 		if !r.ids[c.ID] && !o.maybe[c.ID] {

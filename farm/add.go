@@ -17,6 +17,7 @@ import (
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // AddOptions are farm add's.
@@ -35,7 +36,7 @@ const addLock = "add.lock"
 // file and renamed: never half-written), and, when the farm has a run, are
 // queued to it, so that its meta-jobs claim them in this run: after its
 // other cases, or before the unclaimed ones with First. A line is checked
-// as every line that enters a farm is (casetable.NumberAdded); one refused
+// as every line that enters a farm is (tablefmt.NumberAdded); one refused
 // is refused with its file and line, and nothing is added.
 //
 // The order makes a case claimed at most once a run: the new table.dat is
@@ -66,17 +67,17 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	// table.dat as submit reads it (META's rule, or TABLE_IDS=1), or as
 	// numbered once the farm has run. A table of no case gets numbered
 	// lines: added as given, "1 a" and "2 b" would read as IDs.
-	info, err := casetable.ValidateAs(tablePath, f.tableNumbering(state.Run > 0))
-	if errors.Is(err, casetable.ErrEmptyTable) || errors.Is(err, os.ErrNotExist) {
-		info, err = casetable.Info{Numbered: true}, nil
+	info, err := tablefmt.ValidateAs(tablePath, f.tableNumbering(state.Run > 0))
+	if errors.Is(err, tablefmt.ErrEmptyTable) || errors.Is(err, os.ErrNotExist) {
+		info, err = tablefmt.Info{Numbered: true}, nil
 	}
 	if err != nil {
 		return tableErr(err)
 	}
 	// After table.dat's last ID, and the state's: an add that queued its
 	// cases and died before it rewrote table.dat used IDs up to that.
-	added, err := casetable.NumberAdded(opt.Name, opt.Input, max(info.MaxID, state.MaxID)+1, info.Numbered)
-	if errors.Is(err, casetable.ErrEmptyTable) {
+	added, err := tablefmt.NumberAdded(opt.Name, opt.Input, max(info.MaxID, state.MaxID)+1, info.Numbered)
+	if errors.Is(err, tablefmt.ErrEmptyTable) {
 		return Userf("%s has no case to add (one command per line; blank lines and lines starting with # are not cases)", filepath.Base(opt.Name))
 	}
 	if err != nil {
@@ -142,16 +143,16 @@ func sameFile(before, fi os.FileInfo, err error) bool {
 
 // writeAddedTable writes table.dat as it was (before; nil if it did not
 // exist) with lines after it, to a temporary file beside it, and returns
-// that file's path and the casetable.Source of what it holds (identity and
+// that file's path and the tablefmt.Source of what it holds (identity and
 // times filled in once renamed).
-func (f *Farm) writeAddedTable(tablePath string, before os.FileInfo, lines []byte) (string, casetable.Source, error) {
+func (f *Farm) writeAddedTable(tablePath string, before os.FileInfo, lines []byte) (string, tablefmt.Source, error) {
 	perm := os.FileMode(0o644)
 	var old *os.File
 	if before != nil {
 		perm = before.Mode().Perm()
 		var err error
 		if old, err = os.Open(tablePath); err != nil {
-			return "", casetable.Source{}, tableErr(err)
+			return "", tablefmt.Source{}, tableErr(err)
 		}
 		defer old.Close()
 	}
@@ -178,9 +179,9 @@ func (f *Farm) writeAddedTable(tablePath string, before os.FileInfo, lines []byt
 	}, "")
 	if err != nil {
 		os.Remove(tmp)
-		return "", casetable.Source{}, f.writeErr(err)
+		return "", tablefmt.Source{}, f.writeErr(err)
 	}
-	return tmp, casetable.Source{Size: size, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+	return tmp, tablefmt.Source{Size: size, Hash: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // lastByte is a writer that remembers the last byte written through it.
@@ -210,7 +211,7 @@ type queuedTo struct {
 // one that claims: it writes them as a table of the run's own (an
 // immutable file, as every run table) and enqueues it with a
 // compare-and-swap on the claim state.
-func (f *Farm) queueAdded(ctx context.Context, state casetable.State, added casetable.Added, first bool) (queuedTo, error) {
+func (f *Farm) queueAdded(ctx context.Context, state casetable.State, added tablefmt.Added, first bool) (queuedTo, error) {
 	switch {
 	case state.Run == 0:
 		return queuedTo{why: "the farm has not been submitted yet"}, nil
@@ -248,7 +249,7 @@ func (f *Farm) sourceMatches(runTable string) bool {
 	if runTable == "" {
 		return false
 	}
-	old, err := casetable.ReadSource(f.Path(runTable))
+	old, err := tablefmt.ReadSource(f.Path(runTable))
 	if err != nil {
 		return false
 	}
@@ -258,17 +259,17 @@ func (f *Farm) sourceMatches(runTable string) bool {
 
 // addSource records that the run table runTable was made from table.dat
 // as it is now, which holds what src says.
-func (f *Farm) addSource(runTable string, src casetable.Source) {
+func (f *Farm) addSource(runTable string, src tablefmt.Source) {
 	fi, err := os.Stat(f.Path(layout.Table))
 	if err != nil {
 		return
 	}
 	src.SetStat(fi)
-	casetable.WriteSource(f.Path(runTable), src)
+	tablefmt.WriteSource(f.Path(runTable), src)
 }
 
 // sayAdded tells the user what was added and when it runs, and logs it.
-func (f *Farm) sayAdded(opt AddOptions, a casetable.Added, q queuedTo) {
+func (f *Farm) sayAdded(opt AddOptions, a tablefmt.Added, q queuedTo) {
 	what := fmt.Sprintf("%d case(s)", a.Cases)
 	if a.First > 0 {
 		what = fmt.Sprintf("%d case(s), IDs %d-%d,", a.Cases, a.First, a.Last)

@@ -19,6 +19,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/templates"
 )
 
@@ -120,7 +121,7 @@ func (f *Farm) planAdoption(ctx context.Context, backendName, record string, scr
 	if rs.new != nil {
 		a.scripts = append(a.scripts, rs)
 	}
-	info, err := casetable.Validate(f.Path(layout.Table))
+	info, err := tablefmt.Validate(f.Path(layout.Table))
 	if err != nil {
 		return nil, tableErr(err)
 	}
@@ -493,7 +494,7 @@ func (f *Farm) sayAdopted(ctx context.Context, a *adoption) error {
 		return err
 	}
 	var total, done int64
-	err = casetable.ReadCases(f.Path(layout.Table), func(c casetable.Case) error {
+	err = tablefmt.ReadCases(f.Path(layout.Table), func(c tablefmt.Case) error {
 		total++
 		if sum.Get(c.ID).State == status.Succeeded {
 			done++

@@ -35,8 +35,8 @@ type Config struct {
 	// before it exits; 0 = it exits at once.
 	WaitForCases time.Duration
 	// TableIDs is TABLE_IDS: table.dat's case lines start with their IDs,
-	// whatever numbers they are (casetable.TableIDs); unset (0), META's
-	// rule decides (casetable.METARule).
+	// whatever numbers they are (tablefmt.TableIDs); unset (0), META's
+	// rule decides (tablefmt.METARule).
 	TableIDs bool
 	// Backend is BACKEND: the engine farm submit and farm resubmit use
 	// when not given --backend; "" (or "auto") for the default. farm

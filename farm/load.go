@@ -12,6 +12,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // Summary loads every status record of the farm, asking the backends once
@@ -60,7 +61,7 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 // "" if it did not change, or cannot tell (a run of an older farm, which
 // recorded no source, or a closed run). It costs a stat of table.dat, and
 // a reading of it whole only after a same-size change of its identity or
-// times (casetable.Source.Changed).
+// times (tablefmt.Source.Changed).
 func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
 	own := st.OwnTable().Table // the cursor may be in a table 'farm add' queued
 	if st.Run == 0 || own == "" || own == layout.Table {
@@ -69,7 +70,7 @@ func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]
 	if fi, err := os.Stat(f.Path(layout.Table)); err != nil || !fi.Mode().IsRegular() {
 		return "" // what reads it says what is wrong
 	}
-	src, err := casetable.ReadSource(f.Path(own))
+	src, err := tablefmt.ReadSource(f.Path(own))
 	if err != nil {
 		return ""
 	}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/atomicfile"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // METAQ (github.com/evanberkowitz/metaq) keeps a queue of task scripts in
@@ -76,7 +76,7 @@ func (t MetaqTask) Line() string {
 	if t.MinWC > 0 {
 		parts = append(parts, "min_time="+shortDuration(t.MinWC))
 	}
-	return shellQuote(t.Path) + " " + casetable.NeedsMark + " " + strings.Join(parts, " ")
+	return shellQuote(t.Path) + " " + tablefmt.NeedsMark + " " + strings.Join(parts, " ")
 }
 
 // shortDuration writes d (whole seconds) as min_time takes it: 2h, 90m,
@@ -195,7 +195,7 @@ func allDigits(s string) bool {
 
 // metaqSeconds reads a MIN_WC_TIME as METAQ's x/seconds does: Nd, Nhr,
 // Nmin, [[D-]HH:]MM:SS[.frac] or a number of seconds; a fraction of a
-// second is rounded up. It must be at most casetable.MaxMinTime.
+// second is rounded up. It must be at most tablefmt.MaxMinTime.
 func metaqSeconds(v string) (time.Duration, bool) {
 	num := func(s string) (int64, bool) {
 		if !allDigits(s) || len(s) > 9 {
@@ -250,7 +250,7 @@ func metaqSeconds(v string) (time.Duration, bool) {
 		secs, ok = num(v)
 	}
 	d := time.Duration(secs) * time.Second
-	return d, ok && d <= casetable.MaxMinTime
+	return d, ok && d <= tablefmt.MaxMinTime
 }
 
 // ImportMetaqOptions are farm import-metaq's.
@@ -317,7 +317,7 @@ func (f *Farm) ImportMetaq(ctx context.Context, opt ImportMetaqOptions) error {
 			lines[folder] = append(append(lines[folder], t.Line()...), '\n')
 		}
 		if len(lines[folder]) > 0 {
-			if _, err := casetable.NumberAdded(folder, bytes.NewReader(lines[folder]), 1, true); err != nil {
+			if _, err := tablefmt.NumberAdded(folder, bytes.NewReader(lines[folder]), 1, true); err != nil {
 				return tableErr(err)
 			}
 		}
@@ -460,8 +460,8 @@ func metaqFolder(dir, folder string) ([]MetaqTask, error) {
 	tasks := make([]MetaqTask, 0, len(paths))
 	for _, p := range paths {
 		rel, _ := filepath.Rel(dir, p)
-		if strings.ContainsAny(p, "\n\r") || strings.Contains(p, casetable.NeedsMark) {
-			return nil, Userf("%s: a task whose path holds a line break or %s cannot be a line of table.dat; rename it", strconv.Quote(rel), casetable.NeedsMark)
+		if strings.ContainsAny(p, "\n\r") || strings.Contains(p, tablefmt.NeedsMark) {
+			return nil, Userf("%s: a task whose path holds a line break or %s cannot be a line of table.dat; rename it", strconv.Quote(rel), tablefmt.NeedsMark)
 		}
 		fi, err := os.Stat(p)
 		if err != nil {

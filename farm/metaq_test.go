@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // METAQ's flags, in the forms METAQ's x/metaq_lib.sh and x/seconds read,
@@ -70,7 +70,7 @@ func TestParseMetaqTask(t *testing.T) {
 		if want := p + " #FARM " + tc.want; line != want {
 			t.Errorf("%q: line %q; want %q", tc.script, line, want)
 		}
-		cmd, needs, err := casetable.ParseNeeds(line)
+		cmd, needs, err := tablefmt.ParseNeeds(line)
 		if err != nil || cmd != p {
 			t.Errorf("%q: casetable reads %q as %q, %v", tc.script, line, cmd, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // RepairMode says whether Repair rebuilds a claim state that reads well.
@@ -161,7 +162,7 @@ func repairRefused(err error) error {
 // (farm repair, farm adopt).
 func (f *Farm) closedRun(run int, done int64) (casetable.State, error) {
 	var total, maxID int64
-	if err := casetable.ReadCases(f.Path(layout.Table), func(c casetable.Case) error {
+	if err := tablefmt.ReadCases(f.Path(layout.Table), func(c tablefmt.Case) error {
 		total++
 		maxID = max(maxID, c.ID)
 		return nil

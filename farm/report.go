@@ -12,10 +12,10 @@ import (
 
 	"github.com/farm-hpc/farm/atomicfile"
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/report"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // ReportOptions are the files farm report writes.
@@ -166,7 +166,7 @@ func (f *Farm) slowestCommands(as []report.Attempt, runTable string) {
 		if left == 0 || table == "" {
 			return
 		}
-		_ = casetable.ReadCases(filepath.Join(f.Dir, table), func(c casetable.Case) error {
+		_ = tablefmt.ReadCases(filepath.Join(f.Dir, table), func(c tablefmt.Case) error {
 			if is, ok := want[c.ID]; ok {
 				for _, i := range is {
 					as[i].Command = c.Command

@@ -10,6 +10,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // Messages of resubmit and the auto-resubmit job, as META users know them.
@@ -132,7 +133,7 @@ func (f *Farm) countChosen(sum *status.Summary, sel Selection) (n int, by map[st
 	unlimited := sel
 	unlimited.MaxCrashes = 0
 	hit := make([]bool, len(sel.Cases))
-	n, err = casetable.CountKept(f.Path(layout.Table), func(id int64) bool {
+	n, err = tablefmt.CountKept(f.Path(layout.Table), func(id int64) bool {
 		sel.mark(id, hit)
 		c := sum.Get(id)
 		if sel.keeps(c) {
@@ -164,12 +165,12 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	// may have the same PID.)
 	runTable := privateTable(state.Run + 1)
 	su.prepare = func() error {
-		m, src, err := casetable.RebuildSource(f.Path(layout.Table), f.Path(runTable), keep)
+		m, src, err := tablefmt.RebuildSource(f.Path(layout.Table), f.Path(runTable), keep)
 		if err == nil && m != n {
 			err = Userf("%s changed while this command ran (%d cases to run, then %d): nothing was submitted; run it again", layout.Table, n, m)
 		}
 		if err == nil {
-			err = casetable.WriteSource(f.Path(runTable), src)
+			err = tablefmt.WriteSource(f.Path(runTable), src)
 		}
 		return tableErr(err)
 	}

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/slurm"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -83,7 +83,7 @@ func TestRetryTableFromEveryMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := casetable.Rebuild(f.Path(layout.Table), f.Path(layout.RetryTable), func(id int64) bool { return sum.Get(id).State != status.Succeeded })
+	n, err := tablefmt.Rebuild(f.Path(layout.Table), f.Path(layout.RetryTable), func(id int64) bool { return sum.Get(id).State != status.Succeeded })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // SubmitOptions are the arguments of farm submit and farm resubmit.
@@ -147,7 +148,7 @@ func (f *Farm) Submit(ctx context.Context, opt SubmitOptions) error {
 		return choice.err(err)
 	}
 	su.record = choice.record
-	info, src, err := casetable.ValidateSource(f.Path(layout.Table), f.tableNumbering(false))
+	info, src, err := tablefmt.ValidateSource(f.Path(layout.Table), f.tableNumbering(false))
 	if err != nil {
 		return tableErr(err)
 	}
@@ -191,7 +192,7 @@ var errTableChanged = Userf("%s changed while this command ran: nothing was subm
 // snapshotTable writes the first run's private table runTable: a copy of
 // table.dat (numbered) whose SHA-256 is want, that of the table validated
 // and numbered, with the record of what it was made from
-// (casetable.Source).
+// (tablefmt.Source).
 func (f *Farm) snapshotTable(runTable, want string) error {
 	if err := f.EnsureDirs(); err != nil {
 		return f.writeErr(err)
@@ -200,14 +201,14 @@ func (f *Farm) snapshotTable(runTable, want string) error {
 	if fi, err := os.Stat(f.Path(layout.Table)); err == nil {
 		perm = fi.Mode().Perm()
 	}
-	_, src, err := casetable.Snapshot(f.Path(layout.Table), f.Path(runTable), perm, want)
-	if errors.Is(err, casetable.ErrChanged) {
+	_, src, err := tablefmt.Snapshot(f.Path(layout.Table), f.Path(runTable), perm, want)
+	if errors.Is(err, tablefmt.ErrChanged) {
 		return errTableChanged
 	}
 	if err != nil {
 		return f.writeErr(tableErr(err))
 	}
-	if err := casetable.WriteSource(f.Path(runTable), src); err != nil {
+	if err := tablefmt.WriteSource(f.Path(runTable), src); err != nil {
 		os.Remove(f.Path(runTable))
 		return f.writeErr(err)
 	}
@@ -221,7 +222,7 @@ func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
 		return
 	}
 	os.Remove(f.Path(runTable))
-	os.Remove(casetable.SourcePath(f.Path(runTable)))
+	os.Remove(tablefmt.SourcePath(f.Path(runTable)))
 }
 
 // checkNumberable refuses an unnumbered table.dat that farm would have to
@@ -270,9 +271,9 @@ func shellQuote(s string) string {
 // it returns the SHA-256 of the numbered table. A table.dat that is a
 // symbolic link is numbered at its target, in the target's directory
 // (checkNumberable has made sure that is in the farm directory).
-func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
-	sum, err := casetable.NumberChecked(f.Path(layout.Table), f.Path(layout.Table+".orig"), want)
-	if errors.Is(err, casetable.ErrChanged) {
+func (f *Farm) numberTable(info tablefmt.Info, want string) (string, error) {
+	sum, err := tablefmt.NumberChecked(f.Path(layout.Table), f.Path(layout.Table+".orig"), want)
+	if errors.Is(err, tablefmt.ErrChanged) {
 		return "", errTableChanged
 	}
 	if err != nil {
@@ -292,21 +293,21 @@ func (f *Farm) numberTable(info casetable.Info, want string) (string, error) {
 // tableNumbering is how table.dat's first fields are read: as case IDs
 // once the farm has run (submitted: farm numbered table.dat, or took it
 // as numbered, and may have appended cases to it since) or when config
-// has TABLE_IDS=1; else by META's rule (casetable.METARule).
-func (f *Farm) tableNumbering(submitted bool) casetable.Numbering {
+// has TABLE_IDS=1; else by META's rule (tablefmt.METARule).
+func (f *Farm) tableNumbering(submitted bool) tablefmt.Numbering {
 	switch {
 	case submitted:
-		return casetable.HasIDs
+		return tablefmt.HasIDs
 	case f.Config.TableIDs:
-		return casetable.TableIDs
+		return tablefmt.TableIDs
 	}
-	return casetable.METARule
+	return tablefmt.METARule
 }
 
 // TableNumbering is tableNumbering for a command that does not know
 // whether the farm has run: it has if its claim state has a run, or
 // there are records of cases.
-func (f *Farm) TableNumbering(ctx context.Context) casetable.Numbering {
+func (f *Farm) TableNumbering(ctx context.Context) tablefmt.Numbering {
 	st, err := f.readState(ctx)
 	return f.tableNumbering((err == nil && st.Run > 0) || f.hasRecords())
 }
@@ -320,8 +321,8 @@ func modeName(simple bool) string {
 
 // tableErr turns table problems into user errors.
 func tableErr(err error) error {
-	var le *casetable.LineError
-	if errors.As(err, &le) || errors.Is(err, casetable.ErrEmptyTable) {
+	var le *tablefmt.LineError
+	if errors.As(err, &le) || errors.Is(err, tablefmt.ErrEmptyTable) {
 		return &UserError{Msg: err.Error()}
 	}
 	if os.IsNotExist(err) {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -128,7 +128,7 @@ func writeStatus(t *testing.T, f *Farm, job string, run int, fn func(w *status.W
 func tableIDs(t *testing.T, path string) []int64 {
 	t.Helper()
 	var ids []int64
-	if err := casetable.ReadCases(path, func(c casetable.Case) error { ids = append(ids, c.ID); return nil }); err != nil {
+	if err := tablefmt.ReadCases(path, func(c tablefmt.Case) error { ids = append(ids, c.ID); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ids

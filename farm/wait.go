@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // Progress is the farm-wide count of the cases of table.dat by state.
@@ -46,11 +46,11 @@ func (p Progress) String() string {
 func (f *Farm) progress(sum *status.Summary) (Progress, error) {
 	var p Progress
 	crashed := Selection{MaxCrashes: f.Config.MaxCrashes}
-	if numbered, err := casetable.IsNumbered(f.Path(layout.Table), f.tableNumbering(false)); err == nil && !numbered && !f.hasRecords() {
+	if numbered, err := tablefmt.IsNumbered(f.Path(layout.Table), f.tableNumbering(false)); err == nil && !numbered && !f.hasRecords() {
 		// table.dat is not numbered yet: the farm was never submitted.
 		return Progress{}, nil
 	}
-	skipped, first, err := casetable.ReadIDsLenient(f.Path(layout.Table), func(id int64) {
+	skipped, first, err := tablefmt.ReadIDsLenient(f.Path(layout.Table), func(id int64) {
 		p.Total++
 		c := sum.Get(id)
 		if c.State == status.NeverRan {

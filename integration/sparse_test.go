@@ -15,6 +15,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/integration/harness"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // farmRSS runs farm with args in dir, with extra environment, and returns
@@ -95,7 +96,7 @@ func writeRecords(t *testing.T, dir string, ids []int64) {
 	t.Helper()
 	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "MISC"), 0o755)
-	info, err := casetable.ValidateAs(filepath.Join(dir, "table.dat"), casetable.HasIDs)
+	info, err := tablefmt.ValidateAs(filepath.Join(dir, "table.dat"), tablefmt.HasIDs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +81,7 @@ type Metajob struct {
 	// cases claimed and not started yet, and the counters of the claims.
 	mu     sync.Mutex
 	store  *casetable.Store
-	queue  []casetable.Case
+	queue  []tablefmt.Case
 	batch  int // claims made: a loop refreshes its copy of single_case.sh at each
 	rt     *runtimeGuard
 	bs     batchSizer
@@ -461,7 +462,7 @@ func (m *Metajob) notStarted() string {
 // left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
 // min_time (c is recorded unfit, no message: the loop goes on; a retry is
 // not recorded: it stays failed).
-func (m *Metajob) stillStarts(ctx context.Context, c casetable.Case, w want, retry int, from string) (bool, string, error) {
+func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry int, from string) (bool, string, error) {
 	if m.stop.stopped() {
 		return false, MsgStopped, nil
 	}
@@ -511,28 +512,28 @@ func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
 // next hands loop s the next claimed case, claiming a batch when none is
 // left; or the message to end loop s with (no case left, not
 // enough time), or an error.
-func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint64, string, error) {
+func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint64, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
 		if m.halted {
-			return casetable.Case{}, want{}, 0, "", errHalted
+			return tablefmt.Case{}, want{}, 0, "", errHalted
 		}
 		if m.ffTripped { // the job's fast-failure protection
-			return casetable.Case{}, want{}, 0, MsgFastFailure, ErrFastFailure
+			return tablefmt.Case{}, want{}, 0, MsgFastFailure, ErrFastFailure
 		}
 		if m.stop.stopped() { // came while this loop waited for the others
-			return casetable.Case{}, want{}, 0, MsgStopped, nil
+			return tablefmt.Case{}, want{}, 0, MsgStopped, nil
 		}
 		if m.superseded != "" { // found by another loop
-			return casetable.Case{}, want{}, 0, MsgSuperseded, nil
+			return tablefmt.Case{}, want{}, 0, MsgSuperseded, nil
 		}
 		r, retry, again, msg, err := m.fill(ctx)
 		if again {
 			continue
 		}
 		if msg != "" || err != nil {
-			return casetable.Case{}, want{}, 0, msg, err
+			return tablefmt.Case{}, want{}, 0, msg, err
 		}
 		// After a silence (a job frozen with cases queued), is the run
 		// still the meta-job's? Only a look at the clock otherwise.
@@ -540,13 +541,13 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 			if retry && r.from == "" {
 				m.retriesLeft++
 			}
-			return casetable.Case{}, want{}, 0, msg, err
+			return tablefmt.Case{}, want{}, 0, msg, err
 		}
 		if s.batch != m.batch {
 			// Pick up an edited single_case.sh, once per batch of cases.
 			s.batch = m.batch
 			if err := s.runner.refresh(); err != nil {
-				return casetable.Case{}, want{}, 0, "", fmt.Errorf("before running more cases: %w", err)
+				return tablefmt.Case{}, want{}, 0, "", fmt.Errorf("before running more cases: %w", err)
 			}
 		}
 		c := r.c
@@ -562,7 +563,7 @@ func (m *Metajob) next(ctx context.Context, s *loop) (casetable.Case, want, uint
 				continue
 			}
 			if err := m.recordUnfit(c, why); err != nil {
-				return casetable.Case{}, want{}, 0, "", err
+				return tablefmt.Case{}, want{}, 0, "", err
 			}
 			continue
 		}
@@ -634,7 +635,7 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		// first, so that small ones do not split the nodes the large
 		// ones need (METAQ does so too).
 		m.queue = slices.Clone(cases)
-		slices.SortStableFunc(m.queue, func(a, b casetable.Case) int {
+		slices.SortStableFunc(m.queue, func(a, b tablefmt.Case) int {
 			return m.pool.size(m.pool.wants(b.Needs, m.wholeNode)) - m.pool.size(m.pool.wants(a.Needs, m.wholeNode))
 		})
 	}
@@ -654,7 +655,7 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 }
 
 // recordUnfit records that case c was taken and is not started, and why.
-func (m *Metajob) recordUnfit(c casetable.Case, why string) error {
+func (m *Metajob) recordUnfit(c tablefmt.Case, why string) error {
 	fmt.Fprintf(m.log, "farm: case %d not started: it %s; it is left for the next run\n", c.ID, why)
 	m.swMu.Lock()
 	defer m.swMu.Unlock()
@@ -663,7 +664,7 @@ func (m *Metajob) recordUnfit(c casetable.Case, why string) error {
 
 // runPacked runs case c, which wants w, on what it was granted: bound to
 // its CPUs and with its settings when it is managed.
-func (m *Metajob) runPacked(ctx context.Context, s *loop, c casetable.Case, w want, g grant) (int, time.Duration, string, error) {
+func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w want, g grant) (int, time.Duration, string, error) {
 	var cpus []int
 	if w.managed {
 		cpus = m.pool.bound(g)
@@ -728,7 +729,7 @@ func (m *Metajob) quit(msg string, err error) error {
 // claim claims the next batch of at most n cases. It returns them, or the
 // message to end the loop with (no case left, not enough time), or an
 // error. m.mu is held.
-func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]casetable.Case, string, error) {
+func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefmt.Case, string, error) {
 	// The last case's end record is written before the claim that counts
 	// it as finished.
 	m.swMu.Lock()
@@ -809,7 +810,7 @@ func (m *Metajob) startsAfterRecord(ctx context.Context) (string, error) {
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or the message to end the loop with (a stop
 // signal came), or an error.
-func (m *Metajob) runOne(ctx context.Context, s *loop, c casetable.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
+func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
 	start := time.Now()
 	m.swMu.Lock()
 	err = m.sw.StartAt(c.ID, start, p)
@@ -953,7 +954,7 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 }
 
 // runCase makes the case's directory and runs single_case.sh for c.
-func (m *Metajob) runCase(r caseRunner, c casetable.Case, set caseSetting) (code, sig int, err error) {
+func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code, sig int, err error) {
 	id := strconv.FormatInt(c.ID, 10)
 	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
 	if table == "" {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // The meta-job packs its cases into what its job was given (issue 13):
@@ -19,7 +19,7 @@ import (
 //     memory. The CPUs are logical: logical CPU i is bound to its share of
 //     the CPUs the process may run on (shareCPUs), so that NWHOLE = 2 x
 //     cores shares each core between two loops.
-//   - A case needs what it declares with #FARM (casetable.Needs); what it
+//   - A case needs what it declares with #FARM (tablefmt.Needs); what it
 //     does not declare is, in WHOLE_NODE mode, one CPU and no GPU, else the
 //     whole job: a farm that declares nothing runs one case at a time, as
 //     it always did. Memory and a minimum run-time count only when
@@ -139,7 +139,7 @@ type want struct {
 // CPU and the memory of each, and every GPU unless it says gpus=. Only a case that declares nodes= (or takes the whole job) is
 // given nodes other than the meta-job's own: the others run where the
 // meta-job does, as they always did, and cannot be expected to srun.
-func (p *pool) wants(n casetable.Needs, wholeNode bool) want {
+func (p *pool) wants(n tablefmt.Needs, wholeNode bool) want {
 	w := want{nodes: n.Nodes, cpus: n.CPUs, gpus: n.GPUs, memMB: n.MemMB, managed: n.Declared || wholeNode}
 	small := n.Declared || wholeNode // what it does not say is one CPU and no GPU
 	if n.Nodes > 0 && n.CPUs == 0 {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -17,19 +17,19 @@ import (
 // unmanaged, as farm always ran cases).
 func TestPoolWants(t *testing.T) {
 	p := newPool(8, nil, backend.Alloc{GPUs: []string{"0", "1"}, MemMB: 1000})
-	none := casetable.Needs{GPUs: -1}
+	none := tablefmt.Needs{GPUs: -1}
 	for _, c := range []struct {
-		n     casetable.Needs
+		n     tablefmt.Needs
 		whole bool
 		want  want
 	}{
 		{none, false, want{nodes: 1, cpus: 8, gpus: 2}},
 		{none, true, want{nodes: 1, cpus: 1, gpus: 0, managed: true}},
-		{casetable.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{nodes: 1, cpus: 2, gpus: 0, managed: true}},
-		{casetable.Needs{Declared: true, GPUs: 1}, false, want{nodes: 1, cpus: 1, gpus: 1, managed: true}},
-		{casetable.Needs{Declared: true, GPUs: 1, MemMB: 300}, true, want{nodes: 1, cpus: 1, gpus: 1, memMB: 300, managed: true}},
+		{tablefmt.Needs{Declared: true, CPUs: 2, GPUs: -1}, false, want{nodes: 1, cpus: 2, gpus: 0, managed: true}},
+		{tablefmt.Needs{Declared: true, GPUs: 1}, false, want{nodes: 1, cpus: 1, gpus: 1, managed: true}},
+		{tablefmt.Needs{Declared: true, GPUs: 1, MemMB: 300}, true, want{nodes: 1, cpus: 1, gpus: 1, memMB: 300, managed: true}},
 		// nodes=N alone: N whole nodes (one is all this job has).
-		{casetable.Needs{Declared: true, GPUs: -1, Nodes: 1}, false, want{nodes: 1, cpus: 8, gpus: 2, whole: true, managed: true}},
+		{tablefmt.Needs{Declared: true, GPUs: -1, Nodes: 1}, false, want{nodes: 1, cpus: 8, gpus: 2, whole: true, managed: true}},
 	} {
 		if got := p.wants(c.n, c.whole); got != c.want {
 			t.Errorf("wants(%+v, whole node %v) = %+v, want %+v", c.n, c.whole, got, c.want)
@@ -156,26 +156,26 @@ func TestPoolBinding(t *testing.T) {
 // says why.
 func TestPoolNodes(t *testing.T) {
 	p := newNodesPool([]int{4, 4, 4, 2}, []string{"n1", "n2", "n3", "n4"}, nil, backend.Alloc{})
-	d := func(nodes, cpus int) casetable.Needs {
-		return casetable.Needs{Declared: true, Nodes: nodes, CPUs: cpus, GPUs: -1}
+	d := func(nodes, cpus int) tablefmt.Needs {
+		return tablefmt.Needs{Declared: true, Nodes: nodes, CPUs: cpus, GPUs: -1}
 	}
 	for _, c := range []struct {
-		n    casetable.Needs
+		n    tablefmt.Needs
 		want want
 	}{
 		{d(2, 2), want{nodes: 2, cpus: 2, managed: true}},
 		{d(3, 0), want{nodes: 3, cpus: 4, whole: true, managed: true}},
 		// nodes=2 gpus=1: whole nodes' CPUs, one GPU of each.
-		{casetable.Needs{Declared: true, Nodes: 2, GPUs: 1}, want{nodes: 2, cpus: 4, gpus: 1, whole: true, managed: true}},
+		{tablefmt.Needs{Declared: true, Nodes: 2, GPUs: 1}, want{nodes: 2, cpus: 4, gpus: 1, whole: true, managed: true}},
 		{d(0, 2), want{nodes: 1, cpus: 2, local: true, managed: true}},
-		{casetable.Needs{GPUs: -1}, want{nodes: 4, cpus: 4, whole: true}},
+		{tablefmt.Needs{GPUs: -1}, want{nodes: 4, cpus: 4, whole: true}},
 	} {
 		if got := p.wants(c.n, false); got != c.want {
 			t.Errorf("wants(%+v) = %+v, want %+v", c.n, got, c.want)
 		}
 	}
 	for _, c := range []struct {
-		n   casetable.Needs
+		n   tablefmt.Needs
 		why string
 	}{
 		{d(4, 2), ""},
@@ -223,7 +223,7 @@ func TestPoolNodesPacking(t *testing.T) {
 	running, wholeAlone := 0, true
 	var wg sync.WaitGroup
 	for i := 0; i < 60; i++ {
-		n := casetable.Needs{Declared: true, GPUs: -1, Nodes: []int{1, 2, 4, 1, 2}[i%5], CPUs: 1 + i%2}
+		n := tablefmt.Needs{Declared: true, GPUs: -1, Nodes: []int{1, 2, 4, 1, 2}[i%5], CPUs: 1 + i%2}
 		if i%10 == 7 {
 			n.CPUs = 0 // whole nodes
 		}

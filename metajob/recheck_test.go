@@ -14,6 +14,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 func TestGapTakesTheLongerClock(t *testing.T) {
@@ -146,7 +147,7 @@ func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 	}
 	// The other loops: one about to start the case it holds, one waiting
 	// for its turn (woken: the pool stopped), one asking for a case.
-	if ok, msg, _ := m.stillStarts(context.Background(), casetable.Case{ID: 9}, want{}, 0, ""); ok || msg != MsgSuperseded {
+	if ok, msg, _ := m.stillStarts(context.Background(), tablefmt.Case{ID: 9}, want{}, 0, ""); ok || msg != MsgSuperseded {
 		t.Errorf("stillStarts: %v %q", ok, msg)
 	}
 	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 	"golang.org/x/sys/unix"
 )
 
@@ -627,8 +627,8 @@ func (r *rescuer) crashes(id int64) (int, error) {
 // queued, and earlier runs' — a case's line is the same in every table
 // that has it), each with the table it was found in (relative to the
 // farm, as a claim gives it), for $1 and $2.
-func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error) {
-	cases, err := casetable.FindCases(table, ids)
+func findCases(table, misc string, ids []int64) (map[int64]tablefmt.Case, error) {
+	cases, err := tablefmt.FindCases(table, ids)
 	if err != nil {
 		return cases, err
 	}
@@ -659,7 +659,7 @@ func findCases(table, misc string, ids []int64) (map[int64]casetable.Case, error
 		if t == table || strings.HasSuffix(t, ".src") {
 			continue
 		}
-		more, err := casetable.FindCases(t, left)
+		more, err := tablefmt.FindCases(t, left)
 		if err != nil {
 			continue // not one (a temporary file of one being written)
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // Retries (RETRIES, RETRY_DELAY in the config). A case that exits non-zero
@@ -22,7 +22,7 @@ import (
 
 // pendingRetry is a case that failed and is to run again.
 type pendingRetry struct {
-	c     casetable.Case
+	c     tablefmt.Case
 	retry int       // which retry: 1 for the case's second attempt in the run
 	due   time.Time // not before
 	// A rescued case (rescue.go): why is status.WhyRescue, from the
@@ -33,7 +33,7 @@ type pendingRetry struct {
 // failed is told that case c, started as its retry-th retry (0: its first
 // attempt), exited with code, not 0: it is queued to run again if RETRIES
 // allows.
-func (m *Metajob) failed(c casetable.Case, retry, code int) {
+func (m *Metajob) failed(c tablefmt.Case, retry, code int) {
 	cfg := m.Farm.Config
 	if retry >= cfg.Retries {
 		return

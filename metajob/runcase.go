@@ -10,6 +10,7 @@ import (
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // RunCaseBy is METAJOB_ID for a case that 'farm run-case' runs.
@@ -23,9 +24,9 @@ const RunCaseBy = "run-case"
 // its output going to out. Nothing is claimed and nothing is recorded: it
 // is for trying a case by hand. It returns the case's STATUS, and the
 // case found.
-func RunCase(f *farm.Farm, id int64, out *os.File) (int, casetable.Case, error) {
+func RunCase(f *farm.Farm, id int64, out *os.File) (int, tablefmt.Case, error) {
 	table := f.Path(layout.Table)
-	c, err := casetable.FindCase(table, id, f.TableNumbering(context.Background()))
+	c, err := tablefmt.FindCase(table, id, f.TableNumbering(context.Background()))
 	if err != nil {
 		return 0, c, err
 	}

@@ -1,4 +1,4 @@
-package casetable
+package tablefmt
 
 import (
 	"strings"

@@ -1,6 +1,8 @@
-// Package casetable reads and numbers table.dat, and hands out its cases to
-// meta-jobs: Store claims a batch of them in one commit of the claim state,
-// a chain of generations (chain.go), with no lock.
+// Package tablefmt is the format of table.dat and of the tables farm
+// makes from it (a run's, farm add's): reading, numbering, validation,
+// a line's #FARM needs, and the record of the table a run was taken from
+// (Source). It knows nothing of claims: casetable hands out the cases of
+// these tables to meta-jobs.
 //
 // A table is a text file with one case per line. Blank lines and lines whose
 // first non-blank character is '#' are not cases. CRLF line endings are
@@ -13,7 +15,7 @@
 // (numbered by it, or taken as numbered) are read as numbered (HasIDs).
 // Every case line that enters a farm is checked by one function,
 // checkCase.
-package casetable
+package tablefmt
 
 import (
 	"bufio"
@@ -233,6 +235,30 @@ func truncate(b []byte) string {
 		return string(b[:40]) + "..."
 	}
 	return string(b)
+}
+
+// IsCase reports whether line, with its end of line or without, is a case
+// line: not blank, not a comment. (A line longer than a reader's buffer
+// is told by its start.)
+func IsCase(line []byte) bool { return isCase(trimEOL(line)) }
+
+// ParseCase reads line, a line of a numbered table with its end of line
+// or without: its case's ID, command and needs, and false if the line is
+// no case (blank, a comment). A needs part that does not read (which
+// Validate refuses) leaves the command as written, with nothing declared:
+// bash takes it for a comment.
+func ParseCase(line []byte) (c Case, ok bool, err error) {
+	line = trimEOL(line)
+	if !isCase(line) {
+		return Case{}, false, nil
+	}
+	id, cmd, _, err := splitID(line)
+	if err != nil {
+		return Case{}, false, err
+	}
+	c.ID = id
+	c.Command, c.Needs, _ = ParseNeeds(cmd)
+	return c, true, nil
 }
 
 // trimEOL removes a trailing "\n" and "\r".

@@ -1,7 +1,6 @@
-package casetable
+package tablefmt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -235,42 +234,6 @@ func TestLongLines(t *testing.T) {
 	got := readAll(t, p)
 	if len(got) != 3 || got[1].Command != "echo "+long || got[2].Command != "echo end" {
 		t.Errorf("long line mangled: %d cases", len(got))
-	}
-}
-
-// TestClaimReadsLongAndUnterminatedLines: cases are read from a window of
-// the table; a line longer than the window, and a last line without a
-// newline, come out whole.
-func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
-	dir := t.TempDir()
-	long := strings.Repeat("x", 3*tableWindow/2)
-	table := "1 echo a\n2 echo " + long + "\n# a comment\n3 echo c\n4 echo " + long + long + "\n5 echo last"
-	if err := os.WriteFile(filepath.Join(dir, "table.dat_"), []byte(table), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(dir, filepath.Join(dir, "MISC"))
-	defer s.Close()
-	os.Mkdir(filepath.Join(dir, "MISC"), 0o755)
-	ctx := context.Background()
-	if err := s.Update(ctx, func(st *State) error {
-		st.Run, st.Table, st.Cases = 1, "table.dat_", 5
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for i := 0; i < 10; i++ {
-		cs, err := s.Claim(ctx, 1, 1+i%3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cs {
-			got = append(got, fmt.Sprintf("%d %s", c.ID, c.Command))
-		}
-	}
-	want := []string{"1 echo a", "2 echo " + long, "3 echo c", "4 echo " + long + long, "5 echo last"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("claimed cases (-want +got):\n%s", diff)
 	}
 }
 
