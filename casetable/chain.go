@@ -73,9 +73,6 @@ const hintEvery = 256
 
 const (
 	chainMagic = "farm-chain v2 "
-	// legacyMagic names a chain of an older farm, whose generations were
-	// committed by link(): readable, not to be committed on (legacyWhy).
-	legacyMagic = "farm-chain v1 "
 	genMagic    = "farm-gen v1 "
 	tombText    = "farm-gen v1 buried\n"
 )
@@ -131,10 +128,6 @@ type chain struct {
 	// top is the newest generation known to be marked (committed or
 	// voided); the next commit takes slot top+1. -1: none known.
 	top int64
-
-	// legacy: a chain of an older farm (legacyMagic), read by its
-	// generations' names; nothing is committed on it.
-	legacy bool
 
 	// pending is the commit whose link was tried and whose outcome is not
 	// known yet (settle); nil when there is none.
@@ -243,7 +236,7 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, legacy, ok := parseChainFile(b)
+	name, ok := parseChainFile(b)
 	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
 		// Empty or cut short: made by O_EXCL create a moment ago
 		// (createChain) and not written yet, or cached so by this
@@ -255,14 +248,12 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 		if b, err = readChainFile(fsys, misc); err != nil {
 			return nil, err
 		}
-		name, legacy, ok = parseChainFile(b)
+		name, ok = parseChainFile(b)
 	}
 	if !ok {
 		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: fmt.Sprintf("unreadable content %.40q", b)}
 	}
-	c := newChain(fsys, filepath.Join(misc, name))
-	c.legacy = legacy
-	return c, nil
+	return newChain(fsys, filepath.Join(misc, name)), nil
 }
 
 // readChainFile reads misc/chain: ErrNoState if it is certainly gone, a
@@ -289,8 +280,7 @@ var chainRereads = 20
 // being written: empty, or the start of a chain line with no newline yet.
 func unfinished(b []byte) bool {
 	s := string(b)
-	return !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s) ||
-		strings.HasPrefix(s, legacyMagic) || strings.HasPrefix(legacyMagic, s))
+	return !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
 }
 
 // newChain returns the chain in directory dir; it does no I/O.
@@ -298,17 +288,15 @@ func newChain(fsys vfs.FS, dir string) *chain {
 	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1}
 }
 
-func parseChainFile(b []byte) (name string, legacy, ok bool) {
+// parseChainFile reads MISC/chain's content: the name of the chain
+// directory it names.
+func parseChainFile(b []byte) (name string, ok bool) {
 	s, ok := strings.CutPrefix(string(b), chainMagic)
-	if !ok {
-		s, legacy = strings.CutPrefix(string(b), legacyMagic)
-		ok = legacy
-	}
 	s, ok2 := strings.CutSuffix(s, "\n")
 	if !ok || !ok2 || !strings.HasPrefix(s, "claims.") || strings.ContainsAny(s, "/ \n") {
-		return "", false, false
+		return "", false
 	}
-	return s, legacy, true
+	return s, true
 }
 
 // createChain makes a new chain and names it in misc/chain, unless misc/chain
@@ -344,7 +332,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.dir != dir || c.legacy {
+		if c.dir != dir {
 			vfs.Remove(fsys, dir) // another process's chain won
 		}
 		return c, nil
@@ -532,9 +520,6 @@ func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0)
 // (with lookups that agree; a cache that hides a mark may make either
 // answer older, never below from, and a commit on it only loses).
 func (c *chain) latestNear(from, near int64) (int64, error) {
-	if c.legacy {
-		return c.legacyLatest(from)
-	}
 	// The hint is read only by a process that knows no generation: from a
 	// known one, a gallop finds the newest in 2·log2(distance) lookups.
 	from = max(from, c.top)
@@ -620,70 +605,6 @@ func (c *chain) guess(from, near int64) (lo int64, loMark mark, hi int64, err er
 	return lo, loMark, g - 1, nil
 }
 
-// legacyLatest is latest for a chain of an older farm, whose generations
-// have no marks: a name g.N that exists is a generation.
-func (c *chain) legacyLatest(from int64) (int64, error) {
-	exists := func(n int64) (bool, error) {
-		d, err := c.segFD(n, false)
-		if os.IsNotExist(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		var st unix.Stat_t
-		err = c.fs.Fstatat(d, genName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.ENOENT {
-			return false, nil
-		}
-		if err != nil {
-			c.forget()
-			return false, &os.PathError{Op: "lstat", Path: c.genPath(n), Err: err}
-		}
-		return true, nil
-	}
-	if from < 0 {
-		if h := c.hint(); h >= 0 {
-			if ok, err := exists(h); err != nil {
-				return 0, err
-			} else if ok {
-				from = h
-			}
-		}
-	}
-	lo, step, hi := from, int64(1), int64(-1)
-	for hi < 0 {
-		ok, err := exists(lo + step)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			hi = lo + step
-			break
-		}
-		lo += step
-		step *= 2
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := exists(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	c.top = max(c.top, lo)
-	return lo, nil
-}
-
-// legacyWhy is what a chain of an older farm is told by, to whoever would
-// commit on it.
-const legacyWhy = "written by an older farm, which committed claims with link(): 'farm repair' carries it over, rebuilding it from the status records, once no job of the farm runs"
-
 // nextSlot is the generation the next commit on generation gen (the newest
 // committed one the caller read) takes: past every mark known.
 func (c *chain) nextSlot(gen int64) int64 { return max(gen, c.top) + 1 }
@@ -732,9 +653,6 @@ var voidAfter = func() time.Duration {
 // knows, never commit anew on the same base.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	c.dropPending()
-	if c.legacy {
-		return false, &DamageError{Path: c.dir, Why: legacyWhy}
-	}
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {
 		return false, c.checkGone(err)

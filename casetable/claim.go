@@ -207,7 +207,7 @@ func (s *State) unmarshal(b []byte) error {
 		return errors.New("not a generation record")
 	}
 	seen := 0
-	s.Lines = -1 // a generation of an older farm has no line=
+	s.Lines = -1 // not known unless it says (a repair's rebuilt state)
 	for _, kv := range strings.Fields(rest) {
 		if kv == "closed" {
 			return errClosed
@@ -1194,7 +1194,7 @@ func (s *Store) checkTable(st *State) error {
 		return err
 	}
 	if st.TSize <= 0 {
-		return nil // not recorded (a state of an older farm)
+		return nil // not recorded (a state 'farm repair' rebuilt)
 	}
 	// Once a claim: an attempt lost to another claimer checks the same
 	// table again for nothing (a lookup at the server each; 21 in one

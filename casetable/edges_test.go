@@ -366,64 +366,6 @@ func TestFailedReadLeavesNoOldBase(t *testing.T) {
 	}
 }
 
-// TestChainOfAnOlderFarm: a farm whose claim state an older farm wrote (a
-// chain of link()ed generations, "farm-chain v1") reads as it is (farm
-// Status, query), refuses a commit with the advice to run farm repair, and
-// farm repair carries it over to a new chain, closing the old one so that
-// an older farm's process cannot go on in it either. (Found in review: it
-// read as never submitted, and repair took voidAfter per old generation.)
-func TestChainOfAnOlderFarm(t *testing.T) {
-	dir := newFarm(t, 10) // a table; its chain is replaced below
-	misc := filepath.Join(dir, "MISC")
-	ctx := context.Background()
-	old := filepath.Join(misc, "claims.0123456789abcdef")
-	if err := os.MkdirAll(filepath.Join(old, "000000"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for n, st := range []State{{Run: 1, Table: "table.dat", Cases: 10}, {Run: 1, Table: "table.dat", Cases: 10, Offset: 28, Lines: 2, Claimed: 2}} {
-		b := st.marshal(nil, int64(n), commitInfo{by: "old", nonce: "n"})
-		if err := os.WriteFile(filepath.Join(old, "000000", genName(int64(n))), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(misc, "chain"), []byte("farm-chain v1 claims.0123456789abcdef\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st := NewStore(dir, misc)
-	st.Log = new(bytes.Buffer)
-	defer st.Close()
-	got, err := st.Read(ctx)
-	if err != nil || got.Claimed != 2 || got.Gen != 1 {
-		t.Fatalf("read: %+v %v; want generation 1, 2 claimed", got, err)
-	}
-	_, err = st.Claim(ctx, 1, 1, nil)
-	var de *DamageError
-	if !errorsAs(err, &de) || !strings.Contains(err.Error(), "older farm") {
-		t.Fatalf("claim on an older farm's chain: %v; want a DamageError that says so", err)
-	}
-	t0 := time.Now()
-	rep := NewStore(dir, misc)
-	rep.Log = new(bytes.Buffer)
-	rd, err := rep.Inspect(ctx)
-	if err != nil || rd.Err == nil {
-		t.Fatalf("inspect: %+v %v; want damage", rd, err)
-	}
-	if err := rep.RepairFrom(ctx, rd, State{Run: 1, Table: "table.dat", Cases: 10, Offset: 28, Lines: 2, Claimed: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Errorf("repair took %v", d)
-	}
-	b, err := os.ReadFile(filepath.Join(old, "000000", genName(2)))
-	if err != nil || !strings.HasSuffix(string(b), " closed\n") {
-		t.Errorf("the older farm's chain: generation 2 is %q (%v); want it closed", b, err)
-	}
-	cs, err := NewStore(dir, misc).Claim(ctx, 1, 1, nil)
-	if err != nil || len(cs) != 1 || cs[0].ID != 3 {
-		t.Errorf("claim after repair: %v %v; want case 3", cs, err)
-	}
-}
-
 // failOnce is the system's filesystem, but the first open of a name
 // ending in suffix answers err (a network filesystem's passing fault)
 // without opening it.

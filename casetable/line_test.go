@@ -60,7 +60,7 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 			got[c.ID] = c.Line
 		}
 		if i == 1 {
-			// As an older farm left it: no line= in the newest generation.
+			// As a repair leaves it: the line not known.
 			if err := st.Update(context.Background(), func(s *State) error { s.Lines = -1; return nil }); err != nil {
 				t.Fatal(err)
 			}

@@ -122,18 +122,12 @@ func (s *Store) inspect() (Reading, error) {
 		return rd, err
 	}
 	rd.file, rd.ino = b, ino
-	name, legacy, ok := parseChainFile(b)
+	name, ok := parseChainFile(b)
 	if !ok {
 		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
 		return rd, nil
 	}
 	rd.dir = filepath.Join(s.misc, name)
-	if legacy {
-		// An older farm's chain: carried over as a damaged one is, by
-		// a new chain (the old one closed).
-		rd.Err = &DamageError{Path: rd.dir, Why: legacyWhy}
-		return rd, nil
-	}
 	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
 		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
 			return rd, err // a passing ENOENT: read again
@@ -576,30 +570,6 @@ func closeChain(c *chain) (last State, err error) {
 		if err != nil {
 			return State{}, err
 		}
-		legacy := false
-		if n < 0 {
-			// No mark: a chain of an older farm, whose generations
-			// are their names (legacyLatest)? It is closed by a
-			// generation after its newest, made as any other: an
-			// older farm sees its name.
-			if n, err = c.legacyLatest(-1); err != nil {
-				return State{}, err
-			}
-			legacy = n >= 0
-			if legacy && !mutated("void-is-legacy") {
-				// Not if generation 0 is marked: a chain whose
-				// first generation was voided (its maker stalled
-				// past voidAfter: a run start's lane, left
-				// behind) is of this farm. Else a taken slot is
-				// read again at once, for ever (the simulator,
-				// seed 23021 on gluster-dht).
-				m, err := c.marker(0)
-				if err != nil {
-					return State{}, err
-				}
-				legacy = m == unmarked
-			}
-		}
 		last = State{}
 		if n >= 0 {
 			b, err := c.read(n)
@@ -631,9 +601,6 @@ func closeChain(c *chain) (last State, err error) {
 		}
 		if won {
 			return last, nil
-		}
-		if legacy {
-			continue // an older farm's process made it: read again
 		}
 		// Another process took the slot (a stalled claimer that
 		// resumed): once it is marked, close after it.

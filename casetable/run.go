@@ -96,8 +96,7 @@ func (st *State) startRun(spec RunSpec, lanes, cur State) {
 		st.Queue, st.Own = nil, Queued{}
 	}
 	if lanes.Lanes > 1 {
-		// Nothing to claim on this chain: the lanes hold the cursors
-		// (an older farm's claim finds the run read).
+		// Nothing to claim on this chain: the lanes hold the cursors.
 		st.Offset = lanes.TSize
 	}
 	if cur.Lanes > 1 {
@@ -158,7 +157,8 @@ type Enqueued struct {
 // MISC/table.runN.add.TAG (an immutable file, as every run table), and
 // queues it to the run — first, ahead of the run's own cases, if first —
 // with a compare-and-swap on the claim state. A run that cannot take it
-// (none yet, SIMPLE, an older farm's) gets nothing, and Why says why.
+// (none yet, SIMPLE, one 'farm repair' rebuilt) gets nothing, and Why
+// says why.
 // After an error the commit may have been made, its reply lost: the table
 // stays, as a queued one must.
 func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, cases, last int64, first bool) (Enqueued, error) {
@@ -185,7 +185,7 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 			q.Why = fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", st.Run)
 			return errNotQueued
 		case st.TSize <= 0:
-			q.Why = fmt.Sprintf("run %d's claim state records no table size (a run of an older farm, or one 'farm repair' rebuilt)", st.Run)
+			q.Why = fmt.Sprintf("run %d's claim state records no table size (one 'farm repair' rebuilt)", st.Run)
 			return errNotQueued
 		}
 		st.Enqueue(Queued{Table: q.Table, TSize: size, TIno: ino, TFP: fp}, cases, first)

@@ -62,7 +62,6 @@ var simMutants = []simMutant{
 	{"one-look-is-gone", "38fc9a8", "one lookup's ENOENT (a GlusterFS brick down) takes a chain or a lane for gone: damage, or a lane closed that is not", nil, false},
 	{"gone-without-listing", "6163282", "a name looked up missing 8 times, its parent found each time, taken for gone without its parent's listing: one brick's outage in 256 reports a lane as damage", nil, false},
 	{"gone-looked-twice", "6163282", "an ENOENT looked up twice, once to skip a name gone and once to mark it passing: the two looks disagree (a transient error in the first), and a repair fails on a lane removed meanwhile", nil, true},
-	{"void-is-legacy", "6163282", "a chain whose generation 0 was voided (a run start's lane, its maker stalled past voidAfter) taken for a chain of an older farm: closing it reads a taken slot again at once, for ever", nil, true},
 	{"base-of-any-chain", "2aaa20e", "a run start decided on generation N of one chain commits on generation N of the chain a repair made since (its generations count from 0 again): the repair closed the lanes it had made, and the run claims nothing", nil, true},
 	{"repair-forgets-closed-run", "37eb773", "a repair of a damaged MISC/chain closes a run that a resubmit holding the old chain started after its reading, and names the run before it in its new chain: that run's jobs claim nothing, and the next resubmit starts a run of the same number", nil, true},
 	{"chain-made-once", "37bb84b", "two first submits on a full disk: one finds MISC/chain made by the other (EEXIST), which removes it unwritten (ENOSPC); the first then fails, not making it again", fullOnly, false},
@@ -169,12 +168,11 @@ var simRegressions = []struct {
 	{"one-look-is-gone", 153, "gluster"},
 	{"gone-without-listing", 2470, "gluster-dht"},
 	{"gone-looked-twice", 123865, "nfs"},
-	{"void-is-legacy", 63934, "gluster-dht"},
-	{"base-of-any-chain", 3821, "full"},
+	{"base-of-any-chain", 20970, "local"},
 	{"repair-forgets-closed-run", 524, "nfs-soft"},
 	{"chain-made-once", 464, "full"},
 	{"split-slot-tried-again", 16, "gluster"},
-	{"inspect-trusts-no-generation", 49185, "gluster-dht"},
+	{"inspect-trusts-no-generation", 85893, "gluster-dht"},
 	{"add-removes-table-then-looks", 5248, "gluster-dht"},
 }
 

@@ -35,31 +35,25 @@ const (
 
 // Job records live in MISC/jobs/, one file per submission (written whole to
 // a temporary name and renamed), so that submissions from several hosts
-// never rewrite one file. A farm made by an older farm has them in a file
-// MISC/jobs, which is moved to MISC/jobs.legacy at the first new record.
+// never rewrite one file.
 func (f *Farm) jobsPath() string { return f.Path(layout.MiscDir, layout.JobRecords) }
 
 // Jobs returns every job ever submitted for the farm, oldest first.
 func (f *Farm) Jobs() ([]JobRecord, error) {
 	var out []JobRecord
 	var files []string
-	if st, err := os.Stat(f.jobsPath()); err == nil && !st.IsDir() {
-		files = append(files, f.jobsPath()) // an older farm's
-	} else {
-		files = append(files, f.jobsPath()+".legacy")
-		names, err := os.ReadDir(f.jobsPath())
-		if err != nil && !os.IsNotExist(err) {
-			return nil, err
+	names, err := os.ReadDir(f.jobsPath())
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	for _, n := range names { // sorted: names start with the time
+		if strings.HasPrefix(n.Name(), ".") {
+			continue
 		}
-		for _, n := range names { // sorted: names start with the time
-			if strings.HasPrefix(n.Name(), ".") {
-				continue
-			}
-			if n.IsDir() {
-				return nil, Userf("%s is a directory, not a job record: move it out of %s", filepath.Join(f.jobsPath(), n.Name()), f.jobsPath())
-			}
-			files = append(files, filepath.Join(f.jobsPath(), n.Name()))
+		if n.IsDir() {
+			return nil, Userf("%s is a directory, not a job record: move it out of %s", filepath.Join(f.jobsPath(), n.Name()), f.jobsPath())
 		}
+		files = append(files, filepath.Join(f.jobsPath(), n.Name()))
 	}
 	for _, p := range files {
 		recs, err := readJobRecords(p)
@@ -104,11 +98,6 @@ func (f *Farm) recordJobs(ctx context.Context, recs []JobRecord) error {
 		return nil
 	}
 	dir := f.jobsPath()
-	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		if err := os.Rename(dir, dir+".legacy"); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -58,8 +58,8 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 // tableNote says, in one line, that table.dat changed since the current
 // run (st's) started: the run goes on (or went on) with the private table
 // it started with, and 'farm resubmit' will use table.dat as it is now;
-// "" if it did not change, or cannot tell (a run of an older farm, which
-// recorded no source, or a closed run). It costs a stat of table.dat, and
+// "" if it did not change, or cannot tell (a run whose table has no
+// source record, or a closed run). It costs a stat of table.dat, and
 // a reading of it whole only after a same-size change of its identity or
 // times (tablefmt.Source.Changed).
 func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
