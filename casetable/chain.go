@@ -73,8 +73,8 @@ const hintEvery = 256
 
 const (
 	chainMagic = "farm-chain v2 "
-	genMagic    = "farm-gen v1 "
-	tombText    = "farm-gen v1 buried\n"
+	genMagic   = "farm-gen v1 "
+	tombText   = "farm-gen v1 buried\n"
 )
 
 // testHook, if set (by tests only), is called at each stage of a commit
