@@ -48,7 +48,7 @@ func TestQueuedTables(t *testing.T) {
 	}
 	claim := func(s *Store, most int) []int64 {
 		t.Helper()
-		cases, err := s.Claim(ctx, 1, most, nil)
+		cases, err := s.Claim(ctx, 1, most)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestQueuedTablesWithLanes(t *testing.T) {
 	seen := map[int64]int{}
 	take := func(s *Store, most int) []int64 {
 		t.Helper()
-		cs, err := s.Claim(ctx, 2, most, nil)
+		cs, err := s.Claim(ctx, 2, most)
 		if err != nil {
 			t.Fatal(err)
 		}

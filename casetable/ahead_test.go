@@ -20,7 +20,7 @@ func TestAheadGrowsWithOthersCommitsAndShrinksAlone(t *testing.T) {
 	defer b.Close()
 	claim := func(s *Store) {
 		t.Helper()
-		if cases, err := s.Claim(ctx, 1, 1, nil); err != nil || len(cases) != 1 {
+		if cases, err := s.Claim(ctx, 1, 1); err != nil || len(cases) != 1 {
 			t.Fatalf("claim: %v, %v", cases, err)
 		}
 	}

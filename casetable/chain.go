@@ -1065,33 +1065,10 @@ func (c *chain) afterCommit(n int64) {
 // place at offset 0, in one write, so that two committers writing at once
 // leave one value or the other, whole — never a rename onto "head":
 // renames of several clients onto one name can deadlock a GlusterFS
-// distribute-replicate volume for its clients' frame timeout (30 min;
-// see Store.ShareCutoff). A reader that finds the file empty (just made)
+// distribute-replicate volume (vfs.WriteInPlace). A reader that finds the file empty (just made)
 // or older than the newest hint has a hint that costs it lookups, no more.
 func writeHint(fsys vfs.FS, d int, n int64) {
-	writeInPlace(fsys, d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
-}
-
-// writeInPlace writes rec at offset 0 of the file name in the directory
-// open as d (unix.AT_FDCWD: name is a path), in one write; best effort. The
-// file is made only by an O_EXCL create: two clients that both make a name
-// with O_CREAT alone can each be told they did, on a replicated GlusterFS
-// volume, and leave the replicas with two files of one name (a gfid
-// split-brain).
-func writeInPlace(fsys vfs.FS, d int, name string, rec []byte) {
-	const flags = unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := fsys.Openat(d, name, flags, 0)
-	if err == unix.ENOENT {
-		fd, err = fsys.Openat(d, name, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
-		if err == unix.EEXIST {
-			fd, err = fsys.Openat(d, name, flags, 0)
-		}
-	}
-	if err != nil {
-		return
-	}
-	fsys.Pwrite(fd, rec, 0)
-	fsys.Close(fd)
+	vfs.WriteInPlace(fsys, d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
 }
 
 // tombName is the name of the segment's tomb number i: tomb, tomb.1, ...

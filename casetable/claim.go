@@ -38,16 +38,13 @@ type State struct {
 	MaxID  int64  // largest case ID of the farm's table.dat
 	Total  int64  // cases in the farm's table.dat
 
-	Claimed int64   // cases claimed in this run
-	Done    int64   // cases finished farm-wide, over all runs
-	Cutoff  float64 // runtime-aware exit threshold in seconds; 0 = unknown
-	Next    int64   // Done count at which Cutoff is next recomputed
-	Repair  string  // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
+	Claimed int64  // cases claimed in this run
+	Repair  string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
 	// A run whose claims are spread over lanes (lanes.go): on the main
 	// chain, how many and where; in a lane's own generations, which lane
-	// and the block its cursor is in (Offset, Lines, Cases, Claimed, Done,
-	// Cutoff and Next are then the lane's).
+	// and the block its cursor is in (Offset, Lines, Cases and Claimed
+	// are then the lane's).
 	Lanes   int    // lanes of the run; 0 or 1: none, claims commit on the main chain
 	LaneDir string // their directory in MISC
 	InLane  bool   // a lane's generation
@@ -175,9 +172,8 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if tfp == "" || strings.ContainsAny(tfp, " \n") {
 		tfp = "-"
 	}
-	b = fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d done=%d cutoff=%s next=%d",
-		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed, s.Done,
-		strconv.FormatFloat(s.Cutoff, 'g', -1, 64), s.Next)
+	b = fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d",
+		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed)
 	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
 		b = fmt.Appendf(b, " repair=%s", s.Repair)
 	}
@@ -249,14 +245,8 @@ func (s *State) unmarshal(b []byte) error {
 			s.MaxID, err = strconv.ParseInt(v, 10, 64)
 		case "claimed":
 			s.Claimed, err = strconv.ParseInt(v, 10, 64)
-		case "done":
-			s.Done, err = strconv.ParseInt(v, 10, 64)
-		case "cutoff":
-			s.Cutoff, err = strconv.ParseFloat(v, 64)
 		case "repair":
 			s.Repair = v
-		case "next":
-			s.Next, err = strconv.ParseInt(v, 10, 64)
 		case "lanes":
 			s.Lanes, err = strconv.Atoi(v)
 		case "lanedir":
@@ -602,10 +592,21 @@ func (s *Store) load(n int64) error {
 // cases (Table names their table).
 func (s *Store) Last() State { return s.cur }
 
+// ClaimedInRun is about how many cases of the run the store claimed in
+// last were claimed as of its last claim, with no I/O: the run's count, on
+// the main chain; in a run with lanes, the count of the lane it claimed in
+// last times the lanes (they go through the table at about one pace). The
+// runtime-aware exit (metajob) tells from it when dt_cutoff is due.
+func (s *Store) ClaimedInRun() int64 {
+	if L := s.lanes; L != nil && L.stores[L.home] != nil {
+		return L.stores[L.home].cur.Claimed * int64(L.x.lanes)
+	}
+	return s.cur.Claimed
+}
+
 // Read returns the current state. It takes no lock and never waits for
 // another process.
-// In a run with lanes, its counters (Claimed, Done, Cutoff) are those of
-// the main chain and of every lane together.
+// In a run with lanes, its Claimed is that of every lane together.
 func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
@@ -905,22 +906,19 @@ func (s *Store) Moved() bool {
 
 // Claim hands out up to most consecutive unclaimed cases of run, in one
 // commit, or none when the run has none left (or a newer run has started).
-// before, if not nil, is called first on the state being committed: the
-// meta-job uses it to update the farm-wide counters, and returns ErrStop to
-// claim nothing. before may run more than once. A claim that finds nothing
-// to hand out commits nothing (its counters are not kept): the end of a
-// run costs each meta-job a reading, not a generation won in turn. most
+// A claim that finds nothing to hand out commits nothing: the end of a run
+// costs each meta-job a reading, not a generation won in turn. most
 // below 1 (FirstBatch) lets the store size a meta-job's first claim: one
 // case, or in a run with lanes a fair first share of the lane.
-func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
+func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
 	s.checked = tableID{} // the table is checked once a claim
 	if err := s.findLanes(ctx, run); err != nil {
 		return nil, err
 	}
 	if s.lanes != nil {
-		return s.claimWithLanes(ctx, run, most, before)
+		return s.claimWithLanes(ctx, run, most)
 	}
-	cases, hasLanes, err := s.claimMain(ctx, run, most, before, mainAll, "")
+	cases, hasLanes, err := s.claimMain(ctx, run, most, mainAll, "")
 	if err != nil || !hasLanes {
 		return cases, err
 	}
@@ -930,7 +928,7 @@ func (s *Store) Claim(ctx context.Context, run, most int, before func(*State) er
 		return nil, err
 	}
 	if s.lanes != nil {
-		return s.claimWithLanes(ctx, run, most, before)
+		return s.claimWithLanes(ctx, run, most)
 	}
 	return nil, nil
 }
@@ -946,7 +944,7 @@ const firstLook = time.Second
 // they are used up, what 'farm add' queued after them. Both queues are on
 // the main chain, which claims in lanes leave alone: one lookup tells
 // whether anything was committed there since the store read it.
-func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
+func (s *Store) claimWithLanes(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
 	laneTable := s.lanes.main.OwnTable().Table
 	if mutated("lanes-own-table") {
 		laneTable = s.lanes.main.Table
@@ -956,19 +954,19 @@ func (s *Store) claimWithLanes(ctx context.Context, run, most int, before func(*
 		s.firstLooked, look = now, true
 	}
 	if s.cur.firstAhead(laneTable) || look && s.Moved() {
-		cases, _, err := s.claimMain(ctx, run, most, before, mainFirst, laneTable)
+		cases, _, err := s.claimMain(ctx, run, most, mainFirst, laneTable)
 		if err != nil || len(cases) > 0 {
 			return cases, err
 		}
 	}
-	cases, err := s.claimLanes(ctx, run, most, before)
+	cases, err := s.claimLanes(ctx, run, most)
 	if err != nil || len(cases) > 0 {
 		return cases, err
 	}
 	if len(s.cur.Queue) == 0 && !s.cur.firstAhead(laneTable) && !s.Moved() {
 		return nil, nil
 	}
-	cases, _, err = s.claimMain(ctx, run, most, before, mainQueued, laneTable)
+	cases, _, err = s.claimMain(ctx, run, most, mainQueued, laneTable)
 	return cases, err
 }
 
@@ -1009,7 +1007,7 @@ func (st *State) toQueued(laneTable string, mode mainMode) bool {
 // claimMain is a claim committed on the main chain: of everything in a run
 // without lanes (reporting hasLanes if the run has lanes after all), of
 // the queued tables mode allows in a run with lanes.
-func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State) error, mode mainMode, laneTable string) (_ []tablefmt.Case, hasLanes bool, _ error) {
+func (s *Store) claimMain(ctx context.Context, run, most int, mode mainMode, laneTable string) (_ []tablefmt.Case, hasLanes bool, _ error) {
 	most = max(most, 1)
 	// In a run with lanes the store's claims commit in the lanes: what
 	// it knows of the main chain may be old.
@@ -1037,13 +1035,6 @@ func (s *Store) claimMain(ctx context.Context, run, most int, before func(*State
 			}
 			if !st.toQueued(laneTable, mode) {
 				return errNoCommit
-			}
-		}
-		if before != nil {
-			if err := before(st); err == ErrStop {
-				return errNoCommit
-			} else if err != nil {
-				return err
 			}
 		}
 		if st.Run != run {
@@ -1131,10 +1122,6 @@ func claimInfo(cases *[]tablefmt.Case) func(*State) commitInfo {
 		return ci
 	}
 }
-
-// ErrStop, returned by Claim's before function, ends the claim with no case
-// and no commit (before's changes to the state are not kept).
-var ErrStop = errors.New("stop claiming")
 
 // openTable makes s.table the open table of st (again, if fresh).
 func (s *Store) openTable(table string, fresh bool) error {

@@ -87,7 +87,7 @@ func claimer() int {
 		if k == 0 {
 			k = 1 + rand.IntN(8)
 		}
-		cases, err := st.Claim(context.Background(), run, k, nil)
+		cases, err := st.Claim(context.Background(), run, k)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -395,7 +395,7 @@ func TestClaimSkipsToNextRunAndEnds(t *testing.T) {
 	ctx := context.Background()
 	var ids []int64
 	for {
-		cases, err := st.Claim(ctx, 1, 2, nil)
+		cases, err := st.Claim(ctx, 1, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,10 +411,10 @@ func TestClaimSkipsToNextRunAndEnds(t *testing.T) {
 	}
 	// A meta-job of an old run gets nothing once a new run started.
 	st.Update(ctx, func(s *State) error { s.Run, s.Offset, s.Claimed = 2, 0, 0; return nil })
-	if cases, err := st.Claim(ctx, 1, 1, nil); len(cases) > 0 || err != nil {
+	if cases, err := st.Claim(ctx, 1, 1); len(cases) > 0 || err != nil {
 		t.Errorf("old run claimed: %v err=%v", cases, err)
 	}
-	if cases, _ := st.Claim(ctx, 2, 1, nil); len(cases) != 1 || cases[0].ID != 1 {
+	if cases, _ := st.Claim(ctx, 2, 1); len(cases) != 1 || cases[0].ID != 1 {
 		t.Errorf("new run claimed %v", cases)
 	}
 	s, _ := NewStore(dir, filepath.Join(dir, "MISC")).Read(ctx)
@@ -430,7 +430,7 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			dir := newFarm(t, 10)
 			misc := filepath.Join(dir, "MISC")
 			st := NewStore(dir, misc)
-			if _, err := st.Claim(ctx, 1, 3, nil); err != nil {
+			if _, err := st.Claim(ctx, 1, 3); err != nil {
 				t.Fatal(err)
 			}
 			ch, _ := openChain(vfs.OS{}, misc)
@@ -466,7 +466,7 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			if err != nil || s.Run != 1 || s.Claimed != 0 {
 				t.Fatalf("after repair: %+v %v", s, err)
 			}
-			cases, err := st.Claim(ctx, 1, 20, nil)
+			cases, err := st.Claim(ctx, 1, 20)
 			if err != nil {
 				t.Fatalf("claim after repair: %v", err)
 			}
@@ -496,7 +496,7 @@ func benchmarkClaim(b *testing.B, n int) {
 			st.Update(ctx, func(s *State) error { s.Offset = 0; return nil })
 			b.StartTimer()
 		}
-		if cases, err := st.Claim(ctx, 1, 1, nil); err != nil || len(cases) != 1 {
+		if cases, err := st.Claim(ctx, 1, 1); err != nil || len(cases) != 1 {
 			b.Fatalf("claim %d: %v err=%v", i, cases, err)
 		}
 	}

@@ -76,12 +76,6 @@ func LanesFor(jobs int) int {
 	return min(max(jobs/jobsPerLane, 2), MaxLanes)
 }
 
-// FirstCutoffAt is the number of finished cases at which the runtime-aware
-// exit (metajob) first computes dt_cutoff. A lane counts the cases done in
-// it, from its share of FirstCutoffAt, so that dt_cutoff is first computed
-// about as early as in a run without lanes.
-const FirstCutoffAt = 8
-
 // laneIndex is a run's block index.
 type laneIndex struct {
 	lanes   int
@@ -324,8 +318,8 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	return x, nil
 }
 
-// MakeLanes makes the lanes of the run st (its Run, Table, TSize, TIno,
-// TFP and Cutoff set) in the farm dir whose MISC is misc: lanes chains
+// MakeLanes makes the lanes of the run st (its Run, Table, TSize, TIno
+// and TFP set) in the farm dir whose MISC is misc: lanes chains
 // and the block index, each lane's generation 0 at the start of its first
 // block. It returns st with Lanes and LaneDir set, for the caller to commit
 // on the main chain; nobody knows the lanes before that commit. A table
@@ -370,8 +364,7 @@ func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State,
 			return fail(err)
 		}
 		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
-			TSize: st.TSize, TIno: st.TIno, TFP: st.TFP, Cases: x.laneCases(l), Cutoff: st.Cutoff,
-			Next:   int64(max(1, (FirstCutoffAt+x.lanes-1)/x.lanes)),
+			TSize: st.TSize, TIno: st.TIno, TFP: st.TFP, Cases: x.laneCases(l),
 			InLane: true, Lane: l, Block: int64(l)}
 		nonce := newNonce(fsys)
 		won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
@@ -650,7 +643,7 @@ func (s *Store) findLanes(ctx context.Context, run int) error {
 }
 
 // claimLanes is Claim for a run with lanes.
-func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*State) error) ([]tablefmt.Case, error) {
+func (s *Store) claimLanes(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
 	L := s.lanes
 	for {
 		l := s.pick()
@@ -658,7 +651,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 			return nil, nil
 		}
 		ls := s.lane(l)
-		cases, exhausted, err := ls.claimInLane(ctx, L, run, most, before)
+		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) {
 			// A new run or a repair closed the lanes: nothing more
 			// in this run, from any of them.
@@ -688,7 +681,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int, before func(*Stat
 
 // claimInLane claims up to most cases in the lane whose store is ls, and
 // reports whether the lane has nothing left after it.
-func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, before func(*State) error) ([]tablefmt.Case, bool, error) {
+func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, bool, error) {
 	ls.checked = tableID{} // the table is checked once a claim
 	if most < 1 {
 		most = L.x.firstShare(L.home)
@@ -700,13 +693,6 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int, bef
 		cases, exhausted = cases[:0], false
 		if !st.InLane || st.Lane < 0 || st.Lane >= x.lanes {
 			return &DamageError{Path: ls.fixed, Why: "not a lane's generation"}
-		}
-		if before != nil {
-			if err := before(st); err == ErrStop {
-				return errNoCommit
-			} else if err != nil {
-				return err
-			}
 		}
 		if st.Run != run || st.Block >= x.blocks() {
 			exhausted = true
@@ -798,7 +784,6 @@ func (s *Store) readLanes(st State) (State, error) {
 	if err != nil {
 		return st, err
 	}
-	mostDone := int64(-1) // dt_cutoff: the lane's that counted the most cases done (its newest)
 	for l := 0; l < L.x.lanes; l++ {
 		ls := NewStoreOn(s.fs, s.Dir, s.misc)
 		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
@@ -812,122 +797,7 @@ func (s *Store) readLanes(st State) (State, error) {
 			return st, err
 		default:
 			st.Claimed += lst.Claimed
-			st.Done += lst.Done
-			if lst.Cutoff > 0 && lst.Done > mostDone {
-				st.Cutoff, mostDone = lst.Cutoff, lst.Done
-			}
 		}
 	}
 	return st, nil
 }
-
-// UpdateClaims runs fn on the state where the store's claims commit and
-// commits the result: the lane it claimed in last, in a run with lanes;
-// else the main chain (Update). The runtime-aware exit keeps its counters
-// there.
-//
-// In a run with lanes it never commits on the main chain, which claims
-// leave alone (only a run's start and a repair move it): with no lane to
-// commit on (every lane exhausted or closed) it does nothing.
-func (s *Store) UpdateClaims(ctx context.Context, fn func(*State) error) error {
-	L := s.lanes
-	if L == nil {
-		return s.Update(ctx, fn)
-	}
-	if L.end || L.stores[L.home] == nil {
-		return ErrNoLane
-	}
-	_, err := L.stores[L.home].update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
-	if errors.Is(err, errClosed) {
-		return ErrNoLane
-	}
-	return err
-}
-
-// ErrNoLane: UpdateClaims had no lane to commit on (the run's lanes are
-// exhausted or closed); nothing was stored.
-var ErrNoLane = errors.New("no lane of the run left to store it in")
-
-// SharedCutoff is, in a run with lanes, the dt_cutoff a meta-job computed
-// last for any lane (ShareCutoff), with the number of case durations it was
-// computed from, if that is at least what this store's lane leads it to
-// expect farm-wide (the cases done in its lane, times the lanes): a lane due
-// to recompute dt_cutoff takes it instead of reading every status file
-// again, so that a run of S lanes reads them about as often as a run
-// without lanes. The lanes reach their thresholds at about the same
-// moment, so the value there is usually the one of the threshold before:
-// only the meta-jobs claiming in lane 0 ask for it to be as recent as
-// that; in the other lanes a value computed from a quarter as many
-// durations is taken (two doublings old at most), so that the status
-// files are read by one lane's meta-jobs and not by every lane's (at 128
-// meta-jobs on 16 lanes, 2.8 calls a case on the status files, against
-// 1.0 on 4 lanes: BENCHMARKS.md). When lane 0's meta-jobs do not keep it
-// that recent (none claims there, or the lane is used up), the other lanes
-// recompute once the value is a quarter of their threshold's: dt_cutoff
-// from a quarter as many durations, never none. ok is false in a run
-// without lanes, or when no shared value is recent enough (the file is a cache, see ShareCutoff; one
-// read stale by a client's cache, or while its first record is being
-// written, only costs a recomputation).
-func (s *Store) SharedCutoff() (cutoff float64, durations int64, ok bool) {
-	L := s.lanes
-	if L == nil || L.stores[L.home] == nil {
-		return 0, 0, false
-	}
-	b, err := vfs.ReadFile(s.fs, filepath.Join(L.dir, "cutoff"))
-	if err != nil {
-		return 0, 0, false
-	}
-	line, _, whole := bytes.Cut(b, []byte("\n"))
-	if !whole {
-		return 0, 0, false
-	}
-	for _, kv := range strings.Fields(string(line)) {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "cutoff":
-			cutoff, err = strconv.ParseFloat(v, 64)
-		case "durations":
-			durations, err = strconv.ParseInt(v, 10, 64)
-		}
-		if err != nil {
-			return 0, 0, false
-		}
-	}
-	want := L.stores[L.home].cur.Done * int64(L.x.lanes)
-	if L.home != 0 {
-		want /= 4
-	}
-	return cutoff, durations, cutoff > 0 && durations >= want
-}
-
-// ShareCutoff records dt_cutoff, computed from durations case durations,
-// for the meta-jobs of the run's other lanes (SharedCutoff); best effort,
-// and nothing in a run without lanes.
-//
-// Every meta-job of the run may write it, at the same moment: it is
-// written in place, a record of cutoffRecord bytes at offset 0 in one
-// write, never renamed over. Renames of several clients onto one name
-// deadlocked a GlusterFS distribute-replicate volume: on the rig's dht
-// volume, the 4 meta-jobs of a run with lanes hung in rename(2) onto this
-// file (then written by temp file and rename) for good, and so did an
-// mv onto it from the head (2026-11-27, in CI and here; GlusterFS issue
-// 3089: a rename is a link, an unlink and locks between them, and two
-// renames onto one name can wait for each other's locks until the
-// client's frame timeout, 30 minutes). A record of fixed length needs no
-// truncation, so two writes leave one or the other whole.
-func (s *Store) ShareCutoff(cutoff float64, durations int64) {
-	L := s.lanes
-	if L == nil {
-		return
-	}
-	rec := "cutoff=" + strconv.FormatFloat(cutoff, 'g', -1, 64) + " durations=" + strconv.FormatInt(durations, 10)
-	if len(rec) >= cutoffRecord {
-		return
-	}
-	writeInPlace(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "cutoff"), []byte(rec+strings.Repeat(" ", cutoffRecord-1-len(rec))+"\n"))
-}
-
-// cutoffRecord is the length of ShareCutoff's record, its newline
-// included: longer than any (a float of up to 24 characters, a count of up
-// to 19 digits and the keys take 61).
-const cutoffRecord = 64

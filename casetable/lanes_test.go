@@ -112,7 +112,7 @@ func TestLanesClaimEveryCaseWithItsLine(t *testing.T) {
 	maxLag := int64(0)
 	claims := 0
 	for k := 1; ; k = k%40 + 1 {
-		cases, err := st.Claim(context.Background(), 2, k, nil)
+		cases, err := st.Claim(context.Background(), 2, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestRepairClosesLanes(t *testing.T) {
 	a := NewStore(dir, misc)
 	defer a.Close()
 	a.Job = "a"
-	if cases, err := a.Claim(context.Background(), 2, 10, nil); err != nil || len(cases) != 10 {
+	if cases, err := a.Claim(context.Background(), 2, 10); err != nil || len(cases) != 10 {
 		t.Fatalf("claim: %d cases, %v", len(cases), err)
 	}
 	r := NewStore(dir, misc)
@@ -250,7 +250,7 @@ func TestRepairClosesLanes(t *testing.T) {
 	if err := r.Repair(context.Background(), rebuilt); err != nil {
 		t.Fatal(err)
 	}
-	if cases, err := a.Claim(context.Background(), 2, 10, nil); err != nil || len(cases) != 0 {
+	if cases, err := a.Claim(context.Background(), 2, 10); err != nil || len(cases) != 0 {
 		t.Fatalf("a claim after the repair got %d cases (%v), want none", len(cases), err)
 	}
 	// The lanes themselves are closed.
@@ -331,7 +331,7 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 	a := NewStore(dir, misc)
 	defer a.Close()
 	a.Job = "a"
-	if _, err := a.Claim(context.Background(), 2, 5, nil); err != nil {
+	if _, err := a.Claim(context.Background(), 2, 5); err != nil {
 		t.Fatal(err)
 	}
 	main := NewStore(dir, misc)
@@ -366,60 +366,8 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 	if err != nil || got.Lanes != 0 || got.Claimed != got.Cases {
 		t.Fatalf("after the repair: %+v, %v", got, err)
 	}
-	if cases, err := a.Claim(context.Background(), 2, 5, nil); err != nil || len(cases) != 0 {
+	if cases, err := a.Claim(context.Background(), 2, 5); err != nil || len(cases) != 0 {
 		t.Errorf("a claimer of the repaired run got %d cases (%v), want none", len(cases), err)
-	}
-}
-
-// dt_cutoff shared between lanes: none before a claim or in a run without
-// lanes; once shared, taken by a claimer in lane 0 while it was computed
-// from at least the lane's done cases times the lanes, and by one in
-// another lane from a quarter of that.
-func TestLanesShareCutoff(t *testing.T) {
-	dir := newLaneFarm(t, 200, 4)
-	misc := filepath.Join(dir, "MISC")
-	a := NewStore(dir, misc)
-	defer a.Close()
-	a.Job = jobInLane(0)
-	if _, _, ok := a.SharedCutoff(); ok {
-		t.Fatal("a cutoff before any claim")
-	}
-	if _, err := a.Claim(context.Background(), 2, 1, func(st *State) error { st.Done += 3; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, ok := a.SharedCutoff(); ok {
-		t.Fatal("a cutoff before any was shared")
-	}
-	a.ShareCutoff(2.5, 11) // fewer than 3 done × 4 lanes
-	if _, _, ok := a.SharedCutoff(); ok {
-		t.Error("took a cutoff of 11 durations with 12 expected")
-	}
-	a.ShareCutoff(3.5, 12)
-	if c, n, ok := a.SharedCutoff(); !ok || c != 3.5 || n != 12 {
-		t.Errorf("SharedCutoff: %v %v %v, want 3.5 12 true", c, n, ok)
-	}
-	b := NewStore(dir, misc)
-	defer b.Close()
-	b.Job = jobInLane(2)
-	if _, err := b.Claim(context.Background(), 2, 1, func(st *State) error { st.Done += 8; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	a.ShareCutoff(4.5, 7) // fewer than 8 done × 4 lanes / 4
-	if _, _, ok := b.SharedCutoff(); ok {
-		t.Error("lane 2 took a cutoff of 7 durations with 8 expected")
-	}
-	a.ShareCutoff(5.5, 8)
-	if c, n, ok := b.SharedCutoff(); !ok || c != 5.5 || n != 8 {
-		t.Errorf("SharedCutoff in lane 2: %v %v %v, want 5.5 8 true", c, n, ok)
-	}
-	if _, _, ok := a.SharedCutoff(); ok {
-		t.Error("lane 0 took a cutoff of 8 durations with 12 expected")
-	}
-	plain := NewStore(newFarm(t, 10), "")
-	plain.misc = filepath.Join(plain.Dir, "MISC")
-	plain.ShareCutoff(1, 100)
-	if _, _, ok := plain.SharedCutoff(); ok {
-		t.Error("a shared cutoff in a run without lanes")
 	}
 }
 
@@ -449,7 +397,7 @@ func TestLanesRepairLosingToANewRunLeavesItsLanesOpen(t *testing.T) {
 	c := NewStore(dir, misc)
 	defer c.Close()
 	c.Job = "job-x"
-	cases, err := c.Claim(ctx, 3, 10, nil)
+	cases, err := c.Claim(ctx, 3, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +449,7 @@ func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
 	a := NewStore(dir, misc)
 	defer a.Close()
 	a.Job = "job-a"
-	la, err := a.Claim(ctx, 2, 5, nil)
+	la, err := a.Claim(ctx, 2, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +460,7 @@ func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
 	if _, err := b.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.Claim(ctx, 2, 5, nil)
+	lb, err := b.Claim(ctx, 2, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +481,7 @@ func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
 	c.Job = "job-c"
 	dup := 0
 	for {
-		cs, err := c.Claim(ctx, 2, 40, nil)
+		cs, err := c.Claim(ctx, 2, 40)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -671,14 +619,14 @@ func TestFirstBatchIsAFairShareOfTheLane(t *testing.T) {
 		startLaneRunFor(t, dir, 2, c.lanes, c.jobs)
 		st := NewStore(dir, filepath.Join(dir, "MISC"))
 		st.Job = "17"
-		got, err := st.Claim(ctx, 2, FirstBatch, nil)
+		got, err := st.Claim(ctx, 2, FirstBatch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != c.want {
 			t.Errorf("%d cases, %d lanes, %d meta-jobs: the first claim took %d cases, want %d", c.cases, c.lanes, c.jobs, len(got), c.want)
 		}
-		if next, err := st.Claim(ctx, 2, 3, nil); err != nil || len(next) != 3 {
+		if next, err := st.Claim(ctx, 2, 3); err != nil || len(next) != 3 {
 			t.Errorf("the claim after it took %d cases (%v), want 3", len(next), err)
 		}
 		st.Close()
@@ -687,7 +635,7 @@ func TestFirstBatchIsAFairShareOfTheLane(t *testing.T) {
 	dir := newFarm(t, 100)
 	st := NewStore(dir, filepath.Join(dir, "MISC"))
 	defer st.Close()
-	if got, err := st.Claim(ctx, 1, FirstBatch, nil); err != nil || len(got) != 1 {
+	if got, err := st.Claim(ctx, 1, FirstBatch); err != nil || len(got) != 1 {
 		t.Errorf("on the main chain the first claim took %d cases (%v), want 1", len(got), err)
 	}
 }

@@ -52,7 +52,7 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 	got := map[int64]int64{}
 	for i := 0; i < 10; i++ {
 		s := []*Store{st, other}[i%2]
-		cases, err := s.Claim(context.Background(), 1, 1+i%2, nil)
+		cases, err := s.Claim(context.Background(), 1, 1+i%2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,14 +111,14 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 	for name, change := range tableChanges {
 		t.Run(name, func(t *testing.T) {
 			dir, st := startTableRun(t, table)
-			if cases, err := st.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 1 {
+			if cases, err := st.Claim(context.Background(), 1, 1); err != nil || len(cases) != 1 {
 				t.Fatalf("first claim: %v, %v", cases, err)
 			}
 			if err := change(filepath.Join(dir, "table.dat")); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range []*Store{st, NewStore(dir, filepath.Join(dir, "MISC"))} {
-				cases, err := s.Claim(context.Background(), 1, 1, nil)
+				cases, err := s.Claim(context.Background(), 1, 1)
 				var tc *TableChangedError
 				if !errors.As(err, &tc) || len(cases) != 0 {
 					t.Fatalf("claim after the table %s: %v, %v; want a TableChangedError", name, cases, err)
@@ -144,7 +144,7 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range []*Store{st, NewStore(dir, filepath.Join(dir, "MISC"))} {
-			if cases, err := s.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 1 {
+			if cases, err := s.Claim(context.Background(), 1, 1); err != nil || len(cases) != 1 {
 				t.Errorf("claim from the same bytes under another inode: %v, %v; want a case", cases, err)
 			}
 		}
@@ -157,7 +157,7 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 		}
 		var ids []int64
 		for {
-			cases, err := st.Claim(context.Background(), 1, 1, nil)
+			cases, err := st.Claim(context.Background(), 1, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 		if err := os.WriteFile(p, []byte("9 echo z\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if cases, err := st.Claim(context.Background(), 1, 1, nil); err != nil || len(cases) != 0 {
+		if cases, err := st.Claim(context.Background(), 1, 1); err != nil || len(cases) != 0 {
 			t.Errorf("claim at the end of a run whose table changed since: %v, %v; want none, no error", cases, err)
 		}
 	})
@@ -201,7 +201,7 @@ func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 	}
 	var got []string
 	for i := 0; i < 10; i++ {
-		cs, err := s.Claim(ctx, 1, 1+i%3, nil)
+		cs, err := s.Claim(ctx, 1, 1+i%3)
 		if err != nil {
 			t.Fatal(err)
 		}

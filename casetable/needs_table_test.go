@@ -25,7 +25,7 @@ func TestClaimReadsNeeds(t *testing.T) {
 	}
 	var got []tablefmt.Case
 	for {
-		cs, err := st.Claim(context.Background(), 1, 3, nil)
+		cs, err := st.Claim(context.Background(), 1, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,10 +48,10 @@ func TestClaimReadsNeeds(t *testing.T) {
 // one): the case comes with its command whole and nothing declared.
 func TestClaimRunsABadNeedsLineAsWritten(t *testing.T) {
 	_, st := startTableRun(t, "1 echo a #FARM cpu=2\n2 echo b #FARM cpus=2\n")
-	cs, err := st.Claim(context.Background(), 1, 1, nil)
+	cs, err := st.Claim(context.Background(), 1, 1)
 	if err == nil {
 		var more []tablefmt.Case
-		more, err = st.Claim(context.Background(), 1, 1, nil)
+		more, err = st.Claim(context.Background(), 1, 1)
 		cs = append(cs, more...)
 	}
 	want := []tablefmt.Case{

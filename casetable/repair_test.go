@@ -78,7 +78,7 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 		t.Run(errno.Error(), func(t *testing.T) {
 			dir := newFarm(t, 10)
 			misc := filepath.Join(dir, "MISC")
-			if _, err := NewStore(dir, misc).Claim(ctx, 1, 3, nil); err != nil {
+			if _, err := NewStore(dir, misc).Claim(ctx, 1, 3); err != nil {
 				t.Fatal(err)
 			}
 			chainFile := filepath.Join(misc, "chain")

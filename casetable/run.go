@@ -58,7 +58,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	if err == nil && spec.moved(cur) {
 		return ErrMoved
 	}
-	lanes := State{Run: spec.Run, Table: spec.Table, Simple: spec.Simple, TSize: size, TIno: ino, TFP: fp, Cutoff: cur.Cutoff}
+	lanes := State{Run: spec.Run, Table: spec.Table, Simple: spec.Simple, TSize: size, TIno: ino, TFP: fp}
 	if !spec.Simple {
 		if err := r.Do(ctx, func() (err error) {
 			lanes, err = makeLanes(s.fs, s.Dir, s.misc, lanes, LanesFor(spec.Jobs), spec.Jobs)
@@ -98,12 +98,6 @@ func (st *State) startRun(spec RunSpec, lanes, cur State) {
 	if lanes.Lanes > 1 {
 		// Nothing to claim on this chain: the lanes hold the cursors.
 		st.Offset = lanes.TSize
-	}
-	if cur.Lanes > 1 {
-		// The farm-wide counters with those of the lanes of the run
-		// before, which close now: cases done, dt_cutoff (recomputed
-		// at the next claim of a run without lanes).
-		st.Done, st.Cutoff, st.Next = cur.Done, cur.Cutoff, 0
 	}
 	// The table as it is now is the run's: a claim refuses to read it
 	// once it has another size or inode.

@@ -450,7 +450,7 @@ func (c scaleConfig) refill(ctx context.Context, st *Store) ([]tablefmt.Case, er
 	if c.ahead {
 		k *= st.Ahead()
 	}
-	return st.Claim(ctx, 1, k, nil)
+	return st.Claim(ctx, 1, k)
 }
 
 // collect waits for the claimers, stops the clock and the model, and

@@ -55,7 +55,7 @@ func (c *simClaimer) main(p *sim.Proc) {
 		if most >= 1 {
 			c.inClaim = most
 		}
-		cases, err := s.Claim(ctx, c.run, most, nil)
+		cases, err := s.Claim(ctx, c.run, most)
 		if err != nil && transientOrGaveUp(err) && reclaims > 0 {
 			// The same store claims again, after a while: what it
 			// read before the failure must not be what it commits on.

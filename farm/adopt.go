@@ -448,12 +448,7 @@ func (f *Farm) writeScript(e scriptEdit) error {
 // table.dat, closed (META ran it), so that 'farm resubmit' runs every case
 // that did not succeed, by the records.
 func (f *Farm) startAdoptedState(ctx context.Context) error {
-	sum, err := f.Summary(ctx)
-	if err != nil {
-		return err
-	}
-	t := sum.Totals()
-	st, err := f.closedRun(1, t.Succeeded+t.Failed+t.Interrupted)
+	st, err := f.closedRun(1)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		fmt.Fprintf(f.Out, "The claim state reads well (run %d, %d of %d cases claimed): nothing to repair.\n", cur.Run, cur.Claimed, cur.Cases)
 		return nil
 	}
-	run, done, err := f.runToClose(ctx, cur, readable, mode)
+	run, err := f.runToClose(ctx, cur, readable, mode)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 		fmt.Fprintln(f.Out, "The farm was never submitted: nothing to repair.")
 		return nil
 	}
-	st, err := f.closedRun(run, done)
+	st, err := f.closedRun(run)
 	if err != nil {
 		return err
 	}
@@ -103,40 +103,38 @@ func (f *Farm) Repair(ctx context.Context, mode RepairMode) error {
 }
 
 // runToClose is the run Repair closes, the newest that the records (or a
-// claim state cur that reads well) know of, 0 if none, and the cases done
-// farm-wide. It refuses while jobs of the farm are pending or running, and
+// claim state cur that reads well) know of, 0 if none. It refuses while jobs of the farm are pending or running, and
 // when the state's run was started moments ago and has recorded no job yet
 // (unless mode is RepairAbandoned). The records are read after the state,
 // as resubmit reads them, and the active jobs and the job records are one
 // reading.
-func (f *Farm) runToClose(ctx context.Context, cur casetable.State, readable bool, mode RepairMode) (run int, done int64, err error) {
+func (f *Farm) runToClose(ctx context.Context, cur casetable.State, readable bool, mode RepairMode) (run int, err error) {
 	active, recs, _, err := f.activeAndAll(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if len(active) > 0 {
-		return 0, 0, Userf("%d job(s) of the farm are pending or running: 'farm wait' or 'farm kill' first, then 'farm repair'", len(active))
+		return 0, Userf("%d job(s) of the farm are pending or running: 'farm wait' or 'farm kill' first, then 'farm repair'", len(active))
 	}
 	for _, r := range recs {
 		run = max(run, r.Run)
 	}
 	sum, err := f.Summary(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	for r, c := range sum.RunCounts {
+	for r := range sum.RunCounts {
 		run = max(run, r)
-		done += c.Succeeded + c.Failed + c.Interrupted
 	}
 	if readable {
 		// A run is never moved back: the state's run may be newer than
 		// every record (its command has not recorded its jobs yet).
 		run = max(run, cur.Run)
 		if cur.Run == run && cur.Claimed < cur.Cases && !runHasJobs(recs, run) && mode != RepairAbandoned {
-			return 0, 0, Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was repaired; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", run, run)
+			return 0, Userf("run %d was started moments ago by another 'farm submit' or 'farm resubmit' (or the -auto job), which has not recorded its jobs yet: nothing was repaired; see 'farm list' (if that command was killed before it recorded any job, 'farm repair --abandoned' closes run %d)", run, run)
 		}
 	}
-	return run, done, nil
+	return run, nil
 }
 
 // repairRefused is what Repair says of err, an error of
@@ -158,9 +156,8 @@ func repairRefused(err error) error {
 }
 
 // closedRun is the claim state of run over table.dat with every case
-// claimed, nothing left to claim in it, and done cases finished farm-wide
-// (farm repair, farm adopt).
-func (f *Farm) closedRun(run int, done int64) (casetable.State, error) {
+// claimed, nothing left to claim in it (farm repair, farm adopt).
+func (f *Farm) closedRun(run int) (casetable.State, error) {
 	var total, maxID int64
 	if err := tablefmt.ReadCases(f.Path(layout.Table), func(c tablefmt.Case) error {
 		total++
@@ -173,5 +170,5 @@ func (f *Farm) closedRun(run int, done int64) (casetable.State, error) {
 	if err != nil {
 		return casetable.State{}, err
 	}
-	return casetable.State{Run: run, Table: layout.Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total, Done: done}, nil
+	return casetable.State{Run: run, Table: layout.Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
 	"github.com/farm-hpc/farm/report"
+	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
@@ -113,7 +114,7 @@ func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, err
 		Now:        now,
 		Jobs:       jobs,
 		LiveAsOf:   now, // before the scheduler was asked
-		Cutoff:     st.Cutoff,
+		Cutoff:     status.ReadCutoff(f.Path(layout.MiscDir, layout.Cutoff)).Seconds,
 		Summary:    summaryStats(q),
 		PerMinute:  q.PerMinute,
 		ETASeconds: q.ETASeconds,

@@ -30,7 +30,7 @@ func makeRecords(b *testing.B, n, jobs int, placed bool) string {
 	os.MkdirAll(filepath.Join(dir, "STATUSES"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "MISC"), 0o755)
 	if err := casetable.NewStore(dir, filepath.Join(dir, "MISC")).Update(context.Background(), func(s *casetable.State) error {
-		*s = casetable.State{Run: 1, Table: "table.dat", Cases: int64(n), MaxID: int64(n), Total: int64(n), Claimed: int64(n), Done: int64(n)}
+		*s = casetable.State{Run: 1, Table: "table.dat", Cases: int64(n), MaxID: int64(n), Total: int64(n), Claimed: int64(n)}
 		return nil
 	}); err != nil {
 		b.Fatal(err)

@@ -102,7 +102,7 @@ func writeRecords(t *testing.T, dir string, ids []int64) {
 	}
 	if err := casetable.NewStore(dir, filepath.Join(dir, "MISC")).Update(context.Background(), func(s *casetable.State) error {
 		n := int64(info.Cases)
-		*s = casetable.State{Run: 1, Table: "table.dat", Cases: n, MaxID: info.MaxID, Total: n, Claimed: n, Done: n}
+		*s = casetable.State{Run: 1, Table: "table.dat", Cases: n, MaxID: info.MaxID, Total: n, Claimed: n}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,11 @@ const (
 // submission.
 const JobRecords = "jobs"
 
+// Cutoff is the file, in MiscDir, of dt_cutoff, the runtime-aware exit's
+// threshold (status.ReadCutoff); Cutoff + ".K" are the elections of its
+// recomputations.
+const Cutoff = "cutoff"
+
 // EngineDir is the directory, in the farm directory dir's MiscDir, that the
 // engine called engine (its backend name) keeps its state in.
 func EngineDir(dir, engine string) string { return filepath.Join(dir, MiscDir, engine) }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -269,7 +270,8 @@ func (w *stopWatch) stopped() bool { return w.sig.Load() != 0 }
 // starts one loop (NWHOLE in WHOLE_NODE mode), and the others, up to one
 // per CPU of the job, once a case declares needs smaller than the job.
 func (m *Metajob) runLoops(ctx context.Context) error {
-	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures}}
+	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures},
+		misc: m.Farm.Path(layout.MiscDir)}
 	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
@@ -493,7 +495,7 @@ func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.bs.observe(d)
-	m.rt.finished++
+	m.rt.observe(d)
 	if s.retry > 0 {
 		// Fast-failure protection judges the node by first attempts:
 		// the retries of one bad case must not make a healthy node
@@ -738,8 +740,11 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if err != nil {
 		return nil, "", err
 	}
+	if rt.shortOfTime(time.Now()) {
+		return nil, MsgNoRuntime, nil
+	}
 	asOf := m.now() // a claim that commits says the run was current then, or later
-	cases, err := m.store.Claim(ctx, m.Env.Run, n, rt.before)
+	cases, err := m.store.Claim(ctx, m.Env.Run, n)
 	var changed *casetable.TableChangedError
 	if errors.As(err, &changed) {
 		// Said in the job's output and its status file (farm Status
@@ -749,15 +754,11 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
-	rt.claimed()
 	if len(cases) > 0 {
 		// Claimed in its run: news of it, dated from before the claim (a
 		// job frozen inside the claim, once committed, must count the
 		// freeze).
 		m.heard(asOf, m.store.Last())
-	}
-	if rt.stop {
-		return nil, MsgNoRuntime, nil
 	}
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
@@ -765,8 +766,8 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if st := m.store.Last(); m.table == "" {
 		m.table = st.OwnTable().Table // the run's own: what rescue reads first
 	}
-	if rt.recompute {
-		rt.update(ctx, m.store, m.Farm.Path(layout.StatusDir), m.log)
+	if k, ok := rt.due(m.Env.Run, m.store.ClaimedInRun()); ok {
+		rt.recompute(k, m.Env.Run, m.store.ClaimedInRun(), m.Farm.Path(layout.StatusDir), m.log)
 	}
 	return cases, "", nil
 }
@@ -1018,48 +1019,110 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 }
 
 // runtimeGuard is the runtime-aware exit: every case's duration is in the
-// farm-wide record (the status files) and counted in the claim state; once 8
-// cases have finished farm-wide, dt_cutoff is the upper 12.5% quantile of the
-// durations, recomputed at 16, 32, 64, ... cases. Before each claim, a
-// meta-job whose remaining wall time is below dt_cutoff exits instead of
-// starting a case it would likely not finish.
+// farm-wide record (the status files); once about FirstCutoffAt cases have
+// been claimed farm-wide, dt_cutoff is the upper 12.5% quantile of the
+// durations, recomputed at every doubling of the count it was computed
+// from. Before each claim, a meta-job whose remaining wall time is below
+// dt_cutoff exits instead of starting a case it would likely not finish.
+//
+// dt_cutoff lives in an advisory record, MISC/cutoff (status.Cutoff), not
+// in the claim state: a meta-job reads it at most every cutoffReread while
+// its end is far (its time left over twice dt_cutoff and its longest
+// case), before every claim once it is near; the one that wins a
+// recomputation's election (an O_EXCL create of MISC/cutoff.K, K the
+// doubling's number) reads the status files and rewrites it. A reading stale by a recomputation costs a slightly early
+// or late exit; an election whose winner dies costs a recomputation, until
+// the next doubling.
 type runtimeGuard struct {
-	end       endSources
-	finished  int64   // cases this meta-job finished since its last claim
-	cutoff    float64 // dt_cutoff as of the last claim
-	recompute bool
-	stop      bool
+	end     endSources
+	misc    string        // the farm's MISC: the record, the elections
+	rec     status.Cutoff // the record, as read last
+	readAt  time.Time     // when
+	tried   int           // the last election this job took part in
+	cutoff  float64       // dt_cutoff, as read or computed last
+	longest float64       // the longest case this job ran, in seconds
 }
 
-// FirstCutoffAt is the number of finished cases at which dt_cutoff is first
-// computed; it is recomputed each time that count doubles. (In a run with
-// lanes, each lane counts its own, from its share of it: casetable.MakeLanes.)
-const FirstCutoffAt = casetable.FirstCutoffAt
+// FirstCutoffAt is the number of cases claimed farm-wide at which dt_cutoff
+// is first computed; it is recomputed each time the count of durations it
+// was computed from doubles.
+const FirstCutoffAt = 8
 
-// before runs on the state a claim would commit; it may run more than once
-// for one claim (when another meta-job committed first), so it changes only
-// the State and flags that it sets afresh each time.
-func (g *runtimeGuard) before(st *casetable.State) error {
-	st.Done += g.finished
-	if st.Next == 0 {
-		st.Next = FirstCutoffAt
+// cutoffReread is how long a reading of dt_cutoff's record serves.
+const cutoffReread = 30 * time.Second
+
+// read reads the record if the last reading is older than cutoffReread.
+func (g *runtimeGuard) read(now time.Time) {
+	if g.misc == "" || now.Sub(g.readAt) < cutoffReread {
+		return
 	}
-	g.recompute, g.stop = false, false
-	if st.Done >= st.Next {
-		g.recompute = true // this meta-job recomputes; the others need not
-		for st.Done >= st.Next {
-			st.Next *= 2
-		}
+	g.rec, g.readAt = status.ReadCutoff(filepath.Join(g.misc, layout.Cutoff)), now
+	g.cutoff = g.rec.Seconds
+}
+
+// shortOfTime reports whether the job's remaining time is below dt_cutoff
+// (or its end has passed): it then claims nothing more. A job whose end is
+// not known never is.
+func (g *runtimeGuard) shortOfTime(now time.Time) bool {
+	end := g.end.at()
+	if end.IsZero() {
+		return false
 	}
-	g.cutoff = st.Cutoff
-	if end := g.end.at(); !end.IsZero() {
-		left := time.Until(end)
-		if left <= 0 || left.Seconds() < st.Cutoff {
-			g.stop = true
-			return casetable.ErrStop
-		}
+	left := end.Sub(now)
+	if left.Seconds() < 2*max(g.cutoff, g.longest) {
+		g.readAt = time.Time{} // near the end: dt_cutoff as it is now
 	}
-	return nil
+	g.read(now)
+	return left <= 0 || left.Seconds() < g.cutoff
+}
+
+// observe notes a case of d that the job ran.
+func (g *runtimeGuard) observe(d time.Duration) { g.longest = max(g.longest, d.Seconds()) }
+
+// due says whether dt_cutoff is due for a recomputation after a claim that
+// left claimed cases of run claimed, as far as the record tells, and the
+// number of the election that decides who recomputes: the cases finished
+// before the run (the durations of the record's, less what its run had
+// claimed if it is this run) and those claimed in it, against twice the
+// durations the record was computed from (FirstCutoffAt at first). A job
+// that has run no case yet leaves it to those that have (the status files
+// may record no duration yet).
+func (g *runtimeGuard) due(run int, claimed int64) (int, bool) {
+	if g.longest == 0 {
+		return 0, false
+	}
+	g.read(time.Now())
+	r := g.rec
+	before := r.Durations
+	if r.Run == run {
+		before = max(r.Durations-r.Claimed, 0)
+	}
+	est := before + claimed
+	if est < max(FirstCutoffAt, 2*r.Durations) {
+		return 0, false
+	}
+	k := bits.Len64(uint64(est))
+	return k, k != g.tried
+}
+
+// recompute takes part in election k: the meta-job that makes
+// MISC/cutoff.K (O_EXCL) computes dt_cutoff from every recorded duration
+// and rewrites the record; the others go on with the one they read.
+func (g *runtimeGuard) recompute(k, run int, claimed int64, statusDir string, out io.Writer) {
+	g.tried = k
+	f, err := os.OpenFile(filepath.Join(g.misc, layout.Cutoff+"."+strconv.Itoa(k)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return // another meta-job's, or a filesystem that refuses: the record stays
+	}
+	f.Close()
+	d, err := status.Durations(statusDir)
+	if err != nil || len(d) == 0 {
+		return
+	}
+	c := status.Cutoff{Seconds: status.UpperQuantile(d, 0.125), Durations: int64(len(d)), Run: run, Claimed: claimed}
+	status.WriteCutoff(filepath.Join(g.misc, layout.Cutoff), c)
+	g.rec, g.readAt, g.cutoff = c, time.Now(), c.Seconds
+	fmt.Fprintf(out, "farm: dt_cutoff = %.3fs (upper 12.5%% quantile of %d case durations)\n", c.Seconds, len(d))
 }
 
 // left is the job's time left; 0 if its end is not known (or passed).
@@ -1071,9 +1134,6 @@ func (g *runtimeGuard) left() time.Duration {
 	return max(time.Until(end), time.Nanosecond)
 }
 
-// claimed is called after a claim committed: its finished cases are counted.
-func (g *runtimeGuard) claimed() { g.finished = 0 }
-
 // tooLate reports whether the job's remaining time is below dt_cutoff, as
 // known at the last claim: the next case would likely not finish.
 func (g *runtimeGuard) tooLate() bool {
@@ -1083,29 +1143,4 @@ func (g *runtimeGuard) tooLate() bool {
 	}
 	left := time.Until(end)
 	return left <= 0 || left.Seconds() < g.cutoff
-}
-
-// update recomputes dt_cutoff from every recorded duration and stores it.
-// In a run with lanes, each lane recomputes it when its own count of cases
-// done doubles; a value another lane's meta-job computed from at least as
-// many durations is taken as it is (casetable.Store.SharedCutoff), so the
-// status files are read about as often as without lanes.
-func (g *runtimeGuard) update(ctx context.Context, store *casetable.Store, statusDir string, out io.Writer) {
-	cutoff, n64, ok := store.SharedCutoff()
-	n := int(n64)
-	if !ok {
-		d, err := status.Durations(statusDir)
-		if err != nil || len(d) == 0 {
-			return
-		}
-		n = len(d)
-		cutoff = status.UpperQuantile(d, 0.125)
-		store.ShareCutoff(cutoff, int64(n))
-	}
-	if err := store.UpdateClaims(ctx, func(st *casetable.State) error {
-		st.Cutoff = cutoff
-		return nil
-	}); err == nil {
-		fmt.Fprintf(out, "farm: dt_cutoff = %.3fs (upper 12.5%% quantile of %d case durations)\n", cutoff, n)
-	}
 }

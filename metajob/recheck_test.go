@@ -117,7 +117,7 @@ func TestRecheckAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
 	// run is still run 1.
 	other := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
 	defer other.Close()
-	if cases, err := other.Claim(context.Background(), 1, 3, nil); err != nil || len(cases) != 3 {
+	if cases, err := other.Claim(context.Background(), 1, 3); err != nil || len(cases) != 3 {
 		t.Fatalf("other claim: %v %v", cases, err)
 	}
 	m.Env.RecheckAfter = 5 * time.Second

@@ -1,36 +1,85 @@
 package metajob
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
+	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/status"
 	"github.com/google/go-cmp/cmp"
 )
 
+// TestCutoffScheduleIsPowersOfTwo: dt_cutoff is due once FirstCutoffAt
+// cases are claimed farm-wide, then at each doubling of the durations it
+// was computed from; one election each; a later run counts from the
+// earlier runs' durations.
 func TestCutoffScheduleIsPowersOfTwo(t *testing.T) {
-	st := &casetable.State{Run: 1, Table: "t"}
+	misc := t.TempDir()
+	statusDir := t.TempDir()
+	g := &runtimeGuard{misc: misc, longest: 1}
 	var at []int64
-	g := &runtimeGuard{}
-	for done := int64(1); done <= 300; done++ {
-		g.finished = 1
-		g.before(st)
-		if g.recompute {
-			at = append(at, st.Done)
+	for claimed := int64(1); claimed <= 300; claimed++ {
+		k, ok := g.due(1, claimed)
+		if !ok {
+			continue
+		}
+		at = append(at, claimed)
+		// What the status files would say then: every case claimed
+		// has ended.
+		writeDurations(t, statusDir, claimed)
+		g.recompute(k, 1, claimed, statusDir, io.Discard)
+		if _, again := g.due(1, claimed); again {
+			t.Fatalf("due again at %d, right after a recomputation", claimed)
 		}
 	}
 	if diff := cmp.Diff([]int64{8, 16, 32, 64, 128, 256}, at); diff != "" {
 		t.Errorf("recomputed at (-want +got):\n%s", diff)
 	}
-	// Several cases reported at once still recompute once per crossing.
-	st = &casetable.State{Run: 1, Table: "t"}
-	g = &runtimeGuard{finished: 40}
-	g.before(st)
-	if !g.recompute || st.Next != 64 {
-		t.Errorf("after 40 at once: recompute=%v next=%d, want true, 64", g.recompute, st.Next)
+	// Another meta-job, whose reading is old, takes part in the election
+	// of a doubling once, and loses it: the record stays the winner's.
+	late := &runtimeGuard{misc: misc, readAt: time.Now(), longest: 1}
+	if k, ok := late.due(1, 300); !ok || k != 9 {
+		t.Fatalf("a stale reading: due %v, election %d; want true, 9", ok, k)
+	} else {
+		late.recompute(k, 1, 300, statusDir, io.Discard)
+	}
+	if _, ok := late.due(1, 300); ok {
+		t.Error("due again after losing the election")
+	}
+	if c := status.ReadCutoff(filepath.Join(misc, layout.Cutoff)); c.Durations != 256 {
+		t.Errorf("the record after a lost election: %+v, want the winner's (256 durations)", c)
+	}
+	// A job that has run no case yet leaves it to others.
+	if _, ok := (&runtimeGuard{misc: misc}).due(1, 1000); ok {
+		t.Error("due in a job that has run no case")
+	}
+	// Run 2, of few cases: not due before the farm's count doubles.
+	next := &runtimeGuard{misc: misc, longest: 1}
+	if _, ok := next.due(2, 100); ok {
+		t.Error("due in run 2 after 100 claims, with 256 durations from run 1")
+	}
+	if _, ok := next.due(2, 256); !ok {
+		t.Error("not due in run 2 after 256 claims, with 256 durations from run 1")
+	}
+}
+
+// writeDurations makes dir's status files record n ended cases of a
+// second each.
+func writeDurations(t *testing.T, dir string, n int64) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# farm-status v1 job=1 run=1 host=h\n")
+	for id := int64(1); id <= n; id++ {
+		fmt.Fprintf(&b, "E %d 0 1000 1 h\n", id)
+	}
+	if err := os.WriteFile(filepath.Join(dir, layout.StatusFile("1", 0)), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -45,16 +94,29 @@ func TestRuntimeGuardStopsWhenTimeIsShort(t *testing.T) {
 		{10 * time.Second, 0, false}, // no cutoff known yet
 		{-time.Second, 0, true},      // past the end
 	} {
-		g := &runtimeGuard{end: endSources{backend: time.Now().Add(tc.left)}}
-		st := &casetable.State{Run: 1, Table: "t", Cutoff: tc.cutoff, Next: 8}
-		err := g.before(st)
-		if g.stop != tc.stop || (err == casetable.ErrStop) != tc.stop {
-			t.Errorf("left %s cutoff %v: stop=%v err=%v, want stop=%v", tc.left, tc.cutoff, g.stop, err, tc.stop)
+		misc := t.TempDir()
+		status.WriteCutoff(filepath.Join(misc, layout.Cutoff), status.Cutoff{Seconds: tc.cutoff, Durations: 8, Run: 1})
+		g := &runtimeGuard{end: endSources{backend: time.Now().Add(tc.left)}, misc: misc}
+		if stop := g.shortOfTime(time.Now()); stop != tc.stop {
+			t.Errorf("left %s cutoff %v: stop=%v, want %v", tc.left, tc.cutoff, stop, tc.stop)
 		}
 	}
+	// A reading serves for a while far from the end; near it (the time
+	// left under twice the longest case), dt_cutoff is read afresh.
+	misc0 := t.TempDir()
+	status.WriteCutoff(filepath.Join(misc0, layout.Cutoff), status.Cutoff{Seconds: 20, Durations: 8, Run: 1})
+	far := &runtimeGuard{end: endSources{backend: time.Now().Add(time.Hour)}, misc: misc0, readAt: time.Now(), longest: 20}
+	near := &runtimeGuard{end: endSources{backend: time.Now().Add(15 * time.Second)}, misc: misc0, readAt: time.Now(), longest: 20}
+	if far.shortOfTime(time.Now()) || far.cutoff != 0 {
+		t.Errorf("far from the end: read dt_cutoff %v before its reading was old", far.cutoff)
+	}
+	if !near.shortOfTime(time.Now()) || near.cutoff != 20 {
+		t.Errorf("15 s before the end, 20 s cases: dt_cutoff %v, want 20 read afresh and a stop", near.cutoff)
+	}
 	// No end known at all: never stops.
-	g := &runtimeGuard{}
-	if g.before(&casetable.State{Cutoff: 1e9}); g.stop {
+	misc := t.TempDir()
+	status.WriteCutoff(filepath.Join(misc, layout.Cutoff), status.Cutoff{Seconds: 1e9, Durations: 8, Run: 1})
+	if g := (&runtimeGuard{misc: misc}); g.shortOfTime(time.Now()) {
 		t.Error("stopped without an end time")
 	}
 }

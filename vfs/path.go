@@ -193,3 +193,35 @@ func holds(fsys FS, path string, ino uint64) bool {
 	var st unix.Stat_t
 	return fsys.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == ino
 }
+
+// WriteInPlace writes rec at offset 0 of the file name in the directory
+// open as d (unix.AT_FDCWD: name is a path), in one write; best effort: a
+// record that many processes may rewrite at once (the claim chain's head
+// hint, dt_cutoff), of one fixed length, so that two writes leave one or
+// the other whole and none needs truncating.
+//
+// Never by a rename onto name: renames of several clients onto one name
+// deadlocked a GlusterFS distribute-replicate volume (on the rig's dht
+// volume, 4 meta-jobs hung in rename(2) onto one such record for good, and
+// so did an mv onto it from the head, 2026-11-27; GlusterFS issue 3089: a
+// rename is a link, an unlink and locks between them, and two renames onto
+// one name can wait for each other's locks until the client's frame
+// timeout, 30 minutes). And the file is made only by an O_EXCL create: two
+// clients that both make a name with O_CREAT alone can each be told they
+// did, on a replicated GlusterFS volume, and leave the replicas with two
+// files of one name (a gfid split-brain).
+func WriteInPlace(fsys FS, d int, name string, rec []byte) {
+	const flags = unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := fsys.Openat(d, name, flags, 0)
+	if err == unix.ENOENT {
+		fd, err = fsys.Openat(d, name, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
+		if err == unix.EEXIST {
+			fd, err = fsys.Openat(d, name, flags, 0)
+		}
+	}
+	if err != nil {
+		return
+	}
+	fsys.Pwrite(fd, rec, 0)
+	fsys.Close(fd)
+}

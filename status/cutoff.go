@@ -1,0 +1,77 @@
+package status
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// Cutoff is dt_cutoff, the runtime-aware exit's threshold, as a meta-job
+// last computed it from the status files (metajob): an advisory record,
+// MISC/cutoff (layout.Cutoff), that the meta-jobs read before they claim
+// and one of them rewrites now and then. It is not part of the claim state:
+// dt_cutoff only decides when a meta-job stops taking cases, and a value
+// stale by a recomputation costs a slightly early or late exit, never a
+// case claimed twice or lost.
+type Cutoff struct {
+	Seconds   float64 // dt_cutoff; 0: not computed yet
+	Durations int64   // the case durations it was computed from
+	Run       int     // the run it was computed in
+	Claimed   int64   // the cases claimed in that run then (an estimate)
+}
+
+// cutoffRecord is the record's length, its newline included: longer than
+// any (a float of up to 24 characters, three counts of up to 19 digits
+// and the keys take 102).
+const cutoffRecord = 128
+
+// ReadCutoff reads the record at path; the zero Cutoff if there is none
+// or it does not read (one being written, or stale by a client's cache:
+// the caller goes on without it, or recomputes).
+func ReadCutoff(path string) Cutoff {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Cutoff{}
+	}
+	line, _, whole := strings.Cut(string(b), "\n")
+	if !whole {
+		return Cutoff{}
+	}
+	var c Cutoff
+	for _, kv := range strings.Fields(line) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "cutoff":
+			c.Seconds, err = strconv.ParseFloat(v, 64)
+		case "durations":
+			c.Durations, err = strconv.ParseInt(v, 10, 64)
+		case "run":
+			c.Run, err = strconv.Atoi(v)
+		case "claimed":
+			c.Claimed, err = strconv.ParseInt(v, 10, 64)
+		}
+		if err != nil {
+			return Cutoff{}
+		}
+	}
+	if c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 {
+		return Cutoff{}
+	}
+	return c
+}
+
+// WriteCutoff writes c as the record at path, in place (vfs.WriteInPlace:
+// every meta-job of the farm may write it, at the same moment); best
+// effort.
+func WriteCutoff(path string, c Cutoff) {
+	rec := fmt.Sprintf("cutoff=%s durations=%d run=%d claimed=%d",
+		strconv.FormatFloat(c.Seconds, 'g', -1, 64), c.Durations, c.Run, c.Claimed)
+	if len(rec) >= cutoffRecord {
+		return
+	}
+	vfs.WriteInPlace(vfs.OS{}, unix.AT_FDCWD, path, []byte(rec+strings.Repeat(" ", cutoffRecord-1-len(rec))+"\n"))
+}
