@@ -114,7 +114,7 @@ func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, err
 		Now:        now,
 		Jobs:       jobs,
 		LiveAsOf:   now, // before the scheduler was asked
-		Cutoff:     status.ReadCutoff(f.Path(layout.MiscDir, layout.Cutoff)).Seconds,
+		Cutoff:     f.cutoff(),
 		Summary:    summaryStats(q),
 		PerMinute:  q.PerMinute,
 		ETASeconds: q.ETASeconds,
@@ -184,4 +184,11 @@ func (f *Farm) slowestCommands(as []report.Attempt, runTable string) {
 		from(runTable)
 	}
 	from(layout.Table)
+}
+
+// cutoff is dt_cutoff as a meta-job last stored it (status.Cutoff), 0 if
+// none reads.
+func (f *Farm) cutoff() float64 {
+	c, _ := status.ReadCutoff(f.Path(layout.MiscDir, layout.Cutoff))
+	return c.Seconds
 }

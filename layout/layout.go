@@ -37,8 +37,8 @@ const (
 const JobRecords = "jobs"
 
 // Cutoff is the file, in MiscDir, of dt_cutoff, the runtime-aware exit's
-// threshold (status.ReadCutoff); Cutoff + ".K" are the elections of its
-// recomputations.
+// threshold (status.ReadCutoff); Cutoff + ".R.K" are the elections of its
+// recomputations in run R (metajob).
 const Cutoff = "cutoff"
 
 // EngineDir is the directory, in the farm directory dir's MiscDir, that the

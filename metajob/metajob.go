@@ -485,8 +485,8 @@ func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retr
 	return true, "", nil
 }
 
-// ended counts case ended with code after d: the job's pace, the cases
-// finished for the next claim, and fast-failure protection (first attempts
+// ended counts case ended with code after d: the job's pace, its longest
+// case (the runtime-aware exit), and fast-failure protection (first attempts
 // only) — per loop in
 // WHOLE_NODE mode (as META's loops each have theirs), else for the whole
 // job, however many loops run its cases. It reports whether the loop must
@@ -1019,45 +1019,55 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 }
 
 // runtimeGuard is the runtime-aware exit: every case's duration is in the
-// farm-wide record (the status files); once about FirstCutoffAt cases have
-// been claimed farm-wide, dt_cutoff is the upper 12.5% quantile of the
-// durations, recomputed at every doubling of the count it was computed
-// from. Before each claim, a meta-job whose remaining wall time is below
-// dt_cutoff exits instead of starting a case it would likely not finish.
+// farm-wide record (the status files); once FirstCutoffAt cases have ended,
+// dt_cutoff is the upper 12.5% quantile of the durations. Before each
+// claim, a meta-job whose remaining wall time is below dt_cutoff exits
+// instead of starting a case it would likely not finish.
 //
 // dt_cutoff lives in an advisory record, MISC/cutoff (status.Cutoff), not
-// in the claim state: a meta-job reads it at most every cutoffReread while
-// its end is far (its time left over twice dt_cutoff and its longest
-// case), before every claim once it is near; the one that wins a
-// recomputation's election (an O_EXCL create of MISC/cutoff.K, K the
-// doubling's number) reads the status files and rewrites it. A reading stale by a recomputation costs a slightly early
-// or late exit; an election whose winner dies costs a recomputation, until
-// the next doubling.
+// in the claim state. It is recomputed at most once per doubling of the
+// cases claimed farm-wide, and only when they are at least twice the
+// durations it was computed from: by the meta-job that wins that
+// doubling's election in the run (an O_EXCL create of MISC/cutoff.R.K, K
+// the doubling's number), which reads the status files and rewrites the
+// record. A meta-job reads the record when its reading is cutoffReread
+// old, when the cases claimed pass a doubling (a new record may be out),
+// and, once its end is near (its time left under twice dt_cutoff and its
+// longest case), when its reading is nearReread old. A reading that fails
+// keeps the last one. A stale reading costs a slightly early or late exit;
+// an election whose winner dies, a recomputation until the next doubling.
 type runtimeGuard struct {
 	end     endSources
 	misc    string        // the farm's MISC: the record, the elections
 	rec     status.Cutoff // the record, as read last
 	readAt  time.Time     // when
+	readK   int           // the doubling of the cases claimed then (cutoffDue)
 	tried   int           // the last election this job took part in
 	cutoff  float64       // dt_cutoff, as read or computed last
 	longest float64       // the longest case this job ran, in seconds
 }
 
-// FirstCutoffAt is the number of cases claimed farm-wide at which dt_cutoff
-// is first computed; it is recomputed each time the count of durations it
-// was computed from doubles.
+// FirstCutoffAt is the number of case durations dt_cutoff is first
+// computed from.
 const FirstCutoffAt = 8
 
-// cutoffReread is how long a reading of dt_cutoff's record serves.
-const cutoffReread = 30 * time.Second
+// cutoffReread is how long a reading of dt_cutoff's record serves, and
+// nearReread how long once the job's end is near.
+const (
+	cutoffReread = 30 * time.Second
+	nearReread   = 5 * time.Second
+)
 
-// read reads the record if the last reading is older than cutoffReread.
-func (g *runtimeGuard) read(now time.Time) {
-	if g.misc == "" || now.Sub(g.readAt) < cutoffReread {
+// read reads the record if the last reading is older than serves; a
+// reading that fails keeps the last one.
+func (g *runtimeGuard) read(now time.Time, serves time.Duration) {
+	if g.misc == "" || now.Sub(g.readAt) < serves {
 		return
 	}
-	g.rec, g.readAt = status.ReadCutoff(filepath.Join(g.misc, layout.Cutoff)), now
-	g.cutoff = g.rec.Seconds
+	g.readAt = now
+	if c, ok := status.ReadCutoff(filepath.Join(g.misc, layout.Cutoff)); ok {
+		g.rec, g.cutoff = c, c.Seconds
+	}
 }
 
 // shortOfTime reports whether the job's remaining time is below dt_cutoff
@@ -1069,10 +1079,11 @@ func (g *runtimeGuard) shortOfTime(now time.Time) bool {
 		return false
 	}
 	left := end.Sub(now)
+	serves := cutoffReread
 	if left.Seconds() < 2*max(g.cutoff, g.longest) {
-		g.readAt = time.Time{} // near the end: dt_cutoff as it is now
+		serves = nearReread
 	}
-	g.read(now)
+	g.read(now, serves)
 	return left <= 0 || left.Seconds() < g.cutoff
 }
 
@@ -1080,43 +1091,58 @@ func (g *runtimeGuard) shortOfTime(now time.Time) bool {
 func (g *runtimeGuard) observe(d time.Duration) { g.longest = max(g.longest, d.Seconds()) }
 
 // due says whether dt_cutoff is due for a recomputation after a claim that
-// left claimed cases of run claimed, as far as the record tells, and the
-// number of the election that decides who recomputes: the cases finished
-// before the run (the durations of the record's, less what its run had
-// claimed if it is this run) and those claimed in it, against twice the
-// durations the record was computed from (FirstCutoffAt at first). A job
-// that has run no case yet leaves it to those that have (the status files
-// may record no duration yet).
+// left claimed cases of run claimed, and the number of the election that
+// decides who recomputes: the cases finished before the run (the record's
+// durations, less what its run had claimed if it is this run) and those
+// claimed in it, against twice the durations the record was computed
+// from. A job that has run no case yet leaves it to those that have (the
+// status files may record no duration yet).
 func (g *runtimeGuard) due(run int, claimed int64) (int, bool) {
 	if g.longest == 0 {
 		return 0, false
 	}
-	g.read(time.Now())
+	k, est := g.estimate(run, claimed)
+	if k > g.readK {
+		// A doubling passed since the last reading: another meta-job
+		// may have rewritten the record.
+		g.read(time.Now(), 0)
+		g.readK = k
+		k, est = g.estimate(run, claimed)
+	}
+	if est < max(FirstCutoffAt, 2*g.rec.Durations) {
+		return 0, false
+	}
+	return k, k != g.tried
+}
+
+// estimate is about how many cases were claimed farm-wide, as the record
+// and claimed (cases claimed in run) tell, and the doubling it is in.
+func (g *runtimeGuard) estimate(run int, claimed int64) (int, int64) {
 	r := g.rec
 	before := r.Durations
 	if r.Run == run {
 		before = max(r.Durations-r.Claimed, 0)
 	}
 	est := before + claimed
-	if est < max(FirstCutoffAt, 2*r.Durations) {
-		return 0, false
-	}
-	k := bits.Len64(uint64(est))
-	return k, k != g.tried
+	return bits.Len64(uint64(est)), est
 }
 
-// recompute takes part in election k: the meta-job that makes
-// MISC/cutoff.K (O_EXCL) computes dt_cutoff from every recorded duration
-// and rewrites the record; the others go on with the one they read.
+// recompute takes part in election k of run: the meta-job that makes
+// MISC/cutoff.R.K (O_EXCL) computes dt_cutoff from every recorded duration
+// and rewrites the record; the others go on with the one they read. With
+// fewer than FirstCutoffAt durations recorded yet it writes nothing and
+// gives the election up, for a meta-job that finds more.
 func (g *runtimeGuard) recompute(k, run int, claimed int64, statusDir string, out io.Writer) {
 	g.tried = k
-	f, err := os.OpenFile(filepath.Join(g.misc, layout.Cutoff+"."+strconv.Itoa(k)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	election := filepath.Join(g.misc, fmt.Sprintf("%s.%d.%d", layout.Cutoff, run, k))
+	f, err := os.OpenFile(election, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return // another meta-job's, or a filesystem that refuses: the record stays
 	}
 	f.Close()
 	d, err := status.Durations(statusDir)
-	if err != nil || len(d) == 0 {
+	if err != nil || len(d) < FirstCutoffAt {
+		os.Remove(election)
 		return
 	}
 	c := status.Cutoff{Seconds: status.UpperQuantile(d, 0.125), Durations: int64(len(d)), Run: run, Claimed: claimed}
@@ -1135,7 +1161,7 @@ func (g *runtimeGuard) left() time.Duration {
 }
 
 // tooLate reports whether the job's remaining time is below dt_cutoff, as
-// known at the last claim: the next case would likely not finish.
+// last read: the next case would likely not finish.
 func (g *runtimeGuard) tooLate() bool {
 	end := g.end.at()
 	if end.IsZero() {

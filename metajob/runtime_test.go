@@ -41,19 +41,49 @@ func TestCutoffScheduleIsPowersOfTwo(t *testing.T) {
 	if diff := cmp.Diff([]int64{8, 16, 32, 64, 128, 256}, at); diff != "" {
 		t.Errorf("recomputed at (-want +got):\n%s", diff)
 	}
-	// Another meta-job, whose reading is old, takes part in the election
-	// of a doubling once, and loses it: the record stays the winner's.
+	// Another meta-job, whose reading is 300 claims old, reads the
+	// record afresh once the claims pass a doubling: not due.
 	late := &runtimeGuard{misc: misc, readAt: time.Now(), longest: 1}
-	if k, ok := late.due(1, 300); !ok || k != 9 {
-		t.Fatalf("a stale reading: due %v, election %d; want true, 9", ok, k)
-	} else {
-		late.recompute(k, 1, 300, statusDir, io.Discard)
+	if _, ok := late.due(1, 300); ok || late.cutoff == 0 {
+		t.Fatalf("a stale reading past a doubling: due %v, dt_cutoff %v; want the record read afresh, not due", ok, late.cutoff)
 	}
-	if _, ok := late.due(1, 300); ok {
+	// One that finds the doubling's election taken (its winner still
+	// reading the status files) goes on with the record it has, once.
+	os.WriteFile(filepath.Join(misc, layout.Cutoff+".1.10"), nil, 0o644)
+	if k, ok := late.due(1, 600); !ok || k != 10 {
+		t.Fatalf("600 claims, 256 durations: due %v, election %d; want true, 10", ok, k)
+	} else {
+		late.recompute(k, 1, 600, statusDir, io.Discard)
+	}
+	if _, ok := late.due(1, 600); ok {
 		t.Error("due again after losing the election")
 	}
-	if c := status.ReadCutoff(filepath.Join(misc, layout.Cutoff)); c.Durations != 256 {
+	if c, _ := status.ReadCutoff(filepath.Join(misc, layout.Cutoff)); c.Durations != 256 {
 		t.Errorf("the record after a lost election: %+v, want the winner's (256 durations)", c)
+	}
+	// A reading that fails keeps the last one.
+	os.WriteFile(filepath.Join(misc, layout.Cutoff), []byte("garbage"), 0o644)
+	late.read(time.Now(), 0)
+	if late.rec.Durations != 256 {
+		t.Errorf("a failed reading replaced the record read: %+v", late.rec)
+	}
+	os.Remove(filepath.Join(misc, layout.Cutoff))
+	status.WriteCutoff(filepath.Join(misc, layout.Cutoff), late.rec)
+	// With fewer than FirstCutoffAt durations recorded, the winner
+	// writes nothing and gives its election up.
+	few, fewStatus := t.TempDir(), t.TempDir()
+	writeDurations(t, fewStatus, 3)
+	g3 := &runtimeGuard{misc: few, longest: 1}
+	if k, ok := g3.due(1, 8); !ok {
+		t.Fatal("not due at 8 claims")
+	} else {
+		g3.recompute(k, 1, 8, fewStatus, io.Discard)
+		if _, err := os.Stat(filepath.Join(few, fmt.Sprintf("%s.1.%d", layout.Cutoff, k))); !os.IsNotExist(err) {
+			t.Errorf("the election of a recomputation from 3 durations was kept: %v", err)
+		}
+	}
+	if c, ok := status.ReadCutoff(filepath.Join(few, layout.Cutoff)); ok {
+		t.Errorf("dt_cutoff written from 3 durations: %+v", c)
 	}
 	// A job that has run no case yet leaves it to others.
 	if _, ok := (&runtimeGuard{misc: misc}).due(1, 1000); ok {
@@ -101,12 +131,13 @@ func TestRuntimeGuardStopsWhenTimeIsShort(t *testing.T) {
 			t.Errorf("left %s cutoff %v: stop=%v, want %v", tc.left, tc.cutoff, stop, tc.stop)
 		}
 	}
-	// A reading serves for a while far from the end; near it (the time
-	// left under twice the longest case), dt_cutoff is read afresh.
+	// A reading serves cutoffReread far from the end; near it (the time
+	// left under twice the longest case), nearReread.
 	misc0 := t.TempDir()
 	status.WriteCutoff(filepath.Join(misc0, layout.Cutoff), status.Cutoff{Seconds: 20, Durations: 8, Run: 1})
-	far := &runtimeGuard{end: endSources{backend: time.Now().Add(time.Hour)}, misc: misc0, readAt: time.Now(), longest: 20}
-	near := &runtimeGuard{end: endSources{backend: time.Now().Add(15 * time.Second)}, misc: misc0, readAt: time.Now(), longest: 20}
+	read := time.Now().Add(-nearReread - time.Second)
+	far := &runtimeGuard{end: endSources{backend: time.Now().Add(time.Hour)}, misc: misc0, readAt: read, longest: 20}
+	near := &runtimeGuard{end: endSources{backend: time.Now().Add(15 * time.Second)}, misc: misc0, readAt: read, longest: 20}
 	if far.shortOfTime(time.Now()) || far.cutoff != 0 {
 		t.Errorf("far from the end: read dt_cutoff %v before its reading was old", far.cutoff)
 	}

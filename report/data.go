@@ -30,8 +30,8 @@ type Input struct {
 	// since (status.ReadFile decides, for farm Status too).
 	Jobs     map[string]JobInfo
 	LiveAsOf time.Time
-	// Cutoff is dt_cutoff as the meta-jobs last stored it in the claim
-	// state (0: not computed yet).
+	// Cutoff is dt_cutoff as a meta-job last stored it (MISC/cutoff,
+	// status.Cutoff; 0: not computed yet).
 	Cutoff float64
 	// Summary is the farm's summary numbers, in order (farm query's).
 	Summary []Stat

@@ -29,17 +29,17 @@ type Cutoff struct {
 // and the keys take 102).
 const cutoffRecord = 128
 
-// ReadCutoff reads the record at path; the zero Cutoff if there is none
-// or it does not read (one being written, or stale by a client's cache:
-// the caller goes on without it, or recomputes).
-func ReadCutoff(path string) Cutoff {
+// ReadCutoff reads the record at path; false if there is none or it does
+// not read (a passing error, one being written): the caller goes on with
+// the reading it had.
+func ReadCutoff(path string) (Cutoff, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Cutoff{}
+		return Cutoff{}, false
 	}
 	line, _, whole := strings.Cut(string(b), "\n")
 	if !whole {
-		return Cutoff{}
+		return Cutoff{}, false
 	}
 	var c Cutoff
 	for _, kv := range strings.Fields(line) {
@@ -55,13 +55,13 @@ func ReadCutoff(path string) Cutoff {
 			c.Claimed, err = strconv.ParseInt(v, 10, 64)
 		}
 		if err != nil {
-			return Cutoff{}
+			return Cutoff{}, false
 		}
 	}
 	if c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 {
-		return Cutoff{}
+		return Cutoff{}, false
 	}
-	return c
+	return c, true
 }
 
 // WriteCutoff writes c as the record at path, in place (vfs.WriteInPlace:
