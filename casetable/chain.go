@@ -945,12 +945,16 @@ func (c *chain) checkGone(err error) error {
 }
 
 // noGeneration is what latest's finding no generation on the chain c
-// means: a *DamageError if its directory is gone; errInconsistent
+// means: nil if it found marks, all voids; a *DamageError if its directory
+// is gone; errInconsistent
 // (transient: look again) if the chain is not certainly empty — a lookup
 // that found no mark, no segment or no directory may have been a passing
 // ENOENT (a GlusterFS brick down); nil if it certainly has no generation
 // yet.
 func (c *chain) noGeneration() error {
+	if c.top >= 0 {
+		return nil // its marks found, every one a void: nothing committed
+	}
 	if gone(c.fs, c.dir) {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}

@@ -128,10 +128,12 @@ func TestCommitMadeButReplyLostAndUnreadable(t *testing.T) {
 		"link.reply@7=EIO>read*3=EIO>lookup*1=EIO")
 }
 
-// TestDoneCountedOnceWhenCommitUndecided: the farm-wide counter a claim
-// adds to counts once, whatever the outcome of a commit took to be known
-// (on 149e76d: Done = 44 after 42 claims, 293 of 300 cases claimed).
-func TestDoneCountedOnceWhenCommitUndecided(t *testing.T) {
+// TestClaimedCountedOnceWhenCommitUndecided: the counter a claim adds to
+// counts once, and every case is claimed once, whatever the outcome of a
+// commit took to be known (on 149e76d, with the farm-wide counter of cases
+// done that the claim state held then: 44 after 42 claims, 293 of 300
+// cases claimed).
+func TestClaimedCountedOnceWhenCommitUndecided(t *testing.T) {
 	dir := newFarm(t, 300)
 	f, err := parseFaults("link.reply@2=EIO>nlink*3=EIO>read*2=EIO>lookup*2=EIO,link.reply@9=EIO>read*1=EIO")
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/farm-hpc/farm/atomicfile"
@@ -43,6 +45,9 @@ func (f *Farm) Jobs() ([]JobRecord, error) {
 	var out []JobRecord
 	var files []string
 	names, err := os.ReadDir(f.jobsPath())
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, Userf("%s is a file, not the directory of the farm's job records: move it out of %s", f.jobsPath(), f.Path(layout.MiscDir))
+	}
 	if err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}

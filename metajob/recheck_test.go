@@ -185,9 +185,9 @@ func TestRecheckFindsTheRunRepaired(t *testing.T) {
 			// As farm repair closes run 1 (farm.closedRun).
 			rebuilt := casetable.State{Run: 1, Table: "table.dat", Offset: 1000, Lines: -1, Cases: 100, MaxID: 100, Total: 100, Claimed: 100}
 			if how == "same chain, same table" {
-				// The run's table as the meta-job knew it (a run of an
-				// older farm, on table.dat itself): only the repair's
-				// own mark tells the state rebuilt (review).
+				// The run's table as the meta-job knew it (a run on
+				// table.dat itself): only the repair's own mark tells
+				// the state rebuilt (review).
 				cur, err := st.Read(context.Background())
 				if err != nil {
 					t.Fatal(err)

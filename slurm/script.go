@@ -13,7 +13,7 @@ import (
 const Directive = "#SBATCH"
 
 // Script is Slurm's job-script dialect (backend.Script): the run-time is
-// #SBATCH -t / --time, in Slurm's time formats (ParseTime,
+// #SBATCH -t / --time, in Slurm's time formats (ParseDuration,
 // which also reads a table line's min_time).
 type Script struct{}
 

@@ -77,8 +77,7 @@ func WriteSource(table string, s Source) error {
 }
 
 // ReadSource reads the record of the source of the run table table;
-// os.ErrNotExist if it has none (a run started by an older farm, or a
-// closed run that reads no table).
+// os.ErrNotExist if it has none (a closed run that reads no table).
 func ReadSource(table string) (Source, error) {
 	b, err := os.ReadFile(SourcePath(table))
 	if err != nil {
