@@ -438,7 +438,10 @@ const (
 func (c *chain) marker(n int64) (mark, error) {
 	d, err := c.segFD(n, false)
 	if os.IsNotExist(err) {
-		return unmarked, nil // the segment is not made yet
+		// The segment is not made yet (or the chain's directory is
+		// gone, or a passing ENOENT: what latest makes of it, its
+		// callers decide: Store.refresh, chain.noGeneration).
+		return unmarked, nil
 	}
 	if err != nil {
 		return unmarked, err
@@ -945,16 +948,15 @@ func (c *chain) checkGone(err error) error {
 }
 
 // noGeneration is what latest's finding no generation on the chain c
-// means: nil if it found marks, all voids; a *DamageError if its directory
-// is gone; errInconsistent
+// means: a *DamageError if its directory is gone; errInconsistent
 // (transient: look again) if the chain is not certainly empty — a lookup
 // that found no mark, no segment or no directory may have been a passing
 // ENOENT (a GlusterFS brick down); nil if it certainly has no generation
 // yet.
 func (c *chain) noGeneration() error {
-	if c.top >= 0 {
-		return nil // its marks found, every one a void: nothing committed
-	}
+	// Not even when the marks found are all voids: a lookup of the one
+	// after them may have been a passing ENOENT (the simulator, seed 610
+	// on gluster-dht: a resubmit told "not submitted").
 	if gone(c.fs, c.dir) {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
 	}

@@ -512,9 +512,21 @@ func (s *Store) refresh() error {
 	}
 	for tries := 0; ; tries++ {
 		n, err := s.ch.latestNear(s.gen, s.peers)
-		if err == errInconsistent && tries < 20 {
-			s.pause(tries)
-			continue
+		if err == errInconsistent || os.IsNotExist(err) {
+			// A mark seen, then not seen, or the chain's directory
+			// not found: the directory removed (its descriptors
+			// still open answer ENOENT to every lookup) — damage,
+			// said at once, naming it — or a cache's passing answer,
+			// looked up again afresh.
+			s.ch.forget()
+			if gone(s.fs, s.ch.dir) {
+				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
+			}
+			if tries < 20 {
+				s.pause(tries)
+				continue
+			}
+			return fsretry.Transient(err)
 		}
 		if err != nil {
 			return err

@@ -448,3 +448,35 @@ func TestEnqueueRetriesItsTable(t *testing.T) {
 		t.Fatalf("the queued table: %v", err)
 	}
 }
+
+// TestChainDirRemovedIsDamageAtOnce: the chain's directory removed under
+// claimers that hold it open (their lookups through the open directory
+// all answer ENOENT: marks seen, then not seen) is damage, said as such
+// and at once, not retried as a cache's inconsistency (on 709e888 the
+// meta-jobs retried for 5 minutes, then failed without naming it).
+func TestChainDirRemovedIsDamageAtOnce(t *testing.T) {
+	dir := newFarm(t, 200)
+	misc := filepath.Join(dir, "MISC")
+	a, b := NewStore(dir, misc), NewStore(dir, misc)
+	defer a.Close()
+	defer b.Close()
+	var log bytes.Buffer
+	a.Log, b.Log = &log, &log
+	for i := 0; i < 6; i++ {
+		if _, err := []*Store{a, b}[i%2].Claim(context.Background(), 1, FirstBatch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chains, _ := filepath.Glob(filepath.Join(misc, "claims.*"))
+	for _, c := range chains {
+		os.RemoveAll(c)
+	}
+	_, err := a.Claim(context.Background(), 1, 3)
+	var de *DamageError
+	if !errorsAs(err, &de) || !strings.Contains(err.Error(), "the chain directory is gone") {
+		t.Fatalf("a claim after the chain's directory was removed: %v; want a DamageError naming it", err)
+	}
+	if strings.Contains(log.String(), "retrying") {
+		t.Errorf("the damage was retried first:\n%s", log.String())
+	}
+}

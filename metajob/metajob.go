@@ -751,6 +751,10 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 		// shows it), and the job ends with an error.
 		return nil, "farm: " + changed.Error(), changed
 	}
+	var de *casetable.DamageError
+	if errors.As(err, &de) {
+		return nil, "", fmt.Errorf("claiming a case: %w: this meta-job claims nothing more; once the farm's jobs have ended ('farm wait', or 'farm kill'), 'farm repair' rebuilds it from the status records and 'farm resubmit' runs what is left", err)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
