@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/internal/kv"
 	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
@@ -172,24 +173,42 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	if tfp == "" || strings.ContainsAny(tfp, " \n") {
 		tfp = "-"
 	}
-	b = fmt.Appendf(b, "%sgen=%d run=%d table=%s simple=%t offset=%d line=%d tsize=%d tino=%d tfp=%s cases=%d maxid=%d total=%d claimed=%d",
-		genMagic, gen, s.Run, s.Table, s.Simple, s.Offset, s.Lines, s.TSize, s.TIno, tfp, s.Cases, s.MaxID, s.Total, s.Claimed)
+	b = append(b, genMagic...)
+	b = kv.AppendInt(b, "gen", gen)
+	b = kv.AppendInt(b, "run", int64(s.Run))
+	b = kv.Append(b, "table", s.Table)
+	b = kv.AppendBool(b, "simple", s.Simple)
+	b = kv.AppendInt(b, "offset", s.Offset)
+	b = kv.AppendInt(b, "line", s.Lines)
+	b = kv.AppendInt(b, "tsize", s.TSize)
+	b = kv.AppendUint(b, "tino", s.TIno)
+	b = kv.Append(b, "tfp", tfp)
+	b = kv.AppendInt(b, "cases", s.Cases)
+	b = kv.AppendInt(b, "maxid", s.MaxID)
+	b = kv.AppendInt(b, "total", s.Total)
+	b = kv.AppendInt(b, "claimed", s.Claimed)
 	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
-		b = fmt.Appendf(b, " repair=%s", s.Repair)
+		b = kv.Append(b, "repair", s.Repair)
 	}
 	if s.Lanes > 1 && s.LaneDir != "" && !strings.ContainsAny(s.LaneDir, " \n/") {
-		b = fmt.Appendf(b, " lanes=%d lanedir=%s", s.Lanes, s.LaneDir)
+		b = kv.AppendInt(b, "lanes", int64(s.Lanes))
+		b = kv.Append(b, "lanedir", s.LaneDir)
 	}
 	if s.InLane {
-		b = fmt.Appendf(b, " lane=%d block=%d", s.Lane, s.Block)
+		b = kv.AppendInt(b, "lane", int64(s.Lane))
+		b = kv.AppendInt(b, "block", s.Block)
 	}
 	for _, q := range s.Queue {
-		b = q.append(append(b, " queue="...))
+		b = q.append(kv.Append(b, "queue", ""))
 	}
 	if s.Own.Table != "" {
-		b = s.Own.append(append(b, " own="...))
+		b = s.Own.append(kv.Append(b, "own", ""))
 	}
-	return fmt.Appendf(b, " by=%s first=%d n=%d nonce=%s\n", by, ci.first, ci.n, ci.nonce)
+	b = kv.Append(b, "by", by)
+	b = kv.AppendInt(b, "first", ci.first)
+	b = kv.AppendInt(b, "n", int64(ci.n))
+	b = kv.Append(b, "nonce", ci.nonce)
+	return append(b, '\n')
 }
 
 // errClosed: the generation closes its chain (a repair made a new one).
@@ -204,66 +223,73 @@ func (s *State) unmarshal(b []byte) error {
 	}
 	seen := 0
 	s.Lines = -1 // not known unless it says (a repair's rebuilt state)
-	for _, kv := range strings.Fields(rest) {
-		if kv == "closed" {
-			return errClosed
+	r := kv.NewReader(rest)
+	for r.Next() {
+		if r.Word() {
+			if r.Key() == "closed" {
+				return errClosed
+			}
+			return fmt.Errorf("bad field %q", r.Key())
 		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("bad field %q", kv)
-		}
-		var err error
-		switch k {
+		switch r.Key() {
 		case "gen":
-			s.Gen, err = strconv.ParseInt(v, 10, 64)
+			s.Gen = r.Int()
 		case "run":
-			s.Run, err = strconv.Atoi(v)
+			s.Run = r.Atoi()
 			seen++
 		case "table":
-			s.Table = v
+			s.Table = r.Value()
 			seen++
 		case "simple":
-			s.Simple, err = strconv.ParseBool(v)
+			s.Simple = r.Bool()
 		case "offset":
-			s.Offset, err = strconv.ParseInt(v, 10, 64)
+			s.Offset = r.Int()
 			seen++
 		case "line":
-			s.Lines, err = strconv.ParseInt(v, 10, 64)
+			s.Lines = r.Int()
 		case "tsize":
-			s.TSize, err = strconv.ParseInt(v, 10, 64)
+			s.TSize = r.Int()
 		case "tino":
-			s.TIno, err = strconv.ParseUint(v, 10, 64)
+			s.TIno = r.Uint()
 		case "tfp":
-			if v != "-" {
+			if v := r.Value(); v != "-" {
 				s.TFP = v
 			}
 		case "cases":
-			s.Cases, err = strconv.ParseInt(v, 10, 64)
+			s.Cases = r.Int()
 		case "total":
-			s.Total, err = strconv.ParseInt(v, 10, 64)
+			s.Total = r.Int()
 		case "maxid":
-			s.MaxID, err = strconv.ParseInt(v, 10, 64)
+			s.MaxID = r.Int()
 		case "claimed":
-			s.Claimed, err = strconv.ParseInt(v, 10, 64)
+			s.Claimed = r.Int()
 		case "repair":
-			s.Repair = v
+			s.Repair = r.Value()
 		case "lanes":
-			s.Lanes, err = strconv.Atoi(v)
+			s.Lanes = r.Atoi()
 		case "lanedir":
-			s.LaneDir = v
+			s.LaneDir = r.Value()
 		case "lane":
 			s.InLane = true
-			s.Lane, err = strconv.Atoi(v)
+			s.Lane = r.Atoi()
 		case "block":
-			s.Block, err = strconv.ParseInt(v, 10, 64)
+			s.Block = r.Int()
 		case "queue":
-			err = s.addQueued(v)
+			q, err := parseQueued(r.Value())
+			s.Queue = append(s.Queue, q)
+			if err != nil {
+				r.Fail(err)
+			}
 		case "own":
-			s.Own, err = parseQueued(v)
+			q, err := parseQueued(r.Value())
+			s.Own = q
+			if err != nil {
+				r.Fail(err)
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("bad field %q: %v", kv, err)
-		}
+	}
+	if err := r.Err(); err != nil {
+		return err
 	}
 	if seen != 3 || s.Run < 0 || s.Offset < 0 {
 		return errors.New("missing run, table or offset")
@@ -285,13 +311,6 @@ func (q Queued) append(b []byte) []byte {
 		b = append(b, ":first"...)
 	}
 	return b
-}
-
-// addQueued reads a queue= field into s.Queue.
-func (s *State) addQueued(v string) error {
-	q, err := parseQueued(v)
-	s.Queue = append(s.Queue, q)
-	return err
 }
 
 // parseQueued reads a queue= field: TABLE:OFFSET:LINES:TSIZE:TINO:TFP,

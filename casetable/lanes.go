@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/internal/kv"
 	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
@@ -224,12 +225,14 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 }
 
 func (x *laneIndex) marshal() []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%slanes=%d block=%d blocks=%d cases=%d", lanesMagic, x.lanes, x.block, x.blocks(), x.cases)
+	h := kv.AppendInt([]byte(lanesMagic), "lanes", int64(x.lanes))
+	h = kv.AppendInt(h, "block", x.block)
+	h = kv.AppendInt(h, "blocks", x.blocks())
+	h = kv.AppendInt(h, "cases", x.cases)
 	if x.jobs > 0 {
-		fmt.Fprintf(&b, " jobs=%d", x.jobs)
+		h = kv.AppendInt(h, "jobs", int64(x.jobs))
 	}
-	b.WriteByte('\n')
+	b := bytes.NewBuffer(append(h, '\n'))
 	for i := range x.starts {
 		b.WriteString(strconv.FormatInt(x.starts[i], 10))
 		b.WriteByte(' ')
@@ -267,24 +270,23 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	}
 	x := &laneIndex{}
 	var blocks int64
-	for _, kv := range strings.Fields(h) {
-		k, v, _ := strings.Cut(kv, "=")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad field %q", kv)
-		}
-		switch k {
+	r := kv.NewReader(h)
+	for r.Next() {
+		switch r.Key() {
 		case "lanes":
-			x.lanes = int(n)
+			x.lanes = r.Atoi()
 		case "block":
-			x.block = n
+			x.block = r.Int()
 		case "blocks":
-			blocks = n
+			blocks = r.Int()
 		case "cases":
-			x.cases = n
-		case "jobs": // since 2026-11-27; older indexes lack it
-			x.jobs = int(max(n, 0))
+			x.cases = r.Int()
+		case "jobs":
+			x.jobs = max(r.Atoi(), 0)
 		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	if x.lanes < 2 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
 		return nil, fmt.Errorf("bad header %q", head)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/internal/kv"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
@@ -613,11 +614,13 @@ func closeChain(c *chain) (last State, err error) {
 // closing is the record of generation n that closes a chain whose last
 // state was last.
 func closing(n int64, last State, nonce string) []byte {
-	b := fmt.Appendf(nil, "%sgen=%d ", genMagic, n)
+	b := kv.AppendInt([]byte(genMagic), "gen", n)
 	if last.Run > 0 {
-		b = fmt.Appendf(b, "run=%d maxid=%d ", last.Run, last.MaxID)
+		b = kv.AppendInt(b, "run", int64(last.Run))
+		b = kv.AppendInt(b, "maxid", last.MaxID)
 	}
-	return fmt.Appendf(b, "nonce=%s closed\n", nonce)
+	b = kv.Append(b, "nonce", nonce)
+	return append(b, " closed\n"...)
 }
 
 // install names the chain directory dir in MISC/chain, replacing what rd

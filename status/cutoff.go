@@ -1,11 +1,10 @@
 package status
 
 import (
-	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
+	"github.com/farm-hpc/farm/internal/kv"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -42,23 +41,20 @@ func ReadCutoff(path string) (Cutoff, bool) {
 		return Cutoff{}, false
 	}
 	var c Cutoff
-	for _, kv := range strings.Fields(line) {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
+	r := kv.NewReader(line)
+	for r.Next() {
+		switch r.Key() {
 		case "cutoff":
-			c.Seconds, err = strconv.ParseFloat(v, 64)
+			c.Seconds = r.Float()
 		case "durations":
-			c.Durations, err = strconv.ParseInt(v, 10, 64)
+			c.Durations = r.Int()
 		case "run":
-			c.Run, err = strconv.Atoi(v)
+			c.Run = r.Atoi()
 		case "claimed":
-			c.Claimed, err = strconv.ParseInt(v, 10, 64)
-		}
-		if err != nil {
-			return Cutoff{}, false
+			c.Claimed = r.Int()
 		}
 	}
-	if c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 {
+	if r.Err() != nil || c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 {
 		return Cutoff{}, false
 	}
 	return c, true
@@ -68,8 +64,10 @@ func ReadCutoff(path string) (Cutoff, bool) {
 // every meta-job of the farm may write it, at the same moment); best
 // effort.
 func WriteCutoff(path string, c Cutoff) {
-	rec := fmt.Sprintf("cutoff=%s durations=%d run=%d claimed=%d",
-		strconv.FormatFloat(c.Seconds, 'g', -1, 64), c.Durations, c.Run, c.Claimed)
+	b := kv.AppendFloat(nil, "cutoff", c.Seconds)
+	b = kv.AppendInt(b, "durations", c.Durations)
+	b = kv.AppendInt(b, "run", int64(c.Run))
+	rec := string(kv.AppendInt(b, "claimed", c.Claimed))
 	if len(rec) >= cutoffRecord {
 		return
 	}

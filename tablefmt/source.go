@@ -10,11 +10,11 @@ import (
 	"hash"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/farm-hpc/farm/atomicfile"
+	"github.com/farm-hpc/farm/internal/kv"
 )
 
 // Source is what a run's private table was made from: table.dat as farm
@@ -59,7 +59,14 @@ func (s Source) sameStat(fi os.FileInfo) bool {
 
 // String is the record's one line.
 func (s Source) String() string {
-	return fmt.Sprintf("%s size=%d dev=%d ino=%d mtime=%d ctime=%d sha256=%s\n", sourceMagic, s.Size, s.Dev, s.Ino, s.Mtime, s.Ctime, s.Hash)
+	b := []byte(sourceMagic)
+	b = kv.AppendInt(b, "size", s.Size)
+	b = kv.AppendUint(b, "dev", s.Dev)
+	b = kv.AppendUint(b, "ino", s.Ino)
+	b = kv.AppendInt(b, "mtime", s.Mtime)
+	b = kv.AppendInt(b, "ctime", s.Ctime)
+	b = kv.Append(b, "sha256", s.Hash)
+	return string(append(b, '\n'))
 }
 
 // WriteSource records s beside the run table table (SourcePath), written
@@ -84,32 +91,31 @@ func ReadSource(table string) (Source, error) {
 		return Source{}, err
 	}
 	var s Source
-	f := strings.Fields(string(b))
-	if len(f) != 8 || f[0]+" "+f[1] != sourceMagic {
+	rest, ok := strings.CutPrefix(string(b), sourceMagic)
+	if !ok || len(strings.Fields(rest)) != 6 {
 		return s, fmt.Errorf("%s does not read as a table source record", SourcePath(table))
 	}
-	for _, kv := range f[2:] {
-		k, v, _ := strings.Cut(kv, "=")
-		var err error
-		switch k {
+	r := kv.NewReader(rest)
+	for r.Next() {
+		switch r.Key() {
 		case "size":
-			s.Size, err = strconv.ParseInt(v, 10, 64)
+			s.Size = r.Int()
 		case "dev":
-			s.Dev, err = strconv.ParseUint(v, 10, 64)
+			s.Dev = r.Uint()
 		case "ino":
-			s.Ino, err = strconv.ParseUint(v, 10, 64)
+			s.Ino = r.Uint()
 		case "mtime":
-			s.Mtime, err = strconv.ParseInt(v, 10, 64)
+			s.Mtime = r.Int()
 		case "ctime":
-			s.Ctime, err = strconv.ParseInt(v, 10, 64)
+			s.Ctime = r.Int()
 		case "sha256":
-			s.Hash = v
+			s.Hash = r.Value()
 		default:
-			err = errors.New("unknown field")
+			r.Fail(errors.New("unknown field"))
 		}
-		if err != nil {
-			return Source{}, fmt.Errorf("%s does not read as a table source record (%s)", SourcePath(table), kv)
-		}
+	}
+	if err := r.Err(); err != nil {
+		return Source{}, fmt.Errorf("%s does not read as a table source record (%v)", SourcePath(table), err)
 	}
 	return s, nil
 }
