@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/farm-hpc/farm/vfs"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The bound of backoff's pause doubles with the attempts lost from the
@@ -104,4 +106,32 @@ func chainOf(t *testing.T, gens int) *chain {
 	}
 	t.Cleanup(ch.close)
 	return ch
+}
+
+// TestGenerationRecord: a generation's record, as written (the format of
+// claim states on disk; internal/kv writes it), and read back whole.
+func TestGenerationRecord(t *testing.T) {
+	st := State{Run: 3, Table: "MISC/table.run3.7.ab", Simple: false, Offset: 4096, Lines: 120, TSize: 9000, TIno: 77, TFP: "f00d",
+		Cases: 300, MaxID: 310, Total: 310, Claimed: 100, Repair: "r1", Lanes: 4, LaneDir: "lanes.3.cafe",
+		Queue: []Queued{{Table: "MISC/table.run3.add.x", Offset: 5, Lines: 1, TSize: 50, TIno: 8, TFP: "-", First: true}}}
+	b := st.marshal(nil, 12, commitInfo{by: "job7", first: 201, n: 5, nonce: "n0"})
+	want := "farm-gen v1 gen=12 run=3 table=MISC/table.run3.7.ab simple=false offset=4096 line=120 tsize=9000 tino=77 tfp=f00d cases=300 maxid=310 total=310 claimed=100 repair=r1 lanes=4 lanedir=lanes.3.cafe queue=MISC/table.run3.add.x:5:1:50:8:-:first by=job7 first=201 n=5 nonce=n0\n"
+	if string(b) != want {
+		t.Fatalf("wrote\n%q\nwant\n%q", b, want)
+	}
+	var back State
+	if err := back.unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	st.Gen = 12
+	st.Queue[0].TFP = ""
+	if diff := cmp.Diff(st, back); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+	if err := back.unmarshal([]byte(genMagic + "gen=1 run=1 table=t offset=zz\n")); err == nil || !strings.Contains(err.Error(), `bad field "offset=zz"`) {
+		t.Errorf("a bad offset: %v", err)
+	}
+	if err := back.unmarshal(closing(4, State{Run: 2, MaxID: 9}, "n1")); err != errClosed || back.Run != 2 || back.MaxID != 9 {
+		t.Errorf("a closing: %v, run %d, maxid %d; want errClosed, 2, 9", err, back.Run, back.MaxID)
+	}
 }
