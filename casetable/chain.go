@@ -55,10 +55,11 @@ import (
 // So a process that stalled for any length of time cannot commit on an old
 // view: the content and the mark it would make exist.
 //
-// Nothing is ever rewritten in place, and no correctness depends on reading a
-// file another client rewrote: a generation's content is read only once its
-// mark exists, after its writer closed it, and never changes; a hint that is
-// stale costs only lookups.
+// No correctness depends on reading a file another client rewrote: a
+// generation's content is read only once its mark exists, after its writer
+// closed it, and never changes. The one file rewritten in place, the head
+// hint (a record of fixed length, vfs.WriteInPlace), only saves lookups:
+// one that is stale costs them.
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
@@ -79,8 +80,8 @@ const (
 
 // testHook, if set (by tests only), is called at each stage of a commit
 // on the chain in chainDir (a lane's, or MISC/claims.*): "write" before
-// its slot is taken, "link" once the generation is written and before it
-// is marked, "linked" once it is marked (committed); and, with the path
+// its slot is taken, "mark" once the generation is written and before it
+// is marked, "marked" once it is marked (committed); and, with the path
 // looked at, "table" before a run start's or farm add's first look at a
 // run table (tableID), "gone" before the look that decides whether a
 // name that answered ENOENT is gone (goneOr), "inspect" before a repair's
@@ -91,10 +92,9 @@ var testHook func(stage, path string)
 // fault, if set (by tests only), is asked before some of the claim path's
 // filesystem calls whether the call fails, and with what error (nil: it
 // runs as usual). The calls, by op: "lookup" (a generation's mark), "read"
-// (a generation), "write" (a commit's slot), "link" (its mark), "link.reply"
+// (a generation), "write" (a commit's slot), "mark" (its mark), "mark.reply"
 // (asked after a mark that was made: an error is a lost reply), "bury" (a
-// link to the tomb), "table.stat", "table.read". (The names are those of
-// the link()-based commit that these replaced, kept for the fault plans.)
+// link to the tomb), "table.stat", "table.read".
 var fault func(op string) error
 
 // injected returns the error fault gives op, if any.
@@ -703,7 +703,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	// Step 3, the mark.
 	c.pending = &pendingCommit{n: n}
 	if testHook != nil {
-		testHook("link", c.dir)
+		testHook("mark", c.dir)
 	}
 	return c.decide(d, c.mark(d, n))
 }
@@ -752,11 +752,11 @@ func (c *chain) linkCommit(d int, n int64, b []byte) (bool, error) {
 // mark makes generation n's mark, a regular file: mknod, which is an
 // O_EXCL create with no open to close.
 func (c *chain) mark(d int, n int64) error {
-	err := injected("link")
+	err := injected("mark")
 	if err == nil {
 		err = c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644)
 		if err == nil {
-			err = injected("link.reply")
+			err = injected("mark.reply")
 		}
 	}
 	return err
@@ -881,7 +881,7 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 		return false, &os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: merr}
 	}
 	if testHook != nil {
-		testHook("link", c.dir)
+		testHook("mark", c.dir)
 	}
 	if err := c.mark(d, p.n); err != nil {
 		return false, undecided(&os.PathError{Op: "mknod", Path: filepath.Join(c.dir, segName(p.n), markName(p.n)), Err: err})
@@ -904,7 +904,7 @@ func (c *chain) decided(won bool) bool {
 	}
 	if won {
 		if testHook != nil {
-			testHook("linked", c.dir)
+			testHook("marked", c.dir)
 		}
 		c.afterCommit(p.n)
 	}

@@ -24,8 +24,9 @@ import (
 )
 
 // State is the farm's claim state: the content of the newest generation of
-// its chain (chain.go). Its cursor is a byte offset into the current run's
-// table, so a claim costs the same on any table size.
+// its chain (chain.go). Its cursor is a byte offset into the table it reads
+// (the run's own, or one farm add queued to it), so a claim costs the same
+// on any table size.
 type State struct {
 	Run    int    // run number: 1 for submit, +1 for every resubmit
 	Table  string // the run's table, relative to the farm directory

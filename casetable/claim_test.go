@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 // random); after each claim it works 0.5 ms a case, or CLAIM_WORK.
 // CASETABLE_STOP_AT=STAGE:N stops it (SIGSTOP to itself, after
 // saying "stopped" on stdout) at the Nth time a commit reaches STAGE
-// ("write": state read and the next computed, nothing written; "link": the
-// next generation's slot taken and written, not yet marked; "linked":
+// ("write": state read and the next computed, nothing written; "mark": the
+// next generation's slot taken and written, not yet marked; "marked":
 // marked, its claim committed and not yet returned).
 func claimer() int {
 	dir, out := os.Getenv("FARM_DIR"), os.Getenv("OUT")
@@ -275,7 +275,7 @@ func stallTrials(t *testing.T, host string, def, n int, start func(script string
 	}
 	t0 := time.Now()
 	dups, back := map[string]int{}, map[string]int{}
-	stages := []string{"write", "link", "linked"}
+	stages := []string{"write", "mark", "marked"}
 	for _, stage := range stages {
 		t.Run(stage, func(t *testing.T) {
 			for trial := 0; trial < trials; trial++ {
@@ -288,7 +288,7 @@ func stallTrials(t *testing.T, host string, def, n int, start func(script string
 	}
 	if p := os.Getenv("FARM_FAULT_FIGURES"); p != "" {
 		line := fmt.Sprintf("frozen-claimer-%s-host trials=%d points=before(write),inside(link),after(linked) claimers=1+3 cases=%d/trial dup-claims=%d cursor-back=%d failed=%t seconds=%.0f",
-			host, trials*len(stages), n, dups["write"]+dups["link"]+dups["linked"], back["write"]+back["link"]+back["linked"], t.Failed(), time.Since(t0).Seconds())
+			host, trials*len(stages), n, dups["write"]+dups["mark"]+dups["marked"], back["write"]+back["mark"]+back["marked"], t.Failed(), time.Since(t0).Seconds())
 		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
 			fmt.Fprintln(f, line)
 			f.Close()
@@ -358,7 +358,7 @@ func TestStalledClaimerCannotUndoOrDuplicate(t *testing.T) {
 func TestStalledClaimerBehindBuriedGenerations(t *testing.T) {
 	const n = 3 * buryAfter
 	dir := newFarm(t, n)
-	stalled := stalledClaimer(t, dir, dir+"/out.stalled", "link", 1, func(script string, env ...string) *exec.Cmd {
+	stalled := stalledClaimer(t, dir, dir+"/out.stalled", "mark", 1, func(script string, env ...string) *exec.Cmd {
 		cmd := exec.Command("sh", "-c", script)
 		cmd.Env = append(os.Environ(), env...)
 		return cmd

@@ -122,10 +122,10 @@ func claimWithFaults(t *testing.T, n, procs int, plans ...string) (dir string) {
 // of that generation was claimed by nobody (a gap).
 func TestCommitMadeButReplyLostAndUnreadable(t *testing.T) {
 	claimWithFaults(t, 2000, 4,
-		"link.reply@3=EIO>read*2=EIO>lookup*2=EIO>nlink*2=EIO",
-		"link.reply@5=EIO>read*1=ESTALE>lookup*3=EIO>nlink*50=EIO",
-		"link.reply@2-3=EIO>read*2=EIO",
-		"link.reply@7=EIO>read*3=EIO>lookup*1=EIO")
+		"mark.reply@3=EIO>read*2=EIO>lookup*2=EIO",
+		"mark.reply@5=EIO>read*1=ESTALE>lookup*3=EIO",
+		"mark.reply@2-3=EIO>read*2=EIO",
+		"mark.reply@7=EIO>read*3=EIO>lookup*1=EIO")
 }
 
 // TestClaimedCountedOnceWhenCommitUndecided: the counter a claim adds to
@@ -135,7 +135,7 @@ func TestCommitMadeButReplyLostAndUnreadable(t *testing.T) {
 // cases claimed).
 func TestClaimedCountedOnceWhenCommitUndecided(t *testing.T) {
 	dir := newFarm(t, 300)
-	f, err := parseFaults("link.reply@2=EIO>nlink*3=EIO>read*2=EIO>lookup*2=EIO,link.reply@9=EIO>read*1=EIO")
+	f, err := parseFaults("mark.reply@2=EIO>read*2=EIO>lookup*2=EIO,mark.reply@9=EIO>read*1=EIO")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestTransientErrorsOnTheClaimPath(t *testing.T) {
 // down) is not damage: the commit is tried again. On 149e76d it was
 // reported as "the chain directory is gone ... run 'farm repair'".
 func TestSpuriousENOENTFromLink(t *testing.T) {
-	claimWithFaults(t, 1000, 3, "link@2=ENOENT", "link@4-5=ENOENT,write@6=ENOENT", "")
+	claimWithFaults(t, 1000, 3, "mark@2=ENOENT", "mark@4-5=ENOENT,write@6=ENOENT", "")
 }
 
 // TestGoneChainDirectoryIsStillDamage: an ENOENT that is true (the chain

@@ -195,7 +195,7 @@ func TestLanesStalledClaimerClaimsNothingAfterNextRun(t *testing.T) {
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return c
 	}
-	for _, stage := range []string{"write", "link", "linked"} {
+	for _, stage := range []string{"write", "mark", "marked"} {
 		for _, nth := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s-%d", stage, nth), func(t *testing.T) {
 				const n = 400
@@ -215,7 +215,7 @@ func TestLanesStalledClaimerClaimsNothingAfterNextRun(t *testing.T) {
 				// CLAIM_BATCH=1: nth-1 claims done before the stop,
 				// and the nth too if it stopped after its mark.
 				want := nth - 1
-				if stage == "linked" {
+				if stage == "marked" {
 					want = nth
 				}
 				if got != want {

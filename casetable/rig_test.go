@@ -98,7 +98,7 @@ func TestStalledClaimerOnRigNode(t *testing.T) {
 	r := needRig(t)
 	for _, profile := range []string{"coherent", "default"} {
 		t.Run(profile, func(t *testing.T) {
-			for _, stage := range []string{"write", "link"} {
+			for _, stage := range []string{"write", "mark"} {
 				dir := newFarmAt(t, r.farmDir(t, profile), 60)
 				stalled := stalledClaimer(t, dir, dir+"/out.stalled", stage, 2, func(script string, env ...string) *exec.Cmd {
 					return r.onNode(1, script, env...)

@@ -179,7 +179,7 @@ func (o *simOracle) hook(stage, path string) {
 		return
 	}
 	switch {
-	case stage == "link" && o.sc.aimStart:
+	case stage == "mark" && o.sc.aimStart:
 		o.aimAtStart(stage, path)
 	case stage == "table" && o.sc.aimTable && o.isCommand(p) && p.FS().Rand()%2 == 0:
 		o.w.BeginOutage()
@@ -202,7 +202,7 @@ func (o *simOracle) isCommand(p *sim.Proc) bool {
 // start spared (its lanes' first generations, the old run's closings).
 func (o *simOracle) aimAtStart(stage, chainDir string) {
 	p := o.w.Current()
-	if stage == "link" && p != nil && o.inStart[p] && strings.HasPrefix(filepath.Base(chainDir), "claims.") {
+	if stage == "mark" && p != nil && o.inStart[p] && strings.HasPrefix(filepath.Base(chainDir), "claims.") {
 		p.Aim(100, "mknodat").AimAfter(0) // its reply lost, an outage begun there
 	}
 }
