@@ -124,6 +124,13 @@ func TestLocalRescueStopsAtTheCrashLimit(t *testing.T) {
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "crashed" || c.Attempts != 2 || c.Crashes != 2 || !c.Crashed || c.Run != 1 {
 		t.Errorf("case 1: %+v; want crashed in run 1 after 2 attempts, 2 crashes, crashed", c)
+		for _, g := range []string{"OUTPUT/*.out", "STATUSES/status.*"} {
+			fs, _ := filepath.Glob(filepath.Join(dir, g))
+			for _, f := range fs {
+				b, _ := os.ReadFile(f)
+				t.Logf("%s:\n%s", f, b)
+			}
+		}
 	}
 	for id := int64(2); id <= 21; id++ {
 		if c := st[id]; c.State != "succeeded" || c.Attempts != 1 {

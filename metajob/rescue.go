@@ -115,6 +115,7 @@ type rescuer struct {
 	mu       sync.Mutex // the fields below
 	lastK    int64      // the last period whose check this job tried
 	pending  []pendingRescue
+	handing  int // rescues whose fence has passed, being read and handed to the job (collectDue)
 	isWarden bool
 	over     bool     // the warden's last look found no other job running and no rescue pending
 	watch    []string // the status files of the others the last check found running
@@ -493,11 +494,15 @@ func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
 		}
 	}
 	r.pending = keep
+	r.handing += len(due)
 	r.mu.Unlock()
 	for _, p := range due {
 		if err := r.collect(ctx, p); err != nil {
 			fmt.Fprintf(r.m.log, "farm: rescue of the cases of %s: %v; they are left for 'farm resubmit'\n", p.name, err)
 		}
+		r.mu.Lock()
+		r.handing--
+		r.mu.Unlock()
 	}
 }
 
@@ -715,11 +720,15 @@ func (r *rescuer) wardenNow() bool {
 }
 
 // busy reports whether the meta-job must stay: rescues of its own are
-// waiting for the fence, or, as the warden, others of the run still run.
+// waiting for the fence or being handed to it, or, as the warden, others
+// of the run still run. (A rescue taken off pending before its cases were
+// handed over let the job find nothing to wait for and exit "No cases
+// left" with the rescued cases in its C record, unrun: under load, 1
+// TestLocalRescueStopsAtTheCrashLimit in 8.)
 func (r *rescuer) busy() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pending) > 0 || r.isWarden && !r.over
+	return len(r.pending) > 0 || r.handing > 0 || r.isWarden && !r.over
 }
 
 // awaitRescue is called when the table has no case left for the meta-job
