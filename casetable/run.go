@@ -75,7 +75,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		if spec.moved(*st) {
 			return ErrMoved
 		}
-		st.startRun(spec, lanes, cur)
+		st.startRun(spec, lanes)
 		return nil
 	})
 	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
@@ -87,9 +87,8 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 }
 
 // startRun makes st the state of spec's run, over the table lanes
-// describes (its identity, and its lanes if it has any); cur is the state
-// it follows, read before its lanes were closed.
-func (st *State) startRun(spec RunSpec, lanes, cur State) {
+// describes (its identity, and its lanes if it has any).
+func (st *State) startRun(spec RunSpec, lanes State) {
 	st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = spec.Run, spec.Table, spec.Simple, 0, 0, spec.Cases
 	st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
 	if !mutated("queue-carried-to-next-run") {
