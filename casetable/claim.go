@@ -11,7 +11,6 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,44 +22,43 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// State is the farm's claim state: the content of the newest generation of
-// its chain (chain.go). Its cursor is a byte offset into the table it reads
-// (the run's own, or one farm add queued to it), so a claim costs the same
-// on any table size.
+// State is a generation of the claim state (chain.go). On the main chain
+// it is the run record: the current run and the sets of lanes it claims
+// in, in order (lanes.go); it holds no cursor, and only commands change it
+// (a run's start, farm add, a close, a repair). In a lane's chain it is
+// the lane's cursor: the block and byte offset of the lane's next case,
+// so that a claim costs the same on any table size.
 type State struct {
 	Run    int    // run number: 1 for submit, +1 for every resubmit
-	Table  string // the run's table, relative to the farm directory
+	Table  string // the run's own table (a lane's: its set's), relative to the farm directory
 	Simple bool   // SIMPLE mode: one case per job
-	Offset int64  // byte offset of the next unread line of Table
-	Lines  int64  // lines of Table before Offset; -1: not known (counted when needed)
-	TSize  int64  // Table's size when the run started; 0: not recorded
-	TIno   uint64 // Table's inode number when the run started; 0: not recorded
-	TFP    string // Table's fingerprint (TableID) when the run started; "": not recorded
-	Cases  int64  // cases in Table
+	Cases  int64  // cases of the run (its own table's and farm add's); a lane's: in its blocks
 	MaxID  int64  // largest case ID of the farm's table.dat
 	Total  int64  // cases in the farm's table.dat
+	Repair string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
-	Claimed int64  // cases claimed in this run
-	Repair  string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
+	// Sets are what the run claims, in order: its own table's set, and
+	// one per 'farm add' (after, or with --first before, the others).
+	// A run with no set has nothing left to claim (closed).
+	Sets []Set
 
-	// A run whose claims are spread over lanes (lanes.go): on the main
-	// chain, how many and where; in a lane's own generations, which lane
-	// and the block its cursor is in (Offset, Lines, Cases and Claimed
-	// are then the lane's).
-	Lanes   int    // lanes of the run; 0 or 1: none, claims commit on the main chain
-	LaneDir string // their directory in MISC
-	InLane  bool   // a lane's generation
-	Lane    int    // which lane
-	Block   int64  // the block of the table the lane's cursor is in
+	// Claimed is, on the main chain as Read returns it, the cases
+	// claimed in the run (every lane's; a run with no set: all); in a
+	// lane's generation, the lane's. Not stored on the main chain.
+	Claimed int64
 
-	// Queue is what 'farm add' queued to the run (add.go): tables whose
-	// cases are claimed once the cursor's table is read to its end, in
-	// order. Cases counts them in.
-	Queue []Queued
-	// Own is the run's own table (the one it started with) once the
-	// cursor left it for a queued one; zero while the cursor is in it
-	// (OwnTable).
-	Own Queued
+	// A lane's cursor (InLane): which lane, the block its cursor is in,
+	// the byte offset of the next unread line of Table and the lines
+	// before it; and Table's identity as the run saw it, which a claim
+	// checks (TSize, TIno, TFP).
+	InLane bool
+	Lane   int
+	Block  int64
+	Offset int64
+	Lines  int64
+	TSize  int64
+	TIno   uint64
+	TFP    string
 
 	Gen int64 // the generation this state was read from, -1 for none (not stored)
 	// Chain is the chain Gen is of (its directory's name; not stored): a
@@ -68,88 +66,24 @@ type State struct {
 	Chain string
 }
 
-// Queued is a table queued to a run (State.Queue), with the cursor in it:
-// what State's cursor fields say of the table they read.
-type Queued struct {
-	Table  string
-	Offset int64
-	Lines  int64
-	TSize  int64
-	TIno   uint64
-	TFP    string
-	// First: queued ahead of the run's own cases by 'farm add --first'
-	// (it was the cursor's table when another came first). A run with
-	// lanes claims it before the lanes' cases, and the others after.
-	First bool
+// Set is a set of lanes over one table (lanes.go): the run's own, or one
+// 'farm add' gave it.
+type Set struct {
+	Dir   string // its directory in MISC (lanes.RUN.NONCE)
+	Lanes int    // its lanes
+	Cases int64  // the cases of its table
+	Table string // its table, relative to the farm directory
 }
 
-// cursor is st's cursor as a Queued.
-func (st *State) cursor() Queued {
-	return Queued{Table: st.Table, Offset: st.Offset, Lines: st.Lines, TSize: st.TSize, TIno: st.TIno, TFP: st.TFP}
-}
-
-// setCursor makes q st's cursor, noting the run's own table first if the
-// cursor leaves it.
-func (st *State) setCursor(q Queued) {
-	if st.Own.Table == "" {
-		st.Own = st.cursor()
-		st.Own.Offset, st.Own.Lines, st.Own.First = 0, 0, false
-	}
-	st.Table, st.Offset, st.Lines, st.TSize, st.TIno, st.TFP = q.Table, q.Offset, q.Lines, q.TSize, q.TIno, q.TFP
-}
-
-// OwnTable is the run's own table, the one it started with (its Table,
-// TSize, TIno and TFP), wherever the cursor is now.
-func (st *State) OwnTable() Queued {
-	if st.Own.Table != "" {
-		return st.Own
-	}
-	q := st.cursor()
-	q.Offset, q.Lines = 0, 0
-	return q
-}
-
-// read reports whether the cursor's table was read to its end.
-func (st *State) read() bool { return st.TSize > 0 && st.Offset >= st.TSize }
-
-// nextQueued moves the cursor to the first queued table that is not read
-// to its end, if the cursor's is; it reports whether the cursor has a
-// table to read.
-func (st *State) nextQueued() bool {
-	for st.read() && len(st.Queue) > 0 {
-		st.setCursor(st.Queue[0])
-		st.Queue = st.Queue[1:]
-	}
-	return !st.read()
-}
-
-// DropQueue forgets what was queued to st's run and puts its cursor back
-// at the end of the run's own table: a run closed for good.
-func (st *State) DropQueue() {
-	if st.Own.Table != "" {
-		o := st.Own
-		st.Table, st.TSize, st.TIno, st.TFP, st.Offset, st.Lines = o.Table, o.TSize, o.TIno, o.TFP, o.TSize, -1
-	}
-	st.Queue, st.Own = nil, Queued{}
-}
-
-// Enqueue queues table q to st's run: after what is queued, or, first,
-// before what the cursor has left (the cursor's table is queued again
-// first, where its cursor was). q's cases are added to Cases.
-func (st *State) Enqueue(q Queued, cases int64, first bool) {
-	if first {
-		queue := []Queued{}
-		if !st.read() {
-			c := st.cursor()
-			c.First = true
-			queue = append(queue, c)
+// OwnSet is the set of the run's own table; zero if it has none (a closed
+// run).
+func (st *State) OwnSet() Set {
+	for _, t := range st.Sets {
+		if t.Table == st.Table {
+			return t
 		}
-		st.Queue = append(queue, st.Queue...)
-		st.setCursor(q)
-	} else {
-		st.Queue = append(slices.Clip(st.Queue), q)
 	}
-	st.Cases += cases
+	return Set{}
 }
 
 // ErrNoState is returned when the farm has never been submitted.
@@ -165,45 +99,42 @@ type commitInfo struct {
 	nonce string
 }
 
+// marshal writes s as generation gen's record: a run record, or a lane's
+// cursor (InLane).
 func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	by := ci.by
 	if by == "" || strings.ContainsAny(by, " \n=") {
 		by = "-"
 	}
-	tfp := s.TFP
-	if tfp == "" || strings.ContainsAny(tfp, " \n") {
-		tfp = "-"
-	}
 	b = append(b, genMagic...)
 	b = kv.AppendInt(b, "gen", gen)
 	b = kv.AppendInt(b, "run", int64(s.Run))
 	b = kv.Append(b, "table", s.Table)
-	b = kv.AppendBool(b, "simple", s.Simple)
-	b = kv.AppendInt(b, "offset", s.Offset)
-	b = kv.AppendInt(b, "line", s.Lines)
-	b = kv.AppendInt(b, "tsize", s.TSize)
-	b = kv.AppendUint(b, "tino", s.TIno)
-	b = kv.Append(b, "tfp", tfp)
-	b = kv.AppendInt(b, "cases", s.Cases)
-	b = kv.AppendInt(b, "maxid", s.MaxID)
-	b = kv.AppendInt(b, "total", s.Total)
-	b = kv.AppendInt(b, "claimed", s.Claimed)
-	if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
-		b = kv.Append(b, "repair", s.Repair)
-	}
-	if s.Lanes > 1 && s.LaneDir != "" && !strings.ContainsAny(s.LaneDir, " \n/") {
-		b = kv.AppendInt(b, "lanes", int64(s.Lanes))
-		b = kv.Append(b, "lanedir", s.LaneDir)
-	}
 	if s.InLane {
+		tfp := s.TFP
+		if tfp == "" || strings.ContainsAny(tfp, " \n") {
+			tfp = "-"
+		}
 		b = kv.AppendInt(b, "lane", int64(s.Lane))
 		b = kv.AppendInt(b, "block", s.Block)
-	}
-	for _, q := range s.Queue {
-		b = q.append(kv.Append(b, "queue", ""))
-	}
-	if s.Own.Table != "" {
-		b = s.Own.append(kv.Append(b, "own", ""))
+		b = kv.AppendInt(b, "offset", s.Offset)
+		b = kv.AppendInt(b, "line", s.Lines)
+		b = kv.AppendInt(b, "tsize", s.TSize)
+		b = kv.AppendUint(b, "tino", s.TIno)
+		b = kv.Append(b, "tfp", tfp)
+		b = kv.AppendInt(b, "cases", s.Cases)
+		b = kv.AppendInt(b, "claimed", s.Claimed)
+	} else {
+		b = kv.AppendBool(b, "simple", s.Simple)
+		b = kv.AppendInt(b, "cases", s.Cases)
+		b = kv.AppendInt(b, "maxid", s.MaxID)
+		b = kv.AppendInt(b, "total", s.Total)
+		if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
+			b = kv.Append(b, "repair", s.Repair)
+		}
+		for _, t := range s.Sets {
+			b = kv.Append(b, "set", fmt.Sprintf("%s:%d:%d:%s", t.Dir, t.Lanes, t.Cases, t.Table))
+		}
 	}
 	b = kv.Append(b, "by", by)
 	b = kv.AppendInt(b, "first", ci.first)
@@ -216,14 +147,13 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 var errClosed = errors.New("chain closed")
 
 // unmarshal reads a generation's record into s.
-// Over 80 lines: one case per field of the record, in one switch.
+// Over 60 lines: one case per field of the record, in one switch.
 func (s *State) unmarshal(b []byte) error {
 	rest, ok := strings.CutPrefix(string(b), genMagic)
 	if !ok || !strings.HasSuffix(rest, "\n") {
 		return errors.New("not a generation record")
 	}
 	seen := 0
-	s.Lines = -1 // not known unless it says (a repair's rebuilt state)
 	r := kv.NewReader(rest)
 	for r.Next() {
 		if r.Word() {
@@ -243,9 +173,13 @@ func (s *State) unmarshal(b []byte) error {
 			seen++
 		case "simple":
 			s.Simple = r.Bool()
+		case "lane":
+			s.InLane = true
+			s.Lane = r.Atoi()
+		case "block":
+			s.Block = r.Int()
 		case "offset":
 			s.Offset = r.Int()
-			seen++
 		case "line":
 			s.Lines = r.Int()
 		case "tsize":
@@ -266,24 +200,9 @@ func (s *State) unmarshal(b []byte) error {
 			s.Claimed = r.Int()
 		case "repair":
 			s.Repair = r.Value()
-		case "lanes":
-			s.Lanes = r.Atoi()
-		case "lanedir":
-			s.LaneDir = r.Value()
-		case "lane":
-			s.InLane = true
-			s.Lane = r.Atoi()
-		case "block":
-			s.Block = r.Int()
-		case "queue":
-			q, err := parseQueued(r.Value())
-			s.Queue = append(s.Queue, q)
-			if err != nil {
-				r.Fail(err)
-			}
-		case "own":
-			q, err := parseQueued(r.Value())
-			s.Own = q
+		case "set":
+			t, err := parseSet(r.Value())
+			s.Sets = append(s.Sets, t)
 			if err != nil {
 				r.Fail(err)
 			}
@@ -292,52 +211,30 @@ func (s *State) unmarshal(b []byte) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	if seen != 3 || s.Run < 0 || s.Offset < 0 {
-		return errors.New("missing run, table or offset")
+	if seen != 2 || s.Run < 0 {
+		return errors.New("missing run or table")
 	}
-	if s.Lanes > 1 && (s.LaneDir == "" || strings.Contains(s.LaneDir, "/")) || s.InLane && (s.Lane < 0 || s.Block < 0) {
-		return errors.New("bad lanes")
+	if s.InLane && (s.Lane < 0 || s.Block < 0 || s.Offset < 0) {
+		return errors.New("bad lane cursor")
 	}
 	return nil
 }
 
-// append appends q as a queue= field's value.
-func (q Queued) append(b []byte) []byte {
-	fp := q.TFP
-	if fp == "" || strings.ContainsAny(fp, " \n:") {
-		fp = "-"
+// parseSet reads a set= field: DIR:LANES:CASES:TABLE.
+func parseSet(v string) (Set, error) {
+	f := strings.SplitN(v, ":", 4)
+	bad := errors.New("not DIR:LANES:CASES:TABLE")
+	if len(f) != 4 || f[0] == "" || strings.Contains(f[0], "/") || f[3] == "" {
+		return Set{}, bad
 	}
-	b = fmt.Appendf(b, "%s:%d:%d:%d:%d:%s", q.Table, q.Offset, q.Lines, q.TSize, q.TIno, fp)
-	if q.First {
-		b = append(b, ":first"...)
+	t := Set{Dir: f[0], Table: f[3]}
+	var err1, err2 error
+	t.Lanes, err1 = strconv.Atoi(f[1])
+	t.Cases, err2 = strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || t.Lanes < 1 || t.Cases < 0 {
+		return Set{}, bad
 	}
-	return b
-}
-
-// parseQueued reads a queue= field: TABLE:OFFSET:LINES:TSIZE:TINO:TFP,
-// and :first if it is First.
-func parseQueued(v string) (Queued, error) {
-	f := strings.Split(v, ":")
-	first := len(f) == 7 && f[6] == "first"
-	if first {
-		f = f[:6]
-	}
-	if len(f) != 6 || f[0] == "" {
-		return Queued{}, errors.New("not TABLE:OFFSET:LINES:TSIZE:TINO:TFP")
-	}
-	q := Queued{Table: f[0], First: first}
-	var errs [4]error
-	q.Offset, errs[0] = strconv.ParseInt(f[1], 10, 64)
-	q.Lines, errs[1] = strconv.ParseInt(f[2], 10, 64)
-	q.TSize, errs[2] = strconv.ParseInt(f[3], 10, 64)
-	q.TIno, errs[3] = strconv.ParseUint(f[4], 10, 64)
-	if f[5] != "-" {
-		q.TFP = f[5]
-	}
-	if err := errors.Join(errs[:]...); err != nil || q.Offset < 0 || q.TSize < 0 {
-		return Queued{}, errors.New("not TABLE:OFFSET:LINES:TSIZE:TINO:TFP")
-	}
-	return q, nil
+	return t, nil
 }
 
 // Store reads and advances a farm's claim state. It takes no lock: every
@@ -375,13 +272,14 @@ type Store struct {
 	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
 
 	// Lanes (lanes.go).
-	fixed   string   // a lane's store: the directory of its chain (MISC/chain names no lane)
-	lanes   *laneSet // the lanes of the run this store claims in
-	noLanes int      // a run found to have no lanes
-	// firstLooked is when the store last looked at the main chain of a
-	// run with lanes for cases queued ahead of the lanes' (claimWithLanes).
-	firstLooked time.Time
-	fresh       bool // the next update reads its base afresh
+	fixed string // a lane's store: the directory of its chain (MISC/chain names no lane)
+	solo  bool   // a lane's store, of a set of one lane
+	// The sets of the run this store claims in, in order, as the run
+	// record it read last names them; last is the one claimed in last.
+	setsRun     int
+	sets        []*laneSet
+	last        *laneSet
+	firstLooked time.Time // when the store last looked for a set added --first (Claim)
 }
 
 // NewStore returns the claim store of the farm in dir, whose internal state
@@ -412,18 +310,18 @@ func (s *Store) pause(try int) {
 // are added, and so does their cost per case. See CLAIMS.md, "Claims at
 // scale".
 //
-// Off on the main chain by default (Ahead is 1): on the cluster rig's
+// Off in a set of one lane by default (Ahead is 1): on the cluster rig's
 // coherent GlusterFS volume, 4 meta-jobs on 4 nodes claimed 268 and 321
-// claims/s with it, 593 and 643 without (2026-11-25); the model of `make
-// bench-scale` gains from it from 16 claimers on, which is where a run
-// gets lanes (lanes.go): in a lane it is always on. FARM_CLAIM_AHEAD=1
-// turns it on for the main chain too.
+// claims/s with it, 593 and 643 without (2026-11-25, on one chain, as a
+// one-lane set is); the model of `make bench-scale` gains from it from 16
+// claimers on, which is where a run gets several lanes (lanes.go): there
+// it is always on. FARM_CLAIM_AHEAD=1 turns it on for one lane too.
 func (s *Store) Ahead() int {
-	if L := s.lanes; L != nil && L.stores[L.home] != nil {
+	if L := s.last; L != nil && L.stores[L.home] != nil {
 		return L.stores[L.home].Ahead()
 	}
-	if !aheadOn && s.fixed == "" {
-		return 1 // on in lanes, which only runs for many meta-jobs have
+	if !aheadOn && (s.fixed == "" || s.solo) {
+		return 1 // on in a set of several lanes, which only runs for many meta-jobs have
 	}
 	return max(s.ahead, 1)
 }
@@ -459,14 +357,10 @@ func (s *Store) contended(gen int64, lost int) {
 
 // Close releases the store's files.
 func (s *Store) Close() error {
-	if s.lanes != nil {
-		for _, ls := range s.lanes.stores {
-			if ls != nil {
-				ls.Close()
-			}
-		}
-		s.lanes = nil
+	for _, L := range s.sets {
+		L.close()
 	}
+	s.sets, s.last, s.setsRun = nil, nil, 0
 	if s.table != nil {
 		s.table.Close()
 		s.table = nil
@@ -624,29 +518,37 @@ func (s *Store) load(n int64) error {
 // cases (Table names their table).
 func (s *Store) Last() State { return s.cur }
 
-// ClaimedInRun is about how many cases of the run the store claimed in
-// last were claimed as of its last claim, with no I/O: the run's count, on
-// the main chain; in a run with lanes, the count of the lane it claimed in
-// last times the lanes (they go through the table at about one pace). The
-// runtime-aware exit (metajob) tells from it when dt_cutoff is due.
+// ClaimedInRun is about how many cases of the run the store claims in
+// were claimed as of its last claim, with no I/O: the cases of the sets
+// before the one it claimed in last, and in that one the count of the lane
+// it claimed in last times the lanes (they go through the table at about
+// one pace). The runtime-aware exit (metajob) tells from it when
+// dt_cutoff is due.
 func (s *Store) ClaimedInRun() int64 {
-	if L := s.lanes; L != nil && L.stores[L.home] != nil {
-		return L.stores[L.home].cur.Claimed * int64(L.x.lanes)
+	var n int64
+	for _, L := range s.sets {
+		if L == s.last {
+			if ls := L.stores[L.home]; ls != nil {
+				n += ls.cur.Claimed * int64(L.x.lanes)
+			}
+			break
+		}
+		n += L.set.Cases
 	}
-	return s.cur.Claimed
+	return n
 }
 
-// Read returns the current state. It takes no lock and never waits for
-// another process.
-// In a run with lanes, its Claimed is that of every lane together.
+// Read returns the current state (the run record). It takes no lock and
+// never waits for another process. Its Claimed is that of every lane of
+// the run's sets together.
 func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
 	}
-	if s.cur.Lanes > 1 && s.fixed == "" {
-		return s.readLanes(s.cur)
+	if s.fixed != "" {
+		return s.cur, nil
 	}
-	return s.cur, nil
+	return s.readLanes(s.cur)
 }
 
 // Update runs fn on the current state and commits the result as the next
@@ -677,8 +579,7 @@ func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*St
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
-	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0 || s.fresh
-	s.fresh = false
+	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0
 	reopened := false   // the chain was looked up again after damage
 	lost := 0           // attempts lost to other processes
 	var tried time.Time // this attempt's start: its reading of the base, then its commit
@@ -937,211 +838,44 @@ func (s *Store) Moved() bool {
 }
 
 // Claim hands out up to most consecutive unclaimed cases of run, in one
-// commit, or none when the run has none left (or a newer run has started).
-// A claim that finds nothing to hand out commits nothing: the end of a run
-// costs each meta-job a reading, not a generation won in turn. most
-// below 1 (FirstBatch) lets the store size a meta-job's first claim: one
-// case, or in a run with lanes a fair first share of the lane.
+// commit on one lane, or none when the run has none left (or a newer run
+// has started). The cases come from the run's first set (in the run
+// record's order) that the store does not know to be used up. A claim
+// that finds nothing to hand out commits nothing: the end of a run costs
+// each meta-job a reading, not a generation won in turn. most below 1
+// (FirstBatch) lets the store size a meta-job's first claim.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
 	s.checked = tableID{} // the table is checked once a claim
-	if err := s.findLanes(ctx, run); err != nil {
-		return nil, err
-	}
-	if s.lanes != nil {
-		return s.claimWithLanes(ctx, run, most)
-	}
-	cases, hasLanes, err := s.claimMain(ctx, run, most, mainAll, "")
-	if err != nil || !hasLanes {
-		return cases, err
-	}
-	// The run has lanes after all: claim there.
-	s.noLanes = 0
-	if err := s.findLanes(ctx, run); err != nil {
-		return nil, err
-	}
-	if s.lanes != nil {
-		return s.claimWithLanes(ctx, run, most)
-	}
-	return nil, nil
-}
-
-// firstLook is how often a claimer in lanes looks at the main chain for
-// cases 'farm add --first' queued ahead of the lanes' (one lookup).
-const firstLook = time.Second
-
-// claimWithLanes is Claim in a run with lanes: first what 'farm add
-// --first' queued ahead of the run's cases, if the store knows of some or
-// the main chain moved since it last looked (a lookup at most once a
-// firstLook); then the lanes; once
-// they are used up, what 'farm add' queued after them. Both queues are on
-// the main chain, which claims in lanes leave alone: one lookup tells
-// whether anything was committed there since the store read it.
-func (s *Store) claimWithLanes(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	laneTable := s.lanes.main.OwnTable().Table
-	if mutated("lanes-own-table") {
-		laneTable = s.lanes.main.Table
-	}
+	// A set 'farm add --first' put ahead of the others: looked for at
+	// most once a firstLook (one lookup of the main chain).
 	look := false
 	if now := s.fs.Now(); now.Sub(s.firstLooked) >= firstLook {
 		s.firstLooked, look = now, true
 	}
-	if s.cur.firstAhead(laneTable) || look && s.Moved() {
-		cases, _, err := s.claimMain(ctx, run, most, mainFirst, laneTable)
-		if err != nil || len(cases) > 0 {
-			return cases, err
-		}
+	if err := s.findSets(ctx, run, look && s.setsRun == run && s.Moved()); err != nil {
+		return nil, err
 	}
-	cases, err := s.claimLanes(ctx, run, most)
-	if err != nil || len(cases) > 0 {
-		return cases, err
-	}
-	if len(s.cur.Queue) == 0 && !s.cur.firstAhead(laneTable) && !s.Moved() {
-		return nil, nil
-	}
-	cases, _, err = s.claimMain(ctx, run, most, mainQueued, laneTable)
-	return cases, err
-}
-
-// mainMode is what a claim on the main chain may take.
-type mainMode int
-
-const (
-	mainAll    mainMode = iota // a run without lanes: everything, in order
-	mainFirst                  // a run with lanes: only tables queued ahead of the lanes' (--first)
-	mainQueued                 // a run with lanes whose lanes are used up: every queued table
-)
-
-// firstAhead reports whether st, the main chain's state of a run whose
-// lanes claim laneTable, has cases queued ahead of the lanes' (by 'farm
-// add --first'): its cursor's table, or a queued one marked First.
-func (st *State) firstAhead(laneTable string) bool {
-	if st.Table != laneTable && !st.read() {
-		return true
-	}
-	return len(st.Queue) > 0 && st.Queue[0].First
-}
-
-// toQueued moves st's cursor, in a run with lanes whose lanes claim
-// laneTable, to a table of mode's to claim from, never to laneTable (the
-// lanes hold it, whatever the main chain's cursor says of it); false if
-// there is none.
-func (st *State) toQueued(laneTable string, mode mainMode) bool {
-	for st.Table == laneTable || st.read() {
-		if len(st.Queue) == 0 || mode == mainFirst && !st.Queue[0].First {
-			return false
-		}
-		st.setCursor(st.Queue[0])
-		st.Queue = st.Queue[1:]
-	}
-	return true
-}
-
-// claimMain is a claim committed on the main chain: of everything in a run
-// without lanes (reporting hasLanes if the run has lanes after all), of
-// the queued tables mode allows in a run with lanes.
-func (s *Store) claimMain(ctx context.Context, run, most int, mode mainMode, laneTable string) (_ []tablefmt.Case, hasLanes bool, _ error) {
-	most = max(most, 1)
-	// In a run with lanes the store's claims commit in the lanes: what
-	// it knows of the main chain may be old.
-	s.fresh = mode != mainAll && !mutated("stale-main-base-first-twice")
-	var cases []tablefmt.Case
-	_, err := s.update(ctx, func(st *State) error {
-		cases, hasLanes = cases[:0], false
-		if st.Run == 0 {
-			if run >= 1 && !mutated("no-state-ends-claims") {
-				// Run run was started, so the state exists: a
-				// network filesystem's passing ENOENT (GlusterFS's,
-				// while a brick is down) for MISC/chain. Retried;
-				// given up on only after s.Retry.
-				return fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
-			}
-			return ErrNoState
-		}
-		if st.Run == run && st.Lanes > 1 {
-			if mode == mainAll {
-				// The run's claims are in its lanes, never on this
-				// chain (whose cursor a run with lanes leaves at the
-				// end).
-				hasLanes = true
-				return errNoCommit
-			}
-			if !st.toQueued(laneTable, mode) {
-				return errNoCommit
+	for again := false; ; again = true {
+		for _, L := range s.sets {
+			cases, err := s.claimLanes(ctx, L, run, most)
+			if err != nil || len(cases) > 0 {
+				return cases, err
 			}
 		}
-		if st.Run != run {
-			return errNoCommit
+		// Every set it knows is used up: 'farm add' may have given the
+		// run another since the store read the run record (one lookup).
+		if again || len(s.sets) == 0 || !s.Moved() {
+			return nil, nil
 		}
-		if !st.nextQueued() {
-			return errNoCommit // every line read: whatever the table is now
+		if err := s.findSets(ctx, run, true); err != nil {
+			return nil, err
 		}
-		var err error
-		cases, err = s.readBatch(st, most, cases)
-		return err
-	}, claimInfo(&cases))
-	if err != nil {
-		return nil, false, err
 	}
-	return cases, hasLanes, nil
 }
 
-// readBatch reads up to most cases of st's cursor's table into cases and
-// moves the cursor past them: a claim's new state; errNoCommit if there
-// is nothing to move past.
-func (s *Store) readBatch(st *State, most int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
-	if err := s.checkTable(st); err != nil {
-		return cases, err
-	}
-	// The cursor must be at the start of a line: if the byte
-	// before it is not a newline, the table is not the one the
-	// cursor was computed in, whatever its size and inode say.
-	if ok, err := s.startsLine(st.Offset); err != nil {
-		return cases, err
-	} else if !ok {
-		return cases, &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
-	}
-	// Near the end of the run, leave some for the others (share).
-	lim := most
-	if st.Cases > 0 {
-		lim = s.share(most, st.Cases-st.Claimed)
-	}
-	off, lines := st.Offset, int64(0) // lines read in this claim
-	for len(cases) < lim {
-		c, next, n, ok, err := s.readCase(st, off)
-		off = next
-		lines += n
-		if err != nil {
-			return cases, err
-		}
-		if !ok {
-			break
-		}
-		c.Line = lines // for now, relative to st.Offset
-		cases = append(cases, c)
-	}
-	if st.Lines < 0 && len(cases) > 0 {
-		n, err := countLines(s.table, st.Offset)
-		if err != nil {
-			return cases, err
-		}
-		st.Lines = n
-	}
-	if st.Lines >= 0 {
-		for i := range cases {
-			cases[i].Line += st.Lines
-		}
-		st.Lines += lines
-	}
-	for i := range cases {
-		cases[i].Table = st.Table
-	}
-	if len(cases) == 0 && off == st.Offset {
-		return cases, errNoCommit
-	}
-	st.Offset = off
-	st.Claimed += int64(len(cases))
-	return cases, nil
-}
+// firstLook is how often a claimer looks at the main chain for a set
+// 'farm add --first' put ahead of the others (one lookup).
+const firstLook = time.Second
 
 // claimInfo says what a claim commits, for the record: the cases in
 // *cases when the commit is made.

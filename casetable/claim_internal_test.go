@@ -111,11 +111,10 @@ func chainOf(t *testing.T, gens int) *chain {
 // TestGenerationRecord: a generation's record, as written (the format of
 // claim states on disk; internal/kv writes it), and read back whole.
 func TestGenerationRecord(t *testing.T) {
-	st := State{Run: 3, Table: "MISC/table.run3.7.ab", Simple: false, Offset: 4096, Lines: 120, TSize: 9000, TIno: 77, TFP: "f00d",
-		Cases: 300, MaxID: 310, Total: 310, Claimed: 100, Repair: "r1", Lanes: 4, LaneDir: "lanes.3.cafe",
-		Queue: []Queued{{Table: "MISC/table.run3.add.x", Offset: 5, Lines: 1, TSize: 50, TIno: 8, TFP: "-", First: true}}}
-	b := st.marshal(nil, 12, commitInfo{by: "job7", first: 201, n: 5, nonce: "n0"})
-	want := "farm-gen v1 gen=12 run=3 table=MISC/table.run3.7.ab simple=false offset=4096 line=120 tsize=9000 tino=77 tfp=f00d cases=300 maxid=310 total=310 claimed=100 repair=r1 lanes=4 lanedir=lanes.3.cafe queue=MISC/table.run3.add.x:5:1:50:8:-:first by=job7 first=201 n=5 nonce=n0\n"
+	st := State{Run: 3, Table: "MISC/table.run3.7.ab", Cases: 300, MaxID: 310, Total: 310, Repair: "r1",
+		Sets: []Set{{Dir: "lanes.3.beef", Lanes: 1, Cases: 10, Table: "MISC/table.run3.add.x"}, {Dir: "lanes.3.cafe", Lanes: 4, Cases: 290, Table: "MISC/table.run3.7.ab"}}}
+	b := st.marshal(nil, 12, commitInfo{by: "farm-add", nonce: "n0"})
+	want := "farm-gen v1 gen=12 run=3 table=MISC/table.run3.7.ab simple=false cases=300 maxid=310 total=310 repair=r1 set=lanes.3.beef:1:10:MISC/table.run3.add.x set=lanes.3.cafe:4:290:MISC/table.run3.7.ab by=farm-add first=0 n=0 nonce=n0\n"
 	if string(b) != want {
 		t.Fatalf("wrote\n%q\nwant\n%q", b, want)
 	}
@@ -124,9 +123,23 @@ func TestGenerationRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Gen = 12
-	st.Queue[0].TFP = ""
 	if diff := cmp.Diff(st, back); diff != "" {
 		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+	// A lane's cursor.
+	lc := State{Run: 3, Table: "MISC/table.run3.7.ab", InLane: true, Lane: 2, Block: 6, Offset: 4096, Lines: 120, TSize: 9000, TIno: 77, TFP: "f00d", Cases: 80, Claimed: 20}
+	b = lc.marshal(nil, 5, commitInfo{by: "job7", first: 201, n: 5, nonce: "n1"})
+	want = "farm-gen v1 gen=5 run=3 table=MISC/table.run3.7.ab lane=2 block=6 offset=4096 line=120 tsize=9000 tino=77 tfp=f00d cases=80 claimed=20 by=job7 first=201 n=5 nonce=n1\n"
+	if string(b) != want {
+		t.Fatalf("wrote\n%q\nwant\n%q", b, want)
+	}
+	back = State{}
+	if err := back.unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	lc.Gen = 5
+	if diff := cmp.Diff(lc, back); diff != "" {
+		t.Errorf("a lane's cursor read back (-want +got):\n%s", diff)
 	}
 	if err := back.unmarshal([]byte(genMagic + "gen=1 run=1 table=t offset=zz\n")); err == nil || !strings.Contains(err.Error(), `bad field "offset=zz"`) {
 		t.Errorf("a bad offset: %v", err)

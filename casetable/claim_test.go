@@ -147,14 +147,7 @@ func newFarmAt(t testing.TB, dir string, n int) string {
 	// not slow down the claims a benchmark measures.
 	fh.Sync()
 	fh.Close()
-	st := NewStore(dir, filepath.Join(dir, "MISC"))
-	defer st.Close()
-	if err := st.Update(context.Background(), func(s *State) error {
-		s.Run, s.Table = 1, "table.dat"
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startLaneRun(t, dir, 1, 1)
 	return dir
 }
 
@@ -379,10 +372,7 @@ func TestStalledClaimerBehindBuriedGenerations(t *testing.T) {
 	}
 	checkClaimedOnce(t, n, outs)
 	// The early generations are buried: one inode (the tomb) between them.
-	ch, err := openChain(vfs.OS{}, filepath.Join(dir, "MISC"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := laneChain(t, dir, 0)
 	if _, err := ch.read(5); err != errBuried {
 		t.Errorf("generation 5 of %d: %v, want it buried", n, err)
 	}
@@ -410,7 +400,7 @@ func TestClaimSkipsToNextRunAndEnds(t *testing.T) {
 		t.Errorf("claimed %v", ids)
 	}
 	// A meta-job of an old run gets nothing once a new run started.
-	st.Update(ctx, func(s *State) error { s.Run, s.Offset, s.Claimed = 2, 0, 0; return nil })
+	startLaneRun(t, dir, 2, 1)
 	if cases, err := st.Claim(ctx, 1, 1); len(cases) > 0 || err != nil {
 		t.Errorf("old run claimed: %v err=%v", cases, err)
 	}
@@ -459,19 +449,22 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			// The old store, which knows the chain, cannot go on either
 			// once a repair made a new one (or its chain is damaged).
 			rep := NewStore(dir, misc)
-			if err := rep.Repair(ctx, State{Run: 1, Table: "table.dat", Offset: 0, Cases: 10, Claimed: 0}); err != nil {
+			if err := rep.Repair(ctx, State{Run: 1, Table: "table.dat", Cases: 10}); err != nil {
 				t.Fatalf("repair: %v", err)
 			}
 			s, err := NewStore(dir, misc).Read(ctx)
-			if err != nil || s.Run != 1 || s.Claimed != 0 {
-				t.Fatalf("after repair: %+v %v", s, err)
+			if err != nil || s.Run != 1 || s.Claimed != 10 || len(s.Sets) != 0 {
+				t.Fatalf("after repair: %+v %v; want run 1 closed", s, err)
 			}
 			cases, err := st.Claim(ctx, 1, 20)
 			if err != nil {
 				t.Fatalf("claim after repair: %v", err)
 			}
-			if len(cases) == 0 || cases[0].ID != 1 {
-				t.Errorf("claim after repair got %v, want from case 1 (the repaired state)", cases)
+			if len(cases) != 0 {
+				t.Errorf("claim after repair got %v, want none (the repair closed the run)", cases)
+			}
+			if cases, err := NewStore(dir, misc).Claim(ctx, 1, 20); err != nil || len(cases) != 0 {
+				t.Errorf("a new store's claim after repair: %v, %v; want none", cases, err)
 			}
 		})
 	}
@@ -504,3 +497,17 @@ func benchmarkClaim(b *testing.B, n int) {
 
 func BenchmarkClaim1e3(b *testing.B) { benchmarkClaim(b, 1000) }
 func BenchmarkClaim1e7(b *testing.B) { benchmarkClaim(b, 10_000_000) }
+
+// laneChain opens the chain of lane l of the current run's first set.
+func laneChain(t testing.TB, dir string, l int) *chain {
+	t.Helper()
+	misc := filepath.Join(dir, "MISC")
+	s := NewStore(dir, misc)
+	defer s.Close()
+	if err := s.refresh(); err != nil || len(s.cur.Sets) == 0 {
+		t.Fatalf("the run record: %+v, %v", s.cur, err)
+	}
+	c := newChain(vfs.OS{}, filepath.Join(misc, s.cur.Sets[0].Dir, strconv.Itoa(l)))
+	t.Cleanup(c.close)
+	return c
+}

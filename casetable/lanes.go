@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,17 +22,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lanes: a run's claims spread over several chains (CLAIMS.md, "Lanes").
+// Lanes: where a run's claims are made (CLAIMS.md, "Lanes").
 //
 // One chain commits one generation at a time, whoever asks: with a
-// thousand meta-jobs it is the bottleneck however cheap a commit is. A run
-// started for many meta-jobs therefore has S lanes: its table is cut into
-// blocks of B consecutive cases, and lane ℓ owns blocks ℓ, ℓ+S, ℓ+2S, …,
-// so that the lanes together go through the table close to its order.
-// Each lane is a chain of generations of its own (chain.go, unchanged),
-// whose state is a cursor in the lane's current block; a claim commits on
-// one lane only. The main chain names the lanes (State.Lanes, LaneDir),
-// and changes only when a run starts or a repair rebuilds the state.
+// thousand meta-jobs it is the bottleneck however cheap a commit is. A
+// run's table is therefore claimed through a set of S lanes: the table is
+// cut into blocks of B consecutive cases, and lane ℓ owns blocks ℓ, ℓ+S,
+// ℓ+2S, …, so that the lanes together go through the table close to its
+// order. Each lane is a chain of generations of its own (chain.go), whose
+// state is a cursor in the lane's current block; a claim commits on one
+// lane only. A run for fewer than 16 meta-jobs gets one lane, whose one
+// block is the table (its index needs no reading of the table). The main
+// chain holds the run record: the run's sets in claim order — its own
+// table's, and one per 'farm add' (appended, or first with --first) — and
+// changes only when a command starts, adds to, closes or repairs a run.
 //
 //	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C [jobs=N]",
 //	                          then per block the byte offset of its first case and the lines before it
@@ -40,12 +44,12 @@ import (
 //	MISC/lanes.R.NONCE/end    made by a claimer that found every lane exhausted: the others need not look
 //
 // Every invariant of the chain holds per lane, and a case belongs to one
-// lane's blocks only: no case is claimed twice in a run. A run's lanes are
-// made whole (index, then every lane's generation 0) before the main
-// chain's commit names them, and are closed (a closing generation on each,
-// closeChain) before a new run or a repair commits on the main chain: a
-// claimer however stalled cannot claim in a run after the next one
-// started.
+// lane's blocks only: no case is claimed twice in a run. A set is made
+// whole (index, then every lane's generation 0) before the main chain's
+// commit names it, and every set of a run is closed (a closing generation
+// on each lane, closeChain) before a new run or a repair commits on the
+// main chain: a claimer however stalled cannot claim in a run after the
+// next one started.
 
 // lanesMagic starts a lane index.
 const lanesMagic = "farm-lanes v1 "
@@ -56,16 +60,16 @@ const MaxLanes = 64
 // jobsPerLane is how many meta-jobs share a lane by default.
 const jobsPerLane = 32
 
-// minLaneJobs is the fewest meta-jobs a run gets lanes for. Below, the
-// main chain costs a claim 7 calls alone and about 12 with 8 to 16
+// minLaneJobs is the fewest meta-jobs a run gets several lanes for.
+// Below, one chain costs a claim 7 calls alone and about 12 with 8 to 16
 // claimers (each claim a read of the newest generation and a commit); from
 // 16 on its claimers lose commits to each other and a claim costs 20 to
 // 40 calls, where 2 lanes with Store.Ahead cost 4 to 6 (make bench-scale,
 // BENCHMARKS.md).
 const minLaneJobs = 16
 
-// LanesFor is how many lanes a run started for jobs meta-jobs gets: none
-// (1) under 16, 2 from 16 to 95, then one per 32 (at most MaxLanes).
+// LanesFor is how many lanes a run started for jobs meta-jobs gets: 1
+// under 16, 2 from 16 to 95, then one per 32 (at most MaxLanes).
 // FARM_CLAIM_LANES, a number, overrides it (tests, benchmarks).
 func LanesFor(jobs int) int {
 	if v, err := strconv.Atoi(os.Getenv("FARM_CLAIM_LANES")); err == nil && v >= 1 {
@@ -111,8 +115,8 @@ func (x *laneIndex) laneCases(l int) int64 {
 }
 
 // FirstBatch, as Claim's most, asks for a meta-job's first claim of a run:
-// one case on the main chain; in a run with lanes, a fair first share of
-// the lane (firstShare), so that the meta-jobs of a lane, which all start
+// one case in a set of one lane; in a set of several, a fair first share
+// of the lane (firstShare), so that the meta-jobs of a lane, which all start
 // at once, do not each make a generation for one case, then two, then
 // four … before their batches reach a second's work: on the cluster rig
 // that start-up herd was most of the wall of short runs of 128 meta-jobs
@@ -130,6 +134,9 @@ const maxFirstShare = 16
 // half a fair share each, take at most half of the lane; the claims that
 // follow are sized by the cases' pace.
 func (x *laneIndex) firstShare(l int) int {
+	if x.lanes == 1 {
+		return 1 // a run for fewer than 16 meta-jobs: their cases may be long
+	}
 	per := int64(jobsPerLane)
 	if x.jobs > 0 {
 		per = int64(x.jobs / x.lanes)
@@ -288,7 +295,7 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if x.lanes < 2 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
+	if x.lanes < 1 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
 	x.nblocks = blocks
@@ -320,98 +327,98 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	return x, nil
 }
 
-// MakeLanes makes the lanes of the run st (its Run, Table, TSize, TIno
-// and TFP set) in the farm dir whose MISC is misc: lanes chains
-// and the block index, each lane's generation 0 at the start of its first
-// block. It returns st with Lanes and LaneDir set, for the caller to commit
-// on the main chain; nobody knows the lanes before that commit. A table
-// with fewer blocks than lanes gets fewer lanes (none: st as it was).
-// jobs is the meta-jobs the run is started for (0: not known), which sizes
-// their first claims (FirstBatch).
-func MakeLanes(dir, misc string, st State, lanes, jobs int) (State, error) {
-	return makeLanes(defaultFS, dir, misc, st, lanes, jobs)
-}
-
-// makeLanes is MakeLanes on fsys.
-func makeLanes(fsys vfs.FS, dir, misc string, st State, lanes, jobs int) (State, error) {
-	if lanes < 2 || st.Simple || st.TSize <= 0 {
-		return st, nil
+// makeSet makes a set of lanes (at most lanes) for run over table, of
+// cases cases, whose identity t holds (its TSize, TIno and TFP), in the
+// farm dir whose MISC is misc: the block index and each lane's generation
+// 0 at the start of its first block. It returns the set for the caller to
+// commit on the main chain; nobody knows it before that commit. A table
+// with fewer blocks than lanes gets fewer lanes; one lane's index is one
+// block, written without reading the table. jobs is the meta-jobs the run
+// is started for (0: not known), which sizes their first claims
+// (FirstBatch).
+func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
+	x := &laneIndex{lanes: 1, block: max(cases, 1), cases: cases}
+	if cases > 0 {
+		x.starts, x.lines, x.nblocks = []int64{0}, []int64{0}, 1
 	}
-	x, err := buildIndex(fsys, filepath.Join(dir, st.Table), lanes, st.TSize)
-	if err != nil {
-		return st, passing(fsys, filepath.Join(dir, st.Table), err)
+	if lanes > 1 && t.TSize > 0 {
+		var err error
+		if x, err = buildIndex(fsys, filepath.Join(dir, t.Table), lanes, t.TSize); err != nil {
+			return Set{}, passing(fsys, filepath.Join(dir, t.Table), err)
+		}
+		x.lanes = int(max(min(int64(lanes), x.blocks()), 1))
 	}
-	if x.blocks() < 2 {
-		return st, nil
-	}
-	x.lanes = int(min(int64(lanes), x.blocks()))
 	x.jobs = max(jobs, 0)
-	name := fmt.Sprintf("lanes.%d.%s", st.Run, newNonce(fsys))
+	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))
 	ldir := filepath.Join(misc, name)
 	// Its name is new (a nonce): EEXIST is our own mkdir, its reply lost
 	// and its request retried; so for the lanes' directories in it.
 	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
-		return st, passing(fsys, misc, err)
+		return Set{}, passing(fsys, misc, err)
 	}
-	fail := func(err error) (State, error) {
+	fail := func(err error) (Set, error) {
 		vfs.RemoveAll(fsys, ldir) // nobody knows it yet
-		return st, passing(fsys, misc, err)
+		return Set{}, passing(fsys, misc, err)
 	}
 	if err := vfs.WriteAtomic(fsys, filepath.Join(ldir, "index"), 0o644, x.marshal()); err != nil {
 		return fail(err)
 	}
 	for l := 0; l < x.lanes; l++ {
-		c := newChain(fsys, filepath.Join(ldir, strconv.Itoa(l)))
-		if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
-			return fail(err)
-		}
-		ls := State{Run: st.Run, Table: st.Table, Offset: x.starts[l], Lines: x.lines[l],
-			TSize: st.TSize, TIno: st.TIno, TFP: st.TFP, Cases: x.laneCases(l),
+		ls := State{Run: run, Table: t.Table, TSize: t.TSize, TIno: t.TIno, TFP: t.TFP, Cases: x.laneCases(l),
 			InLane: true, Lane: l, Block: int64(l)}
-		nonce := newNonce(fsys)
-		won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
-		c.close()
-		if err == nil && !won {
-			// Nobody else knows the new lane: its slot 0 answered EEXIST
-			// to our own mknod, a retried request whose first made it
-			// (a lost reply). Made afresh, under another name.
-			err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
-			if !mutated("lane-gen0-eexist-fatal") {
-				err = fsretry.Transient(err)
-			}
+		if int64(l) < x.blocks() {
+			ls.Offset, ls.Lines = x.starts[l], x.lines[l]
 		}
-		if err != nil {
+		if err := makeLane(fsys, filepath.Join(ldir, strconv.Itoa(l)), ls); err != nil {
 			return fail(err)
 		}
 	}
-	st.Lanes, st.LaneDir = x.lanes, name
-	return st, nil
+	return Set{Dir: name, Lanes: x.lanes, Cases: cases, Table: t.Table}, nil
 }
 
-// RemoveLanes removes lanes that MakeLanes made for a run that did not
-// start (its commit on the main chain lost): nobody knows them.
-func RemoveLanes(misc string, st State) { removeLanes(defaultFS, misc, st) }
+// makeLane makes a new lane's chain in dir, its generation 0 ls.
+func makeLane(fsys vfs.FS, dir string, ls State) error {
+	c := newChain(fsys, dir)
+	defer c.close()
+	if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+		return err
+	}
+	nonce := newNonce(fsys)
+	won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
+	if err == nil && !won {
+		// Nobody else knows the new lane: its slot 0 answered EEXIST
+		// to our own mknod, a retried request whose first made it
+		// (a lost reply). Made afresh, under another name.
+		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
+		if !mutated("lane-gen0-eexist-fatal") {
+			err = fsretry.Transient(err)
+		}
+	}
+	return err
+}
 
-// removeLanes is RemoveLanes on fsys.
-func removeLanes(fsys vfs.FS, misc string, st State) {
-	if st.Lanes > 1 && st.LaneDir != "" && !strings.Contains(st.LaneDir, "/") {
-		vfs.RemoveAll(fsys, filepath.Join(misc, st.LaneDir))
+// removeSets removes sets made for a change of the run record that did
+// not commit (its commit lost): nobody knows them.
+func removeSets(fsys vfs.FS, misc string, sets []Set) {
+	for _, t := range sets {
+		if t.Dir != "" && !strings.Contains(t.Dir, "/") {
+			vfs.RemoveAll(fsys, filepath.Join(misc, t.Dir))
+		}
 	}
 }
 
-// CloseLanes closes every lane of the run st (read from the main chain):
-// after it, no process can claim in them, however long it stalled. A new
-// run's start and a repair close the current run's lanes before their
-// commit on the main chain.
-func (s *Store) CloseLanes(ctx context.Context, st State) error {
-	if st.Lanes < 2 || st.LaneDir == "" {
-		return nil
-	}
+// closeSets closes every lane of every set of the run st (read from the
+// main chain): after it, no process can claim in them, however long it
+// stalled. A new run's start, a close and a repair close the current
+// run's sets before their commit on the main chain.
+func (s *Store) closeSets(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	for l := 0; l < st.Lanes; l++ {
-		dir := filepath.Join(s.misc, st.LaneDir, strconv.Itoa(l))
-		if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
-			return fmt.Errorf("closing lane %d of run %d: %w", l, st.Run, err)
+	for _, t := range st.Sets {
+		for l := 0; l < t.Lanes; l++ {
+			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
+			if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
+				return fmt.Errorf("closing lane %d of run %d's set %s: %w", l, st.Run, t.Dir, err)
+			}
 		}
 	}
 	return nil
@@ -467,10 +474,9 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 	return nil
 }
 
-// laneSet is what a claiming store knows of its run's lanes.
+// laneSet is what a claiming store knows of one set of its run's lanes.
 type laneSet struct {
-	run       int
-	main      State // the main chain's state that named them
+	set       Set
 	dir       string
 	x         *laneIndex
 	stores    []*Store // per lane, opened when first claimed in
@@ -479,10 +485,20 @@ type laneSet struct {
 	end       bool     // every lane is exhausted
 }
 
-// openLanes reads the lane index of the run st names; only its first
-// line, if head (what Read needs).
-func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
-	dir := filepath.Join(s.misc, st.LaneDir)
+// close releases the lanes' stores.
+func (L *laneSet) close() {
+	for l, ls := range L.stores {
+		if ls != nil {
+			ls.Close()
+			L.stores[l] = nil
+		}
+	}
+}
+
+// openSet reads the lane index of the set t of run; only its first line,
+// if head (what Read needs).
+func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
+	dir := filepath.Join(s.misc, t.Dir)
 	var b []byte
 	var err error
 	if head {
@@ -494,25 +510,21 @@ func (s *Store) openLanes(st State, head bool) (*laneSet, error) {
 		// Believed only if the lanes' directory is gone too (a network
 		// filesystem's passing ENOENT is retried, as on the chain).
 		if gone(s.fs, dir) {
-			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", st.Run)}
+			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", run)}
 		}
 		return nil, fsretry.Transient(err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	size := st.OwnTable().TSize
-	if mutated("lanes-own-table") {
-		size = st.TSize
-	}
-	x, err := parseIndex(b, size, head) // the cursor may be in a table farm add queued
+	x, err := parseIndex(b, 0, head)
 	if err != nil {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
 	}
-	if x.lanes != st.Lanes {
-		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, st.Lanes)}
+	if x.lanes != t.Lanes {
+		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)}
 	}
-	L := &laneSet{run: st.Run, main: st, dir: dir, x: x, stores: make([]*Store, x.lanes), exhausted: make([]bool, x.lanes)}
+	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*Store, x.lanes), exhausted: make([]bool, x.lanes)}
 	L.home = homeLane(s.fs, s.Job, x.lanes)
 	return L, nil
 }
@@ -552,30 +564,28 @@ func homeLane(fsys vfs.FS, job string, lanes int) int {
 	return int(h.Sum32() % uint32(lanes))
 }
 
-// lane returns the store of lane l.
-func (s *Store) lane(l int) *Store {
-	L := s.lanes
+// lane returns the store of lane l of the set L.
+func (s *Store) lane(L *laneSet, l int) *Store {
 	if L.stores[l] == nil {
 		ls := NewStoreOn(s.fs, s.Dir, s.misc)
 		ls.Job, ls.Retry, ls.Log = s.Job, s.Retry, s.Log
-		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+		ls.fixed, ls.solo = filepath.Join(L.dir, strconv.Itoa(l)), L.x.lanes == 1
 		L.stores[l] = ls
 	}
 	return L.stores[l]
 }
 
-// pick is the lane to claim in: the home lane while it has cases, else one
-// chosen at random among those not known to be exhausted; -1 if none is
-// left, or if the end mark says so.
-func (s *Store) pick() int {
-	L := s.lanes
+// pick is the lane of the set L to claim in: the home lane while it has
+// cases, else one chosen at random among those not known to be exhausted;
+// -1 if none is left, or if the end mark says so.
+func (s *Store) pick(L *laneSet) int {
 	if L.end {
 		return -1
 	}
 	if !L.exhausted[L.home] {
 		return L.home
 	}
-	// One lookup before each move to another lane: at the end of a run,
+	// One lookup before each move to another lane: at the end of a set,
 	// most claimers learn so, instead of reading lanes one by one.
 	if _, err := vfs.Stat(s.fs, filepath.Join(L.dir, "end")); err == nil {
 		L.end = true
@@ -584,11 +594,13 @@ func (s *Store) pick() int {
 	// Then the lanes' exhausted marks, in one listing: a claimer moves
 	// only to a lane nobody has found exhausted (a listing that fails
 	// only costs the readings of the lanes it would have spared).
-	if names, err := vfs.ReadDirNames(s.fs, L.dir); err == nil {
-		for _, n := range names {
-			if v, ok := strings.CutPrefix(n, "x."); ok {
-				if l, err := strconv.Atoi(v); err == nil && l >= 0 && l < len(L.exhausted) {
-					L.exhausted[l] = true
+	if L.x.lanes > 1 {
+		if names, err := vfs.ReadDirNames(s.fs, L.dir); err == nil {
+			for _, n := range names {
+				if v, ok := strings.CutPrefix(n, "x."); ok {
+					if l, err := strconv.Atoi(v); err == nil && l >= 0 && l < len(L.exhausted) {
+						L.exhausted[l] = true
+					}
 				}
 			}
 		}
@@ -606,6 +618,7 @@ func (s *Store) pick() int {
 		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "end"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
 			f.Close()
 		}
+		L.close() // its lanes are exhausted: their descriptors go
 		return -1
 	}
 	if ls := L.stores[L.home]; ls != nil {
@@ -616,48 +629,88 @@ func (s *Store) pick() int {
 	return L.home
 }
 
-// findLanes learns whether run has lanes, from the main chain (once per
-// run and store).
-func (s *Store) findLanes(ctx context.Context, run int) error {
-	if s.lanes != nil && s.lanes.run == run || s.noLanes == run {
+// findSets reads the run record from the main chain and opens the sets of
+// run it names (once per run and store, or again if again), keeping what
+// the store knows of the sets it had open. A record of another run leaves
+// the store no set: nothing to claim in run.
+func (s *Store) findSets(ctx context.Context, run int, again bool) error {
+	if s.setsRun == run && !again {
 		return nil
 	}
-	s.lanes = nil
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
 		err := s.readBase()
-		if err == nil && s.cur.Run == run && s.cur.Lanes > 1 {
-			var L *laneSet
-			if L, err = s.openLanes(s.cur, false); err == nil {
-				s.lanes = L
-				return nil
+		if err == nil && s.cur.Run == 0 {
+			if run < 1 || mutated("no-state-ends-claims") {
+				return ErrNoState
 			}
+			// Run run was started, so the state exists: a network
+			// filesystem's passing ENOENT (GlusterFS's, while a brick
+			// is down) for MISC/chain. Retried; given up on only after
+			// s.Retry.
+			err = fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
 		} else if err == nil {
-			if s.cur.Run == run {
-				s.noLanes = run // else (another run, or a stale reading) the claim decides
-			}
-			return nil
+			err = s.openSets(run)
 		}
-		if !r.Again(ctx, err) {
+		if err == nil || !r.Again(ctx, err) {
 			return err
 		}
 	}
 }
 
-// claimLanes is Claim for a run with lanes.
-func (s *Store) claimLanes(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	L := s.lanes
+// openSets makes the sets of the run record just read the store's, if it
+// is of run (none otherwise), reusing those it has open.
+func (s *Store) openSets(run int) error {
+	var sets []*laneSet
+	if s.cur.Run == run {
+		for _, t := range s.cur.Sets {
+			if i := slices.IndexFunc(s.sets, func(L *laneSet) bool { return L.set == t }); i >= 0 {
+				sets = append(sets, s.sets[i])
+				continue
+			}
+			L, err := s.openSet(run, t, false)
+			if err != nil {
+				for _, L := range sets {
+					if !slices.Contains(s.sets, L) {
+						L.close()
+					}
+				}
+				return err
+			}
+			sets = append(sets, L)
+		}
+	}
+	for _, L := range s.sets {
+		if !slices.Contains(sets, L) {
+			L.close()
+		}
+	}
+	if !slices.Contains(sets, s.last) {
+		s.last = nil
+	}
+	s.sets = sets
+	if s.cur.Run >= run {
+		s.setsRun = run // else a stale reading: read again next claim
+	}
+	return nil
+}
+
+// claimLanes is a claim in the set L of run: in the home lane while it
+// has cases, then in the others.
+func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, error) {
 	for {
-		l := s.pick()
+		l := s.pick(L)
 		if l < 0 {
 			return nil, nil
 		}
-		ls := s.lane(l)
+		ls := s.lane(L, l)
 		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) {
-			// A new run or a repair closed the lanes: nothing more
-			// in this run, from any of them.
-			L.end = true
+			// A new run, a close or a repair closed the run's sets:
+			// nothing more in this run, from any of them.
+			for _, L := range s.sets {
+				L.end = true
+			}
 			return nil, nil
 		}
 		if err != nil {
@@ -665,7 +718,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int) ([]tablefmt.Case,
 		}
 		if exhausted {
 			L.exhausted[l] = true
-			if len(cases) > 0 {
+			if len(cases) > 0 && L.x.lanes > 1 {
 				// This claim exhausted the lane: say so to the others
 				// (best effort: a mark not made costs them a reading
 				// of the lane).
@@ -673,9 +726,7 @@ func (s *Store) claimLanes(ctx context.Context, run, most int) ([]tablefmt.Case,
 			}
 		}
 		if len(cases) > 0 || !exhausted {
-			if L.main.Gen > s.cur.Gen || mutated("stale-main-base-first-twice") {
-				s.cur = L.main // never a state older than the one read (s.gen's)
-			}
+			s.last = L
 			return cases, nil
 		}
 	}
@@ -778,27 +829,34 @@ func (s *Store) share(most int, left int64) int {
 	return most
 }
 
-// readLanes adds the lanes' counters to st, the main chain's state of a
-// run with lanes: what Read returns. A closed lane counts as claimed whole
-// (nothing more can be claimed in it).
+// readLanes sets st.Claimed, st being the run record: every lane's
+// claims of every set of the run; all its cases when it has no set (a
+// closed run). A closed lane counts as claimed whole (nothing more can be
+// claimed in it).
 func (s *Store) readLanes(st State) (State, error) {
-	L, err := s.openLanes(st, true)
-	if err != nil {
-		return st, err
+	st.Claimed = 0
+	if len(st.Sets) == 0 {
+		st.Claimed = st.Cases
 	}
-	for l := 0; l < L.x.lanes; l++ {
-		ls := NewStoreOn(s.fs, s.Dir, s.misc)
-		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
-		err := ls.refresh()
-		lst := ls.cur
-		ls.Close()
-		switch {
-		case errors.Is(err, errClosed):
-			st.Claimed += L.x.laneCases(l)
-		case err != nil:
+	for _, t := range st.Sets {
+		L, err := s.openSet(st.Run, t, true)
+		if err != nil {
 			return st, err
-		default:
-			st.Claimed += lst.Claimed
+		}
+		for l := 0; l < L.x.lanes; l++ {
+			ls := NewStoreOn(s.fs, s.Dir, s.misc)
+			ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+			err := ls.refresh()
+			lst := ls.cur
+			ls.Close()
+			switch {
+			case errors.Is(err, errClosed):
+				st.Claimed += L.x.laneCases(l)
+			case err != nil:
+				return st, err
+			default:
+				st.Claimed += lst.Claimed
+			}
 		}
 	}
 	return st, nil

@@ -27,6 +27,7 @@ func startLaneRun(t testing.TB, dir string, run, lanes int) State {
 }
 
 // startLaneRunFor is startLaneRun for a run started for jobs meta-jobs.
+// It returns the run record.
 func startLaneRunFor(t testing.TB, dir string, run, lanes, jobs int) State {
 	t.Helper()
 	misc := filepath.Join(dir, "MISC")
@@ -37,33 +38,31 @@ func startLaneRunFor(t testing.TB, dir string, run, lanes, jobs int) State {
 	if err != nil && err != ErrNoState {
 		t.Fatal(err)
 	}
-	if err := st.CloseLanes(ctx, cur); err != nil {
+	if err := st.closeSets(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	size, ino, fp, err := TableID(filepath.Join(dir, "table.dat"))
-	if err != nil {
+	id := State{Table: "table.dat"}
+	if id.TSize, id.TIno, id.TFP, err = TableID(filepath.Join(dir, "table.dat")); err != nil {
 		t.Fatal(err)
 	}
 	n, err := CountCases(filepath.Join(dir, "table.dat"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := MakeLanes(dir, misc, State{Run: run, Table: "table.dat", TSize: size, TIno: ino, TFP: fp}, lanes, jobs)
+	set, err := makeSet(vfs.OS{}, dir, misc, run, id, n, lanes, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Update(ctx, func(s *State) error {
-		s.Run, s.Table, s.Offset, s.Lines, s.Claimed, s.Cases = run, "table.dat", 0, 0, 0, n
-		s.TSize, s.TIno, s.TFP = size, ino, fp
-		s.Lanes, s.LaneDir = ls.Lanes, ls.LaneDir
+		s.startRun(RunSpec{Run: run, Table: "table.dat", Cases: n}, []Set{set})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if ls.Lanes != lanes {
-		t.Fatalf("run %d got %d lanes, want %d", run, ls.Lanes, lanes)
+	if set.Lanes != lanes {
+		t.Fatalf("run %d got %d lanes, want %d", run, set.Lanes, lanes)
 	}
-	return ls
+	return st.Last()
 }
 
 // CountCases counts the case lines of a table (a test helper).
@@ -132,8 +131,8 @@ func TestLanesClaimEveryCaseWithItsLine(t *testing.T) {
 			// others': a case is never far past the ones before it.
 			maxLag = max(maxLag, c.ID-int64(len(seen)))
 		}
-		if last := st.Last(); last.Run != 2 || last.Lanes != 4 {
-			t.Fatalf("Last after a lane claim: run %d, %d lanes", last.Run, last.Lanes)
+		if last := st.Last(); last.Run != 2 || len(last.Sets) != 1 || last.Sets[0].Lanes != 4 {
+			t.Fatalf("Last after a lane claim: run %d, sets %+v", last.Run, last.Sets)
 		}
 	}
 	for id := int64(1); id <= n; id++ {
@@ -173,7 +172,7 @@ func TestLanesEightProcessesExactlyOnce(t *testing.T) {
 	}
 	for l := 0; l < 4; l++ {
 		ls := NewStore(dir, filepath.Join(dir, "MISC"))
-		ls.fixed = filepath.Join(dir, "MISC", main.LaneDir, strconv.Itoa(l))
+		ls.fixed = filepath.Join(dir, "MISC", main.Sets[0].Dir, strconv.Itoa(l))
 		if err := ls.refresh(); err != nil {
 			t.Fatal(err)
 		}
@@ -245,8 +244,7 @@ func TestRepairClosesLanes(t *testing.T) {
 		t.Fatalf("Read: %d claimed, %v", cur.Claimed, err)
 	}
 	rebuilt := cur
-	rebuilt.Lanes, rebuilt.LaneDir = 0, ""
-	rebuilt.Offset, rebuilt.Claimed = cur.TSize, cur.Cases
+	rebuilt.Sets = nil
 	if err := r.Repair(context.Background(), rebuilt); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +254,7 @@ func TestRepairClosesLanes(t *testing.T) {
 	// The lanes themselves are closed.
 	for l := 0; l < 3; l++ {
 		ls := NewStore(dir, misc)
-		ls.fixed = filepath.Join(misc, cur.LaneDir, strconv.Itoa(l))
+		ls.fixed = filepath.Join(misc, cur.Sets[0].Dir, strconv.Itoa(l))
 		if err := ls.refresh(); err != errClosed {
 			t.Errorf("lane %d after the repair: %v, want it closed", l, err)
 		}
@@ -339,7 +337,7 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 	if err := main.refresh(); err != nil {
 		t.Fatal(err)
 	}
-	gens, _ := filepath.Glob(filepath.Join(misc, main.cur.LaneDir, "*", "000000", "g.1"))
+	gens, _ := filepath.Glob(filepath.Join(misc, main.cur.Sets[0].Dir, "*", "000000", "g.1"))
 	if len(gens) != 1 {
 		t.Fatalf("one lane should have a generation 1: %v", gens)
 	}
@@ -358,12 +356,12 @@ func TestDamagedLaneIsReportedAndRepaired(t *testing.T) {
 		t.Fatalf("Inspect: %v, %v; want the lane's damage", err, rd.Err)
 	}
 	st := rd.State
-	st.Lanes, st.LaneDir, st.Offset, st.Claimed = 0, "", st.TSize, st.Cases
+	st.Sets = nil
 	if err := r.RepairFrom(context.Background(), rd, st); err != nil {
 		t.Fatal(err)
 	}
 	got, err := NewStore(dir, misc).Read(context.Background())
-	if err != nil || got.Lanes != 0 || got.Claimed != got.Cases {
+	if err != nil || len(got.Sets) != 0 || got.Claimed != got.Cases {
 		t.Fatalf("after the repair: %+v, %v", got, err)
 	}
 	if cases, err := a.Claim(context.Background(), 2, 5); err != nil || len(cases) != 0 {
@@ -406,98 +404,26 @@ func TestLanesRepairLosingToANewRunLeavesItsLanesOpen(t *testing.T) {
 	}
 }
 
-// farm's closeRun of a run with lanes: the lanes closed, then the main
-// chain's Claimed set to Cases and its lanes forgotten: Read counts every
-// case once.
+// CloseRun of a run with lanes: the lanes closed, then the run record's
+// sets forgotten: Read counts every case once, as claimed.
 func TestLanesClosedRunCountsEveryCaseOnce(t *testing.T) {
 	dir := newLaneFarm(t, 400, 4)
 	misc := filepath.Join(dir, "MISC")
 	ctx := context.Background()
 	s := NewStore(dir, misc)
 	defer s.Close()
-	cur, err := s.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CloseLanes(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Update(ctx, func(st *State) error {
-		st.Offset, st.Claimed, st.Lines = st.TSize, st.Cases, -1
-		st.Lanes, st.LaneDir = 0, ""
-		return nil
-	}); err != nil {
+	if err := s.CloseRun(ctx, 2, "table.dat"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Read(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Claimed != st.Cases {
-		t.Errorf("after closeRun: Read says %d of %d claimed", st.Claimed, st.Cases)
+	if st.Claimed != st.Cases || st.Cases != 400 || len(st.Sets) != 0 {
+		t.Errorf("after CloseRun: Read says %d of %d claimed, sets %+v", st.Claimed, st.Cases, st.Sets)
 	}
-}
-
-// A store that took run 2 for a run without lanes (noLanes, as a stale
-// reading of the main chain could make it) does not claim on the main
-// chain of a run with lanes: its claim finds the lanes, and no case is
-// claimed twice.
-func TestLanesMainChainClaimGoesToTheLanes(t *testing.T) {
-	dir := newLaneFarm(t, 400, 4)
-	misc := filepath.Join(dir, "MISC")
-	ctx := context.Background()
-	a := NewStore(dir, misc)
-	defer a.Close()
-	a.Job = "job-a"
-	la, err := a.Claim(ctx, 2, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewStore(dir, misc)
-	defer b.Close()
-	b.Job = "job-b"
-	b.noLanes = 2 // what findLanes decides from a stale reading (run 1)
-	if _, err := b.Read(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lb, err := b.Claim(ctx, 2, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int64]bool{}
-	for _, c := range la {
-		seen[c.ID] = true
-	}
-	for _, c := range lb {
-		if seen[c.ID] {
-			t.Errorf("case %d claimed in a lane and on the main chain", c.ID)
-		}
-	}
-	for _, c := range lb {
-		seen[c.ID] = true
-	}
-	c := NewStore(dir, misc)
-	defer c.Close()
-	c.Job = "job-c"
-	dup := 0
-	for {
-		cs, err := c.Claim(ctx, 2, 40)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(cs) == 0 {
-			break
-		}
-		for _, x := range cs {
-			if seen[x.ID] {
-				dup++
-			}
-			seen[x.ID] = true
-		}
-	}
-	t.Logf("lane claim %v, main-chain claim %v", caseIDs(la), caseIDs(lb))
-	if dup > 0 {
-		t.Errorf("%d cases claimed twice in run 2 (on the main chain and in a lane)", dup)
+	if err := s.CloseRun(ctx, 1, "table.dat"); !errors.Is(err, ErrMoved) {
+		t.Errorf("CloseRun of an older run: %v, want ErrMoved", err)
 	}
 }
 

@@ -23,26 +23,15 @@ func startTableRun(t *testing.T, table string) (dir string, st *Store) {
 	if err := os.WriteFile(p, []byte(table), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	size, ino, fp, err := TableID(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	startLaneRun(t, dir, 1, 1)
 	st = NewStore(dir, filepath.Join(dir, "MISC"))
 	t.Cleanup(func() { st.Close() })
-	if err := st.Update(context.Background(), func(s *State) error {
-		s.Run, s.Table, s.Cases = 1, "table.dat", int64(strings.Count(table, " echo "))
-		s.Lines, s.TSize, s.TIno, s.TFP = 0, size, ino, fp
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	return dir, st
 }
 
 // TestClaimGivesLineNumbers: each claimed case carries its line number in
 // the run's table (comments and blank lines counted, as sed counts them),
-// also when the claims come from several stores and when the state was
-// written by a farm that did not record it (counted from the offset).
+// also when the claims come from several stores.
 func TestClaimGivesLineNumbers(t *testing.T) {
 	table := "# a comment\n1 echo a\n\n2 echo b\n3 echo c\n# another\n4 echo d\n5 echo e\n6 echo f"
 	want := map[int64]int64{1: 2, 2: 4, 3: 5, 4: 7, 5: 8, 6: 9}
@@ -58,12 +47,6 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 		}
 		for _, c := range cases {
 			got[c.ID] = c.Line
-		}
-		if i == 1 {
-			// As a repair leaves it: the line not known.
-			if err := st.Update(context.Background(), func(s *State) error { s.Lines = -1; return nil }); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	if len(got) != len(want) {
@@ -193,10 +176,7 @@ func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 	defer s.Close()
 	os.Mkdir(filepath.Join(dir, "MISC"), 0o755)
 	ctx := context.Background()
-	if err := s.Update(ctx, func(st *State) error {
-		st.Run, st.Table, st.Cases = 1, "table.dat_", 5
-		return nil
-	}); err != nil {
+	if err := s.StartRun(ctx, RunSpec{Base: -1, Run: 1, Table: "table.dat_", Cases: 5}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -186,20 +186,18 @@ func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	default:
 		st.Gen, st.Chain = n, filepath.Base(c.dir)
 		rd.State = st
-		if st.Lanes > 1 {
-			// A run with lanes reads well only if its lanes do; a
-			// damaged lane is repaired as the main chain is (the
-			// repair closes every lane, then commits on this chain).
-			var de *DamageError
-			sum, err := s.readLanes(st)
-			switch {
-			case errors.As(err, &de):
-				rd.Err = de
-			case err != nil:
-				return err
-			default:
-				rd.State = sum
-			}
+		// A run reads well only if its lanes do; a damaged lane is
+		// repaired as the main chain is (the repair closes every lane,
+		// then commits on this chain).
+		var de *DamageError
+		sum, err := s.readLanes(st)
+		switch {
+		case errors.As(err, &de):
+			rd.Err = de
+		case err != nil:
+			return err
+		default:
+			rd.State = sum
 		}
 	}
 	return nil

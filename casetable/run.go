@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/vfs"
@@ -40,15 +41,16 @@ func (spec RunSpec) moved(st State) bool {
 }
 
 // StartRun makes spec's run the current one, if the state is still at
-// generation spec.Base. Its lanes, if it gets any, are made whole before
-// the commit names them; the current run's lanes are closed right before
-// that commit, so that none of its meta-jobs, however stalled, claims
-// after it (CLAIMS.md, Lanes). What 'farm add' queued to the run before is
-// dropped: the new run's table was made from table.dat, which holds it.
+// generation spec.Base. Its set of lanes is made whole before the commit
+// names it; the current run's sets are closed right before that commit,
+// so that none of its meta-jobs, however stalled, claims after it
+// (CLAIMS.md, Lanes). What 'farm add' gave the run before is not carried:
+// the new run's table was made from table.dat, which holds it.
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	size, ino, fp, err := s.tableID(ctx, &r, filepath.Join(s.Dir, spec.Table))
-	if err != nil {
+	t := State{Table: spec.Table}
+	var err error
+	if t.TSize, t.TIno, t.TFP, err = s.tableID(ctx, &r, filepath.Join(s.Dir, spec.Table)); err != nil {
 		return err
 	}
 	cur, err := s.Read(ctx)
@@ -58,60 +60,75 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	if err == nil && spec.moved(cur) {
 		return ErrMoved
 	}
-	lanes := State{Run: spec.Run, Table: spec.Table, Simple: spec.Simple, TSize: size, TIno: ino, TFP: fp}
-	if !spec.Simple {
-		if err := r.Do(ctx, func() (err error) {
-			lanes, err = makeLanes(s.fs, s.Dir, s.misc, lanes, LanesFor(spec.Jobs), spec.Jobs)
-			return err
-		}); err != nil {
-			return err
-		}
+	lanes := LanesFor(spec.Jobs)
+	if spec.Simple {
+		lanes = 1
 	}
-	if err := s.CloseLanes(ctx, cur); err != nil {
-		removeLanes(s.fs, s.misc, lanes)
+	var sets []Set
+	if err := r.Do(ctx, func() error {
+		t, err := makeSet(s.fs, s.Dir, s.misc, spec.Run, t, spec.Cases, lanes, spec.Jobs)
+		sets = []Set{t}
+		return err
+	}); err != nil {
+		return err
+	}
+	if mutated("queue-carried-to-next-run") {
+		sets = append(sets, s.carried(ctx, spec, cur)...)
+	}
+	if err := s.closeSets(ctx, cur); err != nil {
+		removeSets(s.fs, s.misc, sets)
 		return err
 	}
 	err = s.Update(ctx, func(st *State) error {
 		if spec.moved(*st) {
 			return ErrMoved
 		}
-		st.startRun(spec, lanes)
+		st.startRun(spec, sets)
 		return nil
 	})
 	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
-		// Not committed: nobody knows the lanes. (After another error
+		// Not committed: nobody knows the sets. (After another error
 		// the commit may have been made, its reply lost: they stay.)
-		removeLanes(s.fs, s.misc, lanes)
+		removeSets(s.fs, s.misc, sets)
 	}
 	return err
 }
 
-// startRun makes st the state of spec's run, over the table lanes
-// describes (its identity, and its lanes if it has any).
-func (st *State) startRun(spec RunSpec, lanes State) {
-	st.Run, st.Table, st.Simple, st.Offset, st.Claimed, st.Cases = spec.Run, spec.Table, spec.Simple, 0, 0, spec.Cases
-	st.Lanes, st.LaneDir = lanes.Lanes, lanes.LaneDir
-	if !mutated("queue-carried-to-next-run") {
-		st.Queue, st.Own = nil, Queued{}
+// carried is, as it was before 74be6a6 (the mutant
+// queue-carried-to-next-run), what 'farm add' gave cur's run carried to
+// spec's: sets made again over its added tables.
+func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) []Set {
+	var sets []Set
+	for _, t := range cur.Sets {
+		if t.Table == cur.Table {
+			continue
+		}
+		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+		id := State{Table: t.Table}
+		var err error
+		if id.TSize, id.TIno, id.TFP, err = s.tableID(ctx, &r, filepath.Join(s.Dir, t.Table)); err == nil {
+			t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0)
+		}
+		if err == nil {
+			sets = append(sets, t)
+		}
 	}
-	if lanes.Lanes > 1 {
-		// Nothing to claim on this chain: the lanes hold the cursors.
-		st.Offset = lanes.TSize
-	}
-	// The table as it is now is the run's: a claim refuses to read it
-	// once it has another size or inode.
-	st.Lines, st.TSize, st.TIno, st.TFP = 0, lanes.TSize, lanes.TIno, lanes.TFP
+	return sets
+}
+
+// startRun makes st the record of spec's run, which claims in sets.
+func (st *State) startRun(spec RunSpec, sets []Set) {
+	st.Run, st.Table, st.Simple, st.Cases, st.Sets = spec.Run, spec.Table, spec.Simple, spec.Cases, sets
 	if spec.MaxID > 0 { // a first run: a copy of table.dat whole
 		st.MaxID, st.Total = spec.MaxID, spec.Cases
 	}
 }
 
-// CloseRun leaves nothing to claim in run, which is over table (of size
-// bytes now), if it is still the current run: a run none of whose jobs
-// was submitted. ErrMoved if it is not the current run.
-func (s *Store) CloseRun(ctx context.Context, run int, table string, size int64) error {
-	// A run with lanes is closed by closing them (then they count as
-	// claimed whole); the main chain then forgets them.
+// CloseRun leaves nothing to claim in run, which is over table, if it is
+// still the current run: a run none of whose jobs was submitted. Its sets
+// are closed (they count as claimed whole), then the run record forgets
+// them. ErrMoved if it is not the current run.
+func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	var cur State
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	if err := r.Do(ctx, func() (err error) {
@@ -120,40 +137,49 @@ func (s *Store) CloseRun(ctx context.Context, run int, table string, size int64)
 	}); err != nil {
 		return err
 	}
-	if cur.Run == run && cur.OwnTable().Table == table {
-		if err := s.CloseLanes(ctx, cur); err != nil {
+	// The sets closed must be those the commit drops: 'farm add' may
+	// add one meanwhile, which is then closed too before the commit.
+	for {
+		if cur.Run != run || cur.Table != table {
+			return ErrMoved
+		}
+		if err := s.closeSets(ctx, cur); err != nil {
+			return err
+		}
+		var again bool
+		err := s.Update(ctx, func(st *State) error {
+			if st.Run != run || st.Table != table {
+				return ErrMoved
+			}
+			if again = !slices.Equal(st.Sets, cur.Sets); again {
+				cur = *st
+				return errNoCommit
+			}
+			st.Sets = nil
+			return nil
+		})
+		if err != nil || !again {
 			return err
 		}
 	}
-	return s.Update(ctx, func(st *State) error {
-		if st.Run != run || st.OwnTable().Table != table {
-			return ErrMoved
-		}
-		st.DropQueue() // what farm add queued is in table.dat, for the next run
-		st.Lanes, st.LaneDir = 0, ""
-		// Past every line the run recorded, whatever the table is now.
-		st.Offset, st.Claimed, st.Lines = max(size, st.TSize), st.Cases, -1
-		return nil
-	})
 }
 
 // Enqueued is where Enqueue queued a table of added cases.
 type Enqueued struct {
 	Run   int    // the run it was queued to (0: none, Why says why)
-	Lanes bool   // that run has lanes
 	Table string // the table, relative to the farm directory
 	Why   string // why it was not queued
 }
 
 // Enqueue writes lines, the numbered cases of 'farm add' (cases of them,
 // the last of ID last), as a table of the current run's own, named
-// MISC/table.runN.add.TAG (an immutable file, as every run table), and
-// queues it to the run — first, ahead of the run's own cases, if first —
-// with a compare-and-swap on the claim state. A run that cannot take it
-// (none yet, SIMPLE, one 'farm repair' rebuilt) gets nothing, and Why
-// says why.
+// MISC/table.runN.add.TAG (an immutable file, as every run table), makes a
+// set of lanes over it (as many as the run's own set has), and adds it to
+// the run — first, ahead of the others, if first — with a
+// compare-and-swap on the run record. A run that cannot take it (none
+// yet, SIMPLE, closed) gets nothing, and Why says why.
 // After an error the commit may have been made, its reply lost: the table
-// stays, as a queued one must.
+// and the set stay, as a queued one must.
 func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, cases, last int64, first bool) (Enqueued, error) {
 	q := Enqueued{Table: filepath.Join(filepath.Base(s.misc), fmt.Sprintf("table.run%d.add.%s", run, tag))}
 	path := filepath.Join(s.Dir, q.Table)
@@ -161,35 +187,56 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	size, ino, fp, err := s.tableIDOnce(ctx, &r, path)
-	if err != nil {
+	t := State{Table: q.Table}
+	var err error
+	if t.TSize, t.TIno, t.TFP, err = s.tableIDOnce(ctx, &r, path); err != nil {
 		// Decided before the removal (the simulator, seed 307690 on
 		// gluster-dht: a passing ENOENT, the table removed, then
 		// looked up gone and the error taken for good).
 		vfs.Remove(s.fs, path)
 		return Enqueued{}, err
 	}
+	var cur State
+	if err := r.Do(ctx, func() error { return s.readBase() }); err != nil {
+		vfs.Remove(s.fs, path)
+		return Enqueued{}, err
+	}
+	if cur = s.cur; notQueued(cur) != "" {
+		vfs.Remove(s.fs, path)
+		return Enqueued{Why: notQueued(cur)}, nil
+	}
+	if mutated("lanes-own-table") {
+		t.Table = cur.Table
+	}
+	var set Set
+	if err := r.Do(ctx, func() (err error) {
+		set, err = makeSet(s.fs, s.Dir, s.misc, cur.Run, t, cases, cur.OwnSet().Lanes, 0)
+		return err
+	}); err != nil {
+		vfs.Remove(s.fs, path)
+		return Enqueued{}, err
+	}
+	set.Table = q.Table
 	err = s.Update(ctx, func(st *State) error {
-		q.Run, q.Lanes, q.Why = st.Run, st.Lanes > 1, ""
-		switch {
-		case st.Run == 0:
-			return errNotQueued
-		case st.Simple:
-			q.Why = fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", st.Run)
-			return errNotQueued
-		case st.TSize <= 0:
-			q.Why = fmt.Sprintf("run %d's claim state records no table size (one 'farm repair' rebuilt)", st.Run)
+		q.Run, q.Why = st.Run, notQueued(*st)
+		if q.Why != "" || st.Run != cur.Run {
 			return errNotQueued
 		}
-		st.Enqueue(Queued{Table: q.Table, TSize: size, TIno: ino, TFP: fp}, cases, first)
+		if first {
+			st.Sets = append([]Set{set}, st.Sets...)
+		} else {
+			st.Sets = append(slices.Clip(st.Sets), set)
+		}
+		st.Cases += cases
 		st.Total += cases
 		st.MaxID = max(st.MaxID, last)
 		return nil
 	})
 	if errors.Is(err, errNotQueued) {
+		removeSets(s.fs, s.misc, []Set{set})
 		vfs.Remove(s.fs, path)
 		if q.Why == "" {
-			q.Why = "the farm has not been submitted yet"
+			q.Why = fmt.Sprintf("run %d started meanwhile, from table.dat", q.Run)
 		}
 		return Enqueued{Why: q.Why}, nil
 	}
@@ -200,6 +247,20 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		return Enqueued{}, err
 	}
 	return q, nil
+}
+
+// notQueued says why 'farm add' cannot give cases to the run of st, ""
+// if it can.
+func notQueued(st State) string {
+	switch {
+	case st.Run == 0:
+		return "the farm has not been submitted yet"
+	case st.Simple:
+		return fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", st.Run)
+	case len(st.Sets) == 0:
+		return fmt.Sprintf("run %d is closed (every case claimed, or 'farm repair' closed it)", st.Run)
+	}
+	return ""
 }
 
 var errNotQueued = errors.New("not queued")

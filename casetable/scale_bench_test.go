@@ -369,17 +369,14 @@ func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ls, err := MakeLanes(dir, misc, State{Run: 1, Table: table, TSize: size, TIno: ino, TFP: fp}, lanes, 0)
+	set, err := makeSet(vfs.OS{}, dir, misc, 1, State{Table: table, TSize: size, TIno: ino, TFP: fp}, int64(n), lanes, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	st := NewStore(dir, misc)
 	defer st.Close()
 	if err := st.Update(context.Background(), func(s *State) error {
-		s.Run, s.Table, s.Simple, s.Offset, s.Claimed, s.Cases = 1, table, false, 0, 0, int64(n)
-		s.Lines, s.TSize, s.TIno, s.TFP = 0, size, ino, fp
-		s.MaxID, s.Total = int64(n), int64(n)
-		s.Lanes, s.LaneDir = ls.Lanes, ls.LaneDir
+		s.startRun(RunSpec{Run: 1, Table: table, Cases: int64(n), MaxID: int64(n)}, []Set{set})
 		return nil
 	}); err != nil {
 		b.Fatal(err)
@@ -519,19 +516,12 @@ func checkExact(b *testing.B, dir string, recs []*claimerRec) (total int64) {
 }
 
 // claimedIDs is what the state st of a bench farm (case i on line i) says
-// was claimed: 1..Claimed, or in a run with lanes the first Claimed cases
-// of each lane's blocks.
+// was claimed: the first Claimed cases of each lane's blocks.
 func claimedIDs(b *testing.B, dir string, st State) []int64 {
 	var ids []int64
-	if st.Lanes < 2 {
-		for id := int64(1); id <= st.Claimed; id++ {
-			ids = append(ids, id)
-		}
-		return ids
-	}
 	s := NewStore(dir, filepath.Join(dir, "MISC"))
 	defer s.Close()
-	L, err := s.openLanes(st, false)
+	L, err := s.openSet(st.Run, st.Sets[0], false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 		return err
 	}
 	defer os.Remove(tmp) // gone once renamed
-	own := state.OwnTable().Table
+	own := state.Table
 	keepSource := state.Run > 0 && f.sourceMatches(own)
 	queued, err := f.queueAdded(ctx, state, added, opt.First)
 	if err != nil {
@@ -202,7 +202,6 @@ func (l *lastByte) Write(b []byte) (int, error) {
 type queuedTo struct {
 	run   int
 	first bool
-	lanes bool   // the run claims over lanes: its own cases come first
 	table string // the run's table of the added cases
 	why   string // why they were not queued, for the user
 }
@@ -227,7 +226,7 @@ func (f *Farm) queueAdded(ctx context.Context, state casetable.State, added tabl
 	if err != nil {
 		return queuedTo{}, f.writeErr(stateErr(err))
 	}
-	return queuedTo{first: first, table: q.Table, run: q.Run, lanes: q.Lanes, why: q.Why}, nil
+	return queuedTo{first: first, table: q.Table, run: q.Run, why: q.Why}, nil
 }
 
 // addChanged is the error of an add whose table.dat changed while it ran
@@ -280,10 +279,8 @@ func (f *Farm) sayAdded(opt AddOptions, a tablefmt.Added, q queuedTo) {
 		fmt.Fprintf(f.Out, "They are not queued to a run (%s): 'farm submit N' or 'farm resubmit N' runs them.\n", q.why)
 		f.Log("add: %s from %s, not queued (%s)", what, opt.Name, q.why)
 		return
-	case q.first && q.lanes:
-		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases (within about a second: the run claims over lanes).\n", q.run)
 	case q.first:
-		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases.\n", q.run)
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases (within about a second).\n", q.run)
 	default:
 		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them after its other cases.\n", q.run)
 	}

@@ -63,7 +63,7 @@ func (f *Farm) load(ctx context.Context, since time.Time) (*status.Summary, []Jo
 // a reading of it whole only after a same-size change of its identity or
 // times (tablefmt.Source.Changed).
 func (f *Farm) tableNote(st casetable.State, recs []JobRecord, infos map[string]backend.JobInfo) string {
-	own := st.OwnTable().Table // the cursor may be in a table 'farm add' queued
+	own := st.Table // the cursor may be in a table 'farm add' queued
 	if st.Run == 0 || own == "" || own == layout.Table {
 		return ""
 	}

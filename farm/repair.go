@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
@@ -166,9 +165,5 @@ func (f *Farm) closedRun(run int) (casetable.State, error) {
 	}); err != nil {
 		return casetable.State{}, tableErr(err)
 	}
-	fi, err := os.Stat(f.Path(layout.Table))
-	if err != nil {
-		return casetable.State{}, err
-	}
-	return casetable.State{Run: run, Table: layout.Table, Offset: fi.Size(), Lines: -1, Cases: total, MaxID: maxID, Total: total, Claimed: total}, nil
+	return casetable.State{Run: run, Table: layout.Table, Cases: total, MaxID: maxID, Total: total}, nil
 }

@@ -123,7 +123,7 @@ func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, err
 	if err != nil {
 		return nil, err
 	}
-	f.slowestCommands(d.Slowest, st.OwnTable().Table)
+	f.slowestCommands(d.Slowest, st.Table)
 	return d, nil
 }
 

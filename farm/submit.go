@@ -218,7 +218,7 @@ func (f *Farm) snapshotTable(runTable, want string) error {
 // removeRunTable removes a private run table (and its source record)
 // that a launch which failed wrote, unless its run started.
 func (f *Farm) removeRunTable(ctx context.Context, runTable string) {
-	if st, err := f.readState(ctx); err == nil && st.OwnTable().Table == runTable {
+	if st, err := f.readState(ctx); err == nil && st.Table == runTable {
 		return
 	}
 	os.Remove(f.Path(runTable))
@@ -730,15 +730,10 @@ func (f *Farm) saySubmitted(be backend.Backend, run, count int, simple bool, ids
 // closeRun leaves nothing to claim in run, which is over table, if it is
 // still the current run; it reports whether it closed it.
 func (f *Farm) closeRun(ctx context.Context, run int, table string) bool {
-	fi, err := os.Stat(f.Path(table))
-	if err != nil {
-		f.Log("could not close run %d, which has no job: %v", run, err)
-		return false
-	}
 	store := f.Store()
 	defer store.Close()
 	store.Log = f.Out
-	err = store.CloseRun(ctx, run, table, fi.Size())
+	err := store.CloseRun(ctx, run, table)
 	if err == nil {
 		f.Log("run %d closed: none of its jobs was submitted", run)
 	} else if !errors.Is(err, casetable.ErrMoved) {

@@ -768,7 +768,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 		return nil, MsgNoCases, nil
 	}
 	if st := m.store.Last(); m.table == "" {
-		m.table = st.OwnTable().Table // the run's own: what rescue reads first
+		m.table = st.Table // the run's own: what rescue reads first
 	}
 	if k, ok := rt.due(m.Env.Run, m.store.ClaimedInRun()); ok {
 		rt.recompute(k, m.Env.Run, m.store.ClaimedInRun(), m.Farm.Path(layout.StatusDir), m.log)

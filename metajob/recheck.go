@@ -132,7 +132,7 @@ func supersededBy(run int, last, st casetable.State) string {
 		return fmt.Sprintf("run %d was superseded by run %d", run, st.Run)
 	case st.Run != run:
 		return fmt.Sprintf("run %d is no longer the current run (the claim state is at run %d)", run, st.Run)
-	case st.Repair != last.Repair || st.Gen < last.Gen || ownChanged(st.OwnTable(), last.OwnTable()):
+	case st.Repair != last.Repair || st.Gen < last.Gen || ownChanged(st.OwnSet(), last.OwnSet()):
 		// Every repair marks its state as its own; a claim never
 		// changes the run's own table (it may move the cursor to a
 		// table 'farm add' queued); a new chain starts from generation
@@ -143,8 +143,8 @@ func supersededBy(run int, last, st casetable.State) string {
 }
 
 // ownChanged reports whether a run's own table is not the one it was.
-func ownChanged(a, b casetable.Queued) bool {
-	return a.Table != b.Table || a.TSize != b.TSize || a.TIno != b.TIno || a.TFP != b.TFP
+func ownChanged(a, b casetable.Set) bool {
+	return a != b
 }
 
 // supersededLine is the job's last line when its run was superseded.

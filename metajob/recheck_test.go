@@ -229,9 +229,9 @@ func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 	// The job freezes for 10 minutes inside its next claim, once the
 	// claim has committed (the store then holds its generation).
 	t0 := time.Now().Round(0)
-	g0 := m.store.Last().Gen
+	c0 := m.store.ClaimedInRun()
 	m.clock = func() time.Time {
-		if m.store.Last().Gen > g0 {
+		if m.store.ClaimedInRun() > c0 {
 			return t0.Add(10 * time.Minute)
 		}
 		return t0
@@ -255,21 +255,22 @@ func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 	}
 }
 
-// TestSupersededByKeepsAddedTables: a claim that moved the cursor into a
-// table 'farm add' queued (or --first, which moves it at once) is not a
-// rebuilt state; a repair (a new own table, its mark) and a newer run are.
+// TestSupersededByKeepsAddedTables: a set 'farm add' gave the run (first
+// or not) is not a rebuilt state; a repair (a new own table, its mark) and
+// a newer run are.
 func TestSupersededByKeepsAddedTables(t *testing.T) {
-	last := casetable.State{Run: 2, Table: "MISC/table.run2.1.a", TSize: 100, TIno: 7, TFP: "fp", Gen: 10}
+	own := casetable.Set{Dir: "lanes.2.a", Lanes: 1, Cases: 10, Table: "MISC/table.run2.1.a"}
+	last := casetable.State{Run: 2, Table: own.Table, Sets: []casetable.Set{own}, Gen: 10}
 	moved := last
 	moved.Gen = 11
-	moved.Enqueue(casetable.Queued{Table: "MISC/table.run2.add.1.b", TSize: 30, TIno: 8, TFP: "fp2"}, 3, true)
+	moved.Sets = []casetable.Set{{Dir: "lanes.2.b", Lanes: 1, Cases: 3, Table: "MISC/table.run2.add.1.b"}, own}
 	if why := supersededBy(2, last, moved); why != "" {
 		t.Errorf("a --first add: %q; want the run still current", why)
 	}
 	if why := supersededBy(2, moved, moved); why != "" {
 		t.Errorf("the same state: %q", why)
 	}
-	rebuilt := casetable.State{Run: 2, Table: "table.dat", TSize: 0, Gen: 0, Repair: "r1"}
+	rebuilt := casetable.State{Run: 2, Table: "table.dat", Gen: 0, Repair: "r1"}
 	if why := supersededBy(2, moved, rebuilt); !strings.Contains(why, "rebuilt") {
 		t.Errorf("a repair: %q", why)
 	}

@@ -689,7 +689,7 @@ func (r *rescuer) table(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		t = st.OwnTable().Table
+		t = st.Table
 	}
 	return m.Farm.Path(t), nil
 }
