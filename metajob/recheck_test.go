@@ -3,6 +3,7 @@ package metajob
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,13 +46,8 @@ func recheckFarm(t *testing.T) (*Metajob, *loop, string) {
 	if err := os.WriteFile(filepath.Join(dir, "table.dat"), []byte(table.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	size, ino, fp, err := casetable.TableID(filepath.Join(dir, "table.dat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startRun(t, dir, func(st *casetable.State) {
-		st.Run, st.Table, st.Cases, st.TSize, st.TIno, st.TFP = 1, "table.dat", 100, size, ino, fp
-	})
+	startRun(t, dir, 1)
+	var err error
 	m := &Metajob{Farm: &farm.Farm{Dir: dir}, store: casetable.NewStore(dir, misc), log: &bytes.Buffer{}, pool: newPool(2, nil, backend.Alloc{}), rt: &runtimeGuard{}}
 	t.Cleanup(func() { m.store.Close() })
 	if m.sw, err = status.CreateCap(filepath.Join(dir, "status.1"), "1", 0, 1, "host", status.Capacity{CPUs: 2}, m.log); err != nil {
@@ -80,12 +76,20 @@ func (nopRunner) bind([]int)                        {}
 func (nopRunner) scratch() string                   { return "" }
 func (nopRunner) close()                            {}
 
-// startRun commits the next generation of the farm in dir as set makes it.
-func startRun(t *testing.T, dir string, set func(*casetable.State)) {
+// startRun starts run over the farm in dir's table.dat (of 100 cases), as
+// farm submit and resubmit do.
+func startRun(t *testing.T, dir string, run int) {
 	t.Helper()
 	st := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
 	defer st.Close()
-	if err := st.Update(context.Background(), func(s *casetable.State) error { set(s); return nil }); err != nil {
+	ctx := context.Background()
+	cur, err := st.Read(ctx)
+	if errors.Is(err, casetable.ErrNoState) {
+		cur.Gen = -1
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartRun(ctx, casetable.RunSpec{Base: cur.Gen, Chain: cur.Chain, Run: run, Table: "table.dat", Cases: 100}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -102,7 +106,7 @@ func TestRecheckCostsNothingWithinTheThreshold(t *testing.T) {
 	later(m, RecheckAfter-time.Second)
 	// Run 2 started: a read of the claim state would see it, and the
 	// meta-job would stop. It does not read.
-	startRun(t, dir, func(st *casetable.State) { st.Run = 2 })
+	startRun(t, dir, 2)
 	for _, want := range []int64{2, 3, 4} {
 		c, _, _, msg, err := m.next(context.Background(), s)
 		if err != nil || msg != "" || c.ID != want {
@@ -129,14 +133,14 @@ func TestRecheckAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
 	if m.news.at != m.clock() {
 		t.Errorf("news at %v, want the re-check's %v", m.news.at, m.clock())
 	}
-	if m.news.run.Gen != 2 {
-		t.Errorf("news of generation %d, want the newest, 2", m.news.run.Gen)
+	if now, err := other.Read(context.Background()); err != nil || m.news.run.Gen != now.Gen || m.news.run.Run != 1 {
+		t.Errorf("news of run %d's record at generation %d, want the newest, %d (%v)", m.news.run.Run, m.news.run.Gen, now.Gen, err)
 	}
 }
 
 func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 	m, s, dir := recheckFarm(t)
-	startRun(t, dir, func(st *casetable.State) { st.Run, st.Offset, st.Claimed = 2, 0, 0 })
+	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
 	c, _, _, msg, err := m.next(context.Background(), s)
 	if err != nil || msg != MsgSuperseded {
@@ -300,7 +304,7 @@ func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
 		t.Fatalf("startsAfterRecord with news of the run: %q, %v", msg, err)
 	}
 	// Frozen here for 12 minutes, while run 2 started.
-	startRun(t, dir, func(st *casetable.State) { st.Run, st.Offset, st.Claimed = 2, 0, 0 })
+	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
 	if msg, err := m.startsAfterRecord(context.Background()); msg != MsgSuperseded || err != nil {
 		t.Errorf("startsAfterRecord after the silence: %q, %v; want %q", msg, err, MsgSuperseded)
