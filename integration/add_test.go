@@ -106,8 +106,9 @@ func readRan(t *testing.T, dir string) map[int64]int {
 // batches of 100 while they run, the third with --first. Every one of the
 // 1,000 runs exactly once, in run 1; table.dat holds IDs 1-1000 in order;
 // and, by the claim state's generations (each says which cases it
-// claimed), once the --first batch was queued every claim took its cases
-// until all 100 were claimed: it went ahead of the unclaimed rest.
+// claimed), from a second after the --first batch was added no claim took
+// other cases until all 100 were claimed: it went ahead of the unclaimed
+// rest.
 func TestAddWhileRunning(t *testing.T) { addWhileRunning(t, false) }
 
 // TestAddWhileRunningLanes is TestAddWhileRunning in a run that claims
@@ -175,17 +176,14 @@ func addWhileRunning(t *testing.T, lanes bool) {
 	if len(lines) != 1000 {
 		t.Errorf("table.dat has %d lines, want 1000", len(lines))
 	}
-	if lanes {
-		// The lanes' claims are on chains of their own: here the
-		// --first batch was claimed within a second of being queued,
-		// so it started before the run's own cases ran out.
-		if ls, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*")); len(ls) != 1 {
-			t.Errorf("the run has no lanes: %v", ls)
-		}
-		checkFirstBeforeOwn(t, ranDir, firstIDs, 500)
-		return
+	// A set of lanes for the run's own cases, and one for each add.
+	if ls, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*")); len(ls) != 6 {
+		t.Errorf("the run has %d sets of lanes, want 6: %v", len(ls), ls)
 	}
-	harness.CheckFirstClaimedFirst(t, dir, 3, firstIDs)
+	// The --first batch was claimed within a second of being added, so
+	// it started before the run's own cases ran out.
+	checkFirstBeforeOwn(t, ranDir, firstIDs, 500)
+	harness.CheckFirstClaimedFirst(t, dir, firstIDs)
 }
 
 // TestAddWaitForCases: with WAIT_FOR_CASES=30, meta-jobs that found

@@ -1,89 +1,151 @@
 package harness
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
-// What 'farm add' tests read of the claim state: the generations of the
-// farm's claim chain (casetable/CLAIMS.md), each of which says who made it
-// and which cases it claimed (first=ID n=N, consecutive IDs of one table).
+// What 'farm add' tests read of the claim state (casetable/CLAIMS.md): the
+// run record, the newest generation of the main chain, names the run's
+// sets of lanes in claim order (set=DIR:LANES:CASES:TABLE); each
+// generation of a lane's chain says which cases it claimed (first=ID n=N).
 
-// claimRec is what a generation of the claim chain says it did.
+// firstLook is how long a claimer may take to see a set 'farm add --first'
+// put ahead of the others: casetable's look once a second, and its claim.
+const firstLook = 2 * time.Second
+
+// lastGeneration reads the newest generation of the chain in dir.
+func lastGeneration(t testing.TB, dir string) string {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9][0-9][0-9][0-9]"))
+	best, bestN := "", int64(-1)
+	for _, seg := range segs {
+		gens, _ := filepath.Glob(filepath.Join(seg, "g.*"))
+		for _, g := range gens {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(g), "g."), 10, 64); err == nil && n > bestN {
+				best, bestN = g, n
+			}
+		}
+	}
+	b, err := os.ReadFile(best)
+	if err != nil {
+		t.Fatalf("the newest generation of %s: %v", dir, err)
+	}
+	return string(b)
+}
+
+// claimRec is what a lane's generation says it claimed, and when it was
+// made (its mtime).
 type claimRec struct {
-	by       string
+	at       time.Time
 	first, n int64
 }
 
-// chainRecords reads the farm's claim chain, generation by generation.
-func chainRecords(t testing.TB, dir string) []claimRec {
+// laneClaims reads the claims of every lane of the set in MISC/dir.
+func laneClaims(t testing.TB, misc, dir string, lanes int) (claims []claimRec, made time.Time) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
+	for l := 0; l < lanes; l++ {
+		gens, _ := filepath.Glob(filepath.Join(misc, dir, strconv.Itoa(l), "*", "g.*"))
+		for _, g := range gens {
+			fi, err := os.Stat(g)
+			b, err2 := os.ReadFile(g)
+			if err != nil || err2 != nil {
+				continue // buried meanwhile
+			}
+			if strings.HasSuffix(g, "/g.0") && (made.IsZero() || fi.ModTime().Before(made)) {
+				made = fi.ModTime()
+			}
+			r := claimRec{at: fi.ModTime()}
+			for _, kv := range strings.Fields(string(b)) {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "first":
+					r.first, _ = strconv.ParseInt(v, 10, 64)
+				case "n":
+					r.n, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+			if r.n > 0 {
+				claims = append(claims, r)
+			}
+		}
+	}
+	return claims, made
+}
+
+// CheckFirstClaimedFirst: the set of the cases 'farm add --first' added
+// (IDs ids[0]-ids[1]) is the first the run record names, its lanes
+// claimed them all, and from firstLook after the set was made until its
+// last claim no claim took cases of another set: every claimer went to it
+// within the look.
+func CheckFirstClaimedFirst(t testing.TB, dir string, ids [2]int64) {
+	t.Helper()
+	misc := filepath.Join(dir, "MISC")
+	b, err := os.ReadFile(filepath.Join(misc, "chain"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := strings.Fields(string(b))
-	seg := filepath.Join(dir, "MISC", f[len(f)-1], "000000")
-	var out []claimRec
-	for g := 0; ; g++ {
-		b, err := os.ReadFile(filepath.Join(seg, "g."+strconv.Itoa(g)))
-		if err != nil {
-			if g < 2 {
-				t.Fatalf("generation %d: %v", g, err)
-			}
-			return out
-		}
-		var r claimRec
-		for _, kv := range strings.Fields(string(b)) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "by":
-				r.by = v
-			case "first":
-				r.first, _ = strconv.ParseInt(v, 10, 64)
-			case "n":
-				r.n, _ = strconv.ParseInt(v, 10, 64)
+	type set struct {
+		dir   string
+		lanes int
+		table string
+	}
+	var sets []set
+	for _, kv := range strings.Fields(lastGeneration(t, filepath.Join(misc, f[len(f)-1]))) {
+		if v, ok := strings.CutPrefix(kv, "set="); ok {
+			p := strings.SplitN(v, ":", 4)
+			if len(p) == 4 {
+				l, _ := strconv.Atoi(p[1])
+				sets = append(sets, set{p[0], l, p[3]})
 			}
 		}
-		out = append(out, r)
+	}
+	if len(sets) == 0 || firstID(t, filepath.Join(dir, sets[0].table)) != ids[0] {
+		t.Fatalf("the run record's first set is not the --first cases' (%d-%d): %+v", ids[0], ids[1], sets)
+	}
+	claims, made := laneClaims(t, misc, sets[0].dir, sets[0].lanes)
+	var n int64
+	var done time.Time
+	for _, c := range claims {
+		n += c.n
+		if c.at.After(done) {
+			done = c.at
+		}
+	}
+	if n != ids[1]-ids[0]+1 {
+		t.Fatalf("the --first set's lanes claimed %d cases, want %d", n, ids[1]-ids[0]+1)
+	}
+	for _, s := range sets[1:] {
+		others, _ := laneClaims(t, misc, s.dir, s.lanes)
+		for _, c := range others {
+			if c.at.After(made.Add(firstLook)) && c.at.Before(done) {
+				t.Errorf("cases %d-%d were claimed %v after the --first set was made, before its last claim (%v after)", c.first, c.first+c.n-1, c.at.Sub(made).Round(time.Millisecond), done.Sub(made).Round(time.Millisecond))
+			}
+		}
 	}
 }
 
-// CheckFirstClaimedFirst: after the generation that queued the --first
-// batch (IDs ids[0]-ids[1], added by the nth farm add), every claim took
-// cases of that batch until all of them were claimed.
-func CheckFirstClaimedFirst(t testing.TB, dir string, nth int, ids [2]int64) {
+// firstID is the ID of the first case of a run table.
+func firstID(t testing.TB, path string) int64 {
 	t.Helper()
-	recs := chainRecords(t, dir)
-	adds, at := 0, -1
-	for i, r := range recs {
-		if r.by == "farm-add" {
-			if adds++; adds == nth {
-				at = i
-				break
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if id, _, ok := strings.Cut(sc.Text(), " "); ok {
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				return n
 			}
 		}
 	}
-	if at < 0 {
-		t.Fatalf("no generation %d by farm-add among %d", nth, len(recs))
-	}
-	left := ids[1] - ids[0] + 1
-	for _, r := range recs[at+1:] {
-		if left == 0 {
-			break
-		}
-		if r.n == 0 {
-			continue
-		}
-		if r.first < ids[0] || r.first+r.n-1 > ids[1] {
-			t.Fatalf("after --first queued cases %d-%d, a claim took %d-%d while %d of them were left unclaimed", ids[0], ids[1], r.first, r.first+r.n-1, left)
-		}
-		left -= r.n
-	}
-	if left != 0 {
-		t.Errorf("%d cases of the --first batch were never claimed, by the chain", left)
-	}
+	return 0
 }

@@ -249,6 +249,6 @@ func addWhileRunning(t *testing.T, r *rig) {
 			t.Errorf("case %d: %+v; want succeeded in run 1", id, s)
 		}
 	}
-	harness.CheckFirstClaimedFirst(t, dir, 2, [2]int64{n + 251, n + 500})
+	harness.CheckFirstClaimedFirst(t, dir, [2]int64{n + 251, n + 500})
 	report(t, "%d cases, %d added in 4 batches while 4 meta-jobs on 4 nodes ran, coherent volume: each ran once", n+1000, 1000)
 }
