@@ -717,7 +717,7 @@ func touch(name string) func(*testing.T, string) {
 
 // activeFiles are the files the meta-job of a baseActive farm may write
 // meanwhile.
-var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/rescue.*/", "RUN1/"}
+var activeFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/lanes.*/", "MISC/rescue.*/", "RUN1/"}
 
 // What farm says of a table.dat changed since the current run started
 // (issue 21), while the run goes on and once it has ended.
@@ -1326,7 +1326,7 @@ func commandLineEntries() []catEntry {
 			change: []string{"MISC/", "STATUSES/", "OUTPUT/", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
 		{name: "args-resubmit-over-1000-y", base: baseRan, setup: keepN, args: []string{"resubmit", "1001", "-y", "--backend", "slurm"}, slurmBody: sbatchLogsAndFails, code: 1,
 			msg:    `^farm: Something wrong with sbatch farm submission: refused by the fake \(sbatch call 1 of 1001; 0 job\(s\) submitted before it\)`,
-			change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
+			change: []string{"MISC/claims.*/", "MISC/lanes.*/", "MISC/table.run2.*", "farm.log"}, after: sbatchArgsWithout("--yes", "-y")},
 		// 1000 is not asked about (NJOBS_MAX refuses it, the question would
 		// have come first).
 		{name: "args-submit-1000-not-asked", setup: both(keepN, edit("config", "NJOBS_MAX=0", "NJOBS_MAX=999")), args: []string{"submit", "1000", "--backend", "local"}, code: 1,
@@ -1566,7 +1566,7 @@ func signalEntries() []catEntry {
 
 // signalJobFiles are the files that a signal to a command leaves to the
 // farm's running jobs.
-var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/rescue.*/", "RUN1/"}
+var signalJobFiles = []string{"STATUSES/", "OUTPUT/", "MISC/local/", "MISC/claims.*/", "MISC/lanes.*/", "MISC/rescue.*/", "RUN1/"}
 
 // longCommandSignalEntries: SIGINT and SIGTERM to wait, query --watch,
 // and a submit or resubmit whose sbatch never answers.
@@ -1603,7 +1603,7 @@ func longCommandSignalEntries() []catEntry {
 			catEntry{name: "signal-" + name + "-resubmit", base: baseRan, args: []string{"resubmit", "1", "--backend", "slurm"}, slowSlurm: true, ready: slurmStarted, signal: sig, code: 130,
 				env:    []string{"FARM_SLURM_CALL_TIMEOUT=2s"},
 				msg:    `^farm: interrupted: no job was recorded and run 2 was closed \(a job submitted all the same finds no case to run\): 'farm resubmit N' runs its cases; the submission in flight failed: Something wrong with sbatch farm submission: sbatch gave no answer within 2s; the job may or may not have been submitted`,
-				change: []string{"MISC/claims.*/", "MISC/table.run2.*", "farm.log"},
+				change: []string{"MISC/claims.*/", "MISC/lanes.*/", "MISC/table.run2.*", "farm.log"},
 				after:  readsWell},
 		)
 	}

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// TestLocalClaimStateRemovedMidRun: the claim state's chain directory
-// removed while the meta-jobs run is reported within seconds as damage,
+// TestLocalClaimStateRemovedMidRun: the claim state's chain directories
+// where the meta-jobs claim (the run's lanes) removed while they run is
+// reported within seconds as damage,
 // naming what is gone and the command that mends it; the advice works:
 // once the jobs have ended, farm repair and farm resubmit run every case
 // that did not succeed, each succeeding once.
@@ -24,9 +25,9 @@ func TestLocalClaimStateRemovedMidRun(t *testing.T) {
 		rec := readRecords(t, dir)
 		return len(rec.Ends) >= 4
 	})
-	chains, _ := filepath.Glob(filepath.Join(dir, "MISC", "claims.*"))
+	chains, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.*", "[0-9]*"))
 	if len(chains) != 1 {
-		t.Fatalf("chains %v, want one", chains)
+		t.Fatalf("lanes %v, want one (2 meta-jobs)", chains)
 	}
 	if err := os.RemoveAll(chains[0]); err != nil {
 		t.Fatal(err)
