@@ -1,10 +1,7 @@
 package casetable
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -247,19 +244,16 @@ type Store struct {
 	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 
-	misc   string
-	ch     *chain
-	gen    int64 // newest generation known; -1: none
-	top    int64 // newest mark known with it: every mark after gen up to top is a void
-	cur    State // its state
-	fs     vfs.FS
-	table  *vfs.File
-	tname  string
-	buf    []byte
-	lbuf   []byte // a line longer than the window
-	win    []byte // a window of the table, from byte winOff
-	winOff int64
-	wbuf   []byte
+	misc  string
+	ch    *chain
+	gen   int64 // newest generation known; -1: none
+	top   int64 // newest mark known with it: every mark after gen up to top is a void
+	cur   State // its state
+	fs    vfs.FS
+	table *vfs.File
+	tname string
+	rd    tablefmt.Reader // s.table's lines
+	wbuf  []byte
 
 	dirFD   *vfs.File // the farm directory, for statTable
 	fpIno   uint64    // an inode number of fpTable that its fingerprint vouched for
@@ -745,7 +739,7 @@ func (s *Store) dropFiles() {
 		s.table.Close()
 		s.table = nil
 	}
-	s.win = s.win[:0]
+	s.rd.Reset(nil, "")
 	if s.dirFD != nil {
 		s.dirFD.Close()
 		s.dirFD = nil
@@ -904,8 +898,19 @@ func (s *Store) openTable(table string, fresh bool) error {
 		return s.tableErr("open", path, err)
 	}
 	s.table, s.tname = f, table
-	s.win = s.win[:0]
+	s.rd.Reset(faultyTable{f}, table)
 	return nil
+}
+
+// faultyTable is a run's table as a claim reads it, through the fault
+// plan of the tests (injected "table.read").
+type faultyTable struct{ f *vfs.File }
+
+func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
+	if err := injected("table.read"); err != nil {
+		return 0, &os.PathError{Op: "read", Path: t.f.Name, Err: err}
+	}
+	return t.f.ReadAt(b, off)
 }
 
 // TableChangedError: the run's table is not the file it was when the run
@@ -984,7 +989,7 @@ func (s *Store) checkTable(st *State) error {
 			if ferr := s.openTable(st.Table, true); ferr != nil {
 				return ferr
 			}
-			if fp, ferr := fingerprint(s.table, size); ferr == nil && fp == st.TFP {
+			if fp, ferr := tablefmt.Fingerprint(s.table, size); ferr == nil && fp == st.TFP {
 				s.fpIno, s.fpTable = ino, st.Table
 				s.checked = id
 				return nil
@@ -1074,24 +1079,6 @@ func fileID(f *vfs.File) (int64, uint64, error) {
 	return st.Size, st.Ino, nil
 }
 
-// fingerprintSpan is how much of each end of a table its fingerprint reads.
-const fingerprintSpan = 4096
-
-// fingerprint is a short hash of the first and last fingerprintSpan bytes
-// of the first size bytes of f, and of size.
-func fingerprint(f *vfs.File, size int64) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", size)
-	buf := make([]byte, min(size, fingerprintSpan))
-	for _, off := range []int64{0, max(0, size-fingerprintSpan)} {
-		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-			return "", err
-		}
-		h.Write(buf)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8]), nil
-}
-
 // TableID returns what a run records of its table at path, so that a
 // claim can tell whether it changed since: its size, its inode number and
 // its fingerprint.
@@ -1109,209 +1096,6 @@ func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err
 	if size, ino, err = fileID(f); err != nil {
 		return 0, 0, "", err
 	}
-	fp, err = fingerprint(f, size)
+	fp, err = tablefmt.Fingerprint(f, size)
 	return size, ino, fp, err
-}
-
-// CountLines counts the lines of the file at path, the last one also
-// when it has no newline (as sed and awk do, not wc -l).
-func CountLines(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	n, err := countLines(f, fi.Size())
-	if err != nil || fi.Size() == 0 {
-		return n, err
-	}
-	last := make([]byte, 1)
-	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
-		return 0, err
-	}
-	if last[0] != '\n' {
-		n++
-	}
-	return n, nil
-}
-
-// readBufSize is the buffer to read n bytes with: n, from 4 KiB up to
-// 1 MiB (a small table needs no megabyte zeroed).
-func readBufSize(n int64) int { return int(min(max(n, 4<<10), 1<<20)) }
-
-// countLines counts the lines of f before byte off.
-func countLines(f interface {
-	ReadAt([]byte, int64) (int, error)
-}, off int64) (int64, error) {
-	buf := make([]byte, readBufSize(off))
-	var n int64
-	for pos := int64(0); pos < off; {
-		m, err := f.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
-		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
-		pos += int64(m)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-// readCase reads the first case line of st's table at or after byte off,
-// returning it, the offset just past it and the number of lines read
-// (those that are not cases and the case's); false at the end of the
-// table, or at the size the table had when the run started.
-func (s *Store) readCase(st *State, off int64) (tablefmt.Case, int64, int64, bool, error) {
-	if err := s.openTable(st.Table, false); err != nil {
-		return tablefmt.Case{}, off, 0, false, err
-	}
-	var lines int64
-	for {
-		if st.TSize > 0 && off >= st.TSize {
-			return tablefmt.Case{}, off, lines, false, nil
-		}
-		line, next, err := s.line(off)
-		if err == io.EOF {
-			return tablefmt.Case{}, off, lines, false, nil
-		}
-		if err != nil {
-			return tablefmt.Case{}, off, lines, false, err
-		}
-		off = next
-		lines++
-		// A needs part that does not read was refused by submit and
-		// resubmit (Validate, Rebuild); a claim never fails on one,
-		// which would stop the run at that line.
-		c, ok, perr := tablefmt.ParseCase(line)
-		if perr != nil {
-			return tablefmt.Case{}, off, lines, false, fmt.Errorf("%s at byte %d: %v", st.Table, next, perr)
-		}
-		if !ok {
-			continue
-		}
-		return c, off, lines, true, nil
-	}
-}
-
-// tableWindow is how much of the table one read brings in: a batch of short
-// cases is read in one request to the server, not one per case.
-const tableWindow = 64 << 10
-
-// startsLine reports whether byte off of the open table starts a line: off
-// is 0 or follows a newline. It reads the table's window from off-1 when
-// the window does not hold that byte, so that the lines from off come with
-// the same read.
-func (s *Store) startsLine(off int64) (bool, error) {
-	if off == 0 {
-		return true, nil
-	}
-	if !(off-1 >= s.winOff && off-1 < s.winOff+int64(len(s.win))) {
-		if len(s.buf) != tableWindow {
-			s.buf = make([]byte, tableWindow)
-		}
-		s.win = s.win[:0]
-		n, err := s.readTable(s.buf, off-1)
-		if n == 0 {
-			if err == nil || err == io.EOF {
-				return false, nil // the table is shorter than the cursor
-			}
-			return false, err
-		}
-		s.win, s.winOff = s.buf[:n], off-1
-	}
-	if s.win[off-1-s.winOff] == '\n' {
-		return true, nil
-	}
-	// The end of a table whose last line has no newline is no line's
-	// middle: nothing follows.
-	if off-s.winOff < int64(len(s.win)) {
-		return false, nil
-	}
-	var b [1]byte
-	n, err := s.readTable(b[:], off)
-	if n == 0 && err == io.EOF {
-		return true, nil
-	}
-	return false, err
-}
-
-// readTable reads the open table at off.
-func (s *Store) readTable(b []byte, off int64) (int, error) {
-	if err := injected("table.read"); err != nil {
-		return 0, &os.PathError{Op: "read", Path: filepath.Join(s.Dir, s.tname), Err: err}
-	}
-	return s.table.ReadAt(b, off)
-}
-
-// line returns the table's line starting at off, from the window of the
-// table read last if it holds the whole line. A table never changes once a
-// run uses it (resubmit writes a new one), so the window never goes stale.
-func (s *Store) line(off int64) ([]byte, int64, error) {
-	if off >= s.winOff && off < s.winOff+int64(len(s.win)) {
-		b := s.win[off-s.winOff:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			return b[:i+1], off + int64(i+1), nil
-		}
-	}
-	if len(s.buf) != tableWindow {
-		s.buf = make([]byte, tableWindow)
-	}
-	s.win = s.win[:0]
-	n, err := s.readTable(s.buf, off)
-	if n > 0 {
-		s.win, s.winOff = s.buf[:n], off
-		if i := bytes.IndexByte(s.win, '\n'); i >= 0 {
-			return s.win[:i+1], off + int64(i+1), nil
-		}
-	}
-	switch {
-	case err == io.EOF && n == 0:
-		return nil, off, io.EOF
-	case err == io.EOF:
-		return s.win, off + int64(n), nil // the last line, without a newline
-	case err != nil:
-		return nil, off, err
-	}
-	// A line longer than the window.
-	s.win = s.win[:0]
-	if cap(s.lbuf) == 0 {
-		s.lbuf = make([]byte, 2*tableWindow)
-	}
-	return readLineAt(s.table, off, &s.lbuf)
-}
-
-// readLineAt reads the line starting at off. The returned slice aliases *buf.
-func readLineAt(f *vfs.File, off int64, buf *[]byte) (line []byte, next int64, err error) {
-	b := (*buf)[:cap(*buf)]
-	n := 0
-	for {
-		m, rerr := f.ReadAt(b[n:], off+int64(n))
-		if i := bytes.IndexByte(b[n:n+m], '\n'); i >= 0 {
-			end := n + i + 1
-			*buf = b
-			return b[:end], off + int64(end), nil
-		}
-		n += m
-		if rerr == io.EOF {
-			*buf = b
-			if n == 0 {
-				return nil, off, io.EOF
-			}
-			return b[:n], off + int64(n), nil // last line without newline
-		}
-		if rerr != nil {
-			return nil, off, rerr
-		}
-		if n == len(b) {
-			nb := make([]byte, 2*len(b))
-			copy(nb, b)
-			b = nb
-		}
-	}
 }

@@ -168,7 +168,7 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 	var r io.Reader = io.NewSectionReader(f, 0, limit)
 	// Count first, to size the blocks.
 	var cases int64
-	br := bufio.NewReaderSize(r, readBufSize(limit))
+	br := bufio.NewReaderSize(r, tablefmt.BufSize(limit))
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -754,7 +754,7 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]
 		if err := ls.checkTable(st); err != nil {
 			return err
 		}
-		if ok, err := ls.startsLine(st.Offset); err != nil {
+		if ok, err := ls.rd.StartsLine(st.Offset); err != nil {
 			return err
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
@@ -774,7 +774,7 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]
 				next()
 				continue
 			}
-			c, after, n, ok, err := ls.readCase(st, off)
+			c, after, n, ok, err := ls.rd.Case(off, st.TSize)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -57,7 +58,7 @@ func TestClaimGivesLineNumbers(t *testing.T) {
 			t.Errorf("case %d: line %d, want %d (all: %v)", id, got[id], line, got)
 		}
 	}
-	if n, err := CountLines(filepath.Join(dir, "table.dat")); err != nil || n != 9 {
+	if n, err := tablefmt.CountLines(filepath.Join(dir, "table.dat")); err != nil || n != 9 {
 		t.Errorf("CountLines = %d, %v; want 9 (the last line has no newline)", n, err)
 	}
 }
@@ -167,7 +168,7 @@ func TestClaimRefusesAChangedTable(t *testing.T) {
 // newline, come out whole.
 func TestClaimReadsLongAndUnterminatedLines(t *testing.T) {
 	dir := t.TempDir()
-	long := strings.Repeat("x", 3*tableWindow/2)
+	long := strings.Repeat("x", 3*tablefmt.Window/2)
 	table := "1 echo a\n2 echo " + long + "\n# a comment\n3 echo c\n4 echo " + long + long + "\n5 echo last"
 	if err := os.WriteFile(filepath.Join(dir, "table.dat_"), []byte(table), 0o644); err != nil {
 		t.Fatal(err)

@@ -785,7 +785,7 @@ func (m *Metajob) linesOf(table string) int64 {
 	if ok || table == "" {
 		return n
 	}
-	n, _ = casetable.CountLines(m.Farm.Path(table))
+	n, _ = tablefmt.CountLines(m.Farm.Path(table))
 	m.mu.Lock()
 	if m.tableLines == nil {
 		m.tableLines = map[string]int64{}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/tablefmt"
@@ -30,7 +29,7 @@ func RunCase(f *farm.Farm, id int64, out *os.File) (int, tablefmt.Case, error) {
 	if err != nil {
 		return 0, c, err
 	}
-	lines, err := casetable.CountLines(table)
+	lines, err := tablefmt.CountLines(table)
 	if err != nil {
 		return 0, c, err
 	}
