@@ -235,39 +235,14 @@ func parseSet(v string) (Set, error) {
 }
 
 // Store reads and advances a farm's claim state. It takes no lock: every
-// change is a compare-and-swap on the chain of generations (chain.go), so
+// change is a compare-and-swap on a chain of generations (chain.go), so
 // readers never wait and a writer that stalls cannot undo anyone's change.
-// A Store is for one goroutine.
+// Its own chain is the main chain (the run record); it claims through the
+// chains of the run's lanes (lanes.go). A Store is for one goroutine.
 type Store struct {
-	Dir   string        // farm directory
-	Job   string        // who commits (a job ID or a command), for the record
-	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
-	Log   io.Writer     // where retries are reported; os.Stderr if nil
+	Opts
+	chainStore // the main chain
 
-	misc  string
-	ch    *chain
-	gen   int64 // newest generation known; -1: none
-	top   int64 // newest mark known with it: every mark after gen up to top is a void
-	cur   State // its state
-	fs    vfs.FS
-	table *vfs.File
-	tname string
-	rd    tablefmt.Reader // s.table's lines
-	wbuf  []byte
-
-	dirFD   *vfs.File // the farm directory, for statTable
-	fpIno   uint64    // an inode number of fpTable that its fingerprint vouched for
-	fpTable string
-	checked tableID // the table checkTable found unchanged in this claim; zero: none yet
-
-	// What the store's claims cost because others claim too (Ahead).
-	own   int64 // the generation this store committed last; -1: none
-	ahead int   // batches' worth the next claim should take; 0: 1
-	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
-
-	// Lanes (lanes.go).
-	fixed string // a lane's store: the directory of its chain (MISC/chain names no lane)
-	solo  bool   // a lane's store, of a set of one lane
 	// The sets of the run this store claims in, in order, as the run
 	// record it read last names them; last is the one claimed in last.
 	setsRun     int
@@ -276,13 +251,57 @@ type Store struct {
 	firstLooked time.Time // when the store last looked for a set added --first (Claim)
 }
 
+// Opts are who a store is and how it retries; its lanes' stores share them.
+type Opts struct {
+	Dir   string        // farm directory
+	Job   string        // who commits (a job ID or a command), for the record
+	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
+	Log   io.Writer     // where retries are reported; os.Stderr if nil
+}
+
+// chainStore reads and advances one chain: the main chain, or a lane's.
+type chainStore struct {
+	o    *Opts
+	fs   vfs.FS
+	misc string
+	dir  string // a lane's chain directory; "": the main chain, which MISC/chain names
+	ch   *chain
+	gen  int64 // newest generation known; -1: none
+	top  int64 // newest mark known with it: every mark after gen up to top is a void
+	cur  State // its state
+	wbuf []byte
+	con  contention
+	solo bool        // a lane of a set of one lane (Ahead off)
+	tab  *tableCheck // a lane's: the run's table its claims read
+}
+
+// contention is what a store's claims cost because others claim too
+// (Ahead).
+type contention struct {
+	own   int64 // the generation this store committed last; -1: none
+	ahead int   // batches' worth the next claim should take; 0: 1
+	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
+}
+
 // NewStore returns the claim store of the farm in dir, whose internal state
 // lives in misc (normally dir/MISC). It does no I/O.
 func NewStore(dir, misc string) *Store { return NewStoreOn(defaultFS, dir, misc) }
 
 // NewStoreOn is NewStore on the filesystem fsys (the simulator's).
 func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
-	return &Store{fs: fsys, Dir: dir, misc: misc, gen: -1, top: -1, own: -1}
+	s := &Store{Opts: Opts{Dir: dir}}
+	s.chainStore = *newChainStore(&s.Opts, fsys, misc, "")
+	return s
+}
+
+// newChainStore is the store of the chain in dir (a lane's; "": the main
+// chain), with o's options.
+func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
+	s := &chainStore{o: o, fs: fsys, misc: misc, dir: dir, gen: -1, top: -1, con: contention{own: -1}}
+	if dir != "" {
+		s.tab = &tableCheck{fs: fsys, farm: o.Dir}
+	}
+	return s
 }
 
 // defaultFS is the filesystem of NewStore's stores: the system's, but for
@@ -291,7 +310,7 @@ var defaultFS vfs.FS = vfs.OS{}
 
 // pause waits before the try after try (0, 1, ...) to read the newest
 // generation: 10 ms more each time.
-func (s *Store) pause(try int) {
+func (s *chainStore) pause(try int) {
 	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
 }
 
@@ -312,12 +331,17 @@ func (s *Store) pause(try int) {
 // it is always on. FARM_CLAIM_AHEAD=1 turns it on for one lane too.
 func (s *Store) Ahead() int {
 	if L := s.last; L != nil && L.stores[L.home] != nil {
-		return L.stores[L.home].Ahead()
+		return L.stores[L.home].ahead()
 	}
-	if !aheadOn && (s.fixed == "" || s.solo) {
+	return 1
+}
+
+// ahead is Ahead of a lane's store.
+func (s *chainStore) ahead() int {
+	if !aheadOn && s.solo {
 		return 1 // on in a set of several lanes, which only runs for many meta-jobs have
 	}
-	return max(s.ahead, 1)
+	return max(s.con.ahead, 1)
 }
 
 // aheadOn turns Ahead on (FARM_CLAIM_AHEAD=1).
@@ -336,17 +360,18 @@ const aheadTarget = 3
 // generations others committed since, and a slot, a wait and a reading
 // for each attempt lost — over aheadTarget is the new Ahead; it grows
 // at once and shrinks by half a claim.
-func (s *Store) contended(gen int64, lost int) {
+func (s *chainStore) contended(gen int64, lost int) {
+	c := &s.con
 	extra := 0
-	s.peers = int64(lost) // each slot lost was another's
-	if s.own >= 0 && gen-s.own > 1 {
-		s.peers = max(s.peers, gen-s.own-1)
-		extra += 3 + 2*bits.Len64(uint64(gen-s.own-1))
+	c.peers = int64(lost) // each slot lost was another's
+	if c.own >= 0 && gen-c.own > 1 {
+		c.peers = max(c.peers, gen-c.own-1)
+		extra += 3 + 2*bits.Len64(uint64(gen-c.own-1))
 	}
 	extra += 8 * lost
 	want := 1 + (extra+aheadTarget-1)/aheadTarget
-	s.ahead = min(MaxAhead, max(want, max(s.ahead, 1)/2))
-	s.own = gen
+	c.ahead = min(MaxAhead, max(want, max(c.ahead, 1)/2))
+	c.own = gen
 }
 
 // Close releases the store's files.
@@ -355,20 +380,20 @@ func (s *Store) Close() error {
 		L.close()
 	}
 	s.sets, s.last, s.setsRun = nil, nil, 0
-	if s.table != nil {
-		s.table.Close()
-		s.table = nil
-	}
-	if s.dirFD != nil {
-		s.dirFD.Close()
-		s.dirFD = nil
-	}
-	s.setChain(nil)
+	s.chainStore.close()
 	return nil
 }
 
+// close releases the chain store's files.
+func (s *chainStore) close() {
+	if s.tab != nil {
+		s.tab.drop()
+	}
+	s.setChain(nil)
+}
+
 // setChain makes ch the store's chain, closing the one it replaces.
-func (s *Store) setChain(ch *chain) {
+func (s *chainStore) setChain(ch *chain) {
 	if s.ch != nil && s.ch != ch {
 		s.reportBurials()
 		s.ch.close()
@@ -381,26 +406,26 @@ func (s *Store) setChain(ch *chain) {
 
 // reportBurials says how many generations could not be buried, when more
 // than the one already said.
-func (s *Store) reportBurials() {
+func (s *chainStore) reportBurials() {
 	if c := s.ch; c != nil && c.buryFails > 1 {
 		fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
 		c.buryFails = 0
 	}
 }
 
-func (s *Store) log() io.Writer {
-	if s.Log != nil {
-		return s.Log
+func (s *chainStore) log() io.Writer {
+	if s.o.Log != nil {
+		return s.o.Log
 	}
 	return os.Stderr
 }
 
-func (s *Store) open() error {
+func (s *chainStore) open() error {
 	if s.ch != nil {
 		return nil
 	}
-	if s.fixed != "" {
-		s.setChain(newChain(s.fs, s.fixed))
+	if s.dir != "" {
+		s.setChain(newChain(s.fs, s.dir))
 		s.gen, s.top = -1, -1
 		return nil
 	}
@@ -414,12 +439,12 @@ func (s *Store) open() error {
 }
 
 // refresh reads the newest generation.
-func (s *Store) refresh() error {
+func (s *chainStore) refresh() error {
 	if err := s.open(); err != nil {
 		return err
 	}
 	for tries := 0; ; tries++ {
-		n, err := s.ch.latestNear(s.gen, s.peers)
+		n, err := s.ch.latestNear(s.gen, s.con.peers)
 		if err == errInconsistent || os.IsNotExist(err) {
 			// A mark seen, then not seen, or the chain's directory
 			// not found: the directory removed (its descriptors
@@ -441,7 +466,7 @@ func (s *Store) refresh() error {
 		}
 		if n < 0 {
 			err := s.ch.noGeneration()
-			if err == nil && s.fixed != "" {
+			if err == nil && s.dir != "" {
 				// A lane has its generation 0 before anyone can know
 				// it: a mark not found is a network filesystem's
 				// passing answer (or damage, which stays).
@@ -458,7 +483,7 @@ func (s *Store) refresh() error {
 		}
 		if err := s.load(n); err == nil {
 			return nil
-		} else if errors.Is(err, errClosed) && s.fixed != "" {
+		} else if errors.Is(err, errClosed) && s.dir != "" {
 			return err // a lane closed: its run is over
 		} else if errors.Is(err, errClosed) {
 			closed := s.ch.dir
@@ -488,7 +513,7 @@ func (s *Store) refresh() error {
 }
 
 // load reads generation n into s.cur.
-func (s *Store) load(n int64) error {
+func (s *chainStore) load(n int64) error {
 	b, err := s.ch.read(n)
 	if err != nil {
 		return err
@@ -539,9 +564,6 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
 	}
-	if s.fixed != "" {
-		return s.cur, nil
-	}
 	return s.readLanes(s.cur)
 }
 
@@ -563,17 +585,17 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // again. info says what the commit claimed, for the record. Transient
 // filesystem errors are retried for s.Retry; after a damage error the
 // chain is looked up once more, in case a repair has started a new one.
-func (s *Store) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
+func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
 	defer func() {
 		if err != nil && !mutated("failed-read-old-base") {
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	r := fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs}
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
-	stale := s.ch == nil || s.gen < 0 || s.ahead > 1 || s.peers > 0
+	stale := s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0
 	reopened := false   // the chain was looked up again after damage
 	lost := 0           // attempts lost to other processes
 	var tried time.Time // this attempt's start: its reading of the base, then its commit
@@ -733,16 +755,9 @@ var errNoCommit = errors.New("nothing to commit")
 
 // dropFiles closes the table and the directories the store keeps open, after
 // a transient error: a stale handle (ESTALE) is looked up afresh.
-func (s *Store) dropFiles() {
-	s.checked = tableID{}
-	if s.table != nil {
-		s.table.Close()
-		s.table = nil
-	}
-	s.rd.Reset(nil, "")
-	if s.dirFD != nil {
-		s.dirFD.Close()
-		s.dirFD = nil
+func (s *chainStore) dropFiles() {
+	if s.tab != nil {
+		s.tab.drop()
 	}
 	if s.ch != nil {
 		s.ch.forget()
@@ -751,7 +766,7 @@ func (s *Store) dropFiles() {
 
 // readBase reads the newest generation into s.cur; for a farm with no
 // state yet, s.cur becomes a zero State of no generation (-1).
-func (s *Store) readBase() error {
+func (s *chainStore) readBase() error {
 	err := s.refresh()
 	if errors.Is(err, ErrNoState) {
 		s.cur, s.gen, s.top = State{Gen: -1}, -1, -1
@@ -767,7 +782,7 @@ func (s *Store) readBase() error {
 // reports whether it is still without a generation: false if another
 // process made the chain and its first generation first, or if that
 // cannot be told now.
-func (s *Store) startChain() (bool, error) {
+func (s *chainStore) startChain() (bool, error) {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
 		return false, err
@@ -779,11 +794,11 @@ func (s *Store) startChain() (bool, error) {
 
 // commitAs commits st as generation next of the chain, with what info
 // says of it, and reports whether it won the generation.
-func (s *Store) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
+func (s *chainStore) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
 	ci := info(st)
 	ci.nonce = newNonce(s.fs)
 	if ci.by == "" {
-		ci.by = s.Job
+		ci.by = s.o.Job
 	}
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
 	return s.ch.commit(next, s.wbuf, ci.nonce)
@@ -791,8 +806,8 @@ func (s *Store) commitAs(next int64, st *State, info func(*State) commitInfo) (b
 
 // chainMoved drops the store's chain and reports whether MISC/chain now
 // names another one: a repair started a new chain.
-func (s *Store) chainMoved() bool {
-	if s.fixed != "" {
+func (s *chainStore) chainMoved() bool {
+	if s.dir != "" {
 		return false // a lane is where it is
 	}
 	old := s.ch.dir
@@ -807,7 +822,7 @@ func (s *Store) chainMoved() bool {
 
 // loadNewest reads the newest generation after the one lost, into s.cur.
 // If the chain is closed (a repair made a new one), it drops it.
-func (s *Store) loadNewest(lost int64) error {
+func (s *chainStore) loadNewest(lost int64) error {
 	n, err := s.ch.latest(lost)
 	if err == nil {
 		err = s.load(n)
@@ -823,8 +838,8 @@ func (s *Store) loadNewest(lost int64) error {
 // main chain has a mark after the newest generation the store knows. It
 // costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
 // generation says true.
-func (s *Store) Moved() bool {
-	if s.ch == nil || s.gen < 0 || s.fixed != "" {
+func (s *chainStore) Moved() bool {
+	if s.ch == nil || s.gen < 0 || s.dir != "" {
 		return true
 	}
 	m, err := s.ch.marker(s.ch.nextSlot(s.gen))
@@ -839,7 +854,6 @@ func (s *Store) Moved() bool {
 // each meta-job a reading, not a generation won in turn. most below 1
 // (FirstBatch) lets the store size a meta-job's first claim.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	s.checked = tableID{} // the table is checked once a claim
 	// A set 'farm add --first' put ahead of the others: looked for at
 	// most once a firstLook (one lookup of the main chain).
 	look := false
@@ -883,8 +897,38 @@ func claimInfo(cases *[]tablefmt.Case) func(*State) commitInfo {
 	}
 }
 
-// openTable makes s.table the open table of st (again, if fresh).
-func (s *Store) openTable(table string, fresh bool) error {
+// tableCheck is a run's table as a lane's claims read it: open, and
+// checked to be the file the run started with.
+type tableCheck struct {
+	fs      vfs.FS
+	farm    string // the farm directory
+	table   *vfs.File
+	tname   string
+	rd      tablefmt.Reader // table's lines
+	dirFD   *vfs.File       // the farm directory, for stat
+	fpIno   uint64          // an inode number of fpTable that its fingerprint vouched for
+	fpTable string
+	checked tableID // the table check found unchanged in this claim; zero: none yet
+}
+
+// drop closes the table and the directory the check keeps open, after a
+// transient error (a stale handle, ESTALE, is looked up afresh) or for
+// good.
+func (s *tableCheck) drop() {
+	s.checked = tableID{}
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	s.rd.Reset(nil, "")
+	if s.dirFD != nil {
+		s.dirFD.Close()
+		s.dirFD = nil
+	}
+}
+
+// open makes s.table the open table of st (again, if fresh).
+func (s *tableCheck) open(table string, fresh bool) error {
 	if s.table != nil && s.tname == table && !fresh {
 		return nil
 	}
@@ -892,10 +936,10 @@ func (s *Store) openTable(table string, fresh bool) error {
 		s.table.Close()
 		s.table = nil
 	}
-	path := filepath.Join(s.Dir, table)
+	path := filepath.Join(s.farm, table)
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
-		return s.tableErr("open", path, err)
+		return tableErr(s.fs, "open", path, err)
 	}
 	s.table, s.tname = f, table
 	s.rd.Reset(faultyTable{f}, table)
@@ -947,8 +991,8 @@ var tableRecheck = 1500 * time.Millisecond
 // what it had, but the other meta-jobs would not: all stop alike.) A
 // difference is looked at once more, past the attribute caches, on a
 // fresh descriptor, before it is believed.
-func (s *Store) checkTable(st *State) error {
-	if err := s.openTable(st.Table, false); err != nil {
+func (s *tableCheck) check(st *State) error {
+	if err := s.open(st.Table, false); err != nil {
 		return err
 	}
 	if st.TSize <= 0 {
@@ -969,10 +1013,10 @@ func (s *Store) checkTable(st *State) error {
 		var ino uint64
 		var serr error
 		if try == 0 {
-			size, ino, serr = s.statTable(st.Table)
+			size, ino, serr = s.stat(st.Table)
 		} else {
 			s.fs.Sleep(context.Background(), tableRecheck)
-			if serr = s.openTable(st.Table, true); serr == nil {
+			if serr = s.open(st.Table, true); serr == nil {
 				size, ino, serr = fileID(s.table)
 			}
 		}
@@ -986,7 +1030,7 @@ func (s *Store) checkTable(st *State) error {
 		if size == st.TSize && st.TFP != "" {
 			// Another inode number: the same file seen from another
 			// host, or another file of the same size.
-			if ferr := s.openTable(st.Table, true); ferr != nil {
+			if ferr := s.open(st.Table, true); ferr != nil {
 				return ferr
 			}
 			if fp, ferr := tablefmt.Fingerprint(s.table, size); ferr == nil && fp == st.TFP {
@@ -1008,14 +1052,14 @@ type tableID struct {
 	fp   string
 }
 
-// statTable returns the size and inode of the file table names, looked up
+// stat returns the size and inode of the file table names, looked up
 // from the farm directory's open descriptor (one lookup at the server for
 // "table.dat", not one per component of the farm's path).
-func (s *Store) statTable(table string) (int64, uint64, error) {
+func (s *tableCheck) stat(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
-		fd, err := openDir(s.fs, s.Dir)
+		fd, err := openDir(s.fs, s.farm)
 		if err != nil {
-			return 0, 0, s.tableErr("open", s.Dir, err)
+			return 0, 0, tableErr(s.fs, "open", s.farm, err)
 		}
 		s.dirFD = fd
 	}
@@ -1025,7 +1069,7 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 		err = s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
 	}
 	if err != nil {
-		return 0, 0, s.tableErr("stat", filepath.Join(s.Dir, table), err)
+		return 0, 0, tableErr(s.fs, "stat", filepath.Join(s.farm, table), err)
 	}
 	return st.Size, st.Ino, nil
 }
@@ -1034,11 +1078,11 @@ func (s *Store) statTable(table string) (int64, uint64, error) {
 // is a passing one (GlusterFS's, while a brick is down: a run's table is
 // never removed while the run claims), retried, unless the table is
 // certainly gone.
-func (s *Store) tableErr(op, path string, err error) error {
+func tableErr(fsys vfs.FS, op, path string, err error) error {
 	if mutated("table-enoent-ends-claims") {
 		return &os.PathError{Op: op, Path: path, Err: err}
 	}
-	return passing(s.fs, path, &os.PathError{Op: op, Path: path, Err: err})
+	return passing(fsys, path, &os.PathError{Op: op, Path: path, Err: err})
 }
 
 // goneOr is, for err, an error of a call on path: whether path is

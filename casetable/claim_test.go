@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 )
 
@@ -481,17 +482,17 @@ func benchmarkClaim(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	ls := st.laneStore()
-	ls.Update(ctx, func(s *State) error {
+	ls.update(ctx, func(s *State) error {
 		b, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
 		mid := len(b) / 2
 		s.Offset = int64(mid + bytes.IndexByte(b[mid:], '\n') + 1)
 		return nil
-	})
+	}, claimInfo(new([]tablefmt.Case)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i > 0 && i%(n/4) == 0 {
 			b.StopTimer()
-			ls.Update(ctx, func(s *State) error { s.Offset = 0; return nil })
+			ls.update(ctx, func(s *State) error { s.Offset = 0; return nil }, claimInfo(new([]tablefmt.Case)))
 			b.StartTimer()
 		}
 		if cases, err := st.Claim(ctx, 1, 1); err != nil || len(cases) != 1 {

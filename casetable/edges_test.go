@@ -476,7 +476,7 @@ func TestChainDirRemovedIsDamageAtOnce(t *testing.T) {
 }
 
 // laneStore is the store of the lane s claimed in last.
-func (s *Store) laneStore() *Store { return s.last.stores[s.last.home] }
+func (s *Store) laneStore() *chainStore { return s.last.stores[s.last.home] }
 
 // laneGen is the newest generation of lane l of the current run's first
 // set.

@@ -479,17 +479,17 @@ type laneSet struct {
 	set       Set
 	dir       string
 	x         *laneIndex
-	stores    []*Store // per lane, opened when first claimed in
-	exhausted []bool   // lanes with nothing left to claim in this run (for good)
-	home      int      // the lane claimed in last
-	end       bool     // every lane is exhausted
+	stores    []*chainStore // per lane, opened when first claimed in
+	exhausted []bool        // lanes with nothing left to claim in this run (for good)
+	home      int           // the lane claimed in last
+	end       bool          // every lane is exhausted
 }
 
 // close releases the lanes' stores.
 func (L *laneSet) close() {
 	for l, ls := range L.stores {
 		if ls != nil {
-			ls.Close()
+			ls.close()
 			L.stores[l] = nil
 		}
 	}
@@ -524,7 +524,7 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	if x.lanes != t.Lanes {
 		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)}
 	}
-	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*Store, x.lanes), exhausted: make([]bool, x.lanes)}
+	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes), exhausted: make([]bool, x.lanes)}
 	L.home = homeLane(s.fs, s.Job, x.lanes)
 	return L, nil
 }
@@ -565,12 +565,10 @@ func homeLane(fsys vfs.FS, job string, lanes int) int {
 }
 
 // lane returns the store of lane l of the set L.
-func (s *Store) lane(L *laneSet, l int) *Store {
+func (s *Store) lane(L *laneSet, l int) *chainStore {
 	if L.stores[l] == nil {
-		ls := NewStoreOn(s.fs, s.Dir, s.misc)
-		ls.Job, ls.Retry, ls.Log = s.Job, s.Retry, s.Log
-		ls.fixed, ls.solo = filepath.Join(L.dir, strconv.Itoa(l)), L.x.lanes == 1
-		L.stores[l] = ls
+		L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
+		L.stores[l].solo = L.x.lanes == 1
 	}
 	return L.stores[l]
 }
@@ -622,7 +620,7 @@ func (s *Store) pick(L *laneSet) int {
 		return -1
 	}
 	if ls := L.stores[L.home]; ls != nil {
-		ls.Close() // its lane is exhausted: its descriptors go
+		ls.close() // its lane is exhausted: its descriptors go
 		L.stores[L.home] = nil
 	}
 	L.home = left[s.fs.Rand()%uint64(len(left))]
@@ -734,8 +732,8 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 
 // claimInLane claims up to most cases in the lane whose store is ls, and
 // reports whether the lane has nothing left after it.
-func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, bool, error) {
-	ls.checked = tableID{} // the table is checked once a claim
+func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, bool, error) {
+	ls.tab.checked = tableID{} // the table is checked once a claim
 	if most < 1 {
 		most = L.x.firstShare(L.home)
 	}
@@ -745,16 +743,16 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]
 	_, err := ls.update(ctx, func(st *State) error {
 		cases, exhausted = cases[:0], false
 		if !st.InLane || st.Lane < 0 || st.Lane >= x.lanes {
-			return &DamageError{Path: ls.fixed, Why: "not a lane's generation"}
+			return &DamageError{Path: ls.dir, Why: "not a lane's generation"}
 		}
 		if st.Run != run || st.Block >= x.blocks() {
 			exhausted = true
 			return errNoCommit
 		}
-		if err := ls.checkTable(st); err != nil {
+		if err := ls.tab.check(st); err != nil {
 			return err
 		}
-		if ok, err := ls.rd.StartsLine(st.Offset); err != nil {
+		if ok, err := ls.tab.rd.StartsLine(st.Offset); err != nil {
 			return err
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
@@ -774,7 +772,7 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]
 				next()
 				continue
 			}
-			c, after, n, ok, err := ls.rd.Case(off, st.TSize)
+			c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
 			if err != nil {
 				return err
 			}
@@ -821,8 +819,8 @@ func (ls *Store) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]
 // lost (a share for each). Not fewer when Ahead is up: Ahead grows most,
 // which only makes the limit apply sooner, and a share that shrank with
 // Ahead made a contended lane's claims 1 to 3 cases each (CLAIMS.md).
-func (s *Store) share(most int, left int64) int {
-	share := max(16, 2*s.peers)
+func (s *chainStore) share(most int, left int64) int {
+	share := max(16, 2*s.con.peers)
 	if left < share*int64(most) {
 		return 1 + int(max(left, 0)/share)
 	}
@@ -844,11 +842,10 @@ func (s *Store) readLanes(st State) (State, error) {
 			return st, err
 		}
 		for l := 0; l < L.x.lanes; l++ {
-			ls := NewStoreOn(s.fs, s.Dir, s.misc)
-			ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+			ls := newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
 			err := ls.refresh()
 			lst := ls.cur
-			ls.Close()
+			ls.close()
 			switch {
 			case errors.Is(err, errClosed):
 				st.Claimed += L.x.laneCases(l)

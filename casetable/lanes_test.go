@@ -171,15 +171,14 @@ func TestLanesEightProcessesExactlyOnce(t *testing.T) {
 		t.Fatalf("Read: %d claimed (%v), want %d", main.Claimed, err, n)
 	}
 	for l := 0; l < 4; l++ {
-		ls := NewStore(dir, filepath.Join(dir, "MISC"))
-		ls.fixed = filepath.Join(dir, "MISC", main.Sets[0].Dir, strconv.Itoa(l))
+		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(dir, "MISC", main.Sets[0].Dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != nil {
 			t.Fatal(err)
 		}
 		if ls.gen < 1 || ls.cur.Claimed == 0 {
 			t.Errorf("lane %d: generation %d, %d claimed: not claimed in", l, ls.gen, ls.cur.Claimed)
 		}
-		ls.Close()
+		ls.close()
 	}
 }
 
@@ -253,12 +252,11 @@ func TestRepairClosesLanes(t *testing.T) {
 	}
 	// The lanes themselves are closed.
 	for l := 0; l < 3; l++ {
-		ls := NewStore(dir, misc)
-		ls.fixed = filepath.Join(misc, cur.Sets[0].Dir, strconv.Itoa(l))
+		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, misc, filepath.Join(misc, cur.Sets[0].Dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != errClosed {
 			t.Errorf("lane %d after the repair: %v, want it closed", l, err)
 		}
-		ls.Close()
+		ls.close()
 	}
 	// Read of the old state's lanes: closed ones count as claimed whole.
 	s2 := NewStore(dir, misc)

@@ -526,13 +526,12 @@ func claimedIDs(b *testing.B, dir string, st State) []int64 {
 		b.Fatal(err)
 	}
 	for l := 0; l < L.x.lanes; l++ {
-		ls := NewStore(dir, filepath.Join(dir, "MISC"))
-		ls.fixed = filepath.Join(L.dir, strconv.Itoa(l))
+		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(L.dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != nil {
 			b.Fatal(err)
 		}
 		left := ls.cur.Claimed
-		ls.Close()
+		ls.close()
 		for blk := int64(l); blk < L.x.blocks() && left > 0; blk += int64(L.x.lanes) {
 			for id := blk*L.x.block + 1; id <= min((blk+1)*L.x.block, L.x.cases) && left > 0; id++ {
 				ids = append(ids, id)

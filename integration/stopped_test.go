@@ -103,21 +103,18 @@ func TestLocalReadersDoNotWaitForStoppedMetajob(t *testing.T) {
 	t.Logf("farm done %.1fs after submit", time.Since(t0).Seconds())
 }
 
-// watchCommits returns the claim chain's first segment directory, where
-// commits take their slots s.N (casetable/chain.go), of the farm
-// in dir, and an inotify descriptor that watches it for new files.
+// watchCommits returns the first segment directory of the chain where the
+// farm in dir claims (its run's one lane: casetable/lanes.go), where
+// commits take their slots s.N (casetable/chain.go), and an inotify
+// descriptor that watches it for new files.
 func watchCommits(t *testing.T, dir string) (seg string, ino int) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "MISC", "chain"))
-	if err != nil {
-		t.Fatal(err)
+	segs, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*", "0", "000000"))
+	if len(segs) != 1 {
+		t.Fatalf("the run's lane: %v, want one", segs)
 	}
-	claims, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "farm-chain v2 ")
-	if !ok {
-		t.Fatalf("MISC/chain: %q", b)
-	}
-	seg = filepath.Join(dir, "MISC", claims, "000000")
-	ino, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	seg = segs[0]
+	ino, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		t.Fatal(err)
 	}
