@@ -1,0 +1,242 @@
+package casetable
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/farm-hpc/farm/internal/kv"
+	"github.com/farm-hpc/farm/tablefmt"
+)
+
+// The records of the claim state: a generation of the main chain (the run
+// record) or of a lane's chain (its cursor), written and read through
+// internal/kv.
+
+// State is a generation of the claim state (chain.go). On the main chain
+// it is the run record: the current run and the sets of lanes it claims
+// in, in order (lanes.go); it holds no cursor, and only commands change it
+// (a run's start, farm add, a close, a repair). In a lane's chain it is
+// the lane's cursor: the block and byte offset of the lane's next case,
+// so that a claim costs the same on any table size.
+type State struct {
+	Run    int    // run number: 1 for submit, +1 for every resubmit
+	Table  string // the run's own table (a lane's: its set's), relative to the farm directory
+	Simple bool   // SIMPLE mode: one case per job
+	Cases  int64  // cases of the run (its own table's and farm add's); a lane's: in its blocks
+	MaxID  int64  // largest case ID of the farm's table.dat
+	Total  int64  // cases in the farm's table.dat
+	Repair string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
+
+	// Sets are what the run claims, in order: its own table's set, and
+	// one per 'farm add' (after, or with --first before, the others).
+	// A run with no set has nothing left to claim (closed).
+	Sets []Set
+
+	// Claimed is, on the main chain as Read returns it, the cases
+	// claimed in the run (every lane's; a run with no set: all); in a
+	// lane's generation, the lane's. Not stored on the main chain.
+	Claimed int64
+
+	// A lane's cursor (InLane): which lane, the block its cursor is in,
+	// the byte offset of the next unread line of Table and the lines
+	// before it; and Table's identity as the run saw it, which a claim
+	// checks (TSize, TIno, TFP).
+	InLane bool
+	Lane   int
+	Block  int64
+	Offset int64
+	Lines  int64
+	TSize  int64
+	TIno   uint64
+	TFP    string
+
+	Gen int64 // the generation this state was read from, -1 for none (not stored)
+	// Chain is the chain Gen is of (its directory's name; not stored): a
+	// repair starts another, whose generations count from 0 again.
+	Chain string
+}
+
+// Set is a set of lanes over one table (lanes.go): the run's own, or one
+// 'farm add' gave it.
+type Set struct {
+	Dir   string // its directory in MISC (lanes.RUN.NONCE)
+	Lanes int    // its lanes
+	Cases int64  // the cases of its table
+	Table string // its table, relative to the farm directory
+}
+
+// OwnSet is the set of the run's own table; zero if it has none (a closed
+// run).
+func (st *State) OwnSet() Set {
+	for _, t := range st.Sets {
+		if t.Table == st.Table {
+			return t
+		}
+	}
+	return Set{}
+}
+
+// ErrNoState is returned when the farm has never been submitted.
+var ErrNoState = errors.New("the farm has not been submitted yet")
+
+// commitInfo is what a generation says about who made it and what it
+// claimed; for the record (and for a reader who wants to know), not used
+// by the protocol, except nonce.
+type commitInfo struct {
+	by    string // job ID, or the command that made it
+	first int64  // first case ID claimed, 0 if none
+	n     int    // cases claimed
+	nonce string
+}
+
+// marshal writes s as generation gen's record: a run record, or a lane's
+// cursor (InLane).
+func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
+	by := ci.by
+	if by == "" || strings.ContainsAny(by, " \n=") {
+		by = "-"
+	}
+	b = append(b, genMagic...)
+	b = kv.AppendInt(b, "gen", gen)
+	b = kv.AppendInt(b, "run", int64(s.Run))
+	b = kv.Append(b, "table", s.Table)
+	if s.InLane {
+		tfp := s.TFP
+		if tfp == "" || strings.ContainsAny(tfp, " \n") {
+			tfp = "-"
+		}
+		b = kv.AppendInt(b, "lane", int64(s.Lane))
+		b = kv.AppendInt(b, "block", s.Block)
+		b = kv.AppendInt(b, "offset", s.Offset)
+		b = kv.AppendInt(b, "line", s.Lines)
+		b = kv.AppendInt(b, "tsize", s.TSize)
+		b = kv.AppendUint(b, "tino", s.TIno)
+		b = kv.Append(b, "tfp", tfp)
+		b = kv.AppendInt(b, "cases", s.Cases)
+		b = kv.AppendInt(b, "claimed", s.Claimed)
+	} else {
+		b = kv.AppendBool(b, "simple", s.Simple)
+		b = kv.AppendInt(b, "cases", s.Cases)
+		b = kv.AppendInt(b, "maxid", s.MaxID)
+		b = kv.AppendInt(b, "total", s.Total)
+		if s.Repair != "" && !strings.ContainsAny(s.Repair, " \n") {
+			b = kv.Append(b, "repair", s.Repair)
+		}
+		for _, t := range s.Sets {
+			b = kv.Append(b, "set", fmt.Sprintf("%s:%d:%d:%s", t.Dir, t.Lanes, t.Cases, t.Table))
+		}
+	}
+	b = kv.Append(b, "by", by)
+	b = kv.AppendInt(b, "first", ci.first)
+	b = kv.AppendInt(b, "n", int64(ci.n))
+	b = kv.Append(b, "nonce", ci.nonce)
+	return append(b, '\n')
+}
+
+// errClosed: the generation closes its chain (a repair made a new one).
+var errClosed = errors.New("chain closed")
+
+// unmarshal reads a generation's record into s.
+// Over 60 lines: one case per field of the record, in one switch.
+func (s *State) unmarshal(b []byte) error {
+	rest, ok := strings.CutPrefix(string(b), genMagic)
+	if !ok || !strings.HasSuffix(rest, "\n") {
+		return errors.New("not a generation record")
+	}
+	seen := 0
+	r := kv.NewReader(rest)
+	for r.Next() {
+		if r.Word() {
+			if r.Key() == "closed" {
+				return errClosed
+			}
+			return fmt.Errorf("bad field %q", r.Key())
+		}
+		switch r.Key() {
+		case "gen":
+			s.Gen = r.Int()
+		case "run":
+			s.Run = r.Atoi()
+			seen++
+		case "table":
+			s.Table = r.Value()
+			seen++
+		case "simple":
+			s.Simple = r.Bool()
+		case "lane":
+			s.InLane = true
+			s.Lane = r.Atoi()
+		case "block":
+			s.Block = r.Int()
+		case "offset":
+			s.Offset = r.Int()
+		case "line":
+			s.Lines = r.Int()
+		case "tsize":
+			s.TSize = r.Int()
+		case "tino":
+			s.TIno = r.Uint()
+		case "tfp":
+			if v := r.Value(); v != "-" {
+				s.TFP = v
+			}
+		case "cases":
+			s.Cases = r.Int()
+		case "total":
+			s.Total = r.Int()
+		case "maxid":
+			s.MaxID = r.Int()
+		case "claimed":
+			s.Claimed = r.Int()
+		case "repair":
+			s.Repair = r.Value()
+		case "set":
+			t, err := parseSet(r.Value())
+			s.Sets = append(s.Sets, t)
+			if err != nil {
+				r.Fail(err)
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if seen != 2 || s.Run < 0 {
+		return errors.New("missing run or table")
+	}
+	if s.InLane && (s.Lane < 0 || s.Block < 0 || s.Offset < 0) {
+		return errors.New("bad lane cursor")
+	}
+	return nil
+}
+
+// parseSet reads a set= field: DIR:LANES:CASES:TABLE.
+func parseSet(v string) (Set, error) {
+	f := strings.SplitN(v, ":", 4)
+	bad := errors.New("not DIR:LANES:CASES:TABLE")
+	if len(f) != 4 || f[0] == "" || strings.Contains(f[0], "/") || f[3] == "" {
+		return Set{}, bad
+	}
+	t := Set{Dir: f[0], Table: f[3]}
+	var err1, err2 error
+	t.Lanes, err1 = strconv.Atoi(f[1])
+	t.Cases, err2 = strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || t.Lanes < 1 || t.Cases < 0 {
+		return Set{}, bad
+	}
+	return t, nil
+}
+
+// claimInfo says what a claim commits, for the record: the cases in
+// *cases when the commit is made.
+func claimInfo(cases *[]tablefmt.Case) func(*State) commitInfo {
+	return func(*State) commitInfo {
+		ci := commitInfo{n: len(*cases)}
+		if len(*cases) > 0 {
+			ci.first = (*cases)[0].ID
+		}
+		return ci
+	}
+}

@@ -1,0 +1,513 @@
+package casetable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/vfs"
+)
+
+// One chain's reading and compare-and-swap (chain.go has the chain's
+// primitives): the main chain's, for the run record, and each lane's.
+
+// chainStore reads and advances one chain: the main chain, or a lane's.
+type chainStore struct {
+	o    *Opts
+	fs   vfs.FS
+	misc string
+	dir  string // a lane's chain directory; "": the main chain, which MISC/chain names
+	ch   *chain
+	gen  int64 // newest generation known; -1: none
+	top  int64 // newest mark known with it: every mark after gen up to top is a void
+	cur  State // its state
+	wbuf []byte
+	con  contention
+	solo bool        // a lane of a set of one lane (Ahead off)
+	tab  *tableCheck // a lane's: the run's table its claims read
+}
+
+// contention is what a store's claims cost because others claim too
+// (Ahead).
+type contention struct {
+	own   int64 // the generation this store committed last; -1: none
+	ahead int   // batches' worth the next claim should take; 0: 1
+	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
+}
+
+// newChainStore is the store of the chain in dir (a lane's; "": the main
+// chain), with o's options.
+func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
+	s := &chainStore{o: o, fs: fsys, misc: misc, dir: dir, gen: -1, top: -1, con: contention{own: -1}}
+	if dir != "" {
+		s.tab = &tableCheck{fs: fsys, farm: o.Dir}
+	}
+	return s
+}
+
+// pause waits before the try after try (0, 1, ...) to read the newest
+// generation: 10 ms more each time.
+func (s *chainStore) pause(try int) {
+	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
+}
+
+// ahead is Ahead of a lane's store.
+func (s *chainStore) ahead() int {
+	if !aheadOn && s.solo {
+		return 1 // on in a set of several lanes, which only runs for many meta-jobs have
+	}
+	return max(s.con.ahead, 1)
+}
+
+// aheadOn turns Ahead on (FARM_CLAIM_AHEAD=1).
+var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
+
+// MaxAhead caps Ahead.
+const MaxAhead = 64
+
+// aheadTarget is the filesystem calls that sharing the chain may add to
+// a claim, per batch's worth it takes.
+const aheadTarget = 3
+
+// contended updates Ahead after a claim that committed generation gen,
+// having lost lost attempts: the calls it cost beyond a commit of its own
+// on its own last generation — a gallop of lookups and a read for the
+// generations others committed since, and a slot, a wait and a reading
+// for each attempt lost — over aheadTarget is the new Ahead; it grows
+// at once and shrinks by half a claim.
+func (s *chainStore) contended(gen int64, lost int) {
+	c := &s.con
+	extra := 0
+	c.peers = int64(lost) // each slot lost was another's
+	if c.own >= 0 && gen-c.own > 1 {
+		c.peers = max(c.peers, gen-c.own-1)
+		extra += 3 + 2*bits.Len64(uint64(gen-c.own-1))
+	}
+	extra += 8 * lost
+	want := 1 + (extra+aheadTarget-1)/aheadTarget
+	c.ahead = min(MaxAhead, max(want, max(c.ahead, 1)/2))
+	c.own = gen
+}
+
+// close releases the chain store's files.
+func (s *chainStore) close() {
+	if s.tab != nil {
+		s.tab.drop()
+	}
+	s.setChain(nil)
+}
+
+// setChain makes ch the store's chain, closing the one it replaces.
+func (s *chainStore) setChain(ch *chain) {
+	if s.ch != nil && s.ch != ch {
+		s.reportBurials()
+		s.ch.close()
+	}
+	if ch != nil {
+		ch.log = s.log()
+	}
+	s.ch = ch
+}
+
+// reportBurials says how many generations could not be buried, when more
+// than the one already said.
+func (s *chainStore) reportBurials() {
+	if c := s.ch; c != nil && c.buryFails > 1 {
+		fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
+		c.buryFails = 0
+	}
+}
+
+func (s *chainStore) log() io.Writer {
+	if s.o.Log != nil {
+		return s.o.Log
+	}
+	return os.Stderr
+}
+
+func (s *chainStore) open() error {
+	if s.ch != nil {
+		return nil
+	}
+	if s.dir != "" {
+		s.setChain(newChain(s.fs, s.dir))
+		s.gen, s.top = -1, -1
+		return nil
+	}
+	ch, err := openChain(s.fs, s.misc)
+	if err != nil {
+		return err
+	}
+	s.setChain(ch)
+	s.gen, s.top = -1, -1
+	return nil
+}
+
+// refresh reads the newest generation.
+func (s *chainStore) refresh() error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for tries := 0; ; tries++ {
+		n, err := s.ch.latestNear(s.gen, s.con.peers)
+		if err == errInconsistent || os.IsNotExist(err) {
+			// A mark seen, then not seen, or the chain's directory
+			// not found: the directory removed (its descriptors
+			// still open answer ENOENT to every lookup) — damage,
+			// said at once, naming it — or a cache's passing answer,
+			// looked up again afresh.
+			s.ch.forget()
+			if gone(s.fs, s.ch.dir) {
+				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
+			}
+			if tries < 20 {
+				s.pause(tries)
+				continue
+			}
+			return fsretry.Transient(err)
+		}
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			err := s.ch.noGeneration()
+			if err == nil && s.dir != "" {
+				// A lane has its generation 0 before anyone can know
+				// it: a mark not found is a network filesystem's
+				// passing answer (or damage, which stays).
+				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
+			}
+			if err == nil {
+				return ErrNoState // a chain with no generation yet
+			}
+			if fsretry.IsTransient(err) && tries < 20 {
+				s.pause(tries)
+				continue
+			}
+			return err
+		}
+		if err := s.load(n); err == nil {
+			return nil
+		} else if errors.Is(err, errClosed) && s.dir != "" {
+			return err // a lane closed: its run is over
+		} else if errors.Is(err, errClosed) {
+			closed := s.ch.dir
+			s.setChain(nil)
+			if err := s.open(); err != nil {
+				return err
+			}
+			if s.ch.dir == closed {
+				// MISC/chain still names the closed chain: a repair
+				// is replacing it (repair.go), or died doing so.
+				if tries >= 20 {
+					return &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
+				}
+				s.pause(tries)
+			}
+		} else if tries >= 20 && os.IsNotExist(err) && !mutated("one-look-is-gone") {
+			return s.ch.checkGone(err) // damage if the chain is gone, else a passing ENOENT
+		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
+			return err
+		} else {
+			// Buried while we looked (we were far behind), or a cached
+			// name: look again from the hint.
+			s.gen, s.top = -1, -1
+			s.pause(tries)
+		}
+	}
+}
+
+// load reads generation n into s.cur.
+func (s *chainStore) load(n int64) error {
+	b, err := s.ch.read(n)
+	if err != nil {
+		return err
+	}
+	var st State
+	if err := st.unmarshal(b); err != nil {
+		if err == errClosed {
+			return err
+		}
+		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
+	}
+	st.Gen, st.Chain = n, filepath.Base(s.ch.dir)
+	// The chain's top is from the reading that found n (latest), so the
+	// marks between n and it are voids: the next commit goes past them.
+	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
+	return nil
+}
+
+// update is the claim protocol's commit, behind Update, Claim and Repair.
+// It runs fn on a copy of the newest state, the base, and commits the
+// result as the base's generation +1: a compare-and-swap on the chain
+// (chain.commit). If another process committed that generation first, the
+// commit is lost: the newest generation becomes the base and fn runs
+// again. info says what the commit claimed, for the record. Transient
+// filesystem errors are retried for s.Retry; after a damage error the
+// chain is looked up once more, in case a repair has started a new one.
+func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
+	defer func() {
+		if err != nil && !mutated("failed-read-old-base") {
+			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
+		}
+	}()
+	r := fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs}
+	// The base must be read (again): none is known, or others committed
+	// between this store's last two claims — then they likely did since
+	// the last one too, and a commit on it would only lose.
+	stale := s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0
+	reopened := false   // the chain was looked up again after damage
+	lost := 0           // attempts lost to other processes
+	var tried time.Time // this attempt's start: its reading of the base, then its commit
+	for {
+		if err := ctx.Err(); err != nil {
+			return State{}, err
+		}
+		if tried.IsZero() || stale {
+			tried = s.fs.Now()
+		}
+		read := stale // the base is read in this call
+		if stale {
+			if err := s.readBase(); err != nil {
+				if r.Again(ctx, err) {
+					continue
+				}
+				return State{}, err
+			}
+			stale = false
+		}
+		st := s.cur
+		if err := fn(&st); err != nil {
+			if err == errNoCommit && !read {
+				// Decided on the generation this store made or read
+				// last: others may have moved on since ('farm add'
+				// queued cases, a new run started). Once more, on
+				// the newest.
+				stale = true
+				continue
+			}
+			if err == errNoCommit {
+				return s.cur, nil
+			}
+			// A table that cannot be read for now (an I/O error, a
+			// server out of reach): read everything afresh, later.
+			if r.Again(ctx, err) {
+				s.dropFiles()
+				stale = true
+				continue
+			}
+			return State{}, err
+		}
+		if s.ch == nil {
+			first, err := s.startChain()
+			if err != nil {
+				if r.Again(ctx, err) {
+					continue
+				}
+				return State{}, err
+			}
+			if !first {
+				// Another process may have made the chain, and its first
+				// generation, first.
+				stale = true
+				continue
+			}
+		}
+		next := max(s.gen, s.top) + 1
+		if mutated("failed-read-old-base") {
+			next = s.ch.nextSlot(s.gen)
+		}
+		won, err := s.commitAs(next, &st, info)
+		if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
+			s.ch.dropPending()
+			stale = true
+			continue
+		}
+		// A commit whose outcome the filesystem cannot tell yet is
+		// settled, not made again: its generation may be ours.
+		for err != nil && errors.As(err, new(*UndecidedError)) && r.Again(ctx, err) {
+			won, err = s.ch.settle()
+		}
+		if err != nil {
+			var de *DamageError
+			if errors.As(err, &de) {
+				// A repair may have started a new chain: look again once.
+				if !reopened {
+					reopened, stale = true, true
+					if s.chainMoved() {
+						continue
+					}
+				}
+				return State{}, err
+			}
+			// Read afresh before trying again: the slot that failed
+			// may be decided by now (a name another client made,
+			// which answers EIO here while GlusterFS heals it), and
+			// the next commit then goes past it.
+			if r.Again(ctx, err) {
+				stale = true
+				continue
+			}
+			return State{}, err
+		}
+		if won {
+			r.OK()
+			st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
+			s.gen, s.top, s.cur = next, next, st
+			s.contended(next, lost)
+			return st, nil
+		}
+		lost++
+		// The others who lost this slot learn of its mark when this
+		// process does: a pause of random length, doubling with the
+		// attempts lost (binary exponential backoff), keeps them from
+		// all looking for it and then trying the next slot at once.
+		unit := s.fs.Now().Sub(tried)
+		backoff(ctx, s.fs, lost, unit)
+		// Lost the race: another process took the slot, or voided ours.
+		// Once the slot is marked, the newest generation is the new
+		// base. A meta-job that ran its batch while others committed is
+		// often many generations behind: looking for the newest (a
+		// gallop of name lookups from the slot it lost) costs a few
+		// lookups, where following the chain one lost commit at a time
+		// would cost a create and a read per generation.
+		if _, err := s.ch.awaitPaced(ctx, next, unit); err != nil {
+			if ctx.Err() != nil {
+				return State{}, ctx.Err()
+			}
+			if r.Again(ctx, err) {
+				stale = true
+				continue
+			}
+			return State{}, err
+		}
+		r.OK()
+		tried = s.fs.Now()
+		if err := s.loadNewest(next); err != nil {
+			stale = true
+		}
+	}
+}
+
+// backoff sleeps a random time below unit·2^(lost-1), or until ctx is
+// done: binary exponential backoff, at most 2 s. unit is what the attempt
+// that lost took, from its reading of the base to the lost slot (at
+// least 1 ms): the window in which another's commit makes it lose, which
+// grows with the server's queue — so that the claimers that lost spread
+// their next attempts over as many windows as they are (make bench-scale:
+// 256 claimers' first claims, 87 calls each with a unit of 1 ms, 73
+// with this one).
+func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
+}
+
+// backoffLimit is the bound of backoff's pause: unit·2^(lost-1), unit at
+// least 1 ms, at most 2 s (computed so that it cannot overflow, whatever an
+// attempt stopped for hours took).
+func backoffLimit(lost int, unit time.Duration) time.Duration {
+	const most = 2 * time.Second
+	unit = min(max(unit, time.Millisecond), most)
+	return min(unit<<min(max(lost-1, 0), 20), most)
+}
+
+// errNoCommit, returned by update's fn, ends the update with no commit.
+var errNoCommit = errors.New("nothing to commit")
+
+// dropFiles closes the table and the directories the store keeps open, after
+// a transient error: a stale handle (ESTALE) is looked up afresh.
+func (s *chainStore) dropFiles() {
+	if s.tab != nil {
+		s.tab.drop()
+	}
+	if s.ch != nil {
+		s.ch.forget()
+	}
+}
+
+// readBase reads the newest generation into s.cur; for a farm with no
+// state yet, s.cur becomes a zero State of no generation (-1).
+func (s *chainStore) readBase() error {
+	err := s.refresh()
+	if errors.Is(err, ErrNoState) {
+		s.cur, s.gen, s.top = State{Gen: -1}, -1, -1
+		if s.ch != nil {
+			s.top = s.ch.top // voids only (a first commit voided)
+		}
+		return nil
+	}
+	return err
+}
+
+// startChain makes the farm's chain, for a store that has none, and
+// reports whether it is still without a generation: false if another
+// process made the chain and its first generation first, or if that
+// cannot be told now.
+func (s *chainStore) startChain() (bool, error) {
+	ch, err := createChain(s.fs, s.misc)
+	if err != nil {
+		return false, err
+	}
+	s.setChain(ch)
+	n, err := ch.latest(-1)
+	return err == nil && n < 0, nil
+}
+
+// commitAs commits st as generation next of the chain, with what info
+// says of it, and reports whether it won the generation.
+func (s *chainStore) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
+	ci := info(st)
+	ci.nonce = newNonce(s.fs)
+	if ci.by == "" {
+		ci.by = s.o.Job
+	}
+	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+	return s.ch.commit(next, s.wbuf, ci.nonce)
+}
+
+// chainMoved drops the store's chain and reports whether MISC/chain now
+// names another one: a repair started a new chain.
+func (s *chainStore) chainMoved() bool {
+	if s.dir != "" {
+		return false // a lane is where it is
+	}
+	old := s.ch.dir
+	s.setChain(nil)
+	ch, err := openChain(s.fs, s.misc)
+	if err != nil {
+		return false
+	}
+	ch.close()
+	return ch.dir != old
+}
+
+// loadNewest reads the newest generation after the one lost, into s.cur.
+// If the chain is closed (a repair made a new one), it drops it.
+func (s *chainStore) loadNewest(lost int64) error {
+	n, err := s.ch.latest(lost)
+	if err == nil {
+		err = s.load(n)
+	}
+	if errors.Is(err, errClosed) {
+		s.setChain(nil)
+	}
+	return err
+}
+
+// Moved reports whether the claim state may have changed since the store
+// last read it — 'farm add' queued cases, a claim, a new run: whether the
+// main chain has a mark after the newest generation the store knows. It
+// costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
+// generation says true.
+func (s *chainStore) Moved() bool {
+	if s.ch == nil || s.gen < 0 || s.dir != "" {
+		return true
+	}
+	m, err := s.ch.marker(s.ch.nextSlot(s.gen))
+	return err != nil || m != unmarked
+}

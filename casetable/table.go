@@ -1,0 +1,266 @@
+package casetable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/tablefmt"
+	"github.com/farm-hpc/farm/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// A run's table as a lane's claims read it (tablefmt.Reader), checked to
+// be the file the run started with, and the passing errors of a network
+// filesystem on it.
+
+// tableCheck is a run's table as a lane's claims read it: open, and
+// checked to be the file the run started with.
+type tableCheck struct {
+	fs      vfs.FS
+	farm    string // the farm directory
+	table   *vfs.File
+	tname   string
+	rd      tablefmt.Reader // table's lines
+	dirFD   *vfs.File       // the farm directory, for stat
+	fpIno   uint64          // an inode number of fpTable that its fingerprint vouched for
+	fpTable string
+	checked tableID // the table check found unchanged in this claim; zero: none yet
+}
+
+// drop closes the table and the directory the check keeps open, after a
+// transient error (a stale handle, ESTALE, is looked up afresh) or for
+// good.
+func (s *tableCheck) drop() {
+	s.checked = tableID{}
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	s.rd.Reset(nil, "")
+	if s.dirFD != nil {
+		s.dirFD.Close()
+		s.dirFD = nil
+	}
+}
+
+// open makes s.table the open table of st (again, if fresh).
+func (s *tableCheck) open(table string, fresh bool) error {
+	if s.table != nil && s.tname == table && !fresh {
+		return nil
+	}
+	if s.table != nil {
+		s.table.Close()
+		s.table = nil
+	}
+	path := filepath.Join(s.farm, table)
+	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
+	if err != nil {
+		return tableErr(s.fs, "open", path, err)
+	}
+	s.table, s.tname = f, table
+	s.rd.Reset(faultyTable{f}, table)
+	return nil
+}
+
+// faultyTable is a run's table as a claim reads it, through the fault
+// plan of the tests (injected "table.read").
+type faultyTable struct{ f *vfs.File }
+
+func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
+	if err := injected("table.read"); err != nil {
+		return 0, &os.PathError{Op: "read", Path: t.f.Name, Err: err}
+	}
+	return t.f.ReadAt(b, off)
+}
+
+// TableChangedError: the run's table is not the file it was when the run
+// started (its size or its inode differ), so the byte offsets of the claim
+// state no longer point at its lines: nothing more is claimed from it.
+type TableChangedError struct {
+	Table         string
+	Run           int
+	Size, WasSize int64
+	Ino, WasIno   uint64
+	MidLine       int64 // if not 0: the claim's byte offset, found not to start a line
+}
+
+func (e *TableChangedError) Error() string {
+	what := fmt.Sprintf("it had %d bytes and has %d now", e.WasSize, e.Size)
+	switch {
+	case e.MidLine != 0:
+		what = fmt.Sprintf("it was edited: byte %d, where the next case starts, is not at the start of a line", e.MidLine)
+	case e.Size == e.WasSize:
+		what = "it was replaced by another file"
+	}
+	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
+}
+
+// tableRecheck is how long checkTable waits before it looks at a table
+// that seems changed once more: longer than a network filesystem client
+// keeps a file's attributes (FUSE and GlusterFS: about a second).
+var tableRecheck = 1500 * time.Millisecond
+
+// checkTable opens st's table if needed and checks that the file of its
+// name is the one the run started with: the same size, and the same inode
+// or, where inode numbers differ between hosts (some Lustre, NFS and FUSE
+// mounts), the same fingerprint. (A store that has the table open reads
+// what it had, but the other meta-jobs would not: all stop alike.) A
+// difference is looked at once more, past the attribute caches, on a
+// fresh descriptor, before it is believed.
+func (s *tableCheck) check(st *State) error {
+	if err := s.open(st.Table, false); err != nil {
+		return err
+	}
+	if st.TSize <= 0 {
+		return nil // not recorded (a state 'farm repair' rebuilt)
+	}
+	// Once a claim: an attempt lost to another claimer checks the same
+	// table again for nothing (a lookup at the server each; 21 in one
+	// contended first claim on the rig, BENCHMARKS.md). A table changed
+	// between the check and the commit is found by the next claim, as it
+	// would be between a check and a commit of the same attempt.
+	id := tableID{st.Table, st.TSize, st.TIno, st.TFP}
+	if s.checked == id {
+		return nil
+	}
+	var err error
+	for try := 0; try < 2; try++ {
+		var size int64
+		var ino uint64
+		var serr error
+		if try == 0 {
+			size, ino, serr = s.stat(st.Table)
+		} else {
+			s.fs.Sleep(context.Background(), tableRecheck)
+			if serr = s.open(st.Table, true); serr == nil {
+				size, ino, serr = fileID(s.table)
+			}
+		}
+		if serr != nil {
+			return serr
+		}
+		if size == st.TSize && (st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable)) {
+			s.checked = id
+			return nil
+		}
+		if size == st.TSize && st.TFP != "" {
+			// Another inode number: the same file seen from another
+			// host, or another file of the same size.
+			if ferr := s.open(st.Table, true); ferr != nil {
+				return ferr
+			}
+			if fp, ferr := tablefmt.Fingerprint(s.table, size); ferr == nil && fp == st.TFP {
+				s.fpIno, s.fpTable = ino, st.Table
+				s.checked = id
+				return nil
+			}
+		}
+		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
+	}
+	return err
+}
+
+// tableID is a run's table as its claim state records it.
+type tableID struct {
+	name string
+	size int64
+	ino  uint64
+	fp   string
+}
+
+// stat returns the size and inode of the file table names, looked up
+// from the farm directory's open descriptor (one lookup at the server for
+// "table.dat", not one per component of the farm's path).
+func (s *tableCheck) stat(table string) (int64, uint64, error) {
+	if s.dirFD == nil {
+		fd, err := openDir(s.fs, s.farm)
+		if err != nil {
+			return 0, 0, tableErr(s.fs, "open", s.farm, err)
+		}
+		s.dirFD = fd
+	}
+	var st unix.Stat_t
+	err := injected("table.stat")
+	if err == nil {
+		err = s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
+	}
+	if err != nil {
+		return 0, 0, tableErr(s.fs, "stat", filepath.Join(s.farm, table), err)
+	}
+	return st.Size, st.Ino, nil
+}
+
+// tableErr is the error of the call op on a run's table at path: an ENOENT
+// is a passing one (GlusterFS's, while a brick is down: a run's table is
+// never removed while the run claims), retried, unless the table is
+// certainly gone.
+func tableErr(fsys vfs.FS, op, path string, err error) error {
+	if mutated("table-enoent-ends-claims") {
+		return &os.PathError{Op: op, Path: path, Err: err}
+	}
+	return passing(fsys, path, &os.PathError{Op: op, Path: path, Err: err})
+}
+
+// goneOr is, for err, an error of a call on path: whether path is
+// certainly gone (an ENOENT that gone confirms), and else err, an ENOENT
+// marked transient (passing). One look decides both: two could disagree.
+func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
+	if !errors.Is(err, unix.ENOENT) || fsretry.IsTransient(err) {
+		return false, err
+	}
+	if testHook != nil {
+		testHook("gone", path)
+	}
+	if gone(fsys, path) {
+		return true, nil
+	}
+	if mutated("gone-looked-twice") && gone(fsys, path) {
+		return false, err // a second look, which said gone
+	}
+	return false, fsretry.Transient(err)
+}
+
+// passing marks err, an error of a call on path, as transient if it is an
+// ENOENT and path is not certainly gone: a network filesystem's passing
+// answer (GlusterFS's, while a brick is down), for a name that exists.
+func passing(fsys vfs.FS, path string, err error) error {
+	if isGone, perr := goneOr(fsys, path, err); !isGone {
+		return perr
+	}
+	return err
+}
+
+// fileID returns the size and inode of the open file f.
+func fileID(f *vfs.File) (int64, uint64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, &os.PathError{Op: "fstat", Path: f.Name, Err: err}
+	}
+	return st.Size, st.Ino, nil
+}
+
+// TableID returns what a run records of its table at path, so that a
+// claim can tell whether it changed since: its size, its inode number and
+// its fingerprint.
+func TableID(path string) (size int64, ino uint64, fp string, err error) {
+	return tableIDOn(vfs.OS{}, path)
+}
+
+// tableIDOn is TableID on fsys.
+func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err error) {
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
+	if err != nil {
+		return 0, 0, "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer f.Close()
+	if size, ino, err = fileID(f); err != nil {
+		return 0, 0, "", err
+	}
+	fp, err = tablefmt.Fingerprint(f, size)
+	return size, ino, fp, err
+}
