@@ -148,10 +148,11 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 	if now := s.fs.Now(); now.Sub(s.firstLooked) >= firstLook {
 		s.firstLooked, look = now, true
 	}
-	if err := s.findSets(ctx, run, look && s.setsRun == run && s.Moved()); err != nil {
-		return nil, err
-	}
-	for again := false; ; again = true {
+	again := look && s.setsRun == run && s.Moved()
+	for tries := 0; ; tries++ {
+		if err := s.findSets(ctx, run, again); err != nil {
+			return nil, err
+		}
 		for _, L := range s.sets {
 			cases, err := s.claimLanes(ctx, L, run, most)
 			if err != nil || len(cases) > 0 {
@@ -160,12 +161,10 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 		}
 		// Every set it knows is used up: 'farm add' may have given the
 		// run another since the store read the run record (one lookup).
-		if again || len(s.sets) == 0 || !s.Moved() {
+		if tries > 0 || len(s.sets) == 0 || !s.Moved() {
 			return nil, nil
 		}
-		if err := s.findSets(ctx, run, true); err != nil {
-			return nil, err
-		}
+		again = true
 	}
 }
 
