@@ -244,7 +244,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	if rd.usable {
-		// The rebuilt state has no lanes: the lanes of the run read and
+		// The rebuilt state has no set: the lanes of the run read and
 		// of every run before it are closed first, so that no claimer,
 		// however stalled, claims in one after the repair. Not a later
 		// run's: one started since the reading makes the commit below

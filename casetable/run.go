@@ -14,7 +14,7 @@ import (
 // The claim state's transitions made by commands (farm submit, resubmit,
 // add), beside the claims (claim.go, lanes.go) and the repair
 // (repair.go): each is one compare-and-swap on the main chain, whose
-// effects outside the state (a run's lanes, a queued table) are made
+// effects outside the state (a set of lanes, farm add's table) are made
 // before it and undone only when it certainly did not commit.
 
 // ErrMoved says the claim state moved on since the caller read it (another
@@ -27,7 +27,7 @@ type RunSpec struct {
 	Chain  string // the chain Base is of (State.Chain; "": the caller read none)
 	Run    int    // the run's number
 	Table  string // its table, relative to the farm directory
-	Simple bool   // one case per meta-job: no lanes
+	Simple bool   // one case per meta-job: one lane
 	Cases  int64  // the table's cases
 	MaxID  int64  // a first run: the table's largest ID (0: the state's stays)
 	Jobs   int    // the meta-jobs it is started for: its lanes (LanesFor)
