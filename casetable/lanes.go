@@ -3,6 +3,7 @@ package casetable
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -590,59 +591,65 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		} else if !ok {
 			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
 		}
-		lim := ls.share(most, st.Cases-st.Claimed)
-		b, off, lines := st.Block, st.Offset, st.Lines
-		// next moves the cursor to the lane's next block.
-		next := func() {
-			b += int64(x.lanes)
-			if b < x.blocks() {
-				off, lines = x.starts[b], x.lines[b]
-			}
+		var err error
+		cases, err = ls.readLane(L, st, ls.share(most, st.Cases-st.Claimed), cases)
+		exhausted = st.Block >= x.blocks()
+		if err != nil || len(cases) == 0 {
+			return cmp.Or(err, errNoCommit)
 		}
-		for len(cases) < lim && b < x.blocks() {
-			end := x.end(b, st.TSize)
-			if off >= end {
-				next()
-				continue
-			}
-			c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
-			if err != nil {
-				return err
-			}
-			if !ok && b+1 < x.blocks() {
-				// The table ended before a block that is not its
-				// last: the index is not of this table.
-				return &DamageError{Path: filepath.Join(L.dir, "index"), Why: fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())}
-			}
-			if !ok || after > end {
-				// No case left in the block (the lines after its
-				// last case are not cases): the next block.
-				next()
-				continue
-			}
-			off, lines = after, lines+n
-			c.Line, c.Table = lines, st.Table
-			cases = append(cases, c)
-		}
-		// Past the block's last byte: on to the lane's next block now, so
-		// that the lane's state says so (and, past its last block, that
-		// it is exhausted).
-		for b < x.blocks() && off >= x.end(b, st.TSize) {
-			next()
-		}
-		if len(cases) == 0 {
-			exhausted = b >= x.blocks()
-			return errNoCommit
-		}
-		st.Block, st.Offset, st.Lines = b, off, lines
 		st.Claimed += int64(len(cases))
-		exhausted = b >= x.blocks()
 		return nil
 	}, claimInfo(&cases))
 	if err != nil {
 		return nil, false, err
 	}
 	return cases, exhausted, nil
+}
+
+// readLane reads up to lim cases of the lane from st's cursor into cases,
+// and moves the cursor past them, through the lane's blocks; past a
+// block's last byte it moves on to the lane's next block, so that the
+// lane's state says so (and, past its last block, that it is exhausted).
+func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
+	x := L.x
+	b, off, lines := st.Block, st.Offset, st.Lines
+	// next moves the cursor to the lane's next block.
+	next := func() {
+		b += int64(x.lanes)
+		if b < x.blocks() {
+			off, lines = x.starts[b], x.lines[b]
+		}
+	}
+	for len(cases) < lim && b < x.blocks() {
+		end := x.end(b, st.TSize)
+		if off >= end {
+			next()
+			continue
+		}
+		c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
+		if err != nil {
+			return cases, err
+		}
+		if !ok && b+1 < x.blocks() {
+			// The table ended before a block that is not its last: the
+			// index is not of this table.
+			return cases, &DamageError{Path: filepath.Join(L.dir, "index"), Why: fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())}
+		}
+		if !ok || after > end {
+			// No case left in the block (the lines after its last case
+			// are not cases): the next block.
+			next()
+			continue
+		}
+		off, lines = after, lines+n
+		c.Line, c.Table = lines, st.Table
+		cases = append(cases, c)
+	}
+	for b < x.blocks() && off >= x.end(b, st.TSize) {
+		next()
+	}
+	st.Block, st.Offset, st.Lines = b, off, lines
+	return cases, nil
 }
 
 // share is how many cases, of most asked, a claim takes when left are left

@@ -257,142 +257,181 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info fun
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	r := fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs}
 	// The base must be read (again): none is known, or others committed
 	// between this store's last two claims — then they likely did since
 	// the last one too, and a commit on it would only lose.
-	stale := s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0
-	reopened := false   // the chain was looked up again after damage
-	lost := 0           // attempts lost to other processes
-	var tried time.Time // this attempt's start: its reading of the base, then its commit
+	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
+		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
 		}
-		if tried.IsZero() || stale {
-			tried = s.fs.Now()
-		}
-		read := stale // the base is read in this call
-		if stale {
-			if err := s.readBase(); err != nil {
-				if r.Again(ctx, err) {
-					continue
-				}
-				return State{}, err
-			}
-			stale = false
-		}
-		st := s.cur
-		if err := fn(&st); err != nil {
-			if err == errNoCommit && !read {
-				// Decided on the generation this store made or read
-				// last: others may have moved on since ('farm add'
-				// queued cases, a new run started). Once more, on
-				// the newest.
-				stale = true
-				continue
-			}
-			if err == errNoCommit {
-				return s.cur, nil
-			}
-			// A table that cannot be read for now (an I/O error, a
-			// server out of reach): read everything afresh, later.
-			if r.Again(ctx, err) {
-				s.dropFiles()
-				stale = true
-				continue
-			}
-			return State{}, err
-		}
-		if s.ch == nil {
-			first, err := s.startChain()
-			if err != nil {
-				if r.Again(ctx, err) {
-					continue
-				}
-				return State{}, err
-			}
-			if !first {
-				// Another process may have made the chain, and its first
-				// generation, first.
-				stale = true
-				continue
-			}
-		}
-		next := max(s.gen, s.top) + 1
-		if mutated("failed-read-old-base") {
-			next = s.ch.nextSlot(s.gen)
-		}
-		won, err := s.commitAs(next, &st, info)
-		if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
-			s.ch.dropPending()
-			stale = true
+		st, err := s.propose(ctx, u, fn)
+		if err == errAgain {
 			continue
 		}
-		// A commit whose outcome the filesystem cannot tell yet is
-		// settled, not made again: its generation may be ours.
-		for err != nil && errors.As(err, new(*UndecidedError)) && r.Again(ctx, err) {
-			won, err = s.ch.settle()
+		if err == errNoCommit {
+			return s.cur, nil
 		}
 		if err != nil {
-			var de *DamageError
-			if errors.As(err, &de) {
-				// A repair may have started a new chain: look again once.
-				if !reopened {
-					reopened, stale = true, true
-					if s.chainMoved() {
-						continue
-					}
-				}
-				return State{}, err
-			}
-			// Read afresh before trying again: the slot that failed
-			// may be decided by now (a name another client made,
-			// which answers EIO here while GlusterFS heals it), and
-			// the next commit then goes past it.
-			if r.Again(ctx, err) {
-				stale = true
-				continue
-			}
+			return State{}, err
+		}
+		next, won, err := s.tryCommit(ctx, u, st, info)
+		if err == errAgain {
+			continue
+		}
+		if err != nil {
 			return State{}, err
 		}
 		if won {
-			r.OK()
+			u.r.OK()
 			st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
-			s.gen, s.top, s.cur = next, next, st
-			s.contended(next, lost)
-			return st, nil
+			s.gen, s.top, s.cur = next, next, *st
+			s.contended(next, u.lost)
+			return *st, nil
 		}
-		lost++
-		// The others who lost this slot learn of its mark when this
-		// process does: a pause of random length, doubling with the
-		// attempts lost (binary exponential backoff), keeps them from
-		// all looking for it and then trying the next slot at once.
-		unit := s.fs.Now().Sub(tried)
-		backoff(ctx, s.fs, lost, unit)
-		// Lost the race: another process took the slot, or voided ours.
-		// Once the slot is marked, the newest generation is the new
-		// base. A meta-job that ran its batch while others committed is
-		// often many generations behind: looking for the newest (a
-		// gallop of name lookups from the slot it lost) costs a few
-		// lookups, where following the chain one lost commit at a time
-		// would cost a create and a read per generation.
-		if _, err := s.ch.awaitPaced(ctx, next, unit); err != nil {
-			if ctx.Err() != nil {
-				return State{}, ctx.Err()
-			}
-			if r.Again(ctx, err) {
-				stale = true
-				continue
-			}
+		if err := s.afterLost(ctx, u, next); err != nil && err != errAgain {
 			return State{}, err
 		}
-		r.OK()
-		tried = s.fs.Now()
-		if err := s.loadNewest(next); err != nil {
-			stale = true
+	}
+}
+
+// updating is an update's attempts so far.
+type updating struct {
+	r        fsretry.Retrier
+	stale    bool      // the base must be read (again)
+	reopened bool      // the chain was looked up again after damage
+	lost     int       // attempts lost to other processes
+	tried    time.Time // this attempt's start: its reading of the base, then its commit
+}
+
+// errAgain, from update's steps, is another attempt.
+var errAgain = errors.New("again")
+
+// propose reads the base if it must and runs fn on it: the state to
+// commit; errAgain to try again; errNoCommit when fn has nothing to commit
+// on the newest generation.
+func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
+	if u.tried.IsZero() || u.stale {
+		u.tried = s.fs.Now()
+	}
+	read := u.stale // the base is read in this call
+	if u.stale {
+		if err := s.readBase(); err != nil {
+			return nil, u.again(ctx, err)
+		}
+		u.stale = false
+	}
+	st := s.cur
+	if err := fn(&st); err != nil {
+		if err == errNoCommit && !read {
+			// Decided on the generation this store made or read
+			// last: others may have moved on since (a new run
+			// started, a lane closed). Once more, on the newest.
+			u.stale = true
+			return nil, errAgain
+		}
+		if err == errNoCommit {
+			return nil, errNoCommit
+		}
+		// A table that cannot be read for now (an I/O error, a server
+		// out of reach): read everything afresh, later.
+		if u.r.Again(ctx, err) {
+			s.dropFiles()
+			u.stale = true
+			return nil, errAgain
+		}
+		return nil, err
+	}
+	if s.ch == nil {
+		first, err := s.startChain()
+		if err != nil {
+			return nil, u.again(ctx, err)
+		}
+		if !first {
+			// Another process may have made the chain, and its first
+			// generation, first.
+			u.stale = true
+			return nil, errAgain
 		}
 	}
+	return &st, nil
+}
+
+// again is errAgain if r retries err (after its pause), else err.
+func (u *updating) again(ctx context.Context, err error) error {
+	if u.r.Again(ctx, err) {
+		return errAgain
+	}
+	return err
+}
+
+// tryCommit commits st as the base's next generation: which one, and
+// whether it won it; errAgain to try again from a fresh reading.
+func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info func(*State) commitInfo) (int64, bool, error) {
+	next := max(s.gen, s.top) + 1
+	if mutated("failed-read-old-base") {
+		next = s.ch.nextSlot(s.gen)
+	}
+	won, err := s.commitAs(next, st, info)
+	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
+		s.ch.dropPending()
+		u.stale = true
+		return next, false, errAgain
+	}
+	// A commit whose outcome the filesystem cannot tell yet is settled,
+	// not made again: its generation may be ours.
+	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
+		won, err = s.ch.settle()
+	}
+	if err == nil {
+		return next, won, nil
+	}
+	var de *DamageError
+	if errors.As(err, &de) {
+		// A repair may have started a new chain: look again once.
+		if !u.reopened {
+			u.reopened, u.stale = true, true
+			if s.chainMoved() {
+				return next, false, errAgain
+			}
+		}
+		return next, false, err
+	}
+	// Read afresh before trying again: the slot that failed may be
+	// decided by now (a name another client made, which answers EIO here
+	// while GlusterFS heals it), and the next commit then goes past it.
+	u.stale = true
+	return next, false, u.again(ctx, err)
+}
+
+// afterLost follows a commit that lost slot next: another process took
+// it, or voided ours. The others who lost it learn of its mark when this
+// process does: a pause of random length, doubling with the attempts lost
+// (binary exponential backoff), keeps them from all looking for it and
+// then trying the next slot at once. Once the slot is marked, the newest
+// generation is the new base. A meta-job that ran its batch while others
+// committed is often many generations behind: looking for the newest (a
+// gallop of name lookups from the slot it lost) costs a few lookups, where
+// following the chain one lost commit at a time would cost a create and a
+// read per generation.
+func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) error {
+	u.lost++
+	unit := s.fs.Now().Sub(u.tried)
+	backoff(ctx, s.fs, u.lost, unit)
+	if _, err := s.ch.awaitPaced(ctx, next, unit); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		u.stale = true
+		return u.again(ctx, err)
+	}
+	u.r.OK()
+	u.tried = s.fs.Now()
+	if err := s.loadNewest(next); err != nil {
+		u.stale = true
+	}
+	return nil
 }
 
 // backoff sleeps a random time below unit·2^(lost-1), or until ctx is
