@@ -192,35 +192,46 @@ func (s *chainStore) refresh() error {
 			}
 			return err
 		}
-		if err := s.load(n); err == nil {
-			return nil
-		} else if errors.Is(err, errClosed) && s.dir != "" {
-			return err // a lane closed: its run is over
-		} else if errors.Is(err, errClosed) {
-			closed := s.ch.dir
-			s.setChain(nil)
-			if err := s.open(); err != nil {
-				return err
-			}
-			if s.ch.dir == closed {
-				// MISC/chain still names the closed chain: a repair
-				// is replacing it (repair.go), or died doing so.
-				if tries >= 20 {
-					return &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
-				}
-				s.pause(tries)
-			}
-		} else if tries >= 20 && os.IsNotExist(err) && !mutated("one-look-is-gone") {
-			return s.ch.checkGone(err) // damage if the chain is gone, else a passing ENOENT
-		} else if tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent) {
+		if done, err := s.loadAt(n, tries); done {
 			return err
-		} else {
-			// Buried while we looked (we were far behind), or a cached
-			// name: look again from the hint.
-			s.gen, s.top = -1, -1
-			s.pause(tries)
 		}
 	}
+}
+
+// loadAt is refresh's reading of generation n, the newest found at its
+// tries-th look: done, or (false) to look again.
+func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
+	err := s.load(n)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errClosed) && s.dir != "":
+		return true, err // a lane closed: its run is over
+	case errors.Is(err, errClosed):
+		closed := s.ch.dir
+		s.setChain(nil)
+		if err := s.open(); err != nil {
+			return true, err
+		}
+		if s.ch.dir == closed {
+			// MISC/chain still names the closed chain: a repair is
+			// replacing it (repair.go), or died doing so.
+			if tries >= 20 {
+				return true, &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
+			}
+			s.pause(tries)
+		}
+		return false, nil
+	case tries >= 20 && os.IsNotExist(err) && !mutated("one-look-is-gone"):
+		return true, s.ch.checkGone(err) // damage if the chain is gone, else a passing ENOENT
+	case tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent):
+		return true, err
+	}
+	// Buried while we looked (we were far behind), or a cached name: look
+	// again from the hint.
+	s.gen, s.top = -1, -1
+	s.pause(tries)
+	return false, nil
 }
 
 // load reads generation n into s.cur.
