@@ -89,9 +89,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Last returns the state the store read or committed last (by Read,
-// Update or Claim), with no I/O: after a Claim, the state that holds its
-// cases (Table names their table).
+// Last returns the run record the store read or committed last (by Read,
+// Update or Claim), with no I/O.
 func (s *Store) Last() State { return s.cur }
 
 // ClaimedInRun is about how many cases of the run the store claims in

@@ -658,7 +658,7 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 // committing between its own last two claims, or winning the slots it
 // lost (a share for each). Not fewer when Ahead is up: Ahead grows most,
 // which only makes the limit apply sooner, and a share that shrank with
-// Ahead made a contended lane's claims 1 to 3 cases each (CLAIMS.md).
+// Ahead made a contended lane's claims 1 to 3 cases each (CLAIMS-APPENDIX.md).
 func (s *chainStore) share(most int, left int64) int {
 	share := max(16, 2*s.con.peers)
 	if left < share*int64(most) {

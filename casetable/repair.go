@@ -86,7 +86,7 @@ func (e *RepairRaceError) Error() string {
 	if e.Token != "" {
 		return fmt.Sprintf("another 'farm repair' is rebuilding the claim state, or has rebuilt it (it made %s)", e.Token)
 	}
-	return "the claim state changed while 'farm repair' ran (another 'farm repair', a 'farm submit' or 'farm resubmit' started a run, or a meta-job claimed)"
+	return "the claim state changed while 'farm repair' ran (another 'farm repair', a 'farm submit' or 'farm resubmit' started a run, farm add added cases, or a run was closed)"
 }
 
 // readDir lists a directory for a repair; tests replace it.

@@ -18,7 +18,7 @@ import (
 // before it and undone only when it certainly did not commit.
 
 // ErrMoved says the claim state moved on since the caller read it (another
-// command started a run, or a meta-job claimed): nothing was changed.
+// command started a run, farm add added cases): nothing was changed.
 var ErrMoved = errors.New("the claim state moved on since it was read")
 
 // RunSpec is a run to start.

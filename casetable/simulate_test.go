@@ -57,7 +57,7 @@ var simModels = []struct {
 
 // slotSplitBrain is model with split-brain slots: a slot (s.N) made in
 // the half second after a brick came back answers EIO to every later
-// lookup, half the time (a GFID split-brain, CLAIMS.md). The protocol
+// lookup, half the time (a GFID split-brain, CLAIMS-APPENDIX.md). The protocol
 // reads a slot only to take it, so it must go past one (c475768). A
 // split-brain mark or content stops a chain until an administrator heals
 // it, on a real volume as here: the simulator makes none.

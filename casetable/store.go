@@ -549,9 +549,10 @@ func (s *chainStore) loadNewest(lost int64) error {
 	return err
 }
 
-// Moved reports whether the claim state may have changed since the store
-// last read it — 'farm add' queued cases, a claim, a new run: whether the
-// main chain has a mark after the newest generation the store knows. It
+// Moved reports whether the chain may have changed since the store last
+// read it — on the main chain: 'farm add' added a set, a run started or
+// closed, a repair: whether it has a mark after the newest generation the
+// store knows. It
 // costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
 // generation says true.
 func (s *chainStore) Moved() bool {

@@ -339,7 +339,7 @@ func tableErr(err error) error {
 type runSpec struct {
 	// base is the generation of the claim state the caller decided on:
 	// if the state has moved on since (another submit or resubmit started
-	// a run, or a meta-job claimed), nothing is started.
+	// a run, or farm add added cases), nothing is started.
 	base  int64
 	chain string // the chain base is of (casetable.State.Chain)
 	run   int
@@ -651,7 +651,7 @@ func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
 
 // errMovedUser is startRun's answer when the state moved on since its
 // caller read it.
-var errMovedUser = Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or a meta-job claimed a case): nothing was submitted; see 'farm query'")
+var errMovedUser = Userf("the farm changed while this command ran (another 'farm submit' or 'farm resubmit', or the -auto job, started a run, or 'farm add' added cases): nothing was submitted; see 'farm query'")
 
 // jobRequest is the part of a request that every job of the farm shares:
 // its directory, output file and environment — environ (the submitting

@@ -80,7 +80,7 @@ func (c *client) lookup(dir *inode, name string) (*inode, attrs, unix.Errno) {
 // instantiates the dentry of a link with the linked inode, and a path
 // walk within the entry timeout, an open's too, goes by it
 // (fuse_dentry_revalidate), so each racing client opens its own file (the
-// rig's racing clients each read back their own, CLAIMS.md).
+// rig's racing clients each read back their own, CLAIMS-APPENDIX.md).
 func (c *client) linked(dir *inode, name string) *inode {
 	if dc := c.look[dir]; dc != nil {
 		if e, ok := dc.ents[name]; ok && e.linked && c.w.now < e.until {

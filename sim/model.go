@@ -110,7 +110,7 @@ const (
 
 // linkRaceWindow is how recent a name must be for GlusterDHT's LinkRace:
 // two links race only while the first is in flight (about a call's
-// latency on the rig, CLAIMS.md).
+// latency on the rig, CLAIMS-APPENDIX.md).
 const linkRaceWindow = 5 * time.Millisecond
 
 // Local is a local POSIX filesystem (ext4, tmpfs) under one kernel. Rules:
@@ -118,7 +118,7 @@ const linkRaceWindow = 5 * time.Millisecond
 //   - Every process sees every change at once: no client cache (one page
 //     cache and one dentry cache for all).
 //   - O_EXCL create, mknod, mkdir, link and rename are atomic and exclusive
-//     (POSIX; CLAIMS.md, "Primitives, per filesystem", local ext4).
+//     (POSIX; CLAIMS-APPENDIX.md, "Primitives, per filesystem", local ext4).
 //   - No fault comes from the filesystem: every call answers what it did.
 //     Processes still crash and freeze (Faults.Crash, Faults.Freeze).
 //   - EMLINK past 65,000 names for one inode (ext4's EXT4_LINK_MAX).
@@ -131,8 +131,8 @@ func Local() Model {
 // is out of space or over quota, and creates and extending writes fail
 // with ENOSPC or EDQUOT without effect (DiskFull). Observed: farm's
 // integration/faults_test.go fills a tmpfs for 3 s, its space then its
-// inodes, while meta-jobs run (CLAIMS.md, "How it is tested"); CLAIMS.md,
-// "Transient errors", lists ENOSPC and EDQUOT as retried.
+// inodes, while meta-jobs run (CLAIMS-APPENDIX.md, "How it is tested");
+// CLAIMS.md, "Transient errors", lists ENOSPC and EDQUOT as retried.
 func Full() Model {
 	m := Local()
 	m.Name, m.Outage = "full", DiskFull
@@ -162,7 +162,7 @@ func Full() Model {
 //     changed drops its entries there (fs/nfs/dir.c judges cached dentries
 //     by the parent's change attribute): its own creates and removals, a
 //     lookup it had not cached, an open of the directory for reading
-//     (which revalidates it, as CLAIMS.md's rescue fence relies on).
+//     (which revalidates it, as CLAIMS-APPENDIX.md's rescue fence relies on).
 //   - A file held open reads its cached content for up to 3 s after
 //     another client changed it (the attribute cache); an open revalidates.
 //   - Lost replies: a soft mount's call times out (ETIMEDOUT) or fails
@@ -207,7 +207,7 @@ func NFSSoft() Model {
 // FUSE client per process. Rules, and where they come from:
 //
 //   - O_EXCL create, mknod, mkdir, link and rename are exclusive
-//     (CLAIMS.md, "GlusterFS 10.3, replica 2").
+//     (CLAIMS-APPENDIX.md, "GlusterFS 10.3, replica 2").
 //   - Client caches with the default options (mount.glusterfs(8):
 //     attribute-timeout and entry-timeout 1 s, negative-timeout 0;
 //     performance.md-cache-timeout 1 s): Fstatat and O_PATH opens may
@@ -219,10 +219,10 @@ func NFSSoft() Model {
 //   - Writes go to the bricks when made.
 //   - Lost replies: ETIMEDOUT or ENOTCONN after the op took effect
 //     (CLAIMS.md, "Transient errors": ENOTCONN from a client whose bricks
-//     are gone); a create that took effect may answer EEXIST (CLAIMS.md,
+//     are gone); a create that took effect may answer EEXIST (CLAIMS-APPENDIX.md,
 //     "Sets of 3 bricks" and the replica-2 races: names made while every
 //     racing call answered EEXIST).
-//   - Transient errors: EIO, ENOTCONN, ESTALE (CLAIMS.md: the mixed races
+//   - Transient errors: EIO, ENOTCONN, ESTALE (CLAIMS-APPENDIX.md: the mixed races
 //     answered EIO and ESTALE thousands of times).
 //   - Outage: a brick is down (BrickDown): spurious ENOENT for lookups,
 //     links and creates, ENOTCONN for the rest (CLAIMS.md, "Transient
@@ -230,9 +230,9 @@ func NFSSoft() Model {
 //     down").
 //   - SplitBrain (0 here: set it to try): a name made in the half second
 //     after the brick came back answers EIO to every lookup for good
-//     (CLAIMS.md, "Client quorum keeps a name from two winners, not from a
+//     (CLAIMS-APPENDIX.md, "Client quorum keeps a name from two winners, not from a
 //     GFID split-brain").
-//   - Calls take 200 µs – 3 ms (about 1 ms on the rig, CLAIMS.md, "Claims
+//   - Calls take 200 µs – 3 ms (about 1 ms on the rig, CLAIMS-APPENDIX.md, "Claims
 //     at scale").
 func GlusterReplica() Model {
 	return Model{
@@ -247,7 +247,7 @@ func GlusterReplica() Model {
 // quorum on: the rig's "dht" profile): GlusterReplica, but link() is not
 // exclusive. A Linkat onto a name made less than 5 ms before (a racing
 // link in flight) succeeds with probability LinkRace (1/2), and the name
-// then holds either file (CLAIMS.md, "GlusterFS 10.3, distribute-replicate
+// then holds either file (CLAIMS-APPENDIX.md, "GlusterFS 10.3, distribute-replicate
 // 2 × 2": both clients' link() won 14 of 2,000 and 20 of 3,000 rounds; a
 // link-based claim core claimed 59 cases twice; DHT's "linkto" files on
 // the name's hashed set), and each client that linked opens its own file

@@ -452,7 +452,7 @@ func (c *client) linkOnto(i, dir *inode, name string, dst dirent) unix.Errno {
 	}
 	// The client that linked sees its own file there for as long as it
 	// caches the name, whichever the servers kept, and opens it too (the
-	// rig's racing clients each read back their own, CLAIMS.md).
+	// rig's racing clients each read back their own, CLAIMS-APPENDIX.md).
 	c.learnLinked(dir, name, i)
 	return 0
 }

@@ -15,9 +15,10 @@ import (
 
 // commitWatch watches the first segment directory of every chain of a
 // farm's current run a claim commit can happen in: the main chain's
-// (MISC/claims.NONCE/000000) and, when the run has lanes (the main chain's
-// newest generation says lanes=S lanedir=NAME; casetable/lanes.go), each
-// lane's (MISC/NAME/ℓ/000000). There every claim commit takes its
+// (MISC/claims.NONCE/000000), where no claim must commit, and each lane's
+// of the run's own set (the main chain's newest generation, the run
+// record, names it: set=NAME:S:CASES:TABLE, TABLE its table=;
+// casetable/lanes.go), MISC/NAME/ℓ/000000. There every claim commit takes its
 // generation's slot s.N, writes g.N, makes its mark c.N and removes the
 // slot (casetable/chain.go). A meta-job killed or stopped before its mark
 // leaves its slot open (no c.N) until another meta-job of the same chain
@@ -124,19 +125,24 @@ func currentLanes(seg string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	lanes, lanedir := 0, ""
+	table := ""
+	var sets []string
 	for _, kv := range strings.Fields(string(b)) {
-		if v, ok := strings.CutPrefix(kv, "lanes="); ok {
-			lanes, _ = strconv.Atoi(v)
+		if v, ok := strings.CutPrefix(kv, "table="); ok {
+			table = v
 		}
-		if v, ok := strings.CutPrefix(kv, "lanedir="); ok {
-			lanedir = v
+		if v, ok := strings.CutPrefix(kv, "set="); ok {
+			sets = append(sets, v)
 		}
 	}
-	if lanes < 2 || lanedir == "" || strings.Contains(lanedir, "/") {
-		return 0, "", nil
+	for _, v := range sets {
+		f := strings.SplitN(v, ":", 4)
+		if len(f) == 4 && f[3] == table && !strings.Contains(f[0], "/") {
+			lanes, _ := strconv.Atoi(f[1])
+			return lanes, f[0], nil
+		}
 	}
-	return lanes, lanedir, nil
+	return 0, "", nil // a closed run
 }
 
 func (w *commitWatch) close() { unix.Close(w.ino) }

@@ -132,7 +132,7 @@ func (r raceResult) String() string {
 // client told it made it, the others EEXIST) was a regular file of one
 // GFID on brick 1 and of another on brick 2, which Gluster answers EIO
 // for. Client quorum on replica 2 keeps a name from two winners, not from
-// that (casetable/CLAIMS.md): there the test says it and passes. On sets
+// that (casetable/CLAIMS-APPENDIX.md): there the test says it and passes. On sets
 // of 3 bricks (FARM_CLUSTER_DHT_LAYOUT=arbiter or replica3), where a
 // quorum of 2 should prevent it, a split-brain fails the test; but there
 // the mark against the void leaves the racing clients with a directory
@@ -174,10 +174,10 @@ func TestDHTExclusiveMknod(t *testing.T) {
 		// until it is healed (1 run in 4 here, 2026-11-25, quorum
 		// auto; 1 in 4 again on 2026-11-25 in CI, where the clients
 		// that looked the name up after the race gave up on it after
-		// 30 s of EIO). Replica 2 cannot prevent it; CLAIMS.md says
+		// 30 s of EIO). Replica 2 cannot prevent it; CLAIMS-APPENDIX.md says
 		// what it means for farm. Said, not failed: the race tests the
 		// one winner the claim core relies on.
-		t.Logf("GFID split-brain (known limit of replica 2, see CLAIMS.md): %d name(s), %d of them given up on by a client (EIO); e.g. %s", res.split, res.splitGaveUp, strings.Join(res.examples, "; "))
+		t.Logf("GFID split-brain (known limit of replica 2, see CLAIMS-APPENDIX.md): %d name(s), %d of them given up on by a client (EIO); e.g. %s", res.split, res.splitGaveUp, strings.Join(res.examples, "; "))
 	}
 	if res.kinds["fifo"] == 0 || res.kinds["regular"] == 0 {
 		t.Errorf("the race left %v: want both regular files and FIFOs", res.kinds)
