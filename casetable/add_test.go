@@ -146,3 +146,41 @@ func TestAddedSetsWithLanes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadDoesNotHideAnAddedSet: a claimer whose store reads the run
+// record (a meta-job's re-check after a silence) after farm add gave the
+// run a set still claims that set once its own cases are used up, and its
+// Moved says so (WAIT_FOR_CASES). In review of the one claim path, the
+// reading moved the store's main chain past the add, whose set it never
+// opened: its Moved said false, and the added cases stayed unclaimed.
+func TestReadDoesNotHideAnAddedSet(t *testing.T) {
+	ctx := context.Background()
+	dir := newFarm(t, 4)
+	misc := filepath.Join(dir, "MISC")
+	a, b := NewStore(dir, misc), NewStore(dir, misc)
+	defer a.Close()
+	defer b.Close()
+	if cs, err := a.Claim(ctx, 1, 1); err != nil || len(cs) != 1 {
+		t.Fatalf("first claim: %v %v", cs, err)
+	}
+	addCases(t, b, 1, 5, 6, false)
+	if _, err := a.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Moved() {
+		t.Errorf("Moved is false after a reading of a record with a set the store has not opened")
+	}
+	var got []int64
+	for i := 0; i < 10; i++ {
+		cs, err := a.Claim(ctx, 1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			got = append(got, c.ID)
+		}
+	}
+	if fmt.Sprint(got) != "[2 3 4 5 6]" {
+		t.Errorf("claimed %v after the reading; want [2 3 4 5 6], the added set's too", got)
+	}
+}

@@ -29,6 +29,8 @@ type Store struct {
 	// The sets of the run this store claims in, in order, as the run
 	// record it read last names them; last is the one claimed in last.
 	setsRun     int
+	setsGen     int64  // the generation of the run record the sets are of
+	setsChain   string // and its chain
 	sets        []*laneSet
 	last        *laneSet
 	firstLooked time.Time // when the store last looked for a set added --first (Claim)
@@ -94,23 +96,32 @@ func (s *Store) Close() error {
 func (s *Store) Last() State { return s.cur }
 
 // ClaimedInRun is about how many cases of the run the store claims in
-// were claimed as of its last claim, with no I/O: the cases of the sets
-// before the one it claimed in last, and in that one the count of the lane
+// were claimed as of its last claim, with no I/O: the cases of the sets it
+// found used up, and in each other set it claimed in the count of the lane
 // it claimed in last times the lanes (they go through the table at about
 // one pace). The runtime-aware exit (metajob) tells from it when
 // dt_cutoff is due.
 func (s *Store) ClaimedInRun() int64 {
 	var n int64
 	for _, L := range s.sets {
-		if L == s.last {
-			if ls := L.stores[L.home]; ls != nil {
-				n += ls.cur.Claimed * int64(L.x.lanes)
-			}
-			break
+		if L.end {
+			n += L.set.Cases
+		} else if ls := L.stores[L.home]; ls != nil {
+			n += ls.cur.Claimed * int64(L.x.lanes)
 		}
-		n += L.set.Cases
 	}
 	return n
+}
+
+// Moved reports whether the run record may have changed since the store
+// opened the sets it claims in: the main chain has a mark past the
+// generation it read last (one lookup), or it read a newer record since
+// (Read, which opens no set). WAIT_FOR_CASES polls with it.
+func (s *Store) Moved() bool {
+	if s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain) {
+		return true
+	}
+	return s.chainStore.Moved()
 }
 
 // Read returns the current state (the run record). It takes no lock and
@@ -296,6 +307,7 @@ func (s *Store) openSets(run int) error {
 	s.sets = sets
 	if s.cur.Run >= run {
 		s.setsRun = run // else a stale reading: read again next claim
+		s.setsGen, s.setsChain = s.cur.Gen, s.cur.Chain
 	}
 	return nil
 }
@@ -311,11 +323,11 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		ls := s.lane(L, l)
 		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) {
-			// A new run, a close or a repair closed the run's sets:
-			// nothing more in this run, from any of them.
-			for _, L := range s.sets {
-				L.end = true
-			}
+			// A new run, a close or a repair closed the set: nothing
+			// more in this run from it. (The run's other sets are
+			// closed too, unless the command that closed them then
+			// lost its commit to a farm add: that one's set is open.)
+			L.end = true
 			return nil, nil
 		}
 		if err != nil {

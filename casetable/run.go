@@ -258,7 +258,7 @@ func notQueued(st State) string {
 	case st.Simple:
 		return fmt.Sprintf("run %d is in SIMPLE mode (one case per meta-job)", st.Run)
 	case len(st.Sets) == 0:
-		return fmt.Sprintf("run %d is closed (every case claimed, or 'farm repair' closed it)", st.Run)
+		return fmt.Sprintf("run %d is closed (none of its jobs was submitted, or 'farm repair' or 'farm adopt' closed it)", st.Run)
 	}
 	return ""
 }
