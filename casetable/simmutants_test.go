@@ -165,7 +165,7 @@ var simRegressions = []struct {
 	{"table-enoent-ends-claims", 16, "gluster-dht"},
 	{"one-look-is-gone", 136, "gluster-dht"},
 	{"gone-without-listing", 76, "gluster-dht"},
-	{"gone-looked-twice", 52237, "nfs"},
+	{"gone-looked-twice", 30127, "nfs"},
 	{"base-of-any-chain", 1964, "nfs-soft"},
 	{"repair-forgets-closed-run", 7685, "full"},
 	{"chain-made-once", 464, "full"},
