@@ -289,7 +289,7 @@ func ReadRunRecords(t testing.TB, dir string) map[int]Records {
 			}
 			r, ok := out[run]
 			if !ok {
-				r = Records{Starts: map[int64]int{}, Ends: map[int64]int{}, EndStatus: map[int64]int{}}
+				r = Records{Starts: map[int64]int{}, Ends: map[int64]int{}, Interrupts: map[int64]int{}, EndStatus: map[int64]int{}}
 				out[run] = r
 			}
 			var kind string
@@ -304,6 +304,9 @@ func ReadRunRecords(t testing.TB, dir string) map[int]Records {
 			fmt.Sscan(line, &kind, &id, &a, &start, &secs)
 			r.Ends[id]++
 			r.EndStatus[id] = a
+			if line[0] == 'I' {
+				r.Interrupts[id]++
+			}
 		}
 	}
 	return out
