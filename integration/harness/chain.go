@@ -15,10 +15,6 @@ import (
 // sets of lanes in claim order (set=DIR:LANES:CASES:TABLE); each
 // generation of a lane's chain says which cases it claimed (first=ID n=N).
 
-// firstLook is how long a claimer may take to see a set 'farm add --first'
-// put ahead of the others: casetable's look once a second, and its claim.
-const firstLook = 2 * time.Second
-
 // lastGeneration reads the newest generation of the chain in dir.
 func lastGeneration(t testing.TB, dir string) string {
 	t.Helper()
@@ -39,15 +35,16 @@ func lastGeneration(t testing.TB, dir string) string {
 	return string(b)
 }
 
-// claimRec is what a lane's generation says it claimed, and when it was
-// made (its mtime).
+// claimRec is what a lane's generation says it claimed, by whom, and when
+// it was made (its mtime).
 type claimRec struct {
 	at       time.Time
+	by       string
 	first, n int64
 }
 
 // laneClaims reads the claims of every lane of the set in MISC/dir.
-func laneClaims(t testing.TB, misc, dir string, lanes int) (claims []claimRec, made time.Time) {
+func laneClaims(t testing.TB, misc, dir string, lanes int) (claims []claimRec) {
 	t.Helper()
 	for l := 0; l < lanes; l++ {
 		gens, _ := filepath.Glob(filepath.Join(misc, dir, strconv.Itoa(l), "*", "g.*"))
@@ -57,13 +54,12 @@ func laneClaims(t testing.TB, misc, dir string, lanes int) (claims []claimRec, m
 			if err != nil || err2 != nil {
 				continue // buried meanwhile
 			}
-			if strings.HasSuffix(g, "/g.0") && (made.IsZero() || fi.ModTime().Before(made)) {
-				made = fi.ModTime()
-			}
 			r := claimRec{at: fi.ModTime()}
 			for _, kv := range strings.Fields(string(b)) {
 				k, v, _ := strings.Cut(kv, "=")
 				switch k {
+				case "by":
+					r.by = v
 				case "first":
 					r.first, _ = strconv.ParseInt(v, 10, 64)
 				case "n":
@@ -75,14 +71,16 @@ func laneClaims(t testing.TB, misc, dir string, lanes int) (claims []claimRec, m
 			}
 		}
 	}
-	return claims, made
+	return claims
 }
 
 // CheckFirstClaimedFirst: the set of the cases 'farm add --first' added
-// (IDs ids[0]-ids[1]) is the first the run record names, its lanes
-// claimed them all, and from firstLook after the set was made until its
-// last claim no claim took cases of another set: every claimer went to it
-// within the look.
+// (IDs ids[0]-ids[1]) is the first the run record names, its lanes claimed
+// them all, and a meta-job that claimed in it claimed in no other set
+// until its last case was claimed: from its first look at the record after
+// the add, it took the set's cases before any other (its claims' order is
+// their generations' times: a meta-job leaves a set only once it read the
+// set's last claim, made before its own next one).
 func CheckFirstClaimedFirst(t testing.TB, dir string, ids [2]int64) {
 	t.Helper()
 	misc := filepath.Join(dir, "MISC")
@@ -109,23 +107,25 @@ func CheckFirstClaimedFirst(t testing.TB, dir string, ids [2]int64) {
 	if len(sets) == 0 || firstID(t, filepath.Join(dir, sets[0].table)) != ids[0] {
 		t.Fatalf("the run record's first set is not the --first cases' (%d-%d): %+v", ids[0], ids[1], sets)
 	}
-	claims, made := laneClaims(t, misc, sets[0].dir, sets[0].lanes)
 	var n int64
 	var done time.Time
-	for _, c := range claims {
+	began := map[string]time.Time{} // each meta-job's first claim in the set
+	for _, c := range laneClaims(t, misc, sets[0].dir, sets[0].lanes) {
 		n += c.n
 		if c.at.After(done) {
 			done = c.at
+		}
+		if at, ok := began[c.by]; !ok || c.at.Before(at) {
+			began[c.by] = c.at
 		}
 	}
 	if n != ids[1]-ids[0]+1 {
 		t.Fatalf("the --first set's lanes claimed %d cases, want %d", n, ids[1]-ids[0]+1)
 	}
 	for _, s := range sets[1:] {
-		others, _ := laneClaims(t, misc, s.dir, s.lanes)
-		for _, c := range others {
-			if c.at.After(made.Add(firstLook)) && c.at.Before(done) {
-				t.Errorf("cases %d-%d were claimed %v after the --first set was made, before its last claim (%v after)", c.first, c.first+c.n-1, c.at.Sub(made).Round(time.Millisecond), done.Sub(made).Round(time.Millisecond))
+		for _, c := range laneClaims(t, misc, s.dir, s.lanes) {
+			if at, ok := began[c.by]; ok && c.at.After(at) && c.at.Before(done) {
+				t.Errorf("%s claimed cases %d-%d of another set %v after its first claim of the --first set, before the set's last claim (%v after)", c.by, c.first, c.first+c.n-1, c.at.Sub(at).Round(time.Millisecond), done.Sub(at).Round(time.Millisecond))
 			}
 		}
 	}
