@@ -15,7 +15,7 @@ import (
 // sets of lanes in claim order (set=DIR:LANES:CASES:TABLE); each
 // generation of a lane's chain says which cases it claimed (first=ID n=N).
 
-// lastGeneration reads the newest generation of the chain in dir.
+// lastGeneration reads the newest committed generation of the chain in dir.
 func lastGeneration(t testing.TB, dir string) string {
 	t.Helper()
 	segs, _ := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9][0-9][0-9][0-9]"))
@@ -23,7 +23,9 @@ func lastGeneration(t testing.TB, dir string) string {
 	for _, seg := range segs {
 		gens, _ := filepath.Glob(filepath.Join(seg, "g.*"))
 		for _, g := range gens {
-			if n, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(g), "g."), 10, 64); err == nil && n > bestN {
+			n, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(g), "g."), 10, 64)
+			// Committed only: its mark a regular file (a void's is a FIFO).
+			if fi, merr := os.Lstat(filepath.Join(seg, "c."+strconv.FormatInt(n, 10))); err == nil && merr == nil && fi.Mode().IsRegular() && n > bestN {
 				best, bestN = g, n
 			}
 		}
