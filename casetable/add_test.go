@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -60,7 +59,9 @@ func TestAddedSets(t *testing.T) {
 	if err != nil || st.Cases != 11 || st.Claimed != 1 || len(st.Sets) != 3 || st.Sets[0].Table != first || st.Sets[1].Table != "table.dat" || st.Sets[2].Table != later {
 		t.Fatalf("state after the adds: %+v, %v", st, err)
 	}
-	a.firstLooked = time.Time{} // its once-a-second look is due
+	if _, moved, err := a.Look(ctx); err != nil || !moved { // a meta-job's look
+		t.Fatalf("Look after the adds: moved %v, %v; want true", moved, err)
+	}
 	var got []int64
 	for {
 		ids := claim(a, 3)
@@ -78,12 +79,12 @@ func TestAddedSets(t *testing.T) {
 		t.Errorf("after a new set, the store that found nothing claimed %v; want [12]", got)
 	}
 	claim(a, 1) // nothing: a reads the newest
-	if a.Moved() {
-		t.Errorf("Moved is true after the store read the newest generation")
+	if _, moved, err := a.Look(ctx); moved || err != nil {
+		t.Errorf("Look says moved (%v) after the store read the newest generation", err)
 	}
 	b.Update(ctx, func(s *State) error { return nil })
-	if !a.Moved() {
-		t.Errorf("Moved is false after another store committed")
+	if _, moved, err := a.Look(ctx); !moved || err != nil {
+		t.Errorf("Look says not moved (%v) after another store committed", err)
 	}
 	var back State
 	if err := back.unmarshal(st.marshal(nil, 3, commitInfo{})); err != nil || !cmp.Equal(back.Sets, st.Sets) {
@@ -150,7 +151,7 @@ func TestAddedSetsWithLanes(t *testing.T) {
 // TestReadDoesNotHideAnAddedSet: a claimer whose store reads the run
 // record (a meta-job's re-check after a silence) after farm add gave the
 // run a set still claims that set once its own cases are used up, and its
-// Moved says so (WAIT_FOR_CASES). In review of the one claim path, the
+// Look says so (WAIT_FOR_CASES). In review of the one claim path, the
 // reading moved the store's main chain past the add, whose set it never
 // opened: its Moved said false, and the added cases stayed unclaimed.
 func TestReadDoesNotHideAnAddedSet(t *testing.T) {
@@ -167,8 +168,8 @@ func TestReadDoesNotHideAnAddedSet(t *testing.T) {
 	if _, err := a.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !a.Moved() {
-		t.Errorf("Moved is false after a reading of a record with a set the store has not opened")
+	if _, moved, err := a.Look(ctx); !moved || err != nil {
+		t.Errorf("Look says not moved (%v) after a reading of a record with a set the store has not opened", err)
 	}
 	var got []int64
 	for i := 0; i < 10; i++ {

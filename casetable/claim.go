@@ -28,12 +28,11 @@ type Store struct {
 
 	// The sets of the run this store claims in, in order, as the run
 	// record it read last names them; last is the one claimed in last.
-	setsRun     int
-	setsGen     int64  // the generation of the run record the sets are of
-	setsChain   string // and its chain
-	sets        []*laneSet
-	last        *laneSet
-	firstLooked time.Time // when the store last looked for a set added --first (Claim)
+	setsRun   int
+	setsGen   int64  // the generation of the run record the sets are of
+	setsChain string // and its chain
+	sets      []*laneSet
+	last      *laneSet
 }
 
 // Opts are who a store is and how it retries; its lanes' stores share them.
@@ -113,17 +112,6 @@ func (s *Store) ClaimedInRun() int64 {
 	return n
 }
 
-// Moved reports whether the run record may have changed since the store
-// opened the sets it claims in: the main chain has a mark past the
-// generation it read last (one lookup), or it read a newer record since
-// (Read, which opens no set). WAIT_FOR_CASES polls with it.
-func (s *Store) Moved() bool {
-	if s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain) {
-		return true
-	}
-	return s.chainStore.Moved()
-}
-
 // Read returns the current state (the run record). It takes no lock and
 // never waits for another process. Its Claimed is that of every lane of
 // the run's sets together.
@@ -152,13 +140,9 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // each meta-job a reading, not a generation won in turn. most below 1
 // (FirstBatch) lets the store size a meta-job's first claim.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	// A set 'farm add --first' put ahead of the others: looked for at
-	// most once a firstLook (one lookup of the main chain).
-	look := false
-	if now := s.fs.Now(); now.Sub(s.firstLooked) >= firstLook {
-		s.firstLooked, look = now, true
-	}
-	again := look && s.setsRun == run && s.Moved()
+	// A run record read since the store opened its sets (Look, Read)
+	// may name a set added since: 'farm add --first' puts it first.
+	again := s.setsRun == run && s.stale()
 	for tries := 0; ; tries++ {
 		if err := s.findSets(ctx, run, again); err != nil {
 			return nil, err
@@ -171,16 +155,40 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 		}
 		// Every set it knows is used up: 'farm add' may have given the
 		// run another since the store read the run record (one lookup).
-		if tries > 0 || len(s.sets) == 0 || !s.Moved() {
+		if tries > 0 || len(s.sets) == 0 || !s.moved() {
 			return nil, nil
 		}
 		again = true
 	}
 }
 
-// firstLook is how often a claimer looks at the main chain for a set
-// 'farm add --first' put ahead of the others (one lookup).
-const firstLook = time.Second
+// LookEvery is the cadence of a meta-job's look at its run (Look): the one
+// poller of the claim state, for a set 'farm add --first' put first, for
+// cases farm add adds while it waits (WAIT_FOR_CASES), and for its run
+// superseded (a resubmit, a repair) while it was frozen. At 1,000
+// meta-jobs, 200 lookups a second on the farm's filesystem.
+const LookEvery = 5 * time.Second
+
+// Look is a meta-job's look at its run (metajob's one poller): one lookup
+// of the main chain's next mark, and if the run record moved on, a
+// reading of it (of the main chain only: its Claimed is not summed). It
+// returns the record and whether it moved on since the store opened the
+// sets it claims in; the next Claim claims in the sets it names.
+func (s *Store) Look(ctx context.Context) (State, bool, error) {
+	if s.ch != nil && s.gen >= 0 && !s.moved() {
+		return s.cur, s.stale(), nil
+	}
+	if err := s.refresh(); err != nil {
+		return State{}, true, err
+	}
+	return s.cur, true, nil
+}
+
+// stale reports whether the store read a run record (Look, Read) since
+// the one whose sets it opened.
+func (s *Store) stale() bool {
+	return s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain)
+}
 
 // lane returns the store of lane l of the set L.
 func (s *Store) lane(L *laneSet, l int) *chainStore {

@@ -62,6 +62,8 @@ import (
 //	                     claim on the main chain (as before lanes); unset: as
 //	                     farm gives them, LanesFor(the farm's claimers)
 //	FARM_SCALE_VOID_AFTER  how long a slot waits for its mark (20s, farm's own default)
+//	FARM_SCALE_LOOK      a claimer's look at its run (Store.Look), from its first
+//	                     claim on, as a meta-job's (LookEvery, 5s); 0: none
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
 //	FARM_SCALE_END_CASES cases of its run (2 batches a claimer)
@@ -91,8 +93,9 @@ type scaleConfig struct {
 	endCases  int
 	ahead     bool // claim batch × Store.Ahead() when the queue is empty, as a meta-job does
 	warm      time.Duration
-	chains    int // independent farms the claimers are spread over (BenchmarkClaimScale)
-	lanes     int // lanes of a farm's run; 0: as farm gives them (LanesFor its claimers)
+	chains    int           // independent farms the claimers are spread over (BenchmarkClaimScale)
+	lanes     int           // lanes of a farm's run; 0: as farm gives them (LanesFor its claimers)
+	look      time.Duration // a claimer's look at its run (Store.Look), as a meta-job's: every LookEvery
 }
 
 // lanesFor is the lanes of a farm that n claimers claim from.
@@ -114,6 +117,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 		voidAfter: 20 * time.Second,
 		endN:      256,
 		chains:    1,
+		look:      LookEvery,
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 	}
 	// Store.Ahead is off on the main chain by default in farm (on in
@@ -150,6 +154,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	dur("FARM_SCALE_WORK", &c.work)
 	dur("FARM_SCALE_WARMUP", &c.warm)
 	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
+	dur("FARM_SCALE_LOOK", &c.look)
 	num("FARM_SCALE_BATCH", &c.batch)
 	num("FARM_SCALE_END_N", &c.endN)
 	num("FARM_SCALE_CHAINS", &c.chains)
@@ -664,11 +669,19 @@ func (c scaleConfig) claimer(ctx context.Context, i int, dir string, r *claimerR
 	st.Log = logs
 	defer st.Close()
 	time.Sleep(delay)
-	queued := 0 // cases claimed and not yet worked on
+	queued := 0          // cases claimed and not yet worked on
+	var looked time.Time // its last look at the run, from its first claim
 	for {
 		t := time.Now()
 		if !t.Before(winEnd) {
 			return
+		}
+		if c.look > 0 && !looked.IsZero() && t.Sub(looked) >= c.look {
+			looked = t
+			if _, _, err := st.Look(ctx); err != nil && ctx.Err() == nil {
+				r.err = err
+				return
+			}
 		}
 		commit := queued == 0
 		if commit {
@@ -689,6 +702,9 @@ func (c scaleConfig) claimer(ctx context.Context, i int, dir string, r *claimerR
 				r.ids = append(r.ids, cs.ID)
 			}
 			queued = len(got)
+			if looked.IsZero() {
+				looked = t
+			}
 		}
 		e := time.Now()
 		take := min(queued, c.batch)

@@ -50,7 +50,15 @@ func (c *simClaimer) main(p *sim.Proc) {
 	s := newSimStore(fsys, c.name, o.sc.retry)
 	defer s.Close()
 	most, reclaims := o.sc.most, o.sc.reclaims
+	var looked time.Time // its last look at the run (a meta-job's, every LookEvery)
 	for {
+		if now := o.w.Now(); !looked.IsZero() && now.Sub(looked) >= LookEvery {
+			looked = now
+			if _, _, err := s.Look(ctx); err != nil {
+				c.failed(err) // a meta-job ends on it, holding no case
+				return
+			}
+		}
 		c.inClaim = max(most, 16) // a first batch is at most a lane's first share
 		if most >= 1 {
 			c.inClaim = most
@@ -76,6 +84,9 @@ func (c *simClaimer) main(p *sim.Proc) {
 			return
 		}
 		o.claimedBy(c.run, c.name, cases)
+		if looked.IsZero() {
+			looked = o.w.Now()
+		}
 		fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(o.sc.workMax)))
 		for _, cs := range cases {
 			o.done[cs.ID] = true

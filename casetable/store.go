@@ -549,13 +549,13 @@ func (s *chainStore) loadNewest(lost int64) error {
 	return err
 }
 
-// Moved reports whether the chain may have changed since the store last
+// moved reports whether the chain may have changed since the store last
 // read it — on the main chain: 'farm add' added a set, a run started or
 // closed, a repair: whether it has a mark after the newest generation the
 // store knows. It
 // costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
 // generation says true.
-func (s *chainStore) Moved() bool {
+func (s *chainStore) moved() bool {
 	if s.ch == nil || s.gen < 0 || s.dir != "" {
 		return true
 	}

@@ -280,7 +280,7 @@ func (f *Farm) sayAdded(opt AddOptions, a tablefmt.Added, q queuedTo) {
 		f.Log("add: %s from %s, not queued (%s)", what, opt.Name, q.why)
 		return
 	case q.first:
-		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases (within about a second).\n", q.run)
+		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them next, before its other unclaimed cases (within about 5 seconds).\n", q.run)
 	default:
 		fmt.Fprintf(f.Out, "Run %d's meta-jobs claim them after its other cases.\n", q.run)
 	}

@@ -19,11 +19,10 @@ const (
 	envAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
 	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
 	envAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
-	// envRecheckAfter overrides, for tests, how long a meta-job may go
-	// without news of its run before it reads the claim state again
-	// before starting a case (metajob.RecheckAfter): a Go duration. Not
-	// set by submit; a job gets it from the submitting environment.
-	envRecheckAfter = "FARM_RECHECK_AFTER"
+	// envLookEvery overrides, for tests, the cadence of a meta-job's
+	// look at its run (casetable.LookEvery): a Go duration. Not set by
+	// submit; a job gets it from the submitting environment.
+	envLookEvery = "FARM_LOOK_EVERY"
 	// envRescueFence overrides, for tests, how often a meta-job looks
 	// for the mark that says its cases were rescued (metajob.RescueFence):
 	// a Go duration. Every job of a farm must have the same.
@@ -46,9 +45,9 @@ type JobEnv struct {
 	AutoN    int      // FARM_AUTO_N: N for that resubmission
 	AutoArgs []string // FARM_AUTO_ARGS: its sbatch arguments
 
-	// RecheckAfter is FARM_RECHECK_AFTER, 0 if not set (the meta-job's
+	// LookEvery is FARM_LOOK_EVERY, 0 if not set (the meta-job's
 	// default then).
-	RecheckAfter time.Duration
+	LookEvery time.Duration
 	// RescueFence is FARM_RESCUE_FENCE, 0 if not set (the default then).
 	RescueFence time.Duration
 
@@ -91,9 +90,9 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 			return e, fmt.Errorf("%s=%q: not a number", envAutoN, v)
 		}
 	}
-	if v := m[envRecheckAfter]; v != "" {
-		if e.RecheckAfter, err = time.ParseDuration(v); err != nil || e.RecheckAfter <= 0 {
-			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envRecheckAfter, v)
+	if v := m[envLookEvery]; v != "" {
+		if e.LookEvery, err = time.ParseDuration(v); err != nil || e.LookEvery <= 0 {
+			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envLookEvery, v)
 		}
 	}
 	if v := m[envRescueFence]; v != "" {

@@ -30,7 +30,7 @@ import (
 // node DOWN: the job is recorded FAILED, its processes left stopped (and
 // its supervisor, the local backend's batch system, stopped too). farm
 // resubmit then starts run 2, whose job runs every case left, to the end.
-// Then the frozen group is continued (SIGCONT), with FARM_RECHECK_AFTER=1s.
+// Then the frozen group is continued (SIGCONT), with FARM_LOOK_EVERY=1s.
 // The resumed meta-job must start none of the cases it held — the log gets
 // no line of it, run 1 has no start record of them but for one a loop was
 // about to start when it froze (after its last look at the run), recorded
@@ -63,7 +63,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 	if config != "" {
 		appendFile(t, dir, "config", config)
 	}
-	env := []string{"TMPDIR=" + t.TempDir(), "FARM_LOCAL_SLOTS=3", "FARM_RECHECK_AFTER=1s"}
+	env := []string{"TMPDIR=" + t.TempDir(), "FARM_LOCAL_SLOTS=3", "FARM_LOOK_EVERY=1s"}
 	if r := farmIn(t, dir, env, "submit", "1", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}
@@ -105,7 +105,7 @@ func testFrozenMetajob(t *testing.T, config string) {
 	t.Logf("run 2 ran the cases left in %s", time.Since(t0).Round(time.Millisecond))
 
 	// The node thaws: the frozen meta-job resumes, stopped for at least
-	// twice FARM_RECHECK_AFTER (1s).
+	// twice FARM_LOOK_EVERY (1s).
 	time.Sleep(time.Until(t0.Add(2 * time.Second)))
 	syscall.Kill(supervisor, syscall.SIGCONT)
 	syscall.Kill(-pgid, syscall.SIGCONT)

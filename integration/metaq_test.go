@@ -146,7 +146,7 @@ func TestImportMetaqWhileRunning(t *testing.T) {
 	mustFarm(t, dir, "submit", "2", "--backend", "local")
 	waitFor(t, time.Minute, "the run's first cases", func() bool { return len(readRan(t, ranDir)) > 0 })
 	out := mustFarm(t, dir, "import-metaq", q)
-	if !strings.Contains(out, "Added 2 case(s), IDs 201-202, from "+q+"/priority to table.dat.\nRun 1's meta-jobs claim them next, before its other unclaimed cases (within about a second).") ||
+	if !strings.Contains(out, "Added 2 case(s), IDs 201-202, from "+q+"/priority to table.dat.\nRun 1's meta-jobs claim them next, before its other unclaimed cases (within about 5 seconds).") ||
 		!strings.Contains(out, "Added 2 case(s), IDs 203-204, from "+q+"/todo to table.dat.\nRun 1's meta-jobs claim them after its other cases.") {
 		t.Errorf("import-metaq said %q", out)
 	}

@@ -92,15 +92,15 @@ type Metajob struct {
 	retriesLeft int            // retries taken and not started: left, failed, for the next run
 	tableDone   bool           // a claim found no case left: only retries remain
 	// idleSince is when a claim found no case left, for WAIT_FOR_CASES
-	// (wait.go); zero after a claim that found some. lastLook is when
-	// the job last looked for added cases.
-	idleSince, lastLook time.Time
+	// (wait.go); zero after a claim that found some.
+	idleSince time.Time
 
 	table      string           // the run's table (one per meta-job), set at its first claim
 	tableLines map[string]int64 // the lines of each table its cases came from
 
-	// The re-check of the run after a silence (recheck.go), under mu.
+	// The look at the run (look.go), under mu.
 	news       runNews          // the last news of the run
+	looked     time.Time        // the last look; zero before the first news
 	superseded string           // why the run is no longer the current one; "" while it is
 	silent     time.Duration    // how long the meta-job had had no news of it then
 	left       int              // the cases it then held, not started
@@ -445,7 +445,7 @@ func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
 
 // notStarted is the message of a loop whose case was not started because
 // the pool stopped while it waited for its turn: its run superseded
-// (recheck), or a stop signal.
+// (look), or a stop signal.
 func (m *Metajob) notStarted() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -460,7 +460,7 @@ func (m *Metajob) notStarted() string {
 // attempt) may still start once its turn came
 // (it may have waited long): not after a stop signal (message MsgStopped),
 // nor when the meta-job's run is no longer the current one (MsgSuperseded;
-// re-checked only after a silence, recheck.go), nor when the job's time
+// looked at once every LookEvery, look.go), nor when the job's time
 // left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
 // min_time (c is recorded unfit, no message: the loop goes on; a retry is
 // not recorded: it stays failed).
@@ -470,7 +470,7 @@ func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if msg, err := m.recheck(ctx, 1); msg != "" || err != nil {
+	if _, msg, err := m.look(ctx, 1); msg != "" || err != nil {
 		return false, msg, err
 	}
 	if m.rt.tooLate() {
@@ -537,9 +537,9 @@ func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint6
 		if msg != "" || err != nil {
 			return tablefmt.Case{}, want{}, 0, msg, err
 		}
-		// After a silence (a job frozen with cases queued), is the run
-		// still the meta-job's? Only a look at the clock otherwise.
-		if msg, err := m.recheck(ctx, 0); msg != "" || err != nil {
+		// Is the run still the meta-job's (a job frozen with cases
+		// queued)? Only a look at the clock within LookEvery.
+		if _, msg, err := m.look(ctx, 0); msg != "" || err != nil {
 			if retry && r.from == "" {
 				m.retriesLeft++
 			}
@@ -615,11 +615,18 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	if m.fencedLocked(0) {
 		return r, false, false, MsgSuperseded, nil
 	}
+	// Before a claim, the look, if due: a set 'farm add --first' put
+	// first is claimed in next.
+	if _, msg, err := m.look(ctx, 0); msg != "" || err != nil {
+		return r, false, false, msg, err
+	}
 	t := time.Now()
 	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
 	m.bs.claimed(time.Since(t), len(cases))
-	if msg == MsgNoCases && err == nil && m.awaitCases() {
-		return r, false, true, "", nil // look again: cases may have been added
+	if msg == MsgNoCases && err == nil {
+		if again, msg, err := m.awaitCases(ctx); again || msg != "" || err != nil {
+			return r, false, again, msg, err // again: cases may have been added
+		}
 	}
 	if len(cases) > 0 {
 		m.idleSince = time.Time{}
@@ -758,11 +765,11 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
-	if len(cases) > 0 {
-		// Claimed in its run: news of it, dated from before the claim (a
-		// job frozen inside the claim, once committed, must count the
-		// freeze).
-		m.heard(asOf, m.store.Last())
+	if st := m.store.Last(); len(cases) > 0 || st.Run == m.Env.Run {
+		// Claimed in its run, or read its record: news of it, dated
+		// from before the claim (a job frozen inside the claim, once
+		// committed, must count the freeze).
+		m.heard(asOf, st)
 	}
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
@@ -797,11 +804,11 @@ func (m *Metajob) linesOf(table string) int64 {
 
 // startsAfterRecord is the last look before a case whose start record is
 // written runs: not if its cases were rescued meanwhile (fenced), nor if
-// the job went silent — frozen between stillStarts's re-check and the
-// record — for longer than recheckAfter and its run is no longer the
-// current one (recheck: only a look at the clock otherwise). A job frozen
-// before the record, which resumes, so starts no case that the next run
-// ran; one frozen after it has a case running, which runs on (recheck.go).
+// its run is no longer the current one (look, due once LookEvery passed —
+// a job frozen between stillStarts's look and the record; only a look at
+// the clock otherwise). A job frozen before the record, which resumes, so
+// starts no case that the next run ran; one frozen after it has a case
+// running, which runs on (look.go).
 // It returns MsgSuperseded, or an error reading the claim state.
 func (m *Metajob) startsAfterRecord(ctx context.Context) (string, error) {
 	if m.fenced() {
@@ -809,7 +816,8 @@ func (m *Metajob) startsAfterRecord(ctx context.Context) (string, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.recheck(ctx, 1)
+	_, msg, err := m.look(ctx, 1)
+	return msg, err
 }
 
 // runOne runs case c and records its start and end. It returns the case's

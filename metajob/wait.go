@@ -1,31 +1,29 @@
 package metajob
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
 
-// Cases added to a running farm (issue 25): 'farm add' queues them to the
-// run in its claim state (casetable.State.Enqueue), and the meta-jobs
+// Cases added to a running farm (issue 25): 'farm add' gives the run a set
+// of lanes of its own table (casetable.Store.Enqueue), and the meta-jobs
 // claim them as they claim the others. A meta-job whose claim found
 // nothing left waits up to WAIT_FOR_CASES (config) for such cases before
-// it exits: every waitPoll it looks whether the claim state moved on (one
-// lookup, casetable.Store.Moved), and claims again when it did.
-
-// waitPoll is how often a waiting meta-job looks for added cases: at 1,000
-// meta-jobs waiting, 200 lookups a second on the farm's filesystem.
-const waitPoll = 5 * time.Second
+// it exits: at each of its looks at the run (look.go, every LookEvery) it
+// claims again if the run record moved on.
 
 // awaitCases is called when a claim found no case left: it waits, m.mu
-// released, until the claim state moves on, a case is rescued or a retry
-// falls due (it reports true: look again), or until WAIT_FOR_CASES has
-// passed since the job found nothing left, a stop, another loop's error
-// or the run-time runs short (false). The loops of a job share one look a
-// poll. m.mu is held.
-func (m *Metajob) awaitCases() bool {
+// released, until a look finds the run record moved on, a case is rescued
+// or a retry falls due (it reports true: claim again), or until
+// WAIT_FOR_CASES has passed since the job found nothing left, a stop,
+// another loop's error or the run-time runs short (false); or it returns
+// the look's message (the run superseded) or error. The loops of a job
+// share its looks. m.mu is held.
+func (m *Metajob) awaitCases(ctx context.Context) (bool, string, error) {
 	wait := m.Farm.Config.WaitForCases
-	if wait <= 0 || m.Env.Simple {
-		return false
+	if wait <= 0 || m.Env.Simple || m.looked.IsZero() {
+		return false, "", nil // (no news of its run: the record is of another)
 	}
 	if m.idleSince.IsZero() {
 		m.idleSince = m.now()
@@ -33,21 +31,18 @@ func (m *Metajob) awaitCases() bool {
 	}
 	for {
 		if m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" || m.rt.tooLate() {
-			return false
+			return false, "", nil
 		}
 		if m.now().Sub(m.idleSince) >= wait {
-			return false
+			return false, "", nil
 		}
 		if len(m.rescued) > 0 || len(m.retries) > 0 && !time.Now().Before(m.retries[0].due) {
-			return true
+			return true, "", nil
 		}
-		if m.now().Sub(m.lastLook) >= waitPoll {
-			m.lastLook = m.now()
-			if m.store.Moved() {
-				return true
-			}
+		if moved, msg, err := m.look(ctx, 0); moved || msg != "" || err != nil {
+			return moved, msg, err
 		}
-		d := min(waitPoll, max(wait-m.now().Sub(m.idleSince), 0)+time.Millisecond)
+		d := min(max(m.lookDue(), 0), max(wait-m.now().Sub(m.idleSince), 0)) + time.Millisecond
 		if len(m.retries) > 0 {
 			d = min(d, max(time.Until(m.retries[0].due), 0)+time.Millisecond)
 		}

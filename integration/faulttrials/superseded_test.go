@@ -20,7 +20,7 @@ import (
 // 6) of the hazard lanes add (CLAIMS.md, "Lanes", invariant 3): a meta-job
 // frozen in run R that resumes after run R+1 started. Each trial submits
 // 3-6 meta-jobs on 60-150 cases of 5-40 ms with FARM_CLAIM_LANES=2, 3 or 4
-// (by the seed) and FARM_RECHECK_AFTER=1s, and freezes one of them
+// (by the seed) and FARM_LOOK_EVERY=1s, and freezes one of them
 // (SIGSTOP to its process group) before, inside or right after a commit in
 // its lane, as TestFrozenHoldersLanes does; in half the trials (by the
 // seed) every other live meta-job is frozen too, wherever it is. Then their
@@ -34,7 +34,7 @@ import (
 // one: the trial checks) and runs what did not succeed, to the end. Then
 // the frozen jobs resume, at least 2 s after the first froze: they must
 // start no case (their lanes are closed, and they had no news of their run
-// for more than FARM_RECHECK_AFTER), and end. Counted from the cases' execution logs as
+// for more than FARM_LOOK_EVERY), and end. Counted from the cases' execution logs as
 // the other trials (dup-claims, dup-exec, lost), plus late-starts: cases
 // the resumed job started. A case the frozen job had started and not ended
 // (its start record written: ran-on) is run again by run 2, farm not
@@ -146,7 +146,7 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 		tr.wait()
 	}
 	// The nodes thaw: the frozen meta-jobs resume, stopped for more than
-	// FARM_RECHECK_AFTER.
+	// FARM_LOOK_EVERY.
 	seen := readExec(tr.exec, n)
 	time.Sleep(time.Until(t0.Add(2 * time.Second)))
 	tr.thaw(frozen, supervisors)
@@ -164,9 +164,9 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 }
 
 // supersededEnv is the environment of the farm commands of run of the
-// trial of seed: its lanes, and a recheck after 1 s.
+// trial of seed: its lanes, and a look at the run every 1 s.
 func supersededEnv(seed uint64, run int) []string {
-	return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_RECHECK_AFTER=1s"}
+	return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_LOOK_EVERY=1s"}
 }
 
 // freezeVictim stops the meta-job victim at point (before, inside or after

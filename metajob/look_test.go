@@ -30,9 +30,9 @@ func TestGapTakesTheLongerClock(t *testing.T) {
 	}
 }
 
-// recheckFarm is a farm of 100 cases whose run 1 a meta-job (of two loops'
+// lookFarm is a farm of 100 cases whose run 1 a meta-job (of two loops'
 // worth of CPUs) claimed 4 of: next hands out case 1, 3 stay queued.
-func recheckFarm(t *testing.T) (*Metajob, *loop, string) {
+func lookFarm(t *testing.T) (*Metajob, *loop, string) {
 	t.Helper()
 	dir := t.TempDir()
 	misc := filepath.Join(dir, "MISC")
@@ -101,9 +101,9 @@ func later(m *Metajob, d time.Duration) {
 	m.clock = func() time.Time { return at }
 }
 
-func TestRecheckCostsNothingWithinTheThreshold(t *testing.T) {
-	m, s, dir := recheckFarm(t)
-	later(m, RecheckAfter-time.Second)
+func TestLookCostsNothingWithinTheThreshold(t *testing.T) {
+	m, s, dir := lookFarm(t)
+	later(m, casetable.LookEvery-time.Second)
 	// Run 2 started: a read of the claim state would see it, and the
 	// meta-job would stop. It does not read.
 	startRun(t, dir, 2)
@@ -115,8 +115,8 @@ func TestRecheckCostsNothingWithinTheThreshold(t *testing.T) {
 	}
 }
 
-func TestRecheckAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
-	m, s, dir := recheckFarm(t)
+func TestLookAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
+	m, s, dir := lookFarm(t)
 	// Another meta-job claimed meanwhile, and the cutoff was updated: the
 	// run is still run 1.
 	other := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
@@ -124,22 +124,22 @@ func TestRecheckAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
 	if cases, err := other.Claim(context.Background(), 1, 3); err != nil || len(cases) != 3 {
 		t.Fatalf("other claim: %v %v", cases, err)
 	}
-	m.Env.RecheckAfter = 5 * time.Second
+	m.Env.LookEvery = 5 * time.Second
 	later(m, 6*time.Second)
 	c, _, _, msg, err := m.next(context.Background(), s)
 	if err != nil || msg != "" || c.ID != 2 {
 		t.Fatalf("next: case %d, %q, %v; want case 2", c.ID, msg, err)
 	}
 	if m.news.at != m.clock() {
-		t.Errorf("news at %v, want the re-check's %v", m.news.at, m.clock())
+		t.Errorf("news at %v, want the look's %v", m.news.at, m.clock())
 	}
 	if now, err := other.Read(context.Background()); err != nil || m.news.run.Gen != now.Gen || m.news.run.Run != 1 {
 		t.Errorf("news of run %d's record at generation %d, want the newest, %d (%v)", m.news.run.Run, m.news.run.Gen, now.Gen, err)
 	}
 }
 
-func TestRecheckFindsTheRunSuperseded(t *testing.T) {
-	m, s, dir := recheckFarm(t)
+func TestLookFindsTheRunSuperseded(t *testing.T) {
+	m, s, dir := lookFarm(t)
 	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
 	c, _, _, msg, err := m.next(context.Background(), s)
@@ -173,10 +173,10 @@ func TestRecheckFindsTheRunSuperseded(t *testing.T) {
 	}
 }
 
-func TestRecheckFindsTheRunRepaired(t *testing.T) {
+func TestLookFindsTheRunRepaired(t *testing.T) {
 	for _, how := range []string{"same chain", "new chain", "same chain, same table"} {
 		t.Run(how, func(t *testing.T) {
-			m, s, dir := recheckFarm(t)
+			m, s, dir := lookFarm(t)
 			if how == "new chain" {
 				// No chain to be found: repair closes the old one and
 				// starts another, whose generations start again.
@@ -213,8 +213,8 @@ func TestRecheckFindsTheRunRepaired(t *testing.T) {
 	}
 }
 
-func TestRecheckReadFailureEndsTheJob(t *testing.T) {
-	m, s, dir := recheckFarm(t)
+func TestLookReadFailureEndsTheJob(t *testing.T) {
+	m, s, dir := lookFarm(t)
 	if err := os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +222,13 @@ func TestRecheckReadFailureEndsTheJob(t *testing.T) {
 	later(m, 2*time.Minute)
 	if c, _, _, msg, err := m.next(context.Background(), s); err == nil || msg != "" {
 		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, msg, err)
-	} else if !strings.Contains(err.Error(), "reading the claim state after 2m0s without news of run 1") {
+	} else if !strings.Contains(err.Error(), "looking at the claim state of run 1 (last news of it 2m0s ago)") {
 		t.Errorf("error: %v", err)
 	}
 }
 
 func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
-	m, s, _ := recheckFarm(t)
+	m, s, _ := lookFarm(t)
 	m.queue = nil
 	// The job freezes for 10 minutes inside its next claim, once the
 	// claim has committed (the store then holds its generation).
@@ -249,13 +249,13 @@ func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 	if m.news.at != t0 {
 		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", m.news.at, t0)
 	}
-	// So the first case of the batch is not started before a re-check.
+	// So the first case of the batch is not started before a look.
 	m.queue = cases
 	if c, _, _, msg, err := m.next(context.Background(), s); err != nil || msg != "" || c.ID != 5 {
 		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, msg, err)
 	}
 	if m.news.at != t0.Add(10*time.Minute) {
-		t.Errorf("news at %v after the first case: no re-check", m.news.at)
+		t.Errorf("news at %v after the first case: no look", m.news.at)
 	}
 }
 
@@ -286,13 +286,13 @@ func TestSupersededByKeepsAddedTables(t *testing.T) {
 }
 
 // TestFrozenAfterItsLastLookStartsNothing: a meta-job that went silent
-// after stillStarts's re-check — frozen between it and the case's start
+// after stillStarts's look — frozen between it and the case's start
 // record — looks again once the record is written, before the case runs:
 // its run superseded meanwhile, the case does not run, and is recorded
 // interrupted (the next run ran it). Without the silence, the look is only
 // at the clock.
 func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
-	m, s, dir := recheckFarm(t)
+	m, s, dir := lookFarm(t)
 	c, _, _, msg, err := m.next(context.Background(), s)
 	if err != nil || msg != "" {
 		t.Fatalf("next: %q, %v", msg, err)
@@ -308,5 +308,32 @@ func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
 	later(m, 12*time.Minute)
 	if msg, err := m.startsAfterRecord(context.Background()); msg != MsgSuperseded || err != nil {
 		t.Errorf("startsAfterRecord after the silence: %q, %v; want %q", msg, err, MsgSuperseded)
+	}
+}
+
+// TestLookFindsASetAddedFirst: 'farm add --first' gives the run a set
+// while the meta-job holds none of its cases queued. Within LookEvery of
+// its last look its next claim is from the run's own set (it looked at
+// nothing); once the look is due, the claim after it takes the added set
+// first: the one poller serves --first.
+func TestLookFindsASetAddedFirst(t *testing.T) {
+	m, s, dir := lookFarm(t)
+	m.queue = nil
+	add := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
+	defer add.Close()
+	if q, err := add.Enqueue(context.Background(), 1, "x", []byte("101 echo first 101\n102 echo first 102\n"), 2, 102, true); err != nil || q.Run != 1 {
+		t.Fatalf("enqueue: %+v, %v", q, err)
+	}
+	m.Env.LookEvery = 5 * time.Second
+	later(m, time.Second)
+	c, _, _, msg, err := m.next(context.Background(), s)
+	if err != nil || msg != "" || c.ID >= 101 {
+		t.Fatalf("next within LookEvery: case %d, %q, %v; want one of the run's own (no look)", c.ID, msg, err)
+	}
+	m.queue = nil
+	later(m, 6*time.Second)
+	c, _, _, msg, err = m.next(context.Background(), s)
+	if err != nil || msg != "" || c.ID != 101 {
+		t.Fatalf("next once the look was due: case %d, %q, %v; want 101, the --first set's", c.ID, msg, err)
 	}
 }

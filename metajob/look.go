@@ -9,47 +9,46 @@ import (
 	"github.com/farm-hpc/farm/fsretry"
 )
 
-// A meta-job may be frozen for any length of time (SIGSTOP, a frozen VM, a
-// node the batch system marked DOWN while its processes live on) with cases
-// claimed and not started. Meanwhile its job may have been presumed dead and
-// a resubmit started the next run, which runs those cases too. So before it
-// starts a case, a meta-job that has had no news of its run for longer than
-// RecheckAfter reads the claim state once more (one lock-free read); if its
-// run is no longer the current one (another run started, or farm repair
-// rebuilt the state), it starts none of the cases it still holds — they stay without a start record in its run, never ran, for the
-// run that took over — says so in one line, and exits. In the normal path
-// (claims about a second apart) this costs nothing: no filesystem call, only
-// a look at the clock.
+// A meta-job looks at its run in one place (look), at one cadence
+// (casetable.LookEvery, FARM_LOOK_EVERY for tests): one lookup of the
+// main chain's next mark, and a reading of the run record if it moved on
+// (casetable.Store.Look). The look is due once LookEvery has passed since
+// the last, and is made where the job acts: before a claim, before a case
+// starts (twice: see below), and while it waits for cases (wait.go). It
+// serves three ends:
 //
-// News of the run is a claim that committed cases in it (dated from before
-// the claim: a job frozen inside its claim, after the commit, counts the
-// freeze) or a re-check that found it current; not a status record, which
-// reads nothing: a meta-job stopped in the middle of a case writes that
-// case's end record as soon as it resumes, and must still re-check before
-// the next case.
+//   - 'farm add --first': the next claim takes from the set the record
+//     now names first;
+//   - WAIT_FOR_CASES: a job with nothing left claims again once the record
+//     moved on (wait.go);
+//   - a run superseded. A meta-job may be frozen for any length of time
+//     (SIGSTOP, a frozen VM, a node the batch system marked DOWN while its
+//     processes live on) with cases claimed and not started. Meanwhile its
+//     job may have been presumed dead and a resubmit started the next run,
+//     which runs those cases too. A look that finds its run no longer the
+//     current one (another run started, or farm repair rebuilt the state)
+//     starts none of the cases it still holds — they stay without a start
+//     record in its run, never ran, for the run that took over — says so
+//     in one line, and exits.
 //
 // The look is made twice for each case: before it starts (stillStarts),
 // and again once its start record is written (startsAfterRecord), so that
 // a job frozen between the two — a window a loaded machine widens — does
 // not run a case the next run ran: it records it interrupted instead.
+// Within LookEvery of the last look both cost only a look at the clock.
 // What remains: a case already running when the job froze (or that started
 // in the instant between that last look and its exec) runs on to its end;
 // the cases after it do not start.
-
-// RecheckAfter is how long a meta-job may go without news of its run before
-// it reads the claim state again before starting a case
-// (FARM_RECHECK_AFTER overrides it, for tests).
-const RecheckAfter = time.Minute
 
 // MsgSuperseded ends a loop whose run is no longer the current one; the
 // job's output gets the line that says why (Metajob.supersededLine).
 const MsgSuperseded = "farm: this meta-job's run is no longer the current one; exiting."
 
-// runNews is what the meta-job last knew of its run: when, and the state
-// its last claim or re-check read.
+// runNews is what the meta-job last knew of its run: when, and the run
+// record its last claim or look read.
 type runNews struct {
 	at  time.Time       // when (time.Now: wall and monotonic readings)
-	run casetable.State // the state then
+	run casetable.State // the record then
 }
 
 // gap is how long it has been, at now, since t: the longer of the wall
@@ -61,19 +60,23 @@ func gap(now, t time.Time) time.Duration {
 	return max(now.Sub(t), now.Round(0).Sub(t.Round(0)))
 }
 
-// heard records that the run was current at t, as st (a state read or
-// committed in it) says. m.mu is held.
+// heard records that the run was current at t, as st (a run record read
+// or claimed in) says; the first news starts the look's cadence. m.mu is
+// held.
 func (m *Metajob) heard(t time.Time, st casetable.State) {
 	m.news = runNews{at: t, run: st}
+	if m.looked.IsZero() {
+		m.looked = t
+	}
 }
 
-// recheckAfter is the meta-job's threshold: FARM_RECHECK_AFTER, else
-// RecheckAfter.
-func (m *Metajob) recheckAfter() time.Duration {
-	if m.Env.RecheckAfter > 0 {
-		return m.Env.RecheckAfter
+// lookEvery is the meta-job's cadence: FARM_LOOK_EVERY, else
+// casetable.LookEvery.
+func (m *Metajob) lookEvery() time.Duration {
+	if m.Env.LookEvery > 0 {
+		return m.Env.LookEvery
 	}
-	return RecheckAfter
+	return casetable.LookEvery
 }
 
 // now is the clock (a test's, if set).
@@ -84,43 +87,52 @@ func (m *Metajob) now() time.Time {
 	return time.Now()
 }
 
-// recheck reports whether the meta-job may start the case it is about to
-// start: yes if it had news of its run within recheckAfter, or if a read of
-// the claim state finds the run still current. Otherwise it drops the
+// lookDue is how long until the next look is due; 0 or less: now.
+func (m *Metajob) lookDue() time.Duration {
+	if m.looked.IsZero() {
+		return m.lookEvery() // no news of the run yet: its first claim reads it
+	}
+	return m.lookEvery() - gap(m.now(), m.looked)
+}
+
+// look is the meta-job's look at its run, if due (see above). It reports
+// whether the run record moved on since the job's claims opened the sets
+// they claim in. If the run is no longer the current one it drops the
 // cases still queued, counts them (and held more, which the caller holds)
 // as left, wakes the loops waiting for their turn, and returns
 // MsgSuperseded; the loops then end, and the job with supersededLine. An
 // error is a claim state that could not be read. m.mu is held.
-func (m *Metajob) recheck(ctx context.Context, held int) (string, error) {
+func (m *Metajob) look(ctx context.Context, held int) (moved bool, msg string, err error) {
 	if m.superseded != "" {
 		m.left += held
-		return MsgSuperseded, nil
+		return false, MsgSuperseded, nil
+	}
+	if m.lookDue() > 0 {
+		return false, "", nil
 	}
 	now := m.now()
 	silent := gap(now, m.news.at)
-	if m.news.at.IsZero() || silent <= m.recheckAfter() {
-		return "", nil
-	}
+	m.looked = now
 	var st casetable.State
 	r := fsretry.Retrier{Log: m.log}
-	err := r.Do(ctx, func() error {
+	err = r.Do(ctx, func() error {
 		var err error
-		st, err = m.store.Read(ctx)
+		st, moved, err = m.store.Look(ctx)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("reading the claim state after %s without news of run %d: %w", roundGap(silent), m.Env.Run, err)
+		return false, "", fmt.Errorf("looking at the claim state of run %d (last news of it %s ago): %w", m.Env.Run, roundGap(silent), err)
 	}
 	why := supersededBy(m.Env.Run, m.news.run, st)
 	if why == "" {
 		m.heard(now, st)
-		return "", nil
+		return moved, "", nil
 	}
 	m.superseded, m.silent = why, silent
 	m.left += len(m.queue) + len(m.rescued) + held
 	m.queue, m.rescued = nil, nil
 	m.pool.stop() // the loops waiting for their turn start nothing
-	return MsgSuperseded, nil
+	return false, MsgSuperseded, nil
 }
 
 // supersededBy says why run is no longer the current one, now that the
@@ -133,10 +145,9 @@ func supersededBy(run int, last, st casetable.State) string {
 	case st.Run != run:
 		return fmt.Sprintf("run %d is no longer the current run (the claim state is at run %d)", run, st.Run)
 	case st.Repair != last.Repair || st.Gen < last.Gen || ownChanged(st.OwnSet(), last.OwnSet()):
-		// Every repair marks its state as its own; a claim never
-		// changes the run's own table (it may move the cursor to a
-		// table 'farm add' queued); a new chain starts from generation
-		// 0: 'farm repair' rebuilt the state.
+		// Every repair marks its record as its own; only a repair
+		// changes the run's own set; a new chain starts from
+		// generation 0: 'farm repair' rebuilt the state.
 		return fmt.Sprintf("the claim state of run %d was rebuilt (farm repair)", run)
 	}
 	return ""
@@ -152,14 +163,17 @@ func (m *Metajob) supersededLine() string {
 	to := "left to the next run"
 	if m.rescuedBy != "" {
 		to = "rescued by meta-job " + m.rescuedBy
-	} else if st := m.store.Last(); st.Run > m.Env.Run { // the state the re-check read
+	} else if st := m.store.Last(); st.Run > m.Env.Run { // the record the look read
 		to = fmt.Sprintf("left to run %d", st.Run)
 	}
 	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", m.left, to)
 	if m.left == 1 {
 		cases = "the case it had claimed but not started was " + to
+	} else if m.left == 0 {
+		cases = "it held no case not started"
 	}
-	if m.rescuedBy != "" && m.silent == 0 {
+	if m.rescuedBy != "" && m.silent == 0 || m.silent < 2*m.lookEvery() {
+		// Found by a look on time: the job was not stopped.
 		return fmt.Sprintf("farm: %s; %s; exiting.", m.superseded, cases)
 	}
 	return fmt.Sprintf("farm: %s while this meta-job was stopped (no news of its run for %s); %s; exiting.", m.superseded, roundGap(m.silent), cases)
