@@ -169,7 +169,7 @@ func (m *Metajob) supersededLine() string {
 	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", m.left, to)
 	if m.left == 1 {
 		cases = "the case it had claimed but not started was " + to
-	} else if m.left == 0 {
+	} else if m.left == 0 && m.rescuedBy == "" {
 		cases = "it held no case not started"
 	}
 	if m.rescuedBy != "" && m.silent == 0 || m.silent < 2*m.lookEvery() {
