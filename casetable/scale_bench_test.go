@@ -125,30 +125,8 @@ func scaleSettings(b *testing.B) scaleConfig {
 	// chain too with FARM_CLAIM_AHEAD=1, as farm does; FARM_SCALE_AHEAD=0
 	// turns it off everywhere (one commit per claim).
 	aheadOn = aheadOn && c.ahead
-	dur := func(name string, to *time.Duration) {
-		v := os.Getenv(name)
-		if v == "" {
-			return
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			s, ferr := strconv.ParseFloat(v, 64)
-			if ferr != nil {
-				b.Fatalf("%s=%q: not a duration", name, v)
-			}
-			d = time.Duration(s * float64(time.Second))
-		}
-		*to = d
-	}
-	num := func(name string, to *int) {
-		if v := os.Getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				b.Fatalf("%s=%q: not a positive integer", name, v)
-			}
-			*to = n
-		}
-	}
+	dur := func(name string, to *time.Duration) { envDuration(b, name, to) }
+	num := func(name string, to *int) { envCount(b, name, to) }
 	dur("FARM_SCALE_LATENCY", &c.latency)
 	dur("FARM_SCALE_SECONDS", &c.seconds)
 	dur("FARM_SCALE_WORK", &c.work)
@@ -187,6 +165,35 @@ func scaleSettings(b *testing.B) scaleConfig {
 		}
 	}
 	return c
+}
+
+// envDuration sets *to from the variable name, if set: a Go duration or
+// seconds.
+func envDuration(b *testing.B, name string, to *time.Duration) {
+	v := os.Getenv(name)
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		s, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			b.Fatalf("%s=%q: not a duration", name, v)
+		}
+		d = time.Duration(s * float64(time.Second))
+	}
+	*to = d
+}
+
+// envCount sets *to from the variable name, if set: a positive integer.
+func envCount(b *testing.B, name string, to *int) {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: not a positive integer", name, v)
+		}
+		*to = n
+	}
 }
 
 func (c scaleConfig) String() string {

@@ -638,6 +638,13 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 	if msg != "" || err != nil {
 		return r, false, false, msg, err
 	}
+	return r, false, false, "", m.queued(cases)
+}
+
+// queued makes cases, just claimed, the job's queue: the larger first in a
+// job of several nodes; with rescue on, recorded in its status file at
+// once. m.mu is held.
+func (m *Metajob) queued(cases []tablefmt.Case) error {
 	m.queue = cases
 	if len(m.pool.nodes) > 1 {
 		// A job of several nodes starts the larger cases of a batch
@@ -649,18 +656,18 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		})
 	}
 	m.batch++
-	if m.rescue != nil {
-		// What it holds, should it die: written at once (and synced on a
-		// network filesystem), for the rescue (rescue.go).
-		ids := make([]int64, len(cases))
-		for i, c := range cases {
-			ids[i] = c.ID
-		}
-		m.swMu.Lock()
-		err = m.sw.Claimed(ids, time.Now(), "", nil)
-		m.swMu.Unlock()
+	if m.rescue == nil {
+		return nil
 	}
-	return r, false, false, "", err
+	// What it holds, should it die: written at once (and synced on a
+	// network filesystem), for the rescue (rescue.go).
+	ids := make([]int64, len(cases))
+	for i, c := range cases {
+		ids[i] = c.ID
+	}
+	m.swMu.Lock()
+	defer m.swMu.Unlock()
+	return m.sw.Claimed(ids, time.Now(), "", nil)
 }
 
 // recordUnfit records that case c was taken and is not started, and why.
