@@ -18,33 +18,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The claim state is a chain of immutable generations (CLAIMS.md, "The chain
-// of generations"): MISC/chain names the directory MISC/claims.NONCE, which
-// holds the head hint and segments SEG (generation N's is N / SegmentSize) of
-// slots s.N, contents g.N, marks c.N and tombs. Generation N is committed by
-// three exclusive creates (slot, content, mark), voided by a FIFO mark, and
-// buried by renaming links to a tomb over it: a name, once made, is never
-// freed, so a process stalled for any length of time cannot commit on an old
-// view. A generation is read only once marked, and never changes.
+// The claim state is a chain of immutable generations, in MISC/claims.NONCE
+// (named by MISC/chain): its head hint, and segments of slots s.N, contents
+// g.N, marks c.N and tombs (CLAIMS.md, "The chain of generations").
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
 
 const (
-	// buryAfter is how many generations a generation stays readable before
-	// it is buried (a reader further behind starts over from the hint).
-	buryAfter = 1024
-	hintEvery = 256 // the head hint is rewritten every hintEvery generations
+	buryAfter = 1024 // generations a generation stays readable before it is buried
+	hintEvery = 256  // the head hint is rewritten every hintEvery generations
 
 	chainMagic = "farm-chain v2 "
 	genMagic   = "farm-gen v1 "
 	tombText   = "farm-gen v1 buried\n"
 )
 
-// testHook, if set (by tests only), is called at each stage of a commit on
-// the chain in chainDir: "write" before its slot, "mark" before its mark,
-// "marked" once committed; and with the path looked at: "table" (tableID),
-// "gone" (goneOr), "inspect" (a repair's reading). The simulator aims faults there.
+// testHook, if set (by tests), is called where the simulator aims faults: in a
+// commit on the chain in path, "write", "mark", "marked"; with the path looked
+// at, "table" (tableID), "gone" (goneOr), "inspect" (a repair's reading).
 var testHook func(stage, path string)
 
 // hookAt calls testHook, if set.
@@ -54,10 +46,9 @@ func hookAt(stage, path string) {
 	}
 }
 
-// fault, if set (by tests only), is asked before some claim-path calls for
-// the error they fail with (nil: none). By op: "lookup" (a mark), "read" (a
-// generation), "write" (a slot), "mark", "mark.reply" (after a mark made: a
-// lost reply), "bury" (a link to the tomb), "table.stat", "table.read".
+// fault, if set (by tests), gives the error some claim-path calls fail with
+// (nil: none), by op: "lookup" (a mark), "read", "write" (a slot), "mark",
+// "mark.reply" (a lost reply), "bury", "table.stat", "table.read".
 var fault func(op string) error
 
 // injected returns the error fault gives op, if any.
@@ -72,9 +63,8 @@ func injected(op string) error {
 var errBuried = errors.New("generation buried")
 
 // chain is one farm's chain of generations. Its calls are relative to open
-// descriptors of its directories (openat, ...): on a network filesystem
-// without an entry cache, a name in an open directory costs one lookup, an
-// absolute path into the farm five or more.
+// descriptors of its directories: on a network filesystem, a name in an open
+// directory costs one lookup, a path into the farm five or more.
 type chain struct {
 	dir  string // MISC/claims.NONCE
 	seq  int    // counter for our private names
@@ -154,9 +144,8 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	return f.Fd, nil
 }
 
-// forget drops the open descriptors, after an error: the next operation
-// opens the directories again by name (seeing a directory made again, or
-// one whose handle went stale, as it is).
+// forget drops the open descriptors after an error: the next operation opens
+// the directories again by name (a directory made again, a stale handle).
 func (c *chain) forget() {
 	if c.sfd != nil {
 		c.sfd.Close()
@@ -237,8 +226,7 @@ func newChain(fsys vfs.FS, dir string) *chain {
 	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1}
 }
 
-// parseChainFile reads MISC/chain's content: the name of the chain
-// directory it names.
+// parseChainFile reads MISC/chain's content: the chain directory it names.
 func parseChainFile(b []byte) (name string, ok bool) {
 	s, ok := strings.CutPrefix(string(b), chainMagic)
 	s, ok2 := strings.CutSuffix(s, "\n")
@@ -296,10 +284,8 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 const chainRemakes = 3
 
 // makeChainFile makes MISC/chain naming the chain directory name, by O_EXCL
-// create, written at once (a reader that finds it empty reads again:
-// openChain). It reports whether this call made it: false if another
-// process had (EEXIST). On an error, misc/name goes unless MISC/chain may
-// name it.
+// create, written at once. It reports whether this call made it (not if
+// another process had). On an error, misc/name goes unless MISC/chain may name it.
 func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	path := filepath.Join(misc, "chain")
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL
@@ -309,7 +295,22 @@ func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	}
 	named := false // MISC/chain may name misc/name: it stays
 	if err == nil {
-		named, err = writeChainFile(fsys, f, path, name)
+		_, err = f.Write([]byte(chainMagic + name + "\n"))
+		cerr := f.Close()
+		full := errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+		switch {
+		case err != nil && (full || mutated("chain-write-lost-removes-chain")):
+			// Not written (a full disk refuses a write): nobody can have read
+			// it, so it goes, for the next submit, unless it cannot be removed.
+			named = vfs.Remove(fsys, path) != nil && !mutated("chain-close-removes-dir")
+		case err != nil:
+			// Maybe a write made, its reply lost: others may use the chain (if
+			// not made, MISC/chain stays empty: damage, for farm repair).
+			named = true
+		default:
+			// A failed close (an NFS flush, its reply lost) may leave it readable.
+			err, named = cerr, true
+		}
 	}
 	if err != nil {
 		if !named || mutated("chain-close-removes-dir") {
@@ -320,32 +321,8 @@ func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	return true, nil
 }
 
-// writeChainFile writes MISC/chain, just made and open as f, naming name and
-// closes it. It returns the error, and whether MISC/chain may now name name
-// for others (then it stays, and so does name).
-func writeChainFile(fsys vfs.FS, f *vfs.File, path, name string) (bool, error) {
-	_, err := f.Write([]byte(chainMagic + name + "\n"))
-	cerr := f.Close()
-	full := errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
-	switch {
-	case err != nil && (full || mutated("chain-write-lost-removes-chain")):
-		// Not written (a full disk refuses a write): nobody can have read it,
-		// so it goes, for the next submit, unless it cannot be removed.
-		rerr := vfs.Remove(fsys, path)
-		return rerr != nil && !mutated("chain-close-removes-dir"), err
-	case err != nil:
-		// Maybe a lost reply of a write that was made: others may use the
-		// chain (if not made, MISC/chain stays empty: damage, for farm repair).
-		return true, err
-	}
-	// A close that failed (an NFS flush, its reply lost) may have left it
-	// readable to others.
-	return true, cerr
-}
-
 // linkChain is createChain before 0b47c1e (the mutant chain-file-by-link):
-// MISC/chain made by link() of a file written beside it, which is not
-// exclusive on a distribute-replicate GlusterFS volume.
+// MISC/chain made by link(), which is not exclusive on GlusterFS.
 func linkChain(fsys vfs.FS, misc, name string) (*chain, error) {
 	path := filepath.Join(misc, "chain")
 	tmp := path + ".tmp." + newNonce(fsys)
@@ -476,40 +453,38 @@ func (c *chain) hint() int64 {
 // newest mark found, committed or voided, becomes c.top.
 func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0) }
 
-// latestNear is latest for a caller that expects the newest generation about
-// near past from: it looks up from+near and the one below first (guess), then
-// gallops and bisects. The guess only orders the lookups: the answer is
-// latest's (CLAIMS.md, "Finding the newest").
+// latestNear is latest for a caller that expects the newest about near past
+// from: it looks there first (guess), which orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
-	from, err := c.start(from)
-	if err != nil {
-		return 0, err
+	// The hint only for a process that knows no generation: from one, a
+	// gallop finds the newest in 2·log2(distance) lookups.
+	if from = max(from, c.top); from < 0 {
+		if h := c.hint(); h >= 0 {
+			if m, err := c.marker(h); err != nil {
+				return 0, err
+			} else if m != unmarked {
+				from = h
+			}
+		}
 	}
 	lo, loMark, hi, err := c.guess(from, near) // lo marked (or -1), hi not (or -1)
 	if err != nil {
 		return 0, err
 	}
-	for step := int64(1); hi < 0; step *= 2 {
-		m, err := c.marker(lo + step)
+	// Gallop (lo+1, lo+2, lo+4, ...) until a generation is not marked, then bisect.
+	for step := int64(1); hi < 0 || hi-lo > 1; step *= 2 {
+		probe := lo + step
+		if hi >= 0 {
+			probe = lo + (hi-lo)/2
+		}
+		m, err := c.marker(probe)
 		if err != nil {
 			return 0, err
 		}
 		if m == unmarked {
-			hi = lo + step
+			hi = probe
 		} else {
-			lo, loMark = lo+step, m
-		}
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		m, err := c.marker(mid)
-		if err != nil {
-			return 0, err
-		}
-		if m != unmarked {
-			lo, loMark = mid, m
-		} else {
-			hi = mid
+			lo, loMark = probe, m
 		}
 	}
 	c.top = max(c.top, lo)
@@ -517,23 +492,6 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 		return lo, nil
 	}
 	return c.belowVoids(lo)
-}
-
-// start is where latestNear starts from: from or c.top if known, else the
-// head hint if marked (a gallop from a known generation costs less).
-func (c *chain) start(from int64) (int64, error) {
-	from = max(from, c.top)
-	if from >= 0 {
-		return from, nil
-	}
-	h := c.hint()
-	if h < 0 {
-		return from, nil
-	}
-	if m, err := c.marker(h); err != nil || m == unmarked {
-		return from, err
-	}
-	return h, nil
 }
 
 // belowVoids returns the newest committed generation at or below n, the
@@ -556,10 +514,9 @@ func (c *chain) belowVoids(n int64) (int64, error) {
 	return -1, nil
 }
 
-// guess looks up from+near, then the one below if that is not marked, for
-// latestNear: it returns the highest found marked (lo, with its mark; from,
-// not looked up, if none) and the lowest found not (hi; -1 if none). With no
-// guess (near < 2, or from unknown) it looks up nothing.
+// guess looks up from+near, and the one below if not marked: it returns the
+// highest found marked (lo and its mark; else from) and the lowest found not
+// (hi; -1 if none). With near < 2, or from unknown, it looks up nothing.
 func (c *chain) guess(from, near int64) (lo int64, loMark mark, hi int64, err error) {
 	lo, loMark, hi = from, unmarked, -1
 	if from < 0 || near < 2 {
@@ -613,11 +570,9 @@ var voidAfter = func() time.Duration {
 	return 20 * time.Second
 }()
 
-// commit tries to make generation n with content b (which holds nonce, for
-// readers). It reports whether it made it; false with no error: another
-// process took slot n first, or voided it (await). An error Undecided
-// leaves the commit pending: the caller settles it (after a pause) until it
-// knows, never commits anew on the same base (CLAIMS.md, "Commit").
+// commit makes generation n with content b (which holds nonce), in three steps
+// (CLAIMS.md, "Commit"): false with no error if another took slot n, or voided it.
+// After an Undecided error the caller settles it, never commits anew on its base.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 	c.dropPending()
 	d, err := c.segFD(n, n%SegmentSize == 0)
@@ -639,37 +594,27 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		// Made, its reply lost? Nobody can tell whose: it is voided after voidAfter.
 		return false, c.checkGone(c.segErr("mknod", n, slotName(n), err))
 	}
-	if ok, err := c.writeGen(d, n, b); !ok {
-		return false, err
-	}
-	c.pending = &pendingCommit{n: n}
-	hookAt("mark", c.dir)
-	return c.decide(d, c.mark(d, n)) // step 3, the mark
-}
-
-// writeGen writes generation n's content once its slot is ours (step 2): it
-// reports whether the commit may go on, or why not.
-func (c *chain) writeGen(d int, n int64, b []byte) (bool, error) {
-	err := vfs.WriteNewAt(c.fs, d, genName(n), b, 0o644)
+	err = vfs.WriteNewAt(c.fs, d, genName(n), b, 0o644) // step 2, the content
 	if err == unix.EEXIST {
 		// Made by the owner of a slot removed since (step 3): ours is too late.
 		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, nil
 	}
 	if err != nil {
-		// Not written whole: void the slot at once, so that nobody waits
-		// for it, and say why (a full disk is retried).
+		// Not written whole: void the slot at once, so that nobody waits for
+		// it, and say why (a full disk is retried).
 		c.void(d, n)
 		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
 	}
-	return true, nil
+	c.pending = &pendingCommit{n: n}
+	hookAt("mark", c.dir)
+	return c.decide(d, c.mark(d, n)) // step 3, the mark
 }
 
-// slotThere reports whether generation n's slot, whose mknod answered EIO,
-// is there: found, or answering EIO too (a GlusterFS name in split-brain,
-// until healed). Such a slot is awaited and voided as any other; tried
-// again, it fails for good (the simulator, seed 16 on gluster).
+// slotThere reports whether generation n's slot, whose mknod answered EIO, is
+// there or answers EIO too (GlusterFS split-brain): taken, awaited and voided;
+// tried again, it fails for good (the simulator, seed 16 on gluster).
 func (c *chain) slotThere(d int, n int64) bool {
 	if mutated("split-slot-tried-again") {
 		return false
@@ -680,8 +625,7 @@ func (c *chain) slotThere(d int, n int64) bool {
 }
 
 // linkCommit is commit before bef773f (the mutant link-commit): generation
-// n made by link() of a file of its own onto its name, which is not
-// exclusive on a distribute-replicate GlusterFS volume.
+// n made by link(), which is not exclusive on GlusterFS.
 func (c *chain) linkCommit(d int, n int64, b []byte) (bool, error) {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
@@ -703,8 +647,8 @@ func (c *chain) linkCommit(d int, n int64, b []byte) (bool, error) {
 	return c.decided(true), nil
 }
 
-// mark makes generation n's mark, a regular file: mknod, an O_EXCL create
-// with no open to close.
+// mark makes generation n's mark, a regular file, by mknod (an O_EXCL create
+// with no open to close).
 func (c *chain) mark(d int, n int64) error {
 	err := injected("mark")
 	if err == nil {
@@ -717,8 +661,8 @@ func (c *chain) mark(d int, n int64) error {
 }
 
 // void makes generation n's mark a FIFO, unless it has a mark: its slot's
-// owner can then never mark it committed (the server lets one mknod make
-// the name; a directory would not do on GlusterFS: CLAIMS.md, issue 21).
+// owner can then never mark it committed (one mknod makes the name; a mkdir
+// would not exclude a create on GlusterFS: CLAIMS.md, issue 21).
 func (c *chain) void(d int, n int64) error {
 	var err error
 	if mutated("void-as-directory") {
@@ -733,16 +677,14 @@ func (c *chain) void(d int, n int64) error {
 }
 
 // await waits until generation n, whose slot another process took, is
-// marked, and returns its mark. A slot left unmarked for voidAfter (its
-// owner died or stalls between its two steps) is voided.
+// marked, and returns its mark; it voids a slot left unmarked for voidAfter.
 func (c *chain) await(ctx context.Context, n int64) (mark, error) {
 	return c.awaitPaced(ctx, n, 0)
 }
 
 // awaitPaced is await for a claimer whose lost attempt took unit, about what
 // the slot's owner has left to do: its looks start unit/4 apart, not 1 ms,
-// and double up to 100 ms (a loser on saturated cores looked 3–4 times a
-// generation: BENCHMARKS.md).
+// and double up to 100 ms (on saturated cores: BENCHMARKS.md).
 func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (mark, error) {
 	start := c.fs.Now()
 	wait := min(max(unit/4, time.Millisecond), 100*time.Millisecond)
@@ -764,8 +706,7 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 			c.fs.Unlinkat(d, slotName(n), 0)
 			if voids++; voids > 3 {
 				// mknod says the mark exists, lookups that it does not: a
-				// cache that does not let go. Else the mark's type is
-				// whose came first: look again.
+				// cache that does not let go. (Else look again for its type.)
 				return unmarked, errInconsistent
 			}
 		}
@@ -790,10 +731,9 @@ func (c *chain) settle() (bool, error) {
 	return c.decide(d, unix.EEXIST)
 }
 
-// decide finds out the outcome of the pending commit, whose mark was tried
-// with the result merr, from the filesystem, not merr (a reply may be lost):
-// a regular file is our mark, a FIFO a void, none a mark not made, made
-// again. What cannot be looked up leaves it open (Undecided).
+// decide finds out the outcome of the pending commit, whose mark was tried with
+// the result merr, from the mark, not merr (a reply may be lost: CLAIMS.md,
+// "Outcomes decided from the filesystem"). No mark is made again.
 func (c *chain) decide(d int, merr error) (bool, error) {
 	p := c.pending
 	if mutated("reply-decides") {
@@ -832,7 +772,7 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 }
 
 // decided ends the pending commit with its outcome, and returns it. The slot
-// is removed (a slot left behind costs an inode): generation n's content and
+// is removed (one left behind costs an inode): generation n's content and
 // mark are what stops anyone from making it again.
 func (c *chain) decided(won bool) bool {
 	p := c.pending
@@ -848,9 +788,8 @@ func (c *chain) decided(won bool) bool {
 	return won
 }
 
-// dropPending forgets a pending commit whose outcome no longer matters
-// (the caller gave up): if its mark was made, the generation is ours and
-// its cases were never started.
+// dropPending forgets a pending commit whose outcome no longer matters (the
+// caller gave up): if its mark was made, its cases were never started.
 func (c *chain) dropPending() { c.pending = nil }
 
 // UndecidedError says a commit's mark may or may not have been made: the
@@ -868,10 +807,9 @@ func (e *UndecidedError) Unwrap() error { return e.Err }
 // undecided wraps err in a transient *UndecidedError.
 func undecided(err error) error { return fsretry.Transient(&UndecidedError{err}) }
 
-// checkGone says what err, an error of an operation in the chain's
-// directories, means, and drops the open descriptors (maybe stale). An
-// ENOENT is damage only if the chain directory is gone, looked up afresh;
-// otherwise a passing one (GlusterFS, a replica down), transient.
+// checkGone says what err, an error of a call in the chain's directories,
+// means, and drops the descriptors (maybe stale). An ENOENT is damage only
+// if the chain directory is gone; else a passing one (GlusterFS), transient.
 func (c *chain) checkGone(err error) error {
 	c.forget()
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -883,11 +821,9 @@ func (c *chain) checkGone(err error) error {
 	return fsretry.Transient(err)
 }
 
-// noGeneration is what latest's finding no generation on c means: a
-// *DamageError if its directory is gone; errInconsistent (look again) if
-// the chain is not certainly empty, even when the marks found are all
-// voids (one lookup may have been a passing ENOENT: the simulator, seed
-// 610 on gluster-dht); nil if it certainly has no generation yet.
+// noGeneration is what latest's finding no generation on c means: damage if
+// its directory is gone; errInconsistent if not certainly empty, even if every
+// mark found is a void (a passing ENOENT: seed 610 on gluster-dht); else nil.
 func (c *chain) noGeneration() error {
 	if gone(c.fs, c.dir) {
 		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
@@ -908,10 +844,8 @@ func (c *chain) empty() bool {
 	return gone(c.fs, filepath.Join(seg, markName(0))) || gone(c.fs, seg)
 }
 
-// gone reports whether path (a chain's directory, MISC/chain, a run's table)
-// is certainly not there, not a passing ENOENT (GlusterFS, a brick down):
-// looked up goneLooks times, it is never found while its parent always is,
-// nor listed; or its parent is gone too (CLAIMS.md, "Damage").
+// gone reports whether path is certainly not there, not a passing ENOENT: it
+// is not found goneLooks times nor listed, or its parent is gone (CLAIMS.md, "Damage").
 func gone(fsys vfs.FS, path string) bool {
 	return goneAt(fsys, path, 3)
 }
@@ -958,14 +892,20 @@ func listed(fsys vfs.FS, path string) bool {
 	return err != nil || slices.Contains(names, filepath.Base(path))
 }
 
-// afterCommit keeps the chain small: it buries the generation buryAfter back
-// and now and then moves the head hint on. A failure is harmless (an inode
-// kept, lookups), but said: the first to bury in the log, their count when
-// the store is closed (Store.Close).
+// afterCommit buries the generation buryAfter back and now and then moves the
+// head hint on. A failure costs an inode or lookups, but is said: the first
+// to bury in the log, their count when the store is closed (Store.Close).
 func (c *chain) afterCommit(n int64) {
 	if k := n - buryAfter; k >= 0 {
 		if err := c.bury(k); err != nil {
-			c.buryFailed(k, err)
+			c.buryFails++
+			if c.buryErr == nil {
+				c.buryErr = err
+				if c.log != nil {
+					fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim "+
+						"state (%v): it keeps its inode; farm goes on\n", k, err)
+				}
+			}
 		}
 	}
 	if n%hintEvery == 0 {
@@ -975,23 +915,9 @@ func (c *chain) afterCommit(n int64) {
 	}
 }
 
-// buryFailed counts a failure err to bury generation k, and says the first.
-func (c *chain) buryFailed(k int64, err error) {
-	c.buryFails++
-	if c.buryErr != nil {
-		return
-	}
-	c.buryErr = err
-	if c.log != nil {
-		fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim state (%v): "+
-			"it keeps its inode; farm goes on\n", k, err)
-	}
-}
-
-// writeHint makes the head hint say n: a record of 24 bytes written in place
-// in one write (vfs.WriteInPlace), never renamed onto "head" (renames of
-// several clients onto one name can deadlock GlusterFS). A stale or empty
-// hint costs lookups, no more.
+// writeHint makes the head hint say n: 24 bytes written in place, in one
+// write (vfs.WriteInPlace: renames onto one name can deadlock GlusterFS).
+// A stale or empty hint costs lookups, no more.
 func writeHint(fsys vfs.FS, d int, n int64) {
 	vfs.WriteInPlace(fsys, d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
 }
@@ -1015,8 +941,7 @@ func (c *chain) bury(k int64) error {
 	d := -1
 	if c.sfd != nil && c.sseg == k/SegmentSize {
 		d = c.sfd.Fd
-	} else {
-		// k's segment is the one before the open one.
+	} else { // k's segment is the one before the open one
 		cd, err := c.dirFD()
 		if err != nil {
 			return err
@@ -1043,9 +968,9 @@ func (c *chain) bury(k int64) error {
 	return c.entomb(d, k, markName(k))
 }
 
-// entomb renames a new link to the tomb over name, in the directory open
-// as d, generation k's segment. A tomb that has as many links as the
-// filesystem allows (EMLINK) is left for the next one.
+// entomb renames a new link to the tomb over name, in the directory open as
+// d, generation k's segment. A tomb with as many links as the filesystem
+// allows (EMLINK) is left for the next one.
 func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
