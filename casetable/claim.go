@@ -17,20 +17,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Store reads and advances a farm's claim state. It takes no lock: every
-// change is a compare-and-swap on a chain of generations (chain.go), so
-// readers never wait and a writer that stalls cannot undo anyone's change.
-// Its own chain is the main chain (the run record); it claims through the
-// chains of the run's lanes (lanes.go). A Store is for one goroutine.
+// Store reads and advances a farm's claim state with no lock, by
+// compare-and-swap on chains of generations (CLAIMS.md): its own is the
+// main chain (the run record); it claims through the chains of the run's
+// lanes (lanes.go). A Store is for one goroutine.
 type Store struct {
 	Opts
 	chainStore // the main chain
 
-	// The sets of the run this store claims in, in order, as the run
-	// record it read last names them; last is the one claimed in last.
+	// The sets of run setsRun the store claims in, in order, as the run
+	// record of generation setsGen of chain setsChain names them; last is
+	// the one claimed in last.
 	setsRun   int
-	setsGen   int64  // the generation of the run record the sets are of
-	setsChain string // and its chain
+	setsGen   int64
+	setsChain string
 	sets      []*laneSet
 	last      *laneSet
 }
@@ -59,20 +59,9 @@ func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
 var defaultFS vfs.FS = vfs.OS{}
 
 // Ahead is how many batches' worth of cases the store's next claim should
-// take, 1 while its claims cost no more than a commit: a claimer that
-// shares the chain with others pays for them — the generations committed
-// since its last claim, which it must find and read, and the slots it
-// loses — and the more they cost, the more it takes at a time (at most
-// MaxAhead), so that the commits of the farm per second fall as claimers
-// are added, and so does their cost per case. See CLAIMS.md, "Claims at
-// scale".
-//
-// Off in a set of one lane by default (Ahead is 1): on the cluster rig's
-// coherent GlusterFS volume, 4 meta-jobs on 4 nodes claimed 268 and 321
-// claims/s with it, 593 and 643 without (2026-11-25, on one chain, as a
-// one-lane set is); the model of `make bench-scale` gains from it from 16
-// claimers on, which is where a run gets several lanes (lanes.go): there
-// it is always on. FARM_CLAIM_AHEAD=1 turns it on for one lane too.
+// take: 1 while its claims cost no more than a commit, more (at most
+// MaxAhead) as sharing its lane with others costs it more. Off (1) in a
+// set of one lane but with FARM_CLAIM_AHEAD=1 (CLAIMS.md, "Claims at scale").
 func (s *Store) Ahead() int {
 	if L := s.last; L != nil && L.stores[L.home] != nil {
 		return L.stores[L.home].ahead()
@@ -96,10 +85,8 @@ func (s *Store) Last() State { return s.cur }
 
 // ClaimedInRun is about how many cases of the run the store claims in
 // were claimed as of its last claim, with no I/O: the cases of the sets it
-// found used up, and in each other set it claimed in the count of the lane
-// it claimed in last times the lanes (they go through the table at about
-// one pace). The runtime-aware exit (metajob) tells from it when
-// dt_cutoff is due.
+// found used up, and of each other the count of the lane it claimed in
+// last times the lanes. metajob tells from it when dt_cutoff is due.
 func (s *Store) ClaimedInRun() int64 {
 	var n int64
 	for _, L := range s.sets {
@@ -112,9 +99,8 @@ func (s *Store) ClaimedInRun() int64 {
 	return n
 }
 
-// Read returns the current state (the run record). It takes no lock and
-// never waits for another process. Its Claimed is that of every lane of
-// the run's sets together.
+// Read returns the current state (the run record), with no lock and no
+// wait; its Claimed is that of every lane of the run's sets together.
 func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
@@ -133,15 +119,13 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 }
 
 // Claim hands out up to most consecutive unclaimed cases of run, in one
-// commit on one lane, or none when the run has none left (or a newer run
-// has started). The cases come from the run's first set (in the run
-// record's order) that the store does not know to be used up. A claim
-// that finds nothing to hand out commits nothing: the end of a run costs
-// each meta-job a reading, not a generation won in turn. most below 1
-// (FirstBatch) lets the store size a meta-job's first claim.
+// commit on one lane of the first set (in the run record's order) not
+// known to be used up; none when the run has none left (or a newer run
+// started), with no commit. most below 1 (FirstBatch) lets the store size
+// a meta-job's first claim.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	// A run record read since the store opened its sets (Look, Read)
-	// may name a set added since: 'farm add --first' puts it first.
+	// A run record read since the store opened its sets (Look, Read) may
+	// name a set added since: 'farm add --first' puts it first.
 	again := s.setsRun == run && s.stale()
 	for tries := 0; ; tries++ {
 		if err := s.findSets(ctx, run, again); err != nil {
@@ -162,18 +146,14 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 	}
 }
 
-// LookEvery is the cadence of a meta-job's look at its run (Look): the one
-// poller of the claim state, for a set 'farm add --first' put first, for
-// cases farm add adds while it waits (WAIT_FOR_CASES), and for its run
-// superseded (a resubmit, a repair) while it was frozen. At 1,000
-// meta-jobs, 200 lookups a second on the farm's filesystem.
+// LookEvery is the cadence of a meta-job's look at its run (Look), the one
+// poller of the claim state: at 1,000 meta-jobs, 200 lookups a second.
 const LookEvery = 5 * time.Second
 
-// Look is a meta-job's look at its run (metajob's one poller): one lookup
-// of the main chain's next mark, and if the run record moved on, a
-// reading of it (of the main chain only: its Claimed is not summed). It
-// returns the record and whether it moved on since the store opened the
-// sets it claims in; the next Claim claims in the sets it names.
+// Look is a meta-job's look at its run: one lookup of the main chain's
+// next mark and, if the run record moved on, a reading of it (its Claimed
+// not summed). It returns the record and whether it moved on since the
+// store opened the sets it claims in; the next Claim claims in those it names.
 func (s *Store) Look(ctx context.Context) (State, bool, error) {
 	if s.ch != nil && s.gen >= 0 && !s.moved() {
 		return s.cur, s.stale(), nil
@@ -200,8 +180,9 @@ func (s *Store) lane(L *laneSet, l int) *chainStore {
 }
 
 // pick is the lane of the set L to claim in: the home lane while it has
-// cases, else one chosen at random among those not known to be exhausted;
-// -1 if none is left, or if the end mark says so.
+// cases, else one drawn among those not known to be exhausted; -1 if none
+// is left. Before a move, one lookup of the end mark, then one listing of
+// the lanes' exhausted marks, spare most claimers reading lanes one by one.
 func (s *Store) pick(L *laneSet) int {
 	if L.end {
 		return -1
@@ -209,25 +190,12 @@ func (s *Store) pick(L *laneSet) int {
 	if !L.exhausted[L.home] {
 		return L.home
 	}
-	// One lookup before each move to another lane: at the end of a set,
-	// most claimers learn so, instead of reading lanes one by one.
 	if _, err := vfs.Stat(s.fs, filepath.Join(L.dir, "end")); err == nil {
 		L.end = true
 		return -1
 	}
-	// Then the lanes' exhausted marks, in one listing: a claimer moves
-	// only to a lane nobody has found exhausted (a listing that fails
-	// only costs the readings of the lanes it would have spared).
 	if L.x.lanes > 1 {
-		if names, err := vfs.ReadDirNames(s.fs, L.dir); err == nil {
-			for _, n := range names {
-				if v, ok := strings.CutPrefix(n, "x."); ok {
-					if l, err := strconv.Atoi(v); err == nil && l >= 0 && l < len(L.exhausted) {
-						L.exhausted[l] = true
-					}
-				}
-			}
-		}
+		s.readExhausted(L)
 	}
 	var left []int
 	for l, ex := range L.exhausted {
@@ -236,13 +204,7 @@ func (s *Store) pick(L *laneSet) int {
 		}
 	}
 	if len(left) == 0 {
-		L.end = true
-		// Say so to the others (best effort: without it they look
-		// at every lane once, as this claimer did).
-		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "end"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
-			f.Close()
-		}
-		L.close() // its lanes are exhausted: their descriptors go
+		s.endSet(L)
 		return -1
 	}
 	if ls := L.stores[L.home]; ls != nil {
@@ -251,6 +213,33 @@ func (s *Store) pick(L *laneSet) int {
 	}
 	L.home = left[s.fs.Rand()%uint64(len(left))]
 	return L.home
+}
+
+// readExhausted marks exhausted the lanes of L whose x.ℓ mark is listed (a
+// listing that fails costs only the readings of the lanes it would spare).
+func (s *Store) readExhausted(L *laneSet) {
+	names, err := vfs.ReadDirNames(s.fs, L.dir)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		v, ok := strings.CutPrefix(n, "x.")
+		if l, err := strconv.Atoi(v); ok && err == nil && l >= 0 && l < len(L.exhausted) {
+			L.exhausted[l] = true
+		}
+	}
+}
+
+// endSet ends the set L, every lane of it exhausted: it makes its end mark
+// for the others (best effort: without it they look at every lane once)
+// and closes its lanes' stores.
+func (s *Store) endSet(L *laneSet) {
+	L.end = true
+	path := filepath.Join(L.dir, "end")
+	if f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+		f.Close()
+	}
+	L.close()
 }
 
 // findSets reads the run record from the main chain and opens the sets of
@@ -269,9 +258,7 @@ func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 				return ErrNoState
 			}
 			// Run run was started, so the state exists: a network
-			// filesystem's passing ENOENT (GlusterFS's, while a brick
-			// is down) for MISC/chain. Retried; given up on only after
-			// s.Retry.
+			// filesystem's passing ENOENT for MISC/chain, retried.
 			err = fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
 		} else if err == nil {
 			err = s.openSets(run)
@@ -294,21 +281,13 @@ func (s *Store) openSets(run int) error {
 			}
 			L, err := s.openSet(run, t, false)
 			if err != nil {
-				for _, L := range sets {
-					if !slices.Contains(s.sets, L) {
-						L.close()
-					}
-				}
+				closeSetsBut(sets, s.sets)
 				return err
 			}
 			sets = append(sets, L)
 		}
 	}
-	for _, L := range s.sets {
-		if !slices.Contains(sets, L) {
-			L.close()
-		}
-	}
+	closeSetsBut(s.sets, sets)
 	if !slices.Contains(sets, s.last) {
 		s.last = nil
 	}
@@ -320,6 +299,15 @@ func (s *Store) openSets(run int) error {
 	return nil
 }
 
+// closeSetsBut closes the sets of sets that keep does not hold.
+func closeSetsBut(sets, keep []*laneSet) {
+	for _, L := range sets {
+		if !slices.Contains(keep, L) {
+			L.close()
+		}
+	}
+}
+
 // claimLanes is a claim in the set L of run: in the home lane while it
 // has cases, then in the others.
 func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, error) {
@@ -328,13 +316,10 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		ls := s.lane(L, l)
-		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
+		cases, exhausted, err := s.lane(L, l).claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) {
-			// A new run, a close or a repair closed the set: nothing
-			// more in this run from it. (The run's other sets are
-			// closed too, unless the command that closed them then
-			// lost its commit to a farm add: that one's set is open.)
+			// A new run, a close or a repair closed the set: nothing more
+			// in this run from it.
 			L.end = true
 			return nil, nil
 		}
@@ -344,9 +329,8 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if exhausted {
 			L.exhausted[l] = true
 			if len(cases) > 0 && L.x.lanes > 1 {
-				// This claim exhausted the lane: say so to the others
-				// (best effort: a mark not made costs them a reading
-				// of the lane).
+				// This claim exhausted the lane: say so to the others (best
+				// effort: a mark not made costs them a reading of the lane).
 				s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
 			}
 		}

@@ -22,51 +22,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lanes: where a run's claims are made (CLAIMS.md, "Lanes").
-//
-// One chain commits one generation at a time, whoever asks: with a
-// thousand meta-jobs it is the bottleneck however cheap a commit is. A
-// run's table is therefore claimed through a set of S lanes: the table is
-// cut into blocks of B consecutive cases, and lane ℓ owns blocks ℓ, ℓ+S,
-// ℓ+2S, …, so that the lanes together go through the table close to its
-// order. Each lane is a chain of generations of its own (chain.go), whose
-// state is a cursor in the lane's current block; a claim commits on one
-// lane only. A run for fewer than 16 meta-jobs gets one lane, whose one
-// block is the table (its index needs no reading of the table). The main
-// chain holds the run record: the run's sets in claim order — its own
-// table's, and one per 'farm add' (appended, or first with --first) — and
-// changes only when a command starts, adds to, closes or repairs a run.
-//
-//	MISC/lanes.R.NONCE/index  the block index: "farm-lanes v1 lanes=S block=B blocks=K cases=C [jobs=N]",
-//	                          then per block the byte offset of its first case and the lines before it
-//	MISC/lanes.R.NONCE/ℓ/     lane ℓ's chain (segments, marks, generations as the main chain's)
-//	MISC/lanes.R.NONCE/x.ℓ    made by the claimer whose claim exhausted lane ℓ
-//	MISC/lanes.R.NONCE/end    made by a claimer that found every lane exhausted: the others need not look
-//
-// Every invariant of the chain holds per lane, and a case belongs to one
-// lane's blocks only: no case is claimed twice in a run. A set is made
-// whole (index, then every lane's generation 0) before the main chain's
-// commit names it, and every set of a run is closed (a closing generation
-// on each lane, closeChain) before a new run or a repair commits on the
-// main chain: a claimer however stalled cannot claim in a run after the
-// next one started.
+// Lanes: a run's claims are made in sets of S lanes, each a chain
+// (chain.go) whose generations are a cursor through the lane's blocks of
+// a table; the main chain holds the run record (CLAIMS.md, "Lanes").
 
-// lanesMagic starts a lane index.
-const lanesMagic = "farm-lanes v1 "
+const (
+	lanesMagic  = "farm-lanes v1 " // starts a lane index
+	jobsPerLane = 32               // meta-jobs that share a lane by default
+	// minLaneJobs is the fewest meta-jobs a run gets several lanes for: from
+	// 16 claimers on, one chain's claims cost 20 to 40 calls (BENCHMARKS.md).
+	minLaneJobs = 16
+	// maxFirstShare caps a first claim in a lane: the cases' durations are
+	// not known yet.
+	maxFirstShare = 16
+)
 
 // MaxLanes caps the lanes of a run.
 const MaxLanes = 64
-
-// jobsPerLane is how many meta-jobs share a lane by default.
-const jobsPerLane = 32
-
-// minLaneJobs is the fewest meta-jobs a run gets several lanes for.
-// Below, one chain costs a claim 7 calls alone and about 12 with 8 to 16
-// claimers (each claim a read of the newest generation and a commit); from
-// 16 on its claimers lose commits to each other and a claim costs 20 to
-// 40 calls, where 2 lanes with Store.Ahead cost 4 to 6 (make bench-scale,
-// BENCHMARKS.md).
-const minLaneJobs = 16
 
 // LanesFor is how many lanes a run started for jobs meta-jobs gets: 1
 // under 16, 2 from 16 to 95, then one per 32 (at most MaxLanes).
@@ -92,12 +64,11 @@ type laneIndex struct {
 	nblocks int64
 }
 
-// blocks is the number of blocks (the header's, which a header-only
-// reading knows without the blocks themselves).
+// blocks is the number of blocks (the header's: a header-only reading
+// knows it without the blocks).
 func (x *laneIndex) blocks() int64 { return x.nblocks }
 
-// end is the byte offset past block b: the next block's start, or the end
-// of the table (size).
+// end is the byte offset past block b: the next block's start, or size.
 func (x *laneIndex) end(b, size int64) int64 {
 	if b+1 < x.blocks() {
 		return x.starts[b+1]
@@ -114,36 +85,22 @@ func (x *laneIndex) laneCases(l int) int64 {
 	return n
 }
 
-// FirstBatch, as Claim's most, asks for a meta-job's first claim of a run:
-// one case in a set of one lane; in a set of several, a fair first share
-// of the lane (firstShare), so that the meta-jobs of a lane, which all start
-// at once, do not each make a generation for one case, then two, then
-// four … before their batches reach a second's work: on the cluster rig
-// that start-up herd was most of the wall of short runs of 128 meta-jobs
-// (BENCHMARKS.md).
+// FirstBatch, as Claim's most, lets the store size a meta-job's first
+// claim of a run: one case in a set of one lane, else firstShare, so that
+// a lane's meta-jobs, which start at once, do not each commit one case,
+// then two, then four … (BENCHMARKS.md).
 const FirstBatch = 0
 
-// maxFirstShare caps a first claim in a lane: the cases' durations are not
-// known yet (a batch of hour-long cases that does not fit in the job's
-// time is left never started, for the next run).
-const maxFirstShare = 16
-
 // firstShare is the first claim's size in lane l: its cases over twice
-// the meta-jobs that share it (as the run was started; 32 when not
-// known), 1 to maxFirstShare. The first claims of the lane's meta-jobs,
-// half a fair share each, take at most half of the lane; the claims that
-// follow are sized by the cases' pace.
+// the meta-jobs that share it (32 if not known), 1 to maxFirstShare; the
+// first claims of its meta-jobs take at most half of the lane.
 func (x *laneIndex) firstShare(l int) int {
 	if x.lanes == 1 {
 		return 1 // a run for fewer than 16 meta-jobs: their cases may be long
 	}
 	per := int64(jobsPerLane)
 	if x.jobs > 0 {
-		per = int64(x.jobs / x.lanes)
-		if x.jobs%x.lanes != 0 {
-			per++
-		}
-		per = max(per, 1)
+		per = int64((x.jobs + x.lanes - 1) / x.lanes) // at least 1
 	}
 	return int(min(max(x.laneCases(l)/(2*per), 1), maxFirstShare))
 }
@@ -154,7 +111,8 @@ func blockSize(cases int64) int64 {
 	return max(16, (cases+65535)/65536)
 }
 
-// buildIndex reads the run's table and indexes its blocks.
+// buildIndex reads the run's table at path (its first size bytes; 0: all)
+// twice: to count its cases, which sizes the blocks, then to index them.
 func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
@@ -165,48 +123,20 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 	if size > 0 {
 		limit = size
 	}
-	var r io.Reader = io.NewSectionReader(f, 0, limit)
-	// Count first, to size the blocks.
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, limit), tablefmt.BufSize(limit))
 	var cases int64
-	br := bufio.NewReaderSize(r, tablefmt.BufSize(limit))
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: its case-ness is in its start.
-			if tablefmt.IsCase(line) {
-				cases++
-			}
-			for err == bufio.ErrBufferFull {
-				_, err = br.ReadSlice('\n')
-			}
-		} else if len(line) > 0 && tablefmt.IsCase(line) {
+	if err := eachLine(br, func(_ int64, isCase bool) {
+		if isCase {
 			cases++
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	}); err != nil {
+		return nil, err
 	}
 	x := &laneIndex{lanes: lanes, block: blockSize(cases), cases: cases}
 	br.Reset(io.NewSectionReader(f, 0, limit))
 	var off, lines, i int64
-	for {
-		line, err := br.ReadSlice('\n')
-		n := int64(len(line))
-		isC := false
-		if err == bufio.ErrBufferFull {
-			isC = tablefmt.IsCase(line)
-			for err == bufio.ErrBufferFull {
-				var more []byte
-				more, err = br.ReadSlice('\n')
-				n += int64(len(more))
-			}
-		} else {
-			isC = len(line) > 0 && tablefmt.IsCase(line)
-		}
-		if isC {
+	if err := eachLine(br, func(n int64, isCase bool) {
+		if isCase {
 			if i%x.block == 0 {
 				x.starts = append(x.starts, off)
 				x.lines = append(x.lines, lines)
@@ -217,12 +147,8 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 			lines++
 		}
 		off += n
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	}); err != nil {
+		return nil, err
 	}
 	if i != cases {
 		return nil, fmt.Errorf("%s changed while it was indexed", path)
@@ -231,6 +157,29 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 	return x, nil
 }
 
+// eachLine calls fn with the length of each line of br, to its end, and
+// whether it is a case (a line longer than br's buffer is, by its start).
+func eachLine(br *bufio.Reader, fn func(n int64, isCase bool)) error {
+	for {
+		line, err := br.ReadSlice('\n')
+		n := int64(len(line))
+		isCase := len(line) > 0 && tablefmt.IsCase(line)
+		for err == bufio.ErrBufferFull {
+			var more []byte
+			more, err = br.ReadSlice('\n')
+			n += int64(len(more))
+		}
+		fn(n, isCase)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// marshal is the index as its file holds it.
 func (x *laneIndex) marshal() []byte {
 	h := kv.AppendInt([]byte(lanesMagic), "lanes", int64(x.lanes))
 	h = kv.AppendInt(h, "block", x.block)
@@ -268,7 +217,7 @@ func readHead(fsys vfs.FS, path string) ([]byte, error) {
 }
 
 // parseIndex reads a lane index of a table of size bytes (0: unknown); its
-// header alone if head.
+// header alone if headOnly.
 func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	head, rest, ok := bytes.Cut(b, []byte("\n"))
 	h, ok2 := strings.CutPrefix(string(head), lanesMagic)
@@ -276,7 +225,6 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 		return nil, errors.New("not a lane index")
 	}
 	x := &laneIndex{}
-	var blocks int64
 	r := kv.NewReader(h)
 	for r.Next() {
 		switch r.Key() {
@@ -285,7 +233,7 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 		case "block":
 			x.block = r.Int()
 		case "blocks":
-			blocks = r.Int()
+			x.nblocks = r.Int()
 		case "cases":
 			x.cases = r.Int()
 		case "jobs":
@@ -295,15 +243,23 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if x.lanes < 1 || x.block < 1 || blocks < 0 || x.cases < 0 || blocks != (x.cases+x.block-1)/x.block {
+	if x.lanes < 1 || x.block < 1 || x.nblocks < 0 || x.cases < 0 ||
+		x.nblocks != (x.cases+x.block-1)/x.block {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
-	x.nblocks = blocks
-	if headOnly {
-		return x, nil
+	if !headOnly {
+		if err := x.parseBlocks(rest, size); err != nil {
+			return nil, err
+		}
 	}
-	x.starts = make([]int64, 0, blocks)
-	x.lines = make([]int64, 0, blocks)
+	return x, nil
+}
+
+// parseBlocks reads the index's block lines into x. They must be in the
+// table's order and within it: overlapping blocks would hand a case out twice.
+func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
+	x.starts = make([]int64, 0, x.nblocks)
+	x.lines = make([]int64, 0, x.nblocks)
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
@@ -311,31 +267,28 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 		o, err1 := strconv.ParseInt(string(a), 10, 64)
 		l, err2 := strconv.ParseInt(string(c), 10, 64)
 		if !ok || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("bad block line %q", line)
+			return fmt.Errorf("bad block line %q", line)
 		}
-		// Blocks are in the table's order and within it: overlapping
-		// blocks would hand a case out twice.
-		if k := len(x.starts); k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 || size > 0 && o >= size {
-			return nil, fmt.Errorf("block %d at byte %d, line %d: out of order or past the table", len(x.starts), o, l)
+		k := len(x.starts)
+		if k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 ||
+			size > 0 && o >= size {
+			return fmt.Errorf("block %d at byte %d, line %d: out of order or past the table", k, o, l)
 		}
 		x.starts = append(x.starts, o)
 		x.lines = append(x.lines, l)
 	}
-	if int64(len(x.starts)) != blocks {
-		return nil, fmt.Errorf("%d blocks, the header says %d", len(x.starts), blocks)
+	if int64(len(x.starts)) != x.nblocks {
+		return fmt.Errorf("%d blocks, the header says %d", len(x.starts), x.nblocks)
 	}
-	return x, nil
+	return nil
 }
 
-// makeSet makes a set of lanes (at most lanes) for run over table, of
-// cases cases, whose identity t holds (its TSize, TIno and TFP), in the
-// farm dir whose MISC is misc: the block index and each lane's generation
-// 0 at the start of its first block. It returns the set for the caller to
-// commit on the main chain; nobody knows it before that commit. A table
-// with fewer blocks than lanes gets fewer lanes; one lane's index is one
-// block, written without reading the table. jobs is the meta-jobs the run
-// is started for (0: not known), which sizes their first claims
-// (FirstBatch).
+// makeSet makes a set of at most lanes lanes for run over table t (of
+// cases cases; t holds its TSize, TIno and TFP) in MISC misc: the index,
+// then each lane's generation 0. It returns the set for the caller to
+// commit on the main chain; nobody knows it before. One lane's index is
+// one block, written without reading the table. jobs (0: not known) sizes
+// the first claims (FirstBatch).
 func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
 	x := &laneIndex{lanes: 1, block: max(cases, 1), cases: cases}
 	if cases > 0 {
@@ -351,9 +304,7 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))
 	ldir := filepath.Join(misc, name)
-	// Its name is new (a nonce): EEXIST is our own mkdir, its reply lost
-	// and its request retried; so for the lanes' directories in it.
-	if err := vfs.Mkdir(fsys, ldir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+	if err := mkdirNew(fsys, ldir); err != nil {
 		return Set{}, passing(fsys, misc, err)
 	}
 	fail := func(err error) (Set, error) {
@@ -364,8 +315,8 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 		return fail(err)
 	}
 	for l := 0; l < x.lanes; l++ {
-		ls := State{Run: run, Table: t.Table, TSize: t.TSize, TIno: t.TIno, TFP: t.TFP, Cases: x.laneCases(l),
-			InLane: true, Lane: l, Block: int64(l)}
+		ls := State{Run: run, Table: t.Table, TSize: t.TSize, TIno: t.TIno, TFP: t.TFP,
+			Cases: x.laneCases(l), InLane: true, Lane: l, Block: int64(l)}
 		if int64(l) < x.blocks() {
 			ls.Offset, ls.Lines = x.starts[l], x.lines[l]
 		}
@@ -376,19 +327,28 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 	return Set{Dir: name, Lanes: x.lanes, Cases: cases, Table: t.Table}, nil
 }
 
+// mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
+// our own mkdir, its reply lost and its request retried.
+func mkdirNew(fsys vfs.FS, dir string) error {
+	err := vfs.Mkdir(fsys, dir, 0o755)
+	if err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+		return err
+	}
+	return nil
+}
+
 // makeLane makes a new lane's chain in dir, its generation 0 ls.
 func makeLane(fsys vfs.FS, dir string, ls State) error {
 	c := newChain(fsys, dir)
 	defer c.close()
-	if err := vfs.Mkdir(fsys, c.dir, 0o755); err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+	if err := mkdirNew(fsys, c.dir); err != nil {
 		return err
 	}
 	nonce := newNonce(fsys)
 	won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
 	if err == nil && !won {
-		// Nobody else knows the new lane: its slot 0 answered EEXIST
-		// to our own mknod, a retried request whose first made it
-		// (a lost reply). Made afresh, under another name.
+		// Nobody else knows the lane: slot 0's EEXIST is our own retried
+		// mknod, whose first made it. Made afresh, under another name.
 		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
 		if !mutated("lane-gen0-eexist-fatal") {
 			err = fsretry.Transient(err)
@@ -407,21 +367,26 @@ func removeSets(fsys vfs.FS, misc string, sets []Set) {
 	}
 }
 
-// closeSets closes every lane of every set of the run st (read from the
-// main chain): after it, no process can claim in them, however long it
-// stalled. A new run's start, a close and a repair close the current
-// run's sets before their commit on the main chain.
+// closeSets closes every lane of every set of the run st (the main
+// chain's): after it no process, however stalled, can claim in them.
 func (s *Store) closeSets(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for _, t := range st.Sets {
 		for l := 0; l < t.Lanes; l++ {
-			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
-			if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
+			if err := closeLane(ctx, &r, s.fs, filepath.Join(s.misc, t.Dir, strconv.Itoa(l))); err != nil {
 				return fmt.Errorf("closing lane %d of run %d's set %s: %w", l, st.Run, t.Dir, err)
 			}
 		}
 	}
 	return nil
+}
+
+// closeLane closes the lane whose chain is dir, retried by r.
+func closeLane(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) error {
+	return r.Do(ctx, func() error {
+		_, err := closeChainDir(fsys, dir)
+		return err
+	})
 }
 
 // closeAllLanes closes every lane in MISC of run upTo or an earlier one
@@ -436,39 +401,43 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 		return fmt.Errorf("listing the lanes to close: %w", err)
 	}
 	for _, name := range names {
-		if !strings.HasPrefix(name, "lanes.") {
+		run, _, _ := strings.Cut(strings.TrimPrefix(name, "lanes."), ".")
+		if n, err := strconv.Atoi(run); !strings.HasPrefix(name, "lanes.") ||
+			upTo >= 1 && err == nil && n > upTo {
+			continue // not lanes, or a later run's, started since the reading
+		}
+		if err := s.closeSetDir(ctx, r, filepath.Join(s.misc, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeSetDir closes every lane in the set's directory ldir.
+func (s *Store) closeSetDir(ctx context.Context, r *fsretry.Retrier, ldir string) error {
+	var lanes []string
+	if err := r.Do(ctx, func() (err error) {
+		lanes, err = readDir(s.fs, ldir)
+		if errors.Is(err, unix.ENOTDIR) {
+			return nil // a file of that name
+		}
+		// Lanes removed since the listing (a run start that lost removes
+		// its own) are closed enough.
+		_, err = goneOr(s.fs, ldir, err)
+		return err
+	}); err != nil {
+		return fmt.Errorf("listing the lanes to close: %w", err)
+	}
+	for _, l := range lanes {
+		if _, err := strconv.Atoi(l); err != nil {
 			continue
 		}
-		if run, _, _ := strings.Cut(strings.TrimPrefix(name, "lanes."), "."); upTo >= 1 {
-			if n, err := strconv.Atoi(run); err == nil && n > upTo {
-				continue // a later run's, started since the reading
-			}
+		dir := filepath.Join(ldir, l)
+		if st, err := vfs.Stat(s.fs, dir); err == nil && !vfs.IsDir(&st) {
+			continue
 		}
-		ldir := filepath.Join(s.misc, name)
-		var lanes []string
-		if err := r.Do(ctx, func() (err error) {
-			lanes, err = readDir(s.fs, ldir)
-			if errors.Is(err, unix.ENOTDIR) {
-				return nil // a file of that name
-			}
-			// Lanes removed since the listing (a run start that lost
-			// removes its own) are closed enough.
-			_, err = goneOr(s.fs, ldir, err)
-			return err
-		}); err != nil {
-			return fmt.Errorf("listing the lanes to close: %w", err)
-		}
-		for _, l := range lanes {
-			if _, err := strconv.Atoi(l); err != nil {
-				continue
-			}
-			dir := filepath.Join(ldir, l)
-			if st, err := vfs.Stat(s.fs, dir); err == nil && !vfs.IsDir(&st) {
-				continue
-			}
-			if err := r.Do(ctx, func() error { _, err := closeChainDir(s.fs, dir); return err }); err != nil {
-				return fmt.Errorf("closing the lane %s: %w", dir, err)
-			}
+		if err := closeLane(ctx, r, s.fs, dir); err != nil {
+			return fmt.Errorf("closing the lane %s: %w", dir, err)
 		}
 	}
 	return nil
@@ -499,13 +468,12 @@ func (L *laneSet) close() {
 // if head (what Read needs).
 func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	dir := filepath.Join(s.misc, t.Dir)
-	var b []byte
-	var err error
+	index := filepath.Join(dir, "index")
+	read := vfs.ReadFile
 	if head {
-		b, err = readHead(s.fs, filepath.Join(dir, "index"))
-	} else {
-		b, err = vfs.ReadFile(s.fs, filepath.Join(dir, "index"))
+		read = readHead
 	}
+	b, err := read(s.fs, index)
 	if os.IsNotExist(err) {
 		// Believed only if the lanes' directory is gone too (a network
 		// filesystem's passing ENOENT is retried, as on the chain).
@@ -519,28 +487,22 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	}
 	x, err := parseIndex(b, 0, head)
 	if err != nil {
-		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: err.Error()}
+		return nil, &DamageError{Path: index, Why: err.Error()}
 	}
 	if x.lanes != t.Lanes {
-		return nil, &DamageError{Path: filepath.Join(dir, "index"), Why: fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)}
+		why := fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)
+		return nil, &DamageError{Path: index, Why: why}
 	}
-	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes), exhausted: make([]bool, x.lanes)}
+	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes),
+		exhausted: make([]bool, x.lanes)}
 	L.home = homeLane(s.fs, s.Job, x.lanes)
 	return L, nil
 }
 
-// homeLane is the lane a meta-job named job claims in first. Its job ID's
-// number (the trailing digits: Slurm's 12345 or array task 12345_7, Grid
-// Engine's 123.4, the local engine's 17) modulo the lanes, when it has
-// one: the meta-jobs of one `farm submit` get consecutive numbers (one
-// submission each, or an array's tasks) unless other submissions come in
-// between, so that each lane gets the same number of them, give or take
-// one. A hash of the name spreads them unevenly: with as many meta-jobs as
-// lanes, about a third of the lanes would have no meta-job of their own
-// and others two or three, whose lanes then run out early and send their
-// claimers onto the other lanes (BENCHMARKS.md, "Where the calls go at 128
-// meta-jobs"). A name that does not end in digits is hashed; no name gets
-// a random lane.
+// homeLane is the lane a meta-job named job claims in first: its job ID's
+// trailing number (Slurm's 12345 or 12345_7, Grid Engine's 123.4) modulo
+// the lanes, so that a submission's consecutive IDs spread evenly, else a
+// hash of the name (BENCHMARKS.md, "Where the calls go at 128 meta-jobs").
 func homeLane(fsys vfs.FS, job string, lanes int) int {
 	if lanes <= 1 {
 		return 0
@@ -589,7 +551,8 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		if ok, err := ls.tab.rd.StartsLine(st.Offset); err != nil {
 			return err
 		} else if !ok {
-			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize, WasSize: st.TSize, MidLine: st.Offset}
+			return &TableChangedError{Table: st.Table, Run: st.Run, Size: st.TSize,
+				WasSize: st.TSize, MidLine: st.Offset}
 		}
 		var err error
 		cases, err = ls.readLane(L, st, ls.share(most, st.Cases-st.Claimed), cases)
@@ -606,15 +569,13 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 	return cases, exhausted, nil
 }
 
-// readLane reads up to lim cases of the lane from st's cursor into cases,
-// and moves the cursor past them, through the lane's blocks; past a
-// block's last byte it moves on to the lane's next block, so that the
-// lane's state says so (and, past its last block, that it is exhausted).
+// readLane reads up to lim cases of the lane from st's cursor into cases
+// and moves the cursor past them, on to the lane's next block past a
+// block's end (and past its last block: the lane exhausted).
 func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines
-	// next moves the cursor to the lane's next block.
-	next := func() {
+	next := func() { // to the lane's next block
 		b += int64(x.lanes)
 		if b < x.blocks() {
 			off, lines = x.starts[b], x.lines[b]
@@ -631,14 +592,11 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			return cases, err
 		}
 		if !ok && b+1 < x.blocks() {
-			// The table ended before a block that is not its last: the
-			// index is not of this table.
-			return cases, &DamageError{Path: filepath.Join(L.dir, "index"), Why: fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())}
+			why := fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())
+			return cases, &DamageError{Path: filepath.Join(L.dir, "index"), Why: why}
 		}
 		if !ok || after > end {
-			// No case left in the block (the lines after its last case
-			// are not cases): the next block.
-			next()
+			next() // no case left in the block
 			continue
 		}
 		off, lines = after, lines+n
@@ -652,13 +610,9 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 	return cases, nil
 }
 
-// share is how many cases, of most asked, a claim takes when left are left
-// (in the run, or in a lane): near the end, at most a sixteenth of what is
-// left, or less when many others claim: twice the others this store found
-// committing between its own last two claims, or winning the slots it
-// lost (a share for each). Not fewer when Ahead is up: Ahead grows most,
-// which only makes the limit apply sooner, and a share that shrank with
-// Ahead made a contended lane's claims 1 to 3 cases each (CLAIMS-APPENDIX.md).
+// share is how many cases, of most asked, a claim takes when left are
+// left: near the end, 1 + left/share, share being 16 or twice the others
+// seen claiming; not shrunk by Ahead (CLAIMS.md, "Claims at scale").
 func (s *chainStore) share(most int, left int64) int {
 	share := max(16, 2*s.con.peers)
 	if left < share*int64(most) {
@@ -667,10 +621,9 @@ func (s *chainStore) share(most int, left int64) int {
 	return most
 }
 
-// readLanes sets st.Claimed, st being the run record: every lane's
-// claims of every set of the run; all its cases when it has no set (a
-// closed run). A closed lane counts as claimed whole (nothing more can be
-// claimed in it).
+// readLanes sets st.Claimed, st being the run record: every lane's claims
+// of every set of the run, a closed lane counting whole; all its cases
+// when it has no set (a closed run).
 func (s *Store) readLanes(st State) (State, error) {
 	st.Claimed = 0
 	if len(st.Sets) == 0 {

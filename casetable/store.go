@@ -14,10 +14,8 @@ import (
 	"github.com/farm-hpc/farm/vfs"
 )
 
-// One chain's reading and compare-and-swap (chain.go has the chain's
-// primitives): the main chain's, for the run record, and each lane's.
-
-// chainStore reads and advances one chain: the main chain, or a lane's.
+// chainStore reads and advances one chain, the main chain or a lane's, by
+// compare-and-swap (chain.go has the chain's primitives).
 type chainStore struct {
 	o    *Opts
 	fs   vfs.FS
@@ -33,8 +31,7 @@ type chainStore struct {
 	tab  *tableCheck // a lane's: the run's table its claims read
 }
 
-// contention is what a store's claims cost because others claim too
-// (Ahead).
+// contention is what a store's claims cost because others claim too (Ahead).
 type contention struct {
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
@@ -57,39 +54,37 @@ func (s *chainStore) pause(try int) {
 	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
 }
 
-// ahead is Ahead of a lane's store.
+// ahead is Ahead of a lane's store: on in a set of several lanes, which
+// only runs for many meta-jobs have.
 func (s *chainStore) ahead() int {
 	if !aheadOn && s.solo {
-		return 1 // on in a set of several lanes, which only runs for many meta-jobs have
+		return 1
 	}
 	return max(s.con.ahead, 1)
 }
 
-// aheadOn turns Ahead on (FARM_CLAIM_AHEAD=1).
+// aheadOn turns Ahead on in sets of one lane too (FARM_CLAIM_AHEAD=1).
 var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
 
 // MaxAhead caps Ahead.
 const MaxAhead = 64
 
-// aheadTarget is the filesystem calls that sharing the chain may add to
-// a claim, per batch's worth it takes.
+// aheadTarget is the filesystem calls that sharing the chain may add to a
+// claim, per batch's worth it takes.
 const aheadTarget = 3
 
 // contended updates Ahead after a claim that committed generation gen,
-// having lost lost attempts: the calls it cost beyond a commit of its own
-// on its own last generation — a gallop of lookups and a read for the
-// generations others committed since, and a slot, a wait and a reading
-// for each attempt lost — over aheadTarget is the new Ahead; it grows
-// at once and shrinks by half a claim.
+// having lost lost attempts: the calls others' commits cost it, over
+// aheadTarget; it grows at once and shrinks by half a claim.
 func (s *chainStore) contended(gen int64, lost int) {
 	c := &s.con
 	extra := 0
 	c.peers = int64(lost) // each slot lost was another's
 	if c.own >= 0 && gen-c.own > 1 {
 		c.peers = max(c.peers, gen-c.own-1)
-		extra += 3 + 2*bits.Len64(uint64(gen-c.own-1))
+		extra += 3 + 2*bits.Len64(uint64(gen-c.own-1)) // a gallop of lookups, a read
 	}
-	extra += 8 * lost
+	extra += 8 * lost // a slot, a wait and a reading each
 	want := 1 + (extra+aheadTarget-1)/aheadTarget
 	c.ahead = min(MaxAhead, max(want, max(c.ahead, 1)/2))
 	c.own = gen
@@ -124,6 +119,7 @@ func (s *chainStore) reportBurials() {
 	}
 }
 
+// log is where the store reports retries: Opts.Log, else os.Stderr.
 func (s *chainStore) log() io.Writer {
 	if s.o.Log != nil {
 		return s.o.Log
@@ -131,17 +127,17 @@ func (s *chainStore) log() io.Writer {
 	return os.Stderr
 }
 
+// open opens the store's chain if it has none: a lane's, or the one
+// MISC/chain names.
 func (s *chainStore) open() error {
 	if s.ch != nil {
 		return nil
 	}
+	var ch *chain
+	var err error
 	if s.dir != "" {
-		s.setChain(newChain(s.fs, s.dir))
-		s.gen, s.top = -1, -1
-		return nil
-	}
-	ch, err := openChain(s.fs, s.misc)
-	if err != nil {
+		ch = newChain(s.fs, s.dir)
+	} else if ch, err = openChain(s.fs, s.misc); err != nil {
 		return err
 	}
 	s.setChain(ch)
@@ -156,45 +152,37 @@ func (s *chainStore) refresh() error {
 	}
 	for tries := 0; ; tries++ {
 		n, err := s.ch.latestNear(s.gen, s.con.peers)
-		if err == errInconsistent || os.IsNotExist(err) {
-			// A mark seen, then not seen, or the chain's directory
-			// not found: the directory removed (its descriptors
-			// still open answer ENOENT to every lookup) — damage,
-			// said at once, naming it — or a cache's passing answer,
-			// looked up again afresh.
+		switch {
+		case err == errInconsistent || os.IsNotExist(err):
+			// The chain's directory removed (its open descriptors answer
+			// ENOENT): damage; else a cache's passing answer, looked up afresh.
 			s.ch.forget()
 			if gone(s.fs, s.ch.dir) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
-			if tries < 20 {
-				s.pause(tries)
-				continue
-			}
-			return fsretry.Transient(err)
-		}
-		if err != nil {
+			err = fsretry.Transient(err)
+		case err != nil:
 			return err
-		}
-		if n < 0 {
-			err := s.ch.noGeneration()
-			if err == nil && s.dir != "" {
-				// A lane has its generation 0 before anyone can know
-				// it: a mark not found is a network filesystem's
-				// passing answer (or damage, which stays).
-				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
-			}
-			if err == nil {
+		case n < 0:
+			err = s.ch.noGeneration()
+			if err == nil && s.dir == "" {
 				return ErrNoState // a chain with no generation yet
 			}
-			if fsretry.IsTransient(err) && tries < 20 {
-				s.pause(tries)
-				continue
+			if err == nil {
+				// A lane has its generation 0 before anyone knows it: a
+				// mark not found is a passing answer (or damage, which stays).
+				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
 			}
+		default:
+			if done, err := s.loadAt(n, tries); done {
+				return err
+			}
+			continue
+		}
+		if !fsretry.IsTransient(err) || tries >= 20 {
 			return err
 		}
-		if done, err := s.loadAt(n, tries); done {
-			return err
-		}
+		s.pause(tries)
 	}
 }
 
@@ -248,53 +236,45 @@ func (s *chainStore) load(n int64) error {
 		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
 	st.Gen, st.Chain = n, filepath.Base(s.ch.dir)
-	// The chain's top is from the reading that found n (latest), so the
-	// marks between n and it are voids: the next commit goes past them.
+	// The marks between n and the chain's top (from the reading that found
+	// n) are voids: the next commit goes past them.
 	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
 	return nil
 }
 
-// update is the claim protocol's commit, behind Update, Claim and Repair.
-// It runs fn on a copy of the newest state, the base, and commits the
-// result as the base's generation +1: a compare-and-swap on the chain
-// (chain.commit). If another process committed that generation first, the
-// commit is lost: the newest generation becomes the base and fn runs
-// again. info says what the commit claimed, for the record. Transient
-// filesystem errors are retried for s.Retry; after a damage error the
-// chain is looked up once more, in case a repair has started a new one.
+// update is the claim protocol's commit, behind Update, Claim and Repair:
+// fn runs on a copy of the newest state, committed as its generation +1
+// (chain.commit); a commit lost makes the newest the base and fn runs
+// again. info says what the commit claimed. Transient errors are retried
+// for s.Retry; after damage the chain is looked up once more (a repair's).
 func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
 	defer func() {
 		if err != nil && !mutated("failed-read-old-base") {
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	// The base must be read (again): none is known, or others committed
-	// between this store's last two claims — then they likely did since
-	// the last one too, and a commit on it would only lose.
+	// The base is read (again) when none is known, or when others committed
+	// between this store's last two claims: they likely did since too.
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for {
 		if err := ctx.Err(); err != nil {
 			return State{}, err
 		}
+		var next int64
+		var won bool
 		st, err := s.propose(ctx, u, fn)
-		if err == errAgain {
-			continue
+		if err == nil {
+			next, won, err = s.tryCommit(ctx, u, st, info)
 		}
-		if err == errNoCommit {
+		switch {
+		case err == errAgain:
+			continue
+		case err == errNoCommit:
 			return s.cur, nil
-		}
-		if err != nil {
+		case err != nil:
 			return State{}, err
-		}
-		next, won, err := s.tryCommit(ctx, u, st, info)
-		if err == errAgain {
-			continue
-		}
-		if err != nil {
-			return State{}, err
-		}
-		if won {
+		case won:
 			u.r.OK()
 			st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
 			s.gen, s.top, s.cur = next, next, *st
@@ -316,8 +296,10 @@ type updating struct {
 	tried    time.Time // this attempt's start: its reading of the base, then its commit
 }
 
-// errAgain, from update's steps, is another attempt.
-var errAgain = errors.New("again")
+var (
+	errAgain    = errors.New("again")             // from update's steps: another attempt
+	errNoCommit = errors.New("nothing to commit") // from update's fn: no commit
+)
 
 // propose reads the base if it must and runs fn on it: the state to
 // commit; errAgain to try again; errNoCommit when fn has nothing to commit
@@ -335,19 +317,16 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 	}
 	st := s.cur
 	if err := fn(&st); err != nil {
-		if err == errNoCommit && !read {
-			// Decided on the generation this store made or read
-			// last: others may have moved on since (a new run
-			// started, a lane closed). Once more, on the newest.
+		switch {
+		case err == errNoCommit && read:
+			return nil, errNoCommit
+		case err == errNoCommit:
+			// Decided on the generation this store made or read last:
+			// others may have moved on since. Once more, on the newest.
 			u.stale = true
 			return nil, errAgain
-		}
-		if err == errNoCommit {
-			return nil, errNoCommit
-		}
-		// A table that cannot be read for now (an I/O error, a server
-		// out of reach): read everything afresh, later.
-		if u.r.Again(ctx, err) {
+		case u.r.Again(ctx, err):
+			// A table that cannot be read for now: all read afresh, later.
 			s.dropFiles()
 			u.stale = true
 			return nil, errAgain
@@ -390,8 +369,8 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 		u.stale = true
 		return next, false, errAgain
 	}
-	// A commit whose outcome the filesystem cannot tell yet is settled,
-	// not made again: its generation may be ours.
+	// A commit of unknown outcome is settled, not made again: its
+	// generation may be ours.
 	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
 		won, err = s.ch.settle()
 	}
@@ -409,23 +388,15 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 		}
 		return next, false, err
 	}
-	// Read afresh before trying again: the slot that failed may be
-	// decided by now (a name another client made, which answers EIO here
-	// while GlusterFS heals it), and the next commit then goes past it.
+	// Read afresh before trying again: the slot that failed may be decided
+	// by now (GlusterFS answers EIO while it heals a name), to be passed.
 	u.stale = true
 	return next, false, u.again(ctx, err)
 }
 
-// afterLost follows a commit that lost slot next: another process took
-// it, or voided ours. The others who lost it learn of its mark when this
-// process does: a pause of random length, doubling with the attempts lost
-// (binary exponential backoff), keeps them from all looking for it and
-// then trying the next slot at once. Once the slot is marked, the newest
-// generation is the new base. A meta-job that ran its batch while others
-// committed is often many generations behind: looking for the newest (a
-// gallop of name lookups from the slot it lost) costs a few lookups, where
-// following the chain one lost commit at a time would cost a create and a
-// read per generation.
+// afterLost follows a commit that lost slot next: a random pause, doubling
+// with the attempts lost (backoff), then, once the slot is marked, the
+// newest generation (found by a gallop of lookups) is the new base.
 func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) error {
 	u.lost++
 	unit := s.fs.Now().Sub(u.tried)
@@ -445,32 +416,23 @@ func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) err
 	return nil
 }
 
-// backoff sleeps a random time below unit·2^(lost-1), or until ctx is
-// done: binary exponential backoff, at most 2 s. unit is what the attempt
-// that lost took, from its reading of the base to the lost slot (at
-// least 1 ms): the window in which another's commit makes it lose, which
-// grows with the server's queue — so that the claimers that lost spread
-// their next attempts over as many windows as they are (make bench-scale:
-// 256 claimers' first claims, 87 calls each with a unit of 1 ms, 73
-// with this one).
+// backoff sleeps a random time below backoffLimit, or until ctx is done.
+// unit is what the attempt that lost took, from its reading of the base to
+// the lost slot: the window in which another's commit makes it lose.
 func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
 }
 
-// backoffLimit is the bound of backoff's pause: unit·2^(lost-1), unit at
-// least 1 ms, at most 2 s (computed so that it cannot overflow, whatever an
-// attempt stopped for hours took).
+// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s
+// (computed so that it cannot overflow).
 func backoffLimit(lost int, unit time.Duration) time.Duration {
 	const most = 2 * time.Second
 	unit = min(max(unit, time.Millisecond), most)
 	return min(unit<<min(max(lost-1, 0), 20), most)
 }
 
-// errNoCommit, returned by update's fn, ends the update with no commit.
-var errNoCommit = errors.New("nothing to commit")
-
-// dropFiles closes the table and the directories the store keeps open, after
-// a transient error: a stale handle (ESTALE) is looked up afresh.
+// dropFiles closes the table and the directories the store keeps open,
+// after a transient error: a stale handle (ESTALE) is looked up afresh.
 func (s *chainStore) dropFiles() {
 	if s.tab != nil {
 		s.tab.drop()
@@ -495,9 +457,8 @@ func (s *chainStore) readBase() error {
 }
 
 // startChain makes the farm's chain, for a store that has none, and
-// reports whether it is still without a generation: false if another
-// process made the chain and its first generation first, or if that
-// cannot be told now.
+// reports whether it is still without a generation (false if another
+// process made it and its first generation first, or if that is unknown).
 func (s *chainStore) startChain() (bool, error) {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
@@ -536,8 +497,8 @@ func (s *chainStore) chainMoved() bool {
 	return ch.dir != old
 }
 
-// loadNewest reads the newest generation after the one lost, into s.cur.
-// If the chain is closed (a repair made a new one), it drops it.
+// loadNewest reads the newest generation after the one lost, into s.cur;
+// it drops the chain if it is closed (a repair made a new one).
 func (s *chainStore) loadNewest(lost int64) error {
 	n, err := s.ch.latest(lost)
 	if err == nil {
@@ -549,12 +510,9 @@ func (s *chainStore) loadNewest(lost int64) error {
 	return err
 }
 
-// moved reports whether the chain may have changed since the store last
-// read it — on the main chain: 'farm add' added a set, a run started or
-// closed, a repair: whether it has a mark after the newest generation the
-// store knows. It
-// costs one lookup (WAIT_FOR_CASES polls with it). A store that knows no
-// generation says true.
+// moved reports, by one lookup, whether the main chain has a mark after
+// the newest generation the store knows (farm add, a run started or
+// closed, a repair); true for a lane or a store that knows none.
 func (s *chainStore) moved() bool {
 	if s.ch == nil || s.gen < 0 || s.dir != "" {
 		return true

@@ -14,12 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A run's table as a lane's claims read it (tablefmt.Reader), checked to
-// be the file the run started with, and the passing errors of a network
-// filesystem on it.
-
-// tableCheck is a run's table as a lane's claims read it: open, and
-// checked to be the file the run started with.
+// tableCheck is a run's table as a lane's claims read it (tablefmt.Reader):
+// open, and checked to be the file the run started with.
 type tableCheck struct {
 	fs      vfs.FS
 	farm    string // the farm directory
@@ -33,8 +29,7 @@ type tableCheck struct {
 }
 
 // drop closes the table and the directory the check keeps open, after a
-// transient error (a stale handle, ESTALE, is looked up afresh) or for
-// good.
+// transient error (a stale handle, ESTALE, is looked up afresh) or for good.
 func (s *tableCheck) drop() {
 	s.checked = tableID{}
 	if s.table != nil {
@@ -71,6 +66,7 @@ func (s *tableCheck) open(table string, fresh bool) error {
 // plan of the tests (injected "table.read").
 type faultyTable struct{ f *vfs.File }
 
+// ReadAt reads the table at off, or fails as the fault plan says.
 func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
 	if err := injected("table.read"); err != nil {
 		return 0, &os.PathError{Op: "read", Path: t.f.Name, Err: err}
@@ -100,69 +96,67 @@ func (e *TableChangedError) Error() string {
 	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
 }
 
-// tableRecheck is how long checkTable waits before it looks at a table
-// that seems changed once more: longer than a network filesystem client
-// keeps a file's attributes (FUSE and GlusterFS: about a second).
+// tableRecheck is how long check waits before it looks at a table that
+// seems changed once more: longer than a network filesystem client keeps
+// a file's attributes (FUSE and GlusterFS: about a second).
 var tableRecheck = 1500 * time.Millisecond
 
-// checkTable opens st's table if needed and checks that the file of its
-// name is the one the run started with: the same size, and the same inode
-// or, where inode numbers differ between hosts (some Lustre, NFS and FUSE
-// mounts), the same fingerprint. (A store that has the table open reads
-// what it had, but the other meta-jobs would not: all stop alike.) A
-// difference is looked at once more, past the attribute caches, on a
-// fresh descriptor, before it is believed.
+// check opens st's table if needed and checks, once a claim, that the file
+// of its name is the one the run started with (same): a difference is
+// looked at once more, past the attribute caches, on a fresh descriptor.
 func (s *tableCheck) check(st *State) error {
 	if err := s.open(st.Table, false); err != nil {
 		return err
 	}
-	if st.TSize <= 0 {
-		return nil // not recorded (a state 'farm repair' rebuilt)
-	}
-	// Once a claim: an attempt lost to another claimer checks the same
-	// table again for nothing (a lookup at the server each; 21 in one
-	// contended first claim on the rig, BENCHMARKS.md). A table changed
-	// between the check and the commit is found by the next claim, as it
-	// would be between a check and a commit of the same attempt.
 	id := tableID{st.Table, st.TSize, st.TIno, st.TFP}
-	if s.checked == id {
-		return nil
+	if st.TSize <= 0 || s.checked == id {
+		return nil // not recorded (a state 'farm repair' rebuilt), or checked
 	}
-	var err error
-	for try := 0; try < 2; try++ {
-		var size int64
-		var ino uint64
-		var serr error
-		if try == 0 {
-			size, ino, serr = s.stat(st.Table)
-		} else {
-			s.fs.Sleep(context.Background(), tableRecheck)
-			if serr = s.open(st.Table, true); serr == nil {
-				size, ino, serr = fileID(s.table)
-			}
+	size, ino, err := s.stat(st.Table)
+	ok := false
+	if err == nil {
+		ok, err = s.same(st, size, ino)
+	}
+	if err == nil && !ok {
+		s.fs.Sleep(context.Background(), tableRecheck)
+		if err = s.open(st.Table, true); err == nil {
+			size, ino, err = fileID(s.table)
 		}
-		if serr != nil {
-			return serr
+		if err == nil {
+			ok, err = s.same(st, size, ino)
 		}
-		if size == st.TSize && (st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable)) {
-			s.checked = id
-			return nil
-		}
-		if size == st.TSize && st.TFP != "" {
-			// Another inode number: the same file seen from another
-			// host, or another file of the same size.
-			if ferr := s.open(st.Table, true); ferr != nil {
-				return ferr
-			}
-			if fp, ferr := tablefmt.Fingerprint(s.table, size); ferr == nil && fp == st.TFP {
-				s.fpIno, s.fpTable = ino, st.Table
-				s.checked = id
-				return nil
-			}
-		}
-		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize, Ino: ino, WasIno: st.TIno}
+	}
+	if err == nil && !ok {
+		return &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize,
+			Ino: ino, WasIno: st.TIno}
+	}
+	if ok {
+		s.checked = id
 	}
 	return err
+}
+
+// same reports whether the file of size and inode ino is st's table: the
+// same size, and the same inode or, where inode numbers differ between
+// hosts (some Lustre, NFS and FUSE mounts), the same fingerprint.
+func (s *tableCheck) same(st *State, size int64, ino uint64) (bool, error) {
+	if size != st.TSize {
+		return false, nil
+	}
+	if st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable) {
+		return true, nil
+	}
+	if st.TFP == "" {
+		return false, nil
+	}
+	if err := s.open(st.Table, true); err != nil {
+		return false, err
+	}
+	if fp, err := tablefmt.Fingerprint(s.table, size); err == nil && fp == st.TFP {
+		s.fpIno, s.fpTable = ino, st.Table
+		return true, nil
+	}
+	return false, nil
 }
 
 // tableID is a run's table as its claim state records it.
@@ -173,9 +167,8 @@ type tableID struct {
 	fp   string
 }
 
-// stat returns the size and inode of the file table names, looked up
-// from the farm directory's open descriptor (one lookup at the server for
-// "table.dat", not one per component of the farm's path).
+// stat returns the size and inode of the file table names, looked up from
+// the farm directory's open descriptor (one lookup at the server).
 func (s *tableCheck) stat(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
 		fd, err := openDir(s.fs, s.farm)
@@ -196,9 +189,8 @@ func (s *tableCheck) stat(table string) (int64, uint64, error) {
 }
 
 // tableErr is the error of the call op on a run's table at path: an ENOENT
-// is a passing one (GlusterFS's, while a brick is down: a run's table is
-// never removed while the run claims), retried, unless the table is
-// certainly gone.
+// is a passing one (a run's table is never removed while the run claims),
+// retried, unless the table is certainly gone.
 func tableErr(fsys vfs.FS, op, path string, err error) error {
 	if mutated("table-enoent-ends-claims") {
 		return &os.PathError{Op: op, Path: path, Err: err}
