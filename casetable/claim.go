@@ -17,17 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Store reads and advances a farm's claim state with no lock, by
-// compare-and-swap on chains of generations (CLAIMS.md): its own is the
-// main chain (the run record); it claims through the chains of the run's
-// lanes (lanes.go). A Store is for one goroutine.
+// Store reads and advances a farm's claim state with no lock (CLAIMS.md):
+// the main chain (the run record), and the lanes it claims in. For one goroutine.
 type Store struct {
 	Opts
 	chainStore // the main chain
 
-	// The sets of run setsRun the store claims in, in order, as the run
-	// record of generation setsGen of chain setsChain names them; last is
-	// the one claimed in last.
+	// The sets of run setsRun it claims in, as generation setsGen of chain
+	// setsChain names them; last: the one claimed in last.
 	setsRun   int
 	setsGen   int64
 	setsChain string
@@ -43,8 +40,7 @@ type Opts struct {
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
 }
 
-// NewStore returns the claim store of the farm in dir, whose internal state
-// lives in misc (normally dir/MISC). It does no I/O.
+// NewStore returns the claim store of the farm in dir, its state in misc (dir/MISC).
 func NewStore(dir, misc string) *Store { return NewStoreOn(defaultFS, dir, misc) }
 
 // NewStoreOn is NewStore on the filesystem fsys (the simulator's).
@@ -54,14 +50,11 @@ func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
 	return s
 }
 
-// defaultFS is the filesystem of NewStore's stores: the system's, but for
-// a benchmark that counts the calls.
+// defaultFS is the filesystem of NewStore's stores (a benchmark's counts calls).
 var defaultFS vfs.FS = vfs.OS{}
 
-// Ahead is how many batches' worth of cases the store's next claim should
-// take: 1 while its claims cost no more than a commit, more (at most
-// MaxAhead) as sharing its lane with others costs it more. Off (1) in a
-// set of one lane but with FARM_CLAIM_AHEAD=1 (CLAIMS.md, "Claims at scale").
+// Ahead is how many batches' worth the store's next claim should take: more
+// as sharing its lane costs it more (CLAIMS.md, "Claims at scale").
 func (s *Store) Ahead() int {
 	if L := s.last; L != nil && L.stores[L.home] != nil {
 		return L.stores[L.home].ahead()
@@ -71,22 +64,17 @@ func (s *Store) Ahead() int {
 
 // Close releases the store's files.
 func (s *Store) Close() error {
-	for _, L := range s.sets {
-		L.close()
-	}
+	closeSetsBut(s.sets, nil)
 	s.sets, s.last, s.setsRun = nil, nil, 0
 	s.chainStore.close()
 	return nil
 }
 
-// Last returns the run record the store read or committed last (by Read,
-// Update or Claim), with no I/O.
+// Last returns the run record the store read or committed last, with no I/O.
 func (s *Store) Last() State { return s.cur }
 
-// ClaimedInRun is about how many cases of the run the store claims in
-// were claimed as of its last claim, with no I/O: the cases of the sets it
-// found used up, and of each other the count of the lane it claimed in
-// last times the lanes. metajob tells from it when dt_cutoff is due.
+// ClaimedInRun estimates, with no I/O, the cases of its run claimed as of its
+// last claim: its lane's count times the lanes, per set (metajob's dt_cutoff).
 func (s *Store) ClaimedInRun() int64 {
 	var n int64
 	for _, L := range s.sets {
@@ -99,8 +87,7 @@ func (s *Store) ClaimedInRun() int64 {
 	return n
 }
 
-// Read returns the current state (the run record), with no lock and no
-// wait; its Claimed is that of every lane of the run's sets together.
+// Read returns the run record, with no wait; its Claimed is its lanes' together.
 func (s *Store) Read(ctx context.Context) (State, error) {
 	if err := s.refresh(); err != nil {
 		return State{}, err
@@ -108,24 +95,19 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	return s.readLanes(s.cur)
 }
 
-// Update runs fn on the current state and commits the result as the next
-// generation. If another process committed first, it reads that and runs fn
-// again: fn must only compute, with no effects outside the State. If the farm
-// has no state yet, fn gets a zero State and the first generation starts a
-// new chain.
+// Update commits fn's change of the current state as the next generation,
+// running fn again on another's commit: fn must only compute. With no state
+// yet, fn gets a zero State and the first generation starts a new chain.
 func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 	_, err := s.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
 	return err
 }
 
-// Claim hands out up to most consecutive unclaimed cases of run, in one
-// commit on one lane of the first set (in the run record's order) not
-// known to be used up; none when the run has none left (or a newer run
-// started), with no commit. most below 1 (FirstBatch) lets the store size
-// a meta-job's first claim.
+// Claim hands out up to most consecutive unclaimed cases of run (FirstBatch:
+// sized by the store) in one commit, from the first set not used up; none,
+// with no commit, when the run has none left or a newer run started.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	// A run record read since the store opened its sets (Look, Read) may
-	// name a set added since: 'farm add --first' puts it first.
+	// A run record read since it opened its sets may name one added first.
 	again := s.setsRun == run && s.stale()
 	for tries := 0; ; tries++ {
 		if err := s.findSets(ctx, run, again); err != nil {
@@ -137,8 +119,7 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 				return cases, err
 			}
 		}
-		// Every set it knows is used up: 'farm add' may have given the
-		// run another since the store read the run record (one lookup).
+		// Every set it knows used up: farm add may have given another since.
 		if tries > 0 || len(s.sets) == 0 || !s.moved() {
 			return nil, nil
 		}
@@ -146,14 +127,12 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 	}
 }
 
-// LookEvery is the cadence of a meta-job's look at its run (Look), the one
-// poller of the claim state: at 1,000 meta-jobs, 200 lookups a second.
+// LookEvery is the cadence of a meta-job's look at its run (Look).
 const LookEvery = 5 * time.Second
 
-// Look is a meta-job's look at its run: one lookup of the main chain's
-// next mark and, if the run record moved on, a reading of it (its Claimed
-// not summed). It returns the record and whether it moved on since the
-// store opened the sets it claims in; the next Claim claims in those it names.
+// Look is one lookup of the main chain's next mark and, if it moved on, a
+// reading of the run record (its Claimed not summed): the record, and whether
+// it moved on since the store opened its sets (the next Claim opens them).
 func (s *Store) Look(ctx context.Context) (State, bool, error) {
 	if s.ch != nil && s.gen >= 0 && !s.moved() {
 		return s.cur, s.stale(), nil
@@ -164,8 +143,7 @@ func (s *Store) Look(ctx context.Context) (State, bool, error) {
 	return s.cur, true, nil
 }
 
-// stale reports whether the store read a run record (Look, Read) since
-// the one whose sets it opened.
+// stale reports whether the store read a run record since the one whose sets it opened.
 func (s *Store) stale() bool {
 	return s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain)
 }
@@ -179,10 +157,8 @@ func (s *Store) lane(L *laneSet, l int) *chainStore {
 	return L.stores[l]
 }
 
-// pick is the lane of the set L to claim in: the home lane while it has
-// cases, else one drawn among those not known to be exhausted; -1 if none
-// is left. Before a move, one lookup of the end mark, then one listing of
-// the lanes' exhausted marks, spare most claimers reading lanes one by one.
+// pick is the lane of L to claim in: the home lane while it has cases, else
+// one drawn among those not known exhausted (end, x.ℓ marks); -1 if none is left.
 func (s *Store) pick(L *laneSet) int {
 	if L.end {
 		return -1
@@ -230,9 +206,8 @@ func (s *Store) readExhausted(L *laneSet) {
 	}
 }
 
-// endSet ends the set L, every lane of it exhausted: it makes its end mark
-// for the others (best effort: without it they look at every lane once)
-// and closes its lanes' stores.
+// endSet ends the set L, every lane exhausted: its end mark for the others
+// (best effort: without it they look at every lane once), its stores closed.
 func (s *Store) endSet(L *laneSet) {
 	L.end = true
 	path := filepath.Join(L.dir, "end")
@@ -242,10 +217,8 @@ func (s *Store) endSet(L *laneSet) {
 	L.close()
 }
 
-// findSets reads the run record from the main chain and opens the sets of
-// run it names (once per run and store, or again if again), keeping what
-// the store knows of the sets it had open. A record of another run leaves
-// the store no set: nothing to claim in run.
+// findSets reads the run record and opens the sets of run it names, once per
+// run or again if again; a record of another run leaves the store no set.
 func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 	if s.setsRun == run && !again {
 		return nil
@@ -269,8 +242,7 @@ func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 	}
 }
 
-// openSets makes the sets of the run record just read the store's, if it
-// is of run (none otherwise), reusing those it has open.
+// openSets makes the sets of the record just read, if of run, the store's.
 func (s *Store) openSets(run int) error {
 	var sets []*laneSet
 	if s.cur.Run == run {
@@ -308,8 +280,7 @@ func closeSetsBut(sets, keep []*laneSet) {
 	}
 }
 
-// claimLanes is a claim in the set L of run: in the home lane while it
-// has cases, then in the others.
+// claimLanes is a claim in the set L of run, in the lane pick says.
 func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, error) {
 	for {
 		l := s.pick(L)
@@ -318,8 +289,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		}
 		cases, exhausted, err := s.lane(L, l).claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) {
-			// A new run, a close or a repair closed the set: nothing more
-			// in this run from it.
+			// A new run, a close or a repair closed the set.
 			L.end = true
 			return nil, nil
 		}

@@ -22,27 +22,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lanes: a run's claims are made in sets of S lanes, each a chain
-// (chain.go) whose generations are a cursor through the lane's blocks of
-// a table; the main chain holds the run record (CLAIMS.md, "Lanes").
+// Lanes: the chains a run's claims are made in, each a cursor through its
+// blocks of a table (CLAIMS.md, "Lanes").
 
 const (
-	lanesMagic  = "farm-lanes v1 " // starts a lane index
-	jobsPerLane = 32               // meta-jobs that share a lane by default
-	// minLaneJobs is the fewest meta-jobs a run gets several lanes for: from
-	// 16 claimers on, one chain's claims cost 20 to 40 calls (BENCHMARKS.md).
-	minLaneJobs = 16
-	// maxFirstShare caps a first claim in a lane: the cases' durations are
-	// not known yet.
-	maxFirstShare = 16
+	MaxLanes      = 64               // caps the lanes of a run
+	lanesMagic    = "farm-lanes v1 " // starts a lane index
+	jobsPerLane   = 32               // meta-jobs that share a lane by default
+	minLaneJobs   = 16               // fewer get one lane: cheaper below (BENCHMARKS.md)
+	maxFirstShare = 16               // caps a first claim in a lane: durations unknown yet
 )
 
-// MaxLanes caps the lanes of a run.
-const MaxLanes = 64
-
-// LanesFor is how many lanes a run started for jobs meta-jobs gets: 1
-// under 16, 2 from 16 to 95, then one per 32 (at most MaxLanes).
-// FARM_CLAIM_LANES, a number, overrides it (tests, benchmarks).
+// LanesFor is how many lanes a run started for jobs meta-jobs gets: 1 under
+// 16, 2 up to 95, then one per 32, at most MaxLanes; FARM_CLAIM_LANES overrides it.
 func LanesFor(jobs int) int {
 	if v, err := strconv.Atoi(os.Getenv("FARM_CLAIM_LANES")); err == nil && v >= 1 {
 		return min(v, MaxLanes)
@@ -64,8 +56,7 @@ type laneIndex struct {
 	nblocks int64
 }
 
-// blocks is the number of blocks (the header's: a header-only reading
-// knows it without the blocks).
+// blocks is the number of blocks (the header's: known to a header-only reading).
 func (x *laneIndex) blocks() int64 { return x.nblocks }
 
 // end is the byte offset past block b: the next block's start, or size.
@@ -86,14 +77,11 @@ func (x *laneIndex) laneCases(l int) int64 {
 }
 
 // FirstBatch, as Claim's most, lets the store size a meta-job's first
-// claim of a run: one case in a set of one lane, else firstShare, so that
-// a lane's meta-jobs, which start at once, do not each commit one case,
-// then two, then four … (BENCHMARKS.md).
+// claim of a run: one case in a set of one lane, else firstShare.
 const FirstBatch = 0
 
 // firstShare is the first claim's size in lane l: its cases over twice
-// the meta-jobs that share it (32 if not known), 1 to maxFirstShare; the
-// first claims of its meta-jobs take at most half of the lane.
+// the meta-jobs that share it (32 if not known), 1 to maxFirstShare.
 func (x *laneIndex) firstShare(l int) int {
 	if x.lanes == 1 {
 		return 1 // a run for fewer than 16 meta-jobs: their cases may be long
@@ -105,14 +93,13 @@ func (x *laneIndex) firstShare(l int) int {
 	return int(min(max(x.laneCases(l)/(2*per), 1), maxFirstShare))
 }
 
-// blockSize is the cases per block for a table of cases cases: 16, more
-// for tables so large that their index would pass 65,536 blocks.
+// blockSize is the cases per block: 16, more past 65,536 blocks.
 func blockSize(cases int64) int64 {
 	return max(16, (cases+65535)/65536)
 }
 
-// buildIndex reads the run's table at path (its first size bytes; 0: all)
-// twice: to count its cases, which sizes the blocks, then to index them.
+// buildIndex indexes the first size bytes (0: all) of the table at path,
+// read twice: its cases counted, which sizes the blocks, then indexed.
 func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
@@ -157,8 +144,8 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 	return x, nil
 }
 
-// eachLine calls fn with the length of each line of br, to its end, and
-// whether it is a case (a line longer than br's buffer is, by its start).
+// eachLine calls fn with each line of br's length and whether it is a case
+// (a line longer than br's buffer is, by its start).
 func eachLine(br *bufio.Reader, fn func(n int64, isCase bool)) error {
 	for {
 		line, err := br.ReadSlice('\n')
@@ -188,14 +175,11 @@ func (x *laneIndex) marshal() []byte {
 	if x.jobs > 0 {
 		h = kv.AppendInt(h, "jobs", int64(x.jobs))
 	}
-	b := bytes.NewBuffer(append(h, '\n'))
+	h = append(h, '\n')
 	for i := range x.starts {
-		b.WriteString(strconv.FormatInt(x.starts[i], 10))
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(x.lines[i], 10))
-		b.WriteByte('\n')
+		h = fmt.Appendf(h, "%d %d\n", x.starts[i], x.lines[i])
 	}
-	return b.Bytes()
+	return h
 }
 
 // readHead reads the first line of the file path (at most 4 KiB).
@@ -216,8 +200,7 @@ func readHead(fsys vfs.FS, path string) ([]byte, error) {
 	return b[:n], nil
 }
 
-// parseIndex reads a lane index of a table of size bytes (0: unknown); its
-// header alone if headOnly.
+// parseIndex reads a lane index of a table of size bytes (0: unknown), or its header.
 func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	head, rest, ok := bytes.Cut(b, []byte("\n"))
 	h, ok2 := strings.CutPrefix(string(head), lanesMagic)
@@ -255,8 +238,8 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 	return x, nil
 }
 
-// parseBlocks reads the index's block lines into x. They must be in the
-// table's order and within it: overlapping blocks would hand a case out twice.
+// parseBlocks reads the block lines into x, in order and within the table:
+// overlapping blocks would hand a case out twice.
 func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
 	x.starts = make([]int64, 0, x.nblocks)
 	x.lines = make([]int64, 0, x.nblocks)
@@ -283,12 +266,9 @@ func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
 	return nil
 }
 
-// makeSet makes a set of at most lanes lanes for run over table t (of
-// cases cases; t holds its TSize, TIno and TFP) in MISC misc: the index,
-// then each lane's generation 0. It returns the set for the caller to
-// commit on the main chain; nobody knows it before. One lane's index is
-// one block, written without reading the table. jobs (0: not known) sizes
-// the first claims (FirstBatch).
+// makeSet makes a set of at most lanes lanes for run over the table of t
+// (cases cases; its TSize, TIno, TFP) in MISC misc, for the caller to
+// commit on the main chain; jobs (0: unknown) sizes first claims.
 func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
 	x := &laneIndex{lanes: 1, block: max(cases, 1), cases: cases}
 	if cases > 0 {
@@ -357,8 +337,7 @@ func makeLane(fsys vfs.FS, dir string, ls State) error {
 	return err
 }
 
-// removeSets removes sets made for a change of the run record that did
-// not commit (its commit lost): nobody knows them.
+// removeSets removes sets made for a run record's commit that lost: nobody knows them.
 func removeSets(fsys vfs.FS, misc string, sets []Set) {
 	for _, t := range sets {
 		if t.Dir != "" && !strings.Contains(t.Dir, "/") {
@@ -367,8 +346,7 @@ func removeSets(fsys vfs.FS, misc string, sets []Set) {
 	}
 }
 
-// closeSets closes every lane of every set of the run st (the main
-// chain's): after it no process, however stalled, can claim in them.
+// closeSets closes every lane of the run st's sets: nobody claims in them after.
 func (s *Store) closeSets(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for _, t := range st.Sets {
@@ -390,8 +368,7 @@ func closeLane(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string)
 }
 
 // closeAllLanes closes every lane in MISC of run upTo or an earlier one
-// (every lane if upTo < 1): a repair, which may not know the current run's
-// lanes from a damaged state. Lanes already closed cost a reading each.
+// (every lane if upTo < 1), for a repair, which may not know the run's sets.
 func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int) error {
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
@@ -421,8 +398,7 @@ func (s *Store) closeSetDir(ctx context.Context, r *fsretry.Retrier, ldir string
 		if errors.Is(err, unix.ENOTDIR) {
 			return nil // a file of that name
 		}
-		// Lanes removed since the listing (a run start that lost removes
-		// its own) are closed enough.
+		// Lanes removed since the listing (by a run start that lost) are closed enough.
 		_, err = goneOr(s.fs, ldir, err)
 		return err
 	}); err != nil {
@@ -443,7 +419,7 @@ func (s *Store) closeSetDir(ctx context.Context, r *fsretry.Retrier, ldir string
 	return nil
 }
 
-// laneSet is what a claiming store knows of one set of its run's lanes.
+// laneSet is what a claiming store knows of a set of its run's lanes.
 type laneSet struct {
 	set       Set
 	dir       string
@@ -464,8 +440,7 @@ func (L *laneSet) close() {
 	}
 }
 
-// openSet reads the lane index of the set t of run; only its first line,
-// if head (what Read needs).
+// openSet reads the lane index of the set t of run; its first line only if head.
 func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	dir := filepath.Join(s.misc, t.Dir)
 	index := filepath.Join(dir, "index")
@@ -475,8 +450,7 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	}
 	b, err := read(s.fs, index)
 	if os.IsNotExist(err) {
-		// Believed only if the lanes' directory is gone too (a network
-		// filesystem's passing ENOENT is retried, as on the chain).
+		// Believed only if the lanes' directory is gone too, else a passing ENOENT.
 		if gone(s.fs, dir) {
 			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", run)}
 		}
@@ -493,25 +467,18 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 		why := fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)
 		return nil, &DamageError{Path: index, Why: why}
 	}
-	L := &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes),
-		exhausted: make([]bool, x.lanes)}
-	L.home = homeLane(s.fs, s.Job, x.lanes)
-	return L, nil
+	return &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes),
+		exhausted: make([]bool, x.lanes), home: homeLane(s.fs, s.Job, x.lanes)}, nil
 }
 
 // homeLane is the lane a meta-job named job claims in first: its job ID's
-// trailing number (Slurm's 12345 or 12345_7, Grid Engine's 123.4) modulo
-// the lanes, so that a submission's consecutive IDs spread evenly, else a
-// hash of the name (BENCHMARKS.md, "Where the calls go at 128 meta-jobs").
+// trailing number modulo the lanes, which spreads a submission's evenly,
+// else a hash of the name (BENCHMARKS.md, "Where the calls go at 128 meta-jobs").
 func homeLane(fsys vfs.FS, job string, lanes int) int {
 	if lanes <= 1 {
 		return 0
 	}
-	i := len(job)
-	for i > 0 && job[i-1] >= '0' && job[i-1] <= '9' {
-		i--
-	}
-	if d := job[i:]; d != "" {
+	if d := job[len(strings.TrimRight(job, "0123456789")):]; d != "" {
 		n := 0 // the number modulo lanes, digit by digit: no overflow
 		for _, c := range []byte(d) {
 			n = (n*10 + int(c-'0')) % lanes
@@ -526,8 +493,7 @@ func homeLane(fsys vfs.FS, job string, lanes int) int {
 	return int(h.Sum32() % uint32(lanes))
 }
 
-// claimInLane claims up to most cases in the lane whose store is ls, and
-// reports whether the lane has nothing left after it.
+// claimInLane claims up to most cases in ls's lane, and whether it is then exhausted.
 func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, bool, error) {
 	ls.tab.checked = tableID{} // the table is checked once a claim
 	if most < 1 {
@@ -570,8 +536,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 }
 
 // readLane reads up to lim cases of the lane from st's cursor into cases
-// and moves the cursor past them, on to the lane's next block past a
-// block's end (and past its last block: the lane exhausted).
+// and moves the cursor past them, through the lane's blocks.
 func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines
@@ -610,9 +575,8 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 	return cases, nil
 }
 
-// share is how many cases, of most asked, a claim takes when left are
-// left: near the end, 1 + left/share, share being 16 or twice the others
-// seen claiming; not shrunk by Ahead (CLAIMS.md, "Claims at scale").
+// share is how many cases of most a claim takes when left are left
+// (CLAIMS.md, "Claims at scale"): fewer near the end, not fewer by Ahead.
 func (s *chainStore) share(most int, left int64) int {
 	share := max(16, 2*s.con.peers)
 	if left < share*int64(most) {
@@ -621,9 +585,8 @@ func (s *chainStore) share(most int, left int64) int {
 	return most
 }
 
-// readLanes sets st.Claimed, st being the run record: every lane's claims
-// of every set of the run, a closed lane counting whole; all its cases
-// when it has no set (a closed run).
+// readLanes sets st.Claimed, st being the run record: that of every lane
+// of its sets, a closed lane's cases all; all its cases if it has no set.
 func (s *Store) readLanes(st State) (State, error) {
 	st.Claimed = 0
 	if len(st.Sets) == 0 {
@@ -637,7 +600,6 @@ func (s *Store) readLanes(st State) (State, error) {
 		for l := 0; l < L.x.lanes; l++ {
 			ls := newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
 			err := ls.refresh()
-			lst := ls.cur
 			ls.close()
 			switch {
 			case errors.Is(err, errClosed):
@@ -645,7 +607,7 @@ func (s *Store) readLanes(st State) (State, error) {
 			case err != nil:
 				return st, err
 			default:
-				st.Claimed += lst.Claimed
+				st.Claimed += ls.cur.Claimed
 			}
 		}
 	}

@@ -14,8 +14,7 @@ import (
 	"github.com/farm-hpc/farm/vfs"
 )
 
-// chainStore reads and advances one chain, the main chain or a lane's, by
-// compare-and-swap (chain.go has the chain's primitives).
+// chainStore reads and advances one chain, the main chain or a lane's (chain.go).
 type chainStore struct {
 	o    *Opts
 	fs   vfs.FS
@@ -31,15 +30,14 @@ type chainStore struct {
 	tab  *tableCheck // a lane's: the run's table its claims read
 }
 
-// contention is what a store's claims cost because others claim too (Ahead).
+// contention is what others' claims cost the store's (Ahead).
 type contention struct {
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
 	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
 }
 
-// newChainStore is the store of the chain in dir (a lane's; "": the main
-// chain), with o's options.
+// newChainStore is the store of the chain in dir (a lane's; "": the main chain).
 func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
 	s := &chainStore{o: o, fs: fsys, misc: misc, dir: dir, gen: -1, top: -1, con: contention{own: -1}}
 	if dir != "" {
@@ -48,14 +46,12 @@ func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
 	return s
 }
 
-// pause waits before the try after try (0, 1, ...) to read the newest
-// generation: 10 ms more each time.
+// pause waits before the look after try (0, 1, ...): 10 ms more each time.
 func (s *chainStore) pause(try int) {
 	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
 }
 
-// ahead is Ahead of a lane's store: on in a set of several lanes, which
-// only runs for many meta-jobs have.
+// ahead is Ahead of a lane's store: on in a set of several lanes (many meta-jobs).
 func (s *chainStore) ahead() int {
 	if !aheadOn && s.solo {
 		return 1
@@ -66,16 +62,13 @@ func (s *chainStore) ahead() int {
 // aheadOn turns Ahead on in sets of one lane too (FARM_CLAIM_AHEAD=1).
 var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
 
-// MaxAhead caps Ahead.
-const MaxAhead = 64
+const (
+	MaxAhead    = 64 // caps Ahead
+	aheadTarget = 3  // calls that sharing the chain may add to a claim, per batch's worth
+)
 
-// aheadTarget is the filesystem calls that sharing the chain may add to a
-// claim, per batch's worth it takes.
-const aheadTarget = 3
-
-// contended updates Ahead after a claim that committed generation gen,
-// having lost lost attempts: the calls others' commits cost it, over
-// aheadTarget; it grows at once and shrinks by half a claim.
+// contended updates Ahead after a claim that committed gen and lost lost
+// attempts: the calls others cost it over aheadTarget, or half the last.
 func (s *chainStore) contended(gen int64, lost int) {
 	c := &s.con
 	extra := 0
@@ -98,25 +91,20 @@ func (s *chainStore) close() {
 	s.setChain(nil)
 }
 
-// setChain makes ch the store's chain, closing the one it replaces.
+// setChain makes ch the store's chain, closing the one it replaces (and
+// saying how many of its generations could not be buried, past the first).
 func (s *chainStore) setChain(ch *chain) {
-	if s.ch != nil && s.ch != ch {
-		s.reportBurials()
-		s.ch.close()
+	if c := s.ch; c != nil && c != ch {
+		if c.buryFails > 1 {
+			fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
+			c.buryFails = 0
+		}
+		c.close()
 	}
 	if ch != nil {
 		ch.log = s.log()
 	}
 	s.ch = ch
-}
-
-// reportBurials says how many generations could not be buried, when more
-// than the one already said.
-func (s *chainStore) reportBurials() {
-	if c := s.ch; c != nil && c.buryFails > 1 {
-		fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
-		c.buryFails = 0
-	}
 }
 
 // log is where the store reports retries: Opts.Log, else os.Stderr.
@@ -127,8 +115,7 @@ func (s *chainStore) log() io.Writer {
 	return os.Stderr
 }
 
-// open opens the store's chain if it has none: a lane's, or the one
-// MISC/chain names.
+// open opens the store's chain if it has none: a lane's, or MISC/chain's.
 func (s *chainStore) open() error {
 	if s.ch != nil {
 		return nil
@@ -186,8 +173,7 @@ func (s *chainStore) refresh() error {
 	}
 }
 
-// loadAt is refresh's reading of generation n, the newest found at its
-// tries-th look: done, or (false) to look again.
+// loadAt is refresh's reading of generation n at its tries-th look: done, or to look again.
 func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
 	err := s.load(n)
 	switch {
@@ -211,7 +197,7 @@ func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
 		}
 		return false, nil
 	case tries >= 20 && os.IsNotExist(err) && !mutated("one-look-is-gone"):
-		return true, s.ch.checkGone(err) // damage if the chain is gone, else a passing ENOENT
+		return true, s.ch.checkGone(err) // damage if the chain is gone, else passing
 	case tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent):
 		return true, err
 	}
@@ -242,19 +228,16 @@ func (s *chainStore) load(n int64) error {
 	return nil
 }
 
-// update is the claim protocol's commit, behind Update, Claim and Repair:
-// fn runs on a copy of the newest state, committed as its generation +1
-// (chain.commit); a commit lost makes the newest the base and fn runs
-// again. info says what the commit claimed. Transient errors are retried
-// for s.Retry; after damage the chain is looked up once more (a repair's).
+// update is the claim protocol's compare-and-swap (CLAIMS.md, "Commit"):
+// fn runs on the newest state, committed as its generation +1, again on a
+// commit lost; info says what it claimed. Transient errors are retried.
 func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
 	defer func() {
 		if err != nil && !mutated("failed-read-old-base") {
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	// The base is read (again) when none is known, or when others committed
-	// between this store's last two claims: they likely did since too.
+	// Others who committed between this store's last two claims likely did since.
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for {
@@ -302,8 +285,7 @@ var (
 )
 
 // propose reads the base if it must and runs fn on it: the state to
-// commit; errAgain to try again; errNoCommit when fn has nothing to commit
-// on the newest generation.
+// commit, errAgain, or errNoCommit (nothing to commit on the newest).
 func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()
@@ -326,8 +308,13 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			u.stale = true
 			return nil, errAgain
 		case u.r.Again(ctx, err):
-			// A table that cannot be read for now: all read afresh, later.
-			s.dropFiles()
+			// A table unreadable for now: all read afresh, stale handles too.
+			if s.tab != nil {
+				s.tab.drop()
+			}
+			if s.ch != nil {
+				s.ch.forget()
+			}
 			u.stale = true
 			return nil, errAgain
 		}
@@ -338,9 +325,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 		if err != nil {
 			return nil, u.again(ctx, err)
 		}
-		if !first {
-			// Another process may have made the chain, and its first
-			// generation, first.
+		if !first { // another made the chain and its first generation first
 			u.stale = true
 			return nil, errAgain
 		}
@@ -356,14 +341,19 @@ func (u *updating) again(ctx context.Context, err error) error {
 	return err
 }
 
-// tryCommit commits st as the base's next generation: which one, and
-// whether it won it; errAgain to try again from a fresh reading.
+// tryCommit commits st as the base's next generation: which, whether it won, or errAgain.
 func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info func(*State) commitInfo) (int64, bool, error) {
 	next := max(s.gen, s.top) + 1
 	if mutated("failed-read-old-base") {
 		next = s.ch.nextSlot(s.gen)
 	}
-	won, err := s.commitAs(next, st, info)
+	ci := info(st)
+	ci.nonce = newNonce(s.fs)
+	if ci.by == "" {
+		ci.by = s.o.Job
+	}
+	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+	won, err := s.ch.commit(next, s.wbuf, ci.nonce)
 	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
 		s.ch.dropPending()
 		u.stale = true
@@ -377,8 +367,7 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 	if err == nil {
 		return next, won, nil
 	}
-	var de *DamageError
-	if errors.As(err, &de) {
+	if errors.As(err, new(*DamageError)) {
 		// A repair may have started a new chain: look again once.
 		if !u.reopened {
 			u.reopened, u.stale = true, true
@@ -388,15 +377,14 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 		}
 		return next, false, err
 	}
-	// Read afresh before trying again: the slot that failed may be decided
-	// by now (GlusterFS answers EIO while it heals a name), to be passed.
+	// Read afresh: the slot that failed may be decided by now (GlusterFS
+	// answers EIO while it heals a name).
 	u.stale = true
 	return next, false, u.again(ctx, err)
 }
 
-// afterLost follows a commit that lost slot next: a random pause, doubling
-// with the attempts lost (backoff), then, once the slot is marked, the
-// newest generation (found by a gallop of lookups) is the new base.
+// afterLost follows a commit that lost slot next: a backoff, then, once
+// the slot is marked, the newest generation is the new base.
 func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) error {
 	u.lost++
 	unit := s.fs.Now().Sub(u.tried)
@@ -410,40 +398,33 @@ func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) err
 	}
 	u.r.OK()
 	u.tried = s.fs.Now()
-	if err := s.loadNewest(next); err != nil {
+	n, err := s.ch.latest(next)
+	if err == nil {
+		err = s.load(n)
+	}
+	if errors.Is(err, errClosed) {
+		s.setChain(nil) // a repair made a new chain
+	}
+	if err != nil {
 		u.stale = true
 	}
 	return nil
 }
 
-// backoff sleeps a random time below backoffLimit, or until ctx is done.
-// unit is what the attempt that lost took, from its reading of the base to
-// the lost slot: the window in which another's commit makes it lose.
+// backoff sleeps a random time below backoffLimit, or until ctx is done;
+// unit is what the attempt that lost took (CLAIMS-APPENDIX.md).
 func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
 	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
 }
 
-// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s
-// (computed so that it cannot overflow).
+// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
 func backoffLimit(lost int, unit time.Duration) time.Duration {
 	const most = 2 * time.Second
 	unit = min(max(unit, time.Millisecond), most)
 	return min(unit<<min(max(lost-1, 0), 20), most)
 }
 
-// dropFiles closes the table and the directories the store keeps open,
-// after a transient error: a stale handle (ESTALE) is looked up afresh.
-func (s *chainStore) dropFiles() {
-	if s.tab != nil {
-		s.tab.drop()
-	}
-	if s.ch != nil {
-		s.ch.forget()
-	}
-}
-
-// readBase reads the newest generation into s.cur; for a farm with no
-// state yet, s.cur becomes a zero State of no generation (-1).
+// readBase reads the newest generation into s.cur; none yet: a zero State, Gen -1.
 func (s *chainStore) readBase() error {
 	err := s.refresh()
 	if errors.Is(err, ErrNoState) {
@@ -457,8 +438,7 @@ func (s *chainStore) readBase() error {
 }
 
 // startChain makes the farm's chain, for a store that has none, and
-// reports whether it is still without a generation (false if another
-// process made it and its first generation first, or if that is unknown).
+// reports whether it is still without a generation (false if unknown).
 func (s *chainStore) startChain() (bool, error) {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
@@ -469,20 +449,7 @@ func (s *chainStore) startChain() (bool, error) {
 	return err == nil && n < 0, nil
 }
 
-// commitAs commits st as generation next of the chain, with what info
-// says of it, and reports whether it won the generation.
-func (s *chainStore) commitAs(next int64, st *State, info func(*State) commitInfo) (bool, error) {
-	ci := info(st)
-	ci.nonce = newNonce(s.fs)
-	if ci.by == "" {
-		ci.by = s.o.Job
-	}
-	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-	return s.ch.commit(next, s.wbuf, ci.nonce)
-}
-
-// chainMoved drops the store's chain and reports whether MISC/chain now
-// names another one: a repair started a new chain.
+// chainMoved drops the store's chain and reports whether MISC/chain names another now.
 func (s *chainStore) chainMoved() bool {
 	if s.dir != "" {
 		return false // a lane is where it is
@@ -497,22 +464,8 @@ func (s *chainStore) chainMoved() bool {
 	return ch.dir != old
 }
 
-// loadNewest reads the newest generation after the one lost, into s.cur;
-// it drops the chain if it is closed (a repair made a new one).
-func (s *chainStore) loadNewest(lost int64) error {
-	n, err := s.ch.latest(lost)
-	if err == nil {
-		err = s.load(n)
-	}
-	if errors.Is(err, errClosed) {
-		s.setChain(nil)
-	}
-	return err
-}
-
-// moved reports, by one lookup, whether the main chain has a mark after
-// the newest generation the store knows (farm add, a run started or
-// closed, a repair); true for a lane or a store that knows none.
+// moved reports, by one lookup, whether the main chain has a mark after the
+// newest generation the store knows; true for a lane or a store that knows none.
 func (s *chainStore) moved() bool {
 	if s.ch == nil || s.gen < 0 || s.dir != "" {
 		return true

@@ -14,8 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tableCheck is a run's table as a lane's claims read it (tablefmt.Reader):
-// open, and checked to be the file the run started with.
+// tableCheck is a run's table, open for a lane's claims and checked unchanged.
 type tableCheck struct {
 	fs      vfs.FS
 	farm    string // the farm directory
@@ -28,8 +27,7 @@ type tableCheck struct {
 	checked tableID // the table check found unchanged in this claim; zero: none yet
 }
 
-// drop closes the table and the directory the check keeps open, after a
-// transient error (a stale handle, ESTALE, is looked up afresh) or for good.
+// drop closes the table and the directory the check keeps open (ESTALE, or for good).
 func (s *tableCheck) drop() {
 	s.checked = tableID{}
 	if s.table != nil {
@@ -62,8 +60,7 @@ func (s *tableCheck) open(table string, fresh bool) error {
 	return nil
 }
 
-// faultyTable is a run's table as a claim reads it, through the fault
-// plan of the tests (injected "table.read").
+// faultyTable is a run's table read through the tests' fault plan ("table.read").
 type faultyTable struct{ f *vfs.File }
 
 // ReadAt reads the table at off, or fails as the fault plan says.
@@ -74,9 +71,8 @@ func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
 	return t.f.ReadAt(b, off)
 }
 
-// TableChangedError: the run's table is not the file it was when the run
-// started (its size or its inode differ), so the byte offsets of the claim
-// state no longer point at its lines: nothing more is claimed from it.
+// TableChangedError: the run's table is not the file the run started with
+// (its size or its inode differ): nothing more is claimed from it.
 type TableChangedError struct {
 	Table         string
 	Run           int
@@ -85,6 +81,7 @@ type TableChangedError struct {
 	MidLine       int64 // if not 0: the claim's byte offset, found not to start a line
 }
 
+// Error says what changed, and what to do.
 func (e *TableChangedError) Error() string {
 	what := fmt.Sprintf("it had %d bytes and has %d now", e.WasSize, e.Size)
 	switch {
@@ -96,9 +93,8 @@ func (e *TableChangedError) Error() string {
 	return fmt.Sprintf("%s changed during run %d (%s): no more cases are claimed from it; put it back as it was, or let the run end (or stop it with 'farm kill') and run 'farm resubmit', which runs the cases not yet succeeded from the table as it is now", e.Table, e.Run, what)
 }
 
-// tableRecheck is how long check waits before it looks at a table that
-// seems changed once more: longer than a network filesystem client keeps
-// a file's attributes (FUSE and GlusterFS: about a second).
+// tableRecheck is check's wait before a second look: longer than FUSE and
+// GlusterFS clients keep a file's attributes (about a second).
 var tableRecheck = 1500 * time.Millisecond
 
 // check opens st's table if needed and checks, once a claim, that the file
@@ -167,8 +163,7 @@ type tableID struct {
 	fp   string
 }
 
-// stat returns the size and inode of the file table names, looked up from
-// the farm directory's open descriptor (one lookup at the server).
+// stat returns the size and inode of table, from the farm directory's descriptor.
 func (s *tableCheck) stat(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
 		fd, err := openDir(s.fs, s.farm)
@@ -188,9 +183,8 @@ func (s *tableCheck) stat(table string) (int64, uint64, error) {
 	return st.Size, st.Ino, nil
 }
 
-// tableErr is the error of the call op on a run's table at path: an ENOENT
-// is a passing one (a run's table is never removed while the run claims),
-// retried, unless the table is certainly gone.
+// tableErr is the error of op on a run's table at path: an ENOENT is passing
+// unless it is certainly gone (it is never removed while the run claims).
 func tableErr(fsys vfs.FS, op, path string, err error) error {
 	if mutated("table-enoent-ends-claims") {
 		return &os.PathError{Op: op, Path: path, Err: err}
@@ -217,9 +211,8 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	return false, fsretry.Transient(err)
 }
 
-// passing marks err, an error of a call on path, as transient if it is an
-// ENOENT and path is not certainly gone: a network filesystem's passing
-// answer (GlusterFS's, while a brick is down), for a name that exists.
+// passing marks err, a call's on path, transient if it is an ENOENT and path
+// is not certainly gone (GlusterFS's answer while a brick is down).
 func passing(fsys vfs.FS, path string, err error) error {
 	if isGone, perr := goneOr(fsys, path, err); !isGone {
 		return perr
@@ -236,9 +229,7 @@ func fileID(f *vfs.File) (int64, uint64, error) {
 	return st.Size, st.Ino, nil
 }
 
-// TableID returns what a run records of its table at path, so that a
-// claim can tell whether it changed since: its size, its inode number and
-// its fingerprint.
+// TableID returns what a run records of its table at path: its size, inode and fingerprint.
 func TableID(path string) (size int64, ino uint64, fp string, err error) {
 	return tableIDOn(vfs.OS{}, path)
 }
