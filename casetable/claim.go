@@ -230,8 +230,7 @@ func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 			if run < 1 || mutated("no-state-ends-claims") {
 				return ErrNoState
 			}
-			// Run run was started, so the state exists: a network
-			// filesystem's passing ENOENT for MISC/chain, retried.
+			// Run run was started: a passing ENOENT for MISC/chain, retried.
 			err = fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
 		} else if err == nil {
 			err = s.openSets(run)
@@ -299,8 +298,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if exhausted {
 			L.exhausted[l] = true
 			if len(cases) > 0 && L.x.lanes > 1 {
-				// This claim exhausted the lane: say so to the others (best
-				// effort: a mark not made costs them a reading of the lane).
+				// Say so to the others (best effort: else a reading each).
 				s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
 			}
 		}

@@ -327,8 +327,7 @@ func makeLane(fsys vfs.FS, dir string, ls State) error {
 	nonce := newNonce(fsys)
 	won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
 	if err == nil && !won {
-		// Nobody else knows the lane: slot 0's EEXIST is our own retried
-		// mknod, whose first made it. Made afresh, under another name.
+		// Nobody else knows the lane: the EEXIST is our own retried mknod's.
 		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
 		if !mutated("lane-gen0-eexist-fatal") {
 			err = fsretry.Transient(err)
@@ -351,7 +350,8 @@ func (s *Store) closeSets(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for _, t := range st.Sets {
 		for l := 0; l < t.Lanes; l++ {
-			if err := closeLane(ctx, &r, s.fs, filepath.Join(s.misc, t.Dir, strconv.Itoa(l))); err != nil {
+			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
+			if err := closeLane(ctx, &r, s.fs, dir); err != nil {
 				return fmt.Errorf("closing lane %d of run %d's set %s: %w", l, st.Run, t.Dir, err)
 			}
 		}

@@ -141,8 +141,7 @@ func (s *chainStore) refresh() error {
 		n, err := s.ch.latestNear(s.gen, s.con.peers)
 		switch {
 		case err == errInconsistent || os.IsNotExist(err):
-			// The chain's directory removed (its open descriptors answer
-			// ENOENT): damage; else a cache's passing answer, looked up afresh.
+			// Damage if the chain's directory is gone; else a cache's passing answer.
 			s.ch.forget()
 			if gone(s.fs, s.ch.dir) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
@@ -156,8 +155,7 @@ func (s *chainStore) refresh() error {
 				return ErrNoState // a chain with no generation yet
 			}
 			if err == nil {
-				// A lane has its generation 0 before anyone knows it: a
-				// mark not found is a passing answer (or damage, which stays).
+				// A lane has generation 0 before anyone knows it: a passing answer.
 				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
 			}
 		default:
@@ -188,8 +186,7 @@ func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
 			return true, err
 		}
 		if s.ch.dir == closed {
-			// MISC/chain still names the closed chain: a repair is
-			// replacing it (repair.go), or died doing so.
+			// Still named: a repair is replacing it (repair.go), or died doing so.
 			if tries >= 20 {
 				return true, &DamageError{Path: closed, Why: "closed by a 'farm repair' that did not finish"}
 			}
@@ -201,8 +198,7 @@ func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
 	case tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent):
 		return true, err
 	}
-	// Buried while we looked (we were far behind), or a cached name: look
-	// again from the hint.
+	// Buried while we looked, or a cached name: look again from the hint.
 	s.gen, s.top = -1, -1
 	s.pause(tries)
 	return false, nil
@@ -215,20 +211,18 @@ func (s *chainStore) load(n int64) error {
 		return err
 	}
 	var st State
-	if err := st.unmarshal(b); err != nil {
-		if err == errClosed {
-			return err
-		}
+	if err := st.unmarshal(b); err == errClosed {
+		return err
+	} else if err != nil {
 		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
 	}
 	st.Gen, st.Chain = n, filepath.Base(s.ch.dir)
-	// The marks between n and the chain's top (from the reading that found
-	// n) are voids: the next commit goes past them.
+	// Marks after n up to the top that reading found are voids: commits pass them.
 	s.gen, s.top, s.cur = n, max(n, s.ch.top), st
 	return nil
 }
 
-// update is the claim protocol's compare-and-swap (CLAIMS.md, "Commit"):
+// update is the compare-and-swap (CLAIMS.md, "The chain of generations"):
 // fn runs on the newest state, committed as its generation +1, again on a
 // commit lost; info says what it claimed. Transient errors are retried.
 func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
@@ -237,7 +231,7 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info fun
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
 		}
 	}()
-	// Others who committed between this store's last two claims likely did since.
+	// Read afresh if others committed between its last two claims: likely since too.
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for {
@@ -303,8 +297,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 		case err == errNoCommit && read:
 			return nil, errNoCommit
 		case err == errNoCommit:
-			// Decided on the generation this store made or read last:
-			// others may have moved on since. Once more, on the newest.
+			// Decided on the last generation it knew: once more, on the newest.
 			u.stale = true
 			return nil, errAgain
 		case u.r.Again(ctx, err):
@@ -321,13 +314,8 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 		return nil, err
 	}
 	if s.ch == nil {
-		first, err := s.startChain()
-		if err != nil {
-			return nil, u.again(ctx, err)
-		}
-		if !first { // another made the chain and its first generation first
-			u.stale = true
-			return nil, errAgain
+		if err := s.startChain(ctx, u); err != nil {
+			return nil, err
 		}
 	}
 	return &st, nil
@@ -359,8 +347,7 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 		u.stale = true
 		return next, false, errAgain
 	}
-	// A commit of unknown outcome is settled, not made again: its
-	// generation may be ours.
+	// A commit of unknown outcome is settled, not made again: it may be ours.
 	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
 		won, err = s.ch.settle()
 	}
@@ -377,8 +364,7 @@ func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info
 		}
 		return next, false, err
 	}
-	// Read afresh: the slot that failed may be decided by now (GlusterFS
-	// answers EIO while it heals a name).
+	// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
 	u.stale = true
 	return next, false, u.again(ctx, err)
 }
@@ -437,16 +423,19 @@ func (s *chainStore) readBase() error {
 	return err
 }
 
-// startChain makes the farm's chain, for a store that has none, and
-// reports whether it is still without a generation (false if unknown).
-func (s *chainStore) startChain() (bool, error) {
+// startChain makes the farm's chain, for a store that has none: errAgain
+// unless it is certainly still without a generation.
+func (s *chainStore) startChain(ctx context.Context, u *updating) error {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
-		return false, err
+		return u.again(ctx, err)
 	}
 	s.setChain(ch)
-	n, err := ch.latest(-1)
-	return err == nil && n < 0, nil
+	if n, err := ch.latest(-1); err != nil || n >= 0 {
+		u.stale = true // another made the chain and its first generation first
+		return errAgain
+	}
+	return nil
 }
 
 // chainMoved drops the store's chain and reports whether MISC/chain names another now.
