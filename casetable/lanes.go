@@ -227,7 +227,7 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 		return nil, err
 	}
 	if x.lanes < 1 || x.block < 1 || x.nblocks < 0 || x.cases < 0 ||
-		x.nblocks != (x.cases+x.block-1)/x.block {
+		x.nblocks != (x.cases+x.block-1)/x.block || int64(x.lanes) > max(x.nblocks, 1) {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
 	if !headOnly {
@@ -241,8 +241,11 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 // parseBlocks reads the block lines into x, in order and within the table:
 // overlapping blocks would hand a case out twice.
 func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
-	x.starts = make([]int64, 0, x.nblocks)
-	x.lines = make([]int64, 0, x.nblocks)
+	// A block line takes 4 bytes at least: a damaged header's count
+	// allocates no more than the lines there are.
+	n := min(x.nblocks, int64(len(rest)/4)+1)
+	x.starts = make([]int64, 0, n)
+	x.lines = make([]int64, 0, n)
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))

@@ -591,3 +591,26 @@ func TestLaneIndexJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedLaneIndexIsAnError: a lane index whose header counts are
+// damaged (huge, or more lanes than blocks) is an error to read, not an
+// allocation that panics or exhausts memory (found in review).
+func TestDamagedLaneIndexIsAnError(t *testing.T) {
+	x := &laneIndex{lanes: 2, block: 16, cases: 40, nblocks: 3,
+		starts: []int64{0, 160, 320}, lines: []int64{0, 16, 32}}
+	good := string(x.marshal())
+	if _, err := parseIndex([]byte(good), 0, false); err != nil {
+		t.Fatalf("the good index: %v", err)
+	}
+	head := strings.SplitN(good, "\n", 2)[0]
+	for _, bad := range []string{
+		strings.NewReplacer("blocks=3", "blocks=1000000000000", "cases=40", "cases=1000000000000", "block=16", "block=1").Replace(head),
+		strings.Replace(head, "lanes=2", "lanes=1000000000000", 1),
+		strings.Replace(head, "lanes=2", "lanes=4", 1),
+	} {
+		b := []byte(strings.Replace(good, head, bad, 1))
+		if _, err := parseIndex(b, 0, false); err == nil {
+			t.Errorf("index with header %q read without an error", bad)
+		}
+	}
+}
