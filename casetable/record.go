@@ -10,16 +10,10 @@ import (
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
-// The records of the claim state: a generation of the main chain (the run
-// record) or of a lane's chain (its cursor), written and read through
-// internal/kv.
-
-// State is a generation of the claim state (chain.go). On the main chain
-// it is the run record: the current run and the sets of lanes it claims
-// in, in order (lanes.go); it holds no cursor, and only commands change it
-// (a run's start, farm add, a close, a repair). In a lane's chain it is
-// the lane's cursor: the block and byte offset of the lane's next case,
-// so that a claim costs the same on any table size.
+// State is a generation of the claim state (chain.go), written and read
+// through internal/kv. On the main chain it is the run record: the current
+// run and its sets of lanes, no cursor, changed by commands only. In a
+// lane's chain it is the lane's cursor (CLAIMS.md, The run record, Lanes).
 type State struct {
 	Run    int    // run number: 1 for submit, +1 for every resubmit
 	Table  string // the run's own table (a lane's: its set's), relative to the farm directory
@@ -29,20 +23,17 @@ type State struct {
 	Total  int64  // cases in the farm's table.dat
 	Repair string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
 
-	// Sets are what the run claims, in order: its own table's set, and
-	// one per 'farm add' (after, or with --first before, the others).
-	// A run with no set has nothing left to claim (closed).
+	// Sets are what the run claims, in order: its own table's and farm
+	// add's (--first puts one ahead). None: the run is closed.
 	Sets []Set
 
-	// Claimed is, on the main chain as Read returns it, the cases
-	// claimed in the run (every lane's; a run with no set: all); in a
-	// lane's generation, the lane's. Not stored on the main chain.
+	// Claimed is the cases claimed: in the run, on the main chain as Read
+	// returns it (not stored there); in a lane's generation, the lane's.
 	Claimed int64
 
-	// A lane's cursor (InLane): which lane, the block its cursor is in,
-	// the byte offset of the next unread line of Table and the lines
-	// before it; and Table's identity as the run saw it, which a claim
-	// checks (TSize, TIno, TFP).
+	// A lane's cursor (InLane): its lane, the block the cursor is in, the
+	// byte offset of Table's next line and the lines before it; Table's
+	// size, inode and fingerprint as the run saw it, which a claim checks.
 	InLane bool
 	Lane   int
 	Block  int64
@@ -52,10 +43,8 @@ type State struct {
 	TIno   uint64
 	TFP    string
 
-	Gen int64 // the generation this state was read from, -1 for none (not stored)
-	// Chain is the chain Gen is of (its directory's name; not stored): a
-	// repair starts another, whose generations count from 0 again.
-	Chain string
+	Gen   int64  // the generation this state was read from, -1 for none (not stored)
+	Chain string // the chain Gen is of (not stored): a repair's new one counts from 0 again
 }
 
 // Set is a set of lanes over one table (lanes.go): the run's own, or one
@@ -67,8 +56,7 @@ type Set struct {
 	Table string // its table, relative to the farm directory
 }
 
-// OwnSet is the set of the run's own table; zero if it has none (a closed
-// run).
+// OwnSet is the set of the run's own table; zero if it has none (closed).
 func (st *State) OwnSet() Set {
 	for _, t := range st.Sets {
 		if t.Table == st.Table {
@@ -81,9 +69,8 @@ func (st *State) OwnSet() Set {
 // ErrNoState is returned when the farm has never been submitted.
 var ErrNoState = errors.New("the farm has not been submitted yet")
 
-// commitInfo is what a generation says about who made it and what it
-// claimed; for the record (and for a reader who wants to know), not used
-// by the protocol, except nonce.
+// commitInfo is who made a generation and what it claimed, for the record;
+// the protocol uses only nonce.
 type commitInfo struct {
 	by    string // job ID, or the command that made it
 	first int64  // first case ID claimed, 0 if none
@@ -139,13 +126,12 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 var errClosed = errors.New("chain closed")
 
 // unmarshal reads a generation's record into s.
-// Over 60 lines: one case per field of the record, in one switch.
 func (s *State) unmarshal(b []byte) error {
 	rest, ok := strings.CutPrefix(string(b), genMagic)
 	if !ok || !strings.HasSuffix(rest, "\n") {
 		return errors.New("not a generation record")
 	}
-	seen := 0
+	seen := 0 // run= and table= fields
 	r := kv.NewReader(rest)
 	for r.Next() {
 		if r.Word() {
@@ -154,50 +140,8 @@ func (s *State) unmarshal(b []byte) error {
 			}
 			return fmt.Errorf("bad field %q", r.Key())
 		}
-		switch r.Key() {
-		case "gen":
-			s.Gen = r.Int()
-		case "run":
-			s.Run = r.Atoi()
+		if s.readField(r) {
 			seen++
-		case "table":
-			s.Table = r.Value()
-			seen++
-		case "simple":
-			s.Simple = r.Bool()
-		case "lane":
-			s.InLane = true
-			s.Lane = r.Atoi()
-		case "block":
-			s.Block = r.Int()
-		case "offset":
-			s.Offset = r.Int()
-		case "line":
-			s.Lines = r.Int()
-		case "tsize":
-			s.TSize = r.Int()
-		case "tino":
-			s.TIno = r.Uint()
-		case "tfp":
-			if v := r.Value(); v != "-" {
-				s.TFP = v
-			}
-		case "cases":
-			s.Cases = r.Int()
-		case "total":
-			s.Total = r.Int()
-		case "maxid":
-			s.MaxID = r.Int()
-		case "claimed":
-			s.Claimed = r.Int()
-		case "repair":
-			s.Repair = r.Value()
-		case "set":
-			t, err := parseSet(r.Value())
-			s.Sets = append(s.Sets, t)
-			if err != nil {
-				r.Fail(err)
-			}
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -210,6 +154,57 @@ func (s *State) unmarshal(b []byte) error {
 		return errors.New("bad lane cursor")
 	}
 	return nil
+}
+
+// readField reads r's current field into s; true if it is run= or table=.
+// Other fields, the commit info's, are not read.
+func (s *State) readField(r *kv.Reader) bool {
+	switch r.Key() {
+	case "gen":
+		s.Gen = r.Int()
+	case "run":
+		s.Run = r.Atoi()
+		return true
+	case "table":
+		s.Table = r.Value()
+		return true
+	case "simple":
+		s.Simple = r.Bool()
+	case "lane":
+		s.InLane = true
+		s.Lane = r.Atoi()
+	case "block":
+		s.Block = r.Int()
+	case "offset":
+		s.Offset = r.Int()
+	case "line":
+		s.Lines = r.Int()
+	case "tsize":
+		s.TSize = r.Int()
+	case "tino":
+		s.TIno = r.Uint()
+	case "tfp":
+		if v := r.Value(); v != "-" {
+			s.TFP = v
+		}
+	case "cases":
+		s.Cases = r.Int()
+	case "total":
+		s.Total = r.Int()
+	case "maxid":
+		s.MaxID = r.Int()
+	case "claimed":
+		s.Claimed = r.Int()
+	case "repair":
+		s.Repair = r.Value()
+	case "set":
+		t, err := parseSet(r.Value())
+		s.Sets = append(s.Sets, t)
+		if err != nil {
+			r.Fail(err)
+		}
+	}
+	return false
 }
 
 // parseSet reads a set= field: DIR:LANES:CASES:TABLE.

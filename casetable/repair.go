@@ -19,52 +19,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Repair and its races (CLAIMS.md, "Damage").
-//
-// A repair decides from one reading of the claim state (Inspect) and
-// changes it only if that reading still holds, by a compare-and-swap:
-//
-//   - If MISC/chain names a chain directory that is there and not closed,
-//     the rebuilt state is committed as the generation after the newest one
-//     read, and nowhere else: if anyone committed meanwhile (another repair,
-//     a resubmit that started a run, a meta-job), the commit fails and the
-//     repair changes nothing.
-//   - Otherwise (MISC/chain missing, unreadable, naming a directory that is
-//     gone or a chain that is closed) a new chain must replace it. The right
-//     to replace what MISC/chain held is a name made by O_EXCL create,
-//     MISC/repair.KEY, KEY naming what was read (the chain directory it
-//     names, or the hash and inode of the unreadable file): of the repairs
-//     that read the same thing, one makes the name, the others refuse. The
-//     name stays once MISC/chain is replaced, so a repair that read it an
-//     hour ago cannot make it later (a repair that fails before replacing
-//     it removes its name: what it read is still current). MISC/chain is
-//     only ever replaced by the holder of the name for what it holds, so
-//     it still holds what the winner read when the winner replaces it. A
-//     missing MISC/chain is first made into an empty placeholder (O_EXCL
-//     create), so that "missing" has a name too. The winner makes its new
-//     chain, with the rebuilt state as its generation 0, before anyone can
-//     see it; closes every other chain directory in MISC (a closing
-//     generation, itself a commit: a process that holds the chain cannot
-//     commit on it after that; it records the run and MaxID of the state
-//     it closes), failing on any error while it lists or closes them; and
-//     only then renames its chain's name over MISC/chain. A run started on
-//     an old chain after the reading (by a resubmit that held it since
-//     before the damage) is closed by the closing, and generation 1 of the
-//     new chain closes it too: its run and IDs are never moved back.
-//
-// Primitives relied on: the chain's commit (a name that cannot be made
-// twice, whatever primitive chain.commit uses), O_EXCL create (the
-// repair's right, the placeholder), rename() replacing a name atomically.
-// No link().
+// Repair and its races: CLAIMS.md, Damage; argued at length in
+// CLAIMS-APPENDIX.md, "Damage and repair's races, at length".
 
 // Reading is one reading of the claim state, for a repair to decide from
 // (Store.Inspect).
 type Reading struct {
-	// State is the newest generation's state, when Err is nil.
-	State State
-	// Err is nil, ErrNoState (no MISC/chain, or a chain with no
-	// generation) or a *DamageError.
-	Err error
+	State State // the newest generation's state, when Err is nil
+	Err   error // nil, ErrNoState (no MISC/chain, or no generation) or a *DamageError
 
 	file   []byte // MISC/chain's content; nil: missing
 	isDir  bool   // MISC/chain is a directory
@@ -82,6 +44,7 @@ type RepairRaceError struct {
 	Token string // the other repair's right (MISC/repair.KEY), if that is why
 }
 
+// Error says which, and names the other repair's right.
 func (e *RepairRaceError) Error() string {
 	if e.Token != "" {
 		return fmt.Sprintf("another 'farm repair' is rebuilding the claim state, or has rebuilt it (it made %s)", e.Token)
@@ -96,78 +59,93 @@ var readDir = vfs.ReadDirNames
 // Reading.Err holds is returned (transient ones are retried for s.Retry).
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	return retryReading(ctx, &r, s.inspect)
+}
+
+// retryReading calls read until it works or fails for a reason r does not
+// retry.
+func retryReading(ctx context.Context, r *fsretry.Retrier, read func() (Reading, error)) (Reading, error) {
 	for {
-		rd, err := s.inspect()
+		rd, err := read()
 		if err == nil || !r.Again(ctx, err) {
 			return rd, err
 		}
 	}
 }
 
+// inspect is one try of Inspect: MISC/chain, then the chain it names.
 func (s *Store) inspect() (Reading, error) {
 	rd := Reading{gen: -1}
+	c, err := s.inspectFile(&rd)
+	if c == nil || err != nil {
+		return rd, err
+	}
+	defer c.close()
+	err = s.inspectChain(&rd, c)
+	return rd, err
+}
+
+// inspectFile reads MISC/chain into rd and returns the chain it names, if
+// that is there; nil if rd.Err says what was read instead.
+func (s *Store) inspectFile(rd *Reading) (*chain, error) {
 	path := filepath.Join(s.misc, "chain")
 	b, ino, err := readFileIno(s.fs, path)
 	switch {
 	case errors.Is(err, unix.EISDIR):
-		rd.isDir, rd.ino = true, ino
-		rd.file = []byte{}
+		rd.isDir, rd.ino, rd.file = true, ino, []byte{}
 		rd.Err = &DamageError{Path: path, Why: "a directory, not a file"}
-		return rd, nil
+		return nil, nil
 	case os.IsNotExist(err) && fsretry.IsTransient(passing(s.fs, path, err)):
-		return rd, fsretry.Transient(err) // a passing ENOENT: read again
+		return nil, fsretry.Transient(err) // a passing ENOENT: read again
 	case os.IsNotExist(err):
 		rd.Err = ErrNoState
-		return rd, nil
+		return nil, nil
 	case err != nil:
-		return rd, err
+		return nil, err
 	}
 	rd.file, rd.ino = b, ino
 	name, ok := parseChainFile(b)
 	if !ok {
 		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
-		return rd, nil
+		return nil, nil
 	}
 	rd.dir = filepath.Join(s.misc, name)
 	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
 		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
-			return rd, err // a passing ENOENT: read again
+			return nil, err // a passing ENOENT: read again
 		}
 		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
-		return rd, nil
+		return nil, nil
 	}
-	c := newChain(s.fs, rd.dir)
-	defer c.close()
+	return newChain(s.fs, rd.dir), nil
+}
+
+// inspectChain reads the newest generation of rd's chain c into rd.
+func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	if testHook != nil {
 		testHook("inspect", rd.dir)
 	}
 	n, err := c.latest(-1)
 	if err != nil {
-		return rd, err
+		return err
 	}
 	if n < 0 && !mutated("inspect-trusts-no-generation") {
-		// Looked up afresh, as a claimer does (Store.refresh): a
-		// passing ENOENT of the chain's directory or first segment
-		// is not a chain with no generation (the simulator, seed
-		// 112017 on gluster: a forced repair that took it for one
-		// closed every lane, a starting run's too, then lost).
+		// Looked up afresh, as Store.refresh does: a passing ENOENT is not
+		// an empty chain (the simulator, seed 112017 on gluster).
 		if err := c.noGeneration(); err != nil {
-			if de := (*DamageError)(nil); errors.As(err, &de) {
-				rd.Err = de
-				return rd, nil
-			}
-			return rd, err
+			return rd.damaged(err)
 		}
 	}
 	rd.gen, rd.top, rd.usable = n, c.top, true
 	if n < 0 {
 		rd.Err = ErrNoState
-		return rd, nil
+		return nil
 	}
-	return rd, s.inspectGen(&rd, c, n)
+	return s.inspectGen(rd, c, n)
 }
 
-// inspectGen reads generation n of the chain c, the newest, into rd.
+// inspectGen reads generation n of the chain c, the newest, and its run's
+// lanes into rd.
 func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
@@ -181,26 +159,31 @@ func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	case err == errClosed:
 		rd.usable = false
 		rd.Err = &DamageError{Path: rd.dir, Why: "closed by a 'farm repair' that did not finish"}
+		return nil
 	case err != nil:
 		rd.Err = &DamageError{Path: c.genPath(n), Why: err.Error()}
-	default:
-		st.Gen, st.Chain = n, filepath.Base(c.dir)
-		rd.State = st
-		// A run reads well only if its lanes do; a damaged lane is
-		// repaired as the main chain is (the repair closes every lane,
-		// then commits on this chain).
-		var de *DamageError
-		sum, err := s.readLanes(st)
-		switch {
-		case errors.As(err, &de):
-			rd.Err = de
-		case err != nil:
-			return err
-		default:
-			rd.State = sum
-		}
+		return nil
 	}
+	st.Gen, st.Chain = n, filepath.Base(c.dir)
+	rd.State = st
+	// A damaged lane is damage to the run: repaired as the main chain is.
+	sum, err := s.readLanes(st)
+	if err != nil {
+		return rd.damaged(err)
+	}
+	rd.State = sum
 	return nil
+}
+
+// damaged makes err rd.Err if it is a *DamageError, and returns nil; else
+// it returns err.
+func (rd *Reading) damaged(err error) error {
+	var de *DamageError
+	if errors.As(err, &de) {
+		rd.Err = de
+		return nil
+	}
+	return err
 }
 
 // readFileIno reads a file and returns its inode number, from one open.
@@ -235,49 +218,38 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 }
 
 // RepairFrom makes st the claim state if the state is still as rd read it:
-// it commits st as the generation after the one rd read, or, if rd found
-// no chain to commit on, replaces the chain by a new one whose generation 0
-// is st, after closing every old one (see the top of this file). If the
+// as the generation after rd's on rd's chain (repairOn), or, if rd found no
+// chain to commit on, as generation 0 of a new chain (replaceChain). If the
 // state changed since rd, or another repair holds the right to replace it,
 // it changes nothing and returns a *RepairRaceError.
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	if rd.usable {
-		// The rebuilt state has no set: the lanes of the run read and
-		// of every run before it are closed first, so that no claimer,
-		// however stalled, claims in one after the repair. Not a later
-		// run's: one started since the reading makes the commit below
-		// fail, and its lanes must stay open. (A reading whose newest
-		// generation is damaged names no run: every lane is closed; no
-		// run can start while the state reads as damaged.)
-		upTo := rd.State.Run
-		if mutated("repair-closes-new-run-lanes") {
-			upTo = 0 // every lane, a later run's too
-		}
-		if err := s.closeAllLanes(ctx, &r, upTo); err != nil {
-			return err
-		}
-		return s.repairOn(ctx, rd, st)
+	if !rd.usable {
+		return s.replaceChain(ctx, &r, rd, st)
 	}
-	return s.replaceChain(ctx, &r, rd, st)
+	// The lanes of the run read and earlier ones are closed first; a later
+	// run's stay open: its start makes the commit fail (CLAIMS.md, Damage).
+	upTo := rd.State.Run
+	if mutated("repair-closes-new-run-lanes") {
+		upTo = 0 // every lane, a later run's too
+	}
+	if err := s.closeAllLanes(ctx, &r, upTo); err != nil {
+		return err
+	}
+	return s.repairOn(ctx, rd, st)
 }
 
-// replaceChain is RepairFrom where rd found no chain to commit on: it
-// replaces MISC/chain by a new chain whose generation 0 is st, if it gets
-// the right to (the top of this file).
+// replaceChain is RepairFrom where rd found no chain to commit on: holding
+// the right to replace what rd read, it makes a new chain whose generation
+// 0 is st, closes every other chain and every lane, then names it in
+// MISC/chain.
 func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
 	if rd.file == nil {
-		// MISC/chain is missing: name that, by a placeholder that only
+		// MISC/chain is missing: name that by a placeholder, which only
 		// one process can make.
 		var err error
-		for {
-			rd, err = s.placeholder()
-			if err == nil || !r.Again(ctx, err) {
-				break
-			}
-		}
-		if err != nil {
+		if rd, err = retryReading(ctx, r, s.placeholder); err != nil {
 			return err
 		}
 	}
@@ -285,65 +257,80 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 	if err != nil {
 		return err
 	}
-	// The right is ours: MISC/chain holds what rd read until we replace
-	// it. If we fail before we replace it, we give the right up: what we
-	// read is still what MISC/chain holds, so the next repair may act on
-	// it (and closes the chain we made, as any other).
-	giveUp := func(err error) error {
-		if rerr := vfs.Remove(s.fs, filepath.Join(s.misc, filepath.Base(token))); rerr != nil && !os.IsNotExist(rerr) {
-			return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
-		}
-		return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
-	}
-	// Its chain first, then every other closed: of two repairs that
-	// hold rights (one read MISC/chain before a damage, one after), the
-	// later closer closes the other's chain, made before: at most one
-	// new chain stays open (the simulator, seed 336877 on nfs).
+	// Its chain first, then every other closed: of two repairs that hold
+	// rights, the later closer closes the other's (the simulator, seed
+	// 336877 on nfs).
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
 		c, err = s.newChain(st)
 		return err
 	}); err != nil {
-		return giveUp(err)
+		return s.giveUp(token, err)
 	}
-	last, err := s.closeOthers(ctx, r, c.dir)
-	if err == nil {
-		// Every lane too: MISC/chain names no readable state, so no
-		// run can start but on a chain held since before it was
-		// damaged, closed now.
-		err = s.closeAllLanes(ctx, r, 0)
-	}
-	gen := int64(0)
-	if err == nil && (last.Run > st.Run || last.MaxID > st.MaxID) && !mutated("repair-forgets-closed-run") {
-		// A run started, or IDs taken, on a chain after the reading and
-		// before its closing (by a 'farm resubmit' or 'farm add' that
-		// held it since before MISC/chain was damaged) is closed with
-		// the rest, never moved back: generation 1 of the new chain,
-		// which nobody knows yet, says so (seed 348156 on local).
-		st.Run, st.MaxID, gen = max(st.Run, last.Run), max(st.MaxID, last.MaxID), 1
-		err = s.commitFirst(ctx, r, c, st)
-	}
+	gen, err := s.closeRest(ctx, r, c, &st)
 	if err != nil {
 		c.close()
-		return giveUp(err)
+		return s.giveUp(token, err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
-		// The rename may have happened all the same (a lost reply):
-		// the right stays taken.
+		// The rename may have happened all the same (a lost reply): the
+		// right stays taken.
 		c.close()
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
+	s.adopt(c, st, gen)
+	return nil
+}
+
+// giveUp gives up the right token after err, which came before MISC/chain
+// was replaced: what the repair read is still current, for the next one.
+func (s *Store) giveUp(token string, err error) error {
+	rerr := vfs.Remove(s.fs, filepath.Join(s.misc, filepath.Base(token)))
+	if rerr != nil && !os.IsNotExist(rerr) {
+		return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
+	}
+	return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
+}
+
+// closeRest closes every chain but the new one c, and every lane. A run
+// started or IDs taken on an old chain since the reading are closed with
+// it, never moved back: generation 1 of c, which it commits into *st and
+// whose number it returns, says so (seed 348156 on local). Else it
+// returns 0.
+func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st *State) (int64, error) {
+	last, err := s.closeOthers(ctx, r, c.dir)
+	if err != nil {
+		return 0, err
+	}
+	// Every lane too: no run can start but on a chain held since before
+	// the damage, closed now.
+	if err := s.closeAllLanes(ctx, r, 0); err != nil {
+		return 0, err
+	}
+	if last.Run <= st.Run && last.MaxID <= st.MaxID || mutated("repair-forgets-closed-run") {
+		return 0, nil
+	}
+	st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
+	return 1, s.commitFirst(ctx, r, c, *st)
+}
+
+// adopt makes c the store's chain and st, its generation gen, its state.
+func (s *Store) adopt(c *chain, st State, gen int64) {
 	s.setChain(c)
 	st.Gen, st.Chain = gen, filepath.Base(c.dir)
 	s.gen, s.cur = gen, st
-	return nil
+}
+
+// record is st as generation n's record, committed by this repair.
+func (s *Store) record(st State, n int64, nonce string) []byte {
+	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
 }
 
 // commitFirst commits st as generation 1 of the new chain c: a repair's
 // other closing it first (a *RepairRaceError) is the only way to lose.
 func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
 	nonce := newNonce(s.fs)
-	won, err := c.commitRetried(ctx, r, 1, st.marshal(nil, 1, commitInfo{by: s.by(), nonce: nonce}), nonce)
+	won, err := c.commitRetried(ctx, r, 1, s.record(st, 1, nonce), nonce)
 	if err == nil && !won {
 		err = &RepairRaceError{}
 	}
@@ -369,46 +356,40 @@ func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int6
 // repairOn commits st on rd's chain, as the generation after rd's.
 func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 	c := newChain(s.fs, rd.dir)
-	next := max(rd.gen, rd.top) + 1 // the slot after what rd read
-	nonce := newNonce(s.fs)
-	b := st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	var won bool
-	for {
-		var err error
-		won, err = c.commitRetried(ctx, &r, next, b, nonce)
-		if err != nil {
-			c.close()
-			return err
-		}
-		if won {
-			break
-		}
-		// The slot was taken: by a process that commits on what we
-		// read (the state moved on: we lost), or by one that died or
-		// stalls before its mark, voided after a while (the state is
-		// as we read it: we try the next slot).
-		m, err := c.await(ctx, next)
-		if err != nil {
-			c.close()
-			return err
-		}
-		if m != voided {
-			break
-		}
-		next++
-		b = st.marshal(nil, next, commitInfo{by: s.by(), nonce: nonce})
-	}
-	if !won {
+	next, err := s.commitAfter(ctx, c, max(rd.gen, rd.top)+1, st)
+	if err != nil {
 		c.close()
-		return &RepairRaceError{}
+		return err
 	}
-	s.setChain(c)
-	st.Gen, st.Chain = next, filepath.Base(c.dir)
-	s.gen, s.cur = next, st
+	s.adopt(c, st, next)
 	return nil
 }
 
+// commitAfter commits st on c in slot next, or in the first slot after it
+// not voided, and returns that slot; a *RepairRaceError if another process
+// committed in it.
+func (s *Store) commitAfter(ctx context.Context, c *chain, next int64, st State) (int64, error) {
+	nonce := newNonce(s.fs)
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	for {
+		won, err := c.commitRetried(ctx, &r, next, s.record(st, next, nonce), nonce)
+		if err != nil || won {
+			return next, err
+		}
+		// Taken: by a commit on what we read (we lost), or by a process
+		// that died or stalls before its mark, voided after a while.
+		m, err := c.await(ctx, next)
+		if err != nil {
+			return next, err
+		}
+		if m != voided {
+			return next, &RepairRaceError{}
+		}
+		next++
+	}
+}
+
+// by is who a repair's commits are by: the job, or "repair".
 func (s *Store) by() string {
 	if s.Job != "" {
 		return s.Job
@@ -418,9 +399,8 @@ func (s *Store) by() string {
 
 // placeholder makes the missing MISC/chain an empty file of our own, by
 // O_EXCL create, and returns the reading of it; a *RepairRaceError if
-// MISC/chain exists. (Empty, so that whoever reads it, at any moment,
-// reads what we read: the same content and inode, so the same right.
-// Every command reads it as damage.)
+// MISC/chain exists. Empty, so that whoever reads it reads what we read
+// (the same right); every command reads it as damage.
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
@@ -462,10 +442,8 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 		if err != nil {
 			return passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
 		}
-		// The name is the right. Its content, what MISC/chain held, is
-		// for the record only: a failure to write it changes nothing.
-		// (A retransmitted exclusive create is recognised by the NFS
-		// server's verifier, so a lost reply does not turn into EEXIST.)
+		// The name is the right; its content is for the record, unchecked.
+		// (NFS recognises a retransmitted exclusive create: no EEXIST.)
 		fmt.Fprintf(f, "farm repair of MISC/chain %.200q by %s\n", rd.file, s.by())
 		f.Close()
 		return nil
@@ -486,11 +464,10 @@ func (s *Store) newChain(st State) (*chain, error) {
 		return nil, passing(s.fs, s.misc, err)
 	}
 	nonce := newNonce(s.fs)
-	won, err := c.commit(0, st.marshal(nil, 0, commitInfo{by: s.by(), nonce: nonce}), nonce)
+	won, err := c.commit(0, s.record(st, 0, nonce), nonce)
 	if err == nil && !won {
-		// Nobody else knows the new chain: its slot 0 answered EEXIST
-		// to our own mknod, a retried request whose first made it
-		// (a lost reply). Made afresh, under another name.
+		// Nobody else knows the new chain: EEXIST answered a retried
+		// mknod of ours (a lost reply). Made afresh, under another name.
 		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
 	}
 	if err != nil {
@@ -500,10 +477,9 @@ func (s *Store) newChain(st State) (*chain, error) {
 	return c, nil
 }
 
-// closeOthers closes every chain directory in MISC but keep, and returns the newest
-// run and the largest MaxID of the states they held when closed
-// (closeChain). Any error while listing MISC or closing a chain fails it:
-// a chain left open could go on beside the new one.
+// closeOthers closes every chain directory in MISC but keep, and returns
+// the newest run and largest MaxID they held (closeChain). Any error
+// fails it: a chain left open could go on beside the new one.
 func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) (State, error) {
 	var last State
 	var names []string
@@ -557,12 +533,10 @@ func closeChainDir(fsys vfs.FS, dir string) (State, error) {
 	return last, err
 }
 
-// closeChain commits a generation that closes the chain c: whoever reads it
-// opens MISC/chain again, and nobody can commit on the chain after it. It
-// returns the run and MaxID of the generation before the closing, which
-// the closing records (run= and maxid= before "closed", which farm reads
-// as the end of the record), so that a chain closed already, by a repair
-// that died or whose reply was lost, says them too; zero if none reads.
+// closeChain commits a generation that closes the chain c: nobody can
+// commit on it after that, and whoever reads it opens MISC/chain again.
+// It returns the run and MaxID of the generation before, which the closing
+// records (so a chain closed already says them too); zero if none reads.
 func closeChain(c *chain) (last State, err error) {
 	for {
 		n, err := c.latest(-1)
