@@ -11,11 +11,10 @@ import (
 	"github.com/farm-hpc/farm/vfs"
 )
 
-// The claim state's transitions made by commands (farm submit, resubmit,
-// add), beside the claims (claim.go, lanes.go) and the repair
-// (repair.go): each is one compare-and-swap on the main chain, whose
-// effects outside the state (a set of lanes, farm add's table) are made
-// before it and undone only when it certainly did not commit.
+// The run record's changes by commands (CLAIMS.md, The operations): each is
+// one compare-and-swap on the main chain, whose effects outside the record
+// (a set of lanes, farm add's table) are made before it and undone only
+// when it certainly did not commit.
 
 // ErrMoved says the claim state moved on since the caller read it (another
 // command started a run, farm add added cases): nothing was changed.
@@ -34,23 +33,19 @@ type RunSpec struct {
 }
 
 // moved reports whether st is not the state spec was decided on: another
-// generation, or one of another chain (a repair made it since, and its
-// generations count from 0 again).
+// generation, or one of another chain (a repair's, counted from 0 again).
 func (spec RunSpec) moved(st State) bool {
 	return st.Gen != spec.Base || spec.Chain != "" && st.Chain != spec.Chain && !mutated("base-of-any-chain")
 }
 
 // StartRun makes spec's run the current one, if the state is still at
-// generation spec.Base. Its set of lanes is made whole before the commit
-// names it; the current run's sets are closed right before that commit,
-// so that none of its meta-jobs, however stalled, claims after it
-// (CLAIMS.md, Lanes). What 'farm add' gave the run before is not carried:
-// the new run's table was made from table.dat, which holds it.
+// generation spec.Base: its set of lanes made whole, then the current
+// run's sets closed, then the commit (CLAIMS.md, Start a run). What 'farm
+// add' gave the run before is not carried: table.dat holds it.
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	t := State{Table: spec.Table}
-	var err error
-	if t.TSize, t.TIno, t.TFP, err = s.tableID(ctx, &r, filepath.Join(s.Dir, spec.Table)); err != nil {
+	t, err := s.tableID(ctx, &r, spec.Table)
+	if err != nil {
 		return err
 	}
 	cur, err := s.Read(ctx)
@@ -104,9 +99,8 @@ func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) []Set {
 			continue
 		}
 		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-		id := State{Table: t.Table}
-		var err error
-		if id.TSize, id.TIno, id.TFP, err = s.tableID(ctx, &r, filepath.Join(s.Dir, t.Table)); err == nil {
+		id, err := s.tableID(ctx, &r, t.Table)
+		if err == nil {
 			t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0)
 		}
 		if err == nil {
@@ -125,9 +119,8 @@ func (st *State) startRun(spec RunSpec, sets []Set) {
 }
 
 // CloseRun leaves nothing to claim in run, which is over table, if it is
-// still the current run: a run none of whose jobs was submitted. Its sets
-// are closed (they count as claimed whole), then the run record forgets
-// them. ErrMoved if it is not the current run.
+// still the current run (one none of whose jobs was submitted): its sets
+// closed, then the record's dropped. ErrMoved if it is not current.
 func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	var cur State
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -137,8 +130,8 @@ func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	}); err != nil {
 		return err
 	}
-	// The sets closed must be those the commit drops: 'farm add' may
-	// add one meanwhile, which is then closed too before the commit.
+	// The sets closed must be those the commit drops: one 'farm add' adds
+	// meanwhile is closed too, before the commit.
 	for {
 		if cur.Run != run || cur.Table != table {
 			return ErrMoved
@@ -171,52 +164,27 @@ type Enqueued struct {
 	Why   string // why it was not queued
 }
 
-// Enqueue writes lines, the numbered cases of 'farm add' (cases of them,
-// the last of ID last), as a table of the current run's own, named
-// MISC/table.runN.add.TAG (an immutable file, as every run table), makes a
-// set of lanes over it (as many as the run's own set has), and adds it to
-// the run — first, ahead of the others, if first — with a
-// compare-and-swap on the run record. A run that cannot take it (none
-// yet, SIMPLE, closed) gets nothing, and Why says why.
-// After an error the commit may have been made, its reply lost: the table
-// and the set stay, as a queued one must.
+// Enqueue writes lines, the cases of 'farm add' (cases of them, the last
+// of ID last), as the current run's immutable MISC/table.runN.add.TAG,
+// makes a set of lanes over it and adds it to the run, ahead of the others
+// if first, by a compare-and-swap on the run record (CLAIMS.md, Add a
+// set). A run that cannot take it gets nothing, and Why says why. After an
+// error the commit may have been made: the table and the set stay.
 func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, cases, last int64, first bool) (Enqueued, error) {
 	q := Enqueued{Table: filepath.Join(filepath.Base(s.misc), fmt.Sprintf("table.run%d.add.%s", run, tag))}
 	path := filepath.Join(s.Dir, q.Table)
 	if err := vfs.WriteAtomic(s.fs, path, 0o644, lines); err != nil {
 		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	t := State{Table: q.Table}
-	var err error
-	if t.TSize, t.TIno, t.TFP, err = s.tableIDOnce(ctx, &r, path); err != nil {
-		// Decided before the removal (the simulator, seed 307690 on
-		// gluster-dht: a passing ENOENT, the table removed, then
-		// looked up gone and the error taken for good).
+	cur, set, err := s.addedSet(ctx, q.Table, cases)
+	if err != nil {
 		vfs.Remove(s.fs, path)
 		return Enqueued{}, err
 	}
-	var cur State
-	if err := r.Do(ctx, func() error { return s.readBase() }); err != nil {
+	if why := notQueued(cur); why != "" {
 		vfs.Remove(s.fs, path)
-		return Enqueued{}, err
+		return Enqueued{Why: why}, nil
 	}
-	if cur = s.cur; notQueued(cur) != "" {
-		vfs.Remove(s.fs, path)
-		return Enqueued{Why: notQueued(cur)}, nil
-	}
-	if mutated("lanes-own-table") {
-		t.Table = cur.Table
-	}
-	var set Set
-	if err := r.Do(ctx, func() (err error) {
-		set, err = makeSet(s.fs, s.Dir, s.misc, cur.Run, t, cases, cur.OwnSet().Lanes, 0)
-		return err
-	}); err != nil {
-		vfs.Remove(s.fs, path)
-		return Enqueued{}, err
-	}
-	set.Table = q.Table
 	err = s.Update(ctx, func(st *State) error {
 		q.Run, q.Why = st.Run, notQueued(*st)
 		if q.Why != "" || st.Run != cur.Run {
@@ -240,13 +208,40 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		}
 		return Enqueued{Why: q.Why}, nil
 	}
+	if err != nil && mutated("add-removes-undecided-table") {
+		vfs.Remove(s.fs, path)
+	}
 	if err != nil {
-		if mutated("add-removes-undecided-table") {
-			vfs.Remove(s.fs, path)
-		}
 		return Enqueued{}, err
 	}
 	return q, nil
+}
+
+// addedSet reads the current run cur and, if it can take cases (notQueued),
+// makes a set of lanes for it over table, farm add's, of cases.
+func (s *Store) addedSet(ctx context.Context, table string, cases int64) (cur State, set Set, err error) {
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	t, err := s.tableIDOnce(ctx, &r, table)
+	if err != nil {
+		// Decided before the table's removal (the simulator, seed 307690 on
+		// gluster-dht: a passing ENOENT taken for good once it was gone).
+		return cur, set, err
+	}
+	if err := r.Do(ctx, func() error { return s.readBase() }); err != nil {
+		return cur, set, err
+	}
+	if cur = s.cur; notQueued(cur) != "" {
+		return cur, set, nil
+	}
+	if mutated("lanes-own-table") {
+		t.Table = cur.Table
+	}
+	err = r.Do(ctx, func() (err error) {
+		set, err = makeSet(s.fs, s.Dir, s.misc, cur.Run, t, cases, cur.OwnSet().Lanes, 0)
+		return err
+	})
+	set.Table = table
+	return cur, set, err
 }
 
 // notQueued says why 'farm add' cannot give cases to the run of st, ""
@@ -263,35 +258,39 @@ func notQueued(st State) string {
 	return ""
 }
 
+// errNotQueued: the run cannot take farm add's set (any more).
 var errNotQueued = errors.New("not queued")
 
 // tableIDOnce is tableID, or, as it was before 2026-11-29 (the mutant
 // add-removes-table-then-looks), tableIDOn once, the table removed on an
 // error before the error is looked up.
-func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, path string) (int64, uint64, string, error) {
+func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
 	if !mutated("add-removes-table-then-looks") {
-		return s.tableID(ctx, r, path)
+		return s.tableID(ctx, r, table)
 	}
+	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	if testHook != nil {
 		testHook("table", path)
 	}
-	size, ino, fp, err := tableIDOn(s.fs, path)
-	if err != nil {
+	var err error
+	if t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path); err != nil {
 		vfs.Remove(s.fs, path)
 		err = passing(s.fs, path, err)
 	}
-	return size, ino, fp, err
+	return t, err
 }
 
-// tableID is tableIDOn of the table at path, its passing errors (a
-// network filesystem's ENOENT for a name that is there) retried by r.
-func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, path string) (size int64, ino uint64, fp string, err error) {
+// tableID is a State of table, relative to the farm directory, and of its
+// identity (tableIDOn), its passing errors (a network filesystem's ENOENT
+// for a name that is there) retried by r.
+func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
+	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	if testHook != nil {
 		testHook("table", path)
 	}
-	err = r.Do(ctx, func() (err error) {
-		size, ino, fp, err = tableIDOn(s.fs, path)
+	err := r.Do(ctx, func() (err error) {
+		t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path)
 		return passing(s.fs, path, err)
 	})
-	return size, ino, fp, err
+	return t, err
 }
