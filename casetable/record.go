@@ -10,30 +10,23 @@ import (
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
-// State is a generation of the claim state (chain.go), written and read
-// through internal/kv. On the main chain it is the run record: the current
-// run and its sets of lanes, no cursor, changed by commands only. In a
-// lane's chain it is the lane's cursor (CLAIMS.md, The run record, Lanes).
+// State is a generation of the claim state (chain.go), in internal/kv's
+// format: on the main chain the run record, which only commands change; in a
+// lane's chain the lane's cursor (CLAIMS.md, The run record; Lanes).
 type State struct {
-	Run    int    // run number: 1 for submit, +1 for every resubmit
-	Table  string // the run's own table (a lane's: its set's), relative to the farm directory
-	Simple bool   // SIMPLE mode: one case per job
-	Cases  int64  // cases of the run (its own table's and farm add's); a lane's: in its blocks
-	MaxID  int64  // largest case ID of the farm's table.dat
-	Total  int64  // cases in the farm's table.dat
-	Repair string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
+	Run     int    // run number: 1 for submit, +1 for every resubmit
+	Table   string // the run's own table (a lane's: its set's), relative to the farm directory
+	Simple  bool   // SIMPLE mode: one case per job
+	Cases   int64  // cases of the run (its own table's and farm add's); a lane's: in its blocks
+	MaxID   int64  // largest case ID of the farm's table.dat
+	Total   int64  // cases in the farm's table.dat
+	Repair  string // set by each 'farm repair' to a value of its own: a meta-job tells a rebuilt state by it
+	Sets    []Set  // what the run claims, in order (farm add --first puts one ahead); none: closed
+	Claimed int64  // cases claimed: the run's as Read returns it (not stored there); a lane's
 
-	// Sets are what the run claims, in order: its own table's and farm
-	// add's (--first puts one ahead). None: the run is closed.
-	Sets []Set
-
-	// Claimed is the cases claimed: in the run, on the main chain as Read
-	// returns it (not stored there); in a lane's generation, the lane's.
-	Claimed int64
-
-	// A lane's cursor (InLane): its lane, the block the cursor is in, the
-	// byte offset of Table's next line and the lines before it; Table's
-	// size, inode and fingerprint as the run saw it, which a claim checks.
+	// A lane's cursor (InLane): its lane and block, the byte offset of
+	// Table's next line and the lines before it; Table's size, inode and
+	// fingerprint as the run saw it, which a claim checks.
 	InLane bool
 	Lane   int
 	Block  int64

@@ -19,11 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Repair and its races: CLAIMS.md, Damage; argued at length in
-// CLAIMS-APPENDIX.md, "Damage and repair's races, at length".
-
 // Reading is one reading of the claim state, for a repair to decide from
-// (Store.Inspect).
+// (Store.Inspect; CLAIMS.md, Damage).
 type Reading struct {
 	State State // the newest generation's state, when Err is nil
 	Err   error // nil, ErrNoState (no MISC/chain, or no generation) or a *DamageError
@@ -37,9 +34,8 @@ type Reading struct {
 	usable bool   // dir is there and not closed: repair commits on it
 }
 
-// RepairRaceError says that a repair changed nothing because the claim
-// state changed after it was read, or another repair holds the right to
-// replace it.
+// RepairRaceError says a repair changed nothing: the claim state changed
+// after it was read, or another repair holds the right to replace it.
 type RepairRaceError struct {
 	Token string // the other repair's right (MISC/repair.KEY), if that is why
 }
@@ -59,14 +55,13 @@ var readDir = vfs.ReadDirNames
 // Reading.Err holds is returned (transient ones are retried for s.Retry).
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	return retryReading(ctx, &r, s.inspect)
+	return reread(ctx, &r, s.inspect)
 }
 
-// retryReading calls read until it works or fails for a reason r does not
-// retry.
-func retryReading(ctx context.Context, r *fsretry.Retrier, read func() (Reading, error)) (Reading, error) {
+// reread calls fn until it works or fails for a reason r does not retry.
+func reread(ctx context.Context, r *fsretry.Retrier, fn func() (Reading, error)) (Reading, error) {
 	for {
-		rd, err := read()
+		rd, err := fn()
 		if err == nil || !r.Again(ctx, err) {
 			return rd, err
 		}
@@ -144,8 +139,7 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	return s.inspectGen(rd, c, n)
 }
 
-// inspectGen reads generation n of the chain c, the newest, and its run's
-// lanes into rd.
+// inspectGen reads generation n of the chain c, the newest, and its lanes into rd.
 func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
@@ -175,8 +169,7 @@ func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	return nil
 }
 
-// damaged makes err rd.Err if it is a *DamageError, and returns nil; else
-// it returns err.
+// damaged makes err rd.Err if it is a *DamageError (then nil), else returns it.
 func (rd *Reading) damaged(err error) error {
 	var de *DamageError
 	if errors.As(err, &de) {
@@ -217,11 +210,10 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 	return s.RepairFrom(ctx, rd, st)
 }
 
-// RepairFrom makes st the claim state if the state is still as rd read it:
-// as the generation after rd's on rd's chain (repairOn), or, if rd found no
-// chain to commit on, as generation 0 of a new chain (replaceChain). If the
-// state changed since rd, or another repair holds the right to replace it,
-// it changes nothing and returns a *RepairRaceError.
+// RepairFrom makes st the claim state if it is still as rd read it: on rd's
+// chain (repairOn), or on a new one if rd found none to commit on
+// (replaceChain); else a *RepairRaceError, nothing changed. The races are
+// argued in CLAIMS-APPENDIX.md, "Damage and repair's races, at length".
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -240,16 +232,14 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	return s.repairOn(ctx, rd, st)
 }
 
-// replaceChain is RepairFrom where rd found no chain to commit on: holding
-// the right to replace what rd read, it makes a new chain whose generation
-// 0 is st, closes every other chain and every lane, then names it in
-// MISC/chain.
+// replaceChain is RepairFrom where rd found no chain to commit on: with the
+// right to replace what rd read, a new chain of st, every other one and
+// every lane closed, then named in MISC/chain.
 func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
 	if rd.file == nil {
-		// MISC/chain is missing: name that by a placeholder, which only
-		// one process can make.
+		// Missing: named by a placeholder, which one process only can make.
 		var err error
-		if rd, err = retryReading(ctx, r, s.placeholder); err != nil {
+		if rd, err = reread(ctx, r, s.placeholder); err != nil {
 			return err
 		}
 	}
@@ -282,8 +272,8 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 	return nil
 }
 
-// giveUp gives up the right token after err, which came before MISC/chain
-// was replaced: what the repair read is still current, for the next one.
+// giveUp gives up the right token after err, before MISC/chain was
+// replaced: what the repair read is still current, for the next one.
 func (s *Store) giveUp(token string, err error) error {
 	rerr := vfs.Remove(s.fs, filepath.Join(s.misc, filepath.Base(token)))
 	if rerr != nil && !os.IsNotExist(rerr) {
@@ -292,18 +282,16 @@ func (s *Store) giveUp(token string, err error) error {
 	return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 }
 
-// closeRest closes every chain but the new one c, and every lane. A run
-// started or IDs taken on an old chain since the reading are closed with
-// it, never moved back: generation 1 of c, which it commits into *st and
-// whose number it returns, says so (seed 348156 on local). Else it
-// returns 0.
+// closeRest closes every chain but the new one c, and every lane; it
+// returns c's newest generation: 1 if a run started or IDs taken on an old
+// one since the reading, never moved back, were committed to *st and c
+// (the simulator, seed 348156 on local).
 func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st *State) (int64, error) {
 	last, err := s.closeOthers(ctx, r, c.dir)
 	if err != nil {
 		return 0, err
 	}
-	// Every lane too: no run can start but on a chain held since before
-	// the damage, closed now.
+	// No run can start but on a chain held since the damage, closed now.
 	if err := s.closeAllLanes(ctx, r, 0); err != nil {
 		return 0, err
 	}
@@ -337,10 +325,8 @@ func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, s
 	return err
 }
 
-// commitRetried is commit (of a repair: generation next, content b), its
-// transient errors retried by r: a commit whose outcome the filesystem
-// cannot tell yet is settled, not made again; one that failed before its
-// mark (its slot taken by us or not) is tried again.
+// commitRetried is a repair's commit of b as generation next, retried by
+// r: one whose outcome is not known yet is settled, not made again.
 func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int64, b []byte, nonce string) (bool, error) {
 	won, err := c.commit(next, b, nonce)
 	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
@@ -365,9 +351,8 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 	return nil
 }
 
-// commitAfter commits st on c in slot next, or in the first slot after it
-// not voided, and returns that slot; a *RepairRaceError if another process
-// committed in it.
+// commitAfter commits st on c in slot next, or the first after it not
+// voided, and returns it; a *RepairRaceError if another commit took it.
 func (s *Store) commitAfter(ctx context.Context, c *chain, next int64, st State) (int64, error) {
 	nonce := newNonce(s.fs)
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -376,8 +361,8 @@ func (s *Store) commitAfter(ctx context.Context, c *chain, next int64, st State)
 		if err != nil || won {
 			return next, err
 		}
-		// Taken: by a commit on what we read (we lost), or by a process
-		// that died or stalls before its mark, voided after a while.
+		// Taken by a commit on what we read (lost), or by a process that
+		// died or stalls before its mark, voided after a while.
 		m, err := c.await(ctx, next)
 		if err != nil {
 			return next, err
@@ -397,10 +382,9 @@ func (s *Store) by() string {
 	return "repair"
 }
 
-// placeholder makes the missing MISC/chain an empty file of our own, by
-// O_EXCL create, and returns the reading of it; a *RepairRaceError if
-// MISC/chain exists. Empty, so that whoever reads it reads what we read
-// (the same right); every command reads it as damage.
+// placeholder makes the missing MISC/chain an empty file, by O_EXCL create,
+// and returns its reading (the same to all: the same right; damage to any
+// command); a *RepairRaceError if MISC/chain exists.
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
@@ -466,8 +450,7 @@ func (s *Store) newChain(st State) (*chain, error) {
 	nonce := newNonce(s.fs)
 	won, err := c.commit(0, s.record(st, 0, nonce), nonce)
 	if err == nil && !won {
-		// Nobody else knows the new chain: EEXIST answered a retried
-		// mknod of ours (a lost reply). Made afresh, under another name.
+		// EEXIST answered a retried mknod of ours: made afresh elsewhere.
 		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
 	}
 	if err != nil {
@@ -477,9 +460,9 @@ func (s *Store) newChain(st State) (*chain, error) {
 	return c, nil
 }
 
-// closeOthers closes every chain directory in MISC but keep, and returns
-// the newest run and largest MaxID they held (closeChain). Any error
-// fails it: a chain left open could go on beside the new one.
+// closeOthers closes every chain directory in MISC but keep; it returns the
+// newest run and largest MaxID they held, and fails on any error: a chain
+// left open could go on beside the new one.
 func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) (State, error) {
 	var last State
 	var names []string
@@ -533,10 +516,9 @@ func closeChainDir(fsys vfs.FS, dir string) (State, error) {
 	return last, err
 }
 
-// closeChain commits a generation that closes the chain c: nobody can
-// commit on it after that, and whoever reads it opens MISC/chain again.
-// It returns the run and MaxID of the generation before, which the closing
-// records (so a chain closed already says them too); zero if none reads.
+// closeChain commits a generation that closes the chain c, the last one:
+// it records, and returns, the run and MaxID of the generation before
+// (zero if none reads), so that a closed chain says them too.
 func closeChain(c *chain) (last State, err error) {
 	for {
 		n, err := c.latest(-1)
@@ -575,16 +557,14 @@ func closeChain(c *chain) (last State, err error) {
 		if won {
 			return last, nil
 		}
-		// Another process took the slot (a stalled claimer that
-		// resumed): once it is marked, close after it.
+		// Taken (a stalled claimer that resumed): close after it.
 		if _, err := c.await(context.Background(), next); err != nil {
 			return State{}, err
 		}
 	}
 }
 
-// closing is the record of generation n that closes a chain whose last
-// state was last.
+// closing is the record of generation n closing a chain whose last state was last.
 func closing(n int64, last State, nonce string) []byte {
 	b := kv.AppendInt([]byte(genMagic), "gen", n)
 	if last.Run > 0 {

@@ -11,11 +11,6 @@ import (
 	"github.com/farm-hpc/farm/vfs"
 )
 
-// The run record's changes by commands (CLAIMS.md, The operations): each is
-// one compare-and-swap on the main chain, whose effects outside the record
-// (a set of lanes, farm add's table) are made before it and undone only
-// when it certainly did not commit.
-
 // ErrMoved says the claim state moved on since the caller read it (another
 // command started a run, farm add added cases): nothing was changed.
 var ErrMoved = errors.New("the claim state moved on since it was read")
@@ -39,9 +34,8 @@ func (spec RunSpec) moved(st State) bool {
 }
 
 // StartRun makes spec's run the current one, if the state is still at
-// generation spec.Base: its set of lanes made whole, then the current
-// run's sets closed, then the commit (CLAIMS.md, Start a run). What 'farm
-// add' gave the run before is not carried: table.dat holds it.
+// generation spec.Base: its set of lanes made, the current run's sets
+// closed, then a compare-and-swap (CLAIMS.md, Start a run).
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableID(ctx, &r, spec.Table)
@@ -82,16 +76,15 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		return nil
 	})
 	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
-		// Not committed: nobody knows the sets. (After another error
-		// the commit may have been made, its reply lost: they stay.)
+		// Not committed: nobody knows the sets. (After another error the
+		// commit may have been made, its reply lost: they stay.)
 		removeSets(s.fs, s.misc, sets)
 	}
 	return err
 }
 
-// carried is, as it was before 74be6a6 (the mutant
-// queue-carried-to-next-run), what 'farm add' gave cur's run carried to
-// spec's: sets made again over its added tables.
+// carried is, as before 74be6a6 (the mutant queue-carried-to-next-run),
+// what 'farm add' gave cur's run, made again into sets for spec's.
 func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) []Set {
 	var sets []Set
 	for _, t := range cur.Sets {
@@ -118,9 +111,9 @@ func (st *State) startRun(spec RunSpec, sets []Set) {
 	}
 }
 
-// CloseRun leaves nothing to claim in run, which is over table, if it is
-// still the current run (one none of whose jobs was submitted): its sets
-// closed, then the record's dropped. ErrMoved if it is not current.
+// CloseRun leaves nothing to claim in run, over table, a run none of whose
+// jobs was submitted: its sets closed, then dropped from the record;
+// ErrMoved if it is not the current run.
 func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	var cur State
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -130,8 +123,7 @@ func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	}); err != nil {
 		return err
 	}
-	// The sets closed must be those the commit drops: one 'farm add' adds
-	// meanwhile is closed too, before the commit.
+	// Those the commit drops must be closed: farm add's meanwhile too.
 	for {
 		if cur.Run != run || cur.Table != table {
 			return ErrMoved
@@ -164,19 +156,17 @@ type Enqueued struct {
 	Why   string // why it was not queued
 }
 
-// Enqueue writes lines, the cases of 'farm add' (cases of them, the last
-// of ID last), as the current run's immutable MISC/table.runN.add.TAG,
-// makes a set of lanes over it and adds it to the run, ahead of the others
-// if first, by a compare-and-swap on the run record (CLAIMS.md, Add a
-// set). A run that cannot take it gets nothing, and Why says why. After an
-// error the commit may have been made: the table and the set stay.
+// Enqueue writes lines, farm add's cases (cases, the last of ID last), as
+// MISC/table.runN.add.TAG and adds a set over it to the run, first if first
+// (CLAIMS.md, Add a set); a run that cannot take it gets nothing, and Why
+// says why. After an error the commit may have been made: both stay.
 func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, cases, last int64, first bool) (Enqueued, error) {
 	q := Enqueued{Table: filepath.Join(filepath.Base(s.misc), fmt.Sprintf("table.run%d.add.%s", run, tag))}
 	path := filepath.Join(s.Dir, q.Table)
 	if err := vfs.WriteAtomic(s.fs, path, 0o644, lines); err != nil {
 		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
-	cur, set, err := s.addedSet(ctx, q.Table, cases)
+	cur, set, err := s.addSet(ctx, q.Table, cases)
 	if err != nil {
 		vfs.Remove(s.fs, path)
 		return Enqueued{}, err
@@ -217,14 +207,14 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 	return q, nil
 }
 
-// addedSet reads the current run cur and, if it can take cases (notQueued),
-// makes a set of lanes for it over table, farm add's, of cases.
-func (s *Store) addedSet(ctx context.Context, table string, cases int64) (cur State, set Set, err error) {
+// addSet reads the current run and, if it can take cases (notQueued),
+// makes a set for it over table, farm add's, of n cases.
+func (s *Store) addSet(ctx context.Context, table string, n int64) (cur State, set Set, err error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableIDOnce(ctx, &r, table)
 	if err != nil {
-		// Decided before the table's removal (the simulator, seed 307690 on
-		// gluster-dht: a passing ENOENT taken for good once it was gone).
+		// Decided before the table's removal: removed, a passing ENOENT
+		// would look gone (the simulator, seed 307690 on gluster-dht).
 		return cur, set, err
 	}
 	if err := r.Do(ctx, func() error { return s.readBase() }); err != nil {
@@ -237,15 +227,14 @@ func (s *Store) addedSet(ctx context.Context, table string, cases int64) (cur St
 		t.Table = cur.Table
 	}
 	err = r.Do(ctx, func() (err error) {
-		set, err = makeSet(s.fs, s.Dir, s.misc, cur.Run, t, cases, cur.OwnSet().Lanes, 0)
+		set, err = makeSet(s.fs, s.Dir, s.misc, cur.Run, t, n, cur.OwnSet().Lanes, 0)
 		return err
 	})
 	set.Table = table
 	return cur, set, err
 }
 
-// notQueued says why 'farm add' cannot give cases to the run of st, ""
-// if it can.
+// notQueued says why 'farm add' cannot give cases to st's run; "" if it can.
 func notQueued(st State) string {
 	switch {
 	case st.Run == 0:
@@ -261,7 +250,7 @@ func notQueued(st State) string {
 // errNotQueued: the run cannot take farm add's set (any more).
 var errNotQueued = errors.New("not queued")
 
-// tableIDOnce is tableID, or, as it was before 2026-11-29 (the mutant
+// tableIDOnce is tableID, or, as before 2026-11-29 (the mutant
 // add-removes-table-then-looks), tableIDOn once, the table removed on an
 // error before the error is looked up.
 func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
@@ -280,9 +269,8 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table strin
 	return t, err
 }
 
-// tableID is a State of table, relative to the farm directory, and of its
-// identity (tableIDOn), its passing errors (a network filesystem's ENOENT
-// for a name that is there) retried by r.
+// tableID is a State of table and its identity (tableIDOn), its passing
+// errors (a network filesystem's ENOENT for a name there) retried by r.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	if testHook != nil {
