@@ -74,26 +74,18 @@ type commitInfo struct {
 // marshal writes s as generation gen's record: a run record, or a lane's
 // cursor (InLane).
 func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
-	by := ci.by
-	if by == "" || strings.ContainsAny(by, " \n=") {
-		by = "-"
-	}
 	b = append(b, genMagic...)
 	b = kv.AppendInt(b, "gen", gen)
 	b = kv.AppendInt(b, "run", int64(s.Run))
 	b = kv.Append(b, "table", s.Table)
 	if s.InLane {
-		tfp := s.TFP
-		if tfp == "" || strings.ContainsAny(tfp, " \n") {
-			tfp = "-"
-		}
 		b = kv.AppendInt(b, "lane", int64(s.Lane))
 		b = kv.AppendInt(b, "block", s.Block)
 		b = kv.AppendInt(b, "offset", s.Offset)
 		b = kv.AppendInt(b, "line", s.Lines)
 		b = kv.AppendInt(b, "tsize", s.TSize)
 		b = kv.AppendUint(b, "tino", s.TIno)
-		b = kv.Append(b, "tfp", tfp)
+		b = kv.Append(b, "tfp", recordValue(s.TFP, " \n"))
 		b = kv.AppendInt(b, "cases", s.Cases)
 		b = kv.AppendInt(b, "claimed", s.Claimed)
 	} else {
@@ -108,11 +100,19 @@ func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 			b = kv.Append(b, "set", fmt.Sprintf("%s:%d:%d:%s", t.Dir, t.Lanes, t.Cases, t.Table))
 		}
 	}
-	b = kv.Append(b, "by", by)
+	b = kv.Append(b, "by", recordValue(ci.by, " \n="))
 	b = kv.AppendInt(b, "first", ci.first)
 	b = kv.AppendInt(b, "n", int64(ci.n))
 	b = kv.Append(b, "nonce", ci.nonce)
 	return append(b, '\n')
+}
+
+// recordValue is v as a record's value: "-" if it is empty or holds one of bad.
+func recordValue(v, bad string) string {
+	if v == "" || strings.ContainsAny(v, bad) {
+		return "-"
+	}
+	return v
 }
 
 // errClosed: the generation closes its chain (a repair made a new one).

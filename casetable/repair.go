@@ -55,11 +55,11 @@ var readDir = vfs.ReadDirNames
 // Reading.Err holds is returned (transient ones are retried for s.Retry).
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	return reread(ctx, &r, s.inspect)
+	return retryReading(ctx, &r, s.inspect)
 }
 
-// reread calls fn until it works or fails for a reason r does not retry.
-func reread(ctx context.Context, r *fsretry.Retrier, fn func() (Reading, error)) (Reading, error) {
+// retryReading calls fn until it works or fails for a reason r does not retry.
+func retryReading(ctx context.Context, r *fsretry.Retrier, fn func() (Reading, error)) (Reading, error) {
 	for {
 		rd, err := fn()
 		if err == nil || !r.Again(ctx, err) {
@@ -71,51 +71,43 @@ func reread(ctx context.Context, r *fsretry.Retrier, fn func() (Reading, error))
 // inspect is one try of Inspect: MISC/chain, then the chain it names.
 func (s *Store) inspect() (Reading, error) {
 	rd := Reading{gen: -1}
-	c, err := s.inspectFile(&rd)
-	if c == nil || err != nil {
-		return rd, err
-	}
-	defer c.close()
-	err = s.inspectChain(&rd, c)
-	return rd, err
-}
-
-// inspectFile reads MISC/chain into rd and returns the chain it names, if
-// that is there; nil if rd.Err says what was read instead.
-func (s *Store) inspectFile(rd *Reading) (*chain, error) {
 	path := filepath.Join(s.misc, "chain")
 	b, ino, err := readFileIno(s.fs, path)
 	switch {
 	case errors.Is(err, unix.EISDIR):
 		rd.isDir, rd.ino, rd.file = true, ino, []byte{}
 		rd.Err = &DamageError{Path: path, Why: "a directory, not a file"}
-		return nil, nil
+		return rd, nil
 	case os.IsNotExist(err) && fsretry.IsTransient(passing(s.fs, path, err)):
-		return nil, fsretry.Transient(err) // a passing ENOENT: read again
+		return rd, fsretry.Transient(err) // a passing ENOENT: read again
 	case os.IsNotExist(err):
 		rd.Err = ErrNoState
-		return nil, nil
+		return rd, nil
 	case err != nil:
-		return nil, err
+		return rd, err
 	}
 	rd.file, rd.ino = b, ino
 	name, ok := parseChainFile(b)
 	if !ok {
 		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
-		return nil, nil
+		return rd, nil
 	}
 	rd.dir = filepath.Join(s.misc, name)
 	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
 		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
-			return nil, err // a passing ENOENT: read again
+			return rd, err // a passing ENOENT: read again
 		}
 		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
-		return nil, nil
+		return rd, nil
 	}
-	return newChain(s.fs, rd.dir), nil
+	c := newChain(s.fs, rd.dir)
+	defer c.close()
+	err = s.inspectChain(&rd, c)
+	return rd, err
 }
 
-// inspectChain reads the newest generation of rd's chain c into rd.
+// inspectChain reads the newest generation of rd's chain c, and its lanes,
+// into rd.
 func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	if testHook != nil {
 		testHook("inspect", rd.dir)
@@ -136,11 +128,6 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 		rd.Err = ErrNoState
 		return nil
 	}
-	return s.inspectGen(rd, c, n)
-}
-
-// inspectGen reads generation n of the chain c, the newest, and its lanes into rd.
-func (s *Store) inspectGen(rd *Reading, c *chain, n int64) error {
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
 		return c.checkGone(err) // a passing ENOENT, retried; or damage
@@ -239,7 +226,7 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 	if rd.file == nil {
 		// Missing: named by a placeholder, which one process only can make.
 		var err error
-		if rd, err = reread(ctx, r, s.placeholder); err != nil {
+		if rd, err = retryReading(ctx, r, s.placeholder); err != nil {
 			return err
 		}
 	}
@@ -255,12 +242,12 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		c, err = s.newChain(st)
 		return err
 	}); err != nil {
-		return s.giveUp(token, err)
+		return s.giveUpRight(token, err)
 	}
 	gen, err := s.closeRest(ctx, r, c, &st)
 	if err != nil {
 		c.close()
-		return s.giveUp(token, err)
+		return s.giveUpRight(token, err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
 		// The rename may have happened all the same (a lost reply): the
@@ -268,13 +255,13 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		c.close()
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
-	s.adopt(c, st, gen)
+	s.adoptChain(c, st, gen)
 	return nil
 }
 
-// giveUp gives up the right token after err, before MISC/chain was
+// giveUpRight gives up the right token after err, before MISC/chain was
 // replaced: what the repair read is still current, for the next one.
-func (s *Store) giveUp(token string, err error) error {
+func (s *Store) giveUpRight(token string, err error) error {
 	rerr := vfs.Remove(s.fs, filepath.Join(s.misc, filepath.Base(token)))
 	if rerr != nil && !os.IsNotExist(rerr) {
 		return fmt.Errorf("%w (MISC/chain unchanged: remove %s and run 'farm repair' again)", err, token)
@@ -302,15 +289,15 @@ func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st 
 	return 1, s.commitFirst(ctx, r, c, *st)
 }
 
-// adopt makes c the store's chain and st, its generation gen, its state.
-func (s *Store) adopt(c *chain, st State, gen int64) {
+// adoptChain makes c the store's chain and st, its generation gen, its state.
+func (s *Store) adoptChain(c *chain, st State, gen int64) {
 	s.setChain(c)
 	st.Gen, st.Chain = gen, filepath.Base(c.dir)
 	s.gen, s.cur = gen, st
 }
 
-// record is st as generation n's record, committed by this repair.
-func (s *Store) record(st State, n int64, nonce string) []byte {
+// repairRecord is st as generation n's record, committed by this repair.
+func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
 	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
 }
 
@@ -318,7 +305,7 @@ func (s *Store) record(st State, n int64, nonce string) []byte {
 // other closing it first (a *RepairRaceError) is the only way to lose.
 func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
 	nonce := newNonce(s.fs)
-	won, err := c.commitRetried(ctx, r, 1, s.record(st, 1, nonce), nonce)
+	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(st, 1, nonce), nonce)
 	if err == nil && !won {
 		err = &RepairRaceError{}
 	}
@@ -347,7 +334,7 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 		c.close()
 		return err
 	}
-	s.adopt(c, st, next)
+	s.adoptChain(c, st, next)
 	return nil
 }
 
@@ -357,7 +344,7 @@ func (s *Store) commitAfter(ctx context.Context, c *chain, next int64, st State)
 	nonce := newNonce(s.fs)
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
-		won, err := c.commitRetried(ctx, &r, next, s.record(st, next, nonce), nonce)
+		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
 		if err != nil || won {
 			return next, err
 		}
@@ -448,7 +435,7 @@ func (s *Store) newChain(st State) (*chain, error) {
 		return nil, passing(s.fs, s.misc, err)
 	}
 	nonce := newNonce(s.fs)
-	won, err := c.commit(0, s.record(st, 0, nonce), nonce)
+	won, err := c.commit(0, s.repairRecord(st, 0, nonce), nonce)
 	if err == nil && !won {
 		// EEXIST answered a retried mknod of ours: made afresh elsewhere.
 		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
