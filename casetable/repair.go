@@ -534,11 +534,11 @@ func closeChain(c *chain) (last State, err error) {
 		if errors.As(err, new(*UndecidedError)) {
 			return State{}, err // transient: the caller tries again, from a new reading
 		}
+		if errors.As(err, new(*DamageError)) {
+			// Its directory gone (checkGone): an ENOENT, which closeChainDir settles.
+			return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
+		}
 		if err != nil {
-			var de *DamageError
-			if errors.As(err, &de) {
-				return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
-			}
 			return State{}, err
 		}
 		if won {
