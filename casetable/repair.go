@@ -130,7 +130,10 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	}
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
-		return c.checkGone(err) // a passing ENOENT, retried; or damage
+		// A passing ENOENT, retried; or damage, the reading's (the chain
+		// gone since its lookup: not one to commit on).
+		rd.usable = false
+		return rd.damaged(c.checkGone(err))
 	}
 	if err != nil {
 		return err
