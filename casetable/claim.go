@@ -121,10 +121,21 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 		}
 		// Every set it knows used up: farm add may have given another since.
 		if tries > 0 || len(s.sets) == 0 || !s.moved() {
-			return nil, nil
+			return nil, s.damaged()
 		}
 		again = true
 	}
+}
+
+// damaged is the damage of a lane the store passed, in the first set with
+// one; nil if none: the claim that finds nothing left returns it.
+func (s *Store) damaged() error {
+	for _, L := range s.sets {
+		if L.damage != nil {
+			return L.damage
+		}
+	}
+	return nil
 }
 
 // LookEvery is the cadence of a meta-job's look at its run (Look).
@@ -211,8 +222,11 @@ func (s *Store) readExhausted(L *laneSet) {
 func (s *Store) endSet(L *laneSet) {
 	L.end = true
 	path := filepath.Join(L.dir, "end")
-	if f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
-		f.Close()
+	// No end mark after damage: every claimer meets it, and says it.
+	if L.damage == nil {
+		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+			f.Close()
+		}
 	}
 	L.close()
 }
@@ -291,6 +305,15 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 			// A new run, a close or a repair closed the set.
 			L.end = true
 			return nil, nil
+		}
+		var de *DamageError
+		if errors.As(err, &de) {
+			// A lane nobody can read: the run goes on in the others,
+			// and the claim that finds nothing else says it (Claim).
+			// Passing the generation is not provably safe (CLAIMS.md,
+			// Damage): the lane's cases wait for the next run.
+			L.exhausted[l], L.damage = true, de
+			continue
 		}
 		if err != nil {
 			return nil, err

@@ -431,6 +431,7 @@ type laneSet struct {
 	exhausted []bool        // lanes with nothing left to claim in this run (for good)
 	home      int           // the lane claimed in last
 	end       bool          // every lane is exhausted
+	damage    *DamageError  // a lane found damaged, passed (Store.claimLanes)
 }
 
 // close releases the lanes' stores.
