@@ -107,3 +107,35 @@ func funcName(fd *ast.FuncDecl) string {
 	}
 	return fd.Name.Name
 }
+
+// coreMaxLines is the claim core's limit (issue 36): casetable's code, its
+// tests and the simulator apart.
+const coreMaxLines = 60
+
+// TestClaimCoreFunctionLengths: no function of the claim core (casetable's
+// non-test files) is over 60 lines.
+func TestClaimCoreFunctionLengths(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "casetable", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("casetable's files: %v, %v", files, err)
+	}
+	fset := token.NewFileSet()
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > coreMaxLines {
+				t.Errorf("casetable/%s:%s: %d lines, over %d: split it", filepath.Base(p), funcName(fd), n, coreMaxLines)
+			}
+		}
+	}
+}
