@@ -59,7 +59,7 @@ func TestAddedSets(t *testing.T) {
 	if err != nil || st.Cases != 11 || st.Claimed != 1 || len(st.Sets) != 3 || st.Sets[0].Table != first || st.Sets[1].Table != "table.dat" || st.Sets[2].Table != later {
 		t.Fatalf("state after the adds: %+v, %v", st, err)
 	}
-	if _, moved, err := a.Look(ctx); err != nil || !moved { // a meta-job's look
+	if _, moved, err := a.Look(ctx, false); err != nil || !moved { // a meta-job's look
 		t.Fatalf("Look after the adds: moved %v, %v; want true", moved, err)
 	}
 	var got []int64
@@ -79,11 +79,11 @@ func TestAddedSets(t *testing.T) {
 		t.Errorf("after a new set, the store that found nothing claimed %v; want [12]", got)
 	}
 	claim(a, 1) // nothing: a reads the newest
-	if _, moved, err := a.Look(ctx); moved || err != nil {
+	if _, moved, err := a.Look(ctx, false); moved || err != nil {
 		t.Errorf("Look says moved (%v) after the store read the newest generation", err)
 	}
 	b.Update(ctx, func(s *State) error { return nil })
-	if _, moved, err := a.Look(ctx); !moved || err != nil {
+	if _, moved, err := a.Look(ctx, false); !moved || err != nil {
 		t.Errorf("Look says not moved (%v) after another store committed", err)
 	}
 	var back State
@@ -168,7 +168,7 @@ func TestReadDoesNotHideAnAddedSet(t *testing.T) {
 	if _, err := a.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, moved, err := a.Look(ctx); !moved || err != nil {
+	if _, moved, err := a.Look(ctx, false); !moved || err != nil {
 		t.Errorf("Look says not moved (%v) after a reading of a record with a set the store has not opened", err)
 	}
 	var got []int64

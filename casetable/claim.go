@@ -141,11 +141,13 @@ func (s *Store) damaged() error {
 // LookEvery is the cadence of a meta-job's look at its run (Look).
 const LookEvery = 5 * time.Second
 
-// Look is one lookup of the main chain's next mark and, if it moved on, a
-// reading of the run record (its Claimed not summed): the record, and whether
-// it moved on since the store opened its sets (the next Claim opens them).
-func (s *Store) Look(ctx context.Context) (State, bool, error) {
-	if s.ch != nil && s.gen >= 0 && !s.moved() {
+// Look is one lookup of the main chain's next mark and, if it moved on (or
+// afresh), a reading of the run record (its Claimed not summed): the record,
+// and whether it moved on since the store opened its sets (the next Claim
+// opens them). A reading afresh tells a chain gone (damage), which a lookup
+// does not (a mark not found).
+func (s *Store) Look(ctx context.Context, afresh bool) (State, bool, error) {
+	if !afresh && s.ch != nil && s.gen >= 0 && !s.moved() {
 		return s.cur, s.stale(), nil
 	}
 	if err := s.refresh(); err != nil {

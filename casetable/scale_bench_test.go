@@ -685,7 +685,7 @@ func (c scaleConfig) claimer(ctx context.Context, i int, dir string, r *claimerR
 		}
 		if c.look > 0 && !looked.IsZero() && t.Sub(looked) >= c.look {
 			looked = t
-			if _, _, err := st.Look(ctx); err != nil && ctx.Err() == nil {
+			if _, _, err := st.Look(ctx, false); err != nil && ctx.Err() == nil {
 				r.err = err
 				return
 			}

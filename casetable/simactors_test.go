@@ -54,7 +54,7 @@ func (c *simClaimer) main(p *sim.Proc) {
 	for {
 		if now := o.w.Now(); !looked.IsZero() && now.Sub(looked) >= LookEvery {
 			looked = now
-			if _, _, err := s.Look(ctx); err != nil {
+			if _, _, err := s.Look(ctx, false); err != nil {
 				c.failed(err) // a meta-job ends on it, holding no case
 				return
 			}

@@ -178,7 +178,7 @@ func checkSupersededOutput(t *testing.T, dir, victim, config string, held int) {
 	if held == 1 {
 		cases = "the case it had claimed but not started was left to run 2; exiting."
 	}
-	if !strings.Contains(string(out), "farm: run 1 was superseded by run 2 while this meta-job was stopped") || !strings.Contains(string(out), cases) {
+	if !strings.Contains(string(out), "farm: run 1 was superseded by run 2 while this meta-job had no news of its run") || !strings.Contains(string(out), cases) {
 		t.Errorf("job %s's output lacks the line saying run 2 took over its %d cases:\n%s", victim, held, tail(out, 1500))
 	}
 }

@@ -70,6 +70,26 @@ func (m *Metajob) heard(t time.Time, st casetable.State) {
 	}
 }
 
+// claimNews takes what a claim of n cases read, as of asOf, as news of the
+// run: a claim in it, dated from before the claim (a job frozen inside the
+// claim, once committed, must count the freeze); or, with no case, its
+// record — unless a repair rebuilt it since the last news: then the run is
+// superseded (MsgSuperseded), at once, for the cases the job's loops hold.
+// m.mu is held.
+func (m *Metajob) claimNews(asOf time.Time, n int) string {
+	st := m.store.Last()
+	if n == 0 && st.Run != m.Env.Run {
+		return "" // another run's record: the claim says so (MsgNoCases)
+	}
+	if n == 0 && !m.news.at.IsZero() {
+		if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
+			return m.supersede(why, gap(m.now(), m.news.at), 0)
+		}
+	}
+	m.heard(asOf, st)
+	return ""
+}
+
 // lookEvery is the meta-job's cadence: FARM_LOOK_EVERY, else
 // casetable.LookEvery.
 func (m *Metajob) lookEvery() time.Duration {
@@ -112,27 +132,39 @@ func (m *Metajob) look(ctx context.Context, held int) (moved bool, msg string, e
 	}
 	now := m.now()
 	silent := gap(now, m.news.at)
-	m.looked = now
+	// After a silence (a freeze, a long case) the record is read afresh,
+	// as the claims' chain may be gone; else one lookup.
+	afresh := gap(now, m.looked) >= 2*m.lookEvery()
 	var st casetable.State
 	r := fsretry.Retrier{Log: m.log}
 	err = r.Do(ctx, func() error {
 		var err error
-		st, moved, err = m.store.Look(ctx)
+		st, moved, err = m.store.Look(ctx, afresh)
 		return err
 	})
 	if err != nil {
+		// Not a look: the next caller looks again (another loop must
+		// not start a case on it).
 		return false, "", fmt.Errorf("looking at the claim state of run %d (last news of it %s ago): %w", m.Env.Run, roundGap(silent), err)
 	}
-	why := supersededBy(m.Env.Run, m.news.run, st)
-	if why == "" {
-		m.heard(now, st)
-		return moved, "", nil
+	m.looked = now
+	if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
+		return false, m.supersede(why, silent, held), nil
 	}
+	m.heard(now, st)
+	return moved, "", nil
+}
+
+// supersede ends the job's run for it, for why, after silent without news:
+// it drops the cases still queued, counts them (and held more, which the
+// caller holds) as left, and wakes the loops waiting for their turn. It
+// returns MsgSuperseded. m.mu is held.
+func (m *Metajob) supersede(why string, silent time.Duration, held int) string {
 	m.superseded, m.silent = why, silent
 	m.left += len(m.queue) + len(m.rescued) + held
 	m.queue, m.rescued = nil, nil
 	m.pool.stop() // the loops waiting for their turn start nothing
-	return false, MsgSuperseded, nil
+	return MsgSuperseded
 }
 
 // supersededBy says why run is no longer the current one, now that the
@@ -176,7 +208,7 @@ func (m *Metajob) supersededLine() string {
 		// Found by a look on time: the job was not stopped.
 		return fmt.Sprintf("farm: %s; %s; exiting.", m.superseded, cases)
 	}
-	return fmt.Sprintf("farm: %s while this meta-job was stopped (no news of its run for %s); %s; exiting.", m.superseded, roundGap(m.silent), cases)
+	return fmt.Sprintf("farm: %s while this meta-job had no news of its run (for %s: stopped, or running a case); %s; exiting.", m.superseded, roundGap(m.silent), cases)
 }
 
 // roundGap rounds d for a message: to the second, or to the millisecond

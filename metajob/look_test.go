@@ -337,3 +337,74 @@ func TestLookFindsASetAddedFirst(t *testing.T) {
 		t.Fatalf("next once the look was due: case %d, %q, %v; want 101, the --first set's", c.ID, msg, err)
 	}
 }
+
+// TestClaimOfNothingAfterARepairSupersedes: a claim that finds nothing
+// because a repair rebuilt the run's state (same run, no set) ends the run
+// for the job at once: the cases its loops hold do not start (review: the
+// claim took the rebuilt record as news, and every look after it compared
+// the rebuilt record with itself).
+func TestClaimOfNothingAfterARepairSupersedes(t *testing.T) {
+	m, s, dir := lookFarm(t)
+	st := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	cur, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := cur
+	rebuilt.Sets = nil
+	if err := st.Repair(context.Background(), rebuilt); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	m.mu.Unlock()
+	if len(cases) != 0 || msg != MsgSuperseded || err != nil {
+		t.Fatalf("claim after the repair: %v, %q, %v; want none, %q", cases, msg, err, MsgSuperseded)
+	}
+	if c, _, _, msg, _ := m.next(context.Background(), s); msg != MsgSuperseded {
+		t.Errorf("next after it: case %d, %q; want %q (the held cases stay unstarted)", c.ID, msg, MsgSuperseded)
+	}
+	if m.left != 3 {
+		t.Errorf("left %d, want the 3 held", m.left)
+	}
+}
+
+// TestFailedLookIsNotALook: a look whose reading fails leaves the next
+// caller to look again, not to start a case on it (review: another loop
+// started its case within LookEvery of the failed look).
+func TestFailedLookIsNotALook(t *testing.T) {
+	m, s, dir := lookFarm(t)
+	if err := os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.store.Close() // forget the chain it had open
+	m.Env.LookEvery = 5 * time.Second
+	later(m, 6*time.Second)
+	for i := range 2 {
+		if c, _, _, msg, err := m.next(context.Background(), s); err == nil {
+			t.Fatalf("next %d after the failed look: case %d, %q; want the reading's error", i+1, c.ID, msg)
+		}
+	}
+}
+
+// TestLookAfterASilenceTellsAChainGone: after a silence the look reads the
+// run record afresh, so the main chain's directory removed meanwhile is
+// damage, not a mark not found (review: the one lookup took it for a run
+// not moved on, and the job started its held cases).
+func TestLookAfterASilenceTellsAChainGone(t *testing.T) {
+	m, s, dir := lookFarm(t)
+	chains, _ := filepath.Glob(filepath.Join(dir, "MISC", "claims.*"))
+	if len(chains) != 1 {
+		t.Fatalf("main chains %v, want one", chains)
+	}
+	if err := os.RemoveAll(chains[0]); err != nil {
+		t.Fatal(err)
+	}
+	later(m, 12*time.Minute)
+	c, _, _, msg, err := m.next(context.Background(), s)
+	var de *casetable.DamageError
+	if !errors.As(err, &de) {
+		t.Fatalf("next after the silence: case %d, %q, %v; want the damage", c.ID, msg, err)
+	}
+}

@@ -772,11 +772,8 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
 	}
-	if st := m.store.Last(); len(cases) > 0 || st.Run == m.Env.Run {
-		// Claimed in its run, or read its record: news of it, dated
-		// from before the claim (a job frozen inside the claim, once
-		// committed, must count the freeze).
-		m.heard(asOf, st)
+	if msg := m.claimNews(asOf, len(cases)); msg != "" {
+		return nil, msg, nil
 	}
 	if len(cases) == 0 {
 		return nil, MsgNoCases, nil
