@@ -151,7 +151,7 @@ func (s *Store) Look(ctx context.Context, afresh bool) (State, bool, error) {
 		return s.cur, s.stale(), nil
 	}
 	if err := s.refresh(); err != nil {
-		return State{}, true, err
+		return State{}, false, err
 	}
 	return s.cur, true, nil
 }

@@ -145,7 +145,11 @@ func (m *Metajob) look(ctx context.Context, held int) (moved bool, msg string, e
 	if err != nil {
 		// Not a look: the next caller looks again (another loop must
 		// not start a case on it).
-		return false, "", fmt.Errorf("looking at the claim state of run %d (last news of it %s ago): %w", m.Env.Run, roundGap(silent), err)
+		what := fmt.Sprintf("looking at the claim state of run %d (last news of it %s ago)", m.Env.Run, roundGap(silent))
+		if de := damageAdvice(what, err); de != nil {
+			return false, "", de
+		}
+		return false, "", fmt.Errorf("%s: %w", what, err)
 	}
 	m.looked = now
 	if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
@@ -176,18 +180,13 @@ func supersededBy(run int, last, st casetable.State) string {
 		return fmt.Sprintf("run %d was superseded by run %d", run, st.Run)
 	case st.Run != run:
 		return fmt.Sprintf("run %d is no longer the current run (the claim state is at run %d)", run, st.Run)
-	case st.Repair != last.Repair || st.Gen < last.Gen || ownChanged(st.OwnSet(), last.OwnSet()):
+	case st.Repair != last.Repair || st.Gen < last.Gen || st.OwnSet() != last.OwnSet():
 		// Every repair marks its record as its own; only a repair
 		// changes the run's own set; a new chain starts from
 		// generation 0: 'farm repair' rebuilt the state.
 		return fmt.Sprintf("the claim state of run %d was rebuilt (farm repair)", run)
 	}
 	return ""
-}
-
-// ownChanged reports whether a run's own table is not the one it was.
-func ownChanged(a, b casetable.Set) bool {
-	return a != b
 }
 
 // supersededLine is the job's last line when its run was superseded.
@@ -204,7 +203,7 @@ func (m *Metajob) supersededLine() string {
 	} else if m.left == 0 && m.rescuedBy == "" {
 		cases = "it held no case not started"
 	}
-	if m.rescuedBy != "" && m.silent == 0 || m.silent < 2*m.lookEvery() {
+	if m.silent < 2*m.lookEvery() {
 		// Found by a look on time: the job was not stopped.
 		return fmt.Sprintf("farm: %s; %s; exiting.", m.superseded, cases)
 	}

@@ -407,4 +407,7 @@ func TestLookAfterASilenceTellsAChainGone(t *testing.T) {
 	if !errors.As(err, &de) {
 		t.Fatalf("next after the silence: case %d, %q, %v; want the damage", c.ID, msg, err)
 	}
+	if !strings.Contains(err.Error(), "'farm repair' rebuilds it") {
+		t.Errorf("the damage met by a look gives no advice: %v", err)
+	}
 }

@@ -765,9 +765,8 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 		// shows it), and the job ends with an error.
 		return nil, "farm: " + changed.Error(), changed
 	}
-	var de *casetable.DamageError
-	if errors.As(err, &de) {
-		return nil, "", fmt.Errorf("claiming a case: %w: this meta-job claims nothing more; once the farm's jobs have ended ('farm wait', or 'farm kill'), 'farm repair' rebuilds it from the status records and 'farm resubmit' runs what is left", err)
+	if err := damageAdvice("claiming a case", err); err != nil {
+		return nil, "", err
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("claiming a case: %w", err)
@@ -785,6 +784,16 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 		rt.recompute(k, m.Env.Run, m.store.ClaimedInRun(), m.Farm.Path(layout.StatusDir), m.log)
 	}
 	return cases, "", nil
+}
+
+// damageAdvice is err, met doing what, with the advice that mends it if it
+// is damage to the claim state; nil if it is not damage.
+func damageAdvice(what string, err error) error {
+	var de *casetable.DamageError
+	if !errors.As(err, &de) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: this meta-job claims nothing more; once the farm's jobs have ended ('farm wait', or 'farm kill'), 'farm repair' rebuilds it from the status records and 'farm resubmit' runs what is left", what, err)
 }
 
 // linesOf is the number of lines of table, for scripts written for META
