@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,15 +20,14 @@ import (
 )
 
 // The claim state is a chain of immutable generations, in MISC/claims.NONCE
-// (named by MISC/chain): its head hint, and segments of slots s.N, contents
-// g.N, marks c.N and tombs (CLAIMS.md, "The chain of generations").
+// (named by MISC/chain): segments of slots s.N, contents g.N, marks c.N and
+// tombs (CLAIMS.md, "The chain of generations").
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
 
 const (
 	buryAfter = 1024 // generations a generation stays readable before it is buried
-	hintEvery = 256  // the head hint is rewritten every hintEvery generations
 
 	chainMagic = "farm-chain v2 "
 	genMagic   = "farm-gen v1 "
@@ -432,22 +432,6 @@ func readAt(fsys vfs.FS, d int, name string) ([]byte, error) {
 	}
 }
 
-// hint reads the head hint (-1 if none or unreadable).
-func (c *chain) hint() int64 {
-	d, err := c.dirFD()
-	if err != nil {
-		return -1
-	}
-	b, err := readAt(c.fs, d, "head")
-	if err != nil {
-		return -1
-	}
-	if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n >= 0 {
-		return n
-	}
-	return -1
-}
-
 // latest finds the newest committed generation, starting from from (a
 // generation known to be marked, or -1); -1 if the chain has none. The
 // newest mark found, committed or voided, becomes c.top.
@@ -456,17 +440,8 @@ func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0)
 // latestNear is latest for a caller that expects the newest about near past
 // from: it looks there first (guess), which orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
-	// The hint only for a process that knows no generation: from one, a
-	// gallop finds the newest in 2·log2(distance) lookups.
-	if from = max(from, c.top); from < 0 {
-		if h := c.hint(); h >= 0 {
-			if m, err := c.marker(h); err != nil {
-				return 0, err
-			} else if m != unmarked {
-				from = h
-			}
-		}
-	}
+	// A gallop finds the newest in 2·log2(distance) lookups.
+	from = max(from, c.top)
 	lo, loMark, hi, err := c.guess(from, near) // lo marked (or -1), hi not (or -1)
 	if err != nil {
 		return 0, err
@@ -892,34 +867,19 @@ func listed(fsys vfs.FS, path string) bool {
 	return err != nil || slices.Contains(names, filepath.Base(path))
 }
 
-// afterCommit buries the generation buryAfter back and now and then moves the
-// head hint on. A failure costs an inode or lookups, but is said: the first
-// to bury in the log, their count when the store is closed (Store.Close).
+// afterCommit buries the generation buryAfter back. A failure costs an inode
+// but is said: the first in the log, their count when the store is closed.
 func (c *chain) afterCommit(n int64) {
-	if k := n - buryAfter; k >= 0 {
-		if err := c.bury(k); err != nil {
-			c.buryFails++
-			if c.buryErr == nil {
-				c.buryErr = err
-				if c.log != nil {
-					fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim "+
-						"state (%v): it keeps its inode; farm goes on\n", k, err)
-				}
-			}
-		}
+	if n < buryAfter {
+		return
 	}
-	if n%hintEvery == 0 {
-		if d, err := c.dirFD(); err == nil {
-			writeHint(c.fs, d, n)
+	if err := c.bury(n - buryAfter); err != nil {
+		if c.buryFails++; c.buryErr == nil && c.log != nil {
+			fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim "+
+				"state (%v): it keeps its inode; farm goes on\n", n-buryAfter, err)
 		}
+		c.buryErr = cmp.Or(c.buryErr, err)
 	}
-}
-
-// writeHint makes the head hint say n: 24 bytes written in place, in one
-// write (vfs.WriteInPlace: renames onto one name can deadlock GlusterFS).
-// A stale or empty hint costs lookups, no more.
-func writeHint(fsys vfs.FS, d int, n int64) {
-	vfs.WriteInPlace(fsys, d, "head", []byte(fmt.Sprintf("%-23d\n", n)))
 }
 
 // tombName is the name of the segment's tomb number i: tomb, tomb.1, ...

@@ -57,33 +57,6 @@ func TestLatestNearAnswersAsLatest(t *testing.T) {
 	}
 }
 
-// The head hint says a recent generation, every hintEvery: written in
-// place, a longer number over a shorter one and a shorter over a longer
-// leave a number that reads whole; a file that is not there is made.
-func TestHeadHintInPlace(t *testing.T) {
-	ch := chainOf(t, 2*hintEvery+3)
-	if got := ch.hint(); got != 2*hintEvery {
-		t.Errorf("hint after %d generations = %d, want %d", 2*hintEvery+3, got, 2*hintEvery)
-	}
-	d, err := ch.dirFD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []int64{123456789012, 7, 99} {
-		writeHint(vfs.OS{}, d, n)
-		if got := ch.hint(); got != n {
-			t.Errorf("hint after writeHint(%d) = %d", n, got)
-		}
-	}
-	if err := os.Remove(filepath.Join(ch.dir, "head")); err != nil {
-		t.Fatal(err)
-	}
-	writeHint(vfs.OS{}, d, 5)
-	if got := ch.hint(); got != 5 {
-		t.Errorf("hint after the file was removed and written = %d, want 5", got)
-	}
-}
-
 // chainOf commits gens generations in a new farm's chain and returns the
 // chain, opened afresh (closed when the test ends).
 func chainOf(t *testing.T, gens int) *chain {

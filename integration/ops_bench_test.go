@@ -226,7 +226,6 @@ var fileKinds = []struct {
 	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*/(\d+/)?[0-9]+(/|>, ")tomb`), "tomb"},
 	{regexp.MustCompile(`/lanes\.[^/"<>]*(/|>, ")(index|end|x\.\d+)`), "lane index, ends"},
 	{regexp.MustCompile(`/MISC/cutoff`), "dt_cutoff"},
-	{regexp.MustCompile(`/(claims|lanes)\.[^/"<>]*(/\d+)?(/|>, ")head`), "head hint"},
 	{regexp.MustCompile(`/(claims|lanes)\.`), "chain directories"},
 	{regexp.MustCompile(`/STATUSES`), "status files"},
 	{regexp.MustCompile(`/table\.run`), "run table"},
