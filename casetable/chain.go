@@ -535,6 +535,42 @@ func (c *chain) read(n int64) ([]byte, error) {
 	return b, nil
 }
 
+// commitOrWait commits b as generation n, settling a commit of unknown outcome
+// while u.r retries it: won, or lost once n is marked (after a backoff, as
+// long as the attempt took: CLAIMS-APPENDIX.md).
+func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte, nonce string) (bool, error) {
+	won, err := c.commit(n, b, nonce)
+	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
+		c.dropPending()
+		return false, errAgain
+	}
+	// A commit of unknown outcome is settled, not made again: it may be ours.
+	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
+		won, err = c.settle()
+	}
+	if err != nil || won {
+		return won, err
+	}
+	u.lost++
+	unit := c.fs.Now().Sub(u.tried)
+	backoff(ctx, c.fs, u.lost, unit)
+	_, err = c.awaitPaced(ctx, n, unit)
+	return false, err
+}
+
+// backoff sleeps a random time below backoffLimit, or until ctx is done;
+// unit is what the attempt that lost took (CLAIMS-APPENDIX.md).
+func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
+	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
+}
+
+// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
+func backoffLimit(lost int, unit time.Duration) time.Duration {
+	const most = 2 * time.Second
+	unit = min(max(unit, time.Millisecond), most)
+	return min(unit<<min(max(lost-1, 0), 20), most)
+}
+
 // voidAfter is how long a process waits for the mark of a slot another took
 // before it voids it: longer than any writer needs, short enough to hold
 // claims up no longer. FARM_CLAIM_VOID_AFTER (a Go duration) sets it, for tests.

@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -235,38 +236,30 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info fun
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for {
-		if err := ctx.Err(); err != nil {
-			return State{}, err
-		}
-		var next int64
-		var won bool
-		st, err := s.propose(ctx, u, fn)
+		err := ctx.Err()
 		if err == nil {
-			next, won, err = s.tryCommit(ctx, u, st, info)
+			err = s.attempt(ctx, u, fn, info)
 		}
-		switch {
-		case err == errAgain:
-			continue
-		case err == errNoCommit:
+		if err == errAgain && u.retry != nil {
+			if !u.r.Again(ctx, u.retry) {
+				err = u.retry
+			}
+			u.retry = nil
+		}
+		switch err {
+		case nil, errNoCommit:
 			return s.cur, nil
-		case err != nil:
-			return State{}, err
-		case won:
-			u.r.OK()
-			st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
-			s.gen, s.top, s.cur = next, next, *st
-			s.contended(next, u.lost)
-			return *st, nil
+		case errAgain:
+			continue
 		}
-		if err := s.afterLost(ctx, u, next); err != nil && err != errAgain {
-			return State{}, err
-		}
+		return State{}, err
 	}
 }
 
 // updating is an update's attempts so far.
 type updating struct {
 	r        fsretry.Retrier
+	retry    error     // to retry (r) before the next attempt
 	stale    bool      // the base must be read (again)
 	reopened bool      // the chain was looked up again after damage
 	lost     int       // attempts lost to other processes
@@ -278,16 +271,72 @@ var (
 	errNoCommit = errors.New("nothing to commit") // from update's fn: no commit
 )
 
+// again is errAgain, with err to retry first.
+func (u *updating) again(err error) error {
+	u.retry = err
+	return errAgain
+}
+
+// attempt is one attempt of update: nil once committed, errNoCommit,
+// errAgain for another, or the error that ends the update.
+func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) error, info func(*State) commitInfo) error {
+	st, err := s.propose(u, fn)
+	if err != nil {
+		return err
+	}
+	next := max(s.gen, s.top) + 1
+	if mutated("failed-read-old-base") {
+		next = s.ch.nextSlot(s.gen)
+	}
+	ci := info(st)
+	ci.nonce = newNonce(s.fs)
+	ci.by = cmp.Or(ci.by, s.o.Job)
+	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
+	switch {
+	case err == errAgain || err != nil && !errors.As(err, new(*DamageError)):
+		// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
+		u.stale = true
+		return u.again(err)
+	case err != nil && !u.reopened:
+		// A repair may have started a new chain: look again once.
+		if u.reopened, u.stale = true, true; s.chainMoved() {
+			return errAgain
+		}
+		return err
+	case err != nil:
+		return err
+	case won:
+		u.r.OK()
+		st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
+		s.gen, s.top, s.cur = next, next, *st
+		s.contended(next, u.lost)
+		return nil
+	}
+	// Lost, and the slot is marked: the newest generation is the new base.
+	u.r.OK()
+	u.tried = s.fs.Now()
+	n, err := s.ch.latest(next)
+	if err == nil {
+		err = s.load(n)
+	}
+	if errors.Is(err, errClosed) {
+		s.setChain(nil) // a repair made a new chain
+	}
+	u.stale = err != nil
+	return errAgain
+}
+
 // propose reads the base if it must and runs fn on it: the state to
 // commit, errAgain, or errNoCommit (nothing to commit on the newest).
-func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
+func (s *chainStore) propose(u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()
 	}
 	read := u.stale // the base is read in this call
 	if u.stale {
 		if err := s.readBase(); err != nil {
-			return nil, u.again(ctx, err)
+			return nil, u.again(err)
 		}
 		u.stale = false
 	}
@@ -300,7 +349,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			// Decided on the last generation it knew: once more, on the newest.
 			u.stale = true
 			return nil, errAgain
-		case u.r.Again(ctx, err):
+		case fsretry.IsTransient(err):
 			// A table unreadable for now: all read afresh, stale handles too.
 			if s.tab != nil {
 				s.tab.drop()
@@ -309,105 +358,15 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 				s.ch.forget()
 			}
 			u.stale = true
-			return nil, errAgain
 		}
-		return nil, err
+		return nil, u.again(err)
 	}
 	if s.ch == nil {
-		if err := s.startChain(ctx, u); err != nil {
+		if err := s.startChain(u); err != nil {
 			return nil, err
 		}
 	}
 	return &st, nil
-}
-
-// again is errAgain if r retries err (after its pause), else err.
-func (u *updating) again(ctx context.Context, err error) error {
-	if u.r.Again(ctx, err) {
-		return errAgain
-	}
-	return err
-}
-
-// tryCommit commits st as the base's next generation: which, whether it won, or errAgain.
-func (s *chainStore) tryCommit(ctx context.Context, u *updating, st *State, info func(*State) commitInfo) (int64, bool, error) {
-	next := max(s.gen, s.top) + 1
-	if mutated("failed-read-old-base") {
-		next = s.ch.nextSlot(s.gen)
-	}
-	ci := info(st)
-	ci.nonce = newNonce(s.fs)
-	if ci.by == "" {
-		ci.by = s.o.Job
-	}
-	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-	won, err := s.ch.commit(next, s.wbuf, ci.nonce)
-	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
-		s.ch.dropPending()
-		u.stale = true
-		return next, false, errAgain
-	}
-	// A commit of unknown outcome is settled, not made again: it may be ours.
-	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
-		won, err = s.ch.settle()
-	}
-	if err == nil {
-		return next, won, nil
-	}
-	if errors.As(err, new(*DamageError)) {
-		// A repair may have started a new chain: look again once.
-		if !u.reopened {
-			u.reopened, u.stale = true, true
-			if s.chainMoved() {
-				return next, false, errAgain
-			}
-		}
-		return next, false, err
-	}
-	// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
-	u.stale = true
-	return next, false, u.again(ctx, err)
-}
-
-// afterLost follows a commit that lost slot next: a backoff, then, once
-// the slot is marked, the newest generation is the new base.
-func (s *chainStore) afterLost(ctx context.Context, u *updating, next int64) error {
-	u.lost++
-	unit := s.fs.Now().Sub(u.tried)
-	backoff(ctx, s.fs, u.lost, unit)
-	if _, err := s.ch.awaitPaced(ctx, next, unit); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		u.stale = true
-		return u.again(ctx, err)
-	}
-	u.r.OK()
-	u.tried = s.fs.Now()
-	n, err := s.ch.latest(next)
-	if err == nil {
-		err = s.load(n)
-	}
-	if errors.Is(err, errClosed) {
-		s.setChain(nil) // a repair made a new chain
-	}
-	if err != nil {
-		u.stale = true
-	}
-	return nil
-}
-
-// backoff sleeps a random time below backoffLimit, or until ctx is done;
-// unit is what the attempt that lost took (CLAIMS-APPENDIX.md).
-func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
-	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
-}
-
-// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
-func backoffLimit(lost int, unit time.Duration) time.Duration {
-	const most = 2 * time.Second
-	unit = min(max(unit, time.Millisecond), most)
-	return min(unit<<min(max(lost-1, 0), 20), most)
 }
 
 // readBase reads the newest generation into s.cur; none yet: a zero State, Gen -1.
@@ -425,10 +384,10 @@ func (s *chainStore) readBase() error {
 
 // startChain makes the farm's chain, for a store that has none: errAgain
 // unless it is certainly still without a generation.
-func (s *chainStore) startChain(ctx context.Context, u *updating) error {
+func (s *chainStore) startChain(u *updating) error {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
-		return u.again(ctx, err)
+		return u.again(err)
 	}
 	s.setChain(ch)
 	if n, err := ch.latest(-1); err != nil || n >= 0 {
