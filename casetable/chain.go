@@ -321,25 +321,6 @@ func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	return true, nil
 }
 
-// linkChain is createChain before 0b47c1e (the mutant chain-file-by-link):
-// MISC/chain made by link(), which is not exclusive on GlusterFS.
-func linkChain(fsys vfs.FS, misc, name string) (*chain, error) {
-	path := filepath.Join(misc, "chain")
-	tmp := path + ".tmp." + newNonce(fsys)
-	err := vfs.WriteAtomic(fsys, tmp, 0o644, []byte(chainMagic+name+"\n"))
-	if err == nil {
-		err = fsys.Linkat(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path)
-		if err == unix.EEXIST {
-			err = nil
-		}
-	}
-	fsys.Unlinkat(unix.AT_FDCWD, tmp, 0)
-	if err != nil {
-		return nil, passing(fsys, misc, err)
-	}
-	return openChain(fsys, misc)
-}
-
 // segName names generation n's segment directory.
 func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
 
@@ -591,7 +572,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		return false, c.checkGone(err)
 	}
 	if mutated("link-commit") {
-		return c.linkCommit(d, n, b)
+		return linkCommit(c, d, n, b)
 	}
 	hookAt("write", c.dir)
 	err = injected("write")
@@ -633,29 +614,6 @@ func (c *chain) slotThere(d int, n int64) bool {
 	var st unix.Stat_t
 	err := c.fs.Fstatat(d, slotName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	return err == nil || err == unix.EIO
-}
-
-// linkCommit is commit before bef773f (the mutant link-commit): generation
-// n made by link(), which is not exclusive on GlusterFS.
-func (c *chain) linkCommit(d int, n int64, b []byte) (bool, error) {
-	c.seq++
-	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
-	if err := vfs.WriteAtomic(c.fs, c.segPath(n, x), 0o644, b); err != nil {
-		return false, c.checkGone(err)
-	}
-	err := c.fs.Linkat(d, x, d, genName(n))
-	c.fs.Unlinkat(d, x, 0)
-	if err == unix.EEXIST {
-		return false, nil
-	}
-	if err != nil {
-		return false, c.checkGone(err)
-	}
-	if err := c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644); err != nil && err != unix.EEXIST {
-		return false, c.checkGone(err)
-	}
-	c.pending = &pendingCommit{n: n}
-	return c.decided(true), nil
 }
 
 // mark makes generation n's mark, a regular file, by mknod (an O_EXCL create

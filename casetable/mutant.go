@@ -1,5 +1,7 @@
 package casetable
 
+import "github.com/farm-hpc/farm/vfs"
+
 // mutant names a past defect of the claim core that the simulator's tests
 // reintroduce, to show that they catch it (SIMULATION.md, the catalogue;
 // make sim-mutants): "" in every run but theirs, where it is set before
@@ -8,3 +10,9 @@ var mutant string
 
 // mutated reports whether the past defect name is reintroduced.
 func mutated(name string) bool { return mutant != "" && mutant == name }
+
+// Mutants that replace a whole step: set by the simulator's tests (mutantsteps_test.go).
+var (
+	linkChain  func(fsys vfs.FS, misc, name string) (*chain, error)   // chain-file-by-link
+	linkCommit func(c *chain, d int, n int64, b []byte) (bool, error) // link-commit
+)
