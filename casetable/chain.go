@@ -390,29 +390,6 @@ func (c *chain) marker(n int64) (mark, error) {
 var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up " +
 	"inconsistently (a network filesystem's cache); reading again"))
 
-// readAt reads the file name, one line written whole, in the directory open
-// as d. A short read that ends the line has read it all, with no second
-// read to be told EOF (a round trip to a file server).
-func readAt(fsys vfs.FS, d int, name string) ([]byte, error) {
-	f, err := vfs.Open(fsys, d, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var b []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := f.Read(buf)
-		b = append(b, buf[:n]...)
-		if err == io.EOF || err == nil && n > 0 && n < len(buf) && b[len(b)-1] == '\n' {
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
 // latest finds the newest committed generation, starting from from (a
 // generation known to be marked, or -1); -1 if the chain has none. The
 // newest mark found, committed or voided, becomes c.top.
@@ -500,7 +477,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAt(c.fs, d, genName(n))
+	b, err := vfs.ReadLineAt(c.fs, d, genName(n))
 	if ierr := injected("read"); ierr != nil {
 		err = ierr
 	}

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,29 @@ func ReadFileAt(fsys FS, d int, name string) ([]byte, error) {
 			return b, nil
 		}
 		b = b[:len(b)+n]
+	}
+}
+
+// ReadLineAt reads the file name, one line written whole, in the directory
+// open as d. A short read that ends the line has read it all, with no second
+// read to be told EOF (a round trip to a file server).
+func ReadLineAt(fsys FS, d int, name string) ([]byte, error) {
+	f, err := Open(fsys, d, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		b = append(b, buf[:n]...)
+		if err == io.EOF || err == nil && n > 0 && n < len(buf) && b[len(b)-1] == '\n' {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 }
 

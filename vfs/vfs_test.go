@@ -126,3 +126,21 @@ func TestWriteAtomicDecidesALostRenameFromTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLineAt reads a line whole, a file with no newline, one longer
+// than its buffer, and says a missing file is not there.
+func TestReadLineAt(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 10000) + "\n"
+	for name, text := range map[string]string{"line": "farm-gen v1 a=1\n", "bare": "no newline", "long": long, "empty": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ReadLineAt(OS{}, unix.AT_FDCWD, filepath.Join(dir, name)); err != nil || string(b) != text {
+			t.Errorf("ReadLineAt(%s) = %.20q, %v; want %.20q", name, b, err, text)
+		}
+	}
+	if _, err := ReadLineAt(OS{}, unix.AT_FDCWD, filepath.Join(dir, "none")); err != unix.ENOENT {
+		t.Errorf("ReadLineAt of a missing file: %v, want ENOENT", err)
+	}
+}
