@@ -199,7 +199,7 @@ func (s *chainStore) loadAt(n int64, tries int) (done bool, _ error) {
 	case tries >= 20 || !(errors.Is(err, errBuried) || os.IsNotExist(err) || err == errInconsistent):
 		return true, err
 	}
-	// Buried while we looked, or a cached name: look again from the hint.
+	// Buried while we looked, or a cached name: look again from the start.
 	s.gen, s.top = -1, -1
 	s.pause(tries)
 	return false, nil
