@@ -53,15 +53,12 @@ type laneIndex struct {
 	starts  []int64 // per block, the byte offset of its first case
 	jobs    int     // the meta-jobs the run was started for; 0: not known
 	lines   []int64 // per block, the lines of the table before it
-	nblocks int64
+	nblocks int64   // the header's count: known to a header-only reading
 }
-
-// blocks is the number of blocks (the header's: known to a header-only reading).
-func (x *laneIndex) blocks() int64 { return x.nblocks }
 
 // end is the byte offset past block b: the next block's start, or size.
 func (x *laneIndex) end(b, size int64) int64 {
-	if b+1 < x.blocks() {
+	if b+1 < x.nblocks {
 		return x.starts[b+1]
 	}
 	return size
@@ -70,7 +67,7 @@ func (x *laneIndex) end(b, size int64) int64 {
 // laneCases is how many cases lane l's blocks hold.
 func (x *laneIndex) laneCases(l int) int64 {
 	var n int64
-	for b := int64(l); b < x.blocks(); b += int64(x.lanes) {
+	for b := int64(l); b < x.nblocks; b += int64(x.lanes) {
 		n += min(x.block, x.cases-b*x.block)
 	}
 	return n
@@ -111,57 +108,48 @@ func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, er
 		limit = size
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, limit), tablefmt.BufSize(limit))
-	var cases int64
-	if err := eachLine(br, func(_ int64, isCase bool) {
-		if isCase {
-			cases++
-		}
-	}); err != nil {
+	x := &laneIndex{lanes: lanes}
+	cases, err := x.scan(br)
+	if err != nil {
 		return nil, err
 	}
-	x := &laneIndex{lanes: lanes, block: blockSize(cases), cases: cases}
+	x.block, x.cases = blockSize(cases), cases
 	br.Reset(io.NewSectionReader(f, 0, limit))
-	var off, lines, i int64
-	if err := eachLine(br, func(n int64, isCase bool) {
-		if isCase {
-			if i%x.block == 0 {
-				x.starts = append(x.starts, off)
-				x.lines = append(x.lines, lines)
-			}
-			i++
-		}
-		if n > 0 {
-			lines++
-		}
-		off += n
-	}); err != nil {
-		return nil, err
-	}
-	if i != cases {
-		return nil, fmt.Errorf("%s changed while it was indexed", path)
+	if n, err := x.scan(br); err != nil || n != cases {
+		return nil, cmp.Or(err, fmt.Errorf("%s changed while it was indexed", path))
 	}
 	x.nblocks = int64(len(x.starts))
 	return x, nil
 }
 
-// eachLine calls fn with each line of br's length and whether it is a case
-// (a line longer than br's buffer is, by its start).
-func eachLine(br *bufio.Reader, fn func(n int64, isCase bool)) error {
+// scan counts br's cases and, if x.block is set, records where each block
+// starts (a line longer than br's buffer is a case by its start).
+func (x *laneIndex) scan(br *bufio.Reader) (int64, error) {
+	var off, lines, cases int64
 	for {
 		line, err := br.ReadSlice('\n')
 		n := int64(len(line))
-		isCase := len(line) > 0 && tablefmt.IsCase(line)
+		if n > 0 && tablefmt.IsCase(line) {
+			if x.block > 0 && cases%x.block == 0 {
+				x.starts = append(x.starts, off)
+				x.lines = append(x.lines, lines)
+			}
+			cases++
+		}
 		for err == bufio.ErrBufferFull {
 			var more []byte
 			more, err = br.ReadSlice('\n')
 			n += int64(len(more))
 		}
-		fn(n, isCase)
+		if n > 0 {
+			lines++
+		}
+		off += n
 		if err == io.EOF {
-			return nil
+			return cases, nil
 		}
 		if err != nil {
-			return err
+			return cases, err
 		}
 	}
 }
@@ -170,7 +158,7 @@ func eachLine(br *bufio.Reader, fn func(n int64, isCase bool)) error {
 func (x *laneIndex) marshal() []byte {
 	h := kv.AppendInt([]byte(lanesMagic), "lanes", int64(x.lanes))
 	h = kv.AppendInt(h, "block", x.block)
-	h = kv.AppendInt(h, "blocks", x.blocks())
+	h = kv.AppendInt(h, "blocks", x.nblocks)
 	h = kv.AppendInt(h, "cases", x.cases)
 	if x.jobs > 0 {
 		h = kv.AppendInt(h, "jobs", int64(x.jobs))
@@ -282,7 +270,7 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 		if x, err = buildIndex(fsys, filepath.Join(dir, t.Table), lanes, t.TSize); err != nil {
 			return Set{}, passing(fsys, filepath.Join(dir, t.Table), err)
 		}
-		x.lanes = int(max(min(int64(lanes), x.blocks()), 1))
+		x.lanes = int(max(min(int64(lanes), x.nblocks), 1))
 	}
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))
@@ -300,7 +288,7 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 	for l := 0; l < x.lanes; l++ {
 		ls := State{Run: run, Table: t.Table, TSize: t.TSize, TIno: t.TIno, TFP: t.TFP,
 			Cases: x.laneCases(l), InLane: true, Lane: l, Block: int64(l)}
-		if int64(l) < x.blocks() {
+		if int64(l) < x.nblocks {
 			ls.Offset, ls.Lines = x.starts[l], x.lines[l]
 		}
 		if err := makeLane(fsys, filepath.Join(ldir, strconv.Itoa(l)), ls); err != nil {
@@ -511,7 +499,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		if !st.InLane || st.Lane < 0 || st.Lane >= x.lanes {
 			return &DamageError{Path: ls.dir, Why: "not a lane's generation"}
 		}
-		if st.Run != run || st.Block >= x.blocks() {
+		if st.Run != run || st.Block >= x.nblocks {
 			exhausted = true
 			return errNoCommit
 		}
@@ -526,7 +514,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		}
 		var err error
 		cases, err = ls.readLane(L, st, ls.share(most, st.Cases-st.Claimed), cases)
-		exhausted = st.Block >= x.blocks()
+		exhausted = st.Block >= x.nblocks
 		if err != nil || len(cases) == 0 {
 			return cmp.Or(err, errNoCommit)
 		}
@@ -546,11 +534,11 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 	b, off, lines := st.Block, st.Offset, st.Lines
 	next := func() { // to the lane's next block
 		b += int64(x.lanes)
-		if b < x.blocks() {
+		if b < x.nblocks {
 			off, lines = x.starts[b], x.lines[b]
 		}
 	}
-	for len(cases) < lim && b < x.blocks() {
+	for len(cases) < lim && b < x.nblocks {
 		end := x.end(b, st.TSize)
 		if off >= end {
 			next()
@@ -560,8 +548,8 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 		if err != nil {
 			return cases, err
 		}
-		if !ok && b+1 < x.blocks() {
-			why := fmt.Sprintf("the table ends in block %d of %d", b, x.blocks())
+		if !ok && b+1 < x.nblocks {
+			why := fmt.Sprintf("the table ends in block %d of %d", b, x.nblocks)
 			return cases, &DamageError{Path: filepath.Join(L.dir, "index"), Why: why}
 		}
 		if !ok || after > end {
@@ -572,7 +560,7 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 		c.Line, c.Table = lines, st.Table
 		cases = append(cases, c)
 	}
-	for b < x.blocks() && off >= x.end(b, st.TSize) {
+	for b < x.nblocks && off >= x.end(b, st.TSize) {
 		next()
 	}
 	st.Block, st.Offset, st.Lines = b, off, lines

@@ -544,7 +544,7 @@ func claimedIDs(b *testing.B, dir string, st State) []int64 {
 		}
 		left := ls.cur.Claimed
 		ls.close()
-		for blk := int64(l); blk < L.x.blocks() && left > 0; blk += int64(L.x.lanes) {
+		for blk := int64(l); blk < L.x.nblocks && left > 0; blk += int64(L.x.lanes) {
 			for id := blk*L.x.block + 1; id <= min((blk+1)*L.x.block, L.x.cases) && left > 0; id++ {
 				ids = append(ids, id)
 				left--
