@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
@@ -121,31 +120,23 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 		}
 		// Every set it knows used up: farm add may have given another since.
 		if tries > 0 || len(s.sets) == 0 || !s.moved() {
-			return nil, s.damaged()
+			for _, L := range s.sets { // the damage of a lane it passed, if any
+				if L.damage != nil {
+					return nil, L.damage
+				}
+			}
+			return nil, nil
 		}
 		again = true
 	}
-}
-
-// damaged is the damage of a lane the store passed, in the first set with
-// one; nil if none: the claim that finds nothing left returns it.
-func (s *Store) damaged() error {
-	for _, L := range s.sets {
-		if L.damage != nil {
-			return L.damage
-		}
-	}
-	return nil
 }
 
 // LookEvery is the cadence of a meta-job's look at its run (Look).
 const LookEvery = 5 * time.Second
 
 // Look is one lookup of the main chain's next mark and, if it moved on (or
-// afresh), a reading of the run record (its Claimed not summed): the record,
-// and whether it moved on since the store opened its sets (the next Claim
-// opens them). A reading afresh tells a chain gone (damage), which a lookup
-// does not (a mark not found).
+// afresh: a chain gone is then damage, not a mark not found), a reading of the
+// run record, Claimed not summed; and whether it moved on since Claim opened its sets.
 func (s *Store) Look(ctx context.Context, afresh bool) (State, bool, error) {
 	if !afresh && s.ch != nil && s.gen >= 0 && !s.moved() {
 		return s.cur, s.stale(), nil
@@ -183,8 +174,11 @@ func (s *Store) pick(L *laneSet) int {
 		L.end = true
 		return -1
 	}
-	if L.x.lanes > 1 {
-		s.readExhausted(L)
+	if L.x.lanes > 1 { // a listing that fails costs only the readings it would spare
+		names, err := vfs.ReadDirNames(s.fs, L.dir)
+		for l := range L.exhausted {
+			L.exhausted[l] = L.exhausted[l] || err == nil && slices.Contains(names, "x."+strconv.Itoa(l))
+		}
 	}
 	var left []int
 	for l, ex := range L.exhausted {
@@ -204,27 +198,11 @@ func (s *Store) pick(L *laneSet) int {
 	return L.home
 }
 
-// readExhausted marks exhausted the lanes of L whose x.ℓ mark is listed (a
-// listing that fails costs only the readings of the lanes it would spare).
-func (s *Store) readExhausted(L *laneSet) {
-	names, err := vfs.ReadDirNames(s.fs, L.dir)
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		v, ok := strings.CutPrefix(n, "x.")
-		if l, err := strconv.Atoi(v); ok && err == nil && l >= 0 && l < len(L.exhausted) {
-			L.exhausted[l] = true
-		}
-	}
-}
-
 // endSet ends the set L, every lane exhausted: its end mark for the others
-// (best effort: without it they look at every lane once), its stores closed.
+// (best effort; none after damage, which every claimer must meet and say).
 func (s *Store) endSet(L *laneSet) {
 	L.end = true
 	path := filepath.Join(L.dir, "end")
-	// No end mark after damage: every claimer meets it, and says it.
 	if L.damage == nil {
 		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
 			f.Close()
@@ -310,10 +288,8 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		}
 		var de *DamageError
 		if errors.As(err, &de) {
-			// A lane nobody can read: the run goes on in the others,
-			// and the claim that finds nothing else says it (Claim).
-			// Passing the generation is not provably safe (CLAIMS.md,
-			// Damage): the lane's cases wait for the next run.
+			// A lane nobody can read: its cases wait for the next run (CLAIMS.md,
+			// Damage), the others go on, and a claim that finds nothing says it.
 			L.exhausted[l], L.damage = true, de
 			continue
 		}
