@@ -133,7 +133,10 @@ func (s *State) unmarshal(b []byte) error {
 			}
 			return fmt.Errorf("bad field %q", r.Key())
 		}
-		if s.readField(r) {
+		if f := stateFields[r.Key()]; f != nil {
+			f(s, r)
+		}
+		if r.Key() == "run" || r.Key() == "table" {
 			seen++
 		}
 	}
@@ -149,55 +152,36 @@ func (s *State) unmarshal(b []byte) error {
 	return nil
 }
 
-// readField reads r's current field into s; true if it is run= or table=.
-// Other fields, the commit info's, are not read.
-func (s *State) readField(r *kv.Reader) bool {
-	switch r.Key() {
-	case "gen":
-		s.Gen = r.Int()
-	case "run":
-		s.Run = r.Atoi()
-		return true
-	case "table":
-		s.Table = r.Value()
-		return true
-	case "simple":
-		s.Simple = r.Bool()
-	case "lane":
-		s.InLane = true
-		s.Lane = r.Atoi()
-	case "block":
-		s.Block = r.Int()
-	case "offset":
-		s.Offset = r.Int()
-	case "line":
-		s.Lines = r.Int()
-	case "tsize":
-		s.TSize = r.Int()
-	case "tino":
-		s.TIno = r.Uint()
-	case "tfp":
+// stateFields reads a record's fields into a State, by key; the commit
+// info's are not read.
+var stateFields = map[string]func(*State, *kv.Reader){
+	"gen":     func(s *State, r *kv.Reader) { s.Gen = r.Int() },
+	"run":     func(s *State, r *kv.Reader) { s.Run = r.Atoi() },
+	"table":   func(s *State, r *kv.Reader) { s.Table = r.Value() },
+	"simple":  func(s *State, r *kv.Reader) { s.Simple = r.Bool() },
+	"lane":    func(s *State, r *kv.Reader) { s.InLane, s.Lane = true, r.Atoi() },
+	"block":   func(s *State, r *kv.Reader) { s.Block = r.Int() },
+	"offset":  func(s *State, r *kv.Reader) { s.Offset = r.Int() },
+	"line":    func(s *State, r *kv.Reader) { s.Lines = r.Int() },
+	"tsize":   func(s *State, r *kv.Reader) { s.TSize = r.Int() },
+	"tino":    func(s *State, r *kv.Reader) { s.TIno = r.Uint() },
+	"cases":   func(s *State, r *kv.Reader) { s.Cases = r.Int() },
+	"total":   func(s *State, r *kv.Reader) { s.Total = r.Int() },
+	"maxid":   func(s *State, r *kv.Reader) { s.MaxID = r.Int() },
+	"claimed": func(s *State, r *kv.Reader) { s.Claimed = r.Int() },
+	"repair":  func(s *State, r *kv.Reader) { s.Repair = r.Value() },
+	"tfp": func(s *State, r *kv.Reader) {
 		if v := r.Value(); v != "-" {
 			s.TFP = v
 		}
-	case "cases":
-		s.Cases = r.Int()
-	case "total":
-		s.Total = r.Int()
-	case "maxid":
-		s.MaxID = r.Int()
-	case "claimed":
-		s.Claimed = r.Int()
-	case "repair":
-		s.Repair = r.Value()
-	case "set":
+	},
+	"set": func(s *State, r *kv.Reader) {
 		t, err := parseSet(r.Value())
 		s.Sets = append(s.Sets, t)
 		if err != nil {
 			r.Fail(err)
 		}
-	}
-	return false
+	},
 }
 
 // parseSet reads a set= field: DIR:LANES:CASES:TABLE.
