@@ -152,17 +152,10 @@ func (s *Store) stale() bool {
 	return s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain)
 }
 
-// lane returns the store of lane l of the set L.
-func (s *Store) lane(L *laneSet, l int) *chainStore {
-	if L.stores[l] == nil {
-		L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
-		L.stores[l].solo = L.x.lanes == 1
-	}
-	return L.stores[l]
-}
-
 // pick is the lane of L to claim in: the home lane while it has cases, else
-// one drawn among those not known exhausted (end, x.ℓ marks); -1 if none is left.
+// one drawn among those not known exhausted (end, x.ℓ marks); -1 if none is
+// left, the set then ended: its end mark for the others (best effort; none
+// after damage, which every claimer must meet and say), its stores closed.
 func (s *Store) pick(L *laneSet) int {
 	if L.end {
 		return -1
@@ -187,7 +180,14 @@ func (s *Store) pick(L *laneSet) int {
 		}
 	}
 	if len(left) == 0 {
-		s.endSet(L)
+		L.end = true
+		if L.damage == nil {
+			end := filepath.Join(L.dir, "end")
+			if f, err := vfs.Open(s.fs, unix.AT_FDCWD, end, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		L.close()
 		return -1
 	}
 	if ls := L.stores[L.home]; ls != nil {
@@ -196,19 +196,6 @@ func (s *Store) pick(L *laneSet) int {
 	}
 	L.home = left[s.fs.Rand()%uint64(len(left))]
 	return L.home
-}
-
-// endSet ends the set L, every lane exhausted: its end mark for the others
-// (best effort; none after damage, which every claimer must meet and say).
-func (s *Store) endSet(L *laneSet) {
-	L.end = true
-	path := filepath.Join(L.dir, "end")
-	if L.damage == nil {
-		if f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
-			f.Close()
-		}
-	}
-	L.close()
 }
 
 // findSets reads the run record and opens the sets of run it names, once per
@@ -280,9 +267,12 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		cases, exhausted, err := s.lane(L, l).claimInLane(ctx, L, run, most)
-		if errors.Is(err, errClosed) {
-			// A new run, a close or a repair closed the set.
+		if L.stores[l] == nil {
+			L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
+			L.stores[l].solo = L.x.lanes == 1
+		}
+		cases, exhausted, err := L.stores[l].claimInLane(ctx, L, run, most)
+		if errors.Is(err, errClosed) { // a new run, a close or a repair closed the set
 			L.end = true
 			return nil, nil
 		}
@@ -298,8 +288,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		}
 		if exhausted {
 			L.exhausted[l] = true
-			if len(cases) > 0 && L.x.lanes > 1 {
-				// Say so to the others (best effort: else a reading each).
+			if len(cases) > 0 && L.x.lanes > 1 { // its x.ℓ mark, for the others (best effort)
 				s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
 			}
 		}
