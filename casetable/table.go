@@ -109,35 +109,29 @@ func (s *tableCheck) check(st *State) error {
 		return nil // not recorded (a state 'farm repair' rebuilt), or checked
 	}
 	size, ino, err := s.stat(st.Table)
-	ok := false
-	if err == nil {
-		ok, err = s.same(st, size, ino)
-	}
+	ok, err := s.same(st, size, ino, err)
 	if err == nil && !ok {
 		s.fs.Sleep(context.Background(), tableRecheck)
 		if err = s.open(st.Table, true); err == nil {
 			size, ino, err = fileID(s.table)
 		}
-		if err == nil {
-			ok, err = s.same(st, size, ino)
-		}
-	}
-	if err == nil && !ok {
-		return &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize,
-			Ino: ino, WasIno: st.TIno}
+		ok, err = s.same(st, size, ino, err)
 	}
 	if ok {
 		s.checked = id
+	} else if err == nil {
+		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize,
+			Ino: ino, WasIno: st.TIno}
 	}
 	return err
 }
 
-// same reports whether the file of size and inode ino is st's table: the
-// same size, and the same inode or, where inode numbers differ between
-// hosts (some Lustre, NFS and FUSE mounts), the same fingerprint.
-func (s *tableCheck) same(st *State, size int64, ino uint64) (bool, error) {
-	if size != st.TSize {
-		return false, nil
+// same reports whether the file of size and inode ino (err: their reading's)
+// is st's table: the same size, and the same inode or, where inode numbers
+// differ between hosts (some Lustre, NFS and FUSE mounts), the same fingerprint.
+func (s *tableCheck) same(st *State, size int64, ino uint64, err error) (bool, error) {
+	if err != nil || size != st.TSize {
+		return false, err
 	}
 	if st.TIno == 0 || ino == st.TIno || (ino == s.fpIno && st.Table == s.fpTable) {
 		return true, nil
