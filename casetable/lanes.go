@@ -492,14 +492,13 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		most = L.x.firstShare(L.home)
 	}
 	var cases []tablefmt.Case
-	exhausted := false
-	x := L.x
+	var exhausted bool
 	_, err := ls.update(ctx, func(st *State) error {
 		cases, exhausted = cases[:0], false
-		if !st.InLane || st.Lane < 0 || st.Lane >= x.lanes {
+		if !st.InLane || st.Lane < 0 || st.Lane >= L.x.lanes {
 			return &DamageError{Path: ls.dir, Why: "not a lane's generation"}
 		}
-		if st.Run != run || st.Block >= x.nblocks {
+		if st.Run != run || st.Block >= L.x.nblocks {
 			exhausted = true
 			return errNoCommit
 		}
@@ -514,7 +513,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		}
 		var err error
 		cases, err = ls.readLane(L, st, ls.share(most, st.Cases-st.Claimed), cases)
-		exhausted = st.Block >= x.nblocks
+		exhausted = st.Block >= L.x.nblocks
 		if err != nil || len(cases) == 0 {
 			return cmp.Or(err, errNoCommit)
 		}
