@@ -94,9 +94,8 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	return s.readLanes(s.cur)
 }
 
-// Update commits fn's change of the current state as the next generation,
-// running fn again on another's commit: fn must only compute. With no state
-// yet, fn gets a zero State and the first generation starts a new chain.
+// Update commits fn's change of the state as the next generation, fn run again on
+// another's commit (it must only compute); with no state yet, fn gets a zero State.
 func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 	_, err := s.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
 	return err
@@ -152,10 +151,9 @@ func (s *Store) stale() bool {
 	return s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain)
 }
 
-// pick is the lane of L to claim in: the home lane while it has cases, else
-// one drawn among those not known exhausted (end, x.ℓ marks); -1 if none is
-// left, the set then ended: its end mark for the others (best effort; none
-// after damage, which every claimer must meet and say), its stores closed.
+// pick is the lane of L to claim in: the home lane while it has cases, else one drawn
+// among those not known exhausted (end, x.ℓ marks); -1 if none: L ended, its stores
+// closed, its end mark made (best effort; none after damage: every claimer must meet it).
 func (s *Store) pick(L *laneSet) int {
 	if L.end {
 		return -1

@@ -229,8 +229,7 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 // parseBlocks reads the block lines into x, in order and within the table:
 // overlapping blocks would hand a case out twice.
 func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
-	// A block line takes 4 bytes at least: a damaged header's count
-	// allocates no more than the lines there are.
+	// A block line takes 4 bytes at least: a damaged header's count allocates no more.
 	n := min(x.nblocks, int64(len(rest)/4)+1)
 	x.starts = make([]int64, 0, n)
 	x.lines = make([]int64, 0, n)
@@ -257,9 +256,8 @@ func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
 	return nil
 }
 
-// makeSet makes a set of at most lanes lanes for run over the table of t
-// (cases cases; its TSize, TIno, TFP) in MISC misc, for the caller to
-// commit on the main chain; jobs (0: unknown) sizes first claims.
+// makeSet makes in misc a set of at most lanes lanes for run over t's table (cases
+// cases), for the caller to commit; jobs (0: unknown) sizes first claims.
 func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
 	x := &laneIndex{lanes: 1, block: max(cases, 1), cases: cases}
 	if cases > 0 {
@@ -463,9 +461,8 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 		exhausted: make([]bool, x.lanes), home: homeLane(s.fs, s.Job, x.lanes)}, nil
 }
 
-// homeLane is the lane a meta-job named job claims in first: its job ID's
-// trailing number modulo the lanes, which spreads a submission's evenly,
-// else a hash of the name (BENCHMARKS.md, "Where the calls go at 128 meta-jobs").
+// homeLane is the lane a meta-job named job claims in first: its ID's trailing number
+// modulo lanes, else a hash (BENCHMARKS.md, "Where the calls go at 128 meta-jobs").
 func homeLane(fsys vfs.FS, job string, lanes int) int {
 	if lanes <= 1 {
 		return 0

@@ -97,9 +97,8 @@ func (e *TableChangedError) Error() string {
 // GlusterFS clients keep a file's attributes (about a second).
 var tableRecheck = 1500 * time.Millisecond
 
-// check opens st's table if needed and checks, once a claim, that the file
-// of its name is the one the run started with (same): a difference is
-// looked at once more, past the attribute caches, on a fresh descriptor.
+// check opens st's table if needed and checks, once a claim, that it is the file the
+// run started with (same); a difference is looked at again, past attribute caches.
 func (s *tableCheck) check(st *State) error {
 	if err := s.open(st.Table, false); err != nil {
 		return err
@@ -126,9 +125,8 @@ func (s *tableCheck) check(st *State) error {
 	return err
 }
 
-// same reports whether the file of size and inode ino (err: their reading's)
-// is st's table: the same size, and the same inode or, where inode numbers
-// differ between hosts (some Lustre, NFS and FUSE mounts), the same fingerprint.
+// same reports whether the file of size and inode ino (err: their reading's) is st's
+// table: same size, and inode or, as some Lustre, NFS and FUSE mounts vary it, fingerprint.
 func (s *tableCheck) same(st *State, size int64, ino uint64, err error) (bool, error) {
 	if err != nil || size != st.TSize {
 		return false, err
@@ -186,9 +184,8 @@ func tableErr(fsys vfs.FS, op, path string, err error) error {
 	return passing(fsys, path, &os.PathError{Op: op, Path: path, Err: err})
 }
 
-// goneOr is, for err, an error of a call on path: whether path is
-// certainly gone (an ENOENT that gone confirms), and else err, an ENOENT
-// marked transient (passing). One look decides both: two could disagree.
+// goneOr is, for err, a call's on path: whether path is certainly gone (gone confirms
+// an ENOENT), else err, an ENOENT transient; one look decides both (two could disagree).
 func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	if !errors.Is(err, unix.ENOENT) || fsretry.IsTransient(err) {
 		return false, err
