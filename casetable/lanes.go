@@ -188,8 +188,8 @@ func readHead(fsys vfs.FS, path string) ([]byte, error) {
 	return b[:n], nil
 }
 
-// parseIndex reads a lane index of a table of size bytes (0: unknown), or its header.
-func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
+// parseIndex reads a lane index, or its header.
+func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 	head, rest, ok := bytes.Cut(b, []byte("\n"))
 	h, ok2 := strings.CutPrefix(string(head), lanesMagic)
 	if !ok || !ok2 {
@@ -219,16 +219,16 @@ func parseIndex(b []byte, size int64, headOnly bool) (*laneIndex, error) {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
 	if !headOnly {
-		if err := x.parseBlocks(rest, size); err != nil {
+		if err := x.parseBlocks(rest); err != nil {
 			return nil, err
 		}
 	}
 	return x, nil
 }
 
-// parseBlocks reads the block lines into x, in order and within the table:
-// overlapping blocks would hand a case out twice.
-func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
+// parseBlocks reads the block lines into x, in order: overlapping blocks
+// would hand a case out twice (one past the table is damage a claim finds).
+func (x *laneIndex) parseBlocks(rest []byte) error {
 	// A block line takes 4 bytes at least: a damaged header's count allocates no more.
 	n := min(x.nblocks, int64(len(rest)/4)+1)
 	x.starts = make([]int64, 0, n)
@@ -243,9 +243,8 @@ func (x *laneIndex) parseBlocks(rest []byte, size int64) error {
 			return fmt.Errorf("bad block line %q", line)
 		}
 		k := len(x.starts)
-		if k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 ||
-			size > 0 && o >= size {
-			return fmt.Errorf("block %d at byte %d, line %d: out of order or past the table", k, o, l)
+		if k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 {
+			return fmt.Errorf("block %d at byte %d, line %d: out of order", k, o, l)
 		}
 		x.starts = append(x.starts, o)
 		x.lines = append(x.lines, l)
@@ -449,7 +448,7 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := parseIndex(b, 0, head)
+	x, err := parseIndex(b, head)
 	if err != nil {
 		return nil, &DamageError{Path: index, Why: err.Error()}
 	}

@@ -304,7 +304,7 @@ func TestLaneIndexBlocks(t *testing.T) {
 	if x.cases != 100 || x.block != 16 || fmt.Sprint(x.starts) != fmt.Sprint(starts) || fmt.Sprint(x.lines) != fmt.Sprint(lines) {
 		t.Fatalf("index: %d cases, blocks of %d, starts %v lines %v; want 100, 16, %v, %v", x.cases, x.block, x.starts, x.lines, starts, lines)
 	}
-	y, err := parseIndex(x.marshal(), int64(b.Len()), false)
+	y, err := parseIndex(x.marshal(), false)
 	if err != nil || fmt.Sprint(y) != fmt.Sprint(x) {
 		t.Fatalf("index read back: %v %v", y, err)
 	}
@@ -574,7 +574,7 @@ func TestLaneIndexJobs(t *testing.T) {
 	if !strings.Contains(string(b), " jobs=130\n") {
 		t.Fatalf("header %q: no jobs=130", strings.SplitN(string(b), "\n", 2)[0])
 	}
-	y, err := parseIndex(b, 0, false)
+	y, err := parseIndex(b, false)
 	if err != nil || y.jobs != 130 {
 		t.Fatalf("read back: jobs %v, %v", y, err)
 	}
@@ -582,11 +582,11 @@ func TestLaneIndexJobs(t *testing.T) {
 		t.Errorf("first share %d, want 1", got)
 	}
 	old := strings.Replace(string(b), " jobs=130", "", 1)
-	if y, err := parseIndex([]byte(old), 0, false); err != nil || y.jobs != 0 {
+	if y, err := parseIndex([]byte(old), false); err != nil || y.jobs != 0 {
 		t.Errorf("an index without jobs=: %v, %v", y, err)
 	}
 	for _, bad := range []string{" jobs=x", " jobs="} {
-		if _, err := parseIndex([]byte(strings.Replace(string(b), " jobs=130", bad, 1)), 0, false); err == nil {
+		if _, err := parseIndex([]byte(strings.Replace(string(b), " jobs=130", bad, 1)), false); err == nil {
 			t.Errorf("an index with%s read without an error", bad)
 		}
 	}
@@ -599,7 +599,7 @@ func TestDamagedLaneIndexIsAnError(t *testing.T) {
 	x := &laneIndex{lanes: 2, block: 16, cases: 40, nblocks: 3,
 		starts: []int64{0, 160, 320}, lines: []int64{0, 16, 32}}
 	good := string(x.marshal())
-	if _, err := parseIndex([]byte(good), 0, false); err != nil {
+	if _, err := parseIndex([]byte(good), false); err != nil {
 		t.Fatalf("the good index: %v", err)
 	}
 	head := strings.SplitN(good, "\n", 2)[0]
@@ -609,7 +609,7 @@ func TestDamagedLaneIndexIsAnError(t *testing.T) {
 		strings.Replace(head, "lanes=2", "lanes=4", 1),
 	} {
 		b := []byte(strings.Replace(good, head, bad, 1))
-		if _, err := parseIndex(b, 0, false); err == nil {
+		if _, err := parseIndex(b, false); err == nil {
 			t.Errorf("index with header %q read without an error", bad)
 		}
 	}
