@@ -51,17 +51,12 @@ func (e *RepairRaceError) Error() string {
 // readDir lists a directory for a repair; tests replace it.
 var readDir = vfs.ReadDirNames
 
-// Inspect reads the claim state for a repair. An error other than those
-// Reading.Err holds is returned (transient ones are retried for s.Retry).
+// Inspect reads the claim state for a repair, retrying transient errors for
+// s.Retry; it returns errors other than those Reading.Err holds.
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	return retryReading(ctx, &r, s.inspect)
-}
-
-// retryReading calls fn until it works or fails for a reason r does not retry.
-func retryReading(ctx context.Context, r *fsretry.Retrier, fn func() (Reading, error)) (Reading, error) {
 	for {
-		rd, err := fn()
+		rd, err := s.inspect()
 		if err == nil || !r.Again(ctx, err) {
 			return rd, err
 		}
@@ -106,8 +101,8 @@ func (s *Store) inspect() (Reading, error) {
 	return rd, err
 }
 
-// inspectChain reads the newest generation of rd's chain c, and its lanes,
-// into rd.
+// inspectChain reads the newest generation of rd's chain c, and its lanes
+// (a damaged lane is damage to the run), into rd.
 func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	if testHook != nil {
 		testHook("inspect", rd.dir)
@@ -117,8 +112,7 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 		return err
 	}
 	if n < 0 && !mutated("inspect-trusts-no-generation") {
-		// Looked up afresh, as Store.refresh does: a passing ENOENT is not
-		// an empty chain (the simulator, seed 112017 on gluster).
+		// A passing ENOENT is not an empty chain (seed 112017 on gluster).
 		if err := c.noGeneration(); err != nil {
 			return rd.damaged(err)
 		}
@@ -130,8 +124,7 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	}
 	g, err := c.read(n)
 	if os.IsNotExist(err) {
-		// A passing ENOENT, retried; or damage, the reading's (the chain
-		// gone since its lookup: not one to commit on).
+		// Retried if passing; if the chain is gone, damage not to commit on.
 		rd.usable = false
 		return rd.damaged(c.checkGone(err))
 	}
@@ -150,7 +143,6 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	}
 	st.Gen, st.Chain = n, filepath.Base(c.dir)
 	rd.State = st
-	// A damaged lane is damage to the run: repaired as the main chain is.
 	sum, err := s.readLanes(st)
 	if err != nil {
 		return rd.damaged(err)
@@ -190,8 +182,7 @@ func readFileIno(fsys vfs.FS, path string) ([]byte, uint64, error) {
 	return b, sb.Ino, nil
 }
 
-// Repair makes st the claim state, deciding from what it reads now: for a
-// caller that decided nothing from an earlier reading (farm adopt).
+// Repair makes st the claim state, deciding from what it reads now (farm adopt).
 func (s *Store) Repair(ctx context.Context, st State) error {
 	rd, err := s.Inspect(ctx)
 	if err != nil {
@@ -200,18 +191,16 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 	return s.RepairFrom(ctx, rd, st)
 }
 
-// RepairFrom makes st the claim state if it is still as rd read it: on rd's
-// chain (repairOn), or on a new one if rd found none to commit on
-// (replaceChain); else a *RepairRaceError, nothing changed. The races are
-// argued in CLAIMS-APPENDIX.md, "Damage and repair's races, at length".
+// RepairFrom makes st the claim state if it is still as rd read it, else
+// returns a *RepairRaceError, nothing changed (CLAIMS.md, Damage; the races:
+// CLAIMS-APPENDIX.md, "Damage and repair's races, at length").
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	if !rd.usable {
 		return s.replaceChain(ctx, &r, rd, st)
 	}
-	// The lanes of the run read and earlier ones are closed first; a later
-	// run's stay open: its start makes the commit fail (CLAIMS.md, Damage).
+	// A later run's lanes stay open: its start makes the commit fail.
 	upTo := rd.State.Run
 	if mutated("repair-closes-new-run-lanes") {
 		upTo = 0 // every lane, a later run's too
@@ -226,10 +215,11 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 // right to replace what rd read, a new chain of st, every other one and
 // every lane closed, then named in MISC/chain.
 func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
-	if rd.file == nil {
-		// Missing: named by a placeholder, which one process only can make.
-		var err error
-		if rd, err = retryReading(ctx, r, s.placeholder); err != nil {
+	if rd.file == nil { // missing: named by a placeholder, which one process only can make
+		if err := r.Do(ctx, func() (err error) {
+			rd, err = s.placeholder()
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -237,9 +227,8 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 	if err != nil {
 		return err
 	}
-	// Its chain first, then every other closed: of two repairs that hold
-	// rights, the later closer closes the other's (the simulator, seed
-	// 336877 on nfs).
+	// Its chain before the others are closed: of two repairs with rights,
+	// the later closer closes the other's (seed 336877 on nfs).
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
 		c, err = s.newChain(st)
@@ -253,9 +242,7 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		return s.giveUpRight(token, err)
 	}
 	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
-		// The rename may have happened all the same (a lost reply): the
-		// right stays taken.
-		c.close()
+		c.close() // the rename may be made all the same (a lost reply): the right stays taken
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
 	s.adoptChain(c, st, gen)
@@ -272,10 +259,9 @@ func (s *Store) giveUpRight(token string, err error) error {
 	return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 }
 
-// closeRest closes every chain but the new one c, and every lane; it
-// returns c's newest generation: 1 if a run started or IDs taken on an old
-// one since the reading, never moved back, were committed to *st and c
-// (the simulator, seed 348156 on local).
+// closeRest closes every chain but the new one c, then every lane, and
+// returns c's newest generation: 1 if a run or IDs newer than *st's, on a
+// closed chain, were committed to *st and c (seed 348156 on local).
 func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st *State) (int64, error) {
 	last, err := s.closeOthers(ctx, r, c.dir)
 	if err != nil {
@@ -304,8 +290,8 @@ func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
 	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
 }
 
-// commitFirst commits st as generation 1 of the new chain c: a repair's
-// other closing it first (a *RepairRaceError) is the only way to lose.
+// commitFirst commits st as generation 1 of the new chain c: it loses
+// (a *RepairRaceError) only to another repair's closing it.
 func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
 	nonce := newNonce(s.fs)
 	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(st, 1, nonce), nonce)
@@ -329,38 +315,31 @@ func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int6
 	return won, err
 }
 
-// repairOn commits st on rd's chain, as the generation after rd's.
+// repairOn commits st on rd's chain after rd's newest mark, in the first
+// slot not voided; a *RepairRaceError if another commit took it.
 func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 	c := newChain(s.fs, rd.dir)
-	next, err := s.commitAfter(ctx, c, max(rd.gen, rd.top)+1, st)
-	if err != nil {
-		c.close()
-		return err
-	}
-	s.adoptChain(c, st, next)
-	return nil
-}
-
-// commitAfter commits st on c in slot next, or the first after it not
-// voided, and returns it; a *RepairRaceError if another commit took it.
-func (s *Store) commitAfter(ctx context.Context, c *chain, next int64, st State) (int64, error) {
 	nonce := newNonce(s.fs)
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	for {
+	for next := max(rd.gen, rd.top) + 1; ; next++ {
 		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
-		if err != nil || won {
-			return next, err
+		if err == nil && won {
+			s.adoptChain(c, st, next)
+			return nil
 		}
-		// Taken by a commit on what we read (lost), or by a process that
-		// died or stalls before its mark, voided after a while.
-		m, err := c.await(ctx, next)
+		// Lost to a commit on what we read, or to a process that died or
+		// stalls before its mark: voided after a while.
+		m := voided
+		if err == nil {
+			m, err = c.await(ctx, next)
+		}
+		if err == nil && m != voided {
+			err = &RepairRaceError{}
+		}
 		if err != nil {
-			return next, err
+			c.close()
+			return err
 		}
-		if m != voided {
-			return next, &RepairRaceError{}
-		}
-		next++
 	}
 }
 
@@ -372,9 +351,9 @@ func (s *Store) by() string {
 	return "repair"
 }
 
-// placeholder makes the missing MISC/chain an empty file, by O_EXCL create,
-// and returns its reading (the same to all: the same right; damage to any
-// command); a *RepairRaceError if MISC/chain exists.
+// placeholder makes the missing MISC/chain an empty file by O_EXCL create
+// (one right, and damage to any command) and returns its reading; a
+// *RepairRaceError if MISC/chain exists.
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
@@ -428,8 +407,8 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 	return rel, err
 }
 
-// newChain makes a new chain directory whose generation 0 is st. Nobody
-// can know it before it is named in MISC/chain.
+// newChain makes a new chain directory whose generation 0 is st, unknown
+// to others until MISC/chain names it.
 func (s *Store) newChain(st State) (*chain, error) {
 	name := "claims." + newNonce(s.fs)
 	c := newChain(s.fs, filepath.Join(s.misc, name))
@@ -439,8 +418,7 @@ func (s *Store) newChain(st State) (*chain, error) {
 	}
 	nonce := newNonce(s.fs)
 	won, err := c.commit(0, s.repairRecord(st, 0, nonce), nonce)
-	if err == nil && !won {
-		// EEXIST answered a retried mknod of ours: made afresh elsewhere.
+	if err == nil && !won { // our own retried mknod's EEXIST: made afresh elsewhere
 		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
 	}
 	if err != nil {
@@ -506,9 +484,8 @@ func closeChainDir(fsys vfs.FS, dir string) (State, error) {
 	return last, err
 }
 
-// closeChain commits a generation that closes the chain c, the last one:
-// it records, and returns, the run and MaxID of the generation before
-// (zero if none reads), so that a closed chain says them too.
+// closeChain commits a generation that closes the chain c, recording, and
+// returning, the run and MaxID of the generation before (zero if none reads).
 func closeChain(c *chain) (last State, err error) {
 	for {
 		n, err := c.latest(-1)
@@ -535,10 +512,9 @@ func closeChain(c *chain) (last State, err error) {
 		next := c.nextSlot(n)
 		won, err := c.commit(next, closing(next, last, nonce), nonce)
 		if errors.As(err, new(*UndecidedError)) {
-			return State{}, err // transient: the caller tries again, from a new reading
+			return State{}, err // transient: tried again from a new reading
 		}
-		if errors.As(err, new(*DamageError)) {
-			// Its directory gone (checkGone): an ENOENT, which closeChainDir settles.
+		if errors.As(err, new(*DamageError)) { // its directory gone: closeChainDir settles the ENOENT
 			return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
 		}
 		if err != nil {
