@@ -339,7 +339,10 @@ func (s *Store) closeSets(ctx context.Context, st State) error {
 	for _, t := range st.Sets {
 		for l := 0; l < t.Lanes; l++ {
 			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
-			if err := closeLane(ctx, &r, s.fs, dir); err != nil {
+			if err := r.Do(ctx, func() error {
+				_, err := closeChainDir(s.fs, dir)
+				return err
+			}); err != nil {
 				return fmt.Errorf("closing lane %d of run %d's set %s: %w", l, st.Run, t.Dir, err)
 			}
 		}
@@ -347,64 +350,19 @@ func (s *Store) closeSets(ctx context.Context, st State) error {
 	return nil
 }
 
-// closeLane closes the lane whose chain is dir, retried by r.
-func closeLane(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) error {
-	return r.Do(ctx, func() error {
-		_, err := closeChainDir(fsys, dir)
-		return err
-	})
-}
-
 // closeAllLanes closes every lane in MISC of run upTo or an earlier one
 // (every lane if upTo < 1), for a repair, which may not know the run's sets.
 func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int) error {
-	var names []string
-	if err := r.Do(ctx, func() (err error) {
-		names, err = readDir(s.fs, s.misc)
-		return passing(s.fs, s.misc, err)
-	}); err != nil {
-		return fmt.Errorf("listing the lanes to close: %w", err)
-	}
-	for _, name := range names {
-		run, _, _ := strings.Cut(strings.TrimPrefix(name, "lanes."), ".")
-		if n, err := strconv.Atoi(run); !strings.HasPrefix(name, "lanes.") ||
-			upTo >= 1 && err == nil && n > upTo {
-			continue // not lanes, or a later run's, started since the reading
-		}
-		if err := s.closeSetDir(ctx, r, filepath.Join(s.misc, name)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// closeSetDir closes every lane in the set's directory ldir.
-func (s *Store) closeSetDir(ctx context.Context, r *fsretry.Retrier, ldir string) error {
-	var lanes []string
-	if err := r.Do(ctx, func() (err error) {
-		lanes, err = readDir(s.fs, ldir)
-		if errors.Is(err, unix.ENOTDIR) {
-			return nil // a file of that name
-		}
-		// Lanes removed since the listing (by a run start that lost) are closed enough.
-		_, err = goneOr(s.fs, ldir, err)
-		return err
-	}); err != nil {
-		return fmt.Errorf("listing the lanes to close: %w", err)
-	}
-	for _, l := range lanes {
-		if _, err := strconv.Atoi(l); err != nil {
-			continue
-		}
-		dir := filepath.Join(ldir, l)
-		if st, err := vfs.Stat(s.fs, dir); err == nil && !vfs.IsDir(&st) {
-			continue
-		}
-		if err := closeLane(ctx, r, s.fs, dir); err != nil {
-			return fmt.Errorf("closing the lane %s: %w", dir, err)
-		}
-	}
-	return nil
+	_, err := s.closeIn(ctx, r, s.misc, func(name string) bool {
+		run, ok := strings.CutPrefix(name, "lanes.")
+		run, _, _ = strings.Cut(run, ".")
+		n, err := strconv.Atoi(run)
+		return ok && (upTo < 1 || err != nil || n <= upTo) // not a later run's, started since the reading
+	}, func(name string) bool {
+		_, err := strconv.Atoi(name)
+		return err == nil
+	})
+	return err
 }
 
 // laneSet is what a claiming store knows of a set of its run's lanes.

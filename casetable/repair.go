@@ -428,45 +428,68 @@ func (s *Store) newChain(st State) (*chain, error) {
 	return c, nil
 }
 
-// closeOthers closes every chain directory in MISC but keep; it returns the
-// newest run and largest MaxID they held, and fails on any error: a chain
-// left open could go on beside the new one.
+// closeOthers closes every chain in MISC but keep's, and returns the newest
+// run and largest MaxID they held.
 func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) (State, error) {
+	return s.closeIn(ctx, r, s.misc, func(name string) bool {
+		return strings.HasPrefix(name, "claims.") && filepath.Join(s.misc, name) != keep
+	})
+}
+
+// closeIn closes the chain of each directory under dir whose path's names
+// picks take, one a level (a set's lanes: two), and returns the newest run
+// and largest MaxID they held. It fails on any error, as a chain left open
+// could go on beside a new one; one gone since its listing (a set removed
+// by a run start that lost) is closed enough.
+func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, picks ...func(string) bool) (State, error) {
 	var last State
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
-		names, err = readDir(s.fs, s.misc)
-		return passing(s.fs, s.misc, err)
+		names, err = readDir(s.fs, dir)
+		if errors.Is(err, unix.ENOTDIR) {
+			return nil // a file of that name
+		}
+		_, err = goneOr(s.fs, dir, err)
+		return err
 	}); err != nil {
 		return last, fmt.Errorf("listing the chains to close: %w", err)
 	}
 	for _, name := range names {
-		dir := filepath.Join(s.misc, name)
-		if !strings.HasPrefix(name, "claims.") || dir == keep {
-			continue
-		}
-		var st unix.Stat_t
-		removed := false // since the listing
-		if err := r.Do(ctx, func() (err error) {
-			st, err = vfs.Stat(s.fs, dir)
-			removed, err = goneOr(s.fs, dir, err)
-			return err
-		}); err != nil {
-			return last, fmt.Errorf("closing the chain %s: %w", dir, err)
-		}
-		if removed || !vfs.IsDir(&st) {
-			continue
-		}
 		var was State
-		if err := r.Do(ctx, func() (err error) {
-			was, err = closeChainDir(s.fs, dir)
-			return err
-		}); err != nil {
-			return last, fmt.Errorf("closing the chain %s: %w", dir, err)
+		var err error
+		switch path := filepath.Join(dir, name); {
+		case !picks[0](name):
+			continue
+		case len(picks) > 1:
+			if was, err = s.closeIn(ctx, r, path, picks[1:]...); err != nil {
+				return last, err
+			}
+		default:
+			if was, err = closeChainAt(ctx, r, s.fs, path); err != nil {
+				return last, fmt.Errorf("closing the chain %s: %w", path, err)
+			}
 		}
 		last.Run, last.MaxID = max(last.Run, was.Run), max(last.MaxID, was.MaxID)
 	}
 	return last, nil
+}
+
+// closeChainAt closes the chain in dir, if it is a directory still, retried by r.
+func closeChainAt(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) (was State, err error) {
+	var st unix.Stat_t
+	removed := false // since the listing
+	if err := r.Do(ctx, func() (err error) {
+		st, err = vfs.Stat(fsys, dir)
+		removed, err = goneOr(fsys, dir, err)
+		return err
+	}); err != nil || removed || !vfs.IsDir(&st) {
+		return was, err
+	}
+	err = r.Do(ctx, func() (err error) {
+		was, err = closeChainDir(fsys, dir)
+		return err
+	})
+	return was, err
 }
 
 // closeChainDir closes the chain in dir, as closeChain; a directory
