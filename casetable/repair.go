@@ -436,11 +436,9 @@ func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string
 	})
 }
 
-// closeIn closes the chain of each directory under dir whose path's names
-// picks take, one a level (a set's lanes: two), and returns the newest run
-// and largest MaxID they held. It fails on any error, as a chain left open
-// could go on beside a new one; one gone since its listing (a set removed
-// by a run start that lost) is closed enough.
+// closeIn closes the chain of each directory under dir whose names picks take,
+// one a level, and returns the newest run and largest MaxID they held; any
+// error fails it (a chain left open could go on beside a new one).
 func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, picks ...func(string) bool) (State, error) {
 	var last State
 	var names []string
@@ -449,7 +447,7 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 		if errors.Is(err, unix.ENOTDIR) {
 			return nil // a file of that name
 		}
-		_, err = goneOr(s.fs, dir, err)
+		_, err = goneOr(s.fs, dir, err) // a set removed by a run start that lost
 		return err
 	}); err != nil {
 		return last, fmt.Errorf("listing the chains to close: %w", err)
@@ -465,31 +463,20 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 				return last, err
 			}
 		default:
-			if was, err = closeChainAt(ctx, r, s.fs, path); err != nil {
+			if err = r.Do(ctx, func() (err error) {
+				st, err := vfs.Stat(s.fs, path) // gone since the listing: closed enough
+				if removed, err := goneOr(s.fs, path, err); removed || err != nil || !vfs.IsDir(&st) {
+					return err
+				}
+				was, err = closeChainDir(s.fs, path)
+				return err
+			}); err != nil {
 				return last, fmt.Errorf("closing the chain %s: %w", path, err)
 			}
 		}
 		last.Run, last.MaxID = max(last.Run, was.Run), max(last.MaxID, was.MaxID)
 	}
 	return last, nil
-}
-
-// closeChainAt closes the chain in dir, if it is a directory still, retried by r.
-func closeChainAt(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) (was State, err error) {
-	var st unix.Stat_t
-	removed := false // since the listing
-	if err := r.Do(ctx, func() (err error) {
-		st, err = vfs.Stat(fsys, dir)
-		removed, err = goneOr(fsys, dir, err)
-		return err
-	}); err != nil || removed || !vfs.IsDir(&st) {
-		return was, err
-	}
-	err = r.Do(ctx, func() (err error) {
-		was, err = closeChainDir(fsys, dir)
-		return err
-	})
-	return was, err
 }
 
 // closeChainDir closes the chain in dir, as closeChain; a directory
