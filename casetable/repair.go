@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -134,8 +135,7 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	var st State
 	switch err := st.unmarshal(g); {
 	case err == errClosed:
-		rd.usable = false
-		rd.Err = &DamageError{Path: rd.dir, Why: "closed by a 'farm repair' that did not finish"}
+		rd.usable, rd.Err = false, &DamageError{Path: rd.dir, Why: "closed by a 'farm repair' that did not finish"}
 		return nil
 	case err != nil:
 		rd.Err = &DamageError{Path: c.genPath(n), Why: err.Error()}
@@ -192,8 +192,7 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 }
 
 // RepairFrom makes st the claim state if it is still as rd read it, else
-// returns a *RepairRaceError, nothing changed (CLAIMS.md, Damage; the races:
-// CLAIMS-APPENDIX.md, "Damage and repair's races, at length").
+// returns a *RepairRaceError (CLAIMS.md, Damage; CLAIMS-APPENDIX.md, the races).
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -211,9 +210,8 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	return s.repairOn(ctx, rd, st)
 }
 
-// replaceChain is RepairFrom where rd found no chain to commit on: with the
-// right to replace what rd read, a new chain of st, every other one and
-// every lane closed, then named in MISC/chain.
+// replaceChain is RepairFrom where rd found no chain to commit on: with the right,
+// a new chain of st, every other chain and every lane closed, named in MISC/chain.
 func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
 	if rd.file == nil { // missing: named by a placeholder, which one process only can make
 		if err := r.Do(ctx, func() (err error) {
@@ -259,9 +257,9 @@ func (s *Store) giveUpRight(token string, err error) error {
 	return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 }
 
-// closeRest closes every chain but the new one c, then every lane, and
-// returns c's newest generation: 1 if a run or IDs newer than *st's, on a
-// closed chain, were committed to *st and c (seed 348156 on local).
+// closeRest closes every chain but the new one c, then every lane; a run or
+// IDs newer than *st's found closed go to *st and to c as its generation 1
+// (seed 348156 on local), which it returns (else 0).
 func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st *State) (int64, error) {
 	last, err := s.closeOthers(ctx, r, c.dir)
 	if err != nil {
@@ -275,7 +273,12 @@ func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st 
 		return 0, nil
 	}
 	st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
-	return 1, s.commitFirst(ctx, r, c, *st)
+	nonce := newNonce(s.fs)
+	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(*st, 1, nonce), nonce)
+	if err == nil && !won { // lost only to another repair's closing c
+		err = &RepairRaceError{}
+	}
+	return 1, err
 }
 
 // adoptChain makes c the store's chain and st, its generation gen, its state.
@@ -288,17 +291,6 @@ func (s *Store) adoptChain(c *chain, st State, gen int64) {
 // repairRecord is st as generation n's record, committed by this repair.
 func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
 	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
-}
-
-// commitFirst commits st as generation 1 of the new chain c: it loses
-// (a *RepairRaceError) only to another repair's closing it.
-func (s *Store) commitFirst(ctx context.Context, r *fsretry.Retrier, c *chain, st State) error {
-	nonce := newNonce(s.fs)
-	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(st, 1, nonce), nonce)
-	if err == nil && !won {
-		err = &RepairRaceError{}
-	}
-	return err
 }
 
 // commitRetried is a repair's commit of b as generation next, retried by
@@ -344,16 +336,10 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 }
 
 // by is who a repair's commits are by: the job, or "repair".
-func (s *Store) by() string {
-	if s.Job != "" {
-		return s.Job
-	}
-	return "repair"
-}
+func (s *Store) by() string { return cmp.Or(s.Job, "repair") }
 
-// placeholder makes the missing MISC/chain an empty file by O_EXCL create
-// (one right, and damage to any command) and returns its reading; a
-// *RepairRaceError if MISC/chain exists.
+// placeholder makes the missing MISC/chain an empty file by O_EXCL create (one
+// right; damage to others) and returns its reading; a *RepairRaceError if it exists.
 func (s *Store) placeholder() (Reading, error) {
 	path := filepath.Join(s.misc, "chain")
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)

@@ -33,9 +33,8 @@ func (spec RunSpec) moved(st State) bool {
 	return st.Gen != spec.Base || spec.Chain != "" && st.Chain != spec.Chain && !mutated("base-of-any-chain")
 }
 
-// StartRun makes spec's run the current one, if the state is still at
-// generation spec.Base: its set of lanes made, the current run's sets
-// closed, then a compare-and-swap (CLAIMS.md, Start a run).
+// StartRun makes spec's run the current one if the state is still at
+// generation spec.Base (CLAIMS.md, Start a run).
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableID(ctx, &r, spec.Table)
@@ -76,28 +75,24 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		return nil
 	})
 	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
-		// Not committed: nobody knows the sets. (After another error the
-		// commit may have been made, its reply lost: they stay.)
+		// Not committed: nobody knows the sets (after another error they may be known).
 		removeSets(s.fs, s.misc, sets)
 	}
 	return err
 }
 
-// carried is, as before 74be6a6 (the mutant queue-carried-to-next-run),
-// what 'farm add' gave cur's run, made again into sets for spec's.
-func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) []Set {
-	var sets []Set
+// carried is what 'farm add' gave cur's run, made again into sets for
+// spec's, as before 74be6a6 (the mutant queue-carried-to-next-run).
+func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) (sets []Set) {
 	for _, t := range cur.Sets {
 		if t.Table == cur.Table {
 			continue
 		}
 		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-		id, err := s.tableID(ctx, &r, t.Table)
-		if err == nil {
-			t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0)
-		}
-		if err == nil {
-			sets = append(sets, t)
+		if id, err := s.tableID(ctx, &r, t.Table); err == nil {
+			if t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0); err == nil {
+				sets = append(sets, t)
+			}
 		}
 	}
 	return sets
@@ -111,9 +106,8 @@ func (st *State) startRun(spec RunSpec, sets []Set) {
 	}
 }
 
-// CloseRun leaves nothing to claim in run, over table, a run none of whose
-// jobs was submitted: its sets closed, then dropped from the record;
-// ErrMoved if it is not the current run.
+// CloseRun closes, then drops from the record, the sets of run over table,
+// none of whose jobs was submitted; ErrMoved if it is not the current run.
 func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	var cur State
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -123,8 +117,7 @@ func (s *Store) CloseRun(ctx context.Context, run int, table string) error {
 	}); err != nil {
 		return err
 	}
-	// Those the commit drops must be closed: farm add's meanwhile too.
-	for {
+	for { // every set the commit drops closed first: farm add's meanwhile too
 		if cur.Run != run || cur.Table != table {
 			return ErrMoved
 		}
@@ -158,8 +151,7 @@ type Enqueued struct {
 
 // Enqueue writes lines, farm add's cases (cases, the last of ID last), as
 // MISC/table.runN.add.TAG and adds a set over it to the run, first if first
-// (CLAIMS.md, Add a set); a run that cannot take it gets nothing, and Why
-// says why. After an error the commit may have been made: both stay.
+// (CLAIMS.md, Add a set). After an error both stay: the commit may be made.
 func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, cases, last int64, first bool) (Enqueued, error) {
 	q := Enqueued{Table: filepath.Join(filepath.Base(s.misc), fmt.Sprintf("table.run%d.add.%s", run, tag))}
 	path := filepath.Join(s.Dir, q.Table)
@@ -185,9 +177,7 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		} else {
 			st.Sets = append(slices.Clip(st.Sets), set)
 		}
-		st.Cases += cases
-		st.Total += cases
-		st.MaxID = max(st.MaxID, last)
+		st.Cases, st.Total, st.MaxID = st.Cases+cases, st.Total+cases, max(st.MaxID, last)
 		return nil
 	})
 	if errors.Is(err, errNotQueued) {
@@ -207,17 +197,17 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 	return q, nil
 }
 
-// addSet reads the current run and, if it can take cases (notQueued),
-// makes a set for it over table, farm add's, of n cases.
+// addSet reads the current run and, if it can take cases, makes a set for
+// it over table, farm add's, of n cases.
 func (s *Store) addSet(ctx context.Context, table string, n int64) (cur State, set Set, err error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableIDOnce(ctx, &r, table)
 	if err != nil {
-		// Decided before the table's removal: removed, a passing ENOENT
-		// would look gone (the simulator, seed 307690 on gluster-dht).
+		// Looked up before Enqueue removes the table, after which a passing
+		// ENOENT would look gone (seed 307690 on gluster-dht).
 		return cur, set, err
 	}
-	if err := r.Do(ctx, func() error { return s.readBase() }); err != nil {
+	if err := r.Do(ctx, s.readBase); err != nil {
 		return cur, set, err
 	}
 	if cur = s.cur; notQueued(cur) != "" {
@@ -250,9 +240,8 @@ func notQueued(st State) string {
 // errNotQueued: the run cannot take farm add's set (any more).
 var errNotQueued = errors.New("not queued")
 
-// tableIDOnce is tableID, or, as before 2026-11-29 (the mutant
-// add-removes-table-then-looks), tableIDOn once, the table removed on an
-// error before the error is looked up.
+// tableIDOnce is tableID, or, as before b6298cc (the mutant add-removes-table-then-looks),
+// one try, the table removed on an error before it is looked up.
 func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
 	if !mutated("add-removes-table-then-looks") {
 		return s.tableID(ctx, r, table)
@@ -269,8 +258,7 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table strin
 	return t, err
 }
 
-// tableID is a State of table and its identity (tableIDOn), its passing
-// errors (a network filesystem's ENOENT for a name there) retried by r.
+// tableID is a State of table and its identity (tableIDOn), passing errors retried by r.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	if testHook != nil {
