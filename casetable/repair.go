@@ -144,11 +144,10 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 	st.Gen, st.Chain = n, filepath.Base(c.dir)
 	rd.State = st
 	sum, err := s.readLanes(st)
-	if err != nil {
-		return rd.damaged(err)
+	if err == nil {
+		rd.State = sum
 	}
-	rd.State = sum
-	return nil
+	return rd.damaged(err)
 }
 
 // damaged makes err rd.Err if it is a *DamageError (then nil), else returns it.
