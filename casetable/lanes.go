@@ -1,14 +1,12 @@
 package casetable
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,63 +93,20 @@ func blockSize(cases int64) int64 {
 	return max(16, (cases+65535)/65536)
 }
 
-// buildIndex indexes the first size bytes (0: all) of the table at path,
-// read twice: its cases counted, which sizes the blocks, then indexed.
+// buildIndex indexes the first size bytes (0: all) of the table at path in
+// blocks of blockSize (tablefmt.IndexBlocks), for lanes lanes.
 func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	limit := int64(math.MaxInt64)
-	if size > 0 {
-		limit = size
-	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, limit), tablefmt.BufSize(limit))
-	x := &laneIndex{lanes: lanes}
-	cases, err := x.scan(br)
+	b, err := tablefmt.IndexBlocks(f, path, cmp.Or(size, math.MaxInt64), blockSize)
 	if err != nil {
 		return nil, err
 	}
-	x.block, x.cases = blockSize(cases), cases
-	br.Reset(io.NewSectionReader(f, 0, limit))
-	if n, err := x.scan(br); err != nil || n != cases {
-		return nil, cmp.Or(err, fmt.Errorf("%s changed while it was indexed", path))
-	}
-	x.nblocks = int64(len(x.starts))
-	return x, nil
-}
-
-// scan counts br's cases and, if x.block is set, records where each block
-// starts (a line longer than br's buffer is a case by its start).
-func (x *laneIndex) scan(br *bufio.Reader) (int64, error) {
-	var off, lines, cases int64
-	for {
-		line, err := br.ReadSlice('\n')
-		n := int64(len(line))
-		if n > 0 && tablefmt.IsCase(line) {
-			if x.block > 0 && cases%x.block == 0 {
-				x.starts = append(x.starts, off)
-				x.lines = append(x.lines, lines)
-			}
-			cases++
-		}
-		for err == bufio.ErrBufferFull {
-			var more []byte
-			more, err = br.ReadSlice('\n')
-			n += int64(len(more))
-		}
-		if n > 0 {
-			lines++
-		}
-		off += n
-		if err == io.EOF {
-			return cases, nil
-		}
-		if err != nil {
-			return cases, err
-		}
-	}
+	return &laneIndex{lanes: lanes, block: b.Size, cases: b.Cases, starts: b.Starts,
+		lines: b.Lines, nblocks: int64(len(b.Starts))}, nil
 }
 
 // marshal is the index as its file holds it.
