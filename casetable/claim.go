@@ -265,11 +265,12 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		if L.stores[l] == nil {
-			L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
-			L.stores[l].solo = L.x.lanes == 1
+		ls := L.stores[l]
+		if ls == nil {
+			ls = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
+			ls.solo, L.stores[l] = L.x.lanes == 1, ls
 		}
-		cases, exhausted, err := L.stores[l].claimInLane(ctx, L, run, most)
+		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) { // a new run, a close or a repair closed the set
 			L.end = true
 			return nil, nil
