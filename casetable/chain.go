@@ -78,10 +78,15 @@ type chain struct {
 	top     int64          // the newest mark known (commit or void); -1: none
 	pending *pendingCommit // a commit whose mark was tried, outcome unknown (settle)
 
-	log       io.Writer // where a failure to bury is said, once; nil: not said
-	tomb      int       // the tomb buried generations are linked to: tomb, tomb.1, ...
-	buryFails int       // generations that could not be buried
-	buryErr   error     // the first such failure
+	buried burial // the burying of old generations (afterCommit)
+}
+
+// burial is a chain's burying of old generations.
+type burial struct {
+	log   io.Writer // where a failure is said, once; nil: not said
+	tomb  int       // the tomb buried generations are linked to: tomb, tomb.1, ...
+	fails int       // generations that could not be buried
+	first error     // the first such failure
 }
 
 // pendingCommit is a commit of generation n whose slot was taken and content
@@ -236,14 +241,45 @@ func parseChainFile(b []byte) (name string, ok bool) {
 	return s, true
 }
 
+// mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
+// our own mkdir, its reply lost and its request retried.
+func mkdirNew(fsys vfs.FS, dir string) error {
+	err := vfs.Mkdir(fsys, dir, 0o755)
+	if err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+		return err
+	}
+	return nil
+}
+
+// makeChain makes a new chain in dir, a new name, with generation 0 the
+// record gen0 makes with its nonce: nobody knows it until the caller names it.
+func makeChain(fsys vfs.FS, dir string, gen0 func(nonce string) []byte) (*chain, error) {
+	c := newChain(fsys, dir)
+	err := mkdirNew(fsys, dir)
+	if err == nil {
+		nonce := newNonce(fsys)
+		var won bool
+		if won, err = c.commit(0, gen0(nonce), nonce); err == nil && !won {
+			// Nobody else knows the chain: the EEXIST is our own retried mknod's.
+			err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", dir)
+			if !mutated("lane-gen0-eexist-fatal") {
+				err = fsretry.Transient(err)
+			}
+		}
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // createChain makes a new chain and names it in misc/chain, unless misc/chain
 // exists: then it opens that one (another process made it first).
 func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	name := "claims." + newNonce(fsys)
 	dir := filepath.Join(misc, name)
-	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
-	err := vfs.Mkdir(fsys, dir, 0o755)
-	if err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+	if err := mkdirNew(fsys, dir); err != nil {
 		return nil, passing(fsys, misc, err)
 	}
 	if mutated("chain-file-by-link") {
@@ -845,11 +881,11 @@ func (c *chain) afterCommit(n int64) {
 		return
 	}
 	if err := c.bury(n - buryAfter); err != nil {
-		if c.buryFails++; c.buryErr == nil && c.log != nil {
-			fmt.Fprintf(c.log, "farm: could not bury generation %d of the claim "+
+		if c.buried.fails++; c.buried.first == nil && c.buried.log != nil {
+			fmt.Fprintf(c.buried.log, "farm: could not bury generation %d of the claim "+
 				"state (%v): it keeps its inode; farm goes on\n", n-buryAfter, err)
 		}
-		c.buryErr = cmp.Or(c.buryErr, err)
+		c.buried.first = cmp.Or(c.buried.first, err)
 	}
 }
 
@@ -906,7 +942,7 @@ func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
 	for {
-		tomb := tombName(c.tomb)
+		tomb := tombName(c.buried.tomb)
 		err := injected("bury")
 		if err == nil {
 			err = c.fs.Linkat(d, tomb, d, x)
@@ -918,8 +954,8 @@ func (c *chain) entomb(d int, k int64, name string) error {
 			}
 			err = c.fs.Linkat(d, tomb, d, x)
 		}
-		if err == unix.EMLINK && c.tomb+1 < maxTombs {
-			c.tomb++
+		if err == unix.EMLINK && c.buried.tomb+1 < maxTombs {
+			c.buried.tomb++
 			continue
 		}
 		if err != nil {

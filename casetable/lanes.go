@@ -250,32 +250,12 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 	return Set{Dir: name, Lanes: x.lanes, Cases: cases, Table: t.Table}, nil
 }
 
-// mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
-// our own mkdir, its reply lost and its request retried.
-func mkdirNew(fsys vfs.FS, dir string) error {
-	err := vfs.Mkdir(fsys, dir, 0o755)
-	if err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
-		return err
-	}
-	return nil
-}
-
 // makeLane makes a new lane's chain in dir, its generation 0 ls.
 func makeLane(fsys vfs.FS, dir string, ls State) error {
-	c := newChain(fsys, dir)
-	defer c.close()
-	if err := mkdirNew(fsys, c.dir); err != nil {
-		return err
-	}
-	nonce := newNonce(fsys)
-	won, err := c.commit(0, ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce}), nonce)
-	if err == nil && !won {
-		// Nobody else knows the lane: the EEXIST is our own retried mknod's.
-		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new lane exists (a reply lost, its request retried)", c.dir)
-		if !mutated("lane-gen0-eexist-fatal") {
-			err = fsretry.Transient(err)
-		}
-	}
+	c, err := makeChain(fsys, dir, func(nonce string) []byte {
+		return ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce})
+	})
+	c.close()
 	return err
 }
 

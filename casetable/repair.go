@@ -395,22 +395,10 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 // newChain makes a new chain directory whose generation 0 is st, unknown
 // to others until MISC/chain names it.
 func (s *Store) newChain(st State) (*chain, error) {
-	name := "claims." + newNonce(s.fs)
-	c := newChain(s.fs, filepath.Join(s.misc, name))
-	// A new name (a nonce): EEXIST is our own mkdir, its reply lost.
-	if err := vfs.Mkdir(s.fs, c.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, passing(s.fs, s.misc, err)
-	}
-	nonce := newNonce(s.fs)
-	won, err := c.commit(0, s.repairRecord(st, 0, nonce), nonce)
-	if err == nil && !won { // our own retried mknod's EEXIST: made afresh elsewhere
-		err = fsretry.Transient(fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", c.dir))
-	}
-	if err != nil {
-		c.close()
-		return nil, err
-	}
-	return c, nil
+	c, err := makeChain(s.fs, filepath.Join(s.misc, "claims."+newNonce(s.fs)), func(nonce string) []byte {
+		return s.repairRecord(st, 0, nonce)
+	})
+	return c, passing(s.fs, s.misc, err)
 }
 
 // closeOthers closes every chain in MISC but keep's, and returns the newest

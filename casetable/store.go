@@ -96,14 +96,14 @@ func (s *chainStore) close() {
 // saying how many of its generations could not be buried, past the first).
 func (s *chainStore) setChain(ch *chain) {
 	if c := s.ch; c != nil && c != ch {
-		if c.buryFails > 1 {
-			fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buryFails, c.buryErr)
-			c.buryFails = 0
+		if c.buried.fails > 1 {
+			fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buried.fails, c.buried.first)
+			c.buried.fails = 0
 		}
 		c.close()
 	}
 	if ch != nil {
-		ch.log = s.log()
+		ch.buried.log = s.log()
 	}
 	s.ch = ch
 }
