@@ -658,15 +658,11 @@ func (c *chain) void(d int, n int64) error {
 	return nil
 }
 
-// await waits until generation n, whose slot another process took, is
+// awaitPaced waits until generation n, whose slot another process took, is
 // marked, and returns its mark; it voids a slot left unmarked for voidAfter.
-func (c *chain) await(ctx context.Context, n int64) (mark, error) {
-	return c.awaitPaced(ctx, n, 0)
-}
-
-// awaitPaced is await for a claimer whose lost attempt took unit, about what
-// the slot's owner has left to do: its looks start unit/4 apart, not 1 ms,
-// and double up to 100 ms (on saturated cores: BENCHMARKS.md).
+// unit (0: none) is what the caller's lost attempt took, about what the slot's
+// owner has left to do: its looks start unit/4 apart, at least 1 ms, and
+// double up to 100 ms (on saturated cores: BENCHMARKS.md).
 func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (mark, error) {
 	start := c.fs.Now()
 	wait := min(max(unit/4, time.Millisecond), 100*time.Millisecond)

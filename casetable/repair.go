@@ -322,7 +322,7 @@ func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
 		// stalls before its mark: voided after a while.
 		m := voided
 		if err == nil {
-			m, err = c.await(ctx, next)
+			m, err = c.awaitPaced(ctx, next, 0)
 		}
 		if err == nil && m != voided {
 			err = &RepairRaceError{}
@@ -507,7 +507,7 @@ func closeChain(c *chain) (last State, err error) {
 			return last, nil
 		}
 		// Taken (a stalled claimer that resumed): close after it.
-		if _, err := c.await(context.Background(), next); err != nil {
+		if _, err := c.awaitPaced(context.Background(), next, 0); err != nil {
 			return State{}, err
 		}
 	}
