@@ -549,7 +549,7 @@ func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte
 	unit := c.fs.Now().Sub(u.tried)
 	backoff(ctx, c.fs, u.lost, unit)
 	_, err = c.awaitPaced(ctx, n, unit)
-	return false, err
+	return false, cmp.Or(ctx.Err(), err) // cancelled: said so, not the wait's last error
 }
 
 // backoff sleeps a random time below backoffLimit, or until ctx is done;

@@ -3,6 +3,7 @@ package casetable
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -488,4 +489,40 @@ func laneGen(t testing.TB, dir string, l int) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A claim cancelled while it waits for the mark of a slot another took says
+// it was cancelled (the command reports an interruption), not what the
+// wait's last look answered.
+func TestClaimCancelledWhileWaitingSaysSo(t *testing.T) {
+	dir := newFarm(t, 20)
+	st := NewStore(dir, filepath.Join(dir, "MISC"))
+	defer st.Close()
+	if _, err := st.Claim(context.Background(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	ls := st.laneStore()
+	next := ls.gen + 1 // taken by a claimer that stalls before its mark
+	if err := unix.Mknod(ls.ch.segPath(next, slotName(next)), unix.S_IFREG|0o644, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The look at the mark fails (EIO) as the claim is cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fault = func(op string) error {
+		if op != "lookup" {
+			return nil
+		}
+		cancel()
+		return syscall.EIO
+	}
+	defer func() { fault = nil }()
+	var log strings.Builder
+	st.Log = &log
+	if _, err := st.Claim(ctx, 1, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("a claim cancelled while it waited for another's mark: %v; want the cancellation", err)
+	}
+	if strings.Contains(log.String(), "retrying") {
+		t.Errorf("a cancelled claim said it retries: %q", log.String())
+	}
 }
