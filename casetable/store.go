@@ -294,7 +294,10 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
 	switch {
-	case err == errAgain || err != nil && !errors.As(err, new(*DamageError)):
+	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
+		u.stale = true
+		return errAgain
+	case err != nil && !errors.As(err, new(*DamageError)):
 		// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
 		u.stale = true
 		return u.again(err)
