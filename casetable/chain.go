@@ -432,13 +432,22 @@ var errInconsistent = fsretry.Transient(errors.New("the claim state's marks look
 func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0) }
 
 // latestNear is latest for a caller that expects the newest about near past
-// from: it looks there first (guess), which orders the lookups, not the answer.
+// from: it looks up from+near first, and the one below if not marked, which
+// orders the lookups, not the answer (with near < 2, or from unknown, no such look).
 func (c *chain) latestNear(from, near int64) (int64, error) {
 	// A gallop finds the newest in 2·log2(distance) lookups.
 	from = max(from, c.top)
-	lo, loMark, hi, err := c.guess(from, near) // lo marked (or -1), hi not (or -1)
-	if err != nil {
-		return 0, err
+	lo, loMark, hi := from, unmarked, int64(-1) // lo marked (or -1), hi not (or -1)
+	for g := from + near; from >= 0 && near >= 2 && g >= from+near-1; g-- {
+		m, err := c.marker(g)
+		if err != nil {
+			return 0, err
+		}
+		if m != unmarked {
+			lo, loMark = g, m
+			break
+		}
+		hi = g
 	}
 	// Gallop (lo+1, lo+2, lo+4, ...) until a generation is not marked, then bisect.
 	for step := int64(1); hi < 0 || hi-lo > 1; step *= 2 {
@@ -481,25 +490,6 @@ func (c *chain) belowVoids(n int64) (int64, error) {
 		}
 	}
 	return -1, nil
-}
-
-// guess looks up from+near, and the one below if not marked: it returns the
-// highest found marked (lo and its mark; else from) and the lowest found not
-// (hi; -1 if none). With near < 2, or from unknown, it looks up nothing.
-func (c *chain) guess(from, near int64) (lo int64, loMark mark, hi int64, err error) {
-	lo, loMark, hi = from, unmarked, -1
-	if from < 0 || near < 2 {
-		return lo, loMark, hi, nil
-	}
-	g := from + near
-	m, err := c.marker(g)
-	if err != nil || m != unmarked {
-		return g, m, -1, err
-	}
-	if m, err = c.marker(g - 1); err != nil || m != unmarked {
-		return g - 1, m, g, err
-	}
-	return lo, loMark, g - 1, nil
 }
 
 // nextSlot is the generation the next commit on generation gen (the newest
