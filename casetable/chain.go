@@ -174,44 +174,32 @@ func newNonce(fsys vfs.FS) string {
 	return fmt.Sprintf("%016x", fsys.Rand())
 }
 
-// openChain opens the chain named by misc/chain; ErrNoState if there is none.
+// openChain opens the chain named by misc/chain: ErrNoState if misc/chain is
+// certainly gone, a transient error if it may only seem so.
 func openChain(fsys vfs.FS, misc string) (*chain, error) {
-	b, err := readChainFile(fsys, misc)
-	if err != nil {
-		return nil, err
-	}
-	name, ok := parseChainFile(b)
-	for try := 0; !ok && try < chainRereads && unfinished(b); try++ {
+	path := filepath.Join(misc, "chain")
+	for try := 0; ; try++ {
+		b, err := vfs.ReadFile(fsys, path)
+		switch {
+		case os.IsNotExist(err) && (mutated("no-state-ends-claims") || gone(fsys, path)):
+			return nil, ErrNoState
+		case os.IsNotExist(err):
+			return nil, fsretry.Transient(err)
+		case errors.Is(err, unix.EISDIR):
+			return nil, &DamageError{Path: path, Why: "a directory, not a file"}
+		case err != nil:
+			return nil, err
+		}
+		if name, ok := parseChainFile(b); ok {
+			return newChain(fsys, filepath.Join(misc, name)), nil
+		}
+		if try >= chainRereads || !unfinished(b) {
+			return nil, &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
+		}
 		// Just made by O_EXCL create and not yet written, or cached so
 		// (createChain): read again, past the caches. Empty for good: damage.
 		fsys.Sleep(context.Background(), 100*time.Millisecond)
-		if b, err = readChainFile(fsys, misc); err != nil {
-			return nil, err
-		}
-		name, ok = parseChainFile(b)
 	}
-	if !ok {
-		why := fmt.Sprintf("unreadable content %.40q", b)
-		return nil, &DamageError{Path: filepath.Join(misc, "chain"), Why: why}
-	}
-	return newChain(fsys, filepath.Join(misc, name)), nil
-}
-
-// readChainFile reads misc/chain: ErrNoState if it is certainly gone, a
-// transient error if it may only seem so.
-func readChainFile(fsys vfs.FS, misc string) ([]byte, error) {
-	path := filepath.Join(misc, "chain")
-	b, err := vfs.ReadFile(fsys, path)
-	if os.IsNotExist(err) {
-		if !mutated("no-state-ends-claims") && !gone(fsys, path) {
-			return nil, fsretry.Transient(err)
-		}
-		return nil, ErrNoState
-	}
-	if errors.Is(err, unix.EISDIR) {
-		return nil, &DamageError{Path: path, Why: "a directory, not a file"}
-	}
-	return b, err
 }
 
 // chainRereads is how many times openChain reads an unfinished MISC/chain
@@ -285,25 +273,16 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	if mutated("chain-file-by-link") {
 		return linkChain(fsys, misc, name)
 	}
-	for try := 0; ; try++ {
+	for range chainRemakes + 1 {
 		made, err := makeChainFile(fsys, misc, name)
 		if err != nil {
 			return nil, err
 		}
 		c, err := openChain(fsys, misc)
-		if errors.Is(err, ErrNoState) && !made {
+		if errors.Is(err, ErrNoState) && !made && !mutated("chain-made-once") {
 			// Another process made MISC/chain, then removed it unwritten
 			// (its disk was full): make it again.
-			if mutated("chain-made-once") {
-				return nil, err
-			}
-			if try < chainRemakes {
-				continue
-			}
-			// Not ErrNoState: the farm is being submitted.
-			err = fsretry.Transient(fmt.Errorf("%s/chain was made by another process and "+
-				"removed unwritten %d times (its disk full?): free space on the farm's "+
-				"filesystem and run the command again", misc, try+1))
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -313,6 +292,10 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		}
 		return c, nil
 	}
+	// Not ErrNoState: the farm is being submitted.
+	return nil, fsretry.Transient(fmt.Errorf("%s/chain was made by another process and "+
+		"removed unwritten %d times (its disk full?): free space on the farm's "+
+		"filesystem and run the command again", misc, chainRemakes+1))
 }
 
 // chainRemakes is how many times createChain makes MISC/chain again after
