@@ -773,75 +773,62 @@ func (c *chain) checkGone(err error) error {
 }
 
 // noGeneration is what latest's finding no generation on c means: damage if
-// its directory is gone; errInconsistent if not certainly empty, even if every
-// mark found is a void (a passing ENOENT: seed 610 on gluster-dht); else nil.
+// its directory is gone; errInconsistent if not certainly empty (its first
+// mark, or its first segment, gone), even if every mark found is a void (a
+// passing ENOENT: seed 610 on gluster-dht); else nil.
 func (c *chain) noGeneration() error {
-	if gone(c.fs, c.dir) {
-		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
-	}
-	if !c.empty() {
-		return errInconsistent
-	}
-	return nil
-}
-
-// empty reports whether the chain certainly has no generation yet, which
-// latest found none of: its first mark, or its first segment, is gone.
-func (c *chain) empty() bool {
 	seg := filepath.Join(c.dir, segName(0))
-	if mutated("one-look-is-gone") {
-		return true
+	switch {
+	case gone(c.fs, c.dir):
+		return &DamageError{Path: c.dir, Why: "the chain directory is gone"}
+	case mutated("one-look-is-gone") || gone(c.fs, filepath.Join(seg, markName(0))) || gone(c.fs, seg):
+		return nil
 	}
-	return gone(c.fs, filepath.Join(seg, markName(0))) || gone(c.fs, seg)
+	return errInconsistent
 }
 
 // gone reports whether path is certainly not there, not a passing ENOENT: it
-// is not found goneLooks times nor listed, or its parent is gone (CLAIMS.md, "Damage").
+// is not found goneLooks times nor listed by its parent (or the parent cannot
+// be listed now), or its parent is gone, looking up to 3 parents up (CLAIMS.md, "Damage").
 func gone(fsys vfs.FS, path string) bool {
-	return goneAt(fsys, path, 3)
-}
-
-// goneAt is gone, looking up to depth parents up.
-func goneAt(fsys vfs.FS, path string, depth int) bool {
 	looks := goneLooks
 	if mutated("one-look-is-gone") {
 		looks = 1
 	}
-	parent, parentFound := filepath.Dir(path), 0
-	for range looks {
-		if _, err := vfs.Stat(fsys, path); !errors.Is(err, fs.ErrNotExist) {
+	for depth := 3; ; depth-- {
+		parent, parentFound := filepath.Dir(path), 0
+		for range looks {
+			if _, err := vfs.Stat(fsys, path); !errors.Is(err, fs.ErrNotExist) {
+				return false
+			}
+			_, perr := vfs.Stat(fsys, parent)
+			switch {
+			case perr == nil:
+				parentFound++
+			case !errors.Is(perr, fs.ErrNotExist):
+				return false
+			}
+		}
+		if parentFound == looks {
+			// A GlusterFS listing is read from a brick that is up: 8 passing
+			// ENOENTs would otherwise take a lane for gone (seed 3609 on gluster).
+			if mutated("gone-without-listing") {
+				return true
+			}
+			names, err := vfs.ReadDirNames(fsys, parent)
+			return err == nil && !slices.Contains(names, filepath.Base(path))
+		}
+		// The parent not found, once or every time: gone only if it is too.
+		if parentFound != 0 || depth == 0 || parent == path {
 			return false
 		}
-		_, perr := vfs.Stat(fsys, parent)
-		switch {
-		case perr == nil:
-			parentFound++
-		case !errors.Is(perr, fs.ErrNotExist):
-			return false
-		}
+		path = parent
 	}
-	if parentFound == looks {
-		// A GlusterFS listing is read from a brick that is up: 8 passing
-		// ENOENTs would otherwise take a lane for gone (seed 3609 on gluster).
-		return !listed(fsys, path)
-	}
-	// The parent not found, once or every time: gone only if it is too.
-	return parentFound == 0 && depth > 0 && parent != path && goneAt(fsys, parent, depth-1)
 }
 
 // goneLooks is how many lookups gone makes of a name: a passing ENOENT in
 // every one, at one in two, is a chance in 256 (then the listing decides).
 const goneLooks = 8
-
-// listed reports whether path's parent lists it, or cannot be listed now
-// (then it may).
-func listed(fsys vfs.FS, path string) bool {
-	if mutated("gone-without-listing") {
-		return false
-	}
-	names, err := vfs.ReadDirNames(fsys, filepath.Dir(path))
-	return err != nil || slices.Contains(names, filepath.Base(path))
-}
 
 // afterCommit buries the generation buryAfter back. A failure costs an inode
 // but is said: the first in the log, their count when the store is closed.

@@ -190,9 +190,7 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	if !errors.Is(err, unix.ENOENT) || fsretry.IsTransient(err) {
 		return false, err
 	}
-	if testHook != nil {
-		testHook("gone", path)
-	}
+	hookAt("gone", path)
 	if gone(fsys, path) {
 		return true, nil
 	}
