@@ -75,8 +75,8 @@ type chain struct {
 	sfd  *vfs.File // the segment directory sseg, opened O_PATH
 	sseg int64
 
-	top     int64          // the newest mark known (commit or void); -1: none
-	pending *pendingCommit // a commit whose mark was tried, outcome unknown (settle)
+	top     int64 // the newest mark known (commit or void); -1: none
+	pending int64 // a commit whose mark was tried, outcome unknown (settle): its generation; -1: none
 
 	buried burial // the burying of old generations (afterCommit)
 }
@@ -88,10 +88,6 @@ type burial struct {
 	fails int       // generations that could not be buried
 	first error     // the first such failure
 }
-
-// pendingCommit is a commit of generation n whose slot was taken and content
-// written, and whose mark may have been made.
-type pendingCommit struct{ n int64 }
 
 // openDir opens a directory for the *at calls only (O_PATH: no open at the
 // server, nothing to flush on close).
@@ -216,7 +212,7 @@ func unfinished(b []byte) bool {
 
 // newChain returns the chain in directory dir; it does no I/O.
 func newChain(fsys vfs.FS, dir string) *chain {
-	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1}
+	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1, pending: -1}
 }
 
 // parseChainFile reads MISC/chain's content: the chain directory it names.
@@ -508,7 +504,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte, nonce string) (bool, error) {
 	won, err := c.commit(n, b, nonce)
 	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
-		c.dropPending()
+		c.pending = -1 // given up: if its mark was made, its cases were never started
 		return false, errAgain
 	}
 	// A commit of unknown outcome is settled, not made again: it may be ours.
@@ -552,7 +548,7 @@ var voidAfter = func() time.Duration {
 // (CLAIMS.md, "Commit"): false with no error if another took slot n, or voided it.
 // After an Undecided error the caller settles it, never commits anew on its base.
 func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
-	c.dropPending()
+	c.pending = -1
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {
 		return false, c.checkGone(err)
@@ -585,7 +581,7 @@ func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
 		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
 	}
-	c.pending = &pendingCommit{n: n}
+	c.pending = n
 	hookAt("mark", c.dir)
 	return c.decide(d, c.mark(d, n)) // step 3, the mark
 }
@@ -671,11 +667,10 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 // settle goes on with the pending commit (see commit): it finds out
 // whether its mark was made, and makes it if it certainly was not.
 func (c *chain) settle() (bool, error) {
-	p := c.pending
-	if p == nil {
+	if c.pending < 0 {
 		return false, errors.New("no commit to settle")
 	}
-	d, err := c.segFD(p.n, false)
+	d, err := c.segFD(c.pending, false)
 	if err != nil {
 		return false, undecided(c.checkGone(err))
 	}
@@ -686,38 +681,34 @@ func (c *chain) settle() (bool, error) {
 // the result merr, from the mark, not merr (a reply may be lost: CLAIMS.md,
 // "Outcomes decided from the filesystem"). No mark is made again.
 func (c *chain) decide(d int, merr error) (bool, error) {
-	p := c.pending
-	if mutated("reply-decides") {
+	n := c.pending
+	if merr == nil || mutated("reply-decides") {
 		return c.decided(merr == nil), nil
 	}
-	if merr == nil {
-		return c.decided(true), nil
-	}
-	m, err := c.marker(p.n)
+	m, err := c.marker(n)
 	switch {
 	case err != nil:
 		return false, undecided(err)
-	case m == committed:
-		return c.decided(true), nil
-	case m == voided:
-		return c.decided(false), nil
+	case m != unmarked:
+		return c.decided(m == committed), nil
 	}
-	// No mark: make it again, unless its error says it never can be.
+	// No mark: make it again, unless its error says it never can be (then
+	// the commit is given up: no mark, no cases started).
 	if merr == unix.ENOENT {
 		if err := c.checkGone(merr); !fsretry.IsTransient(err) {
-			c.dropPending()
+			c.pending = -1
 			return false, err
 		}
-		if d, err = c.segFD(p.n, false); err != nil {
+		if d, err = c.segFD(n, false); err != nil {
 			return false, undecided(c.checkGone(err))
 		}
 	} else if merr != unix.EEXIST && !fsretry.IsTransient(merr) {
-		c.dropPending()
-		return false, c.segErr("mknod", p.n, markName(p.n), merr)
+		c.pending = -1
+		return false, c.segErr("mknod", n, markName(n), merr)
 	}
 	hookAt("mark", c.dir)
-	if err := c.mark(d, p.n); err != nil {
-		return false, undecided(c.segErr("mknod", p.n, markName(p.n), err))
+	if err := c.mark(d, n); err != nil {
+		return false, undecided(c.segErr("mknod", n, markName(n), err))
 	}
 	return c.decided(true), nil
 }
@@ -726,22 +717,18 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 // is removed (one left behind costs an inode): generation n's content and
 // mark are what stops anyone from making it again.
 func (c *chain) decided(won bool) bool {
-	p := c.pending
-	c.pending = nil
-	c.top = max(c.top, p.n)
-	if sd, err := c.segFD(p.n, false); err == nil { // the caller's may be closed
-		c.fs.Unlinkat(sd, slotName(p.n), 0)
+	n := c.pending
+	c.pending = -1
+	c.top = max(c.top, n)
+	if sd, err := c.segFD(n, false); err == nil { // the caller's may be closed
+		c.fs.Unlinkat(sd, slotName(n), 0)
 	}
 	if won {
 		hookAt("marked", c.dir)
-		c.afterCommit(p.n)
+		c.afterCommit(n)
 	}
 	return won
 }
-
-// dropPending forgets a pending commit whose outcome no longer matters (the
-// caller gave up): if its mark was made, its cases were never started.
-func (c *chain) dropPending() { c.pending = nil }
 
 // UndecidedError says a commit's mark may or may not have been made: the
 // filesystem could not be asked. It is transient (fsretry).

@@ -52,6 +52,6 @@ func linkCommitMutant(c *chain, d int, n int64, b []byte) (bool, error) {
 	if err := c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644); err != nil && err != unix.EEXIST {
 		return false, c.checkGone(err)
 	}
-	c.pending = &pendingCommit{n: n}
+	c.pending = n
 	return c.decided(true), nil
 }
