@@ -119,10 +119,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	if c.sfd != nil && c.sseg == seg {
 		return c.sfd.Fd, nil
 	}
-	if c.sfd != nil {
-		c.sfd.Close()
-		c.sfd = nil
-	}
+	closeFile(&c.sfd)
 	d, err := c.dirFD()
 	if err != nil {
 		return -1, err
@@ -148,13 +145,15 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 // forget drops the open descriptors after an error: the next operation opens
 // the directories again by name (a directory made again, a stale handle).
 func (c *chain) forget() {
-	if c.sfd != nil {
-		c.sfd.Close()
-		c.sfd = nil
-	}
-	if c.dfd != nil {
-		c.dfd.Close()
-		c.dfd = nil
+	closeFile(&c.sfd)
+	closeFile(&c.dfd)
+}
+
+// closeFile closes *f, if open, and forgets it.
+func closeFile(f **vfs.File) {
+	if *f != nil {
+		(*f).Close()
+		*f = nil
 	}
 }
 

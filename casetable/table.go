@@ -30,15 +30,9 @@ type tableCheck struct {
 // drop closes the table and the directory the check keeps open (ESTALE, or for good).
 func (s *tableCheck) drop() {
 	s.checked = tableID{}
-	if s.table != nil {
-		s.table.Close()
-		s.table = nil
-	}
+	closeFile(&s.table)
 	s.rd.Reset(nil, "")
-	if s.dirFD != nil {
-		s.dirFD.Close()
-		s.dirFD = nil
-	}
+	closeFile(&s.dirFD)
 }
 
 // open makes s.table the open table of st (again, if fresh).
@@ -46,10 +40,7 @@ func (s *tableCheck) open(table string, fresh bool) error {
 	if s.table != nil && s.tname == table && !fresh {
 		return nil
 	}
-	if s.table != nil {
-		s.table.Close()
-		s.table = nil
-	}
+	closeFile(&s.table)
 	path := filepath.Join(s.farm, table)
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
