@@ -238,16 +238,16 @@ func mkdirNew(fsys vfs.FS, dir string) error {
 // record gen0 makes with its nonce: nobody knows it until the caller names it.
 func makeChain(fsys vfs.FS, dir string, gen0 func(nonce string) []byte) (*chain, error) {
 	c := newChain(fsys, dir)
-	err := mkdirNew(fsys, dir)
-	if err == nil {
-		nonce := newNonce(fsys)
-		var won bool
-		if won, err = c.commit(0, gen0(nonce), nonce); err == nil && !won {
-			// Nobody else knows the chain: the EEXIST is our own retried mknod's.
-			err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", dir)
-			if !mutated("lane-gen0-eexist-fatal") {
-				err = fsretry.Transient(err)
-			}
+	if err := mkdirNew(fsys, dir); err != nil {
+		return nil, err // nothing of c open yet
+	}
+	nonce := newNonce(fsys)
+	won, err := c.commit(0, gen0(nonce), nonce)
+	if err == nil && !won {
+		// Nobody else knows the chain: the EEXIST is our own retried mknod's.
+		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", dir)
+		if !mutated("lane-gen0-eexist-fatal") {
+			err = fsretry.Transient(err)
 		}
 	}
 	if err != nil {
@@ -513,20 +513,16 @@ func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte
 	if err != nil || won {
 		return won, err
 	}
+	// Back off: a random pause below backoffLimit, unit what the lost attempt took.
 	u.lost++
 	unit := c.fs.Now().Sub(u.tried)
-	backoff(ctx, c.fs, u.lost, unit)
+	c.fs.Sleep(ctx, time.Duration(c.fs.Rand()%uint64(backoffLimit(u.lost, unit))))
 	_, err = c.awaitPaced(ctx, n, unit)
 	return false, cmp.Or(ctx.Err(), err) // cancelled: said so, not the wait's last error
 }
 
-// backoff sleeps a random time below backoffLimit, or until ctx is done;
-// unit is what the attempt that lost took (CLAIMS-APPENDIX.md).
-func backoff(ctx context.Context, fsys vfs.FS, lost int, unit time.Duration) {
-	fsys.Sleep(ctx, time.Duration(fsys.Rand()%uint64(backoffLimit(lost, unit))))
-}
-
-// backoffLimit is unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
+// backoffLimit is the bound of a lost commit's random pause (CLAIMS-APPENDIX.md):
+// unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
 func backoffLimit(lost int, unit time.Duration) time.Duration {
 	const most = 2 * time.Second
 	unit = min(max(unit, time.Millisecond), most)
@@ -831,14 +827,6 @@ func (c *chain) afterCommit(n int64) {
 	}
 }
 
-// tombName is the name of the segment's tomb number i: tomb, tomb.1, ...
-func tombName(i int) string {
-	if i == 0 {
-		return "tomb"
-	}
-	return "tomb." + strconv.Itoa(i)
-}
-
 // maxTombs bounds the tombs of a segment: SegmentSize links need few tombs
 // even where a file may have only a few hundred links.
 const maxTombs = 64
@@ -884,7 +872,10 @@ func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
 	for {
-		tomb := tombName(c.buried.tomb)
+		tomb := "tomb" // then tomb.1, tomb.2, ...
+		if c.buried.tomb > 0 {
+			tomb += "." + strconv.Itoa(c.buried.tomb)
+		}
 		err := injected("bury")
 		if err == nil {
 			err = c.fs.Linkat(d, tomb, d, x)
