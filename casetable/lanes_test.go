@@ -42,7 +42,7 @@ func startLaneRunFor(t testing.TB, dir string, run, lanes, jobs int) State {
 		t.Fatal(err)
 	}
 	id := State{Table: "table.dat"}
-	if id.TSize, id.TIno, id.TFP, err = TableID(filepath.Join(dir, "table.dat")); err != nil {
+	if id.TSize, id.TIno, id.TFP, err = tableIDOn(vfs.OS{}, filepath.Join(dir, "table.dat")); err != nil {
 		t.Fatal(err)
 	}
 	n, err := CountCases(filepath.Join(dir, "table.dat"))

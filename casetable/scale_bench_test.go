@@ -349,7 +349,7 @@ func goid() uint64 {
 
 // scaleFarm makes a farm in a new directory under base, with run 1 started
 // on a private copy of a table of n cases (as farm submit starts it:
-// casetable.TableID recorded, the cursor at 0). It returns the farm
+// tableIDOn recorded, the cursor at 0). It returns the farm
 // directory and a function that removes it.
 func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	b.Helper()
@@ -377,7 +377,7 @@ func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 		b.Fatal(err)
 	}
 	fh.Close()
-	size, ino, fp, err := TableID(filepath.Join(dir, table))
+	size, ino, fp, err := tableIDOn(vfs.OS{}, filepath.Join(dir, table))
 	if err != nil {
 		b.Fatal(err)
 	}

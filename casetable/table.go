@@ -209,12 +209,7 @@ func fileID(f *vfs.File) (int64, uint64, error) {
 	return st.Size, st.Ino, nil
 }
 
-// TableID returns what a run records of its table at path: its size, inode and fingerprint.
-func TableID(path string) (size int64, ino uint64, fp string, err error) {
-	return tableIDOn(vfs.OS{}, path)
-}
-
-// tableIDOn is TableID on fsys.
+// tableIDOn returns what a run records of its table at path: its size, inode and fingerprint.
 func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
