@@ -871,7 +871,7 @@ func (c *chain) bury(k int64) error {
 func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)
-	for {
+	for ; ; c.buried.tomb++ {
 		tomb := "tomb" // then tomb.1, tomb.2, ...
 		if c.buried.tomb > 0 {
 			tomb += "." + strconv.Itoa(c.buried.tomb)
@@ -887,14 +887,12 @@ func (c *chain) entomb(d int, k int64, name string) error {
 			}
 			err = c.fs.Linkat(d, tomb, d, x)
 		}
-		if err == unix.EMLINK && c.buried.tomb+1 < maxTombs {
-			c.buried.tomb++
-			continue
+		if err == nil {
+			break
 		}
-		if err != nil {
+		if err != unix.EMLINK || c.buried.tomb+1 >= maxTombs {
 			return &os.LinkError{Op: "link", Old: c.segPath(k, tomb), New: x, Err: err}
 		}
-		break
 	}
 	if err := c.fs.Renameat(d, x, d, name); err != nil {
 		c.fs.Unlinkat(d, x, 0)
