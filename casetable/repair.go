@@ -105,9 +105,7 @@ func (s *Store) inspect() (Reading, error) {
 // inspectChain reads the newest generation of rd's chain c, and its lanes
 // (a damaged lane is damage to the run), into rd.
 func (s *Store) inspectChain(rd *Reading, c *chain) error {
-	if testHook != nil {
-		testHook("inspect", rd.dir)
-	}
+	hookAt("inspect", rd.dir)
 	n, err := c.latest(-1)
 	if err != nil {
 		return err

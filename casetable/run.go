@@ -247,9 +247,7 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table strin
 		return s.tableID(ctx, r, table)
 	}
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
-	if testHook != nil {
-		testHook("table", path)
-	}
+	hookAt("table", path)
 	var err error
 	if t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path); err != nil {
 		vfs.Remove(s.fs, path)
@@ -261,9 +259,7 @@ func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table strin
 // tableID is a State of table and its identity (tableIDOn), passing errors retried by r.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
-	if testHook != nil {
-		testHook("table", path)
-	}
+	hookAt("table", path)
 	err := r.Do(ctx, func() (err error) {
 		t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path)
 		return passing(s.fs, path, err)
