@@ -121,27 +121,20 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 		rd.Err = ErrNoState
 		return nil
 	}
-	g, err := c.read(n)
-	if os.IsNotExist(err) {
+	cs := chainStore{ch: c} // its load reads generation n as a claim's store does
+	switch err := cs.load(n); {
+	case os.IsNotExist(err):
 		// Retried if passing; if the chain is gone, damage not to commit on.
 		rd.usable = false
 		return rd.damaged(c.checkGone(err))
-	}
-	if err != nil {
-		return err
-	}
-	var st State
-	switch err := st.unmarshal(g); {
 	case err == errClosed:
 		rd.usable, rd.Err = false, &DamageError{Path: rd.dir, Why: "closed by a 'farm repair' that did not finish"}
 		return nil
 	case err != nil:
-		rd.Err = &DamageError{Path: c.genPath(n), Why: err.Error()}
-		return nil
+		return rd.damaged(err) // a generation that does not parse is damage
 	}
-	st.Gen, st.Chain = n, filepath.Base(c.dir)
-	rd.State = st
-	sum, err := s.readLanes(st)
+	rd.State = cs.cur
+	sum, err := s.readLanes(cs.cur)
 	if err == nil {
 		rd.State = sum
 	}
