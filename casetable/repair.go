@@ -57,49 +57,44 @@ var readDir = vfs.ReadDirNames
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
-		rd, err := s.inspect()
-		if err == nil || !r.Again(ctx, err) {
+		rd := Reading{gen: -1}
+		if err := s.inspect(&rd); err == nil || !r.Again(ctx, err) {
 			return rd, err
 		}
 	}
 }
 
-// inspect is one try of Inspect: MISC/chain, then the chain it names.
-func (s *Store) inspect() (Reading, error) {
-	rd := Reading{gen: -1}
+// inspect is one try of Inspect: MISC/chain, then the chain it names, into rd.
+func (s *Store) inspect(rd *Reading) error {
 	path := filepath.Join(s.misc, "chain")
 	b, ino, err := readFileIno(s.fs, path)
 	switch {
 	case errors.Is(err, unix.EISDIR):
 		rd.isDir, rd.ino, rd.file = true, ino, []byte{}
-		rd.Err = &DamageError{Path: path, Why: "a directory, not a file"}
-		return rd, nil
+		return rd.damaged(&DamageError{Path: path, Why: "a directory, not a file"})
 	case os.IsNotExist(err) && fsretry.IsTransient(passing(s.fs, path, err)):
-		return rd, fsretry.Transient(err) // a passing ENOENT: read again
+		return fsretry.Transient(err) // a passing ENOENT: read again
 	case os.IsNotExist(err):
 		rd.Err = ErrNoState
-		return rd, nil
+		return nil
 	case err != nil:
-		return rd, err
+		return err
 	}
 	rd.file, rd.ino = b, ino
 	name, ok := parseChainFile(b)
 	if !ok {
-		rd.Err = &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
-		return rd, nil
+		return rd.damaged(&DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)})
 	}
 	rd.dir = filepath.Join(s.misc, name)
 	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
 		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
-			return rd, err // a passing ENOENT: read again
+			return err // a passing ENOENT: read again
 		}
-		rd.Err = &DamageError{Path: rd.dir, Why: "the chain directory is gone"}
-		return rd, nil
+		return rd.damaged(&DamageError{Path: rd.dir, Why: "the chain directory is gone"})
 	}
 	c := newChain(s.fs, rd.dir)
 	defer c.close()
-	err = s.inspectChain(&rd, c)
-	return rd, err
+	return s.inspectChain(rd, c)
 }
 
 // inspectChain reads the newest generation of rd's chain c, and its lanes
