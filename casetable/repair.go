@@ -177,7 +177,8 @@ func (s *Store) Repair(ctx context.Context, st State) error {
 }
 
 // RepairFrom makes st the claim state if it is still as rd read it, else
-// returns a *RepairRaceError (CLAIMS.md, Damage; CLAIMS-APPENDIX.md, the races).
+// returns a *RepairRaceError (CLAIMS.md, Damage; CLAIMS-APPENDIX.md, the races):
+// on rd's chain, after its newest mark, in the first slot not voided, or on a new one.
 func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	st.Repair = newNonce(s.fs) // a meta-job that resumes tells the rebuilt state by it
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
@@ -192,7 +193,28 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	if err := s.closeAllLanes(ctx, &r, upTo); err != nil {
 		return err
 	}
-	return s.repairOn(ctx, rd, st)
+	c := newChain(s.fs, rd.dir)
+	nonce := newNonce(s.fs)
+	for next := max(rd.gen, rd.top) + 1; ; next++ {
+		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
+		if err == nil && won {
+			s.adoptChain(c, st, next)
+			return nil
+		}
+		// Lost to a commit on what we read, or to a process that died or
+		// stalls before its mark: voided after a while.
+		m := voided
+		if err == nil {
+			m, err = c.awaitPaced(ctx, next, 0)
+		}
+		if err == nil && m != voided {
+			err = &RepairRaceError{}
+		}
+		if err != nil {
+			c.close()
+			return err
+		}
+	}
 }
 
 // replaceChain is RepairFrom where rd found no chain to commit on: with the right,
@@ -290,34 +312,6 @@ func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int6
 		}
 	}
 	return won, err
-}
-
-// repairOn commits st on rd's chain after rd's newest mark, in the first
-// slot not voided; a *RepairRaceError if another commit took it.
-func (s *Store) repairOn(ctx context.Context, rd Reading, st State) error {
-	c := newChain(s.fs, rd.dir)
-	nonce := newNonce(s.fs)
-	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	for next := max(rd.gen, rd.top) + 1; ; next++ {
-		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
-		if err == nil && won {
-			s.adoptChain(c, st, next)
-			return nil
-		}
-		// Lost to a commit on what we read, or to a process that died or
-		// stalls before its mark: voided after a while.
-		m := voided
-		if err == nil {
-			m, err = c.awaitPaced(ctx, next, 0)
-		}
-		if err == nil && m != voided {
-			err = &RepairRaceError{}
-		}
-		if err != nil {
-			c.close()
-			return err
-		}
-	}
 }
 
 // by is who a repair's commits are by: the job, or "repair".
