@@ -236,8 +236,10 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 	// the later closer closes the other's (seed 336877 on nfs).
 	var c *chain
 	if err := r.Do(ctx, func() (err error) {
-		c, err = s.newChain(st)
-		return err
+		c, err = makeChain(s.fs, filepath.Join(s.misc, "claims."+newNonce(s.fs)), func(nonce string) []byte {
+			return s.repairRecord(st, 0, nonce)
+		})
+		return passing(s.fs, s.misc, err)
 	}); err != nil {
 		return s.giveUpRight(token, err)
 	}
@@ -264,11 +266,13 @@ func (s *Store) giveUpRight(token string, err error) error {
 	return fmt.Errorf("%w (MISC/chain unchanged: run 'farm repair' again)", err)
 }
 
-// closeRest closes every chain but the new one c, then every lane; a run or
-// IDs newer than *st's found closed go to *st and to c as its generation 1
-// (seed 348156 on local), which it returns (else 0).
+// closeRest closes every chain in MISC but the new one c, then every lane; a
+// run or IDs newer than *st's found closed go to *st and to c as its generation
+// 1 (seed 348156 on local), which it returns (else 0).
 func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st *State) (int64, error) {
-	last, err := s.closeOthers(ctx, r, c.dir)
+	last, err := s.closeIn(ctx, r, s.misc, func(name string) bool {
+		return strings.HasPrefix(name, "claims.") && filepath.Join(s.misc, name) != c.dir
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -370,23 +374,6 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 		return "", &RepairRaceError{Token: rel}
 	}
 	return rel, err
-}
-
-// newChain makes a new chain directory whose generation 0 is st, unknown
-// to others until MISC/chain names it.
-func (s *Store) newChain(st State) (*chain, error) {
-	c, err := makeChain(s.fs, filepath.Join(s.misc, "claims."+newNonce(s.fs)), func(nonce string) []byte {
-		return s.repairRecord(st, 0, nonce)
-	})
-	return c, passing(s.fs, s.misc, err)
-}
-
-// closeOthers closes every chain in MISC but keep's, and returns the newest
-// run and largest MaxID they held.
-func (s *Store) closeOthers(ctx context.Context, r *fsretry.Retrier, keep string) (State, error) {
-	return s.closeIn(ctx, r, s.misc, func(name string) bool {
-		return strings.HasPrefix(name, "claims.") && filepath.Join(s.misc, name) != keep
-	})
 }
 
 // closeIn closes the chain of each directory under dir whose names picks take,
