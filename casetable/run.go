@@ -37,7 +37,7 @@ func (spec RunSpec) moved(st State) bool {
 // generation spec.Base (CLAIMS.md, Start a run).
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	t, err := s.tableID(ctx, &r, spec.Table)
+	t, err := s.tableID(ctx, &r, spec.Table, false)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) (sets []Se
 			continue
 		}
 		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-		if id, err := s.tableID(ctx, &r, t.Table); err == nil {
+		if id, err := s.tableID(ctx, &r, t.Table, false); err == nil {
 			if t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0); err == nil {
 				sets = append(sets, t)
 			}
@@ -201,7 +201,7 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 // it over table, farm add's, of n cases.
 func (s *Store) addSet(ctx context.Context, table string, n int64) (cur State, set Set, err error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	t, err := s.tableIDOnce(ctx, &r, table)
+	t, err := s.tableID(ctx, &r, table, mutated("add-removes-table-then-looks"))
 	if err != nil {
 		// Looked up before Enqueue removes the table, after which a passing
 		// ENOENT would look gone (seed 307690 on gluster-dht).
@@ -240,29 +240,23 @@ func notQueued(st State) string {
 // errNotQueued: the run cannot take farm add's set (any more).
 var errNotQueued = errors.New("not queued")
 
-// tableIDOnce is tableID, or, as before b6298cc (the mutant add-removes-table-then-looks),
-// one try, the table removed on an error before it is looked up.
-func (s *Store) tableIDOnce(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
-	if !mutated("add-removes-table-then-looks") {
-		return s.tableID(ctx, r, table)
-	}
+// tableID is a State of table and its identity (tableIDOn), passing errors
+// retried by r; once, as farm add's before b6298cc (the mutant
+// add-removes-table-then-looks), one try, the table removed on an error before
+// it is looked up.
+func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string, once bool) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	hookAt("table", path)
-	var err error
-	if t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path); err != nil {
-		vfs.Remove(s.fs, path)
-		err = passing(s.fs, path, err)
-	}
-	return t, err
-}
-
-// tableID is a State of table and its identity (tableIDOn), passing errors retried by r.
-func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string) (State, error) {
-	t, path := State{Table: table}, filepath.Join(s.Dir, table)
-	hookAt("table", path)
-	err := r.Do(ctx, func() (err error) {
-		t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path)
+	try := func() (err error) {
+		if t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path); err != nil && once {
+			vfs.Remove(s.fs, path)
+		}
 		return passing(s.fs, path, err)
-	})
+	}
+	if once {
+		err := try()
+		return t, err
+	}
+	err := r.Do(ctx, try)
 	return t, err
 }
