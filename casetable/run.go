@@ -159,42 +159,38 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 		return Enqueued{}, passing(s.fs, s.misc, err)
 	}
 	cur, set, err := s.addSet(ctx, q.Table, cases)
-	if err != nil {
-		vfs.Remove(s.fs, path)
-		return Enqueued{}, err
-	}
-	if why := notQueued(cur); why != "" {
-		vfs.Remove(s.fs, path)
-		return Enqueued{Why: why}, nil
-	}
-	err = s.Update(ctx, func(st *State) error {
-		q.Run, q.Why = st.Run, notQueued(*st)
-		if q.Why != "" || st.Run != cur.Run {
-			return errNotQueued
+	if q.Why = notQueued(cur); err == nil && q.Why == "" {
+		err = s.Update(ctx, func(st *State) error {
+			q.Run, q.Why = st.Run, notQueued(*st)
+			if q.Why == "" && st.Run != cur.Run {
+				q.Why = fmt.Sprintf("run %d started meanwhile, from table.dat", st.Run)
+			}
+			if q.Why != "" {
+				return errNotQueued
+			}
+			if first {
+				st.Sets = append([]Set{set}, st.Sets...)
+			} else {
+				st.Sets = append(slices.Clip(st.Sets), set)
+			}
+			st.Cases, st.Total, st.MaxID = st.Cases+cases, st.Total+cases, max(st.MaxID, last)
+			return nil
+		})
+		switch {
+		case err == nil:
+			return q, nil
+		case errors.Is(err, errNotQueued):
+			removeSets(s.fs, s.misc, []Set{set})
+			err = nil
+		case !mutated("add-removes-undecided-table"):
+			return Enqueued{}, err // the commit may be made: its table and set stay
 		}
-		if first {
-			st.Sets = append([]Set{set}, st.Sets...)
-		} else {
-			st.Sets = append(slices.Clip(st.Sets), set)
-		}
-		st.Cases, st.Total, st.MaxID = st.Cases+cases, st.Total+cases, max(st.MaxID, last)
-		return nil
-	})
-	if errors.Is(err, errNotQueued) {
-		removeSets(s.fs, s.misc, []Set{set})
-		vfs.Remove(s.fs, path)
-		if q.Why == "" {
-			q.Why = fmt.Sprintf("run %d started meanwhile, from table.dat", q.Run)
-		}
-		return Enqueued{Why: q.Why}, nil
 	}
-	if err != nil && mutated("add-removes-undecided-table") {
-		vfs.Remove(s.fs, path)
-	}
+	vfs.Remove(s.fs, path)
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return q, nil
+	return Enqueued{Why: q.Why}, nil
 }
 
 // addSet reads the current run and, if it can take cases, makes a set for
