@@ -411,7 +411,7 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 				if removed, err := goneOr(s.fs, path, err); removed || err != nil || !vfs.IsDir(&st) {
 					return err
 				}
-				was, err = closeChainDir(s.fs, path)
+				was, err = closeChain(s.fs, path)
 				return err
 			}); err != nil {
 				return last, fmt.Errorf("closing the chain %s: %w", path, err)
@@ -422,24 +422,19 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 	return last, nil
 }
 
-// closeChainDir closes the chain in dir, as closeChain; a directory
-// removed meanwhile is closed enough.
-func closeChainDir(fsys vfs.FS, dir string) (State, error) {
+// closeChain commits a generation that closes the chain in dir, recording, and
+// returning, the run and MaxID of the generation before (zero if none reads); a
+// directory removed meanwhile is closed enough.
+func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 	c := newChain(fsys, dir)
 	defer c.close()
-	last, err := closeChain(c)
-	if errors.Is(err, syscall.ENOENT) {
-		if gone(fsys, dir) {
-			return State{}, nil
+	defer func() {
+		if errors.Is(err, syscall.ENOENT) { // gone: closed; else there, a passing ENOENT
+			if err = fsretry.Transient(err); gone(fsys, dir) {
+				err = nil
+			}
 		}
-		return State{}, fsretry.Transient(err) // it is there: a passing ENOENT
-	}
-	return last, err
-}
-
-// closeChain commits a generation that closes the chain c, recording, and
-// returning, the run and MaxID of the generation before (zero if none reads).
-func closeChain(c *chain) (last State, err error) {
+	}()
 	for {
 		n, err := c.latest(-1)
 		if err != nil {
@@ -467,7 +462,7 @@ func closeChain(c *chain) (last State, err error) {
 		if errors.As(err, new(*UndecidedError)) {
 			return State{}, err // transient: tried again from a new reading
 		}
-		if errors.As(err, new(*DamageError)) { // its directory gone: closeChainDir settles the ENOENT
+		if errors.As(err, new(*DamageError)) { // its directory gone: settled as an ENOENT
 			return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
 		}
 		if err != nil {
