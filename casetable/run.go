@@ -52,10 +52,9 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	if spec.Simple {
 		lanes = 1
 	}
-	var sets []Set
-	if err := r.Do(ctx, func() error {
-		t, err := makeSet(s.fs, s.Dir, s.misc, spec.Run, t, spec.Cases, lanes, spec.Jobs)
-		sets = []Set{t}
+	sets := make([]Set, 1)
+	if err := r.Do(ctx, func() (err error) {
+		sets[0], err = makeSet(s.fs, s.Dir, s.misc, spec.Run, t, spec.Cases, lanes, spec.Jobs)
 		return err
 	}); err != nil {
 		return err
