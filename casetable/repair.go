@@ -30,8 +30,7 @@ type Reading struct {
 	isDir  bool   // MISC/chain is a directory
 	ino    uint64 // its inode number
 	dir    string // the chain directory it names; "": none
-	gen    int64  // dir's newest generation; -1: none
-	top    int64  // dir's newest mark, committed or voided (chain.top)
+	next   int64  // the slot a repair commits in first: past dir's newest mark (chain.nextSlot)
 	usable bool   // dir is there and not closed: repair commits on it
 }
 
@@ -57,7 +56,7 @@ var readDir = vfs.ReadDirNames
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for {
-		rd := Reading{gen: -1}
+		rd := Reading{}
 		if err := s.inspect(&rd); err == nil || !r.Again(ctx, err) {
 			return rd, err
 		}
@@ -111,7 +110,7 @@ func (s *Store) inspectChain(rd *Reading, c *chain) error {
 			return rd.damaged(err)
 		}
 	}
-	rd.gen, rd.top, rd.usable = n, c.top, true
+	rd.next, rd.usable = c.nextSlot(n), true
 	if n < 0 {
 		rd.Err = ErrNoState
 		return nil
@@ -195,7 +194,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	}
 	c := newChain(s.fs, rd.dir)
 	nonce := newNonce(s.fs)
-	for next := max(rd.gen, rd.top) + 1; ; next++ {
+	for next := rd.next; ; next++ {
 		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
 		if err == nil && won {
 			s.adoptChain(c, st, next)
@@ -273,15 +272,11 @@ func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st 
 	last, err := s.closeIn(ctx, r, s.misc, func(name string) bool {
 		return strings.HasPrefix(name, "claims.") && filepath.Join(s.misc, name) != c.dir
 	})
-	if err != nil {
-		return 0, err
+	if err == nil { // no run can start but on a chain held since the damage, closed now
+		err = s.closeAllLanes(ctx, r, 0)
 	}
-	// No run can start but on a chain held since the damage, closed now.
-	if err := s.closeAllLanes(ctx, r, 0); err != nil {
+	if err != nil || last.Run <= st.Run && last.MaxID <= st.MaxID || mutated("repair-forgets-closed-run") {
 		return 0, err
-	}
-	if last.Run <= st.Run && last.MaxID <= st.MaxID || mutated("repair-forgets-closed-run") {
-		return 0, nil
 	}
 	st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
 	nonce := newNonce(s.fs)
@@ -337,7 +332,7 @@ func (s *Store) placeholder() (Reading, error) {
 	if err != nil {
 		return Reading{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	return Reading{file: []byte{}, ino: sb.Ino, gen: -1}, nil
+	return Reading{file: []byte{}, ino: sb.Ino}, nil
 }
 
 // rightName is the name whose O_EXCL create gives the right to replace
