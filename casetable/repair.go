@@ -454,16 +454,13 @@ func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 		nonce := newNonce(c.fs)
 		next := c.nextSlot(n)
 		won, err := c.commit(next, closing(next, last, nonce), nonce)
-		if errors.As(err, new(*UndecidedError)) {
-			return State{}, err // transient: tried again from a new reading
-		}
-		if errors.As(err, new(*DamageError)) { // its directory gone: settled as an ENOENT
+		switch {
+		case errors.As(err, new(*DamageError)) && !errors.As(err, new(*UndecidedError)):
+			// Its directory gone: settled as an ENOENT. (Undecided: tried again from a new reading.)
 			return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
-		}
-		if err != nil {
+		case err != nil:
 			return State{}, err
-		}
-		if won {
+		case won:
 			return last, nil
 		}
 		// Taken (a stalled claimer that resumed): close after it.
