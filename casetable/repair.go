@@ -220,10 +220,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 // a new chain of st, every other chain and every lane closed, named in MISC/chain.
 func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading, st State) error {
 	if rd.file == nil { // missing: named by a placeholder, which one process only can make
-		if err := r.Do(ctx, func() (err error) {
-			rd, err = s.placeholder()
-			return err
-		}); err != nil {
+		if err := r.Do(ctx, func() error { return s.placeholder(&rd) }); err != nil {
 			return err
 		}
 	}
@@ -317,22 +314,23 @@ func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int6
 func (s *Store) by() string { return cmp.Or(s.Job, "repair") }
 
 // placeholder makes the missing MISC/chain an empty file by O_EXCL create (one
-// right; damage to others) and returns its reading; a *RepairRaceError if it exists.
-func (s *Store) placeholder() (Reading, error) {
+// right; damage to others), and rd its reading; a *RepairRaceError if it exists.
+func (s *Store) placeholder(rd *Reading) error {
 	path := filepath.Join(s.misc, "chain")
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	if err == unix.EEXIST {
-		return Reading{}, &RepairRaceError{}
+		return &RepairRaceError{}
 	}
 	if err != nil {
-		return Reading{}, passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
+		return passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
 	}
 	defer f.Close()
 	sb, err := f.Stat()
 	if err != nil {
-		return Reading{}, &os.PathError{Op: "stat", Path: path, Err: err}
+		return &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	return Reading{file: []byte{}, ino: sb.Ino}, nil
+	*rd = Reading{file: []byte{}, ino: sb.Ino}
+	return nil
 }
 
 // rightName is the name whose O_EXCL create gives the right to replace
