@@ -97,8 +97,7 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 // Update commits fn's change of the state as the next generation, fn run again on
 // another's commit (it must only compute); with no state yet, fn gets a zero State.
 func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
-	_, err := s.update(ctx, fn, func(*State) commitInfo { return commitInfo{} })
-	return err
+	return s.update(ctx, fn, &commitInfo{})
 }
 
 // Claim hands out up to most consecutive unclaimed cases of run (FirstBatch:

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 )
 
@@ -487,12 +486,12 @@ func benchmarkClaim(b *testing.B, n int) {
 		mid := len(b) / 2
 		s.Offset = int64(mid + bytes.IndexByte(b[mid:], '\n') + 1)
 		return nil
-	}, claimInfo(new([]tablefmt.Case)))
+	}, new(commitInfo))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i > 0 && i%(n/4) == 0 {
 			b.StopTimer()
-			ls.update(ctx, func(s *State) error { s.Offset = 0; return nil }, claimInfo(new([]tablefmt.Case)))
+			ls.update(ctx, func(s *State) error { s.Offset = 0; return nil }, new(commitInfo))
 			b.StartTimer()
 		}
 		if cases, err := st.Claim(ctx, 1, 1); err != nil || len(cases) != 1 {

@@ -382,7 +382,8 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 	}
 	var cases []tablefmt.Case
 	var exhausted bool
-	_, err := ls.update(ctx, func(st *State) error {
+	var ci commitInfo
+	err := ls.update(ctx, func(st *State) error {
 		cases, exhausted = cases[:0], false
 		if !st.InLane || st.Lane < 0 || st.Lane >= L.x.lanes {
 			return &DamageError{Path: ls.dir, Why: "not a lane's generation"}
@@ -407,8 +408,9 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 			return cmp.Or(err, errNoCommit)
 		}
 		st.Claimed += int64(len(cases))
+		ci = commitInfo{first: cases[0].ID, n: len(cases)}
 		return nil
-	}, claimInfo(&cases))
+	}, &ci)
 	if err != nil {
 		return nil, false, err
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/farm-hpc/farm/internal/kv"
-	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // State is a generation of the claim state (chain.go), in internal/kv's
@@ -199,16 +198,4 @@ func parseSet(v string) (Set, error) {
 		return Set{}, bad
 	}
 	return t, nil
-}
-
-// claimInfo says what a claim commits, for the record: the cases in
-// *cases when the commit is made.
-func claimInfo(cases *[]tablefmt.Case) func(*State) commitInfo {
-	return func(*State) commitInfo {
-		ci := commitInfo{n: len(*cases)}
-		if len(*cases) > 0 {
-			ci.first = (*cases)[0].ID
-		}
-		return ci
-	}
 }

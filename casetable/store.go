@@ -225,8 +225,8 @@ func (s *chainStore) load(n int64) error {
 
 // update is the compare-and-swap (CLAIMS.md, "The chain of generations"):
 // fn runs on the newest state, committed as its generation +1, again on a
-// commit lost; info says what it claimed. Transient errors are retried.
-func (s *chainStore) update(ctx context.Context, fn func(*State) error, info func(*State) commitInfo) (_ State, err error) {
+// commit lost; fn sets *info to what it claimed. Transient errors are retried.
+func (s *chainStore) update(ctx context.Context, fn func(*State) error, info *commitInfo) (err error) {
 	defer func() {
 		if err != nil && !mutated("failed-read-old-base") {
 			s.gen, s.top = -1, -1 // read afresh next time, whatever was half read
@@ -248,11 +248,11 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info fun
 		}
 		switch err {
 		case nil, errNoCommit:
-			return s.cur, nil
+			return nil
 		case errAgain:
 			continue
 		}
-		return State{}, err
+		return err
 	}
 }
 
@@ -279,7 +279,7 @@ func (u *updating) again(err error) error {
 
 // attempt is one attempt of update: nil once committed, errNoCommit,
 // errAgain for another, or the error that ends the update.
-func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) error, info func(*State) commitInfo) error {
+func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) error, info *commitInfo) error {
 	st, err := s.propose(u, fn)
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	if mutated("failed-read-old-base") {
 		next = s.ch.nextSlot(s.gen)
 	}
-	ci := info(st)
+	ci := *info
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
