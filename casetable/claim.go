@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,13 +54,18 @@ func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
 var defaultFS vfs.FS = vfs.OS{}
 
 // Ahead is how many batches' worth the store's next claim should take: more
-// as sharing its lane costs it more (CLAIMS.md, "Claims at scale").
+// as sharing its lane costs it more (CLAIMS.md, "Claims at scale"); on in a
+// set of several lanes (many meta-jobs), else only if aheadOn.
 func (s *Store) Ahead() int {
-	if L := s.last; L != nil && L.stores[L.home] != nil {
-		return L.stores[L.home].ahead()
+	L := s.last
+	if L == nil || L.stores[L.home] == nil || L.x.lanes == 1 && !aheadOn {
+		return 1
 	}
-	return 1
+	return max(L.stores[L.home].con.ahead, 1)
 }
+
+// aheadOn turns Ahead on in sets of one lane too (FARM_CLAIM_AHEAD=1).
+var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
 
 // Close releases the store's files.
 func (s *Store) Close() error {
@@ -264,12 +270,10 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		ls := L.stores[l]
-		if ls == nil {
-			ls = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
-			ls.solo, L.stores[l] = L.x.lanes == 1, ls
+		if L.stores[l] == nil {
+			L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
 		}
-		cases, exhausted, err := ls.claimInLane(ctx, L, run, most)
+		cases, exhausted, err := L.stores[l].claimInLane(ctx, L, run, most)
 		if errors.Is(err, errClosed) { // a new run, a close or a repair closed the set
 			L.end = true
 			return nil, nil

@@ -27,7 +27,6 @@ type chainStore struct {
 	cur  State // its state
 	wbuf []byte
 	con  contention
-	solo bool        // a lane of a set of one lane (Ahead off)
 	tab  *tableCheck // a lane's: the run's table its claims read
 }
 
@@ -51,17 +50,6 @@ func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
 func (s *chainStore) pause(try int) {
 	s.fs.Sleep(context.Background(), time.Duration(try+1)*10*time.Millisecond)
 }
-
-// ahead is Ahead of a lane's store: on in a set of several lanes (many meta-jobs).
-func (s *chainStore) ahead() int {
-	if !aheadOn && s.solo {
-		return 1
-	}
-	return max(s.con.ahead, 1)
-}
-
-// aheadOn turns Ahead on in sets of one lane too (FARM_CLAIM_AHEAD=1).
-var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
 
 const (
 	MaxAhead    = 64 // caps Ahead
