@@ -125,7 +125,7 @@ func (x *laneIndex) marshal() []byte {
 	return h
 }
 
-// readHead reads the first line of the file path (at most 4 KiB).
+// readHead reads the first 4 KiB of the file path, at most: a lane index's header.
 func readHead(fsys vfs.FS, path string) ([]byte, error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
@@ -136,9 +136,6 @@ func readHead(fsys vfs.FS, path string) ([]byte, error) {
 	n, err := f.Read(b)
 	if n == 0 && err != nil {
 		return nil, err
-	}
-	if i := bytes.IndexByte(b[:n], '\n'); i >= 0 {
-		return b[:i+1], nil
 	}
 	return b[:n], nil
 }
@@ -173,18 +170,12 @@ func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 		x.nblocks != (x.cases+x.block-1)/x.block || int64(x.lanes) > max(x.nblocks, 1) {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
-	if !headOnly {
-		if err := x.parseBlocks(rest); err != nil {
-			return nil, err
-		}
+	if headOnly {
+		return x, nil
 	}
-	return x, nil
-}
-
-// parseBlocks reads the block lines into x, in order: overlapping blocks
-// would hand a case out twice (one past the table is damage a claim finds).
-func (x *laneIndex) parseBlocks(rest []byte) error {
-	// A block line takes 4 bytes at least: a damaged header's count allocates no more.
+	// The block lines, in order: overlapping blocks would hand a case out
+	// twice (one past the table is damage a claim finds). A block line takes
+	// 4 bytes at least: a damaged header's count allocates no more.
 	n := min(x.nblocks, int64(len(rest)/4)+1)
 	x.starts = make([]int64, 0, n)
 	x.lines = make([]int64, 0, n)
@@ -195,19 +186,19 @@ func (x *laneIndex) parseBlocks(rest []byte) error {
 		o, err1 := strconv.ParseInt(string(a), 10, 64)
 		l, err2 := strconv.ParseInt(string(c), 10, 64)
 		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("bad block line %q", line)
+			return nil, fmt.Errorf("bad block line %q", line)
 		}
 		k := len(x.starts)
 		if k > 0 && (o <= x.starts[k-1] || l <= x.lines[k-1]) || o < 0 || l < 0 {
-			return fmt.Errorf("block %d at byte %d, line %d: out of order", k, o, l)
+			return nil, fmt.Errorf("block %d at byte %d, line %d: out of order", k, o, l)
 		}
 		x.starts = append(x.starts, o)
 		x.lines = append(x.lines, l)
 	}
 	if int64(len(x.starts)) != x.nblocks {
-		return fmt.Errorf("%d blocks, the header says %d", len(x.starts), x.nblocks)
+		return nil, fmt.Errorf("%d blocks, the header says %d", len(x.starts), x.nblocks)
 	}
-	return nil
+	return x, nil
 }
 
 // makeSet makes in misc a set of at most lanes lanes for run over t's table (cases
@@ -243,20 +234,15 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 		if int64(l) < x.nblocks {
 			ls.Offset, ls.Lines = x.starts[l], x.lines[l]
 		}
-		if err := makeLane(fsys, filepath.Join(ldir, strconv.Itoa(l)), ls); err != nil {
+		c, err := makeChain(fsys, filepath.Join(ldir, strconv.Itoa(l)), func(nonce string) []byte {
+			return ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce})
+		})
+		c.close()
+		if err != nil {
 			return fail(err)
 		}
 	}
 	return Set{Dir: name, Lanes: x.lanes, Cases: cases, Table: t.Table}, nil
-}
-
-// makeLane makes a new lane's chain in dir, its generation 0 ls.
-func makeLane(fsys vfs.FS, dir string, ls State) error {
-	c, err := makeChain(fsys, dir, func(nonce string) []byte {
-		return ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce})
-	})
-	c.close()
-	return err
 }
 
 // removeSets removes sets made for a run record's commit that lost: nobody knows them.
