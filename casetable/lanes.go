@@ -54,14 +54,6 @@ type laneIndex struct {
 	nblocks int64   // the header's count: known to a header-only reading
 }
 
-// end is the byte offset past block b: the next block's start, or size.
-func (x *laneIndex) end(b, size int64) int64 {
-	if b+1 < x.nblocks {
-		return x.starts[b+1]
-	}
-	return size
-}
-
 // laneCases is how many cases lane l's blocks hold.
 func (x *laneIndex) laneCases(l int) int64 {
 	var n int64
@@ -404,7 +396,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 }
 
 // readLane reads up to lim cases of the lane from st's cursor into cases
-// and moves the cursor past them, through the lane's blocks.
+// and moves the cursor past them, and past the blocks used up.
 func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines
@@ -414,11 +406,17 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			off, lines = x.starts[b], x.lines[b]
 		}
 	}
-	for len(cases) < lim && b < x.nblocks {
-		end := x.end(b, st.TSize)
+	for b < x.nblocks {
+		end := st.TSize // past block b: the next block's start, or the table's end
+		if b+1 < x.nblocks {
+			end = x.starts[b+1]
+		}
 		if off >= end {
 			next()
 			continue
+		}
+		if len(cases) >= lim {
+			break // the cursor at the next case
 		}
 		c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
 		if err != nil {
@@ -435,9 +433,6 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 		off, lines = after, lines+n
 		c.Line, c.Table = lines, st.Table
 		cases = append(cases, c)
-	}
-	for b < x.nblocks && off >= x.end(b, st.TSize) {
-		next()
 	}
 	st.Block, st.Offset, st.Lines = b, off, lines
 	return cases, nil
