@@ -223,31 +223,20 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info *co
 	// Read afresh if others committed between its last two claims: likely since too.
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
-	for {
-		err := ctx.Err()
-		if err == nil {
+	for err = errAgain; err == errAgain; {
+		if err = ctx.Err(); err == nil {
 			err = s.attempt(ctx, u, fn, info)
 		}
-		if err == errAgain && u.retry != nil {
-			if !u.r.Again(ctx, u.retry) {
-				err = u.retry
-			}
-			u.retry = nil
-		}
-		switch err {
-		case nil, errNoCommit:
-			return nil
-		case errAgain:
-			continue
-		}
-		return err
 	}
+	if err == errNoCommit {
+		return nil
+	}
+	return err
 }
 
 // updating is an update's attempts so far.
 type updating struct {
 	r        fsretry.Retrier
-	retry    error     // to retry (r) before the next attempt
 	stale    bool      // the base must be read (again)
 	reopened bool      // the chain was looked up again after damage
 	lost     int       // attempts lost to other processes
@@ -259,16 +248,18 @@ var (
 	errNoCommit = errors.New("nothing to commit") // from update's fn: no commit
 )
 
-// again is errAgain, with err to retry first.
-func (u *updating) again(err error) error {
-	u.retry = err
-	return errAgain
+// again is errAgain once err is to be retried (r) and waited for, else err.
+func (u *updating) again(ctx context.Context, err error) error {
+	if u.r.Again(ctx, err) {
+		return errAgain
+	}
+	return err
 }
 
 // attempt is one attempt of update: nil once committed, errNoCommit,
 // errAgain for another, or the error that ends the update.
 func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) error, info *commitInfo) error {
-	st, err := s.propose(u, fn)
+	st, err := s.propose(ctx, u, fn)
 	if err != nil {
 		return err
 	}
@@ -288,7 +279,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	case err != nil && !errors.As(err, new(*DamageError)):
 		// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
 		u.stale = true
-		return u.again(err)
+		return u.again(ctx, err)
 	case err != nil && !u.reopened:
 		// A repair may have started a new chain: look again once.
 		if u.reopened, u.stale = true, true; s.chainMoved() {
@@ -320,14 +311,14 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 
 // propose reads the base if it must and runs fn on it: the state to
 // commit, errAgain, or errNoCommit (nothing to commit on the newest).
-func (s *chainStore) propose(u *updating, fn func(*State) error) (*State, error) {
+func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()
 	}
 	read := u.stale // the base is read in this call
 	if u.stale {
 		if err := s.readBase(); err != nil {
-			return nil, u.again(err)
+			return nil, u.again(ctx, err)
 		}
 		u.stale = false
 	}
@@ -350,10 +341,10 @@ func (s *chainStore) propose(u *updating, fn func(*State) error) (*State, error)
 			}
 			u.stale = true
 		}
-		return nil, u.again(err)
+		return nil, u.again(ctx, err)
 	}
 	if s.ch == nil {
-		if err := s.startChain(u); err != nil {
+		if err := s.startChain(ctx, u); err != nil {
 			return nil, err
 		}
 	}
@@ -375,10 +366,10 @@ func (s *chainStore) readBase() error {
 
 // startChain makes the farm's chain, for a store that has none: errAgain
 // unless it is certainly still without a generation.
-func (s *chainStore) startChain(u *updating) error {
+func (s *chainStore) startChain(ctx context.Context, u *updating) error {
 	ch, err := createChain(s.fs, s.misc)
 	if err != nil {
-		return u.again(err)
+		return u.again(ctx, err)
 	}
 	s.setChain(ch)
 	if n, err := ch.latest(-1); err != nil || n >= 0 {
