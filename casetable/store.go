@@ -309,8 +309,10 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	return errAgain
 }
 
-// propose reads the base if it must and runs fn on it: the state to
-// commit, errAgain, or errNoCommit (nothing to commit on the newest).
+// propose reads the base if it must, runs fn on it, and makes the farm's
+// chain if it has none: the state to commit, errAgain (also unless the chain
+// made is certainly still without a generation), or errNoCommit (nothing to
+// commit on the newest).
 func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()
@@ -343,9 +345,15 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 		}
 		return nil, u.again(ctx, err)
 	}
-	if s.ch == nil {
-		if err := s.startChain(ctx, u); err != nil {
-			return nil, err
+	if s.ch == nil { // the farm's first commit: its chain made first
+		ch, err := createChain(s.fs, s.misc)
+		if err != nil {
+			return nil, u.again(ctx, err)
+		}
+		s.setChain(ch)
+		if n, err := ch.latest(-1); err != nil || n >= 0 {
+			u.stale = true // another made the chain and its first generation first
+			return nil, errAgain
 		}
 	}
 	return &st, nil
@@ -362,21 +370,6 @@ func (s *chainStore) readBase() error {
 		return nil
 	}
 	return err
-}
-
-// startChain makes the farm's chain, for a store that has none: errAgain
-// unless it is certainly still without a generation.
-func (s *chainStore) startChain(ctx context.Context, u *updating) error {
-	ch, err := createChain(s.fs, s.misc)
-	if err != nil {
-		return u.again(ctx, err)
-	}
-	s.setChain(ch)
-	if n, err := ch.latest(-1); err != nil || n >= 0 {
-		u.stale = true // another made the chain and its first generation first
-		return errAgain
-	}
-	return nil
 }
 
 // chainMoved drops the store's chain and reports whether MISC/chain names another now.
