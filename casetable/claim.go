@@ -142,7 +142,7 @@ const LookEvery = 5 * time.Second
 // afresh: a chain gone is then damage, not a mark not found), a reading of the
 // run record, Claimed not summed; and whether it moved on since Claim opened its sets.
 func (s *Store) Look(ctx context.Context, afresh bool) (State, bool, error) {
-	if !afresh && s.ch != nil && s.gen >= 0 && !s.moved() {
+	if !afresh && !s.moved() { // moved: true if it knows no generation
 		return s.cur, s.stale(), nil
 	}
 	if err := s.refresh(); err != nil {
