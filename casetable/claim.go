@@ -110,10 +110,8 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 // sized by the store) in one commit, from the first set not used up; none,
 // with no commit, when the run has none left or a newer run started.
 func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, error) {
-	// A run record read since it opened its sets may name one added first.
-	again := s.setsRun == run && s.stale()
 	for tries := 0; ; tries++ {
-		if err := s.findSets(ctx, run, again); err != nil {
+		if err := s.findSets(ctx, run, tries > 0); err != nil {
 			return nil, err
 		}
 		for _, L := range s.sets {
@@ -131,7 +129,6 @@ func (s *Store) Claim(ctx context.Context, run, most int) ([]tablefmt.Case, erro
 			}
 			return nil, nil
 		}
-		again = true
 	}
 }
 
@@ -202,9 +199,10 @@ func (s *Store) pick(L *laneSet) int {
 }
 
 // findSets reads the run record and opens the sets of run it names, once per
-// run or again if again; a record of another run leaves the store no set.
+// run, or again if again or if a record read since (stale) may name one added
+// first; a record of another run leaves the store no set.
 func (s *Store) findSets(ctx context.Context, run int, again bool) error {
-	if s.setsRun == run && !again {
+	if s.setsRun == run && !again && !s.stale() {
 		return nil
 	}
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
