@@ -320,12 +320,11 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 		return nil, err
 	}
 	x, err := parseIndex(b, head)
+	if err == nil && x.lanes != t.Lanes {
+		err = fmt.Errorf("%d lanes, the claim state says %d", x.lanes, t.Lanes)
+	}
 	if err != nil {
 		return nil, &DamageError{Path: index, Why: err.Error()}
-	}
-	if x.lanes != t.Lanes {
-		why := fmt.Sprintf("%d lanes, the claim state says %d", x.lanes, t.Lanes)
-		return nil, &DamageError{Path: index, Why: why}
 	}
 	return &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes),
 		exhausted: make([]bool, x.lanes), home: homeLane(s.fs, s.Job, x.lanes)}, nil
