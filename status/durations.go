@@ -1,57 +1,39 @@
 package status
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 
 	"github.com/farm-hpc/farm/layout"
 )
 
-// Durations returns the duration in seconds of every ended case (E records)
-// in every status file of dir: the farm-wide record of case run times.
+// Durations returns the duration in seconds of every ended case (E records,
+// failed ones too; not I records) in every status file of dir, replayed as
+// ReadFile replays them: the farm-wide record of case run times. Only an
+// error opening a file is returned: an error reading one (a directory's in
+// its place, too) ends it as its end does.
 func Durations(dir string) ([]float64, error) {
 	names, err := statusFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []float64
+	ended := func(_ *File, a *Attempt) error {
+		if a.Ended() && a.State != Interrupted { // an E record
+			out = append(out, a.Seconds)
+		}
+		return nil
+	}
 	for _, name := range names {
-		err := eachCompleteLine(name, func(line []byte) {
-			if rec, perr := ParseRecord(line); perr == nil && rec.Kind == KindEnd {
-				out = append(out, rec.Seconds)
-			}
-		})
+		f, err := os.Open(name)
 		if err != nil {
 			return nil, err
 		}
+		rp := replay{fn: ended}
+		rp.read(f, nil) // see above: a read error is the file's end
+		f.Close()
 	}
 	return out, nil
-}
-
-// eachCompleteLine calls fn with each complete line of the file name, with
-// its "\n": a line longer than the read buffer is skipped, and so is a last
-// line without its newline (being written). A read error ends it as the
-// end of the file does: only an error opening the file is returned.
-func eachCompleteLine(name string, fn func(line []byte)) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 256<<10)
-	for {
-		line, err := r.ReadSlice('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			fn(line)
-		}
-		for err == bufio.ErrBufferFull { // the rest of a line too long
-			_, err = r.ReadSlice('\n')
-		}
-		if err != nil {
-			return nil
-		}
-	}
 }
 
 // UpperQuantile returns the value below which a fraction 1-upper of d lies

@@ -1,13 +1,5 @@
 package status
 
-import (
-	"bufio"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-)
-
 // Leftovers is what one status file says its meta-job held and did not
 // finish: read by the meta-job that rescues the cases of a dead one
 // (metajob/rescue.go).
@@ -36,88 +28,70 @@ type OpenCase struct {
 	Attempt int // which attempt in the run its start was: 1 for the first
 }
 
-// ReadLeftovers reads the status file at path for its Leftovers. Damaged
-// lines are skipped; a line being written (no newline yet) is left out.
+// ReadLeftovers reads the status file at path for its Leftovers, with
+// ReadFile's replay. Damaged lines are skipped; a line being written (no
+// newline yet) is left out. An error opening or reading the file is
+// returned; so is a directory in its place.
 func ReadLeftovers(path string) (Leftovers, error) {
-	var l Leftovers
-	f, err := os.Open(path)
+	f, err := openFile(path)
 	if err != nil {
-		return l, err
+		return Leftovers{}, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return l, fmt.Errorf("%s is a directory, not a status file: move it out of %s", path, filepath.Dir(path))
+	rp := replay{fn: func(*File, *Attempt) error { return nil }, claims: &claims{}}
+	if err := rp.read(f, nil); err != nil {
+		return Leftovers{}, err
 	}
-	held := map[int64]bool{} // claimed and not started
-	var order []int64
-	var open []OpenCase
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			for err == bufio.ErrBufferFull {
-				_, err = r.ReadSlice('\n')
-			}
-			continue
-		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if rec, perr := ParseRecord(line); perr == nil {
-				open, order = l.replay(&rec, held, open, order)
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return l, err
-		}
+	c := rp.claims
+	l := Leftovers{Job: c.job, Run: c.run, Restart: c.restart, Next: c.next, Quitted: rp.file.Quitted}
+	for _, o := range rp.open { // unsettled: in the order started
+		l.Open = append(l.Open, OpenCase{ID: o.id, Start: o.start, Attempt: max(o.attempt, 1)})
 	}
-	l.Open = open
-	for _, id := range order {
-		if held[id] {
+	for _, id := range c.order {
+		if c.held[id] {
 			l.Unstarted = append(l.Unstarted, id)
-			held[id] = false // once, if claimed twice
+			c.held[id] = false // once, if claimed twice
 		}
 	}
 	return l, nil
 }
 
-// replay applies one record to what the file's meta-job held.
-func (l *Leftovers) replay(r *Record, held map[int64]bool, open []OpenCase, order []int64) ([]OpenCase, []int64) {
-	switch r.Kind {
-	case KindHeader:
-		l.Job, l.Run, l.Restart = string(r.Job), r.Run, r.Restart
-	case KindClaimed:
-		ids, _ := ParseIDs(r.IDs)
-		if len(r.Next) > 0 {
-			next, _ := ParseNext(r.Next)
-			for id, n := range next {
-				if l.Next == nil {
-					l.Next = map[int64]int{}
-				}
-				l.Next[id] = n
-			}
-		}
-		for _, id := range ids {
-			if !held[id] {
-				held[id] = true
-				order = append(order, id)
-			}
-		}
-	case KindStart:
-		held[r.ID] = false
-		open = append(open, OpenCase{ID: r.ID, Start: r.Start, Attempt: max(r.Attempt, 1)})
-	case KindUnfit:
-		held[r.ID] = false
-	case KindEnd, KindInterrupted:
-		for i := len(open) - 1; i >= 0; i-- {
-			if open[i].ID == r.ID {
-				open = append(open[:i], open[i+1:]...)
-				break
-			}
-		}
-	case KindQuit:
-		l.Quitted = true
-	}
-	return open, order
+// claims is what a replay keeps for Leftovers: the last header's job,
+// run and incarnation, as written, and the cases claimed (C records) and
+// not started nor unfit since.
+type claims struct {
+	job          string
+	run, restart int
+	held         map[int64]bool // claimed and not started
+	order        []int64        // as claimed; again if claimed again after its start
+	next         map[int64]int  // the C records' next=, the last for an ID
 }
+
+// header replays a header record.
+func (c *claims) header(r *Record) { c.job, c.run, c.restart = string(r.Job), r.Run, r.Restart }
+
+// claimed replays a C record.
+func (c *claims) claimed(r *Record) {
+	ids, _ := ParseIDs(r.IDs)
+	if len(r.Next) > 0 {
+		next, _ := ParseNext(r.Next)
+		for id, n := range next {
+			if c.next == nil {
+				c.next = map[int64]int{}
+			}
+			c.next[id] = n
+		}
+	}
+	if c.held == nil {
+		c.held = map[int64]bool{}
+	}
+	for _, id := range ids {
+		if !c.held[id] {
+			c.held[id] = true
+			c.order = append(c.order, id)
+		}
+	}
+}
+
+// started replays an S or U record of case id: it no longer holds it.
+func (c *claims) started(id int64) { delete(c.held, id) }

@@ -11,8 +11,8 @@ import (
 )
 
 // leftoverFiles are status files with what makes Leftovers tricky, and
-// what ReadLeftovers reads in each (as its own replay did, before it
-// became ReadFile's).
+// what ReadLeftovers reads in each: what its own replay read before it
+// became ReadFile's, but for a line of 64 to 256 KiB, which it skipped.
 var leftoverFiles = []struct {
 	name, text string
 	want       Leftovers
@@ -63,9 +63,23 @@ var leftoverFiles = []struct {
 		Leftovers{Job: "7", Run: 3, Unstarted: []int64{8}}},
 	{"CRLF lines", "# farm-status v1 job=7 run=3 host=n1\r\nC 1700000000.000 1-2\r\nS 1 1700000000.000 n1\r\n",
 		Leftovers{Job: "7", Run: 3, Open: []OpenCase{{ID: 1, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{2}}},
+	{"a C record of 12,000 cases, 66 KiB, read as by ReadFile", "# farm-status v1 job=7 run=3 host=n1\nC 1700000000.000 " + sparseIDs(12000) + "\n",
+		Leftovers{Job: "7", Run: 3, Unstarted: sparse(12000)}},
 	{"a line too long skipped", "# farm-status v1 job=7 run=3 host=n1\nC 1700000000.000 1 " + strings.Repeat("x", 300<<10) + "\nC 1700000000.000 2\n",
 		Leftovers{Job: "7", Run: 3, Unstarted: []int64{2}}},
 }
+
+// sparse is n IDs, every other.
+func sparse(n int64) []int64 {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = 2 * int64(i)
+	}
+	return ids
+}
+
+// sparseIDs is sparse(n) as a C record writes it.
+func sparseIDs(n int64) string { return string(AppendIDs(nil, sparse(n))) }
 
 // TestLeftoversTable: ReadLeftovers over tricky files.
 func TestLeftoversTable(t *testing.T) {

@@ -126,36 +126,15 @@ type ReadOptions struct {
 // and so is a line too long to be a record. An error opening or reading
 // the file is returned; so is a directory in its place.
 func ReadFile(name string, opt ReadOptions, fn func(*File, *Attempt) error) (*File, error) {
-	f, err := os.Open(name)
+	f, err := openFile(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name))
-	}
 	rp := replay{fn: fn}
 	rp.file.Job, rp.file.Restart, _ = layout.ParseStatusFile(filepath.Base(name))
-	r := bufio.NewReaderSize(f, 256<<10)
-	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			for err == bufio.ErrBufferFull { // skip absurdly long lines
-				_, err = r.ReadSlice('\n')
-			}
-			continue
-		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if err := rp.line(line, lineNo, opt.Warn); err != nil {
-				return nil, err
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := rp.read(f, opt.Warn); err != nil {
+		return nil, err
 	}
 	if err := rp.settle(opt, rp.fn); err != nil {
 		return nil, err
@@ -163,12 +142,62 @@ func ReadFile(name string, opt ReadOptions, fn func(*File, *Attempt) error) (*Fi
 	return &rp.file, nil
 }
 
+// openFile opens the status file name. An error opening it is returned,
+// and so is a directory in its place.
+func openFile(name string) (*os.File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, dirError(name)
+	}
+	return f, nil
+}
+
+// dirError is the error of a directory in the place of status file name.
+func dirError(name string) error {
+	return fmt.Errorf("%s is a directory, not a status file: move it out of %s", name, filepath.Dir(name))
+}
+
+// read replays the complete lines of a status file from r: a line being
+// written (the last, without its newline) is left out, and so is a line
+// too long to be a record; damaged lines are told to warn, if set, and
+// skipped. An error reading r is returned, and so is fn's.
+func (rp *replay) read(r io.Reader, warn func(int, error)) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			for err == bufio.ErrBufferFull { // skip absurdly long lines
+				_, err = br.ReadSlice('\n')
+			}
+			continue
+		}
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			if err := rp.line(line, lineNo, warn); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // replay holds the state of reading one status file.
 type replay struct {
 	file File
 	fn   func(*File, *Attempt) error
-	open []openCase // started, not yet ended: one per loop, normally
+	open []openCase // started, not yet ended (in the order started): one per loop, normally
 	a    Attempt    // the attempt handed to fn
+	// claims, if set, keeps what the meta-job claimed and did not start,
+	// for Leftovers: none of Load's readers sets it.
+	claims *claims
 }
 
 // openCase is a case started and not yet ended in one status file.
@@ -202,6 +231,9 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 	f := &rp.file
 	switch r.Kind {
 	case KindHeader:
+		if rp.claims != nil {
+			rp.claims.header(r) // as written: even one refused below
+		}
 		if f.META {
 			return false, errors.New("a farm header in a file of META's \"ID STATUS\" lines")
 		}
@@ -229,15 +261,24 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 			o.note = f.placeNote(r)
 		}
 		rp.open = append(rp.open, o)
+		if rp.claims != nil {
+			rp.claims.started(r.ID)
+		}
 		if f.First == 0 || r.Start < f.First {
 			f.First = r.Start
 		}
 		f.later(r.Start)
 	case KindClaimed:
 		// What it held: not an attempt (Leftovers reads them).
+		if rp.claims != nil {
+			rp.claims.claimed(r)
+		}
 		f.later(r.Time)
 	case KindUnfit:
 		// Taken and not started: an attempt without a start.
+		if rp.claims != nil {
+			rp.claims.started(r.ID)
+		}
 		f.later(r.Time)
 		rp.a = Attempt{ID: r.ID, State: Unfit, Start: r.Time, note: f.reasonNote(r.Message)}
 		return true, rp.fn(f, &rp.a)

@@ -41,11 +41,12 @@
 // MESSAGE), and it is left for the next run. These are optional parts of
 // v1: a file without them reads as before.
 //
-// Writer writes these lines and ParseRecord reads them: Load, Tail,
-// Durations, everything that reads a status file, reads with it. ReadFile
-// replays a file's records into attempts and decides, once for every
-// reader, what became of each (running, interrupted, ended with its
-// STATUS): Load and farm report read status files through it.
+// Writer writes these lines and ParseRecord reads them. One replay
+// (ReadFile's) interprets them, for every reader: it replays a file's
+// records into attempts and decides, once, what became of each (running,
+// interrupted, ended with its STATUS). Load and farm report read status
+// files through ReadFile; Tail replays what is appended;
+// Durations and ReadLeftovers replay a file whole.
 //
 // A batch system may restart a job under the same ID after its node failed
 // (Slurm's requeue). Each incarnation of a job writes a file of its own —
