@@ -283,7 +283,7 @@ func BenchmarkTailLines(b *testing.B) {
 	t := NewTail("")
 	tf := t.newFile("1", 0)
 	for i := 0; i < b.N; i += 2000 {
-		t.lines(tf, buf)
+		tf.lines(buf)
 		t.ends = t.ends[:0]
 	}
 }

@@ -45,7 +45,7 @@
 // (ReadFile's) interprets them, for every reader: it replays a file's
 // records into attempts and decides, once, what became of each (running,
 // interrupted, ended with its STATUS). Load and farm report read status
-// files through ReadFile; Tail replays what is appended;
+// files through ReadFile; Tail and Follower replay what is appended;
 // Durations and ReadLeftovers replay a file whole.
 //
 // A batch system may restart a job under the same ID after its node failed

@@ -24,13 +24,11 @@ type Tail struct {
 	ends []float64
 }
 
-// tailFile is one file followed: its records are replayed as ReadFile
-// replays them, a complete line at a time as it is appended.
+// tailFile is one file followed, with its counts.
 type tailFile struct {
-	off     int64
+	follower
 	job     string // as its name says
 	restart int
-	rp      replay
 	c       Counts // ended attempts: Succeeded, Failed, Interrupted; and Unfit
 }
 
@@ -85,7 +83,7 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 			tf = t.newFile(job, restart)
 			t.files[name] = tf
 		}
-		if err := t.read(name, tf); err != nil {
+		if err := tf.read(name); err != nil {
 			return TailCounts{}, err
 		}
 	}
@@ -130,35 +128,77 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 	return out, nil
 }
 
-// read consumes the complete lines appended to one file.
-func (t *Tail) read(name string, tf *tailFile) error {
+// Follower follows one status file as Tail follows a farm's: each Read
+// replays only the complete lines appended since the last, with
+// ReadFile's replay. The warden of a run's rescue watches the meta-jobs
+// still running with it, for their Q record (metajob/rescue.go). It is
+// not safe for concurrent use.
+type Follower struct {
+	name string
+	fl   follower
+}
+
+// NewFollower follows the status file name, from its start.
+func NewFollower(name string) *Follower {
+	f := &Follower{name: name}
+	f.fl.rp.fn = func(*File, *Attempt) error { return nil }
+	f.fl.rp.file.Job, f.fl.rp.file.Restart, _ = layout.ParseStatusFile(filepath.Base(name))
+	return f
+}
+
+// Read reads what was appended to the file since the last Read and
+// returns the file as read so far (its header; Quitted once its meta-job
+// wrote its Q record), which the next Read updates. A line being written
+// is left for later, and damaged lines are skipped, as ReadFile does. An
+// error opening or reading the file is returned, with what was read
+// before; so is a directory in its place.
+func (f *Follower) Read() (*File, error) {
+	err := f.fl.read(f.name)
+	return &f.fl.rp.file, err
+}
+
+// follower reads one status file as it grows: its records are replayed as
+// ReadFile replays them, a complete line at a time as it is appended.
+type follower struct {
+	off int64 // where the next line starts
+	rp  replay
+}
+
+// read consumes the complete lines appended to the file name.
+func (fl *follower) read(name string) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || st.Size() <= tf.off {
+	if err != nil {
 		return err
 	}
-	chunk := make([]byte, min(st.Size()-tf.off, 4<<20))
-	for tf.off < st.Size() {
-		n, err := f.ReadAt(chunk, tf.off)
+	if st.IsDir() {
+		return dirError(name)
+	}
+	if st.Size() <= fl.off {
+		return nil
+	}
+	chunk := make([]byte, min(st.Size()-fl.off, maxChunk))
+	for fl.off < st.Size() {
+		n, err := f.ReadAt(chunk, fl.off)
 		if err != nil && err != io.EOF {
 			return err
 		}
 		buf := chunk[:n]
 		last := bytes.LastIndexByte(buf, '\n')
 		if last < 0 {
-			if n == len(chunk) && n > 0 { // a line longer than the chunk: skip it
-				tf.off += int64(n)
+			if n == maxChunk { // a line longer than a chunk can be: skip it
+				fl.off += int64(n)
 				continue
 			}
 			return nil // only a line being written
 		}
 		buf = buf[:last+1]
-		tf.off += int64(len(buf))
-		t.lines(tf, buf)
+		fl.off += int64(len(buf))
+		fl.lines(buf)
 		if n == 0 {
 			break
 		}
@@ -166,12 +206,15 @@ func (t *Tail) read(name string, tf *tailFile) error {
 	return nil
 }
 
+// maxChunk is the most a follower reads at once.
+const maxChunk = 4 << 20
+
 // lines replays the complete lines in buf. Damaged lines are skipped
 // (Load reports them).
-func (t *Tail) lines(tf *tailFile, buf []byte) {
+func (fl *follower) lines(buf []byte) {
 	for len(buf) > 0 {
 		i := bytes.IndexByte(buf, '\n')
-		tf.rp.line(buf[:i+1], 0, nil) // fn returns no error
+		fl.rp.line(buf[:i+1], 0, nil) // fn returns no error
 		buf = buf[i+1:]
 	}
 }
