@@ -1,7 +1,6 @@
 package metajob
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -111,6 +110,9 @@ type rescuer struct {
 	quit    chan struct{}
 	wg      sync.WaitGroup // the tick goroutine
 	marks   atomic.Int64   // marks made, for each mark's own content
+
+	pollMu sync.Mutex                  // one quitPoll at a time: it holds follow
+	follow map[string]*status.Follower // the watched files, followed, by name
 
 	mu       sync.Mutex // the fields below
 	lastK    int64      // the last period whose check this job tried
@@ -332,19 +334,30 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 }
 
 // quitPoll is the warden's look, between checks, at the jobs the last
-// check found running: a job whose status file ends with its Q record has
-// ended its cases. When none is left and no rescue is pending, the run is
-// over for the warden. (One read of a file's end per job still running.)
+// check found running: a job whose status file has its Q record has ended
+// its cases. When none is left and no rescue is pending, the run is over
+// for the warden. (Each look reads only what a job appended since the
+// last: a status.Follower per file watched.)
 func (r *rescuer) quitPoll() {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
 	r.mu.Lock()
 	watch, gen := r.watch, r.watchGen
 	r.mu.Unlock()
+	follow := make(map[string]*status.Follower, len(watch))
 	var still []string
 	for _, name := range watch {
-		if !quitted(filepath.Join(r.statusDir, name)) {
+		fl := r.follow[name]
+		if fl == nil {
+			fl = status.NewFollower(filepath.Join(r.statusDir, name))
+		}
+		follow[name] = fl
+		// An error (a file gone, unreadable) leaves the job watched.
+		if f, _ := fl.Read(); !f.Quitted {
 			still = append(still, name)
 		}
 	}
+	r.follow = follow // the files no longer watched are let go
 	r.mu.Lock()
 	if r.watchGen == gen { // no check meanwhile
 		r.watch = still
@@ -362,27 +375,6 @@ func (r *rescuer) pollEvery() time.Duration {
 	n := len(r.watch)
 	r.mu.Unlock()
 	return min(max(time.Duration(n)*5*time.Millisecond, 200*time.Millisecond), 5*time.Second)
-}
-
-// quitted reports whether the status file at path ends with a Q record.
-func quitted(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	off := max(0, fi.Size()-4096)
-	b := make([]byte, fi.Size()-off)
-	n, _ := f.ReadAt(b, off)
-	b = bytes.TrimRight(b[:n], "\n")
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return bytes.HasPrefix(b, []byte("Q "))
 }
 
 // setOver records the warden's finding when the run has no other job.
