@@ -40,8 +40,9 @@ import (
 // in the instant between that last look and its exec) runs on to its end;
 // the cases after it do not start.
 
-// MsgSuperseded ends a loop whose run is no longer the current one; the
-// job's output gets the line that says why (Metajob.supersededLine).
+// MsgSuperseded is the line of a loop that ends because its run is no
+// longer the current one (stopSuperseded); the job's output gets the line
+// that says why (Metajob.supersededLine).
 const MsgSuperseded = "farm: this meta-job's run is no longer the current one; exiting."
 
 // runNews is what the meta-job last knew of its run: when, and the run
@@ -74,12 +75,12 @@ func (m *Metajob) heard(t time.Time, st casetable.State) {
 // run: a claim in it, dated from before the claim (a job frozen inside the
 // claim, once committed, must count the freeze); or, with no case, its
 // record — unless a repair rebuilt it since the last news: then the run is
-// superseded (MsgSuperseded), at once, for the cases the job's loops hold.
+// superseded (stopSuperseded), at once, for the cases the job's loops hold.
 // m.mu is held.
-func (m *Metajob) claimNews(asOf time.Time, n int) string {
+func (m *Metajob) claimNews(asOf time.Time, n int) stop {
 	st := m.store.Last()
 	if n == 0 && st.Run != m.Env.Run {
-		return "" // another run's record: the claim says so (MsgNoCases)
+		return going // another run's record: the claim says so (stopNoCases)
 	}
 	if n == 0 && !m.news.at.IsZero() {
 		if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
@@ -87,7 +88,7 @@ func (m *Metajob) claimNews(asOf time.Time, n int) string {
 		}
 	}
 	m.heard(asOf, st)
-	return ""
+	return going
 }
 
 // lookEvery is the meta-job's cadence: FARM_LOOK_EVERY, else
@@ -120,15 +121,15 @@ func (m *Metajob) lookDue() time.Duration {
 // they claim in. If the run is no longer the current one it drops the
 // cases still queued, counts them (and held more, which the caller holds)
 // as left, wakes the loops waiting for their turn, and returns
-// MsgSuperseded; the loops then end, and the job with supersededLine. An
+// stopSuperseded; the loops then end, and the job with supersededLine. An
 // error is a claim state that could not be read. m.mu is held.
-func (m *Metajob) look(ctx context.Context, held int) (moved bool, msg string, err error) {
+func (m *Metajob) look(ctx context.Context, held int) (moved bool, why stop, err error) {
 	if m.superseded != "" {
 		m.left += held
-		return false, MsgSuperseded, nil
+		return false, stopSuperseded, nil
 	}
 	if m.lookDue() > 0 {
-		return false, "", nil
+		return false, going, nil
 	}
 	now := m.now()
 	silent := gap(now, m.news.at)
@@ -147,28 +148,28 @@ func (m *Metajob) look(ctx context.Context, held int) (moved bool, msg string, e
 		// not start a case on it).
 		what := fmt.Sprintf("looking at the claim state of run %d (last news of it %s ago)", m.Env.Run, roundGap(silent))
 		if de := damageAdvice(what, err); de != nil {
-			return false, "", de
+			return false, going, de
 		}
-		return false, "", fmt.Errorf("%s: %w", what, err)
+		return false, going, fmt.Errorf("%s: %w", what, err)
 	}
 	m.looked = now
 	if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
 		return false, m.supersede(why, silent, held), nil
 	}
 	m.heard(now, st)
-	return moved, "", nil
+	return moved, going, nil
 }
 
 // supersede ends the job's run for it, for why, after silent without news:
 // it drops the cases still queued, counts them (and held more, which the
 // caller holds) as left, and wakes the loops waiting for their turn. It
-// returns MsgSuperseded. m.mu is held.
-func (m *Metajob) supersede(why string, silent time.Duration, held int) string {
+// returns stopSuperseded. m.mu is held.
+func (m *Metajob) supersede(why string, silent time.Duration, held int) stop {
 	m.superseded, m.silent = why, silent
 	m.left += len(m.queue) + len(m.rescued) + held
 	m.queue, m.rescued = nil, nil
 	m.pool.stop() // the loops waiting for their turn start nothing
-	return MsgSuperseded
+	return stopSuperseded
 }
 
 // supersededBy says why run is no longer the current one, now that the

@@ -59,9 +59,9 @@ func lookFarm(t *testing.T) (*Metajob, *loop, string) {
 	s := &loop{k: 1, runner: nopRunner{}}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cases, msg, err := m.claim(context.Background(), m.rt, 4)
-	if err != nil || msg != "" || len(cases) != 4 {
-		t.Fatalf("claim: %d cases, %q, %v", len(cases), msg, err)
+	cases, why, err := m.claim(context.Background(), m.rt, 4)
+	if err != nil || why != going || len(cases) != 4 {
+		t.Fatalf("claim: %d cases, %q, %v", len(cases), why, err)
 	}
 	m.queue = cases[1:]
 	return m, s, dir
@@ -108,9 +108,9 @@ func TestLookCostsNothingWithinTheThreshold(t *testing.T) {
 	// meta-job would stop. It does not read.
 	startRun(t, dir, 2)
 	for _, want := range []int64{2, 3, 4} {
-		c, _, _, msg, err := m.next(context.Background(), s)
-		if err != nil || msg != "" || c.ID != want {
-			t.Fatalf("next: case %d, %q, %v; want case %d", c.ID, msg, err, want)
+		c, _, _, why, err := m.next(context.Background(), s)
+		if err != nil || why != going || c.ID != want {
+			t.Fatalf("next: case %d, %q, %v; want case %d", c.ID, why, err, want)
 		}
 	}
 }
@@ -126,9 +126,9 @@ func TestLookAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
 	}
 	m.Env.LookEvery = 5 * time.Second
 	later(m, 6*time.Second)
-	c, _, _, msg, err := m.next(context.Background(), s)
-	if err != nil || msg != "" || c.ID != 2 {
-		t.Fatalf("next: case %d, %q, %v; want case 2", c.ID, msg, err)
+	c, _, _, why, err := m.next(context.Background(), s)
+	if err != nil || why != going || c.ID != 2 {
+		t.Fatalf("next: case %d, %q, %v; want case 2", c.ID, why, err)
 	}
 	if m.news.at != m.clock() {
 		t.Errorf("news at %v, want the look's %v", m.news.at, m.clock())
@@ -142,25 +142,25 @@ func TestLookFindsTheRunSuperseded(t *testing.T) {
 	m, s, dir := lookFarm(t)
 	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
-	c, _, _, msg, err := m.next(context.Background(), s)
-	if err != nil || msg != MsgSuperseded {
-		t.Fatalf("next: case %d, %q, %v; want %q", c.ID, msg, err, MsgSuperseded)
+	c, _, _, why, err := m.next(context.Background(), s)
+	if err != nil || why != stopSuperseded {
+		t.Fatalf("next: case %d, %q, %v; want %q", c.ID, why, err, stopSuperseded)
 	}
 	if len(m.queue) != 0 || m.left != 3 {
 		t.Errorf("queue %v, left %d; want none queued, 3 left", m.queue, m.left)
 	}
 	// The other loops: one about to start the case it holds, one waiting
 	// for its turn (woken: the pool stopped), one asking for a case.
-	if ok, msg, _ := m.stillStarts(context.Background(), tablefmt.Case{ID: 9}, want{}, 0, ""); ok || msg != MsgSuperseded {
-		t.Errorf("stillStarts: %v %q", ok, msg)
+	if ok, why, _ := m.stillStarts(context.Background(), tablefmt.Case{ID: 9}, want{}, 0, ""); ok || why != stopSuperseded {
+		t.Errorf("stillStarts: %v %q", ok, why)
 	}
 	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {
 		t.Error("a loop waiting for its turn was not stopped")
-	} else if msg := m.notStarted(); msg != MsgSuperseded {
-		t.Errorf("a loop stopped while waiting for its turn ends with %q", msg)
+	} else if why := m.notStarted(); why != stopSuperseded {
+		t.Errorf("a loop stopped while waiting for its turn ends with %q", why)
 	}
-	if _, _, _, msg, _ := m.next(context.Background(), s); msg != MsgSuperseded {
-		t.Errorf("next again: %q", msg)
+	if _, _, _, why, _ := m.next(context.Background(), s); why != stopSuperseded {
+		t.Errorf("next again: %q", why)
 	}
 	line := m.supersededLine()
 	for _, want := range []string{"run 1 was superseded by run 2", "for 12m0s", "the 5 cases it had claimed but not started were left to run 2; exiting."} {
@@ -168,8 +168,8 @@ func TestLookFindsTheRunSuperseded(t *testing.T) {
 			t.Errorf("line %q lacks %q", line, want)
 		}
 	}
-	if msg, err := jobEnd([]loopEnd{{MsgSuperseded, nil}, {MsgNoCases, nil}}); msg != MsgSuperseded || err != nil {
-		t.Errorf("jobEnd: %q %v", msg, err)
+	if why, err := jobEnd([]loopEnd{{stopSuperseded, nil}, {stopNoCases, nil}}); why != stopSuperseded || err != nil {
+		t.Errorf("jobEnd: %q %v", why, err)
 	}
 }
 
@@ -203,8 +203,8 @@ func TestLookFindsTheRunRepaired(t *testing.T) {
 				t.Fatal(err)
 			}
 			later(m, 2*time.Minute)
-			if _, _, _, msg, err := m.next(context.Background(), s); msg != MsgSuperseded || err != nil {
-				t.Fatalf("next: %q %v", msg, err)
+			if _, _, _, why, err := m.next(context.Background(), s); why != stopSuperseded || err != nil {
+				t.Fatalf("next: %q %v", why, err)
 			}
 			if line := m.supersededLine(); !strings.Contains(line, "the claim state of run 1 was rebuilt (farm repair)") || !strings.Contains(line, "left to the next run") {
 				t.Errorf("line %q", line)
@@ -220,8 +220,8 @@ func TestLookReadFailureEndsTheJob(t *testing.T) {
 	}
 	m.store.Close() // forget the chain it had open
 	later(m, 2*time.Minute)
-	if c, _, _, msg, err := m.next(context.Background(), s); err == nil || msg != "" {
-		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, msg, err)
+	if c, _, _, why, err := m.next(context.Background(), s); err == nil || why != going {
+		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, why, err)
 	} else if !strings.Contains(err.Error(), "looking at the claim state of run 1 (last news of it 2m0s ago)") {
 		t.Errorf("error: %v", err)
 	}
@@ -241,18 +241,18 @@ func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 		return t0
 	}
 	m.mu.Lock()
-	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	cases, why, err := m.claim(context.Background(), m.rt, 4)
 	m.mu.Unlock()
-	if err != nil || msg != "" || len(cases) == 0 {
-		t.Fatalf("claim: %v, %q, %v", cases, msg, err)
+	if err != nil || why != going || len(cases) == 0 {
+		t.Fatalf("claim: %v, %q, %v", cases, why, err)
 	}
 	if m.news.at != t0 {
 		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", m.news.at, t0)
 	}
 	// So the first case of the batch is not started before a look.
 	m.queue = cases
-	if c, _, _, msg, err := m.next(context.Background(), s); err != nil || msg != "" || c.ID != 5 {
-		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, msg, err)
+	if c, _, _, why, err := m.next(context.Background(), s); err != nil || why != going || c.ID != 5 {
+		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, why, err)
 	}
 	if m.news.at != t0.Add(10*time.Minute) {
 		t.Errorf("news at %v after the first case: no look", m.news.at)
@@ -293,21 +293,21 @@ func TestSupersededByKeepsAddedTables(t *testing.T) {
 // at the clock.
 func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
 	m, s, dir := lookFarm(t)
-	c, _, _, msg, err := m.next(context.Background(), s)
-	if err != nil || msg != "" {
-		t.Fatalf("next: %q, %v", msg, err)
+	c, _, _, why, err := m.next(context.Background(), s)
+	if err != nil || why != going {
+		t.Fatalf("next: %q, %v", why, err)
 	}
-	if ok, msg, err := m.stillStarts(context.Background(), c, want{}, 0, ""); !ok {
-		t.Fatalf("stillStarts: %q, %v", msg, err)
+	if ok, why, err := m.stillStarts(context.Background(), c, want{}, 0, ""); !ok {
+		t.Fatalf("stillStarts: %q, %v", why, err)
 	}
-	if msg, err := m.startsAfterRecord(context.Background()); msg != "" || err != nil {
-		t.Fatalf("startsAfterRecord with news of the run: %q, %v", msg, err)
+	if why, err := m.startsAfterRecord(context.Background()); why != going || err != nil {
+		t.Fatalf("startsAfterRecord with news of the run: %q, %v", why, err)
 	}
 	// Frozen here for 12 minutes, while run 2 started.
 	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
-	if msg, err := m.startsAfterRecord(context.Background()); msg != MsgSuperseded || err != nil {
-		t.Errorf("startsAfterRecord after the silence: %q, %v; want %q", msg, err, MsgSuperseded)
+	if why, err := m.startsAfterRecord(context.Background()); why != stopSuperseded || err != nil {
+		t.Errorf("startsAfterRecord after the silence: %q, %v; want %q", why, err, stopSuperseded)
 	}
 }
 
@@ -326,15 +326,15 @@ func TestLookFindsASetAddedFirst(t *testing.T) {
 	}
 	m.Env.LookEvery = 5 * time.Second
 	later(m, time.Second)
-	c, _, _, msg, err := m.next(context.Background(), s)
-	if err != nil || msg != "" || c.ID >= 101 {
-		t.Fatalf("next within LookEvery: case %d, %q, %v; want one of the run's own (no look)", c.ID, msg, err)
+	c, _, _, why, err := m.next(context.Background(), s)
+	if err != nil || why != going || c.ID >= 101 {
+		t.Fatalf("next within LookEvery: case %d, %q, %v; want one of the run's own (no look)", c.ID, why, err)
 	}
 	m.queue = nil
 	later(m, 6*time.Second)
-	c, _, _, msg, err = m.next(context.Background(), s)
-	if err != nil || msg != "" || c.ID != 101 {
-		t.Fatalf("next once the look was due: case %d, %q, %v; want 101, the --first set's", c.ID, msg, err)
+	c, _, _, why, err = m.next(context.Background(), s)
+	if err != nil || why != going || c.ID != 101 {
+		t.Fatalf("next once the look was due: case %d, %q, %v; want 101, the --first set's", c.ID, why, err)
 	}
 }
 
@@ -357,13 +357,13 @@ func TestClaimOfNothingAfterARepairSupersedes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	cases, msg, err := m.claim(context.Background(), m.rt, 4)
+	cases, why, err := m.claim(context.Background(), m.rt, 4)
 	m.mu.Unlock()
-	if len(cases) != 0 || msg != MsgSuperseded || err != nil {
-		t.Fatalf("claim after the repair: %v, %q, %v; want none, %q", cases, msg, err, MsgSuperseded)
+	if len(cases) != 0 || why != stopSuperseded || err != nil {
+		t.Fatalf("claim after the repair: %v, %q, %v; want none, %q", cases, why, err, stopSuperseded)
 	}
-	if c, _, _, msg, _ := m.next(context.Background(), s); msg != MsgSuperseded {
-		t.Errorf("next after it: case %d, %q; want %q (the held cases stay unstarted)", c.ID, msg, MsgSuperseded)
+	if c, _, _, why, _ := m.next(context.Background(), s); why != stopSuperseded {
+		t.Errorf("next after it: case %d, %q; want %q (the held cases stay unstarted)", c.ID, why, stopSuperseded)
 	}
 	if m.left != 3 {
 		t.Errorf("left %d, want the 3 held", m.left)
@@ -382,8 +382,8 @@ func TestFailedLookIsNotALook(t *testing.T) {
 	m.Env.LookEvery = 5 * time.Second
 	later(m, 6*time.Second)
 	for i := range 2 {
-		if c, _, _, msg, err := m.next(context.Background(), s); err == nil {
-			t.Fatalf("next %d after the failed look: case %d, %q; want the reading's error", i+1, c.ID, msg)
+		if c, _, _, why, err := m.next(context.Background(), s); err == nil {
+			t.Fatalf("next %d after the failed look: case %d, %q; want the reading's error", i+1, c.ID, why)
 		}
 	}
 }
@@ -402,10 +402,10 @@ func TestLookAfterASilenceTellsAChainGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	later(m, 12*time.Minute)
-	c, _, _, msg, err := m.next(context.Background(), s)
+	c, _, _, why, err := m.next(context.Background(), s)
 	var de *casetable.DamageError
 	if !errors.As(err, &de) {
-		t.Fatalf("next after the silence: case %d, %q, %v; want the damage", c.ID, msg, err)
+		t.Fatalf("next after the silence: case %d, %q, %v; want the damage", c.ID, why, err)
 	}
 	if !strings.Contains(err.Error(), "'farm repair' rebuilds it") {
 		t.Errorf("the damage met by a look gives no advice: %v", err)

@@ -34,19 +34,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Messages a meta-job prints when it exits by itself, as META users know them.
-const (
-	MsgNoCases     = "No cases left; exiting."
-	MsgSimpleDone  = "Exiting after processing one case (-1 option)"
-	MsgFastFailure = "Too many failed (very short) cases - exiting"
-	MsgNoRuntime   = "Not enough runtime left; exiting."
-	MsgStopped     = "Stopped by a signal; exiting."
-)
-
-// ErrFastFailure is returned by Metajob.Run when fast-failure protection
-// stopped the meta-job.
-var ErrFastFailure = errors.New(MsgFastFailure)
-
 // Metajob runs the meta-job loop inside a job: claim the next cases, run
 // single_case.sh on each, record its start and end, and repeat until no
 // case is left, the job's time is nearly up, or a stop signal comes.
@@ -308,11 +295,7 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	if n := len(m.retries) + m.retriesLeft; n > 0 {
 		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
 	}
-	msg, err := jobEnd(m.ends)
-	if msg == MsgSuperseded {
-		msg = m.supersededLine()
-	}
-	return m.quit(msg, err)
+	return m.quit(jobEnd(m.ends))
 }
 
 // startLoop starts loop s. m.mu is held.
@@ -321,20 +304,20 @@ func (m *Metajob) startLoop(ctx context.Context, s *loop) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		msg, err := m.runLoop(ctx, s)
+		why, err := m.runLoop(ctx, s)
 		m.mu.Lock()
-		m.ends = append(m.ends, loopEnd{msg, err})
+		m.ends = append(m.ends, loopEnd{why, err})
 		several := len(m.loops) > 1
-		if err != nil && err != errHalted && !errors.Is(err, ErrFastFailure) {
+		if err != nil {
 			m.halted = true // the other loops take no more cases
 		}
 		m.mu.Unlock()
 		switch {
-		case !several || err == errHalted || msg == MsgSuperseded:
-		case err != nil && !errors.Is(err, ErrFastFailure):
+		case !several || why == stopHalted || why == stopSuperseded:
+		case err != nil:
 			fmt.Fprintf(m.log, "farm: loop %d: %v\n", s.k, err)
-		case msg != "":
-			fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, msg)
+		case why.line() != "":
+			fmt.Fprintf(m.log, "farm: loop %d: %s\n", s.k, why.line())
 		}
 	}()
 }
@@ -366,123 +349,114 @@ func (m *Metajob) growLoops(ctx context.Context) {
 	}
 }
 
-// errHalted ends a loop because another loop of the job ended with an
-// error: the job ends with that one.
-var errHalted = errors.New("another loop of the job failed")
-
-// loopEnd is how one loop ended.
+// loopEnd is how one loop ended: why, or with an error.
 type loopEnd struct {
-	msg string
+	why stop
 	err error
 }
 
 // jobEnd is the end of a meta-job whose loops ended so: the first error,
-// else its run superseded, else a stop signal, else the run-time, else no
-// case left; fast-failure protection ends the job only when it ended every
-// loop.
-func jobEnd(ends []loopEnd) (string, error) {
-	seen := map[string]bool{}
+// else the strongest of their stops (stop's order: the run superseded, a
+// stop signal, the run-time, no case left); fast-failure protection ends
+// the job only when it ended every loop; no loop: no case left.
+func jobEnd(ends []loopEnd) (stop, error) {
+	why := going
 	for _, e := range ends {
-		if e.err != nil && e.err != errHalted && !errors.Is(e.err, ErrFastFailure) {
-			return e.msg, e.err
+		if e.err != nil {
+			return e.why, e.err
 		}
-		seen[e.msg] = true
+		why = max(why, e.why)
 	}
-	for _, msg := range []string{MsgSuperseded, MsgStopped, MsgNoRuntime, MsgNoCases, MsgSimpleDone} {
-		if seen[msg] {
-			return msg, nil
-		}
+	if why <= stopHalted {
+		why = stopNoCases
 	}
-	if seen[MsgFastFailure] {
-		return MsgFastFailure, ErrFastFailure
-	}
-	return MsgNoCases, nil
+	return why, nil
 }
 
 // runLoop is loop s: take the next claimed case (claiming more
-// when none is left), run it, until one of the ends; it returns the
-// message to end with and the error, if any.
-func (m *Metajob) runLoop(ctx context.Context, s *loop) (string, error) {
+// when none is left), run it, until one of the ends; it returns why it
+// ended, or the error it ended with.
+func (m *Metajob) runLoop(ctx context.Context, s *loop) (stop, error) {
 	for {
 		if m.stop.stopped() {
-			return MsgStopped, nil
+			return stopSignal, nil
 		}
-		c, w, t, msg, err := m.next(ctx, s)
-		if msg != "" || err != nil {
-			return msg, err
+		c, w, t, why, err := m.next(ctx, s)
+		if why != going || err != nil {
+			return why, err
 		}
 		g, ok := m.pool.acquire(t, w, s.k-1)
 		if !ok {
 			m.retryNotStarted(s)
 			return m.notStarted(), nil
 		}
-		if start, msg, err := m.stillStarts(ctx, c, w, s.retry, s.from); !start {
+		if start, why, err := m.stillStarts(ctx, c, w, s.retry, s.from); !start {
 			// Waited for its turn past a stop, the run-time or its
 			// min_time: not started.
 			m.retryNotStarted(s)
 			m.pool.release(g)
-			if msg != "" || err != nil {
-				return msg, err
+			if why != going || err != nil {
+				return why, err
 			}
 			continue // recorded unfit; the next
 		}
-		code, d, msg, err := m.runPacked(ctx, s, c, w, g)
+		code, d, why, err := m.runPacked(ctx, s, c, w, g)
 		m.pool.release(g)
-		if msg != "" || err != nil {
-			return msg, err
+		if why != going || err != nil {
+			return why, err
 		}
 		if code != 0 {
 			m.failed(c, s.retry, code)
 		}
 		if m.ended(s, code, d) {
-			return MsgFastFailure, ErrFastFailure
+			return stopFastFailure, nil
 		}
 		if m.Env.Simple && !m.simpleRetries() {
-			return MsgSimpleDone, nil
+			return stopSimpleDone, nil
 		}
 	}
 }
 
-// notStarted is the message of a loop whose case was not started because
-// the pool stopped while it waited for its turn: its run superseded
-// (look), or a stop signal.
-func (m *Metajob) notStarted() string {
+// notStarted is why a loop ends whose case was not started because the
+// pool stopped while it waited for its turn: its run superseded (look),
+// or a stop signal.
+func (m *Metajob) notStarted() stop {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.superseded != "" {
 		m.left++ // its case
-		return MsgSuperseded
+		return stopSuperseded
 	}
-	return MsgStopped
+	return stopSignal
 }
 
 // stillStarts reports whether case c (its retry-th retry; 0: its first
 // attempt) may still start once its turn came
-// (it may have waited long): not after a stop signal (message MsgStopped),
-// nor when the meta-job's run is no longer the current one (MsgSuperseded;
+// (it may have waited long): not after a stop signal (stopSignal),
+// nor when the meta-job's run is no longer the current one (stopSuperseded;
 // looked at once every LookEvery, look.go), nor when the job's time
-// left is below the runtime cutoff (MsgNoRuntime), nor when it is below c's
-// min_time (c is recorded unfit, no message: the loop goes on; a retry is
+// left is below the runtime cutoff (stopNoRuntime), nor when it is below c's
+// min_time (c is recorded unfit, going: the loop goes on; a retry is
 // not recorded: it stays failed).
-func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry int, from string) (bool, string, error) {
+func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry int, from string) (bool, stop, error) {
 	if m.stop.stopped() {
-		return false, MsgStopped, nil
+		return false, stopSignal, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, msg, err := m.look(ctx, 1); msg != "" || err != nil {
-		return false, msg, err
+	if _, why, err := m.look(ctx, 1); why != going || err != nil {
+		return false, why, err
 	}
 	if m.rt.tooLate() {
-		return false, MsgNoRuntime, nil
+		return false, stopNoRuntime, nil
 	}
 	if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
 		if retry > 0 && from == "" {
-			return false, "", nil // stays failed: counted by retryNotStarted
+			return false, going, nil // stays failed: counted by retryNotStarted
 		}
-		return false, "", m.recordUnfit(c, why)
+		return false, going, m.recordUnfit(c, why)
 	}
-	return true, "", nil
+	return true, going, nil
 }
 
 // ended counts case ended with code after d: the job's pace, its longest
@@ -512,44 +486,44 @@ func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
 }
 
 // next hands loop s the next claimed case, claiming a batch when none is
-// left; or the message to end loop s with (no case left, not
-// enough time), or an error.
-func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint64, string, error) {
+// left; or why loop s ends (no case left, not enough time, ...), or an
+// error.
+func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint64, stop, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
 		if m.halted {
-			return tablefmt.Case{}, want{}, 0, "", errHalted
+			return tablefmt.Case{}, want{}, 0, stopHalted, nil
 		}
 		if m.ffTripped { // the job's fast-failure protection
-			return tablefmt.Case{}, want{}, 0, MsgFastFailure, ErrFastFailure
+			return tablefmt.Case{}, want{}, 0, stopFastFailure, nil
 		}
 		if m.stop.stopped() { // came while this loop waited for the others
-			return tablefmt.Case{}, want{}, 0, MsgStopped, nil
+			return tablefmt.Case{}, want{}, 0, stopSignal, nil
 		}
 		if m.superseded != "" { // found by another loop
-			return tablefmt.Case{}, want{}, 0, MsgSuperseded, nil
+			return tablefmt.Case{}, want{}, 0, stopSuperseded, nil
 		}
-		r, retry, again, msg, err := m.fill(ctx)
+		r, retry, again, why, err := m.fill(ctx)
 		if again {
 			continue
 		}
-		if msg != "" || err != nil {
-			return tablefmt.Case{}, want{}, 0, msg, err
+		if why != going || err != nil {
+			return tablefmt.Case{}, want{}, 0, why, err
 		}
 		// Is the run still the meta-job's (a job frozen with cases
 		// queued)? Only a look at the clock within LookEvery.
-		if _, msg, err := m.look(ctx, 0); msg != "" || err != nil {
+		if _, why, err := m.look(ctx, 0); why != going || err != nil {
 			if retry && r.from == "" {
 				m.retriesLeft++
 			}
-			return tablefmt.Case{}, want{}, 0, msg, err
+			return tablefmt.Case{}, want{}, 0, why, err
 		}
 		if s.batch != m.batch {
 			// Pick up an edited single_case.sh, once per batch of cases.
 			s.batch = m.batch
 			if err := s.runner.refresh(); err != nil {
-				return tablefmt.Case{}, want{}, 0, "", fmt.Errorf("before running more cases: %w", err)
+				return tablefmt.Case{}, want{}, 0, going, fmt.Errorf("before running more cases: %w", err)
 			}
 		}
 		c := r.c
@@ -565,80 +539,80 @@ func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint6
 				continue
 			}
 			if err := m.recordUnfit(c, why); err != nil {
-				return tablefmt.Case{}, want{}, 0, "", err
+				return tablefmt.Case{}, want{}, 0, going, err
 			}
 			continue
 		}
 		if c.Needs.Declared {
 			m.growLoops(ctx)
 		}
-		return c, w, m.pool.ticket(), "", nil
+		return c, w, m.pool.ticket(), going, nil
 	}
 }
 
 // fill readies the next case for next: a retry that is due, else the
 // batch's next case, claiming a batch when none is left. It reports the
 // retry (retry) if that is it; again when next must look again (the table
-// ran out while retries remain, or a wait for one ended); or the message
-// to end the loop with. m.mu is held.
-func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, msg string, err error) {
+// ran out while retries remain, or a wait for one ended); or why the loop
+// ends. m.mu is held.
+func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, why stop, err error) {
 	if r, ok := m.dueRetry(); ok {
 		if m.rt.tooLate() {
 			m.retries = append([]pendingRetry{r}, m.retries...)
-			return r, false, false, MsgNoRuntime, nil
+			return r, false, false, stopNoRuntime, nil
 		}
-		return r, true, false, "", nil
+		return r, true, false, going, nil
 	}
 	if len(m.rescued) > 0 {
 		if m.rt.tooLate() {
 			// Left in this job's C record: rescued again once it ends.
-			return r, false, false, MsgNoRuntime, nil
+			return r, false, false, stopNoRuntime, nil
 		}
 		r = m.rescued[0]
 		m.rescued = m.rescued[1:]
-		return r, true, false, "", nil
+		return r, true, false, going, nil
 	}
 	if len(m.queue) > 0 {
 		if m.rt.tooLate() {
 			// The rest of the batch would likely not finish: it stays
 			// never started, for the next run.
-			return r, false, false, MsgNoRuntime, nil
+			return r, false, false, stopNoRuntime, nil
 		}
-		return r, false, false, "", nil
+		return r, false, false, going, nil
 	}
 	if m.tableDone {
 		if m.awaitRetry() || m.awaitRescue() {
-			return r, false, true, "", nil
+			return r, false, true, going, nil
 		}
-		return r, false, false, MsgNoCases, nil
+		return r, false, false, stopNoCases, nil
 	}
 	if m.fencedLocked(0) {
-		return r, false, false, MsgSuperseded, nil
+		return r, false, false, stopSuperseded, nil
 	}
 	// Before a claim, the look, if due: a set 'farm add --first' put
 	// first is claimed in next.
-	if _, msg, err := m.look(ctx, 0); msg != "" || err != nil {
-		return r, false, false, msg, err
+	if _, why, err := m.look(ctx, 0); why != going || err != nil {
+		return r, false, false, why, err
 	}
 	t := time.Now()
-	cases, msg, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
+	cases, why, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
 	m.bs.claimed(time.Since(t), len(cases))
-	if msg == MsgNoCases && err == nil {
-		if again, msg, err := m.awaitCases(ctx); again || msg != "" || err != nil {
-			return r, false, again, msg, err // again: cases may have been added
+	if why == stopNoCases && err == nil {
+		if again, why, err := m.awaitCases(ctx); again || why != going || err != nil {
+			return r, false, again, why, err // again: cases may have been added
 		}
 	}
 	if len(cases) > 0 {
 		m.idleSince = time.Time{}
 	}
-	if msg == MsgNoCases && err == nil && (len(m.retries) > 0 || m.rescue != nil) {
+	if why == stopNoCases && err == nil && (len(m.retries) > 0 || m.rescue != nil) {
 		m.tableDone = true // the last claim; what is left is retries and rescues
-		return r, false, true, "", nil
+		return r, false, true, going, nil
 	}
-	if msg != "" || err != nil {
-		return r, false, false, msg, err
+	if why != going || err != nil {
+		return r, false, false, why, err
 	}
-	return r, false, false, "", m.queued(cases)
+	return r, false, false, going, m.queued(cases)
 }
 
 // queued makes cases, just claimed, the job's queue: the larger first in a
@@ -680,7 +654,7 @@ func (m *Metajob) recordUnfit(c tablefmt.Case, why string) error {
 
 // runPacked runs case c, which wants w, on what it was granted: bound to
 // its CPUs and with its settings when it is managed.
-func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w want, g grant) (int, time.Duration, string, error) {
+func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w want, g grant) (int, time.Duration, stop, error) {
 	var cpus []int
 	if w.managed {
 		cpus = m.pool.bound(g)
@@ -732,50 +706,63 @@ func (s *loop) hostfiles(names []string, cpus []int, w io.Writer) (string, strin
 	return h, mf
 }
 
-// quit ends the loop: msg, if any, goes to the job's output and its status
-// file; err is what Run returns.
-func (m *Metajob) quit(msg string, err error) error {
-	if msg != "" {
-		fmt.Fprintln(m.log, msg)
-		m.sw.Quit(msg)
+// quit ends the meta-job, for why or with err: its last line goes to the
+// job's output and its status file (a table changed says so; another error
+// is Run's to say); it returns what Run returns.
+func (m *Metajob) quit(why stop, err error) error {
+	line := why.line()
+	var changed *casetable.TableChangedError
+	switch {
+	case errors.As(err, &changed):
+		line = "farm: " + changed.Error()
+	case err != nil:
+		line = ""
+	case why == stopSuperseded:
+		line = m.supersededLine()
+	case why == stopFastFailure:
+		err = ErrFastFailure
+	}
+	if line != "" {
+		fmt.Fprintln(m.log, line)
+		m.sw.Quit(line)
 	}
 	return err
 }
 
-// claim claims the next batch of at most n cases. It returns them, or the
-// message to end the loop with (no case left, not enough time), or an
+// claim claims the next batch of at most n cases. It returns them, or why
+// the loop ends (no case left, not enough time, the run superseded), or an
 // error. m.mu is held.
-func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefmt.Case, string, error) {
+func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefmt.Case, stop, error) {
 	// The last case's end record is written before the claim that counts
 	// it as finished.
 	m.swMu.Lock()
 	err := m.sw.Flush()
 	m.swMu.Unlock()
 	if err != nil {
-		return nil, "", err
+		return nil, going, err
 	}
 	if rt.shortOfTime(time.Now()) {
-		return nil, MsgNoRuntime, nil
+		return nil, stopNoRuntime, nil
 	}
 	asOf := m.now() // a claim that commits says the run was current then, or later
 	cases, err := m.store.Claim(ctx, m.Env.Run, n)
 	var changed *casetable.TableChangedError
 	if errors.As(err, &changed) {
 		// Said in the job's output and its status file (farm Status
-		// shows it), and the job ends with an error.
-		return nil, "farm: " + changed.Error(), changed
+		// shows it: quit), and the job ends with an error.
+		return nil, going, changed
 	}
 	if err := damageAdvice("claiming a case", err); err != nil {
-		return nil, "", err
+		return nil, going, err
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("claiming a case: %w", err)
+		return nil, going, fmt.Errorf("claiming a case: %w", err)
 	}
-	if msg := m.claimNews(asOf, len(cases)); msg != "" {
-		return nil, msg, nil
+	if why := m.claimNews(asOf, len(cases)); why != going {
+		return nil, why, nil
 	}
 	if len(cases) == 0 {
-		return nil, MsgNoCases, nil
+		return nil, stopNoCases, nil
 	}
 	if st := m.store.Last(); m.table == "" {
 		m.table = st.Table // the run's own: what rescue reads first
@@ -783,7 +770,7 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if k, ok := rt.due(m.Env.Run, m.store.ClaimedInRun()); ok {
 		rt.recompute(k, m.Env.Run, m.store.ClaimedInRun(), m.Farm.Path(layout.StatusDir), m.log)
 	}
-	return cases, "", nil
+	return cases, going, nil
 }
 
 // damageAdvice is err, met doing what, with the advice that mends it if it
@@ -822,41 +809,41 @@ func (m *Metajob) linesOf(table string) int64 {
 // the clock otherwise). A job frozen before the record, which resumes, so
 // starts no case that the next run ran; one frozen after it has a case
 // running, which runs on (look.go).
-// It returns MsgSuperseded, or an error reading the claim state.
-func (m *Metajob) startsAfterRecord(ctx context.Context) (string, error) {
+// It returns stopSuperseded, or an error reading the claim state.
+func (m *Metajob) startsAfterRecord(ctx context.Context) (stop, error) {
 	if m.fenced() {
-		return MsgSuperseded, nil
+		return stopSuperseded, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, msg, err := m.look(ctx, 1)
-	return msg, err
+	_, why, err := m.look(ctx, 1)
+	return why, err
 }
 
 // runOne runs case c and records its start and end. It returns the case's
-// exit code and duration, or the message to end the loop with (a stop
-// signal came), or an error.
-func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting) (code int, d time.Duration, msg string, err error) {
+// exit code and duration, or why the loop ends (a stop signal came, the
+// run superseded), or an error.
+func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting) (code int, d time.Duration, why stop, err error) {
 	start := time.Now()
 	m.swMu.Lock()
 	err = m.sw.StartAt(c.ID, start, p)
 	m.swMu.Unlock()
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, going, err
 	}
-	msg, err = m.startsAfterRecord(ctx)
-	if msg != "" || err != nil {
+	why, err = m.startsAfterRecord(ctx)
+	if why != going || err != nil {
 		// Its cases were rescued while it was stopped, or its run was
 		// superseded: this one too is left, and never runs here.
 		m.swMu.Lock()
 		m.sw.Interrupted(c.ID, 0, start, 0)
 		m.swMu.Unlock()
-		return 0, 0, msg, err
+		return 0, 0, why, err
 	}
 	code, sig, err := m.runCase(s.runner, c, set)
 	d = time.Since(start)
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("case %d: %w", c.ID, err)
+		return 0, 0, going, fmt.Errorf("case %d: %w", c.ID, err)
 	}
 	stopped := m.stop.stopped()
 	if !stopped && sig != 0 {
@@ -876,18 +863,18 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 		m.swMu.Lock()
 		m.sw.Interrupted(c.ID, sig, start, d)
 		m.swMu.Unlock()
-		return 0, 0, MsgStopped, nil
+		return 0, 0, stopSignal, nil
 	}
 	m.swMu.Lock()
 	err = m.sw.End(c.ID, code, start, d)
 	m.swMu.Unlock()
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, going, err
 	}
 	if stopped { // the case ended by itself as the stop came
-		return 0, 0, MsgStopped, nil
+		return 0, 0, stopSignal, nil
 	}
-	return code, d, "", nil
+	return code, d, going, nil
 }
 
 // BatchSeconds is about how much work a meta-job claims in one commit once

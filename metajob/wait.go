@@ -18,12 +18,12 @@ import (
 // or a retry falls due (it reports true: claim again), or until
 // WAIT_FOR_CASES has passed since the job found nothing left, a stop,
 // another loop's error or the run-time runs short (false); or it returns
-// the look's message (the run superseded) or error. The loops of a job
+// the look's stop (the run superseded) or error. The loops of a job
 // share its looks. m.mu is held.
-func (m *Metajob) awaitCases(ctx context.Context) (bool, string, error) {
+func (m *Metajob) awaitCases(ctx context.Context) (bool, stop, error) {
 	wait := m.Farm.Config.WaitForCases
 	if wait <= 0 || m.Env.Simple || m.looked.IsZero() {
-		return false, "", nil // (no news of its run: the record is of another)
+		return false, going, nil // (no news of its run: the record is of another)
 	}
 	if m.idleSince.IsZero() {
 		m.idleSince = m.now()
@@ -31,16 +31,16 @@ func (m *Metajob) awaitCases(ctx context.Context) (bool, string, error) {
 	}
 	for {
 		if m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" || m.rt.tooLate() {
-			return false, "", nil
+			return false, going, nil
 		}
 		if m.now().Sub(m.idleSince) >= wait {
-			return false, "", nil
+			return false, going, nil
 		}
 		if len(m.rescued) > 0 || len(m.retries) > 0 && !time.Now().Before(m.retries[0].due) {
-			return true, "", nil
+			return true, going, nil
 		}
-		if moved, msg, err := m.look(ctx, 0); moved || msg != "" || err != nil {
-			return moved, msg, err
+		if moved, why, err := m.look(ctx, 0); moved || why != going || err != nil {
+			return moved, why, err
 		}
 		d := min(max(m.lookDue(), 0), max(wait-m.now().Sub(m.idleSince), 0)) + time.Millisecond
 		if len(m.retries) > 0 {
