@@ -815,13 +815,11 @@ func (m *Metajob) fencedLocked(held int) bool {
 		return false
 	}
 	m.rescuedBy = by
-	m.superseded = fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by)
+	var silent time.Duration
 	if !m.markLook.IsZero() {
-		m.silent = gap(now, m.markLook)
+		silent = gap(now, m.markLook)
 	}
-	m.left += len(m.queue) + len(m.rescued) + held
-	m.queue, m.rescued = nil, nil
-	m.pool.stop()
+	m.supersede(fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by), silent, held)
 	return true
 }
 
