@@ -492,17 +492,8 @@ func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint6
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
-		if m.halted {
-			return tablefmt.Case{}, want{}, 0, stopHalted, nil
-		}
-		if m.ffTripped { // the job's fast-failure protection
-			return tablefmt.Case{}, want{}, 0, stopFastFailure, nil
-		}
-		if m.stop.stopped() { // came while this loop waited for the others
-			return tablefmt.Case{}, want{}, 0, stopSignal, nil
-		}
-		if m.superseded != "" { // found by another loop
-			return tablefmt.Case{}, want{}, 0, stopSuperseded, nil
+		if why := m.ending(); why != going { // found by another loop, or came while this one waited
+			return tablefmt.Case{}, want{}, 0, why, nil
 		}
 		r, retry, again, why, err := m.fill(ctx)
 		if again {
@@ -548,6 +539,23 @@ func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint6
 		}
 		return c, w, m.pool.ticket(), going, nil
 	}
+}
+
+// ending is why every loop of the job ends, whichever finds it: another
+// loop's error, the job's fast-failure protection, a stop signal, the run
+// superseded; going if none. m.mu is held.
+func (m *Metajob) ending() stop {
+	switch {
+	case m.halted:
+		return stopHalted
+	case m.ffTripped:
+		return stopFastFailure
+	case m.stop.stopped():
+		return stopSignal
+	case m.superseded != "":
+		return stopSuperseded
+	}
+	return going
 }
 
 // fill readies the next case for next: a retry that is due, else the

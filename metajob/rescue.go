@@ -750,7 +750,7 @@ func (m *Metajob) awaitRescue() bool {
 	}
 	waited := false
 	for {
-		if len(m.rescued) > 0 || m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" {
+		if len(m.rescued) > 0 || m.ending() != going {
 			return true
 		}
 		if !m.rescue.busy() || m.rt.tooLate() {

@@ -103,7 +103,7 @@ func (m *Metajob) awaitRetry() bool {
 		}
 		t.Stop()
 		m.mu.Lock()
-		if !time.Now().Before(due) || m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" {
+		if !time.Now().Before(due) || m.ending() != going {
 			return true
 		}
 	}

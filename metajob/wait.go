@@ -30,7 +30,7 @@ func (m *Metajob) awaitCases(ctx context.Context) (bool, stop, error) {
 		fmt.Fprintf(m.log, "farm: no case left; waiting up to %s for cases 'farm add' adds to run %d (WAIT_FOR_CASES)\n", wait.Round(time.Second), m.Env.Run)
 	}
 	for {
-		if m.stop.stopped() || m.halted || m.ffTripped || m.superseded != "" || m.rt.tooLate() {
+		if m.ending() != going || m.rt.tooLate() {
 			return false, going, nil
 		}
 		if m.now().Sub(m.idleSince) >= wait {
