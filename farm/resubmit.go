@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/farm-hpc/farm/atomicfile"
@@ -184,6 +186,35 @@ func (f *Farm) launchResubmit(ctx context.Context, su launchSetup, opt SubmitOpt
 	return nil
 }
 
+// jobEnds says how run's meta-jobs ended, counted by the reason each one's
+// last record names (metajob's stop: no-cases, no-runtime, signal, ...),
+// from the newest incarnation of each: "6 no-cases, 1 no-runtime, 1 with no
+// last line"; "" if the run has none.
+func jobEnds(sum *status.Summary, run int) string {
+	newest := map[string]status.Job{}
+	for _, j := range sum.Jobs {
+		if o, ok := newest[j.ID]; j.Run == run && (!ok || j.Restart > o.Restart) {
+			newest[j.ID] = j
+		}
+	}
+	n := map[string]int{}
+	for _, j := range newest {
+		switch {
+		case j.QuitWhy != "":
+			n[j.QuitWhy]++
+		case j.Quit != "":
+			n["exited"]++
+		default:
+			n["with no last line"]++ // killed, lost with its node, or still running
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // runHasJobs reports whether a meta-job (or SIMPLE job) of run is recorded.
 func runHasJobs(recs []JobRecord, run int) bool {
 	for _, r := range recs {
@@ -211,6 +242,9 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 	sum, err := f.Summary(ctx)
 	if err != nil {
 		return err
+	}
+	if ends := jobEnds(sum, run); ends != "" {
+		f.Log("autojob (run %d): its meta-jobs ended: %s", run, ends)
 	}
 	p, err := f.progress(sum)
 	if err != nil {

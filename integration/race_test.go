@@ -249,6 +249,11 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 		if !strings.Contains(string(log), "autojob (run 1): ") || !strings.Contains(string(log), "resubmitting with N=2") {
 			t.Errorf("trial %d: the -auto job did not resubmit:\n%s", trial, log)
 		}
+		// Both of run 1's meta-jobs stopped claiming at the shutdown
+		// notice: farm.log says so, by the reason their last records name.
+		if !strings.Contains(string(log), "autojob (run 1): its meta-jobs ended: 2 no-runtime\n") {
+			t.Errorf("trial %d: farm.log does not say that run 1's 2 meta-jobs ended for want of runtime:\n%s", trial, log)
+		}
 		autoEnd := localJobEnd(t, a.dir, 1, "auto")
 		var what []string
 		for i, r := range racers {

@@ -731,8 +731,12 @@ func (m *Metajob) quit(why stop, err error) error {
 		err = ErrFastFailure
 	}
 	if line != "" {
+		key := why.String()
+		if err != nil {
+			key = "failed" // the table changed
+		}
 		fmt.Fprintln(m.log, line)
-		m.sw.Quit(line)
+		m.sw.Quit(key, line)
 	}
 	return err
 }

@@ -89,6 +89,7 @@ type Job struct {
 	// under the same ID (Slurm's requeue after a node failure).
 	Restart int
 	Quit    string // the meta-job's own exit message, if it exited by itself
+	QuitWhy string // why, as its Q record names it (no-cases, no-runtime, ...), if said
 	Ended   int64  // cases it ended (E and I records)
 	Open    int64  // cases it started and has not ended
 	Unfit   int64  // cases it took and did not start (U records)
@@ -570,7 +571,7 @@ func (p *fileParser) jobOf(f *File) *Job {
 	case f.META:
 		job.Quit = "META" // recorded by META, before farm: not a live job
 	case f.Quitted:
-		job.Quit = cmp.Or(f.Quit, "exited")
+		job.Quit, job.QuitWhy = cmp.Or(f.Quit, "exited"), f.QuitWhy
 	}
 	slices.Sort(p.cpus)
 	job.OpenCPUs = slices.Compact(p.cpus)

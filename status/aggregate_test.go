@@ -51,7 +51,7 @@ func TestAggregateFarmWideTruth(t *testing.T) {
 		w.End(3, 4, at(101), time.Second)
 		w.Start(1, at(102))
 		w.End(1, 9, at(102), time.Second)
-		w.Quit("No cases left; exiting.")
+		w.Quit("no-cases", "No cases left; exiting.")
 	})
 	// A torn last line (being written) is ignored.
 	fh, _ := os.OpenFile(filepath.Join(dir, "status.20"), os.O_APPEND|os.O_WRONLY, 0)

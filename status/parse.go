@@ -18,7 +18,7 @@ const (
 	KindEnd         Kind = 'E' // E ID STATUS START SECONDS HOST
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
-	KindQuit        Kind = 'Q' // Q TIME MESSAGE
+	KindQuit        Kind = 'Q' // Q TIME [why=KEY] MESSAGE
 	KindClaimed     Kind = 'C' // C TIME IDS [from=NAME] [next=ID:N,...]
 	// KindMETA is a line of META's own status files, "ID STATUS": the case
 	// ended with STATUS. It is no first field (a META line starts with a
@@ -52,7 +52,8 @@ type Record struct {
 	CPUs, GPUs []byte
 	// Attempt is, in an S record, which attempt of its case in the run the
 	// start is (attempt=N), 0 if not said (its first); Why is why it was
-	// made (why=retry: the attempt before it failed), empty if not said.
+	// made (why=retry: the attempt before it failed), empty if not said;
+	// in a Q record, why the meta-job exited (why=no-cases), if said.
 	Attempt int
 	Why     []byte
 	// From is, in an S or C record, the status file (its name in
@@ -187,6 +188,9 @@ func (r *Record) parseMessage(line []byte, i int) error {
 	}
 	if i < len(line) {
 		r.Message = line[i+1:]
+	}
+	if k, rest, ok := bytes.Cut(r.Message, []byte(" ")); r.Kind == KindQuit && ok && bytes.HasPrefix(k, []byte("why=")) {
+		r.Why, r.Message = k[len("why="):], rest // the reason's key (metajob's stop)
 	}
 	return nil
 }

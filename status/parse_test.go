@@ -106,7 +106,8 @@ func TestWriterRecordsParseBack(t *testing.T) {
 	w.End(9, 2, t0, 1517*time.Millisecond)
 	w.Start(10, t0)
 	w.Interrupted(10, 15, t0, time.Minute)
-	w.Quit("Too many\nfailed")
+	w.Quit("fast-failure", "Too many\nfailed")
+	w.Quit("", "No cases left; exiting.")
 	w.Close()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -124,16 +125,17 @@ func TestWriterRecordsParseBack(t *testing.T) {
 		if r.Kind == KindQuit {
 			r.Time = 0 // time.Now()
 		}
-		got = append(got, fmt.Sprintf("%c id=%d st=%d start=%.3f secs=%.3f host=%s time=%v msg=%q job=%s run=%d restart=%d",
-			r.Kind, r.ID, r.Status, r.Start, r.Seconds, r.Host, r.Time, r.Message, r.Job, r.Run, r.Restart))
+		got = append(got, fmt.Sprintf("%c id=%d st=%d start=%.3f secs=%.3f host=%s time=%v msg=%q why=%s job=%s run=%d restart=%d",
+			r.Kind, r.ID, r.Status, r.Start, r.Seconds, r.Host, r.Time, r.Message, r.Why, r.Job, r.Run, r.Restart))
 	}
 	want := []string{
-		`# id=0 st=0 start=0.000 secs=0.000 host=node_1 time=0 msg="" job=42 run=7 restart=3`,
-		`S id=9 st=0 start=1700000000.123 secs=0.000 host=node_1 time=0 msg="" job= run=0 restart=0`,
-		`E id=9 st=2 start=1700000000.123 secs=1.517 host=node_1 time=0 msg="" job= run=0 restart=0`,
-		`S id=10 st=0 start=1700000000.123 secs=0.000 host=node_1 time=0 msg="" job= run=0 restart=0`,
-		`I id=10 st=15 start=1700000000.123 secs=60.000 host=node_1 time=0 msg="" job= run=0 restart=0`,
-		`Q id=0 st=0 start=0.000 secs=0.000 host= time=0 msg="Too many failed" job= run=0 restart=0`,
+		`# id=0 st=0 start=0.000 secs=0.000 host=node_1 time=0 msg="" why= job=42 run=7 restart=3`,
+		`S id=9 st=0 start=1700000000.123 secs=0.000 host=node_1 time=0 msg="" why= job= run=0 restart=0`,
+		`E id=9 st=2 start=1700000000.123 secs=1.517 host=node_1 time=0 msg="" why= job= run=0 restart=0`,
+		`S id=10 st=0 start=1700000000.123 secs=0.000 host=node_1 time=0 msg="" why= job= run=0 restart=0`,
+		`I id=10 st=15 start=1700000000.123 secs=60.000 host=node_1 time=0 msg="" why= job= run=0 restart=0`,
+		`Q id=0 st=0 start=0.000 secs=0.000 host= time=0 msg="Too many failed" why=fast-failure job= run=0 restart=0`,
+		`Q id=0 st=0 start=0.000 secs=0.000 host= time=0 msg="No cases left; exiting." why= job= run=0 restart=0`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
@@ -232,9 +234,9 @@ func checkRoundTrip(t *testing.T, id int64, status int, startMs int64, d time.Du
 			t.Fatalf("%q read back as %+v; want start %v, seconds %v", line, r, wantStart, wantSecs)
 		}
 	}
-	line = appendQuit(nil, start, why)
+	line = appendQuit(nil, start, "no-cases", why)
 	wantWhy := strings.NewReplacer("\n", " ", "\r", " ").Replace(why)
-	if r := parse(line, KindQuit); r.Time != wantStart || string(r.Message) != wantWhy {
+	if r := parse(line, KindQuit); r.Time != wantStart || string(r.Message) != wantWhy || string(r.Why) != "no-cases" {
 		t.Fatalf("%q read back as %+v", line, r)
 	}
 }

@@ -81,9 +81,11 @@ type File struct {
 	// first record an "ID STATUS" line), kept by farm adopt.
 	Header, META bool
 	// Quitted: the meta-job exited by itself (a Q record), at QuitAt,
-	// saying Quit (possibly empty).
+	// saying Quit (possibly empty), for the reason QuitWhy names
+	// (metajob's stop: no-cases, no-runtime, ...; empty if not said).
 	Quitted bool
 	Quit    string
+	QuitWhy string
 	QuitAt  float64
 	// First is the earliest start of a case (S records), 0 if none; Last
 	// the latest time the file records (starts, ends, Q and U records).
@@ -253,7 +255,7 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		rp.a = Attempt{ID: r.ID, State: outcome(r.Status), Status: r.Status, Untimed: true}
 		return true, rp.fn(f, &rp.a)
 	case KindQuit:
-		f.Quitted, f.Quit, f.QuitAt = true, string(r.Message), r.Time
+		f.Quitted, f.Quit, f.QuitWhy, f.QuitAt = true, string(r.Message), string(r.Why), r.Time
 		f.later(r.Time)
 	case KindStart:
 		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue}

@@ -227,12 +227,18 @@ func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d tim
 	return append(b, '\n')
 }
 
-// appendQuit appends a Q record; why's line breaks are written as blanks.
-func appendQuit(b []byte, t time.Time, why string) []byte {
+// appendQuit appends a Q record, with why=key if key is set; msg's line
+// breaks are written as blanks.
+func appendQuit(b []byte, t time.Time, key, msg string) []byte {
 	b = append(b, 'Q', ' ')
 	b = appendTime(b, t)
 	b = append(b, ' ')
-	b = appendLine(b, why)
+	if key != "" {
+		b = append(b, "why="...)
+		b = append(b, key...)
+		b = append(b, ' ')
+	}
+	b = appendLine(b, msg)
 	return append(b, '\n')
 }
 
@@ -305,10 +311,12 @@ func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration
 	return w.Flush()
 }
 
-// Quit records that the meta-job exits by itself, with why (its line
-// breaks written as blanks).
-func (w *Writer) Quit(why string) error {
-	w.buf = appendQuit(w.buf, time.Now(), why)
+// Quit records that the meta-job exits by itself, for the reason named by
+// key (a word without blanks, read back as Record.Why; "" for none), saying
+// msg (its line breaks written as blanks; with no key, a msg that began
+// "why=" would be read back as one: farm's never does).
+func (w *Writer) Quit(key, msg string) error {
+	w.buf = appendQuit(w.buf, time.Now(), key, msg)
 	return w.Flush()
 }
 

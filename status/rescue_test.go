@@ -110,7 +110,7 @@ func TestRescueAttemptsMerge(t *testing.T) {
 			w.End(12, 3, t0.Add(time.Minute), time.Second)
 			w.StartAt(13, t0.Add(time.Minute), Placement{Retry: 1, Why: WhyRescue, From: from})
 			w.End(13, 0, t0.Add(time.Minute), time.Second)
-			w.Quit("No cases left; exiting.")
+			w.Quit("no-cases", "No cases left; exiting.")
 		})
 		sum, err := Load(dir, Options{})
 		if err != nil {
@@ -154,7 +154,7 @@ func TestRescueOfARescueMerges(t *testing.T) {
 		write(t, dir, order[2], 1, func(w *Writer) {
 			w.StartAt(5, t0.Add(2*time.Minute), Placement{Retry: 2, Why: WhyRescue, From: "status." + order[1]})
 			w.End(5, 0, t0.Add(2*time.Minute), time.Second)
-			w.Quit("No cases left; exiting.")
+			w.Quit("no-cases", "No cases left; exiting.")
 		})
 		sum, err := Load(dir, Options{})
 		if err != nil {
