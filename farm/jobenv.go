@@ -20,13 +20,11 @@ const (
 	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
 	envAutoArgs = "FARM_AUTO_ARGS" // its sbatch arguments, as a JSON array
 	// envLookEvery overrides, for tests, the cadence of a meta-job's
-	// look at its run (casetable.LookEvery): a Go duration. Not set by
-	// submit; a job gets it from the submitting environment.
+	// lease on its run (casetable.LookEvery: its look at the run and for
+	// its rescue mark, metajob/look.go): a Go duration. Not set by submit;
+	// a job gets it from the submitting environment. Every job of a farm
+	// must have the same (a rescuer waits for the others' leases by its own).
 	envLookEvery = "FARM_LOOK_EVERY"
-	// envRescueFence overrides, for tests, how often a meta-job looks
-	// for the mark that says its cases were rescued (metajob.RescueFence):
-	// a Go duration. Every job of a farm must have the same.
-	envRescueFence = "FARM_RESCUE_FENCE"
 )
 
 // JobEnv is what a job of the farm is told through its environment: by
@@ -48,8 +46,6 @@ type JobEnv struct {
 	// LookEvery is FARM_LOOK_EVERY, 0 if not set (the meta-job's
 	// default then).
 	LookEvery time.Duration
-	// RescueFence is FARM_RESCUE_FENCE, 0 if not set (the default then).
-	RescueFence time.Duration
 
 	// JobFeatures and MachineFeatures are the HEPiX job-features
 	// directories ($JOBFEATURES, $MACHINEFEATURES), "" if not set: they
@@ -93,11 +89,6 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	if v := m[envLookEvery]; v != "" {
 		if e.LookEvery, err = time.ParseDuration(v); err != nil || e.LookEvery <= 0 {
 			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envLookEvery, v)
-		}
-	}
-	if v := m[envRescueFence]; v != "" {
-		if e.RescueFence, err = time.ParseDuration(v); err != nil || e.RescueFence <= 0 {
-			return e, fmt.Errorf("%s=%q: not a positive duration (such as 30s)", envRescueFence, v)
 		}
 	}
 	if v := m[envAutoArgs]; v != "" {

@@ -14,10 +14,10 @@ import (
 )
 
 // Rescue within the run (metajob/rescue.go), on the local backend with
-// real processes: RESCUE_CHECK=1 and a fence of 1 s (FARM_RESCUE_FENCE)
-// so that a rescue takes seconds, not minutes.
+// real processes: RESCUE_CHECK=1 and a lease of 1 s (FARM_LOOK_EVERY: the
+// fence) so that a rescue takes seconds, not minutes.
 
-const rescueFence = "FARM_RESCUE_FENCE=1s"
+const rescueFence = "FARM_LOOK_EVERY=1s"
 
 // crashesOnce is a case that kills its meta-job the first time it runs,
 // and succeeds the next.

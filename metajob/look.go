@@ -9,13 +9,16 @@ import (
 	"github.com/farm-hpc/farm/fsretry"
 )
 
-// A meta-job looks at its run in one place (look), at one cadence
-// (casetable.LookEvery, FARM_LOOK_EVERY for tests): one lookup of the
-// main chain's next mark, and a reading of the run record if it moved on
-// (casetable.Store.Look). The look is due once LookEvery has passed since
+// A meta-job holds a lease on its run: it may claim and start cases of it
+// while the run is the current one and its cases were not rescued. The
+// lease is renewed in one place (look), at one cadence (casetable.LookEvery,
+// FARM_LOOK_EVERY for tests): one lookup of the main chain's next mark,
+// and a reading of the run record if it moved on (casetable.Store.Look);
+// with rescue on, first one lookup of the job's own rescue mark
+// (rescuedNow, rescue.go). The look is due once LookEvery has passed since
 // the last, and is made where the job acts: before a claim, before a case
 // starts (twice: see below), and while it waits for cases (wait.go). It
-// serves three ends:
+// serves four ends:
 //
 //   - 'farm add --first': the next claim takes from the set the record
 //     now names first;
@@ -29,7 +32,11 @@ import (
 //     current one (another run started, or farm repair rebuilt the state)
 //     starts none of the cases it still holds — they stay without a start
 //     record in its run, never ran, for the run that took over — says so
-//     in one line, and exits.
+//     in one line, and exits;
+//   - the rescue's fence: a job whose batch system said it ended, and whose
+//     cases another meta-job rescued (rescue.go), starts none of them and
+//     exits; the rescuer waits LookEvery and a margin before it reads what
+//     the job started.
 //
 // The look is made twice for each case: before it starts (stillStarts),
 // and again once its start record is written (startsAfterRecord), so that
@@ -137,12 +144,19 @@ func (m *Metajob) look(ctx context.Context, held int) (moved bool, why stop, err
 	// as the claims' chain may be gone; else one lookup.
 	afresh := gap(now, m.looked) >= 2*m.lookEvery()
 	var st casetable.State
+	var rescued bool
 	r := fsretry.Retrier{Log: m.log}
 	err = r.Do(ctx, func() error {
 		var err error
+		if rescued, err = m.rescuedNow(held, silent); rescued || err != nil {
+			return err
+		}
 		st, moved, err = m.store.Look(ctx, afresh)
 		return err
 	})
+	if rescued {
+		return false, stopSuperseded, nil
+	}
 	if err != nil {
 		// Not a look: the next caller looks again (another loop must
 		// not start a case on it).

@@ -94,13 +94,11 @@ type Metajob struct {
 	clock      func() time.Time // nil: time.Now
 
 	// Rescue within the run (rescue.go): nil when off. rescued are the
-	// cases handed to the job by its rescues, run before its next claim;
-	// markLook is when it last looked for its own rescue mark (under mu).
+	// cases handed to the job by its rescues, run before its next claim.
 	rescue  *rescuer
 	rescued []rescuedCase
 	// wardenSaid: the job said it stays as the run's warden (rescue.go).
 	wardenSaid bool
-	markLook   time.Time
 	rescuedBy  string // the meta-job that rescued this one's cases, once found
 }
 
@@ -594,9 +592,6 @@ func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, 
 		}
 		return r, false, false, stopNoCases, nil
 	}
-	if m.fencedLocked(0) {
-		return r, false, false, stopSuperseded, nil
-	}
 	// Before a claim, the look, if due: a set 'farm add --first' put
 	// first is claimed in next.
 	if _, why, err := m.look(ctx, 0); why != going || err != nil {
@@ -814,18 +809,15 @@ func (m *Metajob) linesOf(table string) int64 {
 	return n
 }
 
-// startsAfterRecord is the last look before a case whose start record is
-// written runs: not if its cases were rescued meanwhile (fenced), nor if
+// startsAfterRecord is the lease's last look before a case whose start
+// record is written runs: not if its cases were rescued meanwhile, nor if
 // its run is no longer the current one (look, due once LookEvery passed —
 // a job frozen between stillStarts's look and the record; only a look at
 // the clock otherwise). A job frozen before the record, which resumes, so
-// starts no case that the next run ran; one frozen after it has a case
-// running, which runs on (look.go).
+// starts no case that the next run ran or a rescuer took; one frozen after
+// it has a case running, which runs on (look.go).
 // It returns stopSuperseded, or an error reading the claim state.
 func (m *Metajob) startsAfterRecord(ctx context.Context) (stop, error) {
-	if m.fenced() {
-		return stopSuperseded, nil
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, why, err := m.look(ctx, 1)

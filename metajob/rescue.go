@@ -44,16 +44,17 @@ import (
 //     it won from the mark's content, not from the reply (which may be lost
 //     after the create succeeded).
 //   - The fence. A job the batch system says ended may still run: frozen, or
-//     on a node cut off from the batch system. Every meta-job, after writing
-//     a case's start record and before running it, looks for its own mark
-//     when its last look is more than RescueFence old (one lookup in
-//     RescueFence: the cost of the fence); if its cases were rescued, it runs
-//     none of them and exits. The rescuer waits RescueFence + rescueMargin
-//     after making the mark, then reads the dead job's status file. So every
-//     case the old job starts after the mark has its start record written
-//     before the rescuer reads the file (it looked less than RescueFence
-//     before, and saw no mark), and the rescuer reruns it as the dead job's
-//     open case; no case it has not started is run by both. What remains is
+//     on a node cut off from the batch system. Every meta-job, before each
+//     claim and after writing a case's start record and before running it,
+//     holds the lease on its run (look.go): when its last look is more than
+//     LookEvery old it looks at its run and for its own mark (one lookup
+//     each in LookEvery); if its cases were rescued, it runs none of them
+//     and exits. The rescuer waits LookEvery + rescueMargin after making the
+//     mark, then reads the dead job's status file. So every case the old
+//     job starts after the mark has its start record written before the
+//     rescuer reads the file (it looked less than LookEvery before, and saw
+//     no mark), and the rescuer reruns it as the dead job's open case; no
+//     case it has not started is run by both. What remains is
 //     the case the old job was running when it froze (or started in the
 //     instant between its look and the exec): it may run twice. That is
 //     recorded (two attempts in the run, the second why=rescue, the first
@@ -75,13 +76,8 @@ import (
 //
 // Rescue is off in SIMPLE mode (one case a job) and with RESCUE_CHECK=0.
 
-// RescueFence is how often a meta-job looks for the mark that says its
-// cases were rescued, before starting a case (FARM_RESCUE_FENCE overrides
-// it, for tests): the longest a job may go between its look and a start.
-const RescueFence = 30 * time.Second
-
-// rescueMargin is added to RescueFence in the rescuer's wait, for the
-// time between a look and the start record's write.
+// rescueMargin is added to the lease's LookEvery in the rescuer's wait,
+// for the time between a look and the start record's write.
 const rescueMargin = 5 * time.Second
 
 // rescueDir is the directory of run's rescue marks, in MISC.
@@ -99,7 +95,7 @@ type rescuer struct {
 	self      string // the meta-job's status file's name
 	run       int
 	period    time.Duration
-	fence     time.Duration
+	fence     time.Duration // the lease's LookEvery: the longest a job goes between its look for its mark and a start
 	nonce     string
 
 	// The run's meta-jobs (their IDs) and their states: the job records
@@ -141,14 +137,10 @@ func newRescuer(m *Metajob) *rescuer {
 	if m.Env.Simple || m.Farm.Config.RescueCheck <= 0 {
 		return nil
 	}
-	fence := RescueFence
-	if m.Env.RescueFence > 0 {
-		fence = m.Env.RescueFence
-	}
 	var b [8]byte
 	rand.Read(b[:])
 	r := &rescuer{m: m, dir: m.Farm.Path(layout.MiscDir, rescueDir(m.Env.Run)), statusDir: m.Farm.Path(layout.StatusDir),
-		self: layout.StatusFile(m.self.ID, m.self.Restart), run: m.Env.Run, period: m.Farm.Config.RescueCheck, fence: fence,
+		self: layout.StatusFile(m.self.ID, m.self.Restart), run: m.Env.Run, period: m.Farm.Config.RescueCheck, fence: m.lookEvery(),
 		nonce: hex.EncodeToString(b[:])}
 	r.runJobs = r.recordedJobs
 	return r
@@ -777,50 +769,21 @@ func (m *Metajob) awaitRescue() bool {
 	}
 }
 
-// fenced is called after a case's start record, before the case runs, and
-// before each claim: it reports whether the job's cases were rescued (its
-// mark exists), looking for the mark when its last look is more than the
-// fence old. Then the job starts no more cases and claims none: its loops
-// end, and it exits saying why.
-func (m *Metajob) fenced() bool {
+// rescuedNow is the lease's look for the job's own rescue mark (look.go):
+// if its cases were rescued, the run is over for it (supersede, counting
+// held more cases than those queued as left), and it reports true. err is
+// a lookup that failed. m.mu is held.
+func (m *Metajob) rescuedNow(held int, silent time.Duration) (bool, error) {
 	if m.rescue == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.fencedLocked(1)
-}
-
-// fencedLocked is fenced, m.mu held, for a job about to start held more
-// cases than those queued (1: the one whose start record it wrote; 0
-// before a claim, which a job whose cases were rescued must not make: no
-// one would rescue what it claims).
-func (m *Metajob) fencedLocked(held int) bool {
-	if m.rescue == nil {
-		return false
-	}
-	if m.rescuedBy != "" {
-		return true
-	}
-	now := m.now()
-	if !m.markLook.IsZero() && gap(now, m.markLook) <= m.rescue.fence {
-		return false
+		return false, nil
 	}
 	by, marked, err := m.rescue.markedBy(m.rescue.self)
-	if err != nil {
-		return false // looked for again at the next start
-	}
-	if !marked {
-		m.markLook = now
-		return false
+	if err != nil || !marked {
+		return false, err
 	}
 	m.rescuedBy = by
-	var silent time.Duration
-	if !m.markLook.IsZero() {
-		silent = gap(now, m.markLook)
-	}
 	m.supersede(fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by), silent, held)
-	return true
+	return true, nil
 }
 
 // localFilesystem reports whether dir is on a filesystem of this host

@@ -74,7 +74,7 @@ func rescueFarm(t *testing.T, n int, period time.Duration, b backend.Backend) (s
 	var jobs []*Metajob
 	for _, id := range ids {
 		m := &Metajob{Farm: f, Backend: b, log: &bytes.Buffer{}, rt: &runtimeGuard{}, pool: newPool(1, nil, backend.Alloc{}), table: "table.dat"}
-		m.Env.Run, m.Env.RescueFence = 1, 2*time.Second
+		m.Env.Run, m.Env.LookEvery = 1, 2*time.Second
 		m.self.ID = id
 		sw, err := status.CreateCap(filepath.Join(dir, layout.StatusDir, layout.StatusFile(id, 0)), id, 0, 1, "node"+id, status.Capacity{}, nil)
 		if err != nil {
@@ -147,9 +147,9 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 	dead.sw.End(1, 0, t0, time.Second)
 	dead.sw.Start(2, t0)
 	ctx := context.Background()
-	// Job 2 looked for its mark a moment ago: it is not fenced yet.
-	if dead.fenced() {
-		t.Fatal("job 2 fenced before any rescue")
+	// Job 2's lease looks for its mark: not rescued yet.
+	if rescued, err := dead.rescuedNow(1, 0); rescued || err != nil {
+		t.Fatalf("job 2 rescued before any rescue (%v)", err)
 	}
 	jobs[0].rescue.tick(ctx, t0)
 	if len(jobs[0].rescue.pending) != 1 {
@@ -177,10 +177,9 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 	if err != nil || fmt.Sprint(lo.Unstarted) != "[2 3 4]" {
 		t.Errorf("job 1's status file holds %v (%v), want its C record of cases 2 3 4", lo.Unstarted, err)
 	}
-	// Job 2 resumes past its fence: it looks, finds the mark, stops.
-	dead.markLook = time.Now().Add(-3 * time.Second)
-	if !dead.fenced() {
-		t.Fatal("job 2 not fenced after its cases were rescued")
+	// Job 2 resumes and renews its lease: it finds the mark, stops.
+	if rescued, err := dead.rescuedNow(1, 3*time.Second); !rescued || err != nil {
+		t.Fatalf("job 2 not stopped after its cases were rescued (%v)", err)
 	}
 	if line := dead.supersededLine(); !strings.Contains(line, "rescued by meta-job 1") {
 		t.Errorf("job 2's last line: %q", line)

@@ -359,13 +359,12 @@ func noRescue(t *testing.T, dir string) {
 // rescueAfterPowerCut: 2,000 cases of 0.2 s over 4 meta-jobs on the 4
 // nodes of partition rig (submitted --no-requeue); a node loses power
 // mid-run. Slurm ends its job NODE_FAIL, and a live meta-job, at its next
-// check (RESCUE_CHECK=5, FARM_RESCUE_FENCE=5s), rescues the dead job's
+// check (RESCUE_CHECK=5; the lease's fence, 5 s by default), rescues the dead job's
 // cases: the case it was running runs again as attempt 2 (why=rescue), the
 // cases it had claimed and not started run once. The run ends with every
 // case succeeded, without a resubmit; no other case started twice.
 func rescueAfterPowerCut(t *testing.T, r *rig) {
 	const n = 2000
-	t.Setenv("FARM_RESCUE_FENCE", "5s") // the jobs get it from the submitting environment
 	dir := r.farm(t, "coherent", harness.Repeat(ranLine(".")+"; sleep 0.2", n), "0-00:20")
 	largeFarmConfig(t, dir)
 	edit(t, filepath.Join(dir, "config"), "\nRESCUE_CHECK=60\n", "\nRESCUE_CHECK=5\n")
