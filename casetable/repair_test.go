@@ -26,20 +26,23 @@ func init() {
 	}
 }
 
-// repairer is one repair process: it says "ready", waits until the
-// barrier (a FIFO, $BARRIER) gives EOF, and then does what farm repair
+// repairer is one repair process: it opens the barrier (a FIFO, $BARRIER),
+// says "ready", waits until the barrier gives EOF, and then does what farm repair
 // does: reads the state and, unless it reads well, rebuilds it as run 1
 // with nothing claimed of $CASES cases, deciding from that reading. It
 // prints "rebuilt", "nothing" (the state read well) or "lost: ERROR".
 func repairer() int {
 	dir := os.Getenv("FARM_DIR")
 	n, _ := strconv.ParseInt(os.Getenv("CASES"), 10, 64)
-	fmt.Println("ready")
+	// Opened before "ready": the test holds the FIFO's writer open until
+	// both are ready, so the open returns at once and the barrier is the
+	// EOF (an open after the writer closed would block for ever).
 	fh, err := os.Open(os.Getenv("BARRIER"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fmt.Println("ready")
 	io.Copy(io.Discard, fh)
 	fh.Close()
 	ctx := context.Background()
@@ -333,8 +336,7 @@ func raceRepairers(t *testing.T, trial int, dir string, n int) []string {
 		cmds = append(cmds, cmd)
 		dones = append(dones, done)
 	}
-	time.Sleep(20 * time.Millisecond) // both are at (or in) their open of the FIFO
-	hold.Close()
+	hold.Close() // both have the FIFO open: released together, at its EOF
 	said := make([]string, len(cmds))
 	for i, cmd := range cmds {
 		<-dones[i] // all read before Wait closes the pipe
