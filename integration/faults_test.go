@@ -201,7 +201,7 @@ func (o *outage) figure(t *testing.T, inodes bool, st map[int64]statusRow) {
 				corrupt++
 			}
 		}
-		if !regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`).Match(b) {
+		if !regexp.MustCompile(`(?m)^Q \S+ why=no-cases No cases left; exiting\.$`).Match(b) {
 			exits++
 		}
 	}
@@ -384,7 +384,7 @@ func (o *outage) checkJobsEnded(t *testing.T) []string {
 	}
 	for _, p := range statusFiles {
 		b, _ := os.ReadFile(p)
-		if !regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`).Match(b) {
+		if !regexp.MustCompile(`(?m)^Q \S+ why=no-cases No cases left; exiting\.$`).Match(b) {
 			t.Errorf("%s has no Q line saying \"No cases left; exiting.\"", filepath.Base(p))
 		}
 	}

@@ -329,7 +329,7 @@ func checkMetaJobsEnded(t *testing.T, dir string, jobs int) {
 	if len(statuses) != jobs {
 		t.Errorf("%d status files, want one per meta-job (%d)", len(statuses), jobs)
 	}
-	q := regexp.MustCompile(`(?m)^Q \S+ No cases left; exiting\.$`)
+	q := regexp.MustCompile(`(?m)^Q \S+ why=no-cases No cases left; exiting\.$`)
 	for _, p := range statuses {
 		b, _ := os.ReadFile(p)
 		if !q.Match(b) {
