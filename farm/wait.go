@@ -130,7 +130,8 @@ func (f *Farm) Wait(ctx context.Context, timeout time.Duration) (Progress, error
 // WaitProgress is Wait that, if w is not nil, draws farm query's progress
 // bar on w as it waits (as Watch does), at most every opt.Interval; the
 // bar costs no scheduler query of its own. The bar's line is ended before
-// it returns.
+// it returns. Once it has waited a minute, it says on stderr what it
+// waits for (waitnotice.go).
 func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Writer, opt WatchOptions) (Progress, error) {
 	var b *bar
 	var tail *status.Tail
@@ -155,8 +156,12 @@ func (f *Farm) WaitProgress(ctx context.Context, timeout time.Duration, w io.Wri
 		return &waitTimeoutError{Timeout: timeout}
 	}
 	delay := 50 * time.Millisecond
+	note := waitNotice{w: f.warnings(), start: time.Now()}
 	for {
 		active, recs, infos, err := f.activeAndAll(ctx)
+		if err == nil {
+			note.say(f, b, active, infos, time.Now())
+		}
 		if err == nil && b != nil && (len(active) == 0 || time.Since(drawn) >= opt.Interval) {
 			// The bar is drawn when it can be: what it fails to read
 			// does not stop the wait.

@@ -41,6 +41,13 @@ const JobRecords = "jobs"
 // recomputations in run R (metajob).
 const Cutoff = "cutoff"
 
+// RescueDir is the directory, in MiscDir, of run's rescue marks (metajob's
+// rescue.go); Warden, in it, names the run's warden: its job ID and a newline.
+func RescueDir(run int) string { return "rescue." + strconv.Itoa(run) }
+
+// Warden is the file, in a RescueDir, that the run's warden makes.
+const Warden = "warden"
+
 // EngineDir is the directory, in the farm directory dir's MiscDir, that the
 // engine called engine (its backend name) keeps its state in.
 func EngineDir(dir, engine string) string { return filepath.Join(dir, MiscDir, engine) }

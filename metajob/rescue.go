@@ -81,10 +81,10 @@ import (
 const rescueMargin = 5 * time.Second
 
 // rescueDir is the directory of run's rescue marks, in MISC.
-func rescueDir(run int) string { return "rescue." + strconv.Itoa(run) }
+func rescueDir(run int) string { return layout.RescueDir(run) }
 
 // wardenName is the warden's mark.
-const wardenName = "warden"
+const wardenName = layout.Warden
 
 // rescuer is a meta-job's part in rescue: its checks, its rescues waiting
 // for the fence, its warden role.
