@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
@@ -38,6 +39,11 @@ type Opts struct {
 	Job   string        // who commits (a job ID or a command), for the record
 	Retry time.Duration // transient errors are retried this long; fsretry.Default if 0
 	Log   io.Writer     // where retries are reported; os.Stderr if nil
+	// Note, if set, is told of each claim in a lane before its commit is
+	// tried, with a token naming the generation it takes (ClaimWon decides
+	// it), and once the commit is decided lost (lost; its error is not
+	// heeded); an error fails the claim before the commit.
+	Note func(token string, ids []int64, lost bool) error
 }
 
 // NewStore returns the claim store of the farm in dir, its state in misc (dir/MISC).
@@ -297,4 +303,42 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 			return cases, nil
 		}
 	}
+}
+
+// token names generation n, by nonce, of a lane's chain, for Opts.Note: "DIR@N#NONCE",
+// DIR the chain's directory in MISC.
+func (s *chainStore) token(n int64, nonce string) string {
+	rel, _ := filepath.Rel(s.misc, s.dir)
+	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce
+}
+
+// ClaimWon decides, from the claim state, whether the claim a meta-job noted
+// as token (Opts.Note) committed: it waits for that generation's mark as a
+// claimer does (voiding it if left unmarked: CLAIMS.md, Commit), and compares
+// the content's nonce. An error if it cannot tell (its chain gone, the
+// generation buried).
+func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
+	dir, rest, ok1 := strings.Cut(token, "@")
+	gen, nonce, ok2 := strings.Cut(rest, "#")
+	n, err := strconv.ParseInt(gen, 10, 64)
+	if !ok1 || !ok2 || err != nil || n < 1 || !filepath.IsLocal(dir) || !strings.HasPrefix(dir, "lanes.") {
+		return false, fmt.Errorf("not a claim's token: %.80q", token)
+	}
+	c := newChain(s.fs, filepath.Join(s.misc, dir))
+	defer c.close()
+	var won bool
+	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+	err = r.Do(ctx, func() error {
+		m, err := c.awaitPaced(ctx, n, 0)
+		if err != nil || m != committed {
+			return err
+		}
+		b, err := c.read(n)
+		if err != nil {
+			return passing(s.fs, c.dir, err)
+		}
+		won = strings.HasSuffix(strings.TrimSuffix(string(b), "\n"), " nonce="+nonce)
+		return nil
+	})
+	return won, err
 }

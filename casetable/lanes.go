@@ -386,6 +386,11 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		}
 		st.Claimed += int64(len(cases))
 		ci = commitInfo{first: cases[0].ID, n: len(cases)}
+		if ls.o.Note != nil {
+			for _, c := range cases {
+				ci.ids = append(ci.ids, c.ID)
+			}
+		}
 		return nil
 	}, &ci)
 	if err != nil {

@@ -68,6 +68,7 @@ type commitInfo struct {
 	first int64  // first case ID claimed, 0 if none
 	n     int    // cases claimed
 	nonce string
+	ids   []int64 // the cases claimed, for Opts.Note (not stored)
 }
 
 // marshal writes s as generation gen's record: a run record, or a lane's

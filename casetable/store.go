@@ -271,7 +271,15 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
+	if ci.ids != nil {
+		if err := s.o.Note(s.token(next, ci.nonce), ci.ids, false); err != nil {
+			return err
+		}
+	}
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
+	if ci.ids != nil && !won && !errors.As(err, new(*UndecidedError)) {
+		s.o.Note(s.token(next, ci.nonce), ci.ids, true) // (undecided: ClaimWon decides)
+	}
 	switch {
 	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
 		u.stale = true

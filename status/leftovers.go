@@ -19,6 +19,18 @@ type Leftovers struct {
 	Next map[int64]int
 	// Quitted: it exited by itself (a Q record).
 	Quitted bool
+	// Undecided are its claims recorded before their commit (claim=) with
+	// no record of their outcome: neither lost (lost=) nor shown won by a
+	// start of one of their cases. The claim state decides them
+	// (casetable.Store.ClaimWon); their cases are not in Unstarted.
+	Undecided []NotedClaim
+}
+
+// NotedClaim is a claim recorded before its commit: its token and the
+// cases it held and had not started.
+type NotedClaim struct {
+	Token string
+	IDs   []int64
 }
 
 // OpenCase is a case started and not ended.
@@ -47,8 +59,19 @@ func ReadLeftovers(path string) (Leftovers, error) {
 	for _, o := range rp.open { // unsettled: in the order started
 		l.Open = append(l.Open, OpenCase{ID: o.id, Start: o.start, Attempt: max(o.attempt, 1)})
 	}
+	for _, tok := range c.tokens {
+		var ids []int64
+		for _, id := range c.noted[tok] {
+			if c.held[id] && c.tokenOf[id] == tok {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			l.Undecided = append(l.Undecided, NotedClaim{Token: tok, IDs: ids})
+		}
+	}
 	for _, id := range c.order {
-		if c.held[id] {
+		if _, undecided := c.tokenOf[id]; c.held[id] && !undecided {
 			l.Unstarted = append(l.Unstarted, id)
 			c.held[id] = false // once, if claimed twice
 		}
@@ -65,6 +88,11 @@ type claims struct {
 	held         map[int64]bool // claimed and not started
 	order        []int64        // as claimed; again if claimed again after its start
 	next         map[int64]int  // the C records' next=, the last for an ID
+	// The claims recorded before their commit (claim=) whose outcome is not
+	// known: their cases by token, in order; each case's token while so.
+	noted   map[string][]int64
+	tokens  []string
+	tokenOf map[int64]string
 }
 
 // header replays a header record.
@@ -73,6 +101,21 @@ func (c *claims) header(r *Record) { c.job, c.run, c.restart = string(r.Job), r.
 // claimed replays a C record.
 func (c *claims) claimed(r *Record) {
 	ids, _ := ParseIDs(r.IDs)
+	if len(r.Lost) > 0 { // a claim= whose commit was lost: its cases are not held
+		c.decided(string(r.Lost), false)
+		return
+	}
+	if len(r.Claim) > 0 {
+		tok := string(r.Claim)
+		if c.noted == nil {
+			c.noted, c.tokenOf = map[string][]int64{}, map[int64]string{}
+		}
+		c.noted[tok] = ids
+		c.tokens = append(c.tokens, tok)
+		for _, id := range ids {
+			c.tokenOf[id] = tok
+		}
+	}
 	if len(r.Next) > 0 {
 		next, _ := ParseNext(r.Next)
 		for id, n := range next {
@@ -93,5 +136,25 @@ func (c *claims) claimed(r *Record) {
 	}
 }
 
-// started replays an S or U record of case id: it no longer holds it.
-func (c *claims) started(id int64) { delete(c.held, id) }
+// started replays an S or U record of case id: it no longer holds it, and
+// the claim it was noted in (claim=) committed.
+func (c *claims) started(id int64) {
+	delete(c.held, id)
+	if tok, ok := c.tokenOf[id]; ok {
+		c.decided(tok, true)
+	}
+}
+
+// decided settles the noted claim tok: won, its cases stay held (those not
+// started); lost, they are not.
+func (c *claims) decided(tok string, won bool) {
+	for _, id := range c.noted[tok] {
+		if c.tokenOf[id] == tok {
+			delete(c.tokenOf, id)
+			if !won {
+				delete(c.held, id)
+			}
+		}
+	}
+	delete(c.noted, tok)
+}

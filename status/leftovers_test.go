@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -65,6 +66,18 @@ var leftoverFiles = []struct {
 		Leftovers{Job: "7", Run: 3, Open: []OpenCase{{ID: 1, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{2}}},
 	{"a C record of 12,000 cases, 66 KiB, read as by ReadFile", "# farm-status v1 job=7 run=3 host=n1\nC 1700000000.000 " + sparseIDs(12000) + "\n",
 		Leftovers{Job: "7", Run: 3, Unstarted: sparse(12000)}},
+	{"claims noted before their commits: a start decides one won, lost= another, the last undecided", "# farm-status v1 job=7 run=3 host=n1\n" +
+		"C 1700000000.000 1-3 claim=lanes.3.a/0@1#x1\nS 1 1700000000.000 n1\nE 1 0 1700000000.000 1.000 n1\n" +
+		"C 1700000001.000 4-5 claim=lanes.3.a/0@2#x2\nC 1700000001.000 4-5 lost=lanes.3.a/0@2#x2\n" +
+		"C 1700000001.000 6-7 claim=lanes.3.a/0@4#x3\n",
+		Leftovers{Job: "7", Run: 3, Unstarted: []int64{2, 3},
+			Undecided: []NotedClaim{{Token: "lanes.3.a/0@4#x3", IDs: []int64{6, 7}}}}},
+	{"a case noted lost, then noted again and won: undecided once", "# farm-status v1 job=7 run=3 host=n1\n" +
+		"C 1700000000.000 3 claim=L/0@2#a\nC 1700000000.000 3 lost=L/0@2#a\nC 1700000000.000 3 claim=L/0@3#b\n",
+		Leftovers{Job: "7", Run: 3, Undecided: []NotedClaim{{Token: "L/0@3#b", IDs: []int64{3}}}}},
+	{"a lost= record not written: the earlier claim has no case left to decide", "# farm-status v1 job=7 run=3 host=n1\n" +
+		"C 1700000000.000 3 claim=L/0@2#a\nC 1700000000.000 3 claim=L/0@3#b\nS 3 1700000000.000 n1\n",
+		Leftovers{Job: "7", Run: 3, Open: []OpenCase{{ID: 3, Start: 1_700_000_000, Attempt: 1}}}},
 	{"a line too long skipped", "# farm-status v1 job=7 run=3 host=n1\nC 1700000000.000 1 " + strings.Repeat("x", 300<<10) + "\nC 1700000000.000 2\n",
 		Leftovers{Job: "7", Run: 3, Unstarted: []int64{2}}},
 }
@@ -113,5 +126,37 @@ func TestLeftoversErrors(t *testing.T) {
 	}
 	if _, err := ReadLeftovers(path); err == nil || !strings.Contains(err.Error(), path+" is a directory") {
 		t.Errorf("a directory: %v", err)
+	}
+}
+
+// TestClaimNotedRoundTrip: ClaimNoted's records, read back: a claim noted
+// and then lost holds nothing; one noted last is undecided; the records
+// parse with their tokens.
+func TestClaimNotedRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.5")
+	w, err := CreateCap(path, "5", 0, 2, "n1", Capacity{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		ids  []int64
+		tok  string
+		lost bool
+	}{{[]int64{1, 2}, "lanes.2.ab/1@7#n1", false}, {[]int64{1, 2}, "lanes.2.ab/1@7#n1", true}, {[]int64{1, 2}, "lanes.2.ab/1@8#n2", false}} {
+		if err := w.ClaimNoted(c.ids, at, c.tok, c.lost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if r, err := ParseRecord([]byte(lines[2])); err != nil || string(r.Lost) != "lanes.2.ab/1@7#n1" || len(r.Claim) != 0 {
+		t.Errorf("%q: lost=%q claim=%q %v; want lost= the first token", lines[2], r.Lost, r.Claim, err)
+	}
+	lo, err := ReadLeftovers(path)
+	want := []NotedClaim{{Token: "lanes.2.ab/1@8#n2", IDs: []int64{1, 2}}}
+	if err != nil || len(lo.Unstarted) != 0 || !cmp.Equal(lo.Undecided, want) {
+		t.Errorf("leftovers %+v, %v; want undecided %v only", lo, err, want)
 	}
 }

@@ -19,7 +19,7 @@ const (
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
 	KindQuit        Kind = 'Q' // Q TIME [why=KEY] MESSAGE
-	KindClaimed     Kind = 'C' // C TIME IDS [from=NAME] [next=ID:N,...]
+	KindClaimed     Kind = 'C' // C TIME IDS [from=NAME] [next=ID:N,...] [claim=TOKEN | lost=TOKEN]
 	// KindMETA is a line of META's own status files, "ID STATUS": the case
 	// ended with STATUS. It is no first field (a META line starts with a
 	// digit, no farm record does).
@@ -70,6 +70,11 @@ type Record struct {
 	// Next is, in a C record of a rescue, the attempt each case past its
 	// first is to be (next=ID:N,...), as written; ParseNext reads it.
 	Next []byte
+	// Claim is, in a C record written before its claim's commit, the
+	// token of the commit (claim=; casetable.Opts.Note), which the claim
+	// state decides; Lost, in a C record written after such a commit was
+	// decided lost, its token (lost=): the cases are not the job's.
+	Claim, Lost []byte
 }
 
 // maxAttempt is the largest attempt= an S record holds: more is damage.
@@ -196,7 +201,7 @@ func (r *Record) parseMessage(line []byte, i int) error {
 }
 
 // parseClaimed reads the fields of a C record from line[i:]: TIME, IDS,
-// then KEY=VALUE fields (from=JOB; others are ignored). (Rare records: not
+// then KEY=VALUE fields (from=JOB, next=, claim=, lost=; others are ignored). (Rare records: not
 // on Load's hot path.)
 func (r *Record) parseClaimed(line []byte, i int) error {
 	const form = "C TIME IDS"
@@ -224,6 +229,10 @@ func (r *Record) parseClaimed(line []byte, i int) error {
 				return fmt.Errorf("C record: %v", err)
 			}
 			r.Next = v
+		case "claim":
+			r.Claim = v
+		case "lost":
+			r.Lost = v
 		}
 	}
 	return nil

@@ -283,6 +283,29 @@ func (w *Writer) Claimed(ids []int64, t time.Time, from string, next map[int64]i
 	return w.flushSync()
 }
 
+// ClaimNoted records, at t, the claim of cases ids whose commit is about to
+// be tried as token (casetable.Opts.Note), written at once so that a job
+// killed after the commit leaves its record; or, lost, that the commit was
+// decided lost (not synced: a rescuer decides a claim with no such record
+// from the claim state).
+func (w *Writer) ClaimNoted(ids []int64, t time.Time, token string, lost bool) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	w.buf = append(w.buf, 'C', ' ')
+	w.buf = appendTime(w.buf, t)
+	w.buf = AppendIDs(append(w.buf, ' '), ids)
+	key := " claim="
+	if lost {
+		key = " lost="
+	}
+	w.buf = append(append(append(w.buf, key...), oneField(token)...), '\n')
+	if lost {
+		return w.Flush()
+	}
+	return w.flushSync()
+}
+
 // flushSync writes the records kept so far and, with SyncStarts, has them
 // reach the file server before it returns.
 func (w *Writer) flushSync() error {
