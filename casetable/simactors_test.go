@@ -2,13 +2,16 @@ package casetable
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/sim"
+	"github.com/farm-hpc/farm/tablefmt"
 	"github.com/farm-hpc/farm/vfs"
 )
 
@@ -49,6 +52,10 @@ func (c *simClaimer) main(p *sim.Proc) {
 	}
 	s := newSimStore(fsys, c.name, o.sc.retry)
 	defer s.Close()
+	s.Note = func(token string, ids []int64, lost bool) error { // as metajob's rescue has them recorded
+		o.noted(c, token, ids, lost)
+		return nil
+	}
 	most, reclaims := o.sc.most, o.sc.reclaims
 	var looked time.Time // its last look at the run (a meta-job's, every LookEvery)
 	for {
@@ -84,6 +91,9 @@ func (c *simClaimer) main(p *sim.Proc) {
 			return
 		}
 		o.claimedBy(c.run, c.name, cases)
+		if n := o.lastNote(c.name); n != nil && n.state == noteOpen && slices.Equal(n.ids, caseIDs(cases)) {
+			n.state = noteWon // handed its cases: its commit won
+		}
 		if looked.IsZero() {
 			looked = o.w.Now()
 		}
@@ -383,4 +393,83 @@ func (s *Store) chainDir() string {
 		return ""
 	}
 	return s.ch.dir
+}
+
+// simNote is a claim a claimer noted before its commit, and what became of it.
+type simNote struct {
+	run        int
+	who, token string
+	ids        []int64
+	state      int // noteOpen, noteWon (its claim returned its cases), noteLost (noted lost)
+}
+
+const (
+	noteOpen = iota
+	noteWon
+	noteLost
+)
+
+// noted is a claimer's Opts.Note.
+func (o *simOracle) noted(c *simClaimer, token string, ids []int64, lost bool) {
+	if !lost {
+		o.notes = append(o.notes, &simNote{run: c.run, who: c.name, token: token, ids: slices.Clone(ids)})
+		return
+	}
+	if n := o.lastNote(c.name); n != nil && n.token == token && n.state == noteOpen {
+		n.state = noteLost
+		return
+	}
+	o.violate("%s noted the claim %s lost, which is not its last claim noted and open", c.name, token)
+}
+
+// lastNote is the last claim who noted; nil if none.
+func (o *simOracle) lastNote(who string) *simNote {
+	for i := len(o.notes) - 1; i >= 0; i-- {
+		if o.notes[i].who == who {
+			return o.notes[i]
+		}
+	}
+	return nil
+}
+
+// rescueNotes is metajob's rescue deciding the claims noted and never seen
+// decided (a claimer that crashed, or gave up, in its commit) from the
+// claim state, once everything has ended (Store.ClaimWon): one it finds won
+// is handed to a rescuer, and must not have been claimed by another; and,
+// as a check of ClaimWon, the first two noted won and lost must read so.
+// What it cannot decide (a generation buried, its lanes gone) is left for
+// the next run: it may hold cases never claimed (atEnd's unseen).
+func (o *simOracle) rescueNotes(p *sim.Proc) {
+	s := newSimStore(p.FS(), "rescue", time.Minute)
+	defer s.Close()
+	checked := map[int]int{}
+	for _, n := range o.notes {
+		if n.state != noteOpen && checked[n.state] >= 2 {
+			continue
+		}
+		checked[n.state]++
+		won, err := s.ClaimWon(context.Background(), n.token)
+		switch {
+		case err != nil && n.state == noteOpen:
+			o.undecided += len(n.ids)
+		case err != nil && !errors.Is(err, errBuried) && !isDamage(err) && !os.IsNotExist(err):
+			o.violate("ClaimWon(%s), %s's claim noted %s, failed after everything ended: %v", n.token, n.who, noteStates[n.state], err)
+		case err != nil:
+		case n.state != noteOpen && won != (n.state == noteWon):
+			o.violate("ClaimWon(%s) = %v, but %s's claim of %v was %s", n.token, won, n.who, n.ids, noteStates[n.state])
+		case won && n.state == noteOpen:
+			o.claimedBy(n.run, n.who+" (rescued)", idCases(n.ids))
+		}
+	}
+}
+
+var noteStates = []string{"open", "won", "lost"}
+
+// idCases are cases of ids, for claimedBy.
+func idCases(ids []int64) []tablefmt.Case {
+	cs := make([]tablefmt.Case, len(ids))
+	for i, id := range ids {
+		cs[i].ID = id
+	}
+	return cs
 }

@@ -44,6 +44,10 @@ type simOracle struct {
 	starting int  // run starts under way (a resubmit's StartRun)
 	damaged  bool // a claim-state file was damaged from outside
 
+	notes     []*simNote // the claims the claimers noted before their commits (Opts.Note)
+	undecided int        // cases of noted claims ClaimWon could not decide (rescueNotes)
+	rescued   bool       // rescueNotes ran: atEnd counts missing cases against undecided
+
 	firstChainLost bool        // MISC/chain stayed empty (see commandFailed)
 	commands       []*sim.Proc // the commands that race the meta-jobs
 }
@@ -345,10 +349,15 @@ func (o *simOracle) atEnd() {
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) > r.unseen {
+		if len(missing) > r.unseen || o.rescued && len(missing) > o.undecided {
 			slices.Sort(missing)
-			o.violate("run %d ended with %d of its cases never claimed (%v), and claims cut short may have taken at most %d (every case claimed once a run)",
-				n, len(missing), missing[:min(len(missing), 12)], r.unseen)
+			if !o.rescued {
+				o.violate("run %d ended with %d of its cases never claimed (%v), and claims cut short may have taken at most %d (every case claimed once a run)",
+					n, len(missing), missing[:min(len(missing), 12)], r.unseen)
+			} else {
+				o.violate("run %d ended with %d of its cases never claimed (%v) once the claims noted were decided, and those undecided held %d (every claim noted before its commit)",
+					n, len(missing), missing[:min(len(missing), 12)], o.undecided)
+			}
 			return
 		}
 	}

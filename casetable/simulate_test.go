@@ -241,6 +241,17 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	if o.violation == "" {
 		o.atEnd()
 	}
+	if o.violation == "" {
+		// A rescuer decides the claims noted and left undecided (after the
+		// checks above: a mutant's violation is said as it was before).
+		w.Go("rescue", o.rescueNotes)
+		if err := w.Run(sim.Options{MaxSteps: 2_000_000, MaxTime: 14 * time.Hour, TraceLast: last}); err != nil && o.violation == "" {
+			o.violate("the rescue of noted claims did not end: %v", err)
+		}
+		if o.rescued = true; o.violation == "" {
+			o.atEnd()
+		}
+	}
 	r := scheduleResult{scenario: sc.String(), violation: o.violation, stats: w.Stats()}
 	if r.violation != "" || os.Getenv("DBG_TRACE") != "" {
 		var b strings.Builder
