@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -76,8 +77,7 @@ func (f *Farm) waitingFor(active []JobRecord, infos map[string]backend.JobInfo, 
 		case j.info.State == backend.Running && r.Kind == kindMeta:
 			w, ok := wardens[r.Run]
 			if !ok {
-				b, _ := os.ReadFile(f.Path(layout.MiscDir, layout.RescueDir(r.Run), layout.Warden))
-				w = strings.TrimSpace(string(b))
+				w = f.warden(r.Run)
 				wardens[r.Run] = w
 			}
 			j.warden, j.rank = w == r.ID, 2
@@ -146,6 +146,23 @@ func countStates(jobs []waitingJob) string {
 		parts[i] = fmt.Sprintf("%d %s", n[s], s)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// warden is the job ID of run's warden (metajob's warden.go), "" if it has none.
+func (f *Farm) warden(run int) string {
+	dir := f.Path(layout.MiscDir, layout.RescueDir(run))
+	d, err := os.Open(dir)
+	if err != nil {
+		return ""
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	k, gone := layout.Warden(names)
+	if gone {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, layout.WardenMark(k, "")))
+	return strings.TrimSpace(string(b))
 }
 
 // lastRecord is when job id's newest incarnation last wrote its status

@@ -31,7 +31,9 @@ func waitingFarm(t *testing.T, now time.Time) (*Farm, []JobRecord, map[string]ba
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(layout.MiscDir, layout.RescueDir(2), layout.Warden), "11\n", now)
+	write(filepath.Join(layout.MiscDir, layout.RescueDir(2), layout.WardenMark(1, "")), "9\n", now)
+	write(filepath.Join(layout.MiscDir, layout.RescueDir(2), layout.WardenMark(1, ".ended")), "", now)
+	write(filepath.Join(layout.MiscDir, layout.RescueDir(2), layout.WardenMark(2, "")), "11\n", now)
 	for id, age := range map[string]time.Duration{"11": 30 * time.Minute, "12": 41 * time.Minute, "13": 0} {
 		write(filepath.Join(layout.StatusDir, layout.StatusFile(id, 0)), "S\n", now.Add(-age))
 	}

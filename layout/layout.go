@@ -42,11 +42,27 @@ const JobRecords = "jobs"
 const Cutoff = "cutoff"
 
 // RescueDir is the directory, in MiscDir, of run's rescue marks (metajob's
-// rescue.go); Warden, in it, names the run's warden: its job ID and a newline.
+// rescue.go and warden.go).
 func RescueDir(run int) string { return "rescue." + strconv.Itoa(run) }
 
-// Warden is the file, in a RescueDir, that the run's warden makes.
-const Warden = "warden"
+// WardenMark is the name, in a RescueDir, of the run's k-th warden's mark
+// (k from 1), holding its job ID and a newline; suffix "" for the mark,
+// ".off" once it left, ".ended" once its job was found ended.
+func WardenMark(k int, suffix string) string { return "warden." + strconv.Itoa(k) + suffix }
+
+// Warden reads, from the names in a RescueDir, its newest warden mark's k
+// (0: none) and whether that warden is gone (left, or its job ended).
+func Warden(names []string) (k int, gone bool) {
+	has := make(map[string]bool, len(names))
+	for _, name := range names {
+		has[name] = true
+		rest, ok := strings.CutPrefix(name, "warden.")
+		if n, err := strconv.Atoi(rest); ok && err == nil && n > k {
+			k = n
+		}
+	}
+	return k, k == 0 || has[WardenMark(k, ".off")] || has[WardenMark(k, ".ended")]
+}
 
 // EngineDir is the directory, in the farm directory dir's MiscDir, that the
 // engine called engine (its backend name) keeps its state in.

@@ -66,7 +66,7 @@ import (
 //     others as their first (from=NAME). If the rescuer dies in turn, they
 //     are rescued from its file.
 //   - The end of the run. The first meta-job to find no case left becomes
-//     the run's warden (MISC/rescue.RUN/warden, O_EXCL): instead of
+//     the run's warden (MISC/rescue.RUN/warden.K, O_EXCL; warden.go): instead of
 //     exiting, it checks every period until no other meta-job of the run is
 //     running and no rescue is pending, running what it rescues; or until
 //     its own time is short. The others exit as before.
@@ -82,9 +82,6 @@ const rescueMargin = 5 * time.Second
 
 // rescueDir is the directory of run's rescue marks, in MISC.
 func rescueDir(run int) string { return layout.RescueDir(run) }
-
-// wardenName is the warden's mark.
-const wardenName = layout.Warden
 
 // rescuer is a meta-job's part in rescue: its checks, its rescues waiting
 // for the fence, its warden role.
@@ -115,6 +112,7 @@ type rescuer struct {
 	pending  []pendingRescue
 	handing  int // rescues whose fence has passed, being read and handed to the job (collectDue)
 	isWarden bool
+	wardenK  int      // the warden mark's K, while it is the warden (warden.go)
 	over     bool     // the warden's last look found no other job running and no rescue pending
 	watch    []string // the status files of the others the last check found running
 	watchGen int      // checks that set watch
@@ -216,7 +214,7 @@ func (r *rescuer) halt() {
 		r.unmark(p.name)
 	}
 	if warden {
-		os.Remove(filepath.Join(r.dir, wardenName))
+		r.wardenLeaves()
 	}
 }
 
@@ -241,6 +239,9 @@ func (r *rescuer) tick(ctx context.Context, now time.Time) {
 	r.lastK = max(r.lastK, k)
 	warden := r.isWarden
 	r.mu.Unlock()
+	if warden {
+		r.renewWarden()
+	}
 	if !tried && r.checkFile(k) || warden {
 		r.check(ctx, now)
 	}
@@ -278,11 +279,11 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		return
 	}
 	marks := map[string]bool{}
-	if ents, err := os.ReadDir(r.dir); err == nil {
-		for _, e := range ents {
-			marks[e.Name()] = true
-		}
+	names, _ := readNames(r.dir)
+	for _, name := range names {
+		marks[name] = true
 	}
+	wk, wjob, wgone, _ := r.wardenState(names)
 	var running []string
 	watching := r.wardenNow() // only the warden watches the running ones
 	for _, id := range ids {
@@ -294,6 +295,9 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 				}
 			}
 			continue
+		}
+		if id == wjob && !wgone {
+			r.wardenEnded(wk) // its successor is the next job to find no case left
 		}
 		name := r.newestFile(id)
 		if name == "" || marks[name] {
@@ -676,24 +680,6 @@ func (r *rescuer) table(ctx context.Context) (string, error) {
 		t = st.Table
 	}
 	return m.Farm.Path(t), nil
-}
-
-// warden makes this job the run's warden, if no job is yet: it reports
-// whether it is.
-func (r *rescuer) warden() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.isWarden {
-		return true
-	}
-	f, err := os.OpenFile(filepath.Join(r.dir, wardenName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return false
-	}
-	f.WriteString(r.m.self.ID + "\n")
-	f.Close()
-	r.isWarden, r.over = true, false
-	return true
 }
 
 // wardenNow reports whether this job is the run's warden.

@@ -1,0 +1,140 @@
+package metajob
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/farm-hpc/farm/layout"
+	"golang.org/x/sys/unix"
+)
+
+// The run's warden (rescue.go, "The end of the run"): the first meta-job of
+// the run to find no case left stays while others run, to rescue their
+// cases if they die. Its mark is MISC/rescue.RUN/warden.K (K from 1), made
+// by O_EXCL create, holding its job ID; a name is never made twice. A
+// warden that leaves (its time short, a stop) makes warden.K.off; a check
+// that finds the warden's job ended (it is rescued as any other) makes
+// warden.K.ended: the next meta-job to find no case left becomes warden
+// K+1. A warden renews its mark's time at each of its looks, so that a
+// meta-job that finds no case left and a warden mark older than
+// wardenStale asks the batch system whether the warden still runs, rather
+// than leave the run to a dead one until the next period's check.
+
+// wardenStale is how old (by the file server's clock) a warden's mark must
+// be for a meta-job with no case left to ask whether its job still runs.
+const wardenStale = 2 * time.Minute
+
+// wardenState reads the run's warden: its mark's K (0: none), its job, and
+// whether it is gone (left, or its job ended), from the rescue directory's
+// names (nil: listed now).
+func (r *rescuer) wardenState(names []string) (k int, job string, gone bool, err error) {
+	if names == nil {
+		if names, err = readNames(r.dir); err != nil {
+			return 0, "", false, err
+		}
+	}
+	k, gone = layout.Warden(names)
+	if k > 0 {
+		b, _ := os.ReadFile(r.wardenPath(k, ""))
+		job = strings.TrimSpace(string(b))
+	}
+	return k, job, gone, nil
+}
+
+// readNames lists the names in dir.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// wardenPath is the path of warden mark k, with suffix (".off", ".ended").
+func (r *rescuer) wardenPath(k int, suffix string) string {
+	return filepath.Join(r.dir, layout.WardenMark(k, suffix))
+}
+
+// warden makes this job the run's warden, if the run has none alive: it
+// reports whether it is.
+func (r *rescuer) warden() bool {
+	if r.wardenNow() {
+		return true
+	}
+	k, job, gone, err := r.wardenState(nil)
+	if err != nil || k > 0 && !gone && !r.wardenDead(k, job) {
+		return false
+	}
+	f, err := os.OpenFile(r.wardenPath(k+1, ""), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false // another took it first
+	}
+	f.WriteString(r.m.self.ID + "\n")
+	f.Close()
+	if k > 0 && !gone {
+		fmt.Fprintf(r.m.log, "farm: rescue: run %d's warden, meta-job %s, has ended; this meta-job takes its place\n", r.run, job)
+	}
+	r.mu.Lock()
+	r.isWarden, r.wardenK, r.over = true, k+1, false
+	r.mu.Unlock()
+	return true
+}
+
+// wardenDead reports whether warden k, of job, has ended: its mark not
+// renewed for wardenStale (compared, by the file server's clock, with this
+// job's status file, touched now), and the batch system says its job is
+// not running; it then makes warden.K.ended.
+func (r *rescuer) wardenDead(k int, job string) bool {
+	own := filepath.Join(r.statusDir, r.self)
+	var mark, now unix.Stat_t
+	if job == "" || unix.UtimesNanoAt(unix.AT_FDCWD, own, nil, 0) != nil ||
+		unix.Stat(own, &now) != nil || unix.Stat(r.wardenPath(k, ""), &mark) != nil {
+		return false
+	}
+	if time.Duration(now.Mtim.Nano()-mark.Mtim.Nano()) < wardenStale {
+		return false
+	}
+	r.calls.Add(1)
+	infos, err := r.m.Backend.Jobs(context.Background(), []string{job})
+	if in, ok := infos[job]; err != nil || !ok || in.State.Active() {
+		return false
+	}
+	r.wardenEnded(k)
+	return true
+}
+
+// wardenEnded makes warden k's ended mark (its job ended).
+func (r *rescuer) wardenEnded(k int) {
+	if f, err := os.OpenFile(r.wardenPath(k, ".ended"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+		f.Close()
+	}
+}
+
+// renewWarden sets the warden's mark's time to now (the file server's).
+func (r *rescuer) renewWarden() {
+	r.mu.Lock()
+	k := r.wardenK
+	r.mu.Unlock()
+	if k > 0 {
+		unix.UtimesNanoAt(unix.AT_FDCWD, r.wardenPath(k, ""), nil, 0)
+	}
+}
+
+// wardenLeaves gives up the warden's role: its off mark, for a successor.
+func (r *rescuer) wardenLeaves() {
+	r.mu.Lock()
+	k := r.wardenK
+	r.wardenK = 0
+	r.mu.Unlock()
+	if k == 0 {
+		return
+	}
+	if f, err := os.OpenFile(r.wardenPath(k, ".off"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+		f.Close()
+	}
+}
