@@ -20,4 +20,8 @@
 //	FARM_FAULT_SEED          run only the trial of this seed
 //	FARM_FAULT_BASE          the first seed of a run (default from the clock)
 //	FARM_FAULT_FIGURES       append one summary line per test to this file
+//	FARM_FAULT_PARALLEL      trials of a test at once (default: go test's
+//	                         -parallel, twice that with rescue on)
+//	FARM_FAULT_DIAGNOSE=1    log every trial's job outputs and status
+//	                         files, not only a failed one's
 package faulttrials

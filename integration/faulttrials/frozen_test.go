@@ -14,9 +14,11 @@ import (
 )
 
 // TestFrozenHolders: FARM_FAULT_FROZEN_TRIALS trials (default 12) on the local
-// backend, two at a time. Each submits 3-6 meta-jobs on 60-150 cases of
-// 5-40 ms and freezes one of them (SIGSTOP to its process group) at one of
-// three points, in turn:
+// backend, two at a time, with the default config (rescue on:
+// RESCUE_CHECK=60). Each submits 3-6 meta-jobs on 60-150 cases of 5-40 ms
+// and freezes one of them (SIGSTOP to its process group; its supervisor
+// runs on, and the engine reports the job RUNNING) at one of three points,
+// in turn:
 //
 //   - before: at a random moment, outside any commit of its own (it holds
 //     the cases of its last claim);
@@ -28,16 +30,22 @@ import (
 //     and none of the claimed cases recorded as started yet, or just).
 //
 // The frozen meta-job stays stopped while the others run every other case
-// and end, and 0-2 s more: nothing takes a marked claim from its holder,
-// so no time would be long enough for anything to take over a frozen
-// holder's cases; the trial checks that nothing does (an unmarked slot is
-// voided after FARM_CLAIM_VOID_AFTER, which undoes no claim). Then it is
-// resumed (SIGCONT): its commit, if it was inside one, fails (its mark's
-// name is a void) and it reads on;
-// it runs the cases it held. At the end every case has run exactly once,
-// by its execution log and by farm's records, with no resubmit. The
-// simulated other host is in casetable (TestStalledClaimerOnAnotherHost,
-// the same three points on a claimer process in namespaces of its own).
+// and end — all but the run's warden (metajob/rescue.go), which stays, as
+// it does for any job the engine reports running, to rescue its cases
+// should it die — and 0-2 s more: nothing takes a marked claim from its
+// holder, and no rescue takes the cases of a job the engine reports
+// running, so no time would be long enough for anything to take over a
+// frozen holder's cases; the trial checks that nothing does (an unmarked
+// slot is voided after FARM_CLAIM_VOID_AFTER, which undoes no claim).
+// Then it is resumed (SIGCONT): its commit, if it was inside one, fails
+// (its mark's name is a void) and it reads on; it runs the cases it held,
+// and the run ends (within 2 minutes: the warden sees its Q record, or the
+// trial fails with RUN DID NOT END and the seed, and kills the farm). At
+// the end every case has run exactly once, by its execution log and by
+// farm's records, with no resubmit. The trials whose warden stayed for the
+// frozen job are counted (warden-held). The simulated other host is in
+// casetable (TestStalledClaimerOnAnotherHost, the same three points on a
+// claimer process in namespaces of its own).
 func TestFrozenHolders(t *testing.T) {
 	frozenTrials(t, "TestFrozenHolders", "frozen-local", envInt(t, "FARM_FAULT_FROZEN_TRIALS", 12), false)
 }
@@ -52,7 +60,7 @@ func TestFrozenHolders(t *testing.T) {
 // and move to the others', the victim's included (frozen inside, its open
 // slot holds that lane's chain up until another claimer voids it). Counted
 // as TestFrozenHolders'; a claim commit on the main chain of a run with
-// lanes fails the trial.
+// lanes fails the trial. Rescue on.
 func TestFrozenHoldersLanes(t *testing.T) {
 	frozenTrials(t, "TestFrozenHoldersLanes", "frozen-local-lanes", envInt(t, "FARM_FAULT_LANES_TRIALS", 6), true)
 }
@@ -62,30 +70,26 @@ func frozenTrials(t *testing.T, test, label string, n int, lanes bool) {
 	ta := &tally{started: time.Now()}
 	var mu sync.Mutex
 	points := map[string]int{}
-	t.Run("trials", func(t *testing.T) {
-		for _, seed := range seeds(t, n) {
-			// The seed picks the point, so that it reruns the same.
-			point := []string{"before", "inside", "after"}[seed%3]
-			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
-				t.Parallel()
-				c, got := frozenTrial(t, seed, point, lanes)
-				if t.Failed() || c.bad() {
-					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
-				}
-				ta.add(c, seed, t.Failed())
-				mu.Lock()
-				points[got]++
-				mu.Unlock()
-			})
+	// The seed picks the point, so that it reruns the same.
+	pointOf := func(seed uint64) string { return []string{"before", "inside", "after"}[seed%3] }
+	par := parallel(t, false) // no rescue, and the others end at once
+	runTrials(t, seeds(t, n), par, func(seed uint64) string { return fmt.Sprintf("%d-%s", seed, pointOf(seed)) }, func(t *testing.T, seed uint64) {
+		c, got := frozenTrial(t, seed, pointOf(seed), lanes)
+		if t.Failed() || c.bad() {
+			t.Errorf("trial of seed %d failed (%s); rerun it with:\n  %s", seed, c.short(), rerun(test, seed))
 		}
+		ta.add(c, seed, t.Failed())
+		mu.Lock()
+		points[got]++
+		mu.Unlock()
 	})
 	c := ta.c
 	lanesFig := ""
 	if lanes {
 		lanesFig = fmt.Sprintf(" lanes=2-4 lane-runs=%d inside-lane-commit=%d", c.LaneRuns, c.InLane)
 	}
-	figure(t, fmt.Sprintf("%s trials=%d metajobs=3-6%s before=%d inside=%d after=%d missed=%d dup-claims=%d dup-exec=%d lost=%d failed-trials=%d seconds=%.0f",
-		label, c.Trials, lanesFig, points["before"], points["inside"], points["after"], points["missed"], c.DupClaims, c.DupExec, c.Lost, len(ta.failed), time.Since(ta.started).Seconds()))
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=3-6%s before=%d inside=%d after=%d missed=%d dup-claims=%d dup-exec=%d lost=%d rescue=on cases=%d warden-held=%d rescued=%d rescue-dups=%d runs-not-ended=%d failed-trials=%d parallel=%d seconds=%.0f",
+		label, c.Trials, lanesFig, points["before"], points["inside"], points["after"], points["missed"], c.DupClaims, c.DupExec, c.Lost, c.Cases, c.WardenHeld, c.Rescued, c.RescueDups, c.NotEnded, len(ta.failed), par, time.Since(ta.started).Seconds()))
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -108,7 +112,7 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 	delay := time.Duration(50+rng.IntN(300)) * time.Millisecond
 	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, held %s after the others end", seed, jobs, n, point, delay, hold)
 	eng := local{}
-	tr := newTrial(t, eng, dur)
+	tr := newTrial(t, eng, dur, true)
 	var env []string
 	if lanes {
 		env = []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, 1))}
@@ -123,7 +127,7 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 	live := tr.live(ids, nil, 0)
 	if len(live) < 2 {
 		t.Logf("the farm ended before the freeze")
-		c := counts{Trials: 1}
+		c := counts{Trials: 1, Cases: n}
 		if laneRun {
 			c.LaneRuns = 1
 		}
@@ -141,26 +145,63 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 		got = "missed"
 	}
 	defer eng.signal(tr.dir, victim, syscall.SIGCONT)
-	// The others run every other case and end.
-	tr.waitNoneLive(ids, frozenSet([]string{victim}))
+	// The others run every other case and end, but the run's warden,
+	// which stays while the engine reports the frozen job running.
+	warden := tr.waitNoneLiveButWarden(ids, victim, 1)
 	time.Sleep(hold)
 	if frozen && !procState(eng.leader(tr.dir, victim), 'T') {
 		t.Errorf("job %s is no longer stopped", victim)
 	}
+	c := counts{}
+	if frozen && warden != "" && warden != victim {
+		if eng.alive(tr.dir, warden) {
+			c.WardenHeld = 1
+			t.Logf("the run's warden, job %s, stays while job %s is frozen (the engine reports it RUNNING)", warden, victim)
+		} else {
+			sf := readStatusFiles(t, tr.dir)["status."+victim]
+			t.Logf("the run's warden, job %s, ended while job %s was frozen (its status file: %v; its Q record: %v)", warden, victim, sf != nil, sf != nil && sf.quit)
+		}
+	}
 	eng.signal(tr.dir, victim, syscall.SIGCONT)
-	tr.wait()
-	c := final(t, tr.dir, tr.exec, n)
-	c.Trials, c.Kills, c.InCommit, c.InLane = 1, 1, inCommit, inLane
+	if !tr.waitEnd(seed, 1, 2*time.Minute, fmt.Sprintf("; job %s was frozen (SIGSTOP) and was resumed", victim)) {
+		c.NotEnded = 1
+	}
+	// No rescue: the engine reported the frozen job running throughout.
+	if rs := rescuedFrom(readStatusFiles(t, tr.dir)); len(rs) > 0 {
+		t.Errorf("cases rescued (from= records) though no job ended: %v", rs)
+	}
+	f := final(t, tr.dir, tr.exec, n, nil, true)
+	f.Trials, f.Kills, f.InCommit, f.InLane, f.WardenHeld, f.NotEnded = 1, 1, inCommit, inLane, c.WardenHeld, c.NotEnded
 	if laneRun {
-		c.LaneRuns = 1
+		f.LaneRuns = 1
 	}
-	if c.Reruns > 0 {
-		t.Errorf("%d cases ran again after an unrecorded end: nothing was killed", c.Reruns)
+	if f.Reruns > 0 {
+		t.Errorf("%d cases ran again after an unrecorded end: nothing was killed", f.Reruns)
 	}
-	if t.Failed() {
-		harness.Diagnose(t, tr.dir)
+	if f.Left > 0 {
+		t.Errorf("%d cases ran in a resubmit: there was none", f.Left)
 	}
-	return c, got
+	tr.diagnose()
+	return f, got
+}
+
+// waitNoneLiveButWarden waits, 2 minutes at most, until no meta-job of
+// jobs is live but victim and the run's warden (MISC/rescue.RUN/warden),
+// and returns the warden ("" if none). Past the 2 minutes the trial fails,
+// naming the jobs still live.
+func (tr *trial) waitNoneLiveButWarden(jobs []string, victim string, run int) string {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		w := wardenOf(tr.dir, run)
+		live := tr.live(jobs, map[string]bool{victim: true, w: true}, 0)
+		if len(live) == 0 {
+			return w
+		}
+		if time.Now().After(deadline) {
+			tr.t.Fatalf("meta-jobs %v (not the frozen job %s, nor the run's warden %q) did not end within 2 minutes", live, victim, w)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // freezeAtCommit stops the job victim inside its next claim commit (point

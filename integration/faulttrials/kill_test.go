@@ -18,17 +18,37 @@ import (
 )
 
 // TestKill9Local: FARM_FAULT_TRIALS trials (default 12) on the local
-// backend, two at a time. Each trial makes a farm of 30-100 cases of
-// 5-60 ms and submits 4-8 meta-jobs; it kills one or more of them with
-// kill -9 (their process group, or it and the job's supervisor) at random
+// backend, four at a time (parallel). Each trial makes a farm of 30-100
+// cases of 5-60 ms, with the default config (rescue on: RESCUE_CHECK=60),
+// and submits 4-8 meta-jobs; it kills one or more of them with kill -9
+// (their process group, or it and the job's supervisor) at random
 // moments, half of the kills inside the victim's claim commit (the others
 // are stopped, the victim's next slot s.N appears, the victim is killed at
 // once); sometimes it kills every meta-job, sometimes one of the
-// resubmitted run too. Once the run's jobs have ended, every case a killed
-// job was running must be reported interrupted; then it resubmits until
-// every case succeeded, and counts.
+// resubmitted run too. The live meta-jobs of the run rescue what a killed
+// one held (rescue_test.go). Once the run's jobs have ended (within 5
+// minutes, or the run counts as not ended), every case a killed job was
+// running must be reported interrupted, or have been run again by a
+// rescue; then it resubmits until every case succeeded, and counts: no
+// case started twice in a run but a rescue duplicate, none run again
+// after its recorded success, none lost; the cases rescued within the
+// run, those left for a resubmit (and why), and the seconds from each
+// kill to the start of the cases rescued from its victim.
 func TestKill9Local(t *testing.T) {
-	killTrials(t, "TestKill9Local", "kill9-local", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), true, false)
+	killTrials(t, "TestKill9Local", "kill9-local", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), false, true)
+}
+
+// TestKill9LocalNoRescue: the trials of TestKill9Local with rescue off
+// (RESCUE_CHECK=0; FARM_FAULT_TRIALS, default 12, two at a time). It tests
+// what rescue hides: with rescue on, a killed job's cases go to the
+// resubmit only when the run's rescue misses them, and the case it was
+// running is run again in the run, so that neither farm Status's report of
+// it as interrupted once the run ended nor 'farm resubmit' taking up every
+// killed job's leftovers (its claimed and unstarted cases, its cut-off
+// case) exactly once is checked on most kills. Here each is, on every
+// kill.
+func TestKill9LocalNoRescue(t *testing.T) {
+	killTrials(t, "TestKill9LocalNoRescue", "kill9-local-norescue", local{}, envInt(t, "FARM_FAULT_TRIALS", 12), false, false)
 }
 
 // TestKill9LocalLanes: the trials of TestKill9Local on runs with lanes
@@ -40,7 +60,7 @@ func TestKill9Local(t *testing.T) {
 // so that a kill aimed at a commit lands inside the victim's commit in its
 // lane. Counted as TestKill9Local's, plus the runs that had lanes and the
 // kills inside a lane's commit; a claim commit on the main chain of a run
-// with lanes (which CLAIMS.md rules out) fails the trial.
+// with lanes (which CLAIMS.md rules out) fails the trial. Rescue on.
 func TestKill9LocalLanes(t *testing.T) {
 	killTrials(t, "TestKill9LocalLanes", "kill9-local-lanes", local{}, envInt(t, "FARM_FAULT_LANES_TRIALS", 6), true, true)
 }
@@ -48,39 +68,36 @@ func TestKill9LocalLanes(t *testing.T) {
 var slurmGate = testslurm.Gate{Available: slurm.Available}
 
 // TestKill9Slurm: the trials of TestKill9Local on the real Slurm
-// (FARM_FAULT_SLURM_TRIALS, default 3), two at a time, killing with
-// scancel --signal=KILL, kill -9 of the meta-job process alone, or of
-// every process of the job's script.
+// (FARM_FAULT_SLURM_TRIALS, default 3), killing with scancel
+// --signal=KILL, kill -9 of the meta-job process alone, or of every process
+// of the job's script. Rescue on: Slurm reports the killed job ended.
 func TestKill9Slurm(t *testing.T) {
 	slurmGate.Need(t)
-	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), true, false)
+	killTrials(t, "TestKill9Slurm", "kill9-slurm", slurmEngine{mem: "200M"}, envInt(t, "FARM_FAULT_SLURM_TRIALS", 3), false, true)
 }
 
-func killTrials(t *testing.T, test, label string, eng engine, n int, parallel, lanes bool) {
+func killTrials(t *testing.T, test, label string, eng engine, n int, lanes, rescue bool) {
 	harness.Bin(t)
 	ta := &tally{started: time.Now()}
-	t.Run("trials", func(t *testing.T) {
-		for _, seed := range seeds(t, n) {
-			t.Run(fmt.Sprint(seed), func(t *testing.T) {
-				if parallel {
-					t.Parallel()
-				}
-				c := killTrial(t, eng, seed, lanes)
-				if t.Failed() || c.bad() {
-					t.Errorf("trial of seed %d failed (%+v); rerun it with:\n  %s", seed, c, rerun(test, seed))
-				}
-				ta.add(c, seed, t.Failed())
-			})
+	par := parallel(t, rescue)
+	runTrials(t, seeds(t, n), par, func(seed uint64) string { return fmt.Sprint(seed) }, func(t *testing.T, seed uint64) {
+		c := killTrial(t, eng, seed, lanes, rescue)
+		if t.Failed() || c.bad() {
+			t.Errorf("trial of seed %d failed (%s); rerun it with:\n  %s", seed, c.short(), rerun(test, seed))
 		}
+		ta.add(c, seed, t.Failed())
 	})
 	c := ta.c
+	lanesFig := ""
 	if lanes {
-		figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 lanes=2-4 runs=%d lane-runs=%d kills=%d inside-commit=%d inside-lane-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
-			label, c.Trials, c.Runs, c.LaneRuns, c.Kills, c.InCommit, c.InLane, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
-	} else {
-		figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8 kills=%d inside-commit=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d failed-trials=%d seconds=%.0f",
-			label, c.Trials, c.Kills, c.InCommit, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, len(ta.failed), time.Since(ta.started).Seconds()))
+		lanesFig = fmt.Sprintf(" lanes=2-4 runs=%d lane-runs=%d", c.Runs, c.LaneRuns)
 	}
+	inLane := ""
+	if lanes {
+		inLane = fmt.Sprintf(" inside-lane-commit=%d", c.InLane)
+	}
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8%s kills=%d inside-commit=%d%s dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d %s failed-trials=%d parallel=%d seconds=%.0f",
+		label, c.Trials, lanesFig, c.Kills, c.InCommit, inLane, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, rescueFigure(rescue, c), len(ta.failed), par, time.Since(ta.started).Seconds()))
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -145,14 +162,14 @@ func killTrialPlan(t *testing.T, eng engine, seed uint64, lanes bool) (rng *rand
 }
 
 // killTrial runs the trial of seed on eng, its runs with lanes if lanes,
-// and returns its counts.
-func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
+// rescue on if rescue, and returns its counts.
+func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts {
 	rng, jobs, n, dur, plan := killTrialPlan(t, eng, seed, lanes)
 
-	tr := newTrial(t, eng, dur)
+	tr := newTrial(t, eng, dur, rescue)
 	c := counts{Trials: 1}
 	known := map[string]bool{}
-	killed := map[string]bool{}
+	killed := deaths{}
 	for run := 1; ; run++ {
 		if run > 6 {
 			t.Errorf("seed %d: cases left after 5 resubmits", seed)
@@ -196,9 +213,9 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 			if kp.run != run {
 				continue
 			}
-			if v, in, ok := tr.killOne(kp, t0, runJobs, killed); ok {
+			if v, in, at, ok := tr.killOne(kp, t0, runJobs, killed); ok {
 				c.Kills++
-				killed[v], killedNow[v] = true, true
+				killed[v], killedNow[v] = at, true
 				if in != "" {
 					c.InCommit++
 				}
@@ -208,19 +225,19 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes bool) counts {
 			}
 		}
 		tk := time.Now()
-		tr.wait()
+		if !tr.waitEnd(seed, run, 5*time.Minute, "") {
+			c.NotEnded++
+		}
 		t.Logf("run %d: %d jobs, kills done %s after the first ran, jobs ended %s later", run, len(runJobs), tk.Sub(t0).Round(time.Millisecond), time.Since(tk).Round(time.Millisecond))
 		c.NotInterrupted += checkInterrupted(t, tr.dir, killedNow)
 	}
-	f := final(t, tr.dir, tr.exec, n)
-	f.Trials, f.Kills, f.InCommit, f.NotInterrupted = c.Trials, c.Kills, c.InCommit, c.NotInterrupted
+	f := final(t, tr.dir, tr.exec, n, killed, rescue)
+	f.Trials, f.Kills, f.InCommit, f.NotInterrupted, f.NotEnded = c.Trials, c.Kills, c.InCommit, c.NotInterrupted, c.NotEnded
 	f.Runs, f.LaneRuns, f.InLane = c.Runs, c.LaneRuns, c.InLane
 	if f.Reruns > f.Kills {
 		t.Errorf("%d cases completed unrecorded and ran again, more than the %d kills", f.Reruns, f.Kills)
 	}
-	if t.Failed() {
-		harness.Diagnose(t, tr.dir)
-	}
+	tr.diagnose()
 	return f
 }
 
@@ -263,28 +280,26 @@ type trial struct {
 	w    *commitWatch
 }
 
-// newTrial makes a farm of the cases of the given durations; at the
-// test's end it resumes anything stopped and kills what is left.
-func newTrial(t *testing.T, eng engine, dur []int) *trial {
+// newTrial makes a farm of the cases of the given durations, with the
+// default config (rescue on: RESCUE_CHECK=60) if rescue, else with
+// RESCUE_CHECK=0 (the caller says why); at the test's end it resumes
+// anything stopped and kills what is left.
+func newTrial(t *testing.T, eng engine, dur []int, rescue bool) *trial {
 	root := t.TempDir()
 	tr := &trial{t: t, eng: eng, exec: filepath.Join(root, "exec"), n: len(dur)}
 	if err := os.Mkdir(tr.exec, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	tr.dir = harness.NewFarmAt(t, filepath.Join(root, "farm"), caseTable(tr.exec, dur), "0-00:10")
-	// The trials are of the claim core: a case claimed once per run, its
-	// holder's cases never taken over, what a killed job leaves run by the
-	// resubmit. Rescue within the run (a second, recorded attempt of a
-	// dead job's cases; its warden waiting for a stopped job as for any
-	// running one) is off here; its own tests are in integration
-	// (rescue_test.go) and integration/rigtest (RescueAfterPowerCut).
 	cfg := filepath.Join(tr.dir, "config")
 	b, err := os.ReadFile(cfg)
 	if err != nil || !strings.Contains(string(b), "\nRESCUE_CHECK=60\n") {
-		t.Fatalf("%s: no RESCUE_CHECK=60 line to turn rescue off (%v)", cfg, err)
+		t.Fatalf("%s: no RESCUE_CHECK=60 line, the default the trials run with (%v)", cfg, err)
 	}
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "\nRESCUE_CHECK=60\n", "\nRESCUE_CHECK=0\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
+	if !rescue {
+		if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "\nRESCUE_CHECK=60\n", "\nRESCUE_CHECK=0\n", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		if tr.w != nil {
@@ -353,6 +368,41 @@ func (tr *trial) wait() {
 	}
 }
 
+// waitEnd waits up to d for the farm's jobs (those of run) to end, and
+// reports whether they did. If they did not, the trial fails with a line
+// that names it (RUN DID NOT END, the seed, what still runs, the run's
+// warden; why: what the trial knows, such as a frozen job), and the farm
+// is killed, so that the trial goes on to its counts.
+func (tr *trial) waitEnd(seed uint64, run int, d time.Duration, why string) bool {
+	t := tr.t
+	r := harness.Run(t, tr.dir, nil, "wait", "--timeout", d.String())
+	if r.Code == 0 || r.Code == harness.ExitNotAllOK {
+		return true
+	}
+	if r.Code != 2 {
+		t.Fatalf("farm wait: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+	var running []string
+	for _, row := range harness.ListJSON(t, tr.dir) {
+		if row.State == "PENDING" || row.State == "RUNNING" {
+			running = append(running, fmt.Sprintf("%s (run %d, %s)", row.ID, row.Run, row.State))
+		}
+	}
+	w := wardenOf(tr.dir, run)
+	t.Errorf("RUN DID NOT END: seed %d, run %d: jobs still pending or running %s after the trial's last act: %v; the run's warden: %q%s",
+		seed, run, d, running, w, why)
+	if w != "" {
+		t.Logf("the warden's output:\n%s", rescueLines(tr.dir, w))
+	}
+	harness.Diagnose(t, tr.dir)
+	for _, id := range harness.JobIDs(tr.dir) {
+		tr.eng.signal(tr.dir, id, syscall.SIGCONT)
+	}
+	harness.Run(t, tr.dir, nil, "kill")
+	tr.wait()
+	return false
+}
+
 func (tr *trial) allSucceeded() bool {
 	rows := harness.StatusJSON(tr.t, tr.dir)
 	for _, row := range rows {
@@ -394,18 +444,22 @@ func (tr *trial) ended(jobs []string) bool {
 // killOne carries out kp on a live job of runJobs not yet killed: it
 // returns the victim, where the kill left the victim's commit slot open
 // (killed inside its claim commit: "main" on the main chain, "lane" in a
-// lane; "" if not), and whether it killed anything (false when the run
-// had already ended).
-func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map[string]bool) (victim, inCommit string, ok bool) {
+// lane; "" if not), when it was killed, and whether it killed anything
+// (false when the run had already ended).
+func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed deaths) (victim, inCommit string, at time.Time, ok bool) {
 	t := tr.t
-	live := tr.live(runJobs, killed, 60*time.Second)
+	dead := map[string]bool{}
+	for j := range killed {
+		dead[j] = true
+	}
+	live := tr.live(runJobs, dead, 60*time.Second)
 	if len(live) == 0 {
-		return "", "", false
+		return "", "", at, false
 	}
 	time.Sleep(time.Until(t0.Add(kp.after)))
-	live = tr.live(runJobs, killed, 0)
+	live = tr.live(runJobs, dead, 0)
 	if len(live) == 0 {
-		return "", "", false
+		return "", "", at, false
 	}
 	victim = live[int(kp.after)%len(live)]
 	w := tr.watch()
@@ -436,9 +490,10 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 			sig(syscall.SIGCONT)
 		}
 	}
+	at = time.Now()
 	if err := tr.eng.kill(tr.dir, victim, kp.how); err != nil {
 		if !tr.eng.alive(tr.dir, victim) {
-			return "", "", false // it ended meanwhile
+			return "", "", at, false // it ended meanwhile
 		}
 		t.Fatalf("kill %s of job %s: %v", kp.how, victim, err)
 	}
@@ -456,7 +511,7 @@ func (tr *trial) killOne(kp killPlan, t0 time.Time, runJobs []string, killed map
 		where = " (" + where + ")"
 	}
 	t.Logf("killed job %s (%s, %s after the run's start, at commit %v, %d tries): inside its commit %v%s", victim, kp.how, time.Since(t0).Round(time.Millisecond), kp.atCommit, tries, slot != "", where)
-	return victim, inCommit, true
+	return victim, inCommit, at, true
 }
 
 // waitStopped waits (up to 2 s) until the job's meta-job process is

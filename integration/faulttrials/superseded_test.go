@@ -13,63 +13,79 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/integration/harness"
 )
 
 // TestFrozenAcrossResubmitLanes: FARM_FAULT_LANES_TRIALS trials (default
-// 6) of the hazard lanes add (CLAIMS.md, "Lanes", invariant 3): a meta-job
-// frozen in run R that resumes after run R+1 started. Each trial submits
-// 3-6 meta-jobs on 60-150 cases of 5-40 ms with FARM_CLAIM_LANES=2, 3 or 4
-// (by the seed) and FARM_LOOK_EVERY=1s, and freezes one of them
-// (SIGSTOP to its process group) before, inside or right after a commit in
-// its lane, as TestFrozenHoldersLanes does; in half the trials (by the
-// seed) every other live meta-job is frozen too, wherever it is. Then their
-// nodes go down as a batch system sees it: their supervisors are stopped
-// too and the jobs recorded FAILED, their processes left stopped. The
-// others, if any, run what they can and end (a slot left open inside a
-// commit is voided by them, or, when every node is down, by run 2's
-// closing of the lane); 'farm resubmit' (FARM_CLAIM_LANES again, by the
-// seed) starts run 2,
-// which must close every lane of run 1 (their newest generation a closing
-// one: the trial checks) and runs what did not succeed, to the end. Then
-// the frozen jobs resume, at least 2 s after the first froze: they must
-// start no case (their lanes are closed, and they had no news of their run
-// for more than FARM_LOOK_EVERY), and end. Counted from the cases' execution logs as
-// the other trials (dup-claims, dup-exec, lost), plus late-starts: cases
-// the resumed job started. A case the frozen job had started and not ended
-// (its start record written: ran-on) is run again by run 2, farm not
-// knowing whether it ended, and runs on to its end when the job resumes
-// (its command may even write its start line then): that is the price of
-// a frozen node, not a duplicate of farm's (finalRanOn).
+// 6) of a meta-job frozen past the rescue's fence, on runs with lanes, with
+// the default config (rescue on: RESCUE_CHECK=60) and the default lease
+// (casetable.LookEvery, 5 s). Each trial submits 3-6 meta-jobs on 60-150
+// cases of 5-40 ms with FARM_CLAIM_LANES=2, 3 or 4 (by the seed), and
+// freezes one of them (SIGSTOP to its process group) before, inside or
+// right after a commit in its lane, as TestFrozenHoldersLanes does; in half
+// the trials (by the seed) every other live meta-job is frozen too,
+// wherever it is. Then their nodes go down as a batch system sees it: their
+// supervisors are stopped too and the jobs recorded FAILED, their
+// processes left stopped. The others, if any, rescue the frozen jobs'
+// cases within run 1 (metajob/rescue.go: the case a frozen job was running
+// as its next attempt, why=rescue, the documented rescue duplicate) and
+// end; what is left (every live job frozen: no one rescues) goes to 'farm
+// resubmit' (FARM_CLAIM_LANES again, by the seed), run 2, which must close
+// every lane of run 1 and run what did not succeed, to the end. Then the
+// frozen jobs resume, at least 6 s after the first froze (more than the
+// lease): they must start no case (their cases were rescued, or their
+// lanes are closed, and they had no news of their run for more than the
+// lease), and end. Counted from the cases' execution logs and the status
+// records as the kill trials (dup-claims, dup-exec, lost; rescued, left,
+// rescue-dups, death to rerun, from the moment the node went down), plus
+// late-starts: cases a resumed job started. A case a frozen job had
+// started and not ended (its start record written: ran-on) is run again
+// by the rescue or by run 2, farm not knowing whether it ended, and runs
+// on to its end when the job resumes (its command may even write its
+// start line then): that is the price of a frozen node, not a duplicate of
+// farm's (finalRanOn).
 func TestFrozenAcrossResubmitLanes(t *testing.T) {
+	supersededTrials(t, "TestFrozenAcrossResubmitLanes", "frozen-across-resubmit-lanes", true)
+}
+
+// TestFrozenAcrossResubmitLanesNoRescue: the trials of
+// TestFrozenAcrossResubmitLanes with rescue off (RESCUE_CHECK=0) and a
+// lease of 1 s (FARM_LOOK_EVERY=1s), the hazard lanes add (CLAIMS.md,
+// "Lanes", invariant 3): a meta-job frozen in run R that resumes after run
+// R+1 started. With rescue on, run 1's live meta-jobs take the frozen
+// jobs' cases, so that run 2 starts only when every live job was frozen;
+// here it starts whenever a frozen job held cases, and every such trial
+// checks that run 2 closes the lanes of run 1 and that the resumed jobs
+// find their run superseded.
+func TestFrozenAcrossResubmitLanesNoRescue(t *testing.T) {
+	supersededTrials(t, "TestFrozenAcrossResubmitLanesNoRescue", "frozen-across-resubmit-lanes-norescue", false)
+}
+
+func supersededTrials(t *testing.T, test, label string, rescue bool) {
 	harness.Bin(t)
-	const test = "TestFrozenAcrossResubmitLanes"
 	ta := &tally{started: time.Now()}
 	var mu sync.Mutex
 	points := map[string]int{}
 	late, closed, ranOn := 0, 0, 0
-	t.Run("trials", func(t *testing.T) {
-		for _, seed := range seeds(t, envInt(t, "FARM_FAULT_LANES_TRIALS", 6)) {
-			point := []string{"before", "inside", "after"}[seed%3]
-			t.Run(fmt.Sprintf("%d-%s", seed, point), func(t *testing.T) {
-				t.Parallel()
-				c, got, l, cl, ro := supersededTrial(t, seed, point)
-				if t.Failed() || c.bad() || l > 0 {
-					t.Errorf("trial of seed %d failed (%+v, late starts %d); rerun it with:\n  %s", seed, c, l, rerun(test, seed))
-				}
-				ta.add(c, seed, t.Failed())
-				mu.Lock()
-				points[got]++
-				late += l
-				closed += cl
-				ranOn += ro
-				mu.Unlock()
-			})
+	pointOf := func(seed uint64) string { return []string{"before", "inside", "after"}[seed%3] }
+	par := parallel(t, rescue)
+	runTrials(t, seeds(t, envInt(t, "FARM_FAULT_LANES_TRIALS", 6)), par, func(seed uint64) string { return fmt.Sprintf("%d-%s", seed, pointOf(seed)) }, func(t *testing.T, seed uint64) {
+		c, got, l, cl, ro := supersededTrial(t, seed, pointOf(seed), rescue)
+		if t.Failed() || c.bad() || l > 0 {
+			t.Errorf("trial of seed %d failed (%s, late starts %d); rerun it with:\n  %s", seed, c.short(), l, rerun(test, seed))
 		}
+		ta.add(c, seed, t.Failed())
+		mu.Lock()
+		points[got]++
+		late += l
+		closed += cl
+		ranOn += ro
+		mu.Unlock()
 	})
 	c := ta.c
-	figure(t, fmt.Sprintf("frozen-across-resubmit-lanes trials=%d metajobs=3-6 lanes=2-4 lane-runs=%d before=%d inside=%d after=%d missed=%d inside-lane-commit=%d lanes-closed=%d ran-on=%d dup-claims=%d dup-exec=%d lost=%d late-starts=%d failed-trials=%d seconds=%.0f",
-		c.Trials, c.LaneRuns, points["before"], points["inside"], points["after"], points["missed"], c.InLane, closed, ranOn, c.DupClaims, c.DupExec, c.Lost, late, len(ta.failed), time.Since(ta.started).Seconds()))
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=3-6 lanes=2-4 lane-runs=%d before=%d inside=%d after=%d missed=%d frozen=%d inside-lane-commit=%d lanes-closed=%d ran-on=%d dup-claims=%d dup-exec=%d lost=%d late-starts=%d %s failed-trials=%d parallel=%d seconds=%.0f",
+		label, c.Trials, c.LaneRuns, points["before"], points["inside"], points["after"], points["missed"], c.Kills, c.InLane, closed, ranOn, c.DupClaims, c.DupExec, c.Lost, late, rescueFigure(rescue, c), len(ta.failed), par, time.Since(ta.started).Seconds()))
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -79,11 +95,11 @@ func TestFrozenAcrossResubmitLanes(t *testing.T) {
 	}
 }
 
-// supersededTrial runs the trial of seed, freezing at point; it returns
-// its counts, the point it froze at, the cases the resumed job started,
-// how many lanes of run 1 it found closed, and how many cases the frozen
-// job had started and not ended.
-func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got string, late, closed, ranOn int) {
+// supersededTrial runs the trial of seed, freezing at point, rescue on if
+// rescue; it returns its counts, the point it froze at, the cases the
+// resumed jobs started, how many lanes of run 1 it found closed, and how
+// many cases the frozen jobs had started and not ended.
+func supersededTrial(t *testing.T, seed uint64, point string, rescue bool) (c counts, got string, late, closed, ranOn int) {
 	var running map[string]map[int64]bool // per frozen job, started and not ended when it froze
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
 	jobs := 3 + rng.IntN(4)
@@ -92,11 +108,11 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 	delay := time.Duration(50+rng.IntN(300)) * time.Millisecond
 	k := 1 + rng.IntN(3)
 	all := rng.IntN(2) == 0
-	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, every live job's node down too %v; run 2 of %d meta-jobs", seed, jobs, n, point, delay, all, k)
+	t.Logf("seed %d: %d meta-jobs, %d cases of 5-40 ms, frozen %s, %s after the first live job, every live job's node down too %v; run 2 of %d meta-jobs; rescue %v", seed, jobs, n, point, delay, all, k, rescue)
 	eng := local{}
-	tr := newTrial(t, eng, dur)
-	mustEnv(t, tr.dir, supersededEnv(seed, 1), append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
-	c.Trials = 1
+	tr := newTrial(t, eng, dur, rescue)
+	mustEnv(t, tr.dir, supersededEnv(seed, 1, rescue), append([]string{"submit", fmt.Sprint(jobs)}, eng.args()...)...)
+	c.Trials, c.Cases = 1, n
 	if tr.checkLanes(1, lanesOf(seed, 1)) {
 		c.LaneRuns++
 	}
@@ -117,7 +133,7 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 	t0 := time.Now()
 	if !stopped {
 		tr.wait()
-		f := final(t, tr.dir, tr.exec, n)
+		f := final(t, tr.dir, tr.exec, n, nil, rescue)
 		f.Trials, f.LaneRuns = c.Trials, c.LaneRuns
 		return f, "missed", 0, 0, 0
 	}
@@ -129,44 +145,53 @@ func supersededTrial(t *testing.T, seed uint64, point string) (c counts, got str
 		// run 2's closing of the lane voids it).
 		frozen = append(frozen, tr.freezeLive(ids, victim)...)
 	}
-	supervisors := tr.nodesDown(frozen)
-	// The cases they had started and not ended: the next run runs them
-	// again (farm cannot know whether they ended), and they run on to
-	// their end when their jobs resume.
+	supervisors, down := tr.nodesDown(frozen)
+	// The cases they had started and not ended: a rescue or the next run
+	// runs them again (farm cannot know whether they ended), and they run
+	// on to their end when their jobs resume.
 	running, ranOn = startedNotEnded(readJobRecords(t, tr.dir), frozen)
 	tr.waitOthers(ids, frozen)
 	if tr.allSucceeded() {
-		// The others ran everything, the victim's cases too (it held
-		// none, or they were taken back): no run 2.
+		// The others ran everything, the frozen jobs' cases too (they
+		// held none, or a rescue took them): no run 2.
 		t.Logf("every case succeeded without a resubmit")
 	} else {
-		mustEnv(t, tr.dir, supersededEnv(seed, 2), "resubmit", fmt.Sprint(k))
+		mustEnv(t, tr.dir, supersededEnv(seed, 2, rescue), "resubmit", fmt.Sprint(k))
 		tr.checkLanes(2, lanesOf(seed, 2))
 		closed = tr.closedLanes(lanedir, lanes)
-		tr.wait()
+		if !tr.waitEnd(seed, 2, 5*time.Minute, fmt.Sprintf("; jobs %v of run 1 frozen, their nodes down", frozen)) {
+			c.NotEnded++
+		}
 	}
 	// The nodes thaw: the frozen meta-jobs resume, stopped for more than
-	// FARM_LOOK_EVERY.
+	// the lease.
 	seen := readExec(tr.exec, n)
-	time.Sleep(time.Until(t0.Add(2 * time.Second)))
+	minHold := 2 * time.Second // FARM_LOOK_EVERY=1s
+	if rescue {
+		minHold = casetable.LookEvery + time.Second
+	}
+	time.Sleep(time.Until(t0.Add(minHold)))
 	tr.thaw(frozen, supervisors)
 	late = lateStarts(t, seen, readExec(tr.exec, n), running)
 	tr.logSuperseded(frozen)
-	f := finalRanOn(t, tr.dir, tr.exec, n, running)
-	f.Trials, f.Kills, f.InCommit, f.InLane, f.LaneRuns = c.Trials, len(frozen), c.InCommit, c.InLane, c.LaneRuns
+	f := finalRanOn(t, tr.dir, tr.exec, n, running, down, rescue)
+	f.Trials, f.Kills, f.InCommit, f.InLane, f.LaneRuns, f.NotEnded = c.Trials, len(frozen), c.InCommit, c.InLane, c.LaneRuns, c.NotEnded
 	if f.Reruns > ranOn {
 		t.Errorf("%d cases ran again after an unrecorded end; the frozen jobs had %d started", f.Reruns, ranOn)
 	}
-	if t.Failed() {
-		harness.Diagnose(t, tr.dir)
-	}
+	tr.diagnose()
 	return f, got, late, closed, ranOn
 }
 
 // supersededEnv is the environment of the farm commands of run of the
-// trial of seed: its lanes, and a look at the run every 1 s.
-func supersededEnv(seed uint64, run int) []string {
-	return []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run)), "FARM_LOOK_EVERY=1s"}
+// trial of seed: its lanes, and with rescue off a look at the run every
+// 1 s (with rescue on, the default lease).
+func supersededEnv(seed uint64, run int, rescue bool) []string {
+	env := []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run))}
+	if !rescue {
+		env = append(env, "FARM_LOOK_EVERY=1s")
+	}
+	return env
 }
 
 // freezeVictim stops the meta-job victim at point (before, inside or after
@@ -212,11 +237,14 @@ func (tr *trial) frozeAt(w *commitWatch, victim, got, slot string) (inCommit, in
 
 // nodesDown takes the nodes of the frozen jobs down: the batch system
 // records the jobs FAILED, their processes live on, stopped. It returns
-// their supervisors (stopped too); the test's end resumes them all.
-func (tr *trial) nodesDown(frozen []string) (supervisors []int) {
+// their supervisors (stopped too; the test's end resumes them all), and
+// when each job was recorded FAILED.
+func (tr *trial) nodesDown(frozen []string) (supervisors []int, down deaths) {
 	eng := local{}
+	down = deaths{}
 	for _, j := range frozen {
 		supervisor, err := eng.nodeDown(tr.dir, j)
+		down[j] = time.Now()
 		if supervisor > 0 {
 			tr.t.Cleanup(func() { syscall.Kill(supervisor, syscall.SIGCONT) })
 		}
@@ -226,16 +254,18 @@ func (tr *trial) nodesDown(frozen []string) (supervisors []int) {
 		}
 		supervisors = append(supervisors, supervisor)
 	}
-	return supervisors
+	return supervisors, down
 }
 
-// logSuperseded logs the line of each frozen job's output that says its
-// run was superseded.
+// logSuperseded logs the line of each frozen job's output that says why
+// it ended once resumed: its run superseded, or its cases rescued.
 func (tr *trial) logSuperseded(frozen []string) {
 	for _, j := range frozen {
 		out, _ := os.ReadFile(filepath.Join(tr.dir, "OUTPUT", "slurm-"+j+".out"))
-		if i := strings.LastIndex(string(out), "farm: run 1 was superseded"); i >= 0 {
-			tr.t.Logf("job %s: %s", j, strings.SplitN(string(out[i:]), "\n", 2)[0])
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "was superseded") || strings.Contains(l, "rescued its cases") {
+				tr.t.Logf("job %s: %s", j, l)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package faulttrials
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -85,6 +86,49 @@ func rerun(test string, seed uint64) string {
 	return fmt.Sprintf("FARM_FAULT_SEED=%d go test ./integration/faulttrials -run '%s$' -count=1 -v", seed, test)
 }
 
+// runTrials runs trial for each seed, as the subtest trials/name(seed),
+// par at a time (see parallel).
+func runTrials(t *testing.T, seeds []uint64, par int, name func(uint64) string, trial func(t *testing.T, seed uint64)) {
+	t.Run("trials", func(t *testing.T) {
+		ch := make(chan uint64)
+		var wg sync.WaitGroup
+		for range par {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for seed := range ch {
+					t.Run(name(seed), func(t *testing.T) { trial(t, seed) })
+				}
+			}()
+		}
+		for _, s := range seeds {
+			ch <- s
+		}
+		close(ch)
+		wg.Wait()
+	})
+}
+
+// parallel is how many trials of a test run at once: go test's -parallel
+// (GOMAXPROCS unless set), twice that with rescue on, whose trials spend
+// most of their time waiting (a rescue waits 10 s after its mark, a check
+// comes every 15 s), or FARM_FAULT_PARALLEL.
+func parallel(t *testing.T, rescue bool) int {
+	if os.Getenv("FARM_FAULT_PARALLEL") != "" {
+		return envInt(t, "FARM_FAULT_PARALLEL", 2)
+	}
+	p := 2
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if v, err := strconv.Atoi(f.Value.String()); err == nil && v > 0 {
+			p = v
+		}
+	}
+	if rescue {
+		p *= 2
+	}
+	return p
+}
+
 // figure appends line to $FARM_FAULT_FIGURES, if set, and logs it.
 func figure(t *testing.T, line string) {
 	t.Log(line)
@@ -102,13 +146,15 @@ func figure(t *testing.T, line string) {
 }
 
 // counts are what the trials count; every field but Kills, InCommit,
-// Reruns and Trials must stay 0.
+// Reruns, Trials and the rescue's figures (Cases to RerunAfter) must stay
+// 0.
 type counts struct {
 	Trials   int
 	Kills    int // kills (or freezes) delivered to a live meta-job
 	InCommit int // of them, inside the victim's own claim commit
 	// DupClaims: cases started twice within one run (by the cases'
-	// execution logs, or by farm's start records).
+	// execution logs, or by farm's start records), other than the rescue
+	// duplicates (RescueDups).
 	DupClaims int
 	// DupExec: cases started again after farm had recorded their
 	// success.
@@ -117,7 +163,8 @@ type counts struct {
 	// has no completion in the execution log.
 	Lost int
 	// NotInterrupted: cases whose meta-job was killed while they ran
-	// that farm Status did not report interrupted once the run ended.
+	// that farm Status did not report interrupted once the run ended (and
+	// that no rescue ran again in the run).
 	NotInterrupted int
 	// Reruns: cases that completed in a meta-job killed before it
 	// recorded their end, and ran again (expected: at most one per kill;
@@ -127,6 +174,27 @@ type counts struct {
 	// LaneRuns, those that had lanes; InLane, the kills (or freezes) of
 	// InCommit inside a commit in a lane.
 	Runs, LaneRuns, InLane int
+
+	// What rescue did (rescue_test.go): the trials' cases; those rescued
+	// within their run (run to success there); those left for a resubmit
+	// (a first start in run 2 or later), by why (leftWhy); the documented
+	// rescue duplicates; the seconds from each death to the start of
+	// each case rescued from the dead job.
+	Cases, Rescued, Left, RescueDups int
+	LeftWhy                          map[string]int
+	RerunAfter                       []float64
+	// Dropped: cases whose rescue a meta-job that was not killed
+	// announced (its mark) and did not carry out. NotEnded: runs whose
+	// meta-jobs had not all ended by the trial's deadline (the farm was
+	// then killed). Both must be 0.
+	Dropped, NotEnded int
+	// LateRescues: starts of a rescue in a run after the next run began
+	// (the cases were the next run's to run). Must be 0.
+	LateRescues int
+	// WardenHeld: frozen-holder trials whose run's warden stayed, waiting
+	// for the frozen job (reported RUNNING by the engine), until it was
+	// resumed.
+	WardenHeld int
 }
 
 func (c *counts) add(o counts) {
@@ -141,10 +209,31 @@ func (c *counts) add(o counts) {
 	c.Runs += o.Runs
 	c.LaneRuns += o.LaneRuns
 	c.InLane += o.InLane
+	c.Cases += o.Cases
+	c.Rescued += o.Rescued
+	c.Left += o.Left
+	c.RescueDups += o.RescueDups
+	for k, v := range o.LeftWhy {
+		if c.LeftWhy == nil {
+			c.LeftWhy = map[string]int{}
+		}
+		c.LeftWhy[k] += v
+	}
+	c.RerunAfter = append(c.RerunAfter, o.RerunAfter...)
+	c.Dropped += o.Dropped
+	c.NotEnded += o.NotEnded
+	c.LateRescues += o.LateRescues
+	c.WardenHeld += o.WardenHeld
 }
 
 func (c counts) bad() bool {
-	return c.DupClaims+c.DupExec+c.Lost+c.NotInterrupted > 0
+	return c.DupClaims+c.DupExec+c.Lost+c.NotInterrupted+c.Dropped+c.NotEnded+c.LateRescues > 0
+}
+
+// short is the counts of a trial for its failure line.
+func (c counts) short() string {
+	return fmt.Sprintf("kills=%d dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d rescues-dropped=%d rescues-after-next-run=%d runs-not-ended=%d rescue-dups=%d rescued=%d left=%d %v",
+		c.Kills, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Dropped, c.LateRescues, c.NotEnded, c.RescueDups, c.Rescued, c.Left, c.LeftWhy)
 }
 
 // tally gathers the counts of a test's trials, which may run in parallel.
@@ -268,25 +357,32 @@ func readJobRecords(t *testing.T, dir string) map[string]jobRecords {
 
 // final counts, once every job of the farm in dir has ended, the
 // duplicate claims, duplicate executions, lost cases and reruns of its n
-// cases, from their execution logs in execDir and the status records.
-func final(t *testing.T, dir, execDir string, n int) counts {
-	return finalRanOn(t, dir, execDir, n, nil)
+// cases, from their execution logs in execDir and the status records, and
+// what rescue did (countRescues: dead are the moments the trial killed or
+// froze meta-jobs; rescue says whether the farm has rescue on).
+func final(t *testing.T, dir, execDir string, n int, dead deaths, rescue bool) counts {
+	return finalRanOn(t, dir, execDir, n, nil, dead, rescue)
 }
 
 // finalRanOn is final for a farm where ranOn[job] are the cases job had
 // started (by its status file) and not ended when it froze, and which a
-// later run ran again while it was frozen (farm could not know whether
-// they ended): job's execution log lines of them may come at any time
-// after (the case's own start, frozen before it wrote it; its end), and
-// its end record of them comes after the later run's. Their start in job
-// is not a start after a recorded success, and their end in job counts as
-// unrecorded (it was not recorded when the later run started them).
-func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[int64]bool) counts {
+// later run, or a rescue in the same run, ran again while it was frozen
+// (farm could not know whether they ended): job's execution log lines of
+// them may come at any time after (the case's own start, frozen before it
+// wrote it; its end), and its end record of them comes after the other
+// start. Their start in job is not a start after a recorded success, and
+// their end in job counts as unrecorded (it was not recorded when the
+// other start was made).
+func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[int64]bool, dead deaths, rescue bool) counts {
 	var c counts
+	rc := countRescues(t, dir, dead, rescue)
+	c.Cases, c.Rescued, c.Left, c.RescueDups, c.Dropped, c.LateRescues = n, rc.rescued, rc.left, rc.dups, rc.dropped, rc.late
+	c.LeftWhy, c.RerunAfter = rc.leftWhy, rc.rerunAfter
 	recs := readJobRecords(t, dir)
 	ex := readExec(execDir, n)
 	st := harness.StatusJSON(t, dir)
-	// farm's own records: a case started twice in one run.
+	// farm's own records: a case started twice in one run (countRescues
+	// tells the rescue duplicates from the others, and reports these).
 	perRun := map[int]map[int64]int{}
 	for _, r := range recs {
 		if perRun[r.run] == nil {
@@ -299,15 +395,16 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 	for id := int64(1); id <= int64(n); id++ {
 		dupClaim := false
 		for run, m := range perRun {
-			if m[id] > 1 {
-				t.Errorf("case %d: %d start records in run %d", id, m[id], run)
+			if m[id] > 1 && !rc.explained[run][id] {
 				dupClaim = true
 			}
 		}
 		// The execution log: starts per run (a job's run is its status
 		// file's), a start after a recorded success, a start after an
-		// unrecorded end.
+		// unrecorded end. Several starts in a run must be a rescue
+		// duplicate's, each by a job with a start record of the case.
 		runStarts := map[int]int{}
+		jobStarts := map[string]int{}
 		recordedOK, unrecordedEnd, okEnd := false, false, false
 		dupExec, rerun := false, false
 		for _, e := range ex[id] {
@@ -315,7 +412,8 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 			switch e.kind {
 			case 'S':
 				runStarts[r.run]++
-				if runStarts[r.run] > 1 {
+				jobStarts[e.job]++
+				if runStarts[r.run] > 1 && (!rc.explained[r.run][id] || jobStarts[e.job] > r.starts[id]) {
 					dupClaim = true
 					t.Errorf("case %d: started %d times in run %d (execution log %v)", id, runStarts[r.run], r.run, ex[id])
 				}
@@ -351,7 +449,14 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 			t.Errorf("case %d lost: farm Status says %+v; execution log %v", id, row, ex[id])
 		}
 		if st[id].Starts > 0 {
-			t.Errorf("case %d: farm Status reports it started %d times in run %d", id, st[id].Starts, st[id].StartsRun)
+			if rc.explained[st[id].StartsRun][id] {
+				// The documented warning of a rescue duplicate whose
+				// first attempt recorded its end (a frozen job resumed).
+				t.Logf("case %d: farm Status warns it started %d times in run %d: the rescue duplicate", id, st[id].Starts, st[id].StartsRun)
+			} else {
+				c.DupClaims++
+				t.Errorf("case %d: farm Status reports it started %d times in run %d", id, st[id].Starts, st[id].StartsRun)
+			}
 		}
 	}
 	return c
@@ -359,11 +464,13 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 
 // checkInterrupted counts, once the run's jobs have ended, the cases that
 // a killed job had started and not ended (by its status file) that farm
-// Status does not report interrupted in that job; and any case still
+// Status does not report interrupted in that job, unless a rescue ran them
+// again in the run (from= the job's status file); and any case still
 // reported running.
 func checkInterrupted(t *testing.T, dir string, killed map[string]bool) int {
 	bad := 0
 	recs := readJobRecords(t, dir)
+	rescued := rescuedFrom(readStatusFiles(t, dir))
 	st := harness.StatusJSON(t, dir)
 	for id, row := range st {
 		if row.State == "running" {
@@ -374,7 +481,7 @@ func checkInterrupted(t *testing.T, dir string, killed map[string]bool) int {
 	for job := range killed {
 		r := recs[job]
 		for id := range r.started {
-			if r.ended[id] {
+			if r.ended[id] || rescued[r.run]["status."+job][id] {
 				continue
 			}
 			if row := st[id]; row.State != "interrupted" || row.Job != job {
@@ -386,4 +493,12 @@ func checkInterrupted(t *testing.T, dir string, killed map[string]bool) int {
 		}
 	}
 	return bad
+}
+
+// diagnose logs the farm's outputs and status files (harness.Diagnose) if
+// the trial failed, or always with FARM_FAULT_DIAGNOSE=1.
+func (tr *trial) diagnose() {
+	if tr.t.Failed() || os.Getenv("FARM_FAULT_DIAGNOSE") == "1" {
+		harness.Diagnose(tr.t, tr.dir)
+	}
 }
