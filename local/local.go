@@ -71,6 +71,11 @@ type Options struct {
 	// registered engine's, so that a farm made for any of them can be
 	// tried here.
 	Scripts []backend.Script
+
+	// Notice, if set, is told what the user should know of a Cancel that
+	// did not go as usual (a cancel file it could not write, a job whose
+	// end is not recorded yet): the farm command prints it on stderr.
+	Notice func(msg string)
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -142,6 +147,64 @@ type localState struct {
 // cancelPoll is how often a job's supervisor looks for its cancel file
 // (MISC/local/ID.cancel), the only way to cancel it from another host.
 const cancelPoll = time.Second
+
+// The cancel file says "all" (cancel the job) or "pending" (cancel it if
+// it has not started), blanks and a line break after it. Submit makes it
+// at once with cancelNone, cancelSize bytes, so that a cancel overwrites
+// it in place (writeCancel): on a full disk, or one out of inodes, where
+// no file can be made nor grow, 'farm kill' still reaches a job on another
+// host. A job submitted before has no such file: a cancel makes it, with
+// the mode alone, as its supervisor reads it.
+const (
+	cancelNone = "none   \n"
+	cancelSize = len(cancelNone)
+)
+
+// cancelContent is the cancel file's content for mode, padded to
+// cancelSize.
+func cancelContent(mode string) []byte {
+	b := []byte(fmt.Sprintf("%-*s\n", cancelSize-1, mode))
+	return b
+}
+
+// parseCancel reads a cancel file's content: "", "all" or "pending".
+func parseCancel(b []byte) string {
+	mode := strings.TrimSpace(string(b))
+	if mode == strings.TrimSpace(cancelNone) {
+		return ""
+	}
+	return mode
+}
+
+// writeCancel records a cancel of job id (mode "all" or "pending") in its
+// cancel file: in place, over what Submit made (no new block nor inode),
+// or, for a job submitted before, as a new file.
+func (l *Backend) writeCancel(id, mode string) error {
+	path := l.path(id, ".cancel")
+	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = fh.WriteAt(cancelContent(mode), 0)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if !os.IsNotExist(err) {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(mode), 0o644); err != nil {
+		os.Remove(path) // made and left empty: it must not say "" for long
+		return err
+	}
+	return nil
+}
+
+// notice tells the user msg, if the backend has a Notice.
+func (l *Backend) notice(format string, args ...any) {
+	if l.Notice != nil {
+		l.Notice(fmt.Sprintf(format, args...))
+	}
+}
 
 // elsewhere returns the host identity of a job whose supervisor runs on
 // another host (or in another container), whose PIDs cannot be judged
@@ -246,6 +309,11 @@ func (l *Backend) Submit(ctx context.Context, req backend.SubmitRequest) ([]stri
 		}
 		if err := writeJSON(l.path(id, ".job"), spec); err != nil {
 			return done, err
+		}
+		// The cancel file, for a cancel on a full disk (see cancelNone):
+		// without it a cancel makes it, as before.
+		if err := os.WriteFile(l.path(id, ".cancel"), []byte(cancelNone), 0o644); err != nil {
+			os.Remove(l.path(id, ".cancel"))
 		}
 		cmd := exec.Command(bin, l.supervisorArgs(id)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -369,6 +437,14 @@ func (l *Backend) Jobs(ctx context.Context, ids []string) (map[string]backend.Jo
 // which its supervisor polls, and signals the supervisors of this host for
 // a prompt end. It waits (up to KillWait and a little, or until ctx is
 // done) for the jobs to end, so that the farm is quiet when it returns.
+//
+// On a full disk (or one out of inodes, or any filesystem that refuses
+// the write) the cancel file is written in place (writeCancel); should
+// that fail too, a job of this host is cancelled by the signal alone (its
+// supervisor, finding no cancel file, stops the job), and Notice says so.
+// Only a job whose supervisor runs on another host, which reads nothing
+// but the file, and a prune (the file tells a job that must stay running
+// from a pending one) need the file: Cancel fails for them, saying why.
 func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.CancelScope) ([]string, error) {
 	pendingOnly := scope == backend.PendingOnly
 	var cancelled []string
@@ -382,14 +458,27 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		if pendingOnly {
 			mode = "pending"
 		}
-		if err := os.WriteFile(l.path(id, ".cancel"), []byte(mode), 0o644); err != nil {
-			return cancelled, err
+		supervised := info.OtherHost == "" && st.PID > 0 && proc.AliveSince(st.PID, st.PIDStart)
+		if err := l.writeCancel(id, mode); err != nil {
+			switch {
+			case info.OtherHost != "":
+				return cancelled, fmt.Errorf("cancelling local job %s: %w; its supervisor runs on %s and reads only that file: once the filesystem takes writes again, run the command again", id, err, info.OtherHost)
+			case pendingOnly:
+				return cancelled, fmt.Errorf("cancelling local job %s: %w; without that file its supervisor cannot tell a prune from a kill, which would stop it if it started meanwhile: once the filesystem takes writes again, run the command again", id, err)
+			case !supervised && st.PGID <= 0:
+				return cancelled, fmt.Errorf("cancelling local job %s: %w", id, err)
+			}
+			how := "its supervisor, on this host, was told by a signal instead"
+			if !supervised {
+				how = "its processes, on this host, were killed instead (its supervisor is gone)"
+			}
+			l.notice("farm: local job %s: its cancel file could not be written (%v); %s", id, cause(err), how)
 		}
 		if info.OtherHost != "" {
 			// Its supervisor sees the cancel file within cancelPoll
 			// (and whatever the shared filesystem's caches add).
 			wait = l.killWait() + 5*time.Second + 2*cancelPoll
-		} else if st.PID > 0 && proc.AliveSince(st.PID, st.PIDStart) {
+		} else if supervised {
 			syscall.Kill(st.PID, syscall.SIGTERM)
 		} else if st.PGID > 0 {
 			syscall.Kill(-st.PGID, syscall.SIGKILL)
@@ -399,7 +488,7 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	deadline := time.Now().Add(wait)
 	for _, id := range cancelled {
 		for time.Now().Before(deadline) {
-			if _, _, info, _ := l.job(id); !info.State.Active() {
+			if l.quiet(id) {
 				break
 			}
 			select {
@@ -409,7 +498,57 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 			}
 		}
 	}
+	var unrecorded []string
+	for _, id := range cancelled {
+		if _, _, info, _ := l.job(id); info.State.Active() {
+			unrecorded = append(unrecorded, id)
+		}
+	}
+	if len(unrecorded) > 0 {
+		why := ""
+		if err := l.probeWrite(); err != nil {
+			why = fmt.Sprintf(" (the farm's filesystem refuses writes: %v)", err)
+		}
+		l.notice("farm: the end of local job(s) %s is not recorded yet%s: their supervisors, told to stop them, record it once they can write; 'farm list' shows it then", strings.Join(unrecorded, " "), why)
+	}
 	return cancelled, nil
+}
+
+// quiet reports whether job id has ended: by its record, or, a job of
+// this host, by its processes, all gone (its supervisor may be retrying
+// the record of its end: a full disk).
+func (l *Backend) quiet(id string) bool {
+	_, st, info, _ := l.job(id)
+	if !info.State.Active() {
+		return true
+	}
+	return info.OtherHost == "" && st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) != nil
+}
+
+// probeWrite tries to make (and removes) a file among the job records: the
+// error if the filesystem refuses.
+func (l *Backend) probeWrite() error {
+	fh, err := os.CreateTemp(l.dir(), ".probe-*")
+	if err != nil {
+		return cause(err)
+	}
+	_, err = fh.Write([]byte{'\n'})
+	fh.Close()
+	os.Remove(fh.Name())
+	if err != nil {
+		return cause(err)
+	}
+	return nil
+}
+
+// cause is the error under a path error (ENOSPC: "no space left on
+// device"), for a line that names the file itself.
+func cause(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func (l *Backend) killWait() time.Duration {

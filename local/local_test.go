@@ -131,3 +131,45 @@ func TestDamagedStateRecord(t *testing.T) {
 		t.Errorf("state record removed: %v, %v; want FAILED", infos["1"].State, err)
 	}
 }
+
+// TestCancelFileInPlace: a cancel overwrites the file Submit made in place,
+// at its size (no block to add on a full disk), and the supervisor reads
+// the mode back, from it and from a file an earlier farm wrote (the mode
+// alone); without a file a cancel makes one as an earlier farm did.
+func TestCancelFileInPlace(t *testing.T) {
+	l := New(t.TempDir(), Options{})
+	if err := os.MkdirAll(l.dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{l: l, id: "1"}
+	if m := s.cancelMode(); m != "" {
+		t.Errorf("no file: mode %q, want none", m)
+	}
+	if err := os.WriteFile(l.path("1", ".cancel"), []byte(cancelNone), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.cancelMode(); m != "" {
+		t.Errorf("placeholder: mode %q, want none", m)
+	}
+	for _, mode := range []string{"pending", "all"} {
+		if err := l.writeCancel("1", mode); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(l.path("1", ".cancel"))
+		if len(b) != cancelSize || s.cancelMode() != mode {
+			t.Errorf("after writeCancel(%s): %q (%d bytes), mode %q; want %d bytes, mode %s", mode, b, len(b), s.cancelMode(), cancelSize, mode)
+		}
+	}
+	// A job submitted before the placeholders: its file made, mode alone.
+	if err := l.writeCancel("2", "all"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(l.path("2", ".cancel")); string(b) != "all" {
+		t.Errorf("new cancel file %q, want \"all\"", b)
+	}
+	for _, old := range []string{"all", "pending"} {
+		if m := parseCancel([]byte(old)); m != old {
+			t.Errorf("an earlier farm's %q reads %q", old, m)
+		}
+	}
+}

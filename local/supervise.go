@@ -78,10 +78,11 @@ func (s *supervisor) finish(state backend.JobState, reason string) error {
 	return s.save()
 }
 
-// cancelMode is what the job's cancel file says: "", "all" or "pending".
+// cancelMode is what the job's cancel file says: "", "all" or "pending"
+// (parseCancel).
 func (s *supervisor) cancelMode() string {
 	b, _ := os.ReadFile(s.l.path(s.id, ".cancel"))
-	return string(b)
+	return parseCancel(b)
 }
 
 // waitToStart waits, pending, for the job's dependencies to end and then

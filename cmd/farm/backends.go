@@ -26,8 +26,11 @@ func registry(getenv func(string) string, stderr io.Writer) *backend.Registry {
 		slurm.Engine(slurmOptions(getenv)),
 		sge.Engine(sgeOptions(getenv)),
 	}
-	r := backend.NewRegistry(append(batch, local.Engine(localOptions(getenv, backend.Scripts(batch))))...)
-	r.Notice = func(msg string) { fmt.Fprintln(stderr, msg) }
+	notice := func(msg string) { fmt.Fprintln(stderr, msg) }
+	lo := localOptions(getenv, backend.Scripts(batch))
+	lo.Notice = notice // a cancel on a full disk, say
+	r := backend.NewRegistry(append(batch, local.Engine(lo))...)
+	r.Notice = notice
 	return r
 }
 
