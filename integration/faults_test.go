@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -544,4 +545,188 @@ func startByCase(t *testing.T, dir string) map[int64]float64 {
 		}
 	}
 	return out
+}
+
+// TestLocalKillOnFullDisk: 'farm kill' while the farm's disk is full (a
+// tmpfs filled to its last byte) stops the farm's jobs on the local
+// backend: it exits 0 and says which jobs it cancelled, their meta-jobs
+// and cases end at once, and each job is recorded CANCELLED once its
+// supervisor can write again (the disk freed), its running cases
+// interrupted.
+func TestLocalKillOnFullDisk(t *testing.T) {
+	t.Parallel()
+	killOnFullDisk(t, "size=16m", false)
+}
+
+// TestLocalKillInodesExhausted: TestLocalKillOnFullDisk with the tmpfs out
+// of inodes instead (its space free): no file can be made.
+func TestLocalKillInodesExhausted(t *testing.T) {
+	t.Parallel()
+	killOnFullDisk(t, "size=64m,nr_inodes=1500", true)
+}
+
+// killOnFullDisk runs the farm of TestLocalKillOnFullDisk (out of inodes if
+// inodes) on a tmpfs mounted with opts: 3 meta-jobs (a fourth pending, for
+// want of a job slot) on cases that sleep for a minute; once each running
+// meta-job runs a case, it fills the tmpfs, checks that a file cannot be
+// made nor written there, and runs 'farm kill'. The cancel files of jobs 2
+// and 3 are those submit made, which kill overwrites in place; jobs 1 and
+// 4 (a running job and the pending one) have none, as a job submitted by
+// an earlier farm: kill cannot make theirs, and stops them by a signal to
+// their supervisors, saying so on stderr.
+func killOnFullDisk(t *testing.T, opts string, inodes bool) {
+	const jobs, slots = 4, 3
+	mnt := mountTmpfs(t, opts)
+	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), repeat("sleep 60", 12), "0-00:10")
+	tmp := t.TempDir() // the job slots, off the tmpfs
+	env := []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", slots), "FARM_LOCAL_KILL_WAIT=3s"}
+	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s", r.Err)
+	}
+	x := &filler{dir: mnt, inodes: inodes}
+	defer func() {
+		if t.Failed() {
+			harness.Diagnose(t, dir)
+		}
+		farmIn(t, dir, env, "kill")
+	}()
+	waitFor(t, 60*time.Second, "a case started in each running meta-job", func() bool {
+		return len(readRecords(t, dir).Starts) >= slots
+	})
+	ids := harness.JobIDs(dir)
+	var pgids []int
+	pending := 0
+	for _, id := range ids {
+		var st struct {
+			State string
+			PGID  int
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+		if err != nil || json.Unmarshal(b, &st) != nil {
+			t.Fatalf("job %s: no state: %v %s", id, err, b)
+		}
+		switch st.State {
+		case "RUNNING":
+			pgids = append(pgids, st.PGID)
+		case "PENDING":
+			pending++
+		}
+	}
+	if len(pgids) != slots || pending != jobs-slots {
+		t.Fatalf("%d jobs running and %d pending, want %d and %d", len(pgids), pending, slots, jobs-slots)
+	}
+	var placeholder, signalled []string
+	for _, id := range ids {
+		if _, err := os.Stat(filepath.Join(dir, "MISC", "local", id+".cancel")); err != nil {
+			t.Fatalf("job %s: no cancel file made at submit: %v", id, err)
+		}
+		var st struct{ State string }
+		b, _ := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+		json.Unmarshal(b, &st)
+		if st.State == "PENDING" || len(signalled) == 0 {
+			os.Remove(filepath.Join(dir, "MISC", "local", id+".cancel"))
+			signalled = append(signalled, id)
+		} else {
+			placeholder = append(placeholder, id)
+		}
+	}
+	// Full: to the last byte (or inode), kept so while farm kill runs.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	filled := make(chan error, 1)
+	free := sync.OnceFunc(func() {
+		close(stop)
+		<-stopped
+		x.remove()
+	})
+	defer free()
+	go func() {
+		defer close(stopped)
+		first := true
+		for {
+			ok, err := x.top()
+			if first {
+				if err == nil && !ok {
+					err = errors.New("the filler did not fill the tmpfs")
+				}
+				filled <- err
+				first = false
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	if err := <-filled; err != nil {
+		t.Fatalf("filling the tmpfs: %v", err)
+	}
+	probe := filepath.Join(dir, "MISC", "local", "probe")
+	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing a file on the full tmpfs: %v, want ENOSPC", err)
+	}
+	os.Remove(probe)
+
+	t0 := time.Now()
+	r := farmIn(t, dir, env, "kill")
+	t.Logf("farm kill on the full tmpfs: exit %d in %.1fs\nstdout: %sstderr: %s", r.Code, time.Since(t0).Seconds(), r.Out, r.Err)
+	want := fmt.Sprintf("Cancelled %d job(s): %s\n", jobs, strings.Join(ids, " "))
+	if r.Code != 0 || r.Out != want {
+		t.Errorf("farm kill: exit %d, stdout %q; want exit 0 and %q", r.Code, r.Out, want)
+	}
+	for _, id := range signalled {
+		if !strings.Contains(r.Err, fmt.Sprintf("farm: local job %s: its cancel file could not be written (no space left on device); its supervisor, on this host, was told by a signal instead\n", id)) {
+			t.Errorf("farm kill's stderr does not say that job %s (no cancel file made at submit) was stopped by a signal", id)
+		}
+	}
+	for _, id := range placeholder {
+		if strings.Contains(r.Err, fmt.Sprintf("local job %s: its cancel file", id)) {
+			t.Errorf("farm kill could not overwrite job %s's cancel file in place", id)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".cancel")); strings.TrimSpace(string(b)) != "all" {
+			t.Errorf("job %s's cancel file says %q, want all", id, b)
+		}
+	}
+	// The meta-jobs and their cases end, the disk still full.
+	waitFor(t, 30*time.Second, "the jobs' processes to end", func() bool {
+		for _, g := range pgids {
+			if syscall.Kill(-g, 0) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the jobs' processes ended %.1fs after farm kill began", time.Since(t0).Seconds())
+	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("the tmpfs was not full all along: writing a file: %v", err)
+	}
+	os.Remove(probe)
+
+	// Freed: the supervisors record the jobs' end.
+	free()
+	waitFor(t, 60*time.Second, "every job recorded as ended", func() bool {
+		for _, j := range harness.ListJSON(t, dir) {
+			if j.State == "PENDING" || j.State == "RUNNING" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, j := range harness.ListJSON(t, dir) {
+		if j.State != "CANCELLED" {
+			t.Errorf("job %s ended %s, want CANCELLED", j.ID, j.State)
+		}
+	}
+	interrupted := 0
+	for id, c := range statusJSON(t, dir) {
+		switch c.State {
+		case "interrupted":
+			interrupted++
+		case "running", "succeeded":
+			t.Errorf("case %d: %+v; want interrupted or not run", id, c)
+		}
+	}
+	if interrupted != slots {
+		t.Errorf("%d cases interrupted, want %d (one per running meta-job)", interrupted, slots)
+	}
 }
