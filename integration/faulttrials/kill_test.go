@@ -25,8 +25,9 @@ import (
 // moments, half of the kills inside the victim's claim commit (the others
 // are stopped, the victim's next slot s.N appears, the victim is killed at
 // once); sometimes it kills every meta-job, sometimes one of the
-// resubmitted run too. The live meta-jobs of the run rescue what a killed
-// one held (rescue_test.go). Once the run's jobs have ended (within 5
+// resubmitted run too, and one trial in four kills the first run's
+// warden too (wardenKillPlan). The live meta-jobs of the run rescue what a
+// killed one held (rescue_test.go). Once the run's jobs have ended (within 5
 // minutes, or the run counts as not ended), every case a killed job was
 // running must be reported interrupted, or have been run again by a
 // rescue; then it resubmits until every case succeeded, and counts: no
@@ -96,8 +97,8 @@ func killTrials(t *testing.T, test, label string, eng engine, n int, lanes, resc
 	if lanes {
 		inLane = fmt.Sprintf(" inside-lane-commit=%d", c.InLane)
 	}
-	figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8%s kills=%d inside-commit=%d%s dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d %s failed-trials=%d parallel=%d seconds=%.0f",
-		label, c.Trials, lanesFig, c.Kills, c.InCommit, inLane, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, rescueFigure(rescue, c), len(ta.failed), par, time.Since(ta.started).Seconds()))
+	figure(t, fmt.Sprintf("%s trials=%d metajobs=4-8%s kills=%d warden-kills=%d inside-commit=%d%s dup-claims=%d dup-exec=%d lost=%d not-interrupted=%d reruns-of-unrecorded-ends=%d %s failed-trials=%d parallel=%d seconds=%.0f",
+		label, c.Trials, lanesFig, c.Kills, c.WardenKills, c.InCommit, inLane, c.DupClaims, c.DupExec, c.Lost, c.NotInterrupted, c.Reruns, rescueFigure(rescue, c), len(ta.failed), par, time.Since(ta.started).Seconds()))
 	if len(ta.failed) > 0 {
 		var cmds []string
 		for _, s := range ta.failed {
@@ -165,6 +166,7 @@ func killTrialPlan(t *testing.T, eng engine, seed uint64, lanes bool) (rng *rand
 // rescue on if rescue, and returns its counts.
 func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts {
 	rng, jobs, n, dur, plan := killTrialPlan(t, eng, seed, lanes)
+	wk := wardenKillPlan(t, eng, seed, rescue)
 
 	tr := newTrial(t, eng, dur, rescue)
 	c := counts{Trials: 1}
@@ -224,6 +226,13 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts
 				}
 			}
 		}
+		if run == 1 && wk.how != "" {
+			if v, at, ok := tr.killWarden(wk, run, runJobs, killed); ok {
+				c.Kills++
+				c.WardenKills++
+				killed[v], killedNow[v] = at, true
+			}
+		}
 		tk := time.Now()
 		if !tr.waitEnd(seed, run, 5*time.Minute, "") {
 			c.NotEnded++
@@ -232,13 +241,71 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts
 		c.NotInterrupted += checkInterrupted(t, tr.dir, killedNow)
 	}
 	f := final(t, tr.dir, tr.exec, n, killed, rescue)
-	f.Trials, f.Kills, f.InCommit, f.NotInterrupted, f.NotEnded = c.Trials, c.Kills, c.InCommit, c.NotInterrupted, c.NotEnded
+	f.Trials, f.Kills, f.InCommit, f.NotInterrupted, f.NotEnded, f.WardenKills = c.Trials, c.Kills, c.InCommit, c.NotInterrupted, c.NotEnded, c.WardenKills
 	f.Runs, f.LaneRuns, f.InLane = c.Runs, c.LaneRuns, c.InLane
 	if f.Reruns > f.Kills {
 		t.Errorf("%d cases completed unrecorded and ran again, more than the %d kills", f.Reruns, f.Kills)
 	}
 	tr.diagnose()
 	return f
+}
+
+// wardenKill is the kill of a run's warden (metajob/rescue.go) a trial
+// with rescue on makes, one in four: after the kills of its plan in run
+// 1, once a meta-job of the run has become its warden, after a delay, the
+// way how ("" for none).
+type wardenKill struct {
+	after time.Duration
+	how   string
+}
+
+// wardenKillPlan draws the trial of seed's warden kill, from a generator
+// of its own (the seed's other draws are those of the trials before it
+// had one), and logs it.
+func wardenKillPlan(t *testing.T, eng engine, seed uint64, rescue bool) wardenKill {
+	rng := rand.New(rand.NewPCG(seed^0x7f4a7c159e3779b9, seed))
+	if !rescue || rng.IntN(4) != 0 {
+		return wardenKill{}
+	}
+	hows := eng.hows(false)
+	wk := wardenKill{after: time.Duration(rng.IntN(3000)) * time.Millisecond, how: hows[rng.IntN(len(hows))]}
+	t.Logf("seed %d: the run's warden killed too, %s after it appears (%s)", seed, wk.after, wk.how)
+	return wk
+}
+
+// killWarden kills run's warden as wk says, once there is one (within 60
+// s, while the run's jobs run), if it is alive and not yet killed: it
+// returns it, when it was killed, and whether it was.
+func (tr *trial) killWarden(wk wardenKill, run int, runJobs []string, killed deaths) (string, time.Time, bool) {
+	t := tr.t
+	deadline := time.Now().Add(60 * time.Second)
+	w := ""
+	for w = wardenOf(tr.dir, run); w == ""; w = wardenOf(tr.dir, run) {
+		if time.Now().After(deadline) || tr.ended(runJobs) {
+			t.Logf("run %d had no warden to kill", run)
+			return "", time.Time{}, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(wk.after)
+	if _, dead := killed[w]; dead || !tr.eng.alive(tr.dir, w) {
+		t.Logf("run %d's warden, job %s, ended before its kill", run, w)
+		return "", time.Time{}, false
+	}
+	at := time.Now()
+	if err := tr.eng.kill(tr.dir, w, wk.how); err != nil {
+		if !tr.eng.alive(tr.dir, w) {
+			return "", time.Time{}, false
+		}
+		t.Fatalf("kill %s of the warden, job %s: %v", wk.how, w, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); tr.eng.alive(tr.dir, w); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still alive 30 s after %s", w, wk.how)
+		}
+	}
+	t.Logf("killed run %d's warden, job %s (%s, %s after it appeared)", run, w, wk.how, wk.after)
+	return w, at, true
 }
 
 // slotLeftOpen returns the slot a killed meta-job left open, "" if none,

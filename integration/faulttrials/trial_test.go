@@ -191,6 +191,8 @@ type counts struct {
 	// LateRescues: starts of a rescue in a run after the next run began
 	// (the cases were the next run's to run). Must be 0.
 	LateRescues int
+	// WardenKills: kills, of Kills, of a run's warden.
+	WardenKills int
 	// WardenHeld: frozen-holder trials whose run's warden stayed, waiting
 	// for the frozen job (reported RUNNING by the engine), until it was
 	// resumed.
@@ -224,6 +226,7 @@ func (c *counts) add(o counts) {
 	c.NotEnded += o.NotEnded
 	c.LateRescues += o.LateRescues
 	c.WardenHeld += o.WardenHeld
+	c.WardenKills += o.WardenKills
 }
 
 func (c counts) bad() bool {
