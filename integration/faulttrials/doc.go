@@ -3,14 +3,18 @@
 // killed with kill -9 on the local backend and on the real Slurm, at random
 // moments and inside their claim commits, then resubmitted to completion;
 // and meta-jobs frozen (SIGSTOP) before, inside and after a claim commit
-// while the others finish the farm. Each trial has a seed; a failing trial
-// prints it and the one command that reruns it. RELIABILITY.md (at the
+// while the others finish the farm. They run with the farm's default
+// config, rescue within the run on (rescue_test.go: what they count of
+// it), but for the rescue-off twins that say why they are kept. Each trial
+// has a seed; a failing trial prints it and the one command that reruns
+// it. RELIABILITY.md (at the
 // repository's root) holds the figures of a 'make faults' run and what
 // each trial counts.
 //
 // The environment sets the size of a run:
 //
-//	FARM_FAULT_TRIALS        local kill -9 trials (default 12)
+//	FARM_FAULT_TRIALS        local kill -9 trials, with rescue on and with
+//	                         it off (default 12 each)
 //	FARM_FAULT_SLURM_TRIALS  Slurm kill trials (default 3)
 //	FARM_FAULT_FROZEN_TRIALS frozen-holder trials (default 12; casetable's
 //	                         stalled-claimer trials per point, default 20)
