@@ -349,8 +349,7 @@ func leftWhy(dir string, files map[string]*statusFile, run int, id int64, dead d
 		if err == nil {
 			late = fmt.Sprintf("; marked only after the next run began: %q", strings.TrimSpace(string(b)))
 		}
-		w, _ := os.ReadFile(filepath.Join(rdir, "warden"))
-		warden := strings.TrimSpace(string(w))
+		warden := wardenIn(rdir)
 		if _, d := dead[warden]; d {
 			return "not-marked-warden-killed", fmt.Sprintf(" (held by dead job %s; warden %s killed%s)", holder.job, warden, late)
 		}
@@ -414,9 +413,24 @@ func rescuedFrom(files map[string]*statusFile) map[int]map[string]map[int64]bool
 	return out
 }
 
-// wardenOf is the job ID in the run's warden mark, "" if none.
+// wardenOf is the job ID in the run's newest warden mark, "" if none.
 func wardenOf(dir string, run int) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "MISC", fmt.Sprintf("rescue.%d", run), "warden"))
+	return wardenIn(filepath.Join(dir, "MISC", layout.RescueDir(run)))
+}
+
+// wardenIn is the job ID in the newest warden mark of the rescue directory
+// rdir (layout.Warden), "" if none.
+func wardenIn(rdir string) string {
+	ents, _ := os.ReadDir(rdir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	k, _ := layout.Warden(names)
+	if k == 0 {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(rdir, layout.WardenMark(k, "")))
 	return strings.TrimSpace(string(b))
 }
 
