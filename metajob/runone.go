@@ -1,0 +1,191 @@
+package metajob
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/farm-hpc/farm/atomicfile"
+	"github.com/farm-hpc/farm/backend"
+	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
+	"golang.org/x/sys/unix"
+)
+
+// runOne runs case c and records its start and end. It returns the case's
+// exit code and duration, or why the loop ends (a stop signal came, the
+// run superseded), or an error.
+func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting) (code int, d time.Duration, why stop, err error) {
+	start := time.Now()
+	m.swMu.Lock()
+	err = m.sw.StartAt(c.ID, start, p)
+	m.swMu.Unlock()
+	if err != nil {
+		return 0, 0, going, err
+	}
+	why, err = m.startsAfterRecord(ctx)
+	if why != going || err != nil {
+		// Its cases were rescued while it was stopped, or its run was
+		// superseded: this one too is left, and never runs here.
+		m.swMu.Lock()
+		m.sw.Interrupted(c.ID, 0, start, 0)
+		m.swMu.Unlock()
+		return 0, 0, why, err
+	}
+	code, sig, err := m.runCase(s.runner, c, set)
+	d = time.Since(start)
+	if err != nil {
+		return 0, 0, going, fmt.Errorf("case %d: %w", c.ID, err)
+	}
+	stopped := m.stop.stopped()
+	if !stopped && sig != 0 {
+		// A stop signal sent to the whole job (Slurm's time limit,
+		// scancel) kills the case and reaches us at the same time, but
+		// Go hands it to us through a channel, which may come after the
+		// case's exit status: give it a moment.
+		select {
+		case <-m.stop.ch:
+			stopped = true
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if stopped && sig != 0 {
+		// Killed by the job's stop signal: the case did not fail, it was
+		// cut short.
+		m.swMu.Lock()
+		m.sw.Interrupted(c.ID, sig, start, d)
+		m.swMu.Unlock()
+		return 0, 0, stopSignal, nil
+	}
+	m.swMu.Lock()
+	err = m.sw.End(c.ID, code, start, d)
+	m.swMu.Unlock()
+	if err != nil {
+		return 0, 0, going, err
+	}
+	if stopped { // the case ended by itself as the stop came
+		return 0, 0, stopSignal, nil
+	}
+	return code, d, going, nil
+}
+
+// runPacked runs case c, which wants w, on what it was granted: bound to
+// its CPUs and with its settings when it is managed.
+func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w want, g grant) (int, time.Duration, stop, error) {
+	var cpus []int
+	if w.managed {
+		cpus = m.pool.bound(g)
+	}
+	s.runner.bind(cpus) // nil: the job's CPUs, as an unmanaged case has them
+	p := status.Placement{CPUs: cpus}
+	if w.managed && len(g.parts) > 0 {
+		p.GPUs = g.parts[0].gpus
+	}
+	if len(m.loops) > 1 {
+		p.Loop = s.k
+	}
+	p.Retry, p.Why, p.From = s.retry, s.why, s.from
+	set := m.pool.setting(w, g, cpus, m.jobSetsOMP)
+	names, per := m.pool.nodesOf(g)
+	if len(m.pool.nodes) > 1 {
+		p.Nodes = backend.CompressHosts(names)
+	}
+	hostfile, machinefile := s.hostfiles(names, per, m.log)
+	set.nodes = nodeEnv(names, per, hostfile, machinefile)
+	return m.runOne(ctx, s, c, p, set)
+}
+
+// hostfiles returns the paths of loop s's hostfile and machine file for a
+// case on nodes names with cpus each (pack.go's hostfiles), written in
+// its runner's node-local directory when they change; "" if it has none
+// or they cannot be written (said once on w).
+func (s *loop) hostfiles(names []string, cpus []int, w io.Writer) (string, string) {
+	dir := s.runner.scratch()
+	if dir == "" || len(names) == 0 {
+		return "", ""
+	}
+	key := fmt.Sprint(names, cpus)
+	h, mf := filepath.Join(dir, "hostfile"), filepath.Join(dir, "machinefile")
+	if key == s.hostsFor {
+		return h, mf
+	}
+	hosts, machines := hostfiles(names, cpus)
+	for _, f := range []struct{ path, text string }{{h, hosts}, {mf, machines}} {
+		if err := atomicfile.WriteBytes(f.path, 0o644, []byte(f.text)); err != nil {
+			if !s.hostsFailed {
+				fmt.Fprintf(w, "farm: writing the hostfile of loop %d: %v; its cases get no FARM_HOSTFILE\n", s.k, err)
+			}
+			s.hostsFor, s.hostsFailed = "", true
+			return "", ""
+		}
+	}
+	s.hostsFor = key
+	return h, mf
+}
+
+// runCase makes the case's directory and runs single_case.sh for c.
+func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code, sig int, err error) {
+	id := strconv.FormatInt(c.ID, 10)
+	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
+	if table == "" {
+		m.mu.Lock()
+		table = m.table
+		m.mu.Unlock()
+	}
+	if m.Farm.Config.RunDirs {
+		// Made here, not in single_case.sh: a mkdir process per case would
+		// cost more than the rest of the case's overhead together. No
+		// inode left, a quota, an I/O error: retried, as a claim is.
+		r := fsretry.Retrier{Log: m.log}
+		err := r.Do(context.Background(), func() error {
+			m.dirMu.Lock()
+			dir := m.dirFD
+			m.dirMu.Unlock()
+			err := unix.Mkdirat(int(dir.Fd()), "RUN"+id, 0o755)
+			if err == unix.ESTALE {
+				// The farm directory's handle went stale (an NFS
+				// failover): look it up again. (The old one stays
+				// open: another loop may be using it.)
+				m.dirMu.Lock()
+				if m.dirFD == dir {
+					if fd, oerr := os.OpenFile(m.Farm.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
+						m.dirFD = fd
+					}
+				}
+				m.dirMu.Unlock()
+			}
+			if err != nil && err != unix.EEXIST {
+				return &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: m.linesOf(table), Set: set})
+}
+
+// linesOf is the number of lines of table, for scripts written for META
+// (N_cases): counted once per meta-job and table; 0 if it cannot be read.
+func (m *Metajob) linesOf(table string) int64 {
+	m.mu.Lock()
+	n, ok := m.tableLines[table]
+	m.mu.Unlock()
+	if ok || table == "" {
+		return n
+	}
+	n, _ = tablefmt.CountLines(m.Farm.Path(table))
+	m.mu.Lock()
+	if m.tableLines == nil {
+		m.tableLines = map[string]int64{}
+	}
+	m.tableLines[table] = n
+	m.mu.Unlock()
+	return n
+}
