@@ -33,8 +33,7 @@ type Metajob struct {
 	self  backend.Self
 	log   io.Writer // Out, retrying transient errors (fsretry.Writer); safe for the loops
 	bash  string
-	dirMu sync.Mutex
-	dirFD *os.File // the farm directory, for the *at calls
+	dir   *farmDir // the farm directory, open, for the loops' *at calls
 	sw    *status.Writer
 	swMu  sync.Mutex // the loops share sw
 	loops []*loop

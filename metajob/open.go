@@ -16,7 +16,6 @@ import (
 	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
-	"golang.org/x/sys/unix"
 )
 
 // open gets what the loop needs: the job's identity, the claim store, the
@@ -62,14 +61,14 @@ func (m *Metajob) open(ctx context.Context) error {
 	}
 	// RUN directories are made relative to the open farm directory: one
 	// lookup at the server instead of one per component of the path.
-	m.dirFD, err = os.OpenFile(f.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	m.dir, err = openFarmDir(f.Dir)
 	return err
 }
 
 // close closes what open opened.
 func (m *Metajob) close() {
-	if m.dirFD != nil {
-		m.dirFD.Close()
+	if m.dir != nil {
+		m.dir.close()
 	}
 	for _, s := range m.loops {
 		s.runner.close()

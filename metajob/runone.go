@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/farm-hpc/farm/atomicfile"
@@ -142,29 +143,7 @@ func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code,
 		// cost more than the rest of the case's overhead together. No
 		// inode left, a quota, an I/O error: retried, as a claim is.
 		r := fsretry.Retrier{Log: m.log}
-		err := r.Do(context.Background(), func() error {
-			m.dirMu.Lock()
-			dir := m.dirFD
-			m.dirMu.Unlock()
-			err := unix.Mkdirat(int(dir.Fd()), "RUN"+id, 0o755)
-			if err == unix.ESTALE {
-				// The farm directory's handle went stale (an NFS
-				// failover): look it up again. (The old one stays
-				// open: another loop may be using it.)
-				m.dirMu.Lock()
-				if m.dirFD == dir {
-					if fd, oerr := os.OpenFile(m.Farm.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
-						m.dirFD = fd
-					}
-				}
-				m.dirMu.Unlock()
-			}
-			if err != nil && err != unix.EEXIST {
-				return &os.PathError{Op: "mkdir", Path: m.Farm.Path("RUN" + id), Err: err}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := r.Do(context.Background(), func() error { return m.dir.mkdir("RUN" + id) }); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -188,4 +167,54 @@ func (m *Metajob) linesOf(table string) int64 {
 	m.tableLines[table] = n
 	m.mu.Unlock()
 	return n
+}
+
+// farmDir is the farm directory, open, for the loops' *at calls: RUN
+// directories are made relative to it, one lookup at the server instead
+// of one per component of the path.
+type farmDir struct {
+	path string
+	mu   sync.Mutex // the loops share fd
+	fd   *os.File
+}
+
+// openFarmDir opens the farm directory at path.
+func openFarmDir(path string) (*farmDir, error) {
+	fd, err := os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &farmDir{path: path, fd: fd}, nil
+}
+
+// mkdir makes directory name in the farm directory, once; one there
+// already will do.
+func (d *farmDir) mkdir(name string) error {
+	d.mu.Lock()
+	fd := d.fd
+	d.mu.Unlock()
+	err := unix.Mkdirat(int(fd.Fd()), name, 0o755)
+	if err == unix.ESTALE {
+		// The farm directory's handle went stale (an NFS failover): look
+		// it up again. (The old one stays open: another loop may be
+		// using it.)
+		d.mu.Lock()
+		if d.fd == fd {
+			if fd, oerr := os.OpenFile(d.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); oerr == nil {
+				d.fd = fd
+			}
+		}
+		d.mu.Unlock()
+	}
+	if err != nil && err != unix.EEXIST {
+		return &os.PathError{Op: "mkdir", Path: filepath.Join(d.path, name), Err: err}
+	}
+	return nil
+}
+
+// close closes the farm directory's handle.
+func (d *farmDir) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fd.Close()
 }
