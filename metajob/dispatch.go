@@ -12,145 +12,211 @@ import (
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
-// next hands loop s the next claimed case, claiming a batch when none is
-// left; or why loop s ends (no case left, not enough time, ...), or an
-// error.
-func (m *Metajob) next(ctx context.Context, s *loop) (tablefmt.Case, want, uint64, stop, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// serve answers request r if it can: with its loop's next case (a retry
+// that is due, a rescued case, else the batch's next, claiming a batch
+// when none is left), or why the loop ends, or an error. It reports false
+// when r waits: parked, r.wait says for what; each event serves it again.
+func (o *owner) serve(r *request) bool {
 	for {
-		if why := m.ending(); why != going { // found by another loop, or came while this one waited
-			return tablefmt.Case{}, want{}, 0, why, nil
+		var st step
+		if r.wait != noWait {
+			st = o.waitOver(r)
+		} else if why := o.ending(); why != going { // found by another loop, or came while this one waited
+			st = r.ends(why, nil)
+		} else {
+			st = o.fill(r)
 		}
-		r, retry, again, why, err := m.fill(ctx)
-		if again {
-			continue
+		if st == stepCase {
+			st = o.hand(r)
 		}
-		if why != going || err != nil {
-			return tablefmt.Case{}, want{}, 0, why, err
+		switch st {
+		case stepWait:
+			return false
+		case stepEnd, stepCase:
+			r.reply <- r.turn
+			return true
 		}
-		// Is the run still the meta-job's (a job frozen with cases
-		// queued)? Only a look at the clock within LookEvery.
-		if _, why, err := m.look(ctx, 0); why != going || err != nil {
-			if retry && r.from == "" {
-				m.retriesLeft++
-			}
-			return tablefmt.Case{}, want{}, 0, why, err
-		}
-		if s.batch != m.batch {
-			// Pick up an edited single_case.sh, once per batch of cases.
-			s.batch = m.batch
-			if err := s.runner.refresh(); err != nil {
-				return tablefmt.Case{}, want{}, 0, going, fmt.Errorf("before running more cases: %w", err)
-			}
-		}
-		c := r.c
-		s.retry, s.why, s.from = r.retry, r.why, r.from
-		if !retry {
-			c = m.queue[0]
-			m.queue = m.queue[1:]
-		}
-		w := m.pool.wants(c.Needs, m.wholeNode)
-		if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
-			if retry && r.from == "" {
-				m.retriesLeft++ // it stays failed, for the next run
-				continue
-			}
-			if err := m.recordUnfit(c, why); err != nil {
-				return tablefmt.Case{}, want{}, 0, going, err
-			}
-			continue
-		}
-		if c.Needs.Declared {
-			m.growLoops(ctx)
-		}
-		return c, w, m.pool.ticket(), going, nil
+		// stepAgain: from the start
 	}
+}
+
+// step is where serve is with a request.
+type step uint8
+
+const (
+	stepAgain step = iota // look again from the start
+	stepCase              // a case was found (fill) or is handed out (hand)
+	stepWait              // the request waits, parked
+	stepEnd               // its loop ends (r.turn says why)
+)
+
+// ends answers r: its loop ends, for why or with err.
+func (r *request) ends(why stop, err error) step {
+	r.wait, r.at = noWait, time.Time{}
+	r.turn = turn{why: why, err: err}
+	return stepEnd
+}
+
+// waitOver looks at r's wait again (retry.go, rescue.go, wait.go).
+func (o *owner) waitOver(r *request) step {
+	switch r.wait {
+	case waitRetry:
+		return o.retryWait(r)
+	case waitRescue:
+		return o.rescueWait(r)
+	}
+	return o.casesWait(r)
+}
+
+// again ends r's wait: serve looks again from the start.
+func (r *request) again() step {
+	r.wait, r.at = noWait, time.Time{}
+	return stepAgain
 }
 
 // ending is why every loop of the job ends, whichever finds it: another
 // loop's error, the job's fast-failure protection, a stop signal, the run
-// superseded; going if none. m.mu is held.
-func (m *Metajob) ending() stop {
+// superseded; going if none.
+func (o *owner) ending() stop {
 	switch {
-	case m.halted:
+	case o.halted:
 		return stopHalted
-	case m.ffTripped:
+	case o.ffTripped:
 		return stopFastFailure
-	case m.stop.stopped():
+	case o.m.stop.stopped():
 		return stopSignal
-	case m.superseded != "":
+	case o.superseded != "":
 		return stopSuperseded
 	}
 	return going
 }
 
-// fill readies the next case for next: a retry that is due, else the
-// batch's next case, claiming a batch when none is left. It reports the
-// retry (retry) if that is it; again when next must look again (the table
-// ran out while retries remain, or a wait for one ended); or why the loop
-// ends. m.mu is held.
-func (m *Metajob) fill(ctx context.Context) (r pendingRetry, retry, again bool, why stop, err error) {
-	if r, ok := m.dueRetry(); ok {
-		if m.rt.tooLate() {
-			m.retries = append([]pendingRetry{r}, m.retries...)
-			return r, false, false, stopNoRuntime, nil
+// fill finds r's next case: a retry that is due (r.pick), a rescued case
+// (r.pick), else the batch's next case, claiming a batch when none is
+// left (claimFor); or r's loop ends (not enough time left), or it waits
+// for a retry or a rescue (the table has no case left).
+func (o *owner) fill(r *request) step {
+	r.pick, r.picked = pendingRetry{}, false
+	rt := o.m.rt
+	if p, ok := o.dueRetry(); ok {
+		if rt.tooLate() {
+			o.retries = append([]pendingRetry{p}, o.retries...)
+			return r.ends(stopNoRuntime, nil)
 		}
-		return r, true, false, going, nil
+		r.pick, r.picked = p, true
+		return stepCase
 	}
-	if len(m.rescued) > 0 {
-		if m.rt.tooLate() {
+	if len(o.rescued) > 0 {
+		if rt.tooLate() {
 			// Left in this job's C record: rescued again once it ends.
-			return r, false, false, stopNoRuntime, nil
+			return r.ends(stopNoRuntime, nil)
 		}
-		r = m.rescued[0]
-		m.rescued = m.rescued[1:]
-		return r, true, false, going, nil
+		r.pick, r.picked = o.rescued[0], true
+		o.rescued = o.rescued[1:]
+		return stepCase
 	}
-	if len(m.queue) > 0 {
-		if m.rt.tooLate() {
+	if len(o.queue) > 0 {
+		if rt.tooLate() {
 			// The rest of the batch would likely not finish: it stays
 			// never started, for the next run.
-			return r, false, false, stopNoRuntime, nil
+			return r.ends(stopNoRuntime, nil)
 		}
-		return r, false, false, going, nil
+		return stepCase
 	}
-	if m.tableDone {
-		if m.awaitRetry() || m.awaitRescue() {
-			return r, false, true, going, nil
-		}
-		return r, false, false, stopNoCases, nil
+	if o.tableDone {
+		return o.awaitRetry(r) // then awaitRescue
 	}
+	return o.claimFor(r)
+}
+
+// claimFor claims the next batch of cases for r: stepCase, the batch
+// queued; or r waits for cases 'farm add' adds (awaitCases), or its loop
+// ends (no case left, not enough time, the run superseded, an error).
+func (o *owner) claimFor(r *request) step {
+	m := o.m
 	// Before a claim, the look, if due: a set 'farm add --first' put
 	// first is claimed in next.
-	if _, why, err := m.look(ctx, 0); why != going || err != nil {
-		return r, false, false, why, err
+	if _, why, err := o.look(r.ctx, 0); why != going || err != nil {
+		return r.ends(why, err)
 	}
 	t := time.Now()
-	cases, why, err := m.claim(ctx, m.rt, m.bs.next(m.rt, m.store.Ahead()))
-	m.bs.claimed(time.Since(t), len(cases))
+	cases, why, err := o.claim(r.ctx, m.rt, o.bs.next(m.rt, m.store.Ahead()))
+	o.bs.claimed(time.Since(t), len(cases))
 	if why == stopNoCases && err == nil {
-		if again, why, err := m.awaitCases(ctx); again || why != going || err != nil {
-			return r, false, again, why, err // again: cases may have been added
-		}
+		return o.awaitCases(r) // then noCases
 	}
 	if len(cases) > 0 {
-		m.idleSince = time.Time{}
-	}
-	if why == stopNoCases && err == nil && (len(m.retries) > 0 || m.rescue != nil) {
-		m.tableDone = true // the last claim; what is left is retries and rescues
-		return r, false, true, going, nil
+		o.idleSince = time.Time{}
 	}
 	if why != going || err != nil {
-		return r, false, false, why, err
+		return r.ends(why, err)
 	}
-	return r, false, false, going, m.queued(cases)
+	if err := o.queued(cases); err != nil {
+		return r.ends(going, err)
+	}
+	return stepCase
+}
+
+// noCases is what follows a claim that found no case left, and the wait
+// for added ones if any: the table is done for the job when retries or
+// rescues may still come (serve looks again), else r's loop ends.
+func (o *owner) noCases(r *request) step {
+	if len(o.retries) > 0 || o.m.rescue != nil {
+		o.tableDone = true // the last claim; what is left is retries and rescues
+		return r.again()
+	}
+	return r.ends(stopNoCases, nil)
+}
+
+// hand hands r's loop the case fill found, once the run is still the
+// job's (a job frozen with cases queued: only a look at the clock within
+// LookEvery), with its copy of single_case.sh fresh (once per batch), and
+// if the job can ever run it (else it is recorded unfit, and serve looks
+// again); a case that declares needs grows the job's loops.
+func (o *owner) hand(r *request) step {
+	m, s := o.m, r.s
+	if _, why, err := o.look(r.ctx, 0); why != going || err != nil {
+		if r.picked && r.pick.from == "" {
+			o.retriesLeft++
+		}
+		return r.ends(why, err)
+	}
+	if s.batch != o.batch {
+		// Pick up an edited single_case.sh, once per batch of cases.
+		s.batch = o.batch
+		if err := s.runner.refresh(); err != nil {
+			return r.ends(going, fmt.Errorf("before running more cases: %w", err))
+		}
+	}
+	c := r.pick.c
+	s.retry, s.why, s.from = r.pick.retry, r.pick.why, r.pick.from
+	if !r.picked {
+		c = o.queue[0]
+		o.queue = o.queue[1:]
+	}
+	w := m.pool.wants(c.Needs, m.wholeNode)
+	if why := m.pool.unfit(w, c.Needs.MinTime, m.rt.left()); why != "" {
+		if r.picked && r.pick.from == "" {
+			o.retriesLeft++ // it stays failed, for the next run
+			return stepAgain
+		}
+		if err := m.recordUnfit(c, why); err != nil {
+			return r.ends(going, err)
+		}
+		return stepAgain
+	}
+	if c.Needs.Declared {
+		o.growLoops(r.ctx)
+	}
+	r.turn = turn{c: c, w: w, ticket: m.pool.ticket(), several: len(m.loops) > 1}
+	return stepCase
 }
 
 // claim claims the next batch of at most n cases. It returns them, or why
 // the loop ends (no case left, not enough time, the run superseded), or an
-// error. m.mu is held.
-func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefmt.Case, stop, error) {
+// error.
+func (o *owner) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefmt.Case, stop, error) {
+	m := o.m
 	// The last case's end record is written before the claim that counts
 	// it as finished.
 	m.swMu.Lock()
@@ -176,14 +242,14 @@ func (m *Metajob) claim(ctx context.Context, rt *runtimeGuard, n int) ([]tablefm
 	if err != nil {
 		return nil, going, fmt.Errorf("claiming a case: %w", err)
 	}
-	if why := m.claimNews(asOf, len(cases)); why != going {
+	if why := o.claimNews(asOf, len(cases)); why != going {
 		return nil, why, nil
 	}
 	if len(cases) == 0 {
 		return nil, stopNoCases, nil
 	}
-	if st := m.store.Last(); m.table == "" {
-		m.table = st.Table // the run's own: what rescue reads first
+	if st := m.store.Last(); m.runTable() == "" {
+		m.table.Store(&st.Table) // the run's own: what rescue reads first
 	}
 	if k, ok := rt.due(m.Env.Run, m.store.ClaimedInRun()); ok {
 		rt.recompute(k, m.Env.Run, m.store.ClaimedInRun(), m.Farm.Path(layout.StatusDir), m.log)
@@ -203,19 +269,20 @@ func damageAdvice(what string, err error) error {
 
 // queued makes cases, just claimed, the job's queue: the larger first in a
 // job of several nodes; with rescue on, recorded in its status file at
-// once. m.mu is held.
-func (m *Metajob) queued(cases []tablefmt.Case) error {
-	m.queue = cases
+// once.
+func (o *owner) queued(cases []tablefmt.Case) error {
+	m := o.m
+	o.queue = cases
 	if len(m.pool.nodes) > 1 {
 		// A job of several nodes starts the larger cases of a batch
 		// first, so that small ones do not split the nodes the large
 		// ones need (METAQ does so too).
-		m.queue = slices.Clone(cases)
-		slices.SortStableFunc(m.queue, func(a, b tablefmt.Case) int {
+		o.queue = slices.Clone(cases)
+		slices.SortStableFunc(o.queue, func(a, b tablefmt.Case) int {
 			return m.pool.size(m.pool.wants(b.Needs, m.wholeNode)) - m.pool.size(m.pool.wants(a.Needs, m.wholeNode))
 		})
 	}
-	m.batch++
+	o.batch++
 	if m.rescue == nil {
 		return nil
 	}

@@ -3,9 +3,11 @@ package metajob
 import (
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/farm-hpc/farm/casetable"
@@ -102,6 +104,29 @@ func (b *batchSizer) next(rt *runtimeGuard, ahead int) int {
 	return b.k
 }
 
+// judge counts loop s's case, ended with code after d: the job's pace,
+// its longest case (the runtime-aware exit), and fast-failure protection
+// (first attempts only) — per loop in WHOLE_NODE mode (as META's loops
+// each have theirs), else for the whole job, however many loops run its
+// cases. It reports whether the loop must stop.
+func (o *owner) judge(s *loop, code int, d time.Duration) bool {
+	o.bs.observe(d)
+	o.m.rt.observe(d)
+	if s.retry > 0 {
+		// Fast-failure protection judges the node by first attempts:
+		// the retries of one bad case must not make a healthy node
+		// look broken (a broken node fails the next cases too).
+		return !o.m.wholeNode && o.ffTripped
+	}
+	if o.m.wholeNode {
+		return s.ff.add(code, d)
+	}
+	if o.ff.add(code, d) {
+		o.ffTripped = true
+	}
+	return o.ffTripped
+}
+
 // fastFailure detects a meta-job whose first max cases all failed quickly:
 // a sign of a broken node, not of broken cases. Successes never count.
 type fastFailure struct {
@@ -141,6 +166,9 @@ func (f *fastFailure) add(code int, d time.Duration) bool {
 // longest case), when its reading is nearReread old. A reading that fails
 // keeps the last one. A stale reading costs a slightly early or late exit;
 // an election whose winner dies, a recomputation until the next doubling.
+//
+// The owner (owner.go) alone uses a job's guard, but for its end sources,
+// which it never changes, and cutoffSeen.
 type runtimeGuard struct {
 	end     endSources
 	misc    string        // the farm's MISC: the record, the elections
@@ -149,6 +177,7 @@ type runtimeGuard struct {
 	readK   int           // the doubling of the cases claimed then (cutoffDue)
 	tried   int           // the last election this job took part in
 	cutoff  float64       // dt_cutoff, as read or computed last
+	seen    atomic.Uint64 // cutoff's bits, for the rescuer (cutoffSeen)
 	longest float64       // the longest case this job ran, in seconds
 }
 
@@ -171,8 +200,21 @@ func (g *runtimeGuard) read(now time.Time, serves time.Duration) {
 	}
 	g.readAt = now
 	if c, ok := status.ReadCutoff(filepath.Join(g.misc, layout.Cutoff)); ok {
-		g.rec, g.cutoff = c, c.Seconds
+		g.rec = c
+		g.setCutoff(c.Seconds)
 	}
+}
+
+// setCutoff sets dt_cutoff, for the owner and for the rescuer.
+func (g *runtimeGuard) setCutoff(s float64) {
+	g.cutoff = s
+	g.seen.Store(math.Float64bits(s))
+}
+
+// cutoffSeen is dt_cutoff as read or computed last, for the rescuer's
+// goroutine (the owner reads cutoff).
+func (g *runtimeGuard) cutoffSeen() time.Duration {
+	return time.Duration(math.Float64frombits(g.seen.Load()) * float64(time.Second))
 }
 
 // shortOfTime reports whether the job's remaining time is below dt_cutoff
@@ -252,7 +294,8 @@ func (g *runtimeGuard) recompute(k, run int, claimed int64, statusDir string, ou
 	}
 	c := status.Cutoff{Seconds: status.UpperQuantile(d, 0.125), Durations: int64(len(d)), Run: run, Claimed: claimed}
 	status.WriteCutoff(filepath.Join(g.misc, layout.Cutoff), c)
-	g.rec, g.readAt, g.cutoff = c, time.Now(), c.Seconds
+	g.rec, g.readAt = c, time.Now()
+	g.setCutoff(c.Seconds)
 	fmt.Fprintf(out, "farm: dt_cutoff = %.3fs (upper 12.5%% quantile of %d case durations)\n", c.Seconds, len(d))
 }
 

@@ -49,7 +49,7 @@ import (
 
 // MsgSuperseded is the line of a loop that ends because its run is no
 // longer the current one (stopSuperseded); the job's output gets the line
-// that says why (Metajob.supersededLine).
+// that says why (owner.supersededLine).
 const MsgSuperseded = "farm: this meta-job's run is no longer the current one; exiting."
 
 // runNews is what the meta-job last knew of its run: when, and the run
@@ -57,6 +57,17 @@ const MsgSuperseded = "farm: this meta-job's run is no longer the current one; e
 type runNews struct {
 	at  time.Time       // when (time.Now: wall and monotonic readings)
 	run casetable.State // the record then
+}
+
+// lease is the owner's side of the lease (owner.go): what the job knows
+// of its run.
+type lease struct {
+	news       runNews       // the last news of the run
+	looked     time.Time     // the last look; zero before the first news
+	superseded string        // why the run is no longer the current one; "" while it is
+	silent     time.Duration // how long the meta-job had had no news of it then
+	left       int           // the cases it then held, not started
+	rescuedBy  string        // the meta-job that rescued this one's cases, once found
 }
 
 // gap is how long it has been, at now, since t: the longer of the wall
@@ -69,12 +80,11 @@ func gap(now, t time.Time) time.Duration {
 }
 
 // heard records that the run was current at t, as st (a run record read
-// or claimed in) says; the first news starts the look's cadence. m.mu is
-// held.
-func (m *Metajob) heard(t time.Time, st casetable.State) {
-	m.news = runNews{at: t, run: st}
-	if m.looked.IsZero() {
-		m.looked = t
+// or claimed in) says; the first news starts the look's cadence.
+func (o *owner) heard(t time.Time, st casetable.State) {
+	o.news = runNews{at: t, run: st}
+	if o.looked.IsZero() {
+		o.looked = t
 	}
 }
 
@@ -83,18 +93,18 @@ func (m *Metajob) heard(t time.Time, st casetable.State) {
 // claim, once committed, must count the freeze); or, with no case, its
 // record — unless a repair rebuilt it since the last news: then the run is
 // superseded (stopSuperseded), at once, for the cases the job's loops hold.
-// m.mu is held.
-func (m *Metajob) claimNews(asOf time.Time, n int) stop {
+func (o *owner) claimNews(asOf time.Time, n int) stop {
+	m := o.m
 	st := m.store.Last()
 	if n == 0 && st.Run != m.Env.Run {
 		return going // another run's record: the claim says so (stopNoCases)
 	}
-	if n == 0 && !m.news.at.IsZero() {
-		if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
-			return m.supersede(why, gap(m.now(), m.news.at), 0)
+	if n == 0 && !o.news.at.IsZero() {
+		if why := supersededBy(m.Env.Run, o.news.run, st); why != "" {
+			return o.supersede(why, gap(m.now(), o.news.at), 0)
 		}
 	}
-	m.heard(asOf, st)
+	o.heard(asOf, st)
 	return going
 }
 
@@ -116,11 +126,11 @@ func (m *Metajob) now() time.Time {
 }
 
 // lookDue is how long until the next look is due; 0 or less: now.
-func (m *Metajob) lookDue() time.Duration {
-	if m.looked.IsZero() {
-		return m.lookEvery() // no news of the run yet: its first claim reads it
+func (o *owner) lookDue() time.Duration {
+	if o.looked.IsZero() {
+		return o.m.lookEvery() // no news of the run yet: its first claim reads it
 	}
-	return m.lookEvery() - gap(m.now(), m.looked)
+	return o.m.lookEvery() - gap(o.m.now(), o.looked)
 }
 
 // look is the meta-job's look at its run, if due (see above). It reports
@@ -129,26 +139,27 @@ func (m *Metajob) lookDue() time.Duration {
 // cases still queued, counts them (and held more, which the caller holds)
 // as left, wakes the loops waiting for their turn, and returns
 // stopSuperseded; the loops then end, and the job with supersededLine. An
-// error is a claim state that could not be read. m.mu is held.
-func (m *Metajob) look(ctx context.Context, held int) (moved bool, why stop, err error) {
-	if m.superseded != "" {
-		m.left += held
+// error is a claim state that could not be read.
+func (o *owner) look(ctx context.Context, held int) (moved bool, why stop, err error) {
+	m := o.m
+	if o.superseded != "" {
+		o.left += held
 		return false, stopSuperseded, nil
 	}
-	if m.lookDue() > 0 {
+	if o.lookDue() > 0 {
 		return false, going, nil
 	}
 	now := m.now()
-	silent := gap(now, m.news.at)
+	silent := gap(now, o.news.at)
 	// After a silence (a freeze, a long case) the record is read afresh,
 	// as the claims' chain may be gone; else one lookup.
-	afresh := gap(now, m.looked) >= 2*m.lookEvery()
+	afresh := gap(now, o.looked) >= 2*m.lookEvery()
 	var st casetable.State
 	var rescued bool
 	r := fsretry.Retrier{Log: m.log}
 	err = r.Do(ctx, func() error {
 		var err error
-		if rescued, err = m.rescuedNow(held, silent); rescued || err != nil {
+		if rescued, err = o.rescuedNow(held, silent); rescued || err != nil {
 			return err
 		}
 		st, moved, err = m.store.Look(ctx, afresh)
@@ -166,23 +177,41 @@ func (m *Metajob) look(ctx context.Context, held int) (moved bool, why stop, err
 		}
 		return false, going, fmt.Errorf("%s: %w", what, err)
 	}
-	m.looked = now
-	if why := supersededBy(m.Env.Run, m.news.run, st); why != "" {
-		return false, m.supersede(why, silent, held), nil
+	o.looked = now
+	if why := supersededBy(m.Env.Run, o.news.run, st); why != "" {
+		return false, o.supersede(why, silent, held), nil
 	}
-	m.heard(now, st)
+	o.heard(now, st)
 	return moved, going, nil
+}
+
+// rescuedNow is the lease's look for the job's own rescue mark (look.go):
+// if its cases were rescued, the run is over for it (supersede, counting
+// held more cases than those queued as left), and it reports true. err is
+// a lookup that failed.
+func (o *owner) rescuedNow(held int, silent time.Duration) (bool, error) {
+	m := o.m
+	if m.rescue == nil {
+		return false, nil
+	}
+	by, marked, err := m.rescue.markedBy(m.rescue.self)
+	if err != nil || !marked {
+		return false, err
+	}
+	o.rescuedBy = by
+	o.supersede(fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by), silent, held)
+	return true, nil
 }
 
 // supersede ends the job's run for it, for why, after silent without news:
 // it drops the cases still queued, counts them (and held more, which the
 // caller holds) as left, and wakes the loops waiting for their turn. It
-// returns stopSuperseded. m.mu is held.
-func (m *Metajob) supersede(why string, silent time.Duration, held int) stop {
-	m.superseded, m.silent = why, silent
-	m.left += len(m.queue) + len(m.rescued) + held
-	m.queue, m.rescued = nil, nil
-	m.pool.stop() // the loops waiting for their turn start nothing
+// returns stopSuperseded.
+func (o *owner) supersede(why string, silent time.Duration, held int) stop {
+	o.superseded, o.silent = why, silent
+	o.left += len(o.queue) + len(o.rescued) + held
+	o.queue, o.rescued = nil, nil
+	o.m.pool.stop() // the loops waiting for their turn start nothing
 	return stopSuperseded
 }
 
@@ -205,24 +234,25 @@ func supersededBy(run int, last, st casetable.State) string {
 }
 
 // supersededLine is the job's last line when its run was superseded.
-func (m *Metajob) supersededLine() string {
+func (o *owner) supersededLine() string {
+	m := o.m
 	to := "left to the next run"
-	if m.rescuedBy != "" {
-		to = "rescued by meta-job " + m.rescuedBy
+	if o.rescuedBy != "" {
+		to = "rescued by meta-job " + o.rescuedBy
 	} else if st := m.store.Last(); st.Run > m.Env.Run { // the record the look read
 		to = fmt.Sprintf("left to run %d", st.Run)
 	}
-	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", m.left, to)
-	if m.left == 1 {
+	cases := fmt.Sprintf("the %d cases it had claimed but not started were %s", o.left, to)
+	if o.left == 1 {
 		cases = "the case it had claimed but not started was " + to
-	} else if m.left == 0 && m.rescuedBy == "" {
+	} else if o.left == 0 && o.rescuedBy == "" {
 		cases = "it held no case not started"
 	}
-	if m.silent < 2*m.lookEvery() {
+	if o.silent < 2*m.lookEvery() {
 		// Found by a look on time: the job was not stopped.
-		return fmt.Sprintf("farm: %s; %s; exiting.", m.superseded, cases)
+		return fmt.Sprintf("farm: %s; %s; exiting.", o.superseded, cases)
 	}
-	return fmt.Sprintf("farm: %s while this meta-job had no news of its run (for %s: stopped, or running a case); %s; exiting.", m.superseded, roundGap(m.silent), cases)
+	return fmt.Sprintf("farm: %s while this meta-job had no news of its run (for %s: stopped, or running a case); %s; exiting.", o.superseded, roundGap(o.silent), cases)
 }
 
 // roundGap rounds d for a message: to the second, or to the millisecond

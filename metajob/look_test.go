@@ -55,16 +55,34 @@ func lookFarm(t *testing.T) (*Metajob, *loop, string) {
 	}
 	t.Cleanup(func() { m.sw.Close() })
 	m.Env.Run = 1
-	m.bs.max = 4
+	t.Cleanup(m.startOwner().end)
 	s := &loop{k: 1, runner: nopRunner{}}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cases, why, err := m.claim(context.Background(), m.rt, 4)
+	var cases []tablefmt.Case
+	var why stop
+	m.do(func(o *owner) {
+		o.bs.max = 4
+		if cases, why, err = o.claim(context.Background(), m.rt, 4); len(cases) == 4 {
+			o.queue = cases[1:]
+		}
+	})
 	if err != nil || why != going || len(cases) != 4 {
 		t.Fatalf("claim: %d cases, %q, %v", len(cases), why, err)
 	}
-	m.queue = cases[1:]
 	return m, s, dir
+}
+
+// nextCase is loop s's next case from m's owner, or why the loop ends,
+// or an error.
+func nextCase(m *Metajob, s *loop) (tablefmt.Case, stop, error) {
+	t := m.next(context.Background(), s)
+	return t.c, t.why, t.err
+}
+
+// owned is what f returns, run by m's owner.
+func owned[T any](m *Metajob, f func(o *owner) T) T {
+	var v T
+	m.do(func(o *owner) { v = f(o) })
+	return v
 }
 
 // nopRunner is a case runner that runs nothing.
@@ -97,8 +115,15 @@ func startRun(t *testing.T, dir string, run int) {
 // later makes m's clock read d after its last news of its run, by the
 // wall clock only (as after a frozen VM).
 func later(m *Metajob, d time.Duration) {
-	at := m.news.at.Round(0).Add(d)
-	m.clock = func() time.Time { return at }
+	m.do(func(o *owner) {
+		at := o.news.at.Round(0).Add(d)
+		m.clock = func() time.Time { return at }
+	})
+}
+
+// lookEvery sets m's cadence, FARM_LOOK_EVERY.
+func lookEvery(m *Metajob, d time.Duration) {
+	m.do(func(*owner) { m.Env.LookEvery = d })
 }
 
 func TestLookCostsNothingWithinTheThreshold(t *testing.T) {
@@ -108,7 +133,7 @@ func TestLookCostsNothingWithinTheThreshold(t *testing.T) {
 	// meta-job would stop. It does not read.
 	startRun(t, dir, 2)
 	for _, want := range []int64{2, 3, 4} {
-		c, _, _, why, err := m.next(context.Background(), s)
+		c, why, err := nextCase(m, s)
 		if err != nil || why != going || c.ID != want {
 			t.Fatalf("next: case %d, %q, %v; want case %d", c.ID, why, err, want)
 		}
@@ -124,17 +149,18 @@ func TestLookAfterASilenceGoesOnInTheCurrentRun(t *testing.T) {
 	if cases, err := other.Claim(context.Background(), 1, 3); err != nil || len(cases) != 3 {
 		t.Fatalf("other claim: %v %v", cases, err)
 	}
-	m.Env.LookEvery = 5 * time.Second
+	lookEvery(m, 5*time.Second)
 	later(m, 6*time.Second)
-	c, _, _, why, err := m.next(context.Background(), s)
+	c, why, err := nextCase(m, s)
 	if err != nil || why != going || c.ID != 2 {
 		t.Fatalf("next: case %d, %q, %v; want case 2", c.ID, why, err)
 	}
-	if m.news.at != m.clock() {
-		t.Errorf("news at %v, want the look's %v", m.news.at, m.clock())
+	news, clock := owned(m, func(o *owner) runNews { return o.news }), owned(m, func(*owner) time.Time { return m.clock() })
+	if news.at != clock {
+		t.Errorf("news at %v, want the look's %v", news.at, clock)
 	}
-	if now, err := other.Read(context.Background()); err != nil || m.news.run.Gen != now.Gen || m.news.run.Run != 1 {
-		t.Errorf("news of run %d's record at generation %d, want the newest, %d (%v)", m.news.run.Run, m.news.run.Gen, now.Gen, err)
+	if now, err := other.Read(context.Background()); err != nil || news.run.Gen != now.Gen || news.run.Run != 1 {
+		t.Errorf("news of run %d's record at generation %d, want the newest, %d (%v)", news.run.Run, news.run.Gen, now.Gen, err)
 	}
 }
 
@@ -142,27 +168,27 @@ func TestLookFindsTheRunSuperseded(t *testing.T) {
 	m, s, dir := lookFarm(t)
 	startRun(t, dir, 2)
 	later(m, 12*time.Minute)
-	c, _, _, why, err := m.next(context.Background(), s)
+	c, why, err := nextCase(m, s)
 	if err != nil || why != stopSuperseded {
 		t.Fatalf("next: case %d, %q, %v; want %q", c.ID, why, err, stopSuperseded)
 	}
-	if len(m.queue) != 0 || m.left != 3 {
-		t.Errorf("queue %v, left %d; want none queued, 3 left", m.queue, m.left)
+	if queue, left := owned(m, func(o *owner) []tablefmt.Case { return o.queue }), owned(m, func(o *owner) int { return o.left }); len(queue) != 0 || left != 3 {
+		t.Errorf("queue %v, left %d; want none queued, 3 left", queue, left)
 	}
 	// The other loops: one about to start the case it holds, one waiting
 	// for its turn (woken: the pool stopped), one asking for a case.
-	if ok, why, _ := m.stillStarts(context.Background(), tablefmt.Case{ID: 9}, want{}, 0, ""); ok || why != stopSuperseded {
+	if ok, why, _ := m.stillStarts(context.Background(), s, tablefmt.Case{ID: 9}, want{}); ok || why != stopSuperseded {
 		t.Errorf("stillStarts: %v %q", ok, why)
 	}
 	if _, ok := m.pool.acquire(m.pool.ticket(), want{cpus: 1}, 0); ok {
 		t.Error("a loop waiting for its turn was not stopped")
-	} else if why := m.notStarted(); why != stopSuperseded {
+	} else if why := m.notStarted(s); why != stopSuperseded {
 		t.Errorf("a loop stopped while waiting for its turn ends with %q", why)
 	}
-	if _, _, _, why, _ := m.next(context.Background(), s); why != stopSuperseded {
+	if _, why, _ := nextCase(m, s); why != stopSuperseded {
 		t.Errorf("next again: %q", why)
 	}
-	line := m.supersededLine()
+	line := owned(m, (*owner).supersededLine)
 	for _, want := range []string{"run 1 was superseded by run 2", "for 12m0s", "the 5 cases it had claimed but not started were left to run 2; exiting."} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line %q lacks %q", line, want)
@@ -203,10 +229,10 @@ func TestLookFindsTheRunRepaired(t *testing.T) {
 				t.Fatal(err)
 			}
 			later(m, 2*time.Minute)
-			if _, _, _, why, err := m.next(context.Background(), s); why != stopSuperseded || err != nil {
+			if _, why, err := nextCase(m, s); why != stopSuperseded || err != nil {
 				t.Fatalf("next: %q %v", why, err)
 			}
-			if line := m.supersededLine(); !strings.Contains(line, "the claim state of run 1 was rebuilt (farm repair)") || !strings.Contains(line, "left to the next run") {
+			if line := owned(m, (*owner).supersededLine); !strings.Contains(line, "the claim state of run 1 was rebuilt (farm repair)") || !strings.Contains(line, "left to the next run") {
 				t.Errorf("line %q", line)
 			}
 		})
@@ -218,9 +244,9 @@ func TestLookReadFailureEndsTheJob(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.store.Close() // forget the chain it had open
+	m.do(func(*owner) { m.store.Close() }) // forget the chain it had open
 	later(m, 2*time.Minute)
-	if c, _, _, why, err := m.next(context.Background(), s); err == nil || why != going {
+	if c, why, err := nextCase(m, s); err == nil || why != going {
 		t.Fatalf("next: case %d, %q, %v; want an error", c.ID, why, err)
 	} else if !strings.Contains(err.Error(), "looking at the claim state of run 1 (last news of it 2m0s ago)") {
 		t.Errorf("error: %v", err)
@@ -229,33 +255,38 @@ func TestLookReadFailureEndsTheJob(t *testing.T) {
 
 func TestNewsIsDatedFromBeforeTheClaim(t *testing.T) {
 	m, s, _ := lookFarm(t)
-	m.queue = nil
 	// The job freezes for 10 minutes inside its next claim, once the
 	// claim has committed (the store then holds its generation).
 	t0 := time.Now().Round(0)
-	c0 := m.store.ClaimedInRun()
-	m.clock = func() time.Time {
-		if m.store.ClaimedInRun() > c0 {
-			return t0.Add(10 * time.Minute)
+	var cases []tablefmt.Case
+	var why stop
+	var err error
+	var newsAt time.Time
+	m.do(func(o *owner) {
+		o.queue = nil
+		c0 := m.store.ClaimedInRun()
+		m.clock = func() time.Time {
+			if m.store.ClaimedInRun() > c0 {
+				return t0.Add(10 * time.Minute)
+			}
+			return t0
 		}
-		return t0
-	}
-	m.mu.Lock()
-	cases, why, err := m.claim(context.Background(), m.rt, 4)
-	m.mu.Unlock()
+		cases, why, err = o.claim(context.Background(), m.rt, 4)
+		newsAt = o.news.at
+		// So the first case of the batch is not started before a look.
+		o.queue = cases
+	})
 	if err != nil || why != going || len(cases) == 0 {
 		t.Fatalf("claim: %v, %q, %v", cases, why, err)
 	}
-	if m.news.at != t0 {
-		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", m.news.at, t0)
+	if newsAt != t0 {
+		t.Fatalf("news of the claim dated %v, want %v: before it, not after the freeze", newsAt, t0)
 	}
-	// So the first case of the batch is not started before a look.
-	m.queue = cases
-	if c, _, _, why, err := m.next(context.Background(), s); err != nil || why != going || c.ID != 5 {
+	if c, why, err := nextCase(m, s); err != nil || why != going || c.ID != 5 {
 		t.Fatalf("next: case %d, %q, %v; want case 5", c.ID, why, err)
 	}
-	if m.news.at != t0.Add(10*time.Minute) {
-		t.Errorf("news at %v after the first case: no look", m.news.at)
+	if at := owned(m, func(o *owner) time.Time { return o.news.at }); at != t0.Add(10*time.Minute) {
+		t.Errorf("news at %v after the first case: no look", at)
 	}
 }
 
@@ -293,11 +324,11 @@ func TestSupersededByKeepsAddedTables(t *testing.T) {
 // at the clock.
 func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
 	m, s, dir := lookFarm(t)
-	c, _, _, why, err := m.next(context.Background(), s)
+	c, why, err := nextCase(m, s)
 	if err != nil || why != going {
 		t.Fatalf("next: %q, %v", why, err)
 	}
-	if ok, why, err := m.stillStarts(context.Background(), c, want{}, 0, ""); !ok {
+	if ok, why, err := m.stillStarts(context.Background(), s, c, want{}); !ok {
 		t.Fatalf("stillStarts: %q, %v", why, err)
 	}
 	if why, err := m.startsAfterRecord(context.Background()); why != going || err != nil {
@@ -318,21 +349,21 @@ func TestFrozenAfterItsLastLookStartsNothing(t *testing.T) {
 // first: the one poller serves --first.
 func TestLookFindsASetAddedFirst(t *testing.T) {
 	m, s, dir := lookFarm(t)
-	m.queue = nil
+	m.do(func(o *owner) { o.queue = nil })
 	add := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
 	defer add.Close()
 	if q, err := add.Enqueue(context.Background(), 1, "x", []byte("101 echo first 101\n102 echo first 102\n"), 2, 102, true); err != nil || q.Run != 1 {
 		t.Fatalf("enqueue: %+v, %v", q, err)
 	}
-	m.Env.LookEvery = 5 * time.Second
+	lookEvery(m, 5*time.Second)
 	later(m, time.Second)
-	c, _, _, why, err := m.next(context.Background(), s)
+	c, why, err := nextCase(m, s)
 	if err != nil || why != going || c.ID >= 101 {
 		t.Fatalf("next within LookEvery: case %d, %q, %v; want one of the run's own (no look)", c.ID, why, err)
 	}
-	m.queue = nil
+	m.do(func(o *owner) { o.queue = nil })
 	later(m, 6*time.Second)
-	c, _, _, why, err = m.next(context.Background(), s)
+	c, why, err = nextCase(m, s)
 	if err != nil || why != going || c.ID != 101 {
 		t.Fatalf("next once the look was due: case %d, %q, %v; want 101, the --first set's", c.ID, why, err)
 	}
@@ -356,17 +387,17 @@ func TestClaimOfNothingAfterARepairSupersedes(t *testing.T) {
 	if err := st.Repair(context.Background(), rebuilt); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	cases, why, err := m.claim(context.Background(), m.rt, 4)
-	m.mu.Unlock()
+	var cases []tablefmt.Case
+	var why stop
+	m.do(func(o *owner) { cases, why, err = o.claim(context.Background(), m.rt, 4) })
 	if len(cases) != 0 || why != stopSuperseded || err != nil {
 		t.Fatalf("claim after the repair: %v, %q, %v; want none, %q", cases, why, err, stopSuperseded)
 	}
-	if c, _, _, why, _ := m.next(context.Background(), s); why != stopSuperseded {
+	if c, why, _ := nextCase(m, s); why != stopSuperseded {
 		t.Errorf("next after it: case %d, %q; want %q (the held cases stay unstarted)", c.ID, why, stopSuperseded)
 	}
-	if m.left != 3 {
-		t.Errorf("left %d, want the 3 held", m.left)
+	if left := owned(m, func(o *owner) int { return o.left }); left != 3 {
+		t.Errorf("left %d, want the 3 held", left)
 	}
 }
 
@@ -378,11 +409,11 @@ func TestFailedLookIsNotALook(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "MISC", "chain"), []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.store.Close() // forget the chain it had open
-	m.Env.LookEvery = 5 * time.Second
+	m.do(func(*owner) { m.store.Close() }) // forget the chain it had open
+	lookEvery(m, 5*time.Second)
 	later(m, 6*time.Second)
 	for i := range 2 {
-		if c, _, _, why, err := m.next(context.Background(), s); err == nil {
+		if c, why, err := nextCase(m, s); err == nil {
 			t.Fatalf("next %d after the failed look: case %d, %q; want the reading's error", i+1, c.ID, why)
 		}
 	}
@@ -402,7 +433,7 @@ func TestLookAfterASilenceTellsAChainGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	later(m, 12*time.Minute)
-	c, _, _, why, err := m.next(context.Background(), s)
+	c, why, err := nextCase(m, s)
 	var de *casetable.DamageError
 	if !errors.As(err, &de) {
 		t.Fatalf("next after the silence: case %d, %q, %v; want the damage", c.ID, why, err)

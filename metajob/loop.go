@@ -13,62 +13,55 @@ import (
 // its loops at once, and the meta-job ends when the last loop does. It
 // starts one loop (NWHOLE in WHOLE_NODE mode), and the others, up to one
 // per CPU of the job, once a case declares needs smaller than the job.
+// The owner (owner.go) holds their work from the first to the last.
 func (m *Metajob) runLoops(ctx context.Context) error {
 	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures},
 		misc: m.Farm.Path(layout.MiscDir)}
 	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}
-	m.bs = batchSizer{}
-	m.ff = fastFailure{max: m.Farm.Config.NFailedMax, short: m.Farm.Config.DtFailed}
-	if m.Env.Simple {
-		m.bs.max = 1
-	}
-	done := make(chan struct{})
-	defer close(done)
+	o := m.startOwner()
+	defer o.end() // (already ended on the normal path)
 	if m.rescue != nil {
 		m.rescue.start(ctx)
 		defer m.rescue.halt() // (already halted on the normal path)
 	}
-	go func() {
-		select {
-		case <-m.stop.ch:
-			m.pool.stop() // loops waiting for their turn stop
-		case <-done:
-		}
-	}()
 	if m.wholeNode {
 		fmt.Fprintf(m.log, "farm: WHOLE_NODE: %d loops, each running one case at a time\n", len(m.loops))
 	}
-	m.mu.Lock()
-	for _, s := range m.loops {
-		m.startLoop(ctx, s)
-	}
-	m.mu.Unlock()
+	m.do(func(o *owner) {
+		for _, s := range m.loops {
+			o.startLoop(ctx, s)
+		}
+	})
 	m.wg.Wait()
+	o.looks.Wait() // the warden's look under way, if any: it may mark a rescue
 	if m.rescue != nil {
 		m.rescue.halt() // before the last records: it writes to the status file too
 	}
-	if n := len(m.retries) + m.retriesLeft; n > 0 {
+	o.end()
+	if n := len(o.retries) + o.retriesLeft; n > 0 {
 		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
 	}
-	return m.quit(jobEnd(m.ends))
+	return m.quit(jobEnd(o.ends))
 }
 
-// startLoop starts loop s. m.mu is held.
-func (m *Metajob) startLoop(ctx context.Context, s *loop) {
+// startLoop starts loop s; when it ends, the owner hears how.
+func (o *owner) startLoop(ctx context.Context, s *loop) {
+	m := o.m
 	s.ff = fastFailure{max: m.Farm.Config.NFailedMax, short: m.Farm.Config.DtFailed}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		why, err := m.runLoop(ctx, s)
-		m.mu.Lock()
-		m.ends = append(m.ends, loopEnd{why, err})
-		several := len(m.loops) > 1
-		if err != nil {
-			m.halted = true // the other loops take no more cases
-		}
-		m.mu.Unlock()
+		several := false
+		m.do(func(o *owner) {
+			o.ends = append(o.ends, loopEnd{why, err})
+			several = len(m.loops) > 1
+			if err != nil {
+				o.halted = true // the other loops take no more cases
+			}
+		})
 		switch {
 		case !several || why == stopHalted || why == stopSuperseded:
 		case err != nil:
@@ -81,12 +74,13 @@ func (m *Metajob) startLoop(ctx context.Context, s *loop) {
 
 // growLoops starts the meta-job's other loops, up to one per CPU of the
 // job, the first time a case declares needs (outside WHOLE_NODE mode,
-// where they all run from the start). m.mu is held.
-func (m *Metajob) growLoops(ctx context.Context) {
-	if m.grown || m.wholeNode || m.Env.Simple {
+// where they all run from the start).
+func (o *owner) growLoops(ctx context.Context) {
+	m := o.m
+	if o.grown || m.wholeNode || m.Env.Simple {
 		return
 	}
-	m.grown = true
+	o.grown = true
 	n := m.pool.cpus()
 	if n > 1 {
 		on := ""
@@ -102,7 +96,7 @@ func (m *Metajob) growLoops(ctx context.Context) {
 			return
 		}
 		m.loops = append(m.loops, s)
-		m.startLoop(ctx, s)
+		o.startLoop(ctx, s)
 	}
 }
 
@@ -130,78 +124,85 @@ func jobEnd(ends []loopEnd) (stop, error) {
 	return why, nil
 }
 
-// runLoop is loop s: take the next claimed case (claiming more
-// when none is left), run it, until one of the ends; it returns why it
-// ended, or the error it ended with.
+// runLoop is loop s: take the next case from the owner (which claims
+// more when none is left), run it, until one of the ends; it returns why
+// it ended, or the error it ended with.
 func (m *Metajob) runLoop(ctx context.Context, s *loop) (stop, error) {
 	for {
 		if m.stop.stopped() {
 			return stopSignal, nil
 		}
-		c, w, t, why, err := m.next(ctx, s)
-		if why != going || err != nil {
-			return why, err
+		t := m.next(ctx, s)
+		if t.why != going || t.err != nil {
+			return t.why, t.err
 		}
-		g, ok := m.pool.acquire(t, w, s.k-1)
+		g, ok := m.pool.acquire(t.ticket, t.w, s.k-1)
 		if !ok {
-			m.retryNotStarted(s)
-			return m.notStarted(), nil
+			return m.notStarted(s), nil
 		}
-		if start, why, err := m.stillStarts(ctx, c, w, s.retry, s.from); !start {
+		if start, why, err := m.stillStarts(ctx, s, t.c, t.w); !start {
 			// Waited for its turn past a stop, the run-time or its
 			// min_time: not started.
-			m.retryNotStarted(s)
 			m.pool.release(g)
 			if why != going || err != nil {
 				return why, err
 			}
 			continue // recorded unfit; the next
 		}
-		code, d, why, err := m.runPacked(ctx, s, c, w, g)
+		code, d, why, err := m.runPacked(ctx, s, t, g)
 		m.pool.release(g)
 		if why != going || err != nil {
 			return why, err
 		}
-		if code != 0 {
-			m.failed(c, s.retry, code)
-		}
-		if m.ended(s, code, d) {
-			return stopFastFailure, nil
-		}
-		if m.Env.Simple && !m.simpleRetries() {
-			return stopSimpleDone, nil
+		if why := m.caseEnded(s, t.c, code, d); why != going {
+			return why, nil
 		}
 	}
 }
 
-// notStarted is why a loop ends whose case was not started because the
+// notStarted is why loop s ends, whose case was not started because the
 // pool stopped while it waited for its turn: its run superseded (look),
-// or a stop signal.
-func (m *Metajob) notStarted() stop {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.superseded != "" {
-		m.left++ // its case
-		return stopSuperseded
-	}
-	return stopSignal
+// or a stop signal. A retry not started is left, failed, for the next run.
+func (m *Metajob) notStarted(s *loop) stop {
+	why := stopSignal
+	m.do(func(o *owner) {
+		o.retryNotStarted(s)
+		if o.superseded != "" {
+			o.left++ // its case
+			why = stopSuperseded
+		}
+	})
+	return why
 }
 
-// stillStarts reports whether case c (its retry-th retry; 0: its first
-// attempt) may still start once its turn came
-// (it may have waited long): not after a stop signal (stopSignal),
-// nor when the meta-job's run is no longer the current one (stopSuperseded;
-// looked at once every LookEvery, look.go), nor when the job's time
-// left is below the runtime cutoff (stopNoRuntime), nor when it is below c's
-// min_time (c is recorded unfit, going: the loop goes on; a retry is
-// not recorded: it stays failed).
-func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry int, from string) (bool, stop, error) {
+// stillStarts reports whether loop s's case c, which wants w, may still
+// start once its turn came (it may have waited long): not after a stop
+// signal (stopSignal), nor when the meta-job's run is no longer the
+// current one (stopSuperseded; looked at once every LookEvery, look.go),
+// nor when the job's time left is below the runtime cutoff
+// (stopNoRuntime), nor when it is below c's min_time (c is recorded
+// unfit, going: the loop goes on; a retry is not recorded: it stays
+// failed). A retry not started is left, failed, for the next run.
+func (m *Metajob) stillStarts(ctx context.Context, s *loop, c tablefmt.Case, w want) (bool, stop, error) {
 	if m.stop.stopped() {
+		m.do(func(o *owner) { o.retryNotStarted(s) })
 		return false, stopSignal, nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, why, err := m.look(ctx, 1); why != going || err != nil {
+	var start bool
+	var why stop
+	var err error
+	m.do(func(o *owner) {
+		if start, why, err = o.stillStarts(ctx, c, w, s.retry, s.from); !start {
+			o.retryNotStarted(s)
+		}
+	})
+	return start, why, err
+}
+
+// stillStarts is Metajob.stillStarts's look, once no stop signal came.
+func (o *owner) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry int, from string) (bool, stop, error) {
+	m := o.m
+	if _, why, err := o.look(ctx, 1); why != going || err != nil {
 		return false, why, err
 	}
 	if m.rt.tooLate() {
@@ -225,34 +226,28 @@ func (m *Metajob) stillStarts(ctx context.Context, c tablefmt.Case, w want, retr
 // it has a case running, which runs on (look.go).
 // It returns stopSuperseded, or an error reading the claim state.
 func (m *Metajob) startsAfterRecord(ctx context.Context) (stop, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, why, err := m.look(ctx, 1)
+	var why stop
+	var err error
+	m.do(func(o *owner) { _, why, err = o.look(ctx, 1) })
 	return why, err
 }
 
-// ended counts case ended with code after d: the job's pace, its longest
-// case (the runtime-aware exit), and fast-failure protection (first attempts
-// only) — per loop in
-// WHOLE_NODE mode (as META's loops each have theirs), else for the whole
-// job, however many loops run its cases. It reports whether the loop must
-// stop.
-func (m *Metajob) ended(s *loop, code int, d time.Duration) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.bs.observe(d)
-	m.rt.observe(d)
-	if s.retry > 0 {
-		// Fast-failure protection judges the node by first attempts:
-		// the retries of one bad case must not make a healthy node
-		// look broken (a broken node fails the next cases too).
-		return !m.wholeNode && m.ffTripped
-	}
-	if m.wholeNode {
-		return s.ff.add(code, d)
-	}
-	if m.ff.add(code, d) {
-		m.ffTripped = true
-	}
-	return m.ffTripped
+// caseEnded tells the owner that loop s's case c ended with code after
+// d: a failure is run again if RETRIES allows (failed), the end is
+// counted (judge). It returns why the loop stops — fast-failure
+// protection, or in SIMPLE mode its one case done — or going.
+func (m *Metajob) caseEnded(s *loop, c tablefmt.Case, code int, d time.Duration) stop {
+	why := going
+	m.do(func(o *owner) {
+		if code != 0 {
+			o.failed(c, s.retry, code)
+		}
+		switch {
+		case o.judge(s, code, d):
+			why = stopFastFailure
+		case m.Env.Simple && !o.simpleRetries():
+			why = stopSimpleDone
+		}
+	})
+	return why
 }

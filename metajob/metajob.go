@@ -12,80 +12,64 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
-	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // Metajob runs the meta-job loop inside a job: claim the next cases, run
 // single_case.sh on each, record its start and end, and repeat until no
 // case is left, the job's time is nearly up, or a stop signal comes.
+//
+// What its loops share of the work — the cases claimed, the retries, the
+// rescued cases, the waits, the lease on the run, the judges of the
+// cases' ends — is its owner's (owner.go): one goroutine, which alone
+// touches it. The fields below are set before the loops start, or are
+// safe for them all (the status file under swMu, the log, the pool, the
+// stop watch), or are the owner's to use while it runs (store, rt,
+// loops).
 type Metajob struct {
 	Farm    *farm.Farm
 	Backend backend.Backend
 	Env     farm.JobEnv // the job's environment (ParseJobEnv)
 	Out     io.Writer   // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
 
-	self  backend.Self
-	log   io.Writer // Out, retrying transient errors (fsretry.Writer); safe for the loops
-	bash  string
-	dir   *farmDir // the farm directory, open, for the loops' *at calls
-	sw    *status.Writer
-	swMu  sync.Mutex // the loops share sw
-	loops []*loop
-	stop  stopWatch
-	out   *os.File // the job's output file itself, for the runners of programs
+	self backend.Self
+	log  io.Writer // Out, retrying transient errors (fsretry.Writer); safe for the loops
+	bash string
+	dir  *farmDir // the farm directory, open, for the loops' *at calls
+	sw   *status.Writer
+	swMu sync.Mutex // the loops, the owner and the rescuer share sw
+	stop stopWatch
+	out  *os.File // the job's output file itself, for the runners of programs
 
 	// What the job packs its cases into (pack.go).
 	pool       *pool
 	wholeNode  bool
 	jobSetsOMP bool // the job's environment sets OMP_NUM_THREADS: cases keep it
 
-	wg        sync.WaitGroup // the loops
-	ends      []loopEnd      // how each loop ended (under mu)
-	grown     bool           // the loops beyond the first were started (under mu)
-	ff        fastFailure    // the job's, outside WHOLE_NODE mode (under mu)
-	ffTripped bool
+	loops []*loop                // opened by open; the owner starts them, and grows them (growLoops)
+	wg    sync.WaitGroup         // the loops running
+	own   *owner                 // the owner of the loops' work, from runLoops on
+	store *casetable.Store       // the claim store: the owner's
+	rt    *runtimeGuard          // the runtime-aware exit: the owner's (but its end, and cutoffSeen)
+	table atomic.Pointer[string] // the run's table (one per meta-job), set by the owner at its first claim
+	clock func() time.Time       // nil: time.Now
 
-	// Claiming is shared by the loops: mu guards the claim store, the
-	// cases claimed and not started yet, and the counters of the claims.
-	mu     sync.Mutex
-	store  *casetable.Store
-	queue  []tablefmt.Case
-	batch  int // claims made: a loop refreshes its copy of single_case.sh at each
-	rt     *runtimeGuard
-	bs     batchSizer
-	halted bool // a loop ended with an error: the others take no more cases
+	// Rescue within the run (rescue.go): nil when off.
+	rescue *rescuer
+}
 
-	retries     []pendingRetry // failed cases to run again (retry.go)
-	retriesLeft int            // retries taken and not started: left, failed, for the next run
-	tableDone   bool           // a claim found no case left: only retries remain
-	// idleSince is when a claim found no case left, for WAIT_FOR_CASES
-	// (wait.go); zero after a claim that found some.
-	idleSince time.Time
-
-	table      string           // the run's table (one per meta-job), set at its first claim
-	tableLines map[string]int64 // the lines of each table its cases came from
-
-	// The look at the run (look.go), under mu.
-	news       runNews          // the last news of the run
-	looked     time.Time        // the last look; zero before the first news
-	superseded string           // why the run is no longer the current one; "" while it is
-	silent     time.Duration    // how long the meta-job had had no news of it then
-	left       int              // the cases it then held, not started
-	clock      func() time.Time // nil: time.Now
-
-	// Rescue within the run (rescue.go): nil when off. rescued are the
-	// cases handed to the job by its rescues, run before its next claim.
-	rescue  *rescuer
-	rescued []rescuedCase
-	// wardenSaid: the job said it stays as the run's warden (rescue.go).
-	wardenSaid bool
-	rescuedBy  string // the meta-job that rescued this one's cases, once found
+// runTable is the run's table, once the job claimed in it; "" before.
+func (m *Metajob) runTable() string {
+	if t := m.table.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
 
 // loop is one of the loops of a meta-job: one in the usual mode, NWHOLE in
@@ -134,7 +118,7 @@ func (m *Metajob) quit(why stop, err error) error {
 	case err != nil:
 		line = ""
 	case why == stopSuperseded:
-		line = m.supersededLine()
+		line = m.own.supersededLine() // the owner has ended
 	case why == stopFastFailure:
 		err = ErrFastFailure
 	}

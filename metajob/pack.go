@@ -211,8 +211,8 @@ func (p *pool) bigEnough(w want) int {
 	return k
 }
 
-// ticket takes the next place in the order the cases start in. The caller
-// holds the meta-job's claim lock, so tickets follow the claim order.
+// ticket takes the next place in the order the cases start in. The
+// meta-job's owner alone takes them (owner.hand): they follow claim order.
 func (p *pool) ticket() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -398,13 +398,11 @@ func (r *rescuer) newestFile(id string) string {
 // wait, and twice its runtime cutoff, before its end.
 func (r *rescuer) hasTime() bool {
 	m := r.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	end := m.rt.end.at()
 	if end.IsZero() {
 		return true
 	}
-	return time.Until(end) > r.wait()+2*time.Duration(m.rt.cutoff*float64(time.Second))+time.Minute
+	return time.Until(end) > r.wait()+2*m.rt.cutoffSeen()+time.Minute
 }
 
 // mark takes the rescue of status file name (state: why, for the mark's
@@ -570,9 +568,7 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 		got = append(got, rc)
 	}
 	fmt.Fprintf(m.log, "farm: rescued from %s (%s): %s\n%s", p.name, p.state, describeRescue(got), notFound(lost))
-	m.mu.Lock()
-	m.rescued = append(m.rescued, got...)
-	m.mu.Unlock()
+	m.do(func(o *owner) { o.rescued = append(o.rescued, got...) }) // nothing if the job has ended: its C record has them
 	return nil
 }
 
@@ -667,9 +663,7 @@ func findCases(table, misc string, ids []int64) (map[int64]tablefmt.Case, error)
 // table is the run's table.
 func (r *rescuer) table(ctx context.Context) (string, error) {
 	m := r.m
-	m.mu.Lock()
-	t := m.table
-	m.mu.Unlock()
+	t := m.runTable()
 	if t == "" {
 		store := m.Farm.Store()
 		defer store.Close()
@@ -699,77 +693,6 @@ func (r *rescuer) busy() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.pending) > 0 || r.handing > 0 || r.isWarden && !r.over
-}
-
-// awaitRescue is called when the table has no case left for the meta-job
-// and it holds none: it reports whether a rescued case is there to run,
-// waiting for one (with m.mu released, looking every awaitLook) while the
-// job must stay — its own rescues wait for their fence, or it is the
-// run's warden and others of the run still run — unless a stop signal,
-// another loop's end or its time running short comes first. m.mu is held.
-func (m *Metajob) awaitRescue() bool {
-	if m.rescue == nil || m.rt.tooLate() {
-		return false
-	}
-	if len(m.rescued) > 0 {
-		return true
-	}
-	first := !m.rescue.wardenNow()
-	if !m.rescue.warden() && !m.rescue.busy() {
-		return false
-	}
-	if first && m.rescue.wardenNow() {
-		// Its first look at once: a run whose others have all ended
-		// keeps no warden.
-		m.mu.Unlock()
-		m.rescue.check(context.Background(), time.Now())
-		m.rescue.quitPoll()
-		m.mu.Lock()
-	}
-	waited := false
-	for {
-		if len(m.rescued) > 0 || m.ending() != going {
-			return true
-		}
-		if !m.rescue.busy() || m.rt.tooLate() {
-			return false
-		}
-		if !m.wardenSaid && m.rescue.wardenNow() && waited {
-			// Once a job (a job of several loops has each come here),
-			// and once it has looked: not for a run it was the last of.
-			fmt.Fprintf(m.log, "farm: no case left; this meta-job stays while others of run %d run, to rescue their cases if they die (checking every %s)\n", m.Env.Run, m.rescue.period)
-			m.wardenSaid = true
-		}
-		waited = true
-		m.mu.Unlock()
-		t := time.NewTimer(m.rescue.pollEvery())
-		select {
-		case <-t.C:
-		case <-m.stop.ch:
-		}
-		t.Stop()
-		if m.rescue.wardenNow() {
-			m.rescue.quitPoll()
-		}
-		m.mu.Lock()
-	}
-}
-
-// rescuedNow is the lease's look for the job's own rescue mark (look.go):
-// if its cases were rescued, the run is over for it (supersede, counting
-// held more cases than those queued as left), and it reports true. err is
-// a lookup that failed. m.mu is held.
-func (m *Metajob) rescuedNow(held int, silent time.Duration) (bool, error) {
-	if m.rescue == nil {
-		return false, nil
-	}
-	by, marked, err := m.rescue.markedBy(m.rescue.self)
-	if err != nil || !marked {
-		return false, err
-	}
-	m.rescuedBy = by
-	m.supersede(fmt.Sprintf("its batch system reported it ended, and meta-job %s rescued its cases", by), silent, held)
-	return true, nil
 }
 
 // localFilesystem reports whether dir is on a filesystem of this host

@@ -73,8 +73,11 @@ func rescueFarm(t *testing.T, n int, period time.Duration, b backend.Backend) (s
 	}
 	var jobs []*Metajob
 	for _, id := range ids {
-		m := &Metajob{Farm: f, Backend: b, log: &bytes.Buffer{}, rt: &runtimeGuard{}, pool: newPool(1, nil, backend.Alloc{}), table: "table.dat"}
+		m := &Metajob{Farm: f, Backend: b, log: &bytes.Buffer{}, rt: &runtimeGuard{}, pool: newPool(1, nil, backend.Alloc{})}
+		table := "table.dat"
+		m.table.Store(&table)
 		m.Env.Run, m.Env.LookEvery = 1, 2*time.Second
+		t.Cleanup(m.startOwner().end)
 		m.self.ID = id
 		sw, err := status.CreateCap(filepath.Join(dir, layout.StatusDir, layout.StatusFile(id, 0)), id, 0, 1, "node"+id, status.Capacity{}, nil)
 		if err != nil {
@@ -97,6 +100,19 @@ func rescueFarm(t *testing.T, n int, period time.Duration, b backend.Backend) (s
 		jobs = append(jobs, m)
 	}
 	return dir, jobs
+}
+
+// rescued are the cases m's rescues handed it.
+func rescued(m *Metajob) []rescuedCase {
+	return owned(m, func(o *owner) []rescuedCase { return o.rescued })
+}
+
+// rescuedNow is m's lease's look for its own rescue mark.
+func rescuedNow(m *Metajob, held int, silent time.Duration) (bool, error) {
+	var ok bool
+	var err error
+	m.do(func(o *owner) { ok, err = o.rescuedNow(held, silent) })
+	return ok, err
 }
 
 // TestRescueChecksAreOnePerPeriod counts the scheduler queries made for
@@ -148,7 +164,7 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 	dead.sw.Start(2, t0)
 	ctx := context.Background()
 	// Job 2's lease looks for its mark: not rescued yet.
-	if rescued, err := dead.rescuedNow(1, 0); rescued || err != nil {
+	if rescued, err := rescuedNow(dead, 1, 0); rescued || err != nil {
 		t.Fatalf("job 2 rescued before any rescue (%v)", err)
 	}
 	jobs[0].rescue.tick(ctx, t0)
@@ -161,12 +177,12 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 		t.Fatal("job 3 took a rescue job 1 had taken")
 	}
 	jobs[0].rescue.collectDue(ctx, time.Now()) // before the fence: nothing yet
-	if len(jobs[0].rescued) != 0 {
+	if len(rescued(jobs[0])) != 0 {
 		t.Fatal("cases handed over before the fence passed")
 	}
 	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
 	var got []string
-	for _, rc := range jobs[0].rescued {
+	for _, rc := range rescued(jobs[0]) {
 		got = append(got, fmt.Sprintf("%d/%d/%s/%s", rc.c.ID, rc.retry+1, rc.why, rc.from))
 	}
 	if want := "2/2/rescue/status.2 3/1/rescue/status.2 4/1/rescue/status.2"; strings.Join(got, " ") != want {
@@ -178,10 +194,10 @@ func TestRescueTakesTheDeadJobsCases(t *testing.T) {
 		t.Errorf("job 1's status file holds %v (%v), want its C record of cases 2 3 4", lo.Unstarted, err)
 	}
 	// Job 2 resumes and renews its lease: it finds the mark, stops.
-	if rescued, err := dead.rescuedNow(1, 3*time.Second); !rescued || err != nil {
+	if rescued, err := rescuedNow(dead, 1, 3*time.Second); !rescued || err != nil {
 		t.Fatalf("job 2 not stopped after its cases were rescued (%v)", err)
 	}
-	if line := dead.supersededLine(); !strings.Contains(line, "rescued by meta-job 1") {
+	if line := owned(dead, (*owner).supersededLine); !strings.Contains(line, "rescued by meta-job 1") {
 		t.Errorf("job 2's last line: %q", line)
 	}
 }
@@ -202,8 +218,8 @@ func TestRescueLeavesACrashedCase(t *testing.T) {
 	ctx := context.Background()
 	jobs[0].rescue.tick(ctx, t0)
 	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
-	if len(jobs[0].rescued) != 1 || jobs[0].rescued[0].c.ID != 3 {
-		t.Errorf("rescued %+v, want case 3 only", jobs[0].rescued)
+	if got := rescued(jobs[0]); len(got) != 1 || got[0].c.ID != 3 {
+		t.Errorf("rescued %+v, want case 3 only", got)
 	}
 	if !strings.Contains(fmt.Sprint(jobs[0].log), "not run again: case 2 (its meta-job died under it 2 times, MAX_CRASHES=2)") {
 		t.Errorf("log: %s", jobs[0].log)

@@ -14,7 +14,7 @@ import (
 // (casetable/CLAIMS.md), by this meta-job, which alone runs its attempts,
 // one after the other. Each start says which attempt it is (status:
 // attempt=N why=retry). Fast-failure protection judges the node by first
-// attempts only (Metajob.ended): a broken node fails the next cases too and
+// attempts only (owner.judge): a broken node fails the next cases too and
 // stops the meta-job, while the retries of one bad case do not. A meta-job
 // that stops leaves its pending retries, with the case's failure, to 'farm
 // resubmit'; so are those that would come after the job's end less
@@ -33,82 +33,70 @@ type pendingRetry struct {
 // failed is told that case c, started as its retry-th retry (0: its first
 // attempt), exited with code, not 0: it is queued to run again if RETRIES
 // allows.
-func (m *Metajob) failed(c tablefmt.Case, retry, code int) {
-	cfg := m.Farm.Config
+func (o *owner) failed(c tablefmt.Case, retry, code int) {
+	cfg := o.m.Farm.Config
 	if retry >= cfg.Retries {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.retries = append(m.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay)})
-	fmt.Fprintf(m.log, "farm: case %d exited with status %d (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
+	o.retries = append(o.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay)})
+	fmt.Fprintf(o.m.log, "farm: case %d exited with status %d (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
 		c.ID, code, retry+1, cfg.RetryDelay.Round(time.Millisecond), retry+1, cfg.Retries)
 }
 
 // simpleRetries reports, in SIMPLE mode (one case a job), whether the
 // job's case is to run again: it then claims nothing more, and runs only
 // its retries.
-func (m *Metajob) simpleRetries() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.tableDone = true
-	return len(m.retries) > 0
+func (o *owner) simpleRetries() bool {
+	o.tableDone = true
+	return len(o.retries) > 0
 }
 
 // retryNotStarted is told that loop s did not start its case after all (a
 // stop, the run-time, the run superseded): if the case was a retry, it is
 // counted among those left for the next run.
-func (m *Metajob) retryNotStarted(s *loop) {
+func (o *owner) retryNotStarted(s *loop) {
 	if s.retry == 0 || s.from != "" {
 		return // a rescued case not started is in this job's C record: rescued again if it dies
 	}
-	m.mu.Lock()
-	m.retriesLeft++
-	m.mu.Unlock()
+	o.retriesLeft++
 }
 
-// dueRetry takes the retry that is due first, if one is due now. m.mu is
-// held. (Retries are queued in the order they fall due: one delay for all.)
-func (m *Metajob) dueRetry() (pendingRetry, bool) {
-	if len(m.retries) == 0 || time.Now().Before(m.retries[0].due) {
+// dueRetry takes the retry that is due first, if one is due now. (Retries
+// are queued in the order they fall due: one delay for all.)
+func (o *owner) dueRetry() (pendingRetry, bool) {
+	if len(o.retries) == 0 || time.Now().Before(o.retries[0].due) {
 		return pendingRetry{}, false
 	}
-	r := m.retries[0]
-	m.retries = m.retries[1:]
+	r := o.retries[0]
+	o.retries = o.retries[1:]
 	return r, true
 }
 
-// awaitRetry is called when the table has no case left for the meta-job
-// and it holds none: it waits, with m.mu released, until the first pending
-// retry is due, a stop signal comes, or another loop ends the job (an
-// error, fast-failure protection, the run superseded: next sees it). It
-// reports false, at once, when no retry is pending, or when the first
-// would fall due too late to run: after the job's end less dt_cutoff (the
-// retries are then left for the next run: runLoops says so).
-func (m *Metajob) awaitRetry() bool {
-	if len(m.retries) == 0 {
-		return false
+// awaitRetry is where serve goes when the table has no case left for the
+// job and it holds none: request r waits until the first pending retry
+// is due, or the job ends (a stop signal; another loop's error,
+// fast-failure protection, the run superseded: serve sees it). When no
+// retry is pending, or the first would fall due too late to run (after
+// the job's end less dt_cutoff: the retries are then left for the next
+// run, as runLoops says), r waits for a rescue instead, if any
+// (awaitRescue).
+func (o *owner) awaitRetry(r *request) step {
+	if len(o.retries) == 0 {
+		return o.awaitRescue(r)
 	}
-	due := m.retries[0].due
-	if end := m.rt.end.at(); !end.IsZero() && due.After(end.Add(-time.Duration(m.rt.cutoff*float64(time.Second)))) {
-		return false // said when the job ends
+	rt, due := o.m.rt, o.retries[0].due
+	if end := rt.end.at(); !end.IsZero() && due.After(end.Add(-time.Duration(rt.cutoff*float64(time.Second)))) {
+		return o.awaitRescue(r) // said when the job ends
 	}
-	for {
-		wait := min(time.Until(due), awaitLook)
-		m.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-m.stop.ch:
-		}
-		t.Stop()
-		m.mu.Lock()
-		if !time.Now().Before(due) || m.ending() != going {
-			return true
-		}
-	}
+	r.wait, r.at = waitRetry, due
+	return o.retryWait(r)
 }
 
-// awaitLook is how often a loop waiting for a retry looks whether another
-// loop ended the job.
-const awaitLook = time.Second
+// retryWait is r's wait for its retry, looked at again: over (serve looks
+// again) once the retry is due or the job ends.
+func (o *owner) retryWait(r *request) step {
+	if !time.Now().Before(r.at) || o.ending() != going {
+		return r.again()
+	}
+	return stepWait
+}

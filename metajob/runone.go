@@ -77,7 +77,8 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 
 // runPacked runs case c, which wants w, on what it was granted: bound to
 // its CPUs and with its settings when it is managed.
-func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w want, g grant) (int, time.Duration, stop, error) {
+func (m *Metajob) runPacked(ctx context.Context, s *loop, t turn, g grant) (int, time.Duration, stop, error) {
+	c, w := t.c, t.w
 	var cpus []int
 	if w.managed {
 		cpus = m.pool.bound(g)
@@ -87,7 +88,7 @@ func (m *Metajob) runPacked(ctx context.Context, s *loop, c tablefmt.Case, w wan
 	if w.managed && len(g.parts) > 0 {
 		p.GPUs = g.parts[0].gpus
 	}
-	if len(m.loops) > 1 {
+	if t.several {
 		p.Loop = s.k
 	}
 	p.Retry, p.Why, p.From = s.retry, s.why, s.from
@@ -134,9 +135,7 @@ func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code,
 	id := strconv.FormatInt(c.ID, 10)
 	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
 	if table == "" {
-		m.mu.Lock()
-		table = m.table
-		m.mu.Unlock()
+		table = m.runTable()
 	}
 	if m.Farm.Config.RunDirs {
 		// Made here, not in single_case.sh: a mkdir process per case would
@@ -152,20 +151,22 @@ func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code,
 
 // linesOf is the number of lines of table, for scripts written for META
 // (N_cases): counted once per meta-job and table; 0 if it cannot be read.
+// (The count is made by the loop, outside the owner, as it was outside
+// the job's lock: two loops may count at once.)
 func (m *Metajob) linesOf(table string) int64 {
-	m.mu.Lock()
-	n, ok := m.tableLines[table]
-	m.mu.Unlock()
+	var n int64
+	var ok bool
+	m.do(func(o *owner) { n, ok = o.tableLines[table] })
 	if ok || table == "" {
 		return n
 	}
 	n, _ = tablefmt.CountLines(m.Farm.Path(table))
-	m.mu.Lock()
-	if m.tableLines == nil {
-		m.tableLines = map[string]int64{}
-	}
-	m.tableLines[table] = n
-	m.mu.Unlock()
+	m.do(func(o *owner) {
+		if o.tableLines == nil {
+			o.tableLines = map[string]int64{}
+		}
+		o.tableLines[table] = n
+	})
 	return n
 }
 

@@ -36,7 +36,7 @@ const (
 )
 
 // line is the job's last line for why, as META users know it ("" for
-// none); a superseded job's is Metajob.supersededLine.
+// none); a superseded job's is owner.supersededLine.
 func (why stop) line() string {
 	switch why {
 	case stopFastFailure:

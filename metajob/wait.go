@@ -1,7 +1,6 @@
 package metajob
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -13,46 +12,48 @@ import (
 // it exits: at each of its looks at the run (look.go, every LookEvery) it
 // claims again if the run record moved on.
 
-// awaitCases is called when a claim found no case left: it waits, m.mu
-// released, until a look finds the run record moved on, a case is rescued
-// or a retry falls due (it reports true: claim again), or until
-// WAIT_FOR_CASES has passed since the job found nothing left, a stop,
-// another loop's error or the run-time runs short (false); or it returns
-// the look's stop (the run superseded) or error. The loops of a job
-// share its looks. m.mu is held.
-func (m *Metajob) awaitCases(ctx context.Context) (bool, stop, error) {
+// awaitCases is where serve goes when a claim found no case left: request
+// r waits until a look finds the run record moved on, a case is rescued
+// or a retry falls due (serve looks again: claims again), or until
+// WAIT_FOR_CASES has passed since the job found nothing left, the job
+// ends or the run-time runs short (noCases); or its loop ends with the
+// look's stop (the run superseded) or error. The requests waiting so
+// share the job's looks.
+func (o *owner) awaitCases(r *request) step {
+	m := o.m
 	wait := m.Farm.Config.WaitForCases
-	if wait <= 0 || m.Env.Simple || m.looked.IsZero() {
-		return false, going, nil // (no news of its run: the record is of another)
+	if wait <= 0 || m.Env.Simple || o.looked.IsZero() {
+		return o.noCases(r) // (no news of its run: the record is of another)
 	}
-	if m.idleSince.IsZero() {
-		m.idleSince = m.now()
+	if o.idleSince.IsZero() {
+		o.idleSince = m.now()
 		fmt.Fprintf(m.log, "farm: no case left; waiting up to %s for cases 'farm add' adds to run %d (WAIT_FOR_CASES)\n", wait.Round(time.Second), m.Env.Run)
 	}
-	for {
-		if m.ending() != going || m.rt.tooLate() {
-			return false, going, nil
-		}
-		if m.now().Sub(m.idleSince) >= wait {
-			return false, going, nil
-		}
-		if len(m.rescued) > 0 || len(m.retries) > 0 && !time.Now().Before(m.retries[0].due) {
-			return true, going, nil
-		}
-		if moved, why, err := m.look(ctx, 0); moved || why != going || err != nil {
-			return moved, why, err
-		}
-		d := min(max(m.lookDue(), 0), max(wait-m.now().Sub(m.idleSince), 0)) + time.Millisecond
-		if len(m.retries) > 0 {
-			d = min(d, max(time.Until(m.retries[0].due), 0)+time.Millisecond)
-		}
-		m.mu.Unlock()
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-m.stop.ch:
-		}
-		t.Stop()
-		m.mu.Lock()
+	r.wait = waitCases
+	return o.casesWait(r)
+}
+
+// casesWait is r's wait for added cases, looked at again; while it goes
+// on, r.at is when it is next: the next look due, the end of the wait, or
+// the first retry due, whichever comes first.
+func (o *owner) casesWait(r *request) step {
+	m := o.m
+	wait := m.Farm.Config.WaitForCases
+	if o.ending() != going || m.rt.tooLate() || m.now().Sub(o.idleSince) >= wait {
+		return o.noCases(r)
 	}
+	if len(o.rescued) > 0 || len(o.retries) > 0 && !time.Now().Before(o.retries[0].due) {
+		return r.again()
+	}
+	if moved, why, err := o.look(r.ctx, 0); why != going || err != nil {
+		return r.ends(why, err)
+	} else if moved {
+		return r.again() // cases may have been added
+	}
+	d := min(max(o.lookDue(), 0), max(wait-m.now().Sub(o.idleSince), 0)) + time.Millisecond
+	if len(o.retries) > 0 {
+		d = min(d, max(time.Until(o.retries[0].due), 0)+time.Millisecond)
+	}
+	r.at = time.Now().Add(d)
+	return stepWait
 }
