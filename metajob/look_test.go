@@ -55,6 +55,7 @@ func lookFarm(t *testing.T) (*Metajob, *loop, string) {
 	}
 	t.Cleanup(func() { m.sw.Close() })
 	m.Env.Run = 1
+	m.stop.ch = make(chan struct{}) // a test may close it: a stop signal
 	t.Cleanup(m.startOwner().end)
 	s := &loop{k: 1, runner: nopRunner{}}
 	var cases []tablefmt.Case
