@@ -151,9 +151,7 @@ func (o *owner) claimFor(r *request) step {
 	if why != going || err != nil {
 		return r.ends(why, err)
 	}
-	if err := o.queued(cases); err != nil {
-		return r.ends(going, err)
-	}
+	o.queued(cases)
 	return stepCase
 }
 
@@ -268,9 +266,9 @@ func damageAdvice(what string, err error) error {
 }
 
 // queued makes cases, just claimed, the job's queue: the larger first in a
-// job of several nodes; with rescue on, recorded in its status file at
-// once.
-func (o *owner) queued(cases []tablefmt.Case) error {
+// job of several nodes. (With rescue on, the claim was recorded in its
+// status file before its commit: noteClaim.)
+func (o *owner) queued(cases []tablefmt.Case) {
 	m := o.m
 	o.queue = cases
 	if len(m.pool.nodes) > 1 {
@@ -283,18 +281,17 @@ func (o *owner) queued(cases []tablefmt.Case) error {
 		})
 	}
 	o.batch++
-	if m.rescue == nil {
-		return nil
-	}
-	// What it holds, should it die: written at once (and synced on a
-	// network filesystem), for the rescue (rescue.go).
-	ids := make([]int64, len(cases))
-	for i, c := range cases {
-		ids[i] = c.ID
-	}
+}
+
+// noteClaim records, with rescue on, the claim of cases ids in the job's
+// status file before its commit is tried (casetable.Opts.Note: a C record
+// with claim=TOKEN, written at once and synced on a network filesystem), or
+// that it was lost (lost=): a kill cannot part a claim from its record, and
+// a rescuer decides one with no outcome recorded from the claim state.
+func (m *Metajob) noteClaim(token string, ids []int64, lost bool) error {
 	m.swMu.Lock()
 	defer m.swMu.Unlock()
-	return m.sw.Claimed(ids, time.Now(), "", nil)
+	return m.sw.ClaimNoted(ids, time.Now(), token, lost)
 }
 
 // recordUnfit records that case c was taken and is not started, and why.

@@ -58,6 +58,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	}
 	if m.rescue = newRescuer(m); m.rescue != nil {
 		m.sw.SyncStarts = !localFilesystem(f.Dir)
+		m.store.Note = m.noteClaim
 	}
 	// RUN directories are made relative to the open farm directory: one
 	// lookup at the server instead of one per component of the path.

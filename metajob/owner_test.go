@@ -3,6 +3,7 @@ package metajob
 import (
 	"bytes"
 	"context"
+	"github.com/farm-hpc/farm/layout"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,7 +141,7 @@ func TestOwnerWaitsForARescue(t *testing.T) {
 	_, jobs := rescueFarm(t, 2, time.Minute, &stateBackend{})
 	m := jobs[0]
 	// Another job is the run's warden: this one stays for its own rescue.
-	if err := os.WriteFile(filepath.Join(m.rescue.dir, wardenName), []byte("2\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(m.rescue.dir, layout.WardenMark(1, "")), []byte("2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m.rescue.mu.Lock()

@@ -308,7 +308,11 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 			fmt.Fprintf(r.m.log, "farm: rescue: reading %s: %v; looked at again at the next check\n", name, err)
 			continue
 		}
-		if lo.Run != r.run || len(lo.Open) == 0 && len(lo.Unstarted) == 0 {
+		held := len(lo.Open) + len(lo.Unstarted)
+		for _, u := range lo.Undecided {
+			held += len(u.IDs)
+		}
+		if lo.Run != r.run || held == 0 {
 			if lo.Quitted || lo.Run != r.run {
 				r.mark(name, "none") // holds nothing, and never will: looked at once
 			}
@@ -319,7 +323,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		}
 		if r.mark(name, string(info.State)) {
 			fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
-				id, r.run, info.State, len(lo.Open)+len(lo.Unstarted), r.wait())
+				id, r.run, info.State, held, r.wait())
 		}
 	}
 	r.mu.Lock()
@@ -533,6 +537,7 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 		}
 		ids = append(ids, id)
 	}
+	ids = append(ids, r.decideClaims(ctx, lo.Undecided)...)
 	if len(crashed) > 0 {
 		fmt.Fprintf(m.log, "farm: rescue: not run again: case %s\n", strings.Join(crashed, ", case "))
 	}
@@ -570,6 +575,31 @@ func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 	fmt.Fprintf(m.log, "farm: rescued from %s (%s): %s\n%s", p.name, p.state, describeRescue(got), notFound(lost))
 	m.do(func(o *owner) { o.rescued = append(o.rescued, got...) }) // nothing if the job has ended: its C record has them
 	return nil
+}
+
+// decideClaims decides, from the claim state, the claims the dead job
+// recorded before their commits with no record of their outcome (it died
+// in or just after the commit): the cases of those committed, to rescue.
+// One it cannot decide is left for 'farm resubmit', which runs it: it was
+// never started.
+func (r *rescuer) decideClaims(ctx context.Context, claims []status.NotedClaim) []int64 {
+	if len(claims) == 0 {
+		return nil
+	}
+	store := r.m.Farm.Store()
+	defer store.Close()
+	store.Job, store.Log = r.m.self.ID, r.m.log
+	var ids []int64
+	for _, c := range claims {
+		won, err := store.ClaimWon(ctx, c.Token)
+		switch {
+		case err != nil:
+			fmt.Fprintf(r.m.log, "farm: rescue: cannot tell whether the claim of case(s) %s committed (%v); left for 'farm resubmit'\n", status.AppendIDs(nil, c.IDs), err)
+		case won:
+			ids = append(ids, c.IDs...)
+		}
+	}
+	return ids
 }
 
 // notFound is the job's line about rescued cases its tables do not have

@@ -16,6 +16,7 @@ import (
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/tablefmt"
 )
 
 // stateBackend is a batch system whose jobs are in the states a test sets,
@@ -248,4 +249,55 @@ func TestRescueMarkIsTakenOnce(t *testing.T) {
 	if len(jobs[2].rescue.pending) != 1 {
 		t.Fatalf("job 3 did not take the rescue job 1 gave back: %s", jobs[2].log)
 	}
+}
+
+// TestRescueDecidesClaimsWithNoOutcome: job 2 recorded a claim before its
+// commit and died before starting any of its cases (a kill just after the
+// commit): job 1's rescue decides it from the claim state, committed, and
+// runs its cases; a claim recorded with no outcome that did not commit (a
+// token of another's commit) is not rescued.
+func TestRescueDecidesClaimsWithNoOutcome(t *testing.T) {
+	b := &stateBackend{states: map[string]backend.JobState{"2": backend.Failed}}
+	dir, jobs := rescueFarm(t, 2, time.Minute, b)
+	startRun(t, dir, 1)
+	dead := jobs[1]
+	st := dead.Farm.Store()
+	defer st.Close()
+	st.Job = "2"
+	var token string
+	st.Note = func(tok string, ids []int64, lost bool) error {
+		token = tok
+		return dead.noteClaim(tok, ids, lost)
+	}
+	ctx := context.Background()
+	cases, err := st.Claim(ctx, 1, 3)
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("claim: %v, %v", cases, err)
+	}
+	claimed := fmt.Sprint(caseIDsOf(cases))
+	forged := token[:strings.Index(token, "#")+1] + "0123456789abcdef"
+	dead.noteClaim(forged, []int64{19, 20}, false)
+	dead.sw.Flush()
+	lo, err := status.ReadLeftovers(filepath.Join(dir, layout.StatusDir, "status.2"))
+	if err != nil || len(lo.Unstarted) != 0 || len(lo.Undecided) != 2 {
+		t.Fatalf("job 2's leftovers %+v (%v): want two claims undecided, nothing else", lo, err)
+	}
+	jobs[0].rescue.tick(ctx, time.Now())
+	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
+	var got []int64
+	for _, rc := range rescued(jobs[0]) {
+		got = append(got, rc.c.ID)
+	}
+	if fmt.Sprint(got) != claimed {
+		t.Errorf("rescued %v, want the committed claim's cases %s only\n%s", got, claimed, jobs[0].log)
+	}
+}
+
+// caseIDsOf are the IDs of cases.
+func caseIDsOf(cases []tablefmt.Case) []int64 {
+	ids := make([]int64, len(cases))
+	for i, c := range cases {
+		ids[i] = c.ID
+	}
+	return ids
 }
