@@ -91,11 +91,18 @@ func (o *owner) heard(t time.Time, st casetable.State) {
 // claimNews takes what a claim of n cases read, as of asOf, as news of the
 // run: a claim in it, dated from before the claim (a job frozen inside the
 // claim, once committed, must count the freeze); or, with no case, its
-// record — unless a repair rebuilt it since the last news: then the run is
-// superseded (stopSuperseded), at once, for the cases the job's loops hold.
+// record — unless a repair rebuilt it since the last news, or it is a later
+// run's: then the run is superseded (stopSuperseded), at once, for the cases
+// the job's loops hold.
 func (o *owner) claimNews(asOf time.Time, n int) stop {
 	m := o.m
 	st := m.store.Last()
+	if n == 0 && st.Run > m.Env.Run {
+		// A later run's record: the job's run is over, whether or not it
+		// had news of it (a job that starts after the next run began must
+		// neither stay as a warden nor rescue what that run runs).
+		return o.supersede(supersededBy(m.Env.Run, o.news.run, st), 0, 0)
+	}
 	if n == 0 && st.Run != m.Env.Run {
 		return going // another run's record: the claim says so (stopNoCases)
 	}

@@ -1,6 +1,7 @@
 package metajob
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -123,6 +124,7 @@ type rescuer struct {
 // at: it reads the file once the fence has passed.
 type pendingRescue struct {
 	name  string // the status file's name
+	mark  string // the mark's name, if not name: a rescue taken over (takeOver)
 	at    time.Time
 	state string // the engine's word, for the log
 }
@@ -182,7 +184,7 @@ func (r *rescuer) start(ctx context.Context) {
 		for {
 			step := r.period / 4
 			step += time.Duration(mrand.Int64N(int64(step)/2 + 1))
-			t := time.NewTimer(min(step, time.Second*15))
+			t := time.NewTimer(min(step, time.Second*15, r.nextDue()))
 			select {
 			case <-r.quit:
 				t.Stop()
@@ -211,7 +213,7 @@ func (r *rescuer) halt() {
 	r.isWarden = false // a second halt must not remove a new warden's mark
 	r.mu.Unlock()
 	for _, p := range pending {
-		r.unmark(p.name)
+		r.unmark(cmp.Or(p.mark, p.name))
 	}
 	if warden {
 		r.wardenLeaves()
@@ -299,31 +301,12 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		if id == wjob && !wgone {
 			r.wardenEnded(wk) // its successor is the next job to find no case left
 		}
-		name := r.newestFile(id)
-		if name == "" || marks[name] {
-			continue
-		}
-		lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, name))
-		if err != nil {
-			fmt.Fprintf(r.m.log, "farm: rescue: reading %s: %v; looked at again at the next check\n", name, err)
-			continue
-		}
-		held := len(lo.Open) + len(lo.Unstarted)
-		for _, u := range lo.Undecided {
-			held += len(u.IDs)
-		}
-		if lo.Run != r.run || held == 0 {
-			if lo.Quitted || lo.Run != r.run {
-				r.mark(name, "none") // holds nothing, and never will: looked at once
-			}
-			continue
-		}
-		if !r.hasTime() {
-			continue // left to a job with time for it
-		}
-		if r.mark(name, string(info.State)) {
-			fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
-				id, r.run, info.State, held, r.wait())
+		switch name := r.newestFile(id); {
+		case name == "":
+		case !marks[name]:
+			r.consider(id, name, info.State)
+		default:
+			r.takeOver(name, marks, infos)
 		}
 	}
 	r.mu.Lock()
@@ -331,6 +314,74 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 	r.watchGen++
 	r.over = len(running) == 0 && len(r.pending) == 0
 	r.mu.Unlock()
+}
+
+// consider marks the rescue of the status file name of job id, which the
+// batch system says has ended (state), if it holds cases of the run and this
+// job has the time to rescue them.
+func (r *rescuer) consider(id, name string, state backend.JobState) {
+	lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, name))
+	if err != nil {
+		fmt.Fprintf(r.m.log, "farm: rescue: reading %s: %v; looked at again at the next check\n", name, err)
+		return
+	}
+	held := len(lo.Open) + len(lo.Unstarted)
+	for _, u := range lo.Undecided {
+		held += len(u.IDs)
+	}
+	// A job that found its run superseded left what it held to the next
+	// run: rescued in this one, it would run twice.
+	superseded := lo.QuitWhy == stopSuperseded.String()
+	if lo.Run != r.run || held == 0 || superseded {
+		if lo.Quitted || lo.Run != r.run {
+			r.mark(name, "none") // holds nothing, and never will: looked at once
+		}
+		return
+	}
+	if !r.hasTime() {
+		return // left to a job with time for it
+	}
+	if r.mark(name, string(state)) {
+		fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
+			id, r.run, state, held, r.wait())
+	}
+}
+
+// takeOver carries out the rescue of the status file name that a meta-job
+// took (its mark) and ended before carrying out: its batch system says it
+// ended, and its own file has no C record from name. It first marks that
+// rescuer's own file (were it only frozen, its lease then stops it from
+// starting what it took), then marks name again, as name~K, for this job.
+func (r *rescuer) takeOver(name string, marks map[string]bool, infos map[string]backend.JobInfo) {
+	k := 1
+	for marks[name+"~"+strconv.Itoa(k+1)] {
+		k++
+	}
+	mark := name
+	if k > 1 {
+		mark += "~" + strconv.Itoa(k)
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, mark))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 || f[2] == "none" || f[0] == r.m.self.ID {
+		return
+	}
+	in, ok := infos[f[0]]
+	held := r.newestFile(f[0])
+	if !ok || in.State.Active() || held == "" || !r.hasTime() {
+		return
+	}
+	if lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, held)); err != nil || lo.RescuedFrom[name] {
+		return // carried out: its cases are in the rescuer's file, rescued from there
+	}
+	if !marks[held] {
+		r.consider(f[0], held, in.State)
+		r.markAs(held, held, string(in.State)) // (if consider did not: nothing held)
+	}
+	if r.markAs(name, name+"~"+strconv.Itoa(k+1), f[2]) {
+		fmt.Fprintf(r.m.log, "farm: rescue: meta-job %s took the cases of %s and ended (%s) before running them; this job rescues them after %s\n",
+			f[0], name, in.State, r.wait())
+	}
 }
 
 // quitPoll is the warden's look, between checks, at the jobs the last
@@ -413,8 +464,11 @@ func (r *rescuer) hasTime() bool {
 // reader): it reports whether this job made the mark, deciding from the
 // mark's content (its nonce), and queues the rescue. "none" marks a file
 // looked at with nothing to rescue.
-func (r *rescuer) mark(name, state string) bool {
-	path := filepath.Join(r.dir, name)
+func (r *rescuer) mark(name, state string) bool { return r.markAs(name, name, state) }
+
+// markAs is mark, its mark named mark (a rescue taken over: name~K).
+func (r *rescuer) markAs(name, mark, state string) bool {
+	path := filepath.Join(r.dir, mark)
 	content := fmt.Sprintf("%s %s %s %s %d\n", r.m.self.ID, r.nonce, state, time.Now().UTC().Format(time.RFC3339), r.marks.Add(1))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err == nil {
@@ -430,7 +484,7 @@ func (r *rescuer) mark(name, state string) bool {
 	}
 	if state != "none" {
 		r.mu.Lock()
-		r.pending = append(r.pending, pendingRescue{name: name, at: time.Now(), state: state})
+		r.pending = append(r.pending, pendingRescue{name: name, mark: mark, at: time.Now(), state: state})
 		r.mu.Unlock()
 	}
 	return true
@@ -471,6 +525,19 @@ func (r *rescuer) markedBy(name string) (string, bool, error) {
 	return fl[0], true, nil
 }
 
+// nextDue is how long until the first pending rescue's fence has passed
+// (a little more); an hour if none is pending. The tick is made then, so
+// that a rescue is carried out when its wait ends, not at the next look.
+func (r *rescuer) nextDue() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := time.Hour
+	for _, p := range r.pending {
+		d = min(d, r.wait()-gap(time.Now(), p.at)+10*time.Millisecond)
+	}
+	return max(d, 0)
+}
+
 // collectDue carries out the rescues whose fence has passed.
 func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
 	r.mu.Lock()
@@ -502,17 +569,18 @@ func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
 func (r *rescuer) collect(ctx context.Context, p pendingRescue) error {
 	m := r.m
 	// A rescuer whose own cases were rescued meanwhile takes nothing
-	// more: no one would rescue what it took. Its mark goes, for another.
+	// more: no one would rescue what it took. Its mark stays: another
+	// takes the rescue over (takeOver), as from a rescuer that died.
 	if by, marked, err := r.markedBy(r.self); err != nil || marked {
-		r.unmark(p.name)
 		if err != nil {
+			r.unmark(cmp.Or(p.mark, p.name))
 			return err
 		}
 		return fmt.Errorf("this meta-job's own cases were rescued by meta-job %s", by)
 	}
 	lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, p.name))
 	if err != nil {
-		r.unmark(p.name)
+		r.unmark(cmp.Or(p.mark, p.name))
 		return err
 	}
 	attempt := map[int64]int{}

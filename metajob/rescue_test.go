@@ -301,3 +301,45 @@ func caseIDsOf(cases []tablefmt.Case) []int64 {
 	}
 	return ids
 }
+
+// TestRescueTakenOverFromADeadRescuer: job 2 died holding cases 3 and 4;
+// job 3 took their rescue (its mark) and died before carrying it out. Job
+// 1's next check takes it over: it marks job 3's own file (were job 3 only
+// frozen, it would start nothing) and status.2 again, as status.2~2, and
+// runs cases 3 and 4 once the fence has passed. A later check takes
+// nothing more.
+func TestRescueTakenOverFromADeadRescuer(t *testing.T) {
+	b := &stateBackend{states: map[string]backend.JobState{"2": backend.Failed}}
+	dir, jobs := rescueFarm(t, 3, time.Minute, b)
+	t0 := time.Now()
+	jobs[1].sw.Claimed([]int64{3, 4}, t0, "", nil)
+	jobs[1].sw.Flush()
+	ctx := context.Background()
+	jobs[2].rescue.tick(ctx, t0)
+	if len(jobs[2].rescue.pending) != 1 {
+		t.Fatalf("job 3 did not take the rescue: %s", jobs[2].log)
+	}
+	b.states["3"] = backend.Failed // dies before its fence passed
+	jobs[0].rescue.tick(ctx, t0.Add(time.Minute))
+	rdir := filepath.Join(dir, layout.MiscDir, rescueDir(1))
+	for _, name := range []string{"status.2~2", "status.3"} {
+		if _, err := os.Stat(filepath.Join(rdir, name)); err != nil {
+			t.Errorf("no mark %s after the take-over: %v\n%s", name, err, jobs[0].log)
+		}
+	}
+	if by, marked, err := jobs[2].rescue.markedBy("status.3"); !marked || by != "1" || err != nil {
+		t.Errorf("job 3's own mark: by %q %v %v; want job 1's (its lease stops it)", by, marked, err)
+	}
+	jobs[0].rescue.collectDue(ctx, time.Now().Add(jobs[0].rescue.wait()+time.Second))
+	var got []int64
+	for _, rc := range rescued(jobs[0]) {
+		got = append(got, rc.c.ID)
+	}
+	if fmt.Sprint(got) != "[3 4]" {
+		t.Errorf("rescued %v, want [3 4]\n%s", got, jobs[0].log)
+	}
+	jobs[0].rescue.tick(ctx, t0.Add(2*time.Minute))
+	if _, err := os.Stat(filepath.Join(rdir, "status.2~3")); err == nil {
+		t.Errorf("the rescue taken over again after job 1 carried it out")
+	}
+}

@@ -17,8 +17,12 @@ type Leftovers struct {
 	// Next is, for an unstarted case handed to it by a rescue after an
 	// earlier attempt (a C record's next=), the attempt it is to be.
 	Next map[int64]int
-	// Quitted: it exited by itself (a Q record).
+	// RescuedFrom are the status files (their names) whose cases it took
+	// in a rescue: its C records' from=.
+	RescuedFrom map[string]bool
+	// Quitted: it exited by itself (a Q record), for QuitWhy (its why=).
 	Quitted bool
+	QuitWhy string
 	// Undecided are its claims recorded before their commit (claim=) with
 	// no record of their outcome: neither lost (lost=) nor shown won by a
 	// start of one of their cases. The claim state decides them
@@ -55,7 +59,7 @@ func ReadLeftovers(path string) (Leftovers, error) {
 		return Leftovers{}, err
 	}
 	c := rp.claims
-	l := Leftovers{Job: c.job, Run: c.run, Restart: c.restart, Next: c.next, Quitted: rp.file.Quitted}
+	l := Leftovers{Job: c.job, Run: c.run, Restart: c.restart, Next: c.next, Quitted: rp.file.Quitted, QuitWhy: rp.file.QuitWhy, RescuedFrom: c.from}
 	for _, o := range rp.open { // unsettled: in the order started
 		l.Open = append(l.Open, OpenCase{ID: o.id, Start: o.start, Attempt: max(o.attempt, 1)})
 	}
@@ -85,9 +89,10 @@ func ReadLeftovers(path string) (Leftovers, error) {
 type claims struct {
 	job          string
 	run, restart int
-	held         map[int64]bool // claimed and not started
-	order        []int64        // as claimed; again if claimed again after its start
-	next         map[int64]int  // the C records' next=, the last for an ID
+	held         map[int64]bool  // claimed and not started
+	order        []int64         // as claimed; again if claimed again after its start
+	next         map[int64]int   // the C records' next=, the last for an ID
+	from         map[string]bool // the C records' from=
 	// The claims recorded before their commit (claim=) whose outcome is not
 	// known: their cases by token, in order; each case's token while so.
 	noted   map[string][]int64
@@ -101,6 +106,12 @@ func (c *claims) header(r *Record) { c.job, c.run, c.restart = string(r.Job), r.
 // claimed replays a C record.
 func (c *claims) claimed(r *Record) {
 	ids, _ := ParseIDs(r.IDs)
+	if len(r.From) > 0 {
+		if c.from == nil {
+			c.from = map[string]bool{}
+		}
+		c.from[string(r.From)] = true
+	}
 	if len(r.Lost) > 0 { // a claim= whose commit was lost: its cases are not held
 		c.decided(string(r.Lost), false)
 		return

@@ -31,7 +31,7 @@ var leftoverFiles = []struct {
 		Leftovers{Job: "7", Run: 3, Unstarted: []int64{4, 5, 6, 2, 8}}},
 	{"claimed again after its start and end", "# farm-status v1 job=7 run=3 host=n1\n" +
 		"C 1700000000.000 5-6\nS 5 1700000000.000 n1\nE 5 0 1700000000.000 1.000 n1\nC 1700000002.000 1,5 from=status.9 next=5:2\n",
-		Leftovers{Job: "7", Run: 3, Unstarted: []int64{5, 6, 1}, Next: map[int64]int{5: 2}}},
+		Leftovers{Job: "7", Run: 3, Unstarted: []int64{5, 6, 1}, Next: map[int64]int{5: 2}, RescuedFrom: map[string]bool{"status.9": true}}},
 	{"claimed again, its first claim started", "# farm-status v1 job=7 run=3 host=n1\n" +
 		"C 1700000000.000 5\nS 5 1700000000.000 n1\nC 1700000002.000 9\nC 1700000003.000 5\n",
 		Leftovers{Job: "7", Run: 3, Open: []OpenCase{{ID: 5, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{5, 9}}},
@@ -39,7 +39,7 @@ var leftoverFiles = []struct {
 		"C 1700000000.000 10-12 from=status.2 next=10:2,12:3\nS 12 1700000000.000 n1 attempt=3 why=rescue from=status.2\n" +
 		"C 1700000001.000 10 from=status.4 next=10:4\n",
 		Leftovers{Job: "7", Run: 3, Open: []OpenCase{{ID: 12, Start: 1_700_000_000, Attempt: 3}}, Unstarted: []int64{10, 11},
-			Next: map[int64]int{10: 4, 12: 3}}},
+			Next: map[int64]int{10: 4, 12: 3}, RescuedFrom: map[string]bool{"status.2": true, "status.4": true}}},
 	{"S then E, S with no end, I", "# farm-status v1 job=7 run=3 host=n1\n" +
 		"S 1 1700000000.000 n1\nE 1 3 1700000000.000 1.500 n1\nS 2 1700000001.000 n1 loop=1 cpus=0-3\n" +
 		"S 3 1700000002.000 n1 loop=2\nI 3 15 1700000002.000 1.000 n1\nS 4 1700000003.000 n1 attempt=2 why=retry\n",

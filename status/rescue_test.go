@@ -77,7 +77,7 @@ func TestLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Leftovers{Job: "5", Run: 2, Open: []OpenCase{{ID: 3, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{4, 9, 10}, Next: map[int64]int{10: 2}}
+	want := Leftovers{Job: "5", Run: 2, Open: []OpenCase{{ID: 3, Start: 1_700_000_000, Attempt: 1}}, Unstarted: []int64{4, 9, 10}, Next: map[int64]int{10: 2}, RescuedFrom: map[string]bool{"status.8": true}}
 	if diff := cmp.Diff(want, lo); diff != "" {
 		t.Errorf("leftovers (-want +got):\n%s", diff)
 	}
