@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
 
@@ -137,4 +138,74 @@ func (r *rescuer) wardenLeaves() {
 	if f, err := os.OpenFile(r.wardenPath(k, ".off"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
 		f.Close()
 	}
+}
+
+// quitPoll is the warden's look, between checks, at the jobs the last
+// check found running: a job whose status file has its Q record has ended
+// its cases. When none is left and no rescue is pending, the run is over
+// for the warden. (Each look reads only what a job appended since the
+// last: a status.Follower per file watched.)
+func (r *rescuer) quitPoll() {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
+	r.mu.Lock()
+	watch, gen := r.watch, r.watchGen
+	r.mu.Unlock()
+	follow := make(map[string]*status.Follower, len(watch))
+	var still []string
+	for _, name := range watch {
+		fl := r.follow[name]
+		if fl == nil {
+			fl = status.NewFollower(filepath.Join(r.statusDir, name))
+		}
+		follow[name] = fl
+		// An error (a file gone, unreadable) leaves the job watched.
+		if f, _ := fl.Read(); !f.Quitted {
+			still = append(still, name)
+		}
+	}
+	r.follow = follow // the files no longer watched are let go
+	r.mu.Lock()
+	if r.watchGen == gen { // no check meanwhile
+		r.watch = still
+		r.over = len(still) == 0 && len(r.pending) == 0
+	}
+	r.mu.Unlock()
+}
+
+// pollEvery is how long the warden waits between its looks at the jobs
+// still running: 5 ms a job, from 200 ms (a few jobs: the run's end is
+// not held up) to 5 s (a thousand: some 200 reads a second, falling as
+// they end).
+func (r *rescuer) pollEvery() time.Duration {
+	r.mu.Lock()
+	n := len(r.watch)
+	r.mu.Unlock()
+	return min(max(time.Duration(n)*5*time.Millisecond, 200*time.Millisecond), 5*time.Second)
+}
+
+// setOver records the warden's finding when the run has no other job.
+func (r *rescuer) setOver(over bool) {
+	r.mu.Lock()
+	r.over = over && len(r.pending) == 0
+	r.mu.Unlock()
+}
+
+// wardenNow reports whether this job is the run's warden.
+func (r *rescuer) wardenNow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isWarden
+}
+
+// busy reports whether the meta-job must stay: rescues of its own are
+// waiting for the fence or being handed to it, or, as the warden, others
+// of the run still run. (A rescue taken off pending before its cases were
+// handed over let the job find nothing to wait for and exit "No cases
+// left" with the rescued cases in its C record, unrun: under load, 1
+// TestLocalRescueStopsAtTheCrashLimit in 8.)
+func (r *rescuer) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) > 0 || r.handing > 0 || r.isWarden && !r.over
 }
