@@ -2,12 +2,9 @@ package metajob
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +17,6 @@ import (
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
-	"github.com/nightlyone/lockfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,12 +142,6 @@ const (
 	caseDirGrace = time.Minute
 )
 
-// caseDirHost names this host identity in case directory names.
-func caseDirHost() string {
-	h := sha256.Sum256([]byte(proc.HostID()))
-	return hex.EncodeToString(h[:6])
-}
-
 func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
 	r, err := newCopyRunner(dir, bash, env, out)
 	if err == nil {
@@ -190,88 +180,6 @@ func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 		return nil, err
 	}
 	return r, nil
-}
-
-// lockCaseDir checks that the new directory tmp is private (a directory,
-// ours, no access for others) and puts in it the lock that holds our PID.
-func lockCaseDir(tmp string) error {
-	fi, err := os.Lstat(tmp)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() || !ownedByUs(fi) || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s is not a private directory of ours (%s)", tmp, fi.Mode())
-	}
-	lock, err := lockfile.New(filepath.Join(tmp, caseDirLock))
-	if err != nil {
-		return err
-	}
-	if err := lock.TryLock(); err != nil {
-		// TryLock needs link(), which some filesystems lack. Nobody else
-		// uses this new private directory: write the same lock (our PID)
-		// directly.
-		return os.WriteFile(string(lock), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
-	}
-	return nil
-}
-
-func ownedByUs(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Getuid()
-}
-
-// removeDeadCaseDirs removes the case directories in base named with
-// prefix (this host identity's) whose meta-job is dead: its lock holds the
-// PID of a process that is gone, or it has no valid lock and is older than
-// caseDirGrace. It never follows a symbolic link and leaves alone anything
-// that is not a directory of ours, a lock that is not a file of ours and a
-// directory whose lock's PID lives. Errors are ignored: what is left is
-// tried again by the next runner.
-func removeDeadCaseDirs(base, prefix string) {
-	ents, err := os.ReadDir(base)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), prefix) || !e.IsDir() { // IsDir: the entry itself, not a link's target
-			continue
-		}
-		p := filepath.Join(base, e.Name())
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.IsDir() || !ownedByUs(fi) {
-			continue
-		}
-		if caseDirDead(p, fi) {
-			os.RemoveAll(p)
-		}
-	}
-}
-
-// caseDirDead judges the case directory p (fi: its Lstat) of this host
-// identity.
-func caseDirDead(p string, fi os.FileInfo) bool {
-	name := filepath.Join(p, caseDirLock)
-	li, err := os.Lstat(name)
-	if err == nil {
-		if !li.Mode().IsRegular() || !ownedByUs(li) {
-			return false
-		}
-		lock, err := lockfile.New(name)
-		if err != nil {
-			return false
-		}
-		switch _, err := lock.GetOwner(); err {
-		case lockfile.ErrDeadOwner:
-			return true
-		case lockfile.ErrInvalidPid:
-			// junk: judged by its age below
-		default:
-			return false // alive, or unreadable
-		}
-	} else if !os.IsNotExist(err) {
-		return false
-	}
-	return time.Since(fi.ModTime()) > caseDirGrace
 }
 
 // refresh copies single_case.sh to the node-local copy if it changed since
@@ -534,21 +442,6 @@ func (r *forkRunner) close() {
 	}
 }
 
-// execRunner starts single_case.sh anew for every case; used when the
-// script is not a bash script and so cannot be sourced.
-type execRunner struct {
-	dir   string
-	argv  []string
-	env   []string
-	out   *os.File
-	cpus  []int
-	bound bool
-}
-
-func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
-
-func (r *execRunner) scratch() string { return "" }
-
 func (r *forkRunner) scratch() string { return r.tmp }
 
 // bind binds the worker, whose forked subshells inherit its CPUs, to cpus;
@@ -562,58 +455,6 @@ func (r *forkRunner) bind(cpus []int) {
 		bindPID(r.cmd.Process.Pid, cpus, r.out)
 	}
 }
-
-func (r *execRunner) run(c caseRequest) (int, int, error) {
-	cmd := &exec.Cmd{
-		Path: r.argv[0],
-		Args: r.argv,
-		Dir:  r.dir,
-		// No arguments: a program may parse its own (argparse); the table
-		// and the line number come in the environment instead.
-		Env: append(append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
-			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)), c.Set.env()...),
-		Stdout: r.out,
-		Stderr: r.out,
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, notRunnable(r.argv[0], err)
-	}
-	if r.bound {
-		bindPID(cmd.Process.Pid, r.cpus, r.out)
-	}
-	werr := cmd.Wait()
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return 128 + int(ws.Signal()), int(ws.Signal()), nil
-	}
-	if werr != nil && cmd.ProcessState.ExitCode() < 0 {
-		return 0, 0, werr
-	}
-	return cmd.ProcessState.ExitCode(), 0, nil
-}
-
-// notRunnable is err, the error of starting single_case.sh (path) as a
-// program, with the advice that works when the script may not be
-// executed (its x bit taken away since the meta-job started): not the
-// advice about the farm directory's owner that a bare "permission
-// denied" gets.
-func notRunnable(path string, err error) error {
-	if !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	head, herr := farm.ReadHead(path)
-	if herr != nil {
-		return err
-	}
-	if msg := farm.NotRunnable(path, head); msg != "" {
-		return farm.Userf("%s; then 'farm resubmit N' runs the cases left", msg)
-	}
-	return err
-}
-
-func (r *execRunner) refresh() error { return nil }
-
-func (r *execRunner) close() {}
 
 // newCaseRunner picks how to run single_case.sh: sourced in a forked bash
 // subshell when it is a bash (or sh) script, its output copied to w, else

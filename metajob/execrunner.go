@@ -1,0 +1,79 @@
+package metajob
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"github.com/farm-hpc/farm/farm"
+)
+
+// execRunner starts single_case.sh anew for every case; used when the
+// script is not a bash script and so cannot be sourced.
+type execRunner struct {
+	dir   string
+	argv  []string
+	env   []string
+	out   *os.File
+	cpus  []int
+	bound bool
+}
+
+func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
+
+func (r *execRunner) scratch() string { return "" }
+
+func (r *execRunner) run(c caseRequest) (int, int, error) {
+	cmd := &exec.Cmd{
+		Path: r.argv[0],
+		Args: r.argv,
+		Dir:  r.dir,
+		// No arguments: a program may parse its own (argparse); the table
+		// and the line number come in the environment instead.
+		Env: append(append(r.env[:len(r.env):len(r.env)], "ID="+c.ID, "COMM="+c.Comm, "N_cases="+strconv.FormatInt(c.TableLines, 10),
+			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)), c.Set.env()...),
+		Stdout: r.out,
+		Stderr: r.out,
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, notRunnable(r.argv[0], err)
+	}
+	if r.bound {
+		bindPID(cmd.Process.Pid, r.cpus, r.out)
+	}
+	werr := cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), int(ws.Signal()), nil
+	}
+	if werr != nil && cmd.ProcessState.ExitCode() < 0 {
+		return 0, 0, werr
+	}
+	return cmd.ProcessState.ExitCode(), 0, nil
+}
+
+// notRunnable is err, the error of starting single_case.sh (path) as a
+// program, with the advice that works when the script may not be
+// executed (its x bit taken away since the meta-job started): not the
+// advice about the farm directory's owner that a bare "permission
+// denied" gets.
+func notRunnable(path string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	head, herr := farm.ReadHead(path)
+	if herr != nil {
+		return err
+	}
+	if msg := farm.NotRunnable(path, head); msg != "" {
+		return farm.Userf("%s; then 'farm resubmit N' runs the cases left", msg)
+	}
+	return err
+}
+
+func (r *execRunner) refresh() error { return nil }
+
+func (r *execRunner) close() {}
