@@ -575,70 +575,137 @@ func TestLocalKillInodesExhausted(t *testing.T) {
 // an earlier farm: kill cannot make theirs, and stops them by a signal to
 // their supervisors, saying so on stderr.
 func killOnFullDisk(t *testing.T, opts string, inodes bool) {
-	const jobs, slots = 4, 3
-	mnt := mountTmpfs(t, opts)
-	dir := harness.NewFarmAt(t, filepath.Join(mnt, "farm"), repeat("sleep 60", 12), "0-00:10")
-	tmp := t.TempDir() // the job slots, off the tmpfs
-	env := []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", slots), "FARM_LOCAL_KILL_WAIT=3s"}
-	if r := farmIn(t, dir, env, "submit", fmt.Sprint(jobs), "--backend", "local"); r.Code != 0 {
-		t.Fatalf("submit: %s", r.Err)
-	}
-	x := &filler{dir: mnt, inodes: inodes}
+	k := startFullKill(t, opts)
+	x := &filler{dir: k.mnt, inodes: inodes}
 	defer func() {
 		if t.Failed() {
-			harness.Diagnose(t, dir)
+			harness.Diagnose(t, k.dir)
 		}
-		farmIn(t, dir, env, "kill")
+		farmIn(t, k.dir, k.env, "kill")
 	}()
 	waitFor(t, 60*time.Second, "a case started in each running meta-job", func() bool {
-		return len(readRecords(t, dir).Starts) >= slots
+		return len(readRecords(t, k.dir).Starts) >= fullKillSlots
 	})
-	ids := harness.JobIDs(dir)
-	var pgids []int
+	k.ids = harness.JobIDs(k.dir)
+	k.findRunning(t)
+	k.dropCancelFiles(t)
+	// Full: to the last byte (or inode), kept so while farm kill runs.
+	filled, free := keepFull(x)
+	defer free()
+	if err := <-filled; err != nil {
+		t.Fatalf("filling the tmpfs: %v", err)
+	}
+	probe := filepath.Join(k.dir, "MISC", "local", "probe")
+	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing a file on the full tmpfs: %v, want ENOSPC", err)
+	}
+	os.Remove(probe)
+
+	t0 := time.Now()
+	r := farmIn(t, k.dir, k.env, "kill")
+	t.Logf("farm kill on the full tmpfs: exit %d in %.1fs\nstdout: %sstderr: %s", r.Code, time.Since(t0).Seconds(), r.Out, r.Err)
+	k.checkKillSaid(t, r)
+	// The meta-jobs and their cases end, the disk still full.
+	k.waitProcessesEnd(t)
+	t.Logf("the jobs' processes ended %.1fs after farm kill began", time.Since(t0).Seconds())
+	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("the tmpfs was not full all along: writing a file: %v", err)
+	}
+	os.Remove(probe)
+
+	// Freed: the supervisors record the jobs' end.
+	free()
+	k.checkCancelled(t)
+}
+
+// The farm of killOnFullDisk: its jobs, and the job slots they have.
+const (
+	fullKillJobs  = 4
+	fullKillSlots = 3
+)
+
+// fullKill is a farm of killOnFullDisk on its tmpfs, and what the test
+// knows of its jobs.
+type fullKill struct {
+	mnt, dir string
+	env      []string // of every farm command
+	ids      []string // its jobs
+	pgids    []int    // the process groups of the running jobs
+	// The jobs whose cancel files submit made (kill overwrites them in
+	// place), and those whose files the test removed (kill signals them).
+	placeholder, signalled []string
+}
+
+// startFullKill makes the farm of killOnFullDisk on a tmpfs mounted with
+// opts, and submits its jobs.
+func startFullKill(t *testing.T, opts string) *fullKill {
+	k := &fullKill{mnt: mountTmpfs(t, opts)}
+	k.dir = harness.NewFarmAt(t, filepath.Join(k.mnt, "farm"), repeat("sleep 60", 12), "0-00:10")
+	tmp := t.TempDir() // the job slots, off the tmpfs
+	k.env = []string{"TMPDIR=" + tmp, fmt.Sprintf("FARM_LOCAL_SLOTS=%d", fullKillSlots), "FARM_LOCAL_KILL_WAIT=3s"}
+	if r := farmIn(t, k.dir, k.env, "submit", fmt.Sprint(fullKillJobs), "--backend", "local"); r.Code != 0 {
+		t.Fatalf("submit: %s", r.Err)
+	}
+	return k
+}
+
+// findRunning records the process groups of the running jobs, checking
+// that as many run as there are slots and the others are pending.
+func (k *fullKill) findRunning(t *testing.T) {
 	pending := 0
-	for _, id := range ids {
+	for _, id := range k.ids {
 		var st struct {
 			State string
 			PGID  int
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+		b, err := os.ReadFile(filepath.Join(k.dir, "MISC", "local", id+".state"))
 		if err != nil || json.Unmarshal(b, &st) != nil {
 			t.Fatalf("job %s: no state: %v %s", id, err, b)
 		}
 		switch st.State {
 		case "RUNNING":
-			pgids = append(pgids, st.PGID)
+			k.pgids = append(k.pgids, st.PGID)
 		case "PENDING":
 			pending++
 		}
 	}
-	if len(pgids) != slots || pending != jobs-slots {
-		t.Fatalf("%d jobs running and %d pending, want %d and %d", len(pgids), pending, slots, jobs-slots)
+	if len(k.pgids) != fullKillSlots || pending != fullKillJobs-fullKillSlots {
+		t.Fatalf("%d jobs running and %d pending, want %d and %d", len(k.pgids), pending, fullKillSlots, fullKillJobs-fullKillSlots)
 	}
-	var placeholder, signalled []string
-	for _, id := range ids {
-		if _, err := os.Stat(filepath.Join(dir, "MISC", "local", id+".cancel")); err != nil {
+}
+
+// dropCancelFiles removes the cancel files submit made of the first
+// running job and the pending one (as for jobs of an earlier farm), and
+// keeps the others'.
+func (k *fullKill) dropCancelFiles(t *testing.T) {
+	for _, id := range k.ids {
+		if _, err := os.Stat(filepath.Join(k.dir, "MISC", "local", id+".cancel")); err != nil {
 			t.Fatalf("job %s: no cancel file made at submit: %v", id, err)
 		}
 		var st struct{ State string }
-		b, _ := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".state"))
+		b, _ := os.ReadFile(filepath.Join(k.dir, "MISC", "local", id+".state"))
 		json.Unmarshal(b, &st)
-		if st.State == "PENDING" || len(signalled) == 0 {
-			os.Remove(filepath.Join(dir, "MISC", "local", id+".cancel"))
-			signalled = append(signalled, id)
+		if st.State == "PENDING" || len(k.signalled) == 0 {
+			os.Remove(filepath.Join(k.dir, "MISC", "local", id+".cancel"))
+			k.signalled = append(k.signalled, id)
 		} else {
-			placeholder = append(placeholder, id)
+			k.placeholder = append(k.placeholder, id)
 		}
 	}
-	// Full: to the last byte (or inode), kept so while farm kill runs.
+}
+
+// keepFull fills the filesystem of x, and keeps it full (topped up every
+// 10 ms) until free is called. The first fill's outcome comes on filled:
+// an error if it failed or did not fill the filesystem. free stops the
+// topping up and frees what x took; it may be called more than once.
+func keepFull(x *filler) (filled <-chan error, free func()) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
-	filled := make(chan error, 1)
-	free := sync.OnceFunc(func() {
+	result := make(chan error, 1)
+	free = sync.OnceFunc(func() {
 		close(stop)
 		<-stopped
 		x.remove()
 	})
-	defer free()
 	go func() {
 		defer close(stopped)
 		first := true
@@ -648,7 +715,7 @@ func killOnFullDisk(t *testing.T, opts string, inodes bool) {
 				if err == nil && !ok {
 					err = errors.New("the filler did not fill the tmpfs")
 				}
-				filled <- err
+				result <- err
 				first = false
 			}
 			select {
@@ -658,67 +725,64 @@ func killOnFullDisk(t *testing.T, opts string, inodes bool) {
 			}
 		}
 	}()
-	if err := <-filled; err != nil {
-		t.Fatalf("filling the tmpfs: %v", err)
-	}
-	probe := filepath.Join(dir, "MISC", "local", "probe")
-	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("writing a file on the full tmpfs: %v, want ENOSPC", err)
-	}
-	os.Remove(probe)
+	return result, free
+}
 
-	t0 := time.Now()
-	r := farmIn(t, dir, env, "kill")
-	t.Logf("farm kill on the full tmpfs: exit %d in %.1fs\nstdout: %sstderr: %s", r.Code, time.Since(t0).Seconds(), r.Out, r.Err)
-	want := fmt.Sprintf("Cancelled %d job(s): %s\n", jobs, strings.Join(ids, " "))
+// checkKillSaid checks what 'farm kill' (r) said: every job cancelled, on
+// stdout; on stderr, each signalled job, and none of the jobs whose
+// cancel files it overwrote, whose files now say all.
+func (k *fullKill) checkKillSaid(t *testing.T, r harness.Result) {
+	want := fmt.Sprintf("Cancelled %d job(s): %s\n", fullKillJobs, strings.Join(k.ids, " "))
 	if r.Code != 0 || r.Out != want {
 		t.Errorf("farm kill: exit %d, stdout %q; want exit 0 and %q", r.Code, r.Out, want)
 	}
-	for _, id := range signalled {
+	for _, id := range k.signalled {
 		if !strings.Contains(r.Err, fmt.Sprintf("farm: local job %s: its cancel file could not be written (no space left on device); its supervisor, on this host, was told by a signal instead\n", id)) {
 			t.Errorf("farm kill's stderr does not say that job %s (no cancel file made at submit) was stopped by a signal", id)
 		}
 	}
-	for _, id := range placeholder {
+	for _, id := range k.placeholder {
 		if strings.Contains(r.Err, fmt.Sprintf("local job %s: its cancel file", id)) {
 			t.Errorf("farm kill could not overwrite job %s's cancel file in place", id)
 		}
-		if b, _ := os.ReadFile(filepath.Join(dir, "MISC", "local", id+".cancel")); strings.TrimSpace(string(b)) != "all" {
+		if b, _ := os.ReadFile(filepath.Join(k.dir, "MISC", "local", id+".cancel")); strings.TrimSpace(string(b)) != "all" {
 			t.Errorf("job %s's cancel file says %q, want all", id, b)
 		}
 	}
-	// The meta-jobs and their cases end, the disk still full.
+}
+
+// waitProcessesEnd waits (30 s at most) for the running jobs' process
+// groups to end.
+func (k *fullKill) waitProcessesEnd(t *testing.T) {
 	waitFor(t, 30*time.Second, "the jobs' processes to end", func() bool {
-		for _, g := range pgids {
+		for _, g := range k.pgids {
 			if syscall.Kill(-g, 0) == nil {
 				return false
 			}
 		}
 		return true
 	})
-	t.Logf("the jobs' processes ended %.1fs after farm kill began", time.Since(t0).Seconds())
-	if err := os.WriteFile(probe, []byte("x"), 0o644); !errors.Is(err, syscall.ENOSPC) {
-		t.Errorf("the tmpfs was not full all along: writing a file: %v", err)
-	}
-	os.Remove(probe)
+}
 
-	// Freed: the supervisors record the jobs' end.
-	free()
+// checkCancelled waits (60 s at most) for every job to be recorded as
+// ended, and checks that each is CANCELLED and that one case per running
+// meta-job was interrupted, and none ran on or succeeded.
+func (k *fullKill) checkCancelled(t *testing.T) {
 	waitFor(t, 60*time.Second, "every job recorded as ended", func() bool {
-		for _, j := range harness.ListJSON(t, dir) {
+		for _, j := range harness.ListJSON(t, k.dir) {
 			if j.State == "PENDING" || j.State == "RUNNING" {
 				return false
 			}
 		}
 		return true
 	})
-	for _, j := range harness.ListJSON(t, dir) {
+	for _, j := range harness.ListJSON(t, k.dir) {
 		if j.State != "CANCELLED" {
 			t.Errorf("job %s ended %s, want CANCELLED", j.ID, j.State)
 		}
 	}
 	interrupted := 0
-	for id, c := range statusJSON(t, dir) {
+	for id, c := range statusJSON(t, k.dir) {
 		switch c.State {
 		case "interrupted":
 			interrupted++
@@ -726,7 +790,7 @@ func killOnFullDisk(t *testing.T, opts string, inodes bool) {
 			t.Errorf("case %d: %+v; want interrupted or not run", id, c)
 		}
 	}
-	if interrupted != slots {
-		t.Errorf("%d cases interrupted, want %d (one per running meta-job)", interrupted, slots)
+	if interrupted != fullKillSlots {
+		t.Errorf("%d cases interrupted, want %d (one per running meta-job)", interrupted, fullKillSlots)
 	}
 }
