@@ -140,6 +140,45 @@ type rescueCount struct {
 func countRescues(t *testing.T, dir string, dead deaths, rescue bool) rescueCount {
 	rc := rescueCount{leftWhy: map[string]int{}, explained: map[int]map[int64]bool{}}
 	files := readStatusFiles(t, dir)
+	byRun, maxRun := startsByRun(files)
+	sc := &rescueScan{t: t, dir: dir, files: files, began: runsBegan(files), dead: dead, rc: &rc}
+	runs := make([]int, 0, len(byRun))
+	for run := range byRun {
+		runs = append(runs, run)
+	}
+	sort.Ints(runs)
+	for _, run := range runs {
+		for _, id := range caseIDs(byRun[run]) {
+			sc.countCase(run, id, byRun[run][id])
+		}
+	}
+	// The cases each resubmit ran, and why the run before left them.
+	for run := 2; run <= maxRun; run++ {
+		ids := caseIDs(byRun[run])
+		rc.left += len(ids)
+		if !rescue {
+			continue
+		}
+		sc.countLeft(run, ids)
+	}
+	return rc
+}
+
+// rescueScan is countRescues at work: the farm in dir, its status files by
+// name, when each of its runs began (runsBegan), the moments its meta-jobs
+// died, and the count so far.
+type rescueScan struct {
+	t     *testing.T
+	dir   string
+	files map[string]*statusFile
+	began map[int]float64
+	dead  deaths
+	rc    *rescueCount
+}
+
+// startsByRun returns the starts of files by run and case, and the highest
+// run.
+func startsByRun(files map[string]*statusFile) (map[int]map[int64][]*startRec, int) {
 	byRun := map[int]map[int64][]*startRec{}
 	maxRun := 0
 	for _, sf := range files {
@@ -151,7 +190,12 @@ func countRescues(t *testing.T, dir string, dead deaths, rescue bool) rescueCoun
 			byRun[sf.run][s.id] = append(byRun[sf.run][s.id], s)
 		}
 	}
-	// When each run started: its first record (S or C).
+	return byRun, maxRun
+}
+
+// runsBegan returns when each run of files began: its first record (S or
+// C), in Unix seconds.
+func runsBegan(files map[string]*statusFile) map[int]float64 {
 	began := map[int]float64{}
 	for _, sf := range files {
 		first := 0.0
@@ -169,111 +213,125 @@ func countRescues(t *testing.T, dir string, dead deaths, rescue bool) rescueCoun
 			began[sf.run] = first
 		}
 	}
-	jobOf := func(file string) string {
-		if sf := files[file]; sf != nil {
-			return sf.job
-		}
-		j, _, _ := layout.ParseStatusFile(file)
-		return j
+	return began
+}
+
+// caseIDs are the cases of starts (by case), in order.
+func caseIDs(starts map[int64][]*startRec) []int64 {
+	ids := make([]int64, 0, len(starts))
+	for id := range starts {
+		ids = append(ids, id)
 	}
-	runs := make([]int, 0, len(byRun))
-	for run := range byRun {
-		runs = append(runs, run)
+	slices.Sort(ids)
+	return ids
+}
+
+// jobOf is the job of the status file named file.
+func (sc *rescueScan) jobOf(file string) string {
+	if sf := sc.files[file]; sf != nil {
+		return sf.job
 	}
-	sort.Ints(runs)
-	for _, run := range runs {
-		ids := make([]int64, 0, len(byRun[run]))
-		for id := range byRun[run] {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			ss := byRun[run][id]
-			sort.SliceStable(ss, func(i, j int) bool {
-				return ss[i].attempt < ss[j].attempt || ss[i].attempt == ss[j].attempt && ss[i].at < ss[j].at
-			})
-			rescuedOK := false
-			for _, s := range ss {
-				if s.from == "" || files[s.from] == nil || files[s.from].run != run {
-					continue
-				}
-				if next, ok := began[run+1]; ok && s.at > next {
-					// Run run was superseded: its cases are the next
-					// run's to run.
-					rc.late++
-					t.Errorf("case %d: rescued in run %d by job %s (from=%s) at %.3f, after run %d began (%.3f)", id, run, s.job, s.from, s.at, run+1, next)
-					continue
-				}
-				if d, ok := dead[jobOf(s.from)]; ok {
-					rc.rerunAfter = append(rc.rerunAfter, s.at-float64(d.UnixMilli())/1e3)
-				}
-				rescuedOK = rescuedOK || s.ok
-			}
-			if rescuedOK {
-				rc.rescued++
-			}
-			if len(ss) < 2 {
-				continue
-			}
-			// Each start after the first must be the rescue of the one
-			// before: its next attempt, from its file, that job dead.
-			ok := true
-			for i := 1; i < len(ss); i++ {
-				prev, s := ss[i-1], ss[i]
-				_, prevDead := dead[prev.job]
-				if !(s.why == "rescue" && s.from == prev.file && prevDead && s.attempt == prev.attempt+1) {
-					ok = false
-				}
-			}
-			var desc []string
-			for _, s := range ss {
-				d := ""
-				if dt, dd := dead[s.job]; dd {
-					d = fmt.Sprintf(", job died at %.3f", float64(dt.UnixMilli())/1e3)
-				}
-				desc = append(desc, fmt.Sprintf("job %s at %.3f attempt %d why=%q from=%q end=%q%s", s.job, s.at, s.attempt, s.why, s.from, s.end, d))
-			}
-			if ok {
-				rc.dups++
-				if rc.explained[run] == nil {
-					rc.explained[run] = map[int64]bool{}
-				}
-				rc.explained[run][id] = true
-				t.Logf("case %d: rescue duplicate in run %d (documented: its meta-job died under it): %s", id, run, strings.Join(desc, "; "))
-			} else {
-				rc.realDups++
-				t.Errorf("case %d: started %d times in run %d, not as the rescue of a dead meta-job's case: %s", id, len(ss), run, strings.Join(desc, "; "))
-			}
-		}
+	j, _, _ := layout.ParseStatusFile(file)
+	return j
+}
+
+// countCase counts the starts ss of case id in run (sorting them by
+// attempt, then time): whether a rescue ran it to success there, and, if
+// it started more than once, whether that is a rescue duplicate.
+func (sc *rescueScan) countCase(run int, id int64, ss []*startRec) {
+	sort.SliceStable(ss, func(i, j int) bool {
+		return ss[i].attempt < ss[j].attempt || ss[i].attempt == ss[j].attempt && ss[i].at < ss[j].at
+	})
+	if sc.rescuedInRun(run, id, ss) {
+		sc.rc.rescued++
 	}
-	// The cases each resubmit ran, and why the run before left them.
-	for run := 2; run <= maxRun; run++ {
-		ids := make([]int64, 0, len(byRun[run]))
-		for id := range byRun[run] {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		rc.left += len(ids)
-		if !rescue {
+	if len(ss) < 2 {
+		return
+	}
+	sc.countDuplicate(run, id, ss)
+}
+
+// rescuedInRun reports whether a rescue within run ran case id (its
+// starts ss) to success. It counts the time from each death to the rescue
+// of its case, and the rescues that started after the next run began (an
+// error).
+func (sc *rescueScan) rescuedInRun(run int, id int64, ss []*startRec) bool {
+	rc, t := sc.rc, sc.t
+	rescuedOK := false
+	for _, s := range ss {
+		if s.from == "" || sc.files[s.from] == nil || sc.files[s.from].run != run {
 			continue
 		}
-		byWhy := map[string][]string{}
-		for _, id := range ids {
-			why, detail := leftWhy(dir, files, run-1, id, dead, began[run])
-			rc.leftWhy[why]++
-			byWhy[why] = append(byWhy[why], fmt.Sprintf("%d%s", id, detail))
-			if why == "rescue-dropped" {
-				rc.dropped++
-				t.Errorf("case %d: its rescue was announced in run %d by a meta-job that was not killed, and not carried out: the case waited for run %d%s", id, run-1, run, detail)
-			}
+		if next, ok := sc.began[run+1]; ok && s.at > next {
+			// Run run was superseded: its cases are the next
+			// run's to run.
+			rc.late++
+			t.Errorf("case %d: rescued in run %d by job %s (from=%s) at %.3f, after run %d began (%.3f)", id, run, s.job, s.from, s.at, run+1, next)
+			continue
 		}
-		for _, why := range leftKinds {
-			if len(byWhy[why]) > 0 {
-				t.Logf("left by run %d for run %d, %s: %d case(s): %s", run-1, run, why, len(byWhy[why]), strings.Join(byWhy[why], ", "))
-			}
+		if d, ok := sc.dead[sc.jobOf(s.from)]; ok {
+			rc.rerunAfter = append(rc.rerunAfter, s.at-float64(d.UnixMilli())/1e3)
+		}
+		rescuedOK = rescuedOK || s.ok
+	}
+	return rescuedOK
+}
+
+// countDuplicate counts case id's several starts ss in run: a documented
+// rescue duplicate if each start after the first is the rescue of the one
+// before (its next attempt, from its file, that job dead), else a real
+// duplicate, an error.
+func (sc *rescueScan) countDuplicate(run int, id int64, ss []*startRec) {
+	rc, t, dead := sc.rc, sc.t, sc.dead
+	ok := true
+	for i := 1; i < len(ss); i++ {
+		prev, s := ss[i-1], ss[i]
+		_, prevDead := dead[prev.job]
+		if !(s.why == "rescue" && s.from == prev.file && prevDead && s.attempt == prev.attempt+1) {
+			ok = false
 		}
 	}
-	return rc
+	var desc []string
+	for _, s := range ss {
+		d := ""
+		if dt, dd := dead[s.job]; dd {
+			d = fmt.Sprintf(", job died at %.3f", float64(dt.UnixMilli())/1e3)
+		}
+		desc = append(desc, fmt.Sprintf("job %s at %.3f attempt %d why=%q from=%q end=%q%s", s.job, s.at, s.attempt, s.why, s.from, s.end, d))
+	}
+	if ok {
+		rc.dups++
+		if rc.explained[run] == nil {
+			rc.explained[run] = map[int64]bool{}
+		}
+		rc.explained[run][id] = true
+		t.Logf("case %d: rescue duplicate in run %d (documented: its meta-job died under it): %s", id, run, strings.Join(desc, "; "))
+	} else {
+		rc.realDups++
+		t.Errorf("case %d: started %d times in run %d, not as the rescue of a dead meta-job's case: %s", id, len(ss), run, strings.Join(desc, "; "))
+	}
+}
+
+// countLeft counts why run-1 left the cases ids, which run ran, to run
+// (leftWhy), and logs them by why; a rescue announced by a meta-job that
+// was not killed and not carried out is an error.
+func (sc *rescueScan) countLeft(run int, ids []int64) {
+	rc, t := sc.rc, sc.t
+	byWhy := map[string][]string{}
+	for _, id := range ids {
+		why, detail := leftWhy(sc.dir, sc.files, run-1, id, sc.dead, sc.began[run])
+		rc.leftWhy[why]++
+		byWhy[why] = append(byWhy[why], fmt.Sprintf("%d%s", id, detail))
+		if why == "rescue-dropped" {
+			rc.dropped++
+			t.Errorf("case %d: its rescue was announced in run %d by a meta-job that was not killed, and not carried out: the case waited for run %d%s", id, run-1, run, detail)
+		}
+	}
+	for _, why := range leftKinds {
+		if len(byWhy[why]) > 0 {
+			t.Logf("left by run %d for run %d, %s: %d case(s): %s", run-1, run, why, len(byWhy[why]), strings.Join(byWhy[why], ", "))
+		}
+	}
 }
 
 // leftWhy says why run left case id to the next run, which began at next
@@ -349,23 +407,7 @@ func leftWhy(dir string, files map[string]*statusFile, run int, id int64, dead d
 		if err == nil {
 			late = fmt.Sprintf("; marked only after the next run began: %q", strings.TrimSpace(string(b)))
 		}
-		warden := wardenIn(rdir)
-		if _, d := dead[warden]; d {
-			return "not-marked-warden-killed", fmt.Sprintf(" (held by dead job %s; warden %s killed%s)", holder.job, warden, late)
-		}
-		// Every job of the run was killed, or had ended, when the
-		// holder died.
-		all := true
-		died := float64(dead[holder.job].UnixMilli()) / 1e3
-		for _, sf := range runJobs {
-			if _, d := dead[sf.job]; !d && !(sf.quit && sf.quitAt < died) {
-				all = false
-			}
-		}
-		if all {
-			return "not-marked-all-killed", fmt.Sprintf(" (held by dead job %s%s)", holder.job, late)
-		}
-		return "not-marked", fmt.Sprintf(" (held by dead job %s; warden %q%s)", holder.job, warden, late)
+		return notMarkedWhy(rdir, holder, runJobs, dead, late)
 	}
 	if len(f) >= 3 && f[2] == "none" {
 		return "marked-none", fmt.Sprintf(" (held by dead job %s; mark %q)", holder.job, strings.TrimSpace(string(b)))
@@ -378,6 +420,32 @@ func leftWhy(dir string, files map[string]*statusFile, run int, id int64, dead d
 		return "rescuer-killed", fmt.Sprintf(" (held by dead job %s; rescuer %s killed)", holder.job, by)
 	}
 	return "rescue-dropped", fmt.Sprintf(" (held by dead job %s; mark %q; rescuer's output:\n%s)", holder.job, strings.TrimSpace(string(b)), rescueLines(dir, by))
+}
+
+// notMarkedWhy is leftWhy's answer for a case the dead job holder held
+// when the next run began, with no rescue mark for its file made before
+// (late says if one was made after): "not-marked-warden-killed" if the
+// run's warden (in its rescue directory rdir) was among the killed,
+// "not-marked-all-killed" if every job of the run (runJobs) was killed or
+// had ended when the holder died, else "not-marked".
+func notMarkedWhy(rdir string, holder *statusFile, runJobs []*statusFile, dead deaths, late string) (string, string) {
+	warden := wardenIn(rdir)
+	if _, d := dead[warden]; d {
+		return "not-marked-warden-killed", fmt.Sprintf(" (held by dead job %s; warden %s killed%s)", holder.job, warden, late)
+	}
+	// Every job of the run was killed, or had ended, when the
+	// holder died.
+	all := true
+	died := float64(dead[holder.job].UnixMilli()) / 1e3
+	for _, sf := range runJobs {
+		if _, d := dead[sf.job]; !d && !(sf.quit && sf.quitAt < died) {
+			all = false
+		}
+	}
+	if all {
+		return "not-marked-all-killed", fmt.Sprintf(" (held by dead job %s%s)", holder.job, late)
+	}
+	return "not-marked", fmt.Sprintf(" (held by dead job %s; warden %q%s)", holder.job, warden, late)
 }
 
 // rescueLines are the lines of job's output about rescue and its end.
