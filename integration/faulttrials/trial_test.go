@@ -386,6 +386,35 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 	st := harness.StatusJSON(t, dir)
 	// farm's own records: a case started twice in one run (countRescues
 	// tells the rescue duplicates from the others, and reports these).
+	perRun := startsPerRun(recs)
+	for id := int64(1); id <= int64(n); id++ {
+		dupClaim := false
+		for run, m := range perRun {
+			if m[id] > 1 && !rc.explained[run][id] {
+				dupClaim = true
+			}
+		}
+		v := checkExecLog(t, id, ex[id], recs, rc.explained, ranOn)
+		if dupClaim || v.dupClaim {
+			c.DupClaims++
+		}
+		if v.dupExec {
+			c.DupExec++
+		}
+		if v.rerun {
+			c.Reruns++
+		}
+		if row := st[id]; row.State != "succeeded" || !v.okEnd {
+			c.Lost++
+			t.Errorf("case %d lost: farm Status says %+v; execution log %v", id, row, ex[id])
+		}
+		c.DupClaims += checkStatusStarts(t, id, st[id], rc.explained)
+	}
+	return c
+}
+
+// startsPerRun adds up the start records of recs per run and case.
+func startsPerRun(recs map[string]jobRecords) map[int]map[int64]int {
 	perRun := map[int]map[int64]int{}
 	for _, r := range recs {
 		if perRun[r.run] == nil {
@@ -395,74 +424,74 @@ func finalRanOn(t *testing.T, dir, execDir string, n int, ranOn map[string]map[i
 			perRun[r.run][id] += k
 		}
 	}
-	for id := int64(1); id <= int64(n); id++ {
-		dupClaim := false
-		for run, m := range perRun {
-			if m[id] > 1 && !rc.explained[run][id] {
-				dupClaim = true
+	return perRun
+}
+
+// execVerdict is what a case's execution log says (checkExecLog): that
+// it started twice in a run (other than as a rescue duplicate), started
+// again after its success was recorded, or after an unrecorded end; and
+// that it ended with a recorded success.
+type execVerdict struct {
+	dupClaim, dupExec, rerun, okEnd bool
+}
+
+// checkExecLog reads the execution log evs of case id: starts per run (a
+// job's run is its status file's, in recs), a start after a recorded
+// success, a start after an unrecorded end. Several starts in a run must
+// be a rescue duplicate's (explained, by countRescues), each by a job with
+// a start record of the case. ranOn is finalRanOn's. A duplicate start is
+// an error, and so is a start after a recorded success.
+func checkExecLog(t *testing.T, id int64, evs []event, recs map[string]jobRecords, explained map[int]map[int64]bool, ranOn map[string]map[int64]bool) (v execVerdict) {
+	runStarts := map[int]int{}
+	jobStarts := map[string]int{}
+	recordedOK, unrecordedEnd := false, false
+	for _, e := range evs {
+		r := recs[e.job]
+		switch e.kind {
+		case 'S':
+			runStarts[r.run]++
+			jobStarts[e.job]++
+			if runStarts[r.run] > 1 && (!explained[r.run][id] || jobStarts[e.job] > r.starts[id]) {
+				v.dupClaim = true
+				t.Errorf("case %d: started %d times in run %d (execution log %v)", id, runStarts[r.run], r.run, evs)
 			}
-		}
-		// The execution log: starts per run (a job's run is its status
-		// file's), a start after a recorded success, a start after an
-		// unrecorded end. Several starts in a run must be a rescue
-		// duplicate's, each by a job with a start record of the case.
-		runStarts := map[int]int{}
-		jobStarts := map[string]int{}
-		recordedOK, unrecordedEnd, okEnd := false, false, false
-		dupExec, rerun := false, false
-		for _, e := range ex[id] {
-			r := recs[e.job]
-			switch e.kind {
-			case 'S':
-				runStarts[r.run]++
-				jobStarts[e.job]++
-				if runStarts[r.run] > 1 && (!rc.explained[r.run][id] || jobStarts[e.job] > r.starts[id]) {
-					dupClaim = true
-					t.Errorf("case %d: started %d times in run %d (execution log %v)", id, runStarts[r.run], r.run, ex[id])
-				}
-				if ranOn[e.job][id] {
-					break
-				}
-				if recordedOK {
-					dupExec = true
-					t.Errorf("case %d: started again in job %s after its success was recorded (execution log %v)", id, e.job, ex[id])
-				}
-				if unrecordedEnd {
-					rerun = true
-				}
-			case 'E':
-				if r.succeeded[id] && !ranOn[e.job][id] {
-					recordedOK, okEnd = true, true
-				} else {
-					unrecordedEnd = true
-				}
+			if ranOn[e.job][id] {
+				break
 			}
-		}
-		if dupClaim {
-			c.DupClaims++
-		}
-		if dupExec {
-			c.DupExec++
-		}
-		if rerun {
-			c.Reruns++
-		}
-		if row := st[id]; row.State != "succeeded" || !okEnd {
-			c.Lost++
-			t.Errorf("case %d lost: farm Status says %+v; execution log %v", id, row, ex[id])
-		}
-		if st[id].Starts > 0 {
-			if rc.explained[st[id].StartsRun][id] {
-				// The documented warning of a rescue duplicate whose
-				// first attempt recorded its end (a frozen job resumed).
-				t.Logf("case %d: farm Status warns it started %d times in run %d: the rescue duplicate", id, st[id].Starts, st[id].StartsRun)
+			if recordedOK {
+				v.dupExec = true
+				t.Errorf("case %d: started again in job %s after its success was recorded (execution log %v)", id, e.job, evs)
+			}
+			if unrecordedEnd {
+				v.rerun = true
+			}
+		case 'E':
+			if r.succeeded[id] && !ranOn[e.job][id] {
+				recordedOK, v.okEnd = true, true
 			} else {
-				c.DupClaims++
-				t.Errorf("case %d: farm Status reports it started %d times in run %d", id, st[id].Starts, st[id].StartsRun)
+				unrecordedEnd = true
 			}
 		}
 	}
-	return c
+	return v
+}
+
+// checkStatusStarts checks farm Status's row of case id for a warning
+// that it started several times in a run: the documented warning of a
+// rescue duplicate (explained, by countRescues) is logged; any other is
+// an error, counted (it returns 1, else 0) as a duplicate claim.
+func checkStatusStarts(t *testing.T, id int64, row harness.StatusRow, explained map[int]map[int64]bool) int {
+	if row.Starts <= 0 {
+		return 0
+	}
+	if explained[row.StartsRun][id] {
+		// The documented warning of a rescue duplicate whose
+		// first attempt recorded its end (a frozen job resumed).
+		t.Logf("case %d: farm Status warns it started %d times in run %d: the rescue duplicate", id, row.Starts, row.StartsRun)
+		return 0
+	}
+	t.Errorf("case %d: farm Status reports it started %d times in run %d", id, row.Starts, row.StartsRun)
+	return 1
 }
 
 // checkInterrupted counts, once the run's jobs have ended, the cases that
