@@ -177,62 +177,11 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts
 			t.Errorf("seed %d: cases left after 5 resubmits", seed)
 			break
 		}
-		k := jobs
-		var what []string
-		if run == 1 {
-			what = append([]string{"submit", fmt.Sprint(k)}, eng.args()...)
-		} else {
-			if tr.allSucceeded() {
-				break
-			}
-			k = 2 + rng.IntN(jobs-1)
-			what = append([]string{"resubmit", fmt.Sprint(k)}, eng.args()[2:]...)
+		if run > 1 && tr.allSucceeded() {
+			break
 		}
-		var env []string
-		if lanes {
-			env = []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run))}
-		}
-		mustEnv(t, tr.dir, env, what...)
-		if lanes {
-			c.Runs++
-			if tr.checkLanes(run, lanesOf(seed, run)) {
-				c.LaneRuns++
-			}
-		}
-		var runJobs []string
-		for _, id := range harness.JobIDs(tr.dir) {
-			if !known[id] {
-				known[id] = true
-				runJobs = append(runJobs, id)
-			}
-		}
-		sort.Strings(runJobs)
-		killedNow := map[string]bool{}
-		// The delays count from the moment the run's first meta-job runs.
-		tr.live(runJobs, nil, 60*time.Second)
-		t0 := time.Now()
-		for _, kp := range plan {
-			if kp.run != run {
-				continue
-			}
-			if v, in, at, ok := tr.killOne(kp, t0, runJobs, killed); ok {
-				c.Kills++
-				killed[v], killedNow[v] = at, true
-				if in != "" {
-					c.InCommit++
-				}
-				if in == "lane" {
-					c.InLane++
-				}
-			}
-		}
-		if run == 1 && wk.how != "" {
-			if v, at, ok := tr.killWarden(wk, run, runJobs, killed); ok {
-				c.Kills++
-				c.WardenKills++
-				killed[v], killedNow[v] = at, true
-			}
-		}
+		runJobs := tr.startRun(rng, seed, run, jobs, lanes, known, &c)
+		killedNow, t0 := tr.killRun(plan, wk, run, runJobs, killed, &c)
 		tk := time.Now()
 		if !tr.waitEnd(seed, run, 5*time.Minute, "") {
 			c.NotEnded++
@@ -248,6 +197,77 @@ func killTrial(t *testing.T, eng engine, seed uint64, lanes, rescue bool) counts
 	}
 	tr.diagnose()
 	return f
+}
+
+// startRun starts run of the trial of seed: run 1 submits jobs meta-jobs,
+// a later run resubmits 2 to jobs of them (drawn from rng); with lanes,
+// with the run's FARM_CLAIM_LANES, counting in c the run and whether it
+// has lanes. It returns the run's jobs, in order: those not yet known,
+// which it adds to known.
+func (tr *trial) startRun(rng *rand.Rand, seed uint64, run, jobs int, lanes bool, known map[string]bool, c *counts) []string {
+	k := jobs
+	var what []string
+	if run == 1 {
+		what = append([]string{"submit", fmt.Sprint(k)}, tr.eng.args()...)
+	} else {
+		k = 2 + rng.IntN(jobs-1)
+		what = append([]string{"resubmit", fmt.Sprint(k)}, tr.eng.args()[2:]...)
+	}
+	var env []string
+	if lanes {
+		env = []string{fmt.Sprintf("FARM_CLAIM_LANES=%d", lanesOf(seed, run))}
+	}
+	mustEnv(tr.t, tr.dir, env, what...)
+	if lanes {
+		c.Runs++
+		if tr.checkLanes(run, lanesOf(seed, run)) {
+			c.LaneRuns++
+		}
+	}
+	var runJobs []string
+	for _, id := range harness.JobIDs(tr.dir) {
+		if !known[id] {
+			known[id] = true
+			runJobs = append(runJobs, id)
+		}
+	}
+	sort.Strings(runJobs)
+	return runJobs
+}
+
+// killRun carries out the kills of plan in run, among runJobs, and in run
+// 1 wk's kill of the warden, counting them in c and recording in killed
+// when each victim was killed. It returns the jobs it killed, and the
+// moment the run's first meta-job ran, from which the kills' delays
+// count.
+func (tr *trial) killRun(plan []killPlan, wk wardenKill, run int, runJobs []string, killed deaths, c *counts) (map[string]bool, time.Time) {
+	killedNow := map[string]bool{}
+	// The delays count from the moment the run's first meta-job runs.
+	tr.live(runJobs, nil, 60*time.Second)
+	t0 := time.Now()
+	for _, kp := range plan {
+		if kp.run != run {
+			continue
+		}
+		if v, in, at, ok := tr.killOne(kp, t0, runJobs, killed); ok {
+			c.Kills++
+			killed[v], killedNow[v] = at, true
+			if in != "" {
+				c.InCommit++
+			}
+			if in == "lane" {
+				c.InLane++
+			}
+		}
+	}
+	if run == 1 && wk.how != "" {
+		if v, at, ok := tr.killWarden(wk, run, runJobs, killed); ok {
+			c.Kills++
+			c.WardenKills++
+			killed[v], killedNow[v] = at, true
+		}
+	}
+	return killedNow, t0
 }
 
 // wardenKill is the kill of a run's warden (metajob/rescue.go) a trial
