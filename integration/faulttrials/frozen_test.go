@@ -153,14 +153,8 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 		t.Errorf("job %s is no longer stopped", victim)
 	}
 	c := counts{}
-	if frozen && warden != "" && warden != victim {
-		if eng.alive(tr.dir, warden) {
-			c.WardenHeld = 1
-			t.Logf("the run's warden, job %s, stays while job %s is frozen (the engine reports it RUNNING)", warden, victim)
-		} else {
-			sf := readStatusFiles(t, tr.dir)["status."+victim]
-			t.Logf("the run's warden, job %s, ended while job %s was frozen (its status file: %v; its Q record: %v)", warden, victim, sf != nil, sf != nil && sf.quit)
-		}
+	if frozen {
+		c.WardenHeld = tr.wardenHeld(warden, victim)
 	}
 	eng.signal(tr.dir, victim, syscall.SIGCONT)
 	if !tr.waitEnd(seed, 1, 2*time.Minute, fmt.Sprintf("; job %s was frozen (SIGSTOP) and was resumed", victim)) {
@@ -183,6 +177,23 @@ func frozenTrial(t *testing.T, seed uint64, point string, lanes bool) (counts, s
 	}
 	tr.diagnose()
 	return f, got
+}
+
+// wardenHeld reports (1, else 0) whether the run's warden, if it is
+// another job than the frozen victim, stays while victim is frozen, and
+// logs whether it stays or ended.
+func (tr *trial) wardenHeld(warden, victim string) int {
+	t := tr.t
+	if warden == "" || warden == victim {
+		return 0
+	}
+	if tr.eng.alive(tr.dir, warden) {
+		t.Logf("the run's warden, job %s, stays while job %s is frozen (the engine reports it RUNNING)", warden, victim)
+		return 1
+	}
+	sf := readStatusFiles(t, tr.dir)["status."+victim]
+	t.Logf("the run's warden, job %s, ended while job %s was frozen (its status file: %v; its Q record: %v)", warden, victim, sf != nil, sf != nil && sf.quit)
+	return 0
 }
 
 // waitNoneLiveButWarden waits, 2 minutes at most, until no meta-job of
