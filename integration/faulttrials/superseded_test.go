@@ -151,28 +151,13 @@ func supersededTrial(t *testing.T, seed uint64, point string, rescue bool) (c co
 	// on to their end when their jobs resume.
 	running, ranOn = startedNotEnded(readJobRecords(t, tr.dir), frozen)
 	tr.waitOthers(ids, frozen)
-	if tr.allSucceeded() {
-		// The others ran everything, the frozen jobs' cases too (they
-		// held none, or a rescue took them): no run 2.
-		t.Logf("every case succeeded without a resubmit")
-	} else {
-		mustEnv(t, tr.dir, supersededEnv(seed, 2, rescue), "resubmit", fmt.Sprint(k))
-		tr.checkLanes(2, lanesOf(seed, 2))
-		closed = tr.closedLanes(lanedir, lanes)
-		if !tr.waitEnd(seed, 2, 5*time.Minute, fmt.Sprintf("; jobs %v of run 1 frozen, their nodes down", frozen)) {
-			c.NotEnded++
-		}
+	closed, ended := tr.runTwo(seed, k, rescue, frozen, lanedir, lanes)
+	if !ended {
+		c.NotEnded++
 	}
 	// The nodes thaw: the frozen meta-jobs resume, stopped for more than
 	// the lease.
-	seen := readExec(tr.exec, n)
-	minHold := 2 * time.Second // FARM_LOOK_EVERY=1s
-	if rescue {
-		minHold = casetable.LookEvery + time.Second
-	}
-	time.Sleep(time.Until(t0.Add(minHold)))
-	tr.thaw(frozen, supervisors)
-	late = lateStarts(t, seen, readExec(tr.exec, n), running)
+	late = tr.thawLate(t0, rescue, frozen, supervisors, running)
 	tr.logSuperseded(frozen)
 	f := finalRanOn(t, tr.dir, tr.exec, n, running, down, rescue)
 	f.Trials, f.Kills, f.InCommit, f.InLane, f.LaneRuns, f.NotEnded = c.Trials, len(frozen), c.InCommit, c.InLane, c.LaneRuns, c.NotEnded
@@ -181,6 +166,41 @@ func supersededTrial(t *testing.T, seed uint64, point string, rescue bool) (c co
 	}
 	tr.diagnose()
 	return f, got, late, closed, ranOn
+}
+
+// runTwo resubmits k meta-jobs of the trial of seed as run 2, with run
+// 1's jobs frozen (their nodes down), unless every case has succeeded
+// (the others ran everything, the frozen jobs' cases too). It checks that
+// run 2 closed the lanes of run 1 (lanes of them, in lanedir) and returns
+// how many it found closed, and whether run 2 ended (within 5 minutes;
+// true if there was none).
+func (tr *trial) runTwo(seed uint64, k int, rescue bool, frozen []string, lanedir string, lanes int) (closed int, ended bool) {
+	if tr.allSucceeded() {
+		// The others ran everything, the frozen jobs' cases too (they
+		// held none, or a rescue took them): no run 2.
+		tr.t.Logf("every case succeeded without a resubmit")
+		return 0, true
+	}
+	mustEnv(tr.t, tr.dir, supersededEnv(seed, 2, rescue), "resubmit", fmt.Sprint(k))
+	tr.checkLanes(2, lanesOf(seed, 2))
+	closed = tr.closedLanes(lanedir, lanes)
+	ended = tr.waitEnd(seed, 2, 5*time.Minute, fmt.Sprintf("; jobs %v of run 1 frozen, their nodes down", frozen))
+	return closed, ended
+}
+
+// thawLate resumes the frozen jobs and their supervisors (thaw) once they
+// have been stopped, since t0, for more than the lease (with rescue off,
+// FARM_LOOK_EVERY=1s), and returns how many cases they started then other
+// than those they had running (lateStarts).
+func (tr *trial) thawLate(t0 time.Time, rescue bool, frozen []string, supervisors []int, running map[string]map[int64]bool) (late int) {
+	seen := readExec(tr.exec, tr.n)
+	minHold := 2 * time.Second // FARM_LOOK_EVERY=1s
+	if rescue {
+		minHold = casetable.LookEvery + time.Second
+	}
+	time.Sleep(time.Until(t0.Add(minHold)))
+	tr.thaw(frozen, supervisors)
+	return lateStarts(tr.t, seen, readExec(tr.exec, tr.n), running)
 }
 
 // supersededEnv is the environment of the farm commands of run of the
