@@ -57,7 +57,7 @@ func (r *request) ends(why stop, err error) step {
 	return stepEnd
 }
 
-// waitOver looks at r's wait again (retry.go, rescue.go, wait.go).
+// waitOver looks at r's wait again (below).
 func (o *owner) waitOver(r *request) step {
 	switch r.wait {
 	case waitRetry:
@@ -300,4 +300,137 @@ func (m *Metajob) recordUnfit(c tablefmt.Case, why string) error {
 	m.swMu.Lock()
 	defer m.swMu.Unlock()
 	return m.sw.Unfit(c.ID, time.Now(), "it "+why)
+}
+
+// awaitRetry is where serve goes when the table has no case left for the
+// job and it holds none: request r waits until the first pending retry
+// is due, or the job ends (a stop signal; another loop's error,
+// fast-failure protection, the run superseded: serve sees it). When no
+// retry is pending, or the first would fall due too late to run (after
+// the job's end less dt_cutoff: the retries are then left for the next
+// run, as runLoops says), r waits for a rescue instead, if any
+// (awaitRescue).
+func (o *owner) awaitRetry(r *request) step {
+	if len(o.retries) == 0 {
+		return o.awaitRescue(r)
+	}
+	rt, due := o.m.rt, o.retries[0].due
+	if end := rt.end.at(); !end.IsZero() && due.After(end.Add(-time.Duration(rt.cutoff*float64(time.Second)))) {
+		return o.awaitRescue(r) // said when the job ends
+	}
+	r.wait, r.at = waitRetry, due
+	return o.retryWait(r)
+}
+
+// retryWait is r's wait for its retry, looked at again: over (serve looks
+// again) once the retry is due or the job ends.
+func (o *owner) retryWait(r *request) step {
+	if !time.Now().Before(r.at) || o.ending() != going {
+		return r.again()
+	}
+	return stepWait
+}
+
+// awaitRescue is where serve goes when the table has no case left for
+// the job, it holds none and no retry is to wait for: request r waits for
+// a rescued case while the job must stay — its own rescues wait for
+// their fence, or it is the run's warden and others of the run still run
+// — unless the job ends or its time runs short first; else its loop ends,
+// no case left. The job's first look as the warden is made at once, a
+// run whose others have all ended keeps no warden.
+func (o *owner) awaitRescue(r *request) step {
+	m := o.m
+	if m.rescue == nil || m.rt.tooLate() {
+		return r.ends(stopNoCases, nil)
+	}
+	if len(o.rescued) > 0 {
+		return r.again()
+	}
+	first := !m.rescue.wardenNow()
+	if !m.rescue.warden() && !m.rescue.busy() {
+		return r.ends(stopNoCases, nil)
+	}
+	r.wait, r.polled = waitRescue, false
+	if first && m.rescue.wardenNow() {
+		o.wardenLook(true)
+	}
+	return o.rescueWait(r)
+}
+
+// rescueWait is r's wait for a rescue, looked at again: over when a
+// rescued case is there or the job ends (serve looks again), or when the
+// job need no longer stay or its time runs short (its loop ends, no case
+// left). While it goes on, r.at is the warden's next look.
+func (o *owner) rescueWait(r *request) step {
+	m := o.m
+	if len(o.rescued) > 0 || o.ending() != going {
+		return r.again()
+	}
+	if !m.rescue.busy() || m.rt.tooLate() {
+		return r.ends(stopNoCases, nil)
+	}
+	if !o.wardenSaid && m.rescue.wardenNow() && r.polled {
+		// Once a job, and once it has looked: not for a run it was
+		// the last of.
+		fmt.Fprintf(m.log, "farm: no case left; this meta-job stays while others of run %d run, to rescue their cases if they die (checking every %s)\n", m.Env.Run, m.rescue.period)
+		o.wardenSaid = true
+	}
+	if o.nextPoll.IsZero() && !o.looking {
+		o.nextPoll = time.Now().Add(m.rescue.pollEvery())
+	}
+	r.at = o.nextPoll
+	return stepWait
+}
+
+// Cases added to a running farm (issue 25): 'farm add' gives the run a set
+// of lanes of its own table (casetable.Store.Enqueue), and the meta-jobs
+// claim them as they claim the others. A meta-job whose claim found
+// nothing left waits up to WAIT_FOR_CASES (config) for such cases before
+// it exits: at each of its looks at the run (look.go, every LookEvery) it
+// claims again if the run record moved on.
+
+// awaitCases is where serve goes when a claim found no case left: request
+// r waits until a look finds the run record moved on, a case is rescued
+// or a retry falls due (serve looks again: claims again), or until
+// WAIT_FOR_CASES has passed since the job found nothing left, the job
+// ends or the run-time runs short (noCases); or its loop ends with the
+// look's stop (the run superseded) or error. The requests waiting so
+// share the job's looks.
+func (o *owner) awaitCases(r *request) step {
+	m := o.m
+	wait := m.Farm.Config.WaitForCases
+	if wait <= 0 || m.Env.Simple || o.looked.IsZero() {
+		return o.noCases(r) // (no news of its run: the record is of another)
+	}
+	if o.idleSince.IsZero() {
+		o.idleSince = m.now()
+		fmt.Fprintf(m.log, "farm: no case left; waiting up to %s for cases 'farm add' adds to run %d (WAIT_FOR_CASES)\n", wait.Round(time.Second), m.Env.Run)
+	}
+	r.wait = waitCases
+	return o.casesWait(r)
+}
+
+// casesWait is r's wait for added cases, looked at again; while it goes
+// on, r.at is when it is next: the next look due, the end of the wait, or
+// the first retry due, whichever comes first.
+func (o *owner) casesWait(r *request) step {
+	m := o.m
+	wait := m.Farm.Config.WaitForCases
+	if o.ending() != going || m.rt.tooLate() || m.now().Sub(o.idleSince) >= wait {
+		return o.noCases(r)
+	}
+	if len(o.rescued) > 0 || len(o.retries) > 0 && !time.Now().Before(o.retries[0].due) {
+		return r.again()
+	}
+	if moved, why, err := o.look(r.ctx, 0); why != going || err != nil {
+		return r.ends(why, err)
+	} else if moved {
+		return r.again() // cases may have been added
+	}
+	d := min(max(o.lookDue(), 0), max(wait-m.now().Sub(o.idleSince), 0)) + time.Millisecond
+	if len(o.retries) > 0 {
+		d = min(d, max(time.Until(o.retries[0].due), 0)+time.Millisecond)
+	}
+	r.at = time.Now().Add(d)
+	return stepWait
 }

@@ -17,13 +17,13 @@ import (
 // with rescue on, first one lookup of the job's own rescue mark
 // (rescuedNow, rescue.go). The look is due once LookEvery has passed since
 // the last, and is made where the job acts: before a claim, before a case
-// starts (twice: see below), and while it waits for cases (wait.go). It
+// starts (twice: see below), and while it waits for cases (dispatch.go). It
 // serves four ends:
 //
 //   - 'farm add --first': the next claim takes from the set the record
 //     now names first;
 //   - WAIT_FOR_CASES: a job with nothing left claims again once the record
-//     moved on (wait.go);
+//     moved on (dispatch.go);
 //   - a run superseded. A meta-job may be frozen for any length of time
 //     (SIGSTOP, a frozen VM, a node the batch system marked DOWN while its
 //     processes live on) with cases claimed and not started. Meanwhile its

@@ -41,7 +41,7 @@ type owner struct {
 	rescued     []rescuedCase   // handed over by the job's rescues, run before its next claim
 	tableDone   bool            // a claim found no case left: only retries and rescues remain
 	// idleSince is when a claim found no case left, for WAIT_FOR_CASES
-	// (wait.go); zero after a claim that found some.
+	// (dispatch.go); zero after a claim that found some.
 	idleSince  time.Time
 	tableLines map[string]int64 // the lines of each table its cases came from
 
@@ -92,7 +92,7 @@ const (
 	noWait     waitFor = iota
 	waitRetry          // a retry to fall due (retry.go)
 	waitRescue         // a rescue, or the run's other jobs to end (rescue.go)
-	waitCases          // cases 'farm add' adds (wait.go)
+	waitCases          // cases 'farm add' adds (dispatch.go)
 )
 
 // turn is the owner's answer to a request: the case the loop runs next,

@@ -71,32 +71,3 @@ func (o *owner) dueRetry() (pendingRetry, bool) {
 	o.retries = o.retries[1:]
 	return r, true
 }
-
-// awaitRetry is where serve goes when the table has no case left for the
-// job and it holds none: request r waits until the first pending retry
-// is due, or the job ends (a stop signal; another loop's error,
-// fast-failure protection, the run superseded: serve sees it). When no
-// retry is pending, or the first would fall due too late to run (after
-// the job's end less dt_cutoff: the retries are then left for the next
-// run, as runLoops says), r waits for a rescue instead, if any
-// (awaitRescue).
-func (o *owner) awaitRetry(r *request) step {
-	if len(o.retries) == 0 {
-		return o.awaitRescue(r)
-	}
-	rt, due := o.m.rt, o.retries[0].due
-	if end := rt.end.at(); !end.IsZero() && due.After(end.Add(-time.Duration(rt.cutoff*float64(time.Second)))) {
-		return o.awaitRescue(r) // said when the job ends
-	}
-	r.wait, r.at = waitRetry, due
-	return o.retryWait(r)
-}
-
-// retryWait is r's wait for its retry, looked at again: over (serve looks
-// again) once the retry is due or the job ends.
-func (o *owner) retryWait(r *request) step {
-	if !time.Now().Before(r.at) || o.ending() != going {
-		return r.again()
-	}
-	return stepWait
-}

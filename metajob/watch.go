@@ -2,7 +2,6 @@ package metajob
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -13,57 +12,6 @@ import (
 // first look at the run's jobs, then a look every rescuer.pollEvery at
 // those still running — is the owner's timer, and the looks are made
 // outside the owner, one at a time.
-
-// awaitRescue is where serve goes when the table has no case left for
-// the job, it holds none and no retry is to wait for: request r waits for
-// a rescued case while the job must stay — its own rescues wait for
-// their fence, or it is the run's warden and others of the run still run
-// — unless the job ends or its time runs short first; else its loop ends,
-// no case left. The job's first look as the warden is made at once, a
-// run whose others have all ended keeps no warden.
-func (o *owner) awaitRescue(r *request) step {
-	m := o.m
-	if m.rescue == nil || m.rt.tooLate() {
-		return r.ends(stopNoCases, nil)
-	}
-	if len(o.rescued) > 0 {
-		return r.again()
-	}
-	first := !m.rescue.wardenNow()
-	if !m.rescue.warden() && !m.rescue.busy() {
-		return r.ends(stopNoCases, nil)
-	}
-	r.wait, r.polled = waitRescue, false
-	if first && m.rescue.wardenNow() {
-		o.wardenLook(true)
-	}
-	return o.rescueWait(r)
-}
-
-// rescueWait is r's wait for a rescue, looked at again: over when a
-// rescued case is there or the job ends (serve looks again), or when the
-// job need no longer stay or its time runs short (its loop ends, no case
-// left). While it goes on, r.at is the warden's next look.
-func (o *owner) rescueWait(r *request) step {
-	m := o.m
-	if len(o.rescued) > 0 || o.ending() != going {
-		return r.again()
-	}
-	if !m.rescue.busy() || m.rt.tooLate() {
-		return r.ends(stopNoCases, nil)
-	}
-	if !o.wardenSaid && m.rescue.wardenNow() && r.polled {
-		// Once a job, and once it has looked: not for a run it was
-		// the last of.
-		fmt.Fprintf(m.log, "farm: no case left; this meta-job stays while others of run %d run, to rescue their cases if they die (checking every %s)\n", m.Env.Run, m.rescue.period)
-		o.wardenSaid = true
-	}
-	if o.nextPoll.IsZero() && !o.looking {
-		o.nextPoll = time.Now().Add(m.rescue.pollEvery())
-	}
-	r.at = o.nextPoll
-	return stepWait
-}
 
 // wardenTick is the owner's timer for the warden's watch: once its next
 // look is due, the warden looks at the jobs still running (wardenLook);
