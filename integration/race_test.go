@@ -251,8 +251,10 @@ func TestLocalAutoAndTwoResubmitsStartOneRun(t *testing.T) {
 		}
 		// Both of run 1's meta-jobs stopped claiming at the shutdown
 		// notice: farm.log says so, by the reason their last records name.
-		if !strings.Contains(string(log), "autojob (run 1): its meta-jobs ended: 2 no-runtime\n") {
-			t.Errorf("trial %d: farm.log does not say that run 1's 2 meta-jobs ended for want of runtime:\n%s", trial, log)
+		// (On a loaded machine one may first run 5 of the failing cases
+		// before case 1 writes the notice: fast-failure protection.)
+		if !regexp.MustCompile(`autojob \(run 1\): its meta-jobs ended: (2 no-runtime|1 fast-failure, 1 no-runtime|2 fast-failure)\n`).Match(log) {
+			t.Errorf("trial %d: farm.log does not say that run 1's 2 meta-jobs ended for want of runtime (or fast-failure protection):\n%s", trial, log)
 		}
 		autoEnd := localJobEnd(t, a.dir, 1, "auto")
 		var what []string

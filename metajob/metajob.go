@@ -124,8 +124,8 @@ func (m *Metajob) quit(why stop, err error) error {
 	}
 	if line != "" {
 		key := why.String()
-		if err != nil {
-			key = "failed" // the table changed
+		if changed != nil {
+			key = "failed"
 		}
 		fmt.Fprintln(m.log, line)
 		m.sw.Quit(key, line)
