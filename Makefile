@@ -42,11 +42,13 @@ test: build
 # add's waiting meta-jobs and its runs with and without lanes, table.dat
 # edited during a run (in place, and renamed over), a run over lanes then
 # resubmitted, the -auto job and two resubmits racing, and a repair
-# --force racing a resubmit. .ci/run runs them after make test. Nothing is
+# --force racing a resubmit; farm kill on a full tmpfs and on one out of
+# inodes; and the fault trials' twins with rescue off (kill -9, and frozen
+# across a resubmit). .ci/run runs them after make test. Nothing is
 # started.
-LOCAL_EXTRA := ^(TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
+LOCAL_EXTRA := ^(TestLocalKillOnFullDisk|TestLocalKillInodesExhausted|TestKill9LocalNoRescue|TestFrozenAcrossResubmitLanesNoRescue|TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
 local-extra: build
-	$(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/
+	$(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/ ./integration/faulttrials/
 
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,
