@@ -551,7 +551,10 @@ func (p *fileParser) add(f *File, a *Attempt) {
 			b.recent++
 		}
 	}
-	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started, crashed: a.State == Interrupted && a.NoEnd,
+	// A start withdrawn (I ID 0: its meta-job found its lease lost once the
+	// start was recorded, and never ran it) is no start of the case's.
+	withdrawn := a.State == Interrupted && !a.NoEnd && a.Status == 0 && a.Seconds == 0
+	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started && !withdrawn, crashed: a.State == Interrupted && a.NoEnd,
 		untimed: a.NoEnd || a.Untimed || a.State == Unfit,
 		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }

@@ -51,6 +51,10 @@ type startRec struct {
 	why, from string
 	end       byte // 'E', 'I', or 0 if the file has no end of it
 	ok        bool // an E record with status 0
+	// withdrawn: an I record with signal 0, the lease's (metajob/runone.go):
+	// its job found, once the start was recorded, its cases rescued or its
+	// run superseded, and never ran it.
+	withdrawn bool
 }
 
 // statusFile is what one status file says.
@@ -96,9 +100,13 @@ func readStatusFiles(t *testing.T, dir string) map[string]*statusFile {
 			case status.KindEnd, status.KindInterrupted:
 				if s := open[r.ID]; s != nil {
 					s.end, s.ok = byte(r.Kind), r.Kind == status.KindEnd && r.Status == 0
+					s.withdrawn = r.Kind == status.KindInterrupted && r.Status == 0
 					delete(open, r.ID)
 				}
 			case status.KindClaimed:
+				if len(r.Lost) > 0 {
+					break // a claim noted before its commit, which it lost: not the job's
+				}
 				ids, _ := status.ParseIDs(r.IDs)
 				for _, id := range ids {
 					sf.claimed[id] = r.Time
@@ -187,7 +195,9 @@ func startsByRun(files map[string]*statusFile) (map[int]map[int64][]*startRec, i
 			byRun[sf.run] = map[int64][]*startRec{}
 		}
 		for _, s := range sf.starts {
-			byRun[sf.run][s.id] = append(byRun[sf.run][s.id], s)
+			if !s.withdrawn { // never ran: no start of the case's
+				byRun[sf.run][s.id] = append(byRun[sf.run][s.id], s)
+			}
 		}
 	}
 	return byRun, maxRun
