@@ -391,6 +391,14 @@ func (l *Backend) job(id string) (localSpec, localState, backend.JobInfo, error)
 		return spec, st, info, nil
 	}
 	if st.State.Active() && !proc.AliveSince(st.PID, st.PIDStart) {
+		// Its supervisor saves the job's end before it exits: one that
+		// ended between the reading above and this look has saved it.
+		var again localState
+		if readState(l.path(id, ".state"), id, &again) == nil && !again.State.Active() {
+			st = again
+			info.State, info.Start, info.End = st.State, st.Start, st.End
+			return spec, st, info, nil
+		}
 		// Its supervisor died: the job script may still run on.
 		if st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) == nil {
 			return spec, st, info, nil
