@@ -350,6 +350,9 @@ func (sc *rescueScan) countLeft(run int, ids []int64) {
 //   - "unclaimed": no status file of the run has it and no meta-job of it
 //     found the table done before the next run began (every one was
 //     killed first);
+//   - "interrupted": the dead meta-job that held it recorded it
+//     interrupted (it caught a signal: scancel, its time limit), which
+//     rescue leaves to the resubmit by design;
 //   - "unrecorded-claim": no status file has it, yet a meta-job of the
 //     run found no case left before the next run began: it was claimed by
 //     a meta-job killed between its claim's commit and its C record, which
@@ -405,6 +408,9 @@ func leftWhy(dir string, files map[string]*statusFile, run int, id int64, dead d
 	if holder == nil {
 		return "other", ""
 	}
+	if recordedInterrupted(holder, id) {
+		return "interrupted", fmt.Sprintf(" (held by dead job %s, which recorded it interrupted)", holder.job)
+	}
 	rdir := filepath.Join(dir, "MISC", fmt.Sprintf("rescue.%d", run))
 	b, err := os.ReadFile(filepath.Join(rdir, holder.name))
 	f := strings.Fields(string(b))
@@ -430,6 +436,18 @@ func leftWhy(dir string, files map[string]*statusFile, run int, id int64, dead d
 		return "rescuer-killed", fmt.Sprintf(" (held by dead job %s; rescuer %s killed)", holder.job, by)
 	}
 	return "rescue-dropped", fmt.Sprintf(" (held by dead job %s; mark %q; rescuer's output:\n%s)", holder.job, strings.TrimSpace(string(b)), rescueLines(dir, by))
+}
+
+// recordedInterrupted reports whether sf's job recorded case id
+// interrupted: it caught a signal (scancel, its time limit), which rescue
+// leaves to the resubmit (README, Rescue: what rescue does not do).
+func recordedInterrupted(sf *statusFile, id int64) bool {
+	for _, st := range sf.starts {
+		if st.id == id && st.end == byte(status.KindInterrupted) && !st.withdrawn {
+			return true
+		}
+	}
+	return false
 }
 
 // notMarkedWhy is leftWhy's answer for a case the dead job holder held
@@ -541,4 +559,4 @@ func rescueFigure(rescue bool, c counts) string {
 }
 
 // leftKinds are leftWhy's answers, in the order of the figure lines.
-var leftKinds = []string{"unclaimed", "unrecorded-claim", "not-marked-warden-killed", "not-marked-all-killed", "not-marked", "rescuer-killed", "rescue-dropped", "marked-none", "other"}
+var leftKinds = []string{"unclaimed", "interrupted", "unrecorded-claim", "not-marked-warden-killed", "not-marked-all-killed", "not-marked", "rescuer-killed", "rescue-dropped", "marked-none", "other"}
