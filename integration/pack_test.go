@@ -84,13 +84,10 @@ func TestPackMixedCPUs(t *testing.T) {
 	for id := int64(1); id <= 24; id++ {
 		want := map[int]string{1: "1", 2: "1 or 2"}[cpus[id]]
 		switch {
-		case id <= 2 && omp[id] != "2" && omp[id] != "1":
-			// Started first, they were to get logical CPUs 0-1 and 2-3,
-			// both on CPUs 0 and 1 (2); since the meta-job's one owner
-			// hands the first cases to whichever loops ask first, one
-			// run in four of make test gave them 0,2 and 1,3 (1 each).
-			// Open in issue 37: which loop takes the first cases.
-			t.Errorf("case %d (2 CPUs, started first): OMP_NUM_THREADS=%q, want 2 (or 1)", id, omp[id])
+		case id <= 2 && omp[id] != "2":
+			// Started first, on 4 free logical CPUs, each gets two bound
+			// to CPUs 0 and 1, whichever loop starts it (pool.take).
+			t.Errorf("case %d (2 CPUs, started first): OMP_NUM_THREADS=%q, want 2", id, omp[id])
 		case cpus[id] == 1 && omp[id] != "1":
 			t.Errorf("case %d (1 CPU): OMP_NUM_THREADS=%q, want 1", id, omp[id])
 		case omp[id] != "1" && omp[id] != "2":

@@ -283,10 +283,15 @@ func (p *pool) take(k int, w want, prefer int) part {
 		nd.cpuFree[prefer] = false
 		pt.cpus = append(pt.cpus, prefer)
 	}
-	for i := 0; i < len(nd.cpuFree) && len(pt.cpus) < cpus; i++ {
-		if nd.cpuFree[i] {
-			nd.cpuFree[i] = false
-			pt.cpus = append(pt.cpus, i)
+	// Logical CPUs bound to CPUs the part has not got yet come first, so
+	// that a case of 2 CPUs in a job that shares each CPU between two
+	// loops gets 2 CPUs, whichever loop's share it starts on.
+	for _, fresh := range []bool{true, false} {
+		for i := 0; i < len(nd.cpuFree) && len(pt.cpus) < cpus; i++ {
+			if nd.cpuFree[i] && (!fresh || k != 0 || p.adds(pt.cpus, i)) {
+				nd.cpuFree[i] = false
+				pt.cpus = append(pt.cpus, i)
+			}
 		}
 	}
 	for i := 0; i < len(nd.gpuFree) && len(pt.gpus) < gpus; i++ {
@@ -302,6 +307,23 @@ func (p *pool) take(k int, w want, prefer int) part {
 	nd.cpusFree -= len(pt.cpus)
 	nd.gpusFree -= len(pt.gpus)
 	return pt
+}
+
+// adds reports whether node 0's logical CPU c is bound to a CPU that none
+// of the logical CPUs have is bound to (always, when the pool binds
+// nothing).
+func (p *pool) adds(have []int, c int) bool {
+	if p.shares == nil {
+		return true
+	}
+	for _, h := range have {
+		for _, b := range p.shares[c] {
+			if slices.Contains(p.shares[h], b) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // place chooses the nodes w would run on now, ascending; nil if it does

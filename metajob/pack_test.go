@@ -147,6 +147,16 @@ func TestPoolBinding(t *testing.T) {
 	if got := fmt.Sprint(over.shares); got != "[[0] [1] [0] [1]]" {
 		t.Errorf("4 logical CPUs over 2: %s", got)
 	}
+	// A case of 2 CPUs gets both CPUs, whichever loop's share it starts on
+	// (TestPackMixedCPUs: loop 2 took the first case and it got logical
+	// CPUs 0 and 2, both bound to CPU 0).
+	for prefer := range 4 {
+		g, _ := over.acquire(over.ticket(), want{cpus: 2, managed: true}, prefer)
+		if got := fmt.Sprint(over.bound(g)); got != "[0 1]" {
+			t.Errorf("a case of 2 CPUs started by loop %d got logical CPUs %v, bound to %s; want [0 1]", prefer, g.parts[0].cpus, got)
+		}
+		over.release(g)
+	}
 }
 
 // TestPoolNodes: a job of several nodes (issue 25). A case that says
