@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -77,13 +75,15 @@ func (f *Farm) waitingFor(active []JobRecord, infos map[string]backend.JobInfo, 
 		case j.info.State == backend.Running && r.Kind == kindMeta:
 			w, ok := wardens[r.Run]
 			if !ok {
-				w = f.warden(r.Run)
+				if _, job, gone, _ := ReadWarden(f.Path(layout.MiscDir, layout.RescueDir(r.Run)), nil); !gone {
+					w = job
+				}
 				wardens[r.Run] = w
 			}
 			j.warden, j.rank = w == r.ID, 2
 			if j.warden {
 				j.rank = 1
-			} else if last := f.lastRecord(r.ID); !last.IsZero() && now.Sub(last) >= silentAfter {
+			} else if _, last := NewestStatusFile(f.Path(layout.StatusDir), r.ID); !last.IsZero() && now.Sub(last) >= silentAfter {
 				j.silent, j.rank = now.Sub(last), 0
 			}
 		}
@@ -146,37 +146,6 @@ func countStates(jobs []waitingJob) string {
 		parts[i] = fmt.Sprintf("%d %s", n[s], s)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// warden is the job ID of run's warden (metajob's warden.go), "" if it has none.
-func (f *Farm) warden(run int) string {
-	dir := f.Path(layout.MiscDir, layout.RescueDir(run))
-	d, err := os.Open(dir)
-	if err != nil {
-		return ""
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	k, gone := layout.Warden(names)
-	if gone {
-		return ""
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, layout.WardenMark(k, "")))
-	return strings.TrimSpace(string(b))
-}
-
-// lastRecord is when job id's newest incarnation last wrote its status
-// file (its modification time); zero if it has none.
-func (f *Farm) lastRecord(id string) time.Time {
-	var last time.Time
-	for rs := 0; rs < 1000; rs++ {
-		st, err := os.Stat(f.Path(layout.StatusDir, layout.StatusFile(id, rs)))
-		if err != nil {
-			break
-		}
-		last = st.ModTime()
-	}
-	return last
 }
 
 // roundWait rounds d for a notice: to the minute from a minute, else the second.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/backend"
-	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
@@ -172,14 +172,7 @@ func (r *rescuer) takeOver(name string, marks map[string]bool, infos map[string]
 // newestFile is the name of the status file of job id's newest
 // incarnation, "" if it has none (it never started).
 func (r *rescuer) newestFile(id string) string {
-	name := ""
-	for rs := 0; rs < 1000; rs++ {
-		n := layout.StatusFile(id, rs)
-		if _, err := os.Lstat(filepath.Join(r.statusDir, n)); err != nil {
-			break
-		}
-		name = n
-	}
+	name, _ := farm.NewestStatusFile(r.statusDir, id)
 	return name
 }
 
@@ -192,4 +185,14 @@ func (r *rescuer) hasTime() bool {
 		return true
 	}
 	return time.Until(end) > r.wait()+2*m.rt.cutoffSeen()+time.Minute
+}
+
+// readNames lists the names in dir.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

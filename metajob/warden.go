@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
@@ -29,31 +29,10 @@ import (
 // be for a meta-job with no case left to ask whether its job still runs.
 const wardenStale = 2 * time.Minute
 
-// wardenState reads the run's warden: its mark's K (0: none), its job, and
-// whether it is gone (left, or its job ended), from the rescue directory's
-// names (nil: listed now).
+// wardenState reads the run's warden (farm.ReadWarden) from the rescue
+// directory's names (nil: listed now).
 func (r *rescuer) wardenState(names []string) (k int, job string, gone bool, err error) {
-	if names == nil {
-		if names, err = readNames(r.dir); err != nil {
-			return 0, "", false, err
-		}
-	}
-	k, gone = layout.Warden(names)
-	if k > 0 {
-		b, _ := os.ReadFile(r.wardenPath(k, ""))
-		job = strings.TrimSpace(string(b))
-	}
-	return k, job, gone, nil
-}
-
-// readNames lists the names in dir.
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
+	return farm.ReadWarden(r.dir, names)
 }
 
 // wardenPath is the path of warden mark k, with suffix (".off", ".ended").
