@@ -103,12 +103,12 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 
 // consider marks the rescue of the status file name of job id, which the
 // batch system says has ended (state), if it holds cases of the run and this
-// job has the time to rescue them.
-func (r *rescuer) consider(id, name string, state backend.JobState) {
+// job has the time to rescue them; it reports whether it marked name.
+func (r *rescuer) consider(id, name string, state backend.JobState) bool {
 	lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, name))
 	if err != nil {
 		fmt.Fprintf(r.m.log, "farm: rescue: reading %s: %v; looked at again at the next check\n", name, err)
-		return
+		return false
 	}
 	held := len(lo.Open) + len(lo.Unstarted)
 	for _, u := range lo.Undecided {
@@ -119,17 +119,19 @@ func (r *rescuer) consider(id, name string, state backend.JobState) {
 	superseded := lo.QuitWhy == stopSuperseded.String()
 	if lo.Run != r.run || held == 0 || superseded {
 		if lo.Quitted || lo.Run != r.run {
-			r.mark(name, "none") // holds nothing, and never will: looked at once
+			return r.mark(name, "none") // holds nothing, and never will: looked at once
 		}
-		return
+		return false
 	}
 	if !r.hasTime() {
-		return // left to a job with time for it
+		return false // left to a job with time for it
 	}
-	if r.mark(name, string(state)) {
-		fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
-			id, r.run, state, held, r.wait())
+	if !r.mark(name, string(state)) {
+		return false
 	}
+	fmt.Fprintf(r.m.log, "farm: meta-job %s of run %d has ended (%s) holding %d case(s) it had not finished; this job rescues them after %s\n",
+		id, r.run, state, held, r.wait())
+	return true
 }
 
 // takeOver carries out the rescue of the status file name that a meta-job
@@ -159,9 +161,10 @@ func (r *rescuer) takeOver(name string, marks map[string]bool, infos map[string]
 	if lo, err := status.ReadLeftovers(filepath.Join(r.statusDir, held)); err != nil || lo.RescuedFrom[name] {
 		return // carried out: its cases are in the rescuer's file, rescued from there
 	}
-	if !marks[held] {
-		r.consider(f[0], held, in.State)
-		r.markAs(held, held, string(in.State)) // (if consider did not: nothing held)
+	if !marks[held] && !r.consider(f[0], held, in.State) {
+		// Nothing held yet, as far as this look saw: marked all the
+		// same, and read again when the rescue is carried out.
+		r.mark(held, string(in.State))
 	}
 	if r.markAs(name, name+"~"+strconv.Itoa(k+1), f[2]) {
 		fmt.Fprintf(r.m.log, "farm: rescue: meta-job %s took the cases of %s and ended (%s) before running them; this job rescues them after %s\n",
