@@ -337,7 +337,7 @@ func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
 		if err != nil {
 			return passing(s.fs, c.dir, err)
 		}
-		won = strings.HasSuffix(strings.TrimSuffix(string(b), "\n"), " nonce="+nonce)
+		won = strings.HasSuffix(strings.TrimSuffix(string(b), "\n"), " nonce="+nonce) || mutated("claim-won-by-mark")
 		return nil
 	})
 	return won, err

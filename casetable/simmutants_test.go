@@ -67,6 +67,10 @@ var simMutants = []simMutant{
 	{"split-slot-tried-again", "8da4427", "a slot whose mknod and lookup answer EIO (a GlusterFS split-brain name) is tried again from fresh readings, never awaited: if its owner died before its mark, no claimer gets past it", lostWrites, false},
 	{"inspect-trusts-no-generation", "7b8f004", "a repair's reading took a chain whose directory or first segment answered a passing ENOENT for one with no generation: the forced repair closed every lane, those of a run starting meanwhile too, then lost its commit — the new run's cases never claimed", lostWrites, true},
 	{"add-removes-table-then-looks", "b6298cc", "farm add's first look at its queued table answers a passing ENOENT: not retried, the table removed, then the error looked up — gone, since it was just removed — and the add fails for good", nil, false},
+	// Defects the rescue of noted claims (issue 37) must not have, put in
+	// to show that the simulator's rescue reaches them.
+	{"note-after-commit", "4b2f79e", "a claim noted after its commit, not before: a claimer that dies between the two leaves cases claimed that no record names, and no rescue finds them", nil, false},
+	{"claim-won-by-mark", "4b2f79e", "ClaimWon takes a generation's mark for the noted claim's win, without its nonce: a claim that lost is rescued too, and its cases run twice", nil, false},
 }
 
 func knownMutant(name string) bool {
@@ -172,6 +176,8 @@ var simRegressions = []struct {
 	{"split-slot-tried-again", 55, "gluster-dht"},
 	{"inspect-trusts-no-generation", 56134, "gluster"},
 	{"add-removes-table-then-looks", 16636, "gluster-dht"},
+	{"note-after-commit", 10, "gluster-dht"},
+	{"claim-won-by-mark", 10, "gluster-dht"},
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without

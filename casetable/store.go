@@ -271,13 +271,16 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-	if ci.ids != nil {
+	if ci.ids != nil && !mutated("note-after-commit") {
 		if err := s.o.Note(s.token(next, ci.nonce), ci.ids, false); err != nil {
 			return err
 		}
 	}
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
-	if ci.ids != nil && !won && !errors.As(err, new(*UndecidedError)) {
+	if ci.ids != nil && won && mutated("note-after-commit") {
+		s.o.Note(s.token(next, ci.nonce), ci.ids, false)
+	}
+	if ci.ids != nil && !won && !errors.As(err, new(*UndecidedError)) && !mutated("note-after-commit") {
 		s.o.Note(s.token(next, ci.nonce), ci.ids, true) // (undecided: ClaimWon decides)
 	}
 	switch {
