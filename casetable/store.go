@@ -271,18 +271,11 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-	if ci.ids != nil && !mutated("note-after-commit") {
-		if err := s.o.Note(s.token(next, ci.nonce), ci.ids, false); err != nil {
-			return err
-		}
+	if err := s.note(next, ci, nil); err != nil {
+		return err
 	}
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
-	if ci.ids != nil && won && mutated("note-after-commit") {
-		s.o.Note(s.token(next, ci.nonce), ci.ids, false)
-	}
-	if ci.ids != nil && !won && !errors.As(err, new(*UndecidedError)) && !mutated("note-after-commit") {
-		s.o.Note(s.token(next, ci.nonce), ci.ids, true) // (undecided: ClaimWon decides)
-	}
+	s.note(next, ci, &outcome{won, err})
 	switch {
 	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
 		u.stale = true
@@ -318,6 +311,27 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	}
 	u.stale = err != nil
 	return errAgain
+}
+
+// outcome is a commit's, for note.
+type outcome struct {
+	won bool
+	err error
+}
+
+// note tells Opts.Note of a claim of ci's cases in generation next: before
+// its commit (c nil), and once it is decided lost (an undecided commit is
+// ClaimWon's to decide).
+func (s *chainStore) note(next int64, ci commitInfo, c *outcome) error {
+	late := mutated("note-after-commit") // noted once won, never before
+	switch {
+	case ci.ids == nil:
+	case c == nil && !late, c != nil && c.won && late:
+		return s.o.Note(s.token(next, ci.nonce), ci.ids, false)
+	case c != nil && !c.won && !late && !errors.As(c.err, new(*UndecidedError)):
+		return s.o.Note(s.token(next, ci.nonce), ci.ids, true)
+	}
+	return nil
 }
 
 // propose reads the base if it must, runs fn on it, and makes the farm's
