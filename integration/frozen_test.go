@@ -135,7 +135,10 @@ func stopHoldingCases(t *testing.T, dir, execLog string, pgid, n int) (held []in
 		if time.Now().After(deadline) {
 			t.Fatal("never stopped the meta-job with cases claimed and not started")
 		}
-		if claimed(t, dir)-int64(len(execLines(t, execLog))) < 8 {
+		// At least 3 held: a loaded machine makes cases slower and the
+		// batches smaller (5 a claim here at a load average of 10-25,
+		// when 8 was never reached).
+		if claimed(t, dir)-int64(len(execLines(t, execLog))) < 3 {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}

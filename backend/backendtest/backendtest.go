@@ -34,8 +34,11 @@ import (
 var (
 	// JobTimeout is how long a subtest waits for a job to reach a state.
 	JobTimeout = 90 * time.Second
-	// CancelTimeout bounds one Cancel call.
-	CancelTimeout = 30 * time.Second
+	// CancelTimeout bounds one Cancel call: more than an engine's cancel
+	// command (its call timeout, 30 s) and its wait for the jobs to settle
+	// (Grid Engine's 20 s) together, which a loaded qmaster can take (a
+	// qstat past the old 30 s, 2026-11-30, load average 10-25).
+	CancelTimeout = 60 * time.Second
 )
 
 // Environment variables the suite sets: one in the submitting environment
