@@ -7,6 +7,7 @@ import (
 
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/lease"
 )
 
 // A meta-job holds a lease on its run: it may claim and start cases of it
@@ -46,6 +47,12 @@ import (
 // What remains: a case already running when the job froze (or that started
 // in the instant between that last look and its exec) runs on to its end;
 // the cases after it do not start.
+//
+// When a look is due (lease.Due, by lease.Gap's measure), the lookup of the
+// job's rescue mark (lease.Marks.MarkedBy) and the rescuer's side — its
+// mark (lease.Marks.Mark) and its wait before it reads (lease.Fence) — are
+// package lease's, over a vfs.FS (here the system's), so that the
+// simulator runs this code (SIMULATION.md, "The lease and the fence").
 
 // MsgSuperseded is the line of a loop that ends because its run is no
 // longer the current one (stopSuperseded); the job's output gets the line
@@ -59,9 +66,9 @@ type runNews struct {
 	run casetable.State // the record then
 }
 
-// lease is the owner's side of the lease (owner.go): what the job knows
+// runLease is the owner's side of the lease (owner.go): what the job knows
 // of its run.
-type lease struct {
+type runLease struct {
 	news       runNews       // the last news of the run
 	looked     time.Time     // the last look; zero before the first news
 	superseded string        // why the run is no longer the current one; "" while it is
@@ -70,14 +77,9 @@ type lease struct {
 	rescuedBy  string        // the meta-job that rescued this one's cases, once found
 }
 
-// gap is how long it has been, at now, since t: the longer of the wall
-// clock's and the monotonic clock's measures. A frozen VM, or a suspended
-// host, pauses the monotonic clock (restic's lock refresh measures by the
-// wall clock for this reason); a wall clock set back must not hide a
-// SIGSTOP that the monotonic clock saw.
-func gap(now, t time.Time) time.Duration {
-	return max(now.Sub(t), now.Round(0).Sub(t.Round(0)))
-}
+// gap is how long it has been, at now, since t (lease.Gap: a freeze
+// counts, whichever clock saw it).
+func gap(now, t time.Time) time.Duration { return lease.Gap(now, t) }
 
 // heard records that the run was current at t, as st (a run record read
 // or claimed in) says; the first news starts the look's cadence.
@@ -133,11 +135,12 @@ func (m *Metajob) now() time.Time {
 }
 
 // lookDue is how long until the next look is due; 0 or less: now.
-func (o *owner) lookDue() time.Duration {
-	if o.looked.IsZero() {
-		return o.m.lookEvery() // no news of the run yet: its first claim reads it
-	}
-	return o.m.lookEvery() - gap(o.m.now(), o.looked)
+func (o *owner) lookDue() time.Duration { return o.dueAt(lease.Before) }
+
+// dueAt is how long until the look at moment at is due (lease.Due: no
+// news of the run yet, its first claim reads it); 0 or less: now.
+func (o *owner) dueAt(at lease.Moment) time.Duration {
+	return lease.Due(o.m.now(), o.looked, o.m.lookEvery(), at)
 }
 
 // look is the meta-job's look at its run, if due (see above). It reports
@@ -148,12 +151,18 @@ func (o *owner) lookDue() time.Duration {
 // stopSuperseded; the loops then end, and the job with supersededLine. An
 // error is a claim state that could not be read.
 func (o *owner) look(ctx context.Context, held int) (moved bool, why stop, err error) {
+	return o.lookAt(ctx, held, lease.Before)
+}
+
+// lookAt is look at moment at: before a claim or a start, or once a case's
+// start record is written (startsAfterRecord).
+func (o *owner) lookAt(ctx context.Context, held int, at lease.Moment) (moved bool, why stop, err error) {
 	m := o.m
 	if o.superseded != "" {
 		o.left += held
 		return false, stopSuperseded, nil
 	}
-	if o.lookDue() > 0 {
+	if o.dueAt(at) > 0 {
 		return false, going, nil
 	}
 	now := m.now()

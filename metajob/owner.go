@@ -53,7 +53,7 @@ type owner struct {
 	ends      []loopEnd // how each loop ended
 	grown     bool      // the loops beyond the first were started
 
-	lease // the look at the run (look.go)
+	runLease // the look at the run (look.go)
 
 	// The warden's watch (rescue.go).
 	wardenSaid bool           // the job said it stays as the run's warden

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/lease"
 	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +45,7 @@ import (
 //     holds the lease on its run (look.go): when its last look is more than
 //     LookEvery old it looks at its run and for its own mark (one lookup
 //     each in LookEvery); if its cases were rescued, it runs none of them
-//     and exits. The rescuer waits LookEvery + rescueMargin after making the
+//     and exits. The rescuer waits LookEvery + lease.Margin after making the
 //     mark, then reads the dead job's status file. So every case the old
 //     job starts after the mark has its start record written before the
 //     rescuer reads the file (it looked less than LookEvery before, and saw
@@ -71,10 +72,6 @@ import (
 //
 // Rescue is off in SIMPLE mode (one case a job) and with RESCUE_CHECK=0.
 
-// rescueMargin is added to the lease's LookEvery in the rescuer's wait,
-// for the time between a look and the start record's write.
-const rescueMargin = 5 * time.Second
-
 // rescueDir is the directory of run's rescue marks, in MISC.
 func rescueDir(run int) string { return layout.RescueDir(run) }
 
@@ -97,7 +94,7 @@ type rescuer struct {
 	checkMu sync.Mutex // one check at a time (the tick's, the warden's first)
 	quit    chan struct{}
 	wg      sync.WaitGroup // the tick goroutine
-	marks   atomic.Int64   // marks made, for each mark's own content
+	made    atomic.Int64   // marks made, for each mark's own content
 
 	pollMu sync.Mutex                  // one quitPoll at a time: it holds follow
 	follow map[string]*status.Follower // the watched files, followed, by name
@@ -199,8 +196,8 @@ func (r *rescuer) halt() {
 }
 
 // wait is how long a rescuer waits between its mark and its reading of the
-// dead job's file.
-func (r *rescuer) wait() time.Duration { return r.fence + rescueMargin }
+// dead job's file (lease.Fence).
+func (r *rescuer) wait() time.Duration { return lease.Fence(r.fence) }
 
 // tick is one look: the period's check if this job is the first to try
 // it (or the warden), then the rescues whose fence has passed.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/lease"
 	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/tablefmt"
 )
@@ -24,7 +25,7 @@ func (r *rescuer) nextDue() time.Duration {
 	defer r.mu.Unlock()
 	d := time.Hour
 	for _, p := range r.pending {
-		d = min(d, r.wait()-gap(time.Now(), p.at)+10*time.Millisecond)
+		d = min(d, r.wait()-lease.Gap(time.Now(), p.at)+10*time.Millisecond)
 	}
 	return max(d, 0)
 }
@@ -35,7 +36,7 @@ func (r *rescuer) collectDue(ctx context.Context, now time.Time) {
 	var due []pendingRescue
 	keep := r.pending[:0]
 	for _, p := range r.pending {
-		if gap(now, p.at) > r.wait() {
+		if lease.Fenced(now, p.at, r.fence) {
 			due = append(due, p)
 		} else {
 			keep = append(keep, p)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/lease"
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
@@ -228,7 +229,7 @@ func (o *owner) stillStarts(ctx context.Context, c tablefmt.Case, w want, retry 
 func (m *Metajob) startsAfterRecord(ctx context.Context) (stop, error) {
 	var why stop
 	var err error
-	m.do(func(o *owner) { _, why, err = o.look(ctx, 1) })
+	m.do(func(o *owner) { _, why, err = o.lookAt(ctx, 1, lease.AfterRecord) })
 	return why, err
 }
 

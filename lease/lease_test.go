@@ -1,0 +1,70 @@
+package lease
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/farm-hpc/farm/vfs"
+)
+
+func TestGapCountsEitherClock(t *testing.T) {
+	t0 := time.Now()
+	if g := Gap(t0.Add(3*time.Second), t0); g != 3*time.Second {
+		t.Errorf("Gap = %s, want 3s", g)
+	}
+	// A wall clock reading without a monotonic one (a freeze the
+	// monotonic clock did not see): the wall clock's measure.
+	if g := Gap(t0.Round(0).Add(10*time.Minute), t0); g != 10*time.Minute {
+		t.Errorf("Gap = %s, want 10m", g)
+	}
+}
+
+func TestDueAndFence(t *testing.T) {
+	t0 := time.Now()
+	every := 5 * time.Second
+	if d := Due(t0, time.Time{}, every, Before); d != every {
+		t.Errorf("Due with no news = %s, want %s", d, every)
+	}
+	if d := Due(t0.Add(2*time.Second), t0, every, AfterRecord); d != 3*time.Second {
+		t.Errorf("Due 2s after a look = %s, want 3s", d)
+	}
+	if d := Due(t0.Add(6*time.Second), t0, every, Before); d > 0 {
+		t.Errorf("Due 6s after a look = %s, want due", d)
+	}
+	if f := Fence(every); f != every+Margin {
+		t.Errorf("Fence = %s", f)
+	}
+	if Fenced(t0.Add(every+Margin), t0, every) || !Fenced(t0.Add(every+Margin+time.Millisecond), t0, every) {
+		t.Errorf("Fenced is not past the fence")
+	}
+}
+
+func TestMarks(t *testing.T) {
+	m := Marks{FS: vfs.OS{}, Dir: t.TempDir()}
+	if by, ok, err := m.MarkedBy("status.1"); ok || err != nil {
+		t.Fatalf("no mark: %q %v %v", by, ok, err)
+	}
+	if !m.Mark("status.1", "7 n1 dead 2026 1\n") {
+		t.Fatal("the first mark was not made")
+	}
+	if m.Mark("status.1", "8 n2 dead 2026 1\n") {
+		t.Fatal("a second maker won the mark")
+	}
+	if by, ok, err := m.MarkedBy("status.1"); !ok || by != "7" || err != nil {
+		t.Fatalf("marked: %q %v %v", by, ok, err)
+	}
+	m.Unmark("status.1", "n2") // not its maker's
+	if _, err := os.Stat(filepath.Join(m.Dir, "status.1")); err != nil {
+		t.Fatalf("another's unmark removed the mark: %v", err)
+	}
+	m.Unmark("status.1", "n1")
+	if _, ok, _ := m.MarkedBy("status.1"); ok {
+		t.Fatal("the mark is still there once its maker took it back")
+	}
+	m.Mark("status.2", "7 n1 none 2026 2\n")
+	if _, ok, _ := m.MarkedBy("status.2"); ok {
+		t.Fatal(`a "none" mark reads as a rescue`)
+	}
+}

@@ -1,0 +1,80 @@
+package lease
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/farm-hpc/farm/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// Marks are the rescue marks of a run (metajob/rescue.go): in Dir
+// (MISC/rescue.RUN), one file a rescued job, named after its status file,
+// made by an O_EXCL create and holding its maker's line: "ID NONCE STATE
+// ...". The one who made a mark carries out the rescue; the marked job's
+// lease looks for it.
+type Marks struct {
+	FS  vfs.FS
+	Dir string
+}
+
+// Mark makes the mark name holding content (its maker's nonce among its
+// words): it reports whether this maker made it, deciding from the mark's
+// content, not from the create's reply (which may be lost after the create
+// succeeded).
+func (m Marks) Mark(name, content string) bool {
+	path := filepath.Join(m.Dir, name)
+	err := vfs.WriteNewAt(m.FS, unix.AT_FDCWD, path, []byte(content), 0o644)
+	if err != nil {
+		if b, rerr := vfs.ReadFile(m.FS, path); rerr != nil || string(b) != content {
+			return false
+		}
+	}
+	return true
+}
+
+// Unmark removes the mark name if its maker's nonce is nonce.
+func (m Marks) Unmark(name, nonce string) {
+	path := filepath.Join(m.Dir, name)
+	if b, err := vfs.ReadFile(m.FS, path); err == nil && strings.Contains(string(b), " "+nonce+" ") {
+		vfs.Remove(m.FS, path)
+	}
+}
+
+// MarkedBy reads the mark name: the ID of the job that rescued the cases
+// of the job it names; ok false if there is no mark (or it marks nothing
+// rescued: "none"). err is a lookup that failed.
+func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
+	// The directory is opened first: on NFS, its opening revalidates it,
+	// so that a mark made by another client since is not hidden by a
+	// cached "no such file".
+	d, err := m.FS.Openat(unix.AT_FDCWD, m.Dir, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false, &os.PathError{Op: "open", Path: m.Dir, Err: err}
+	}
+	defer m.FS.Close(d)
+	path := filepath.Join(m.Dir, name)
+	fd, err := m.FS.Openat(d, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == unix.ENOENT {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := &vfs.File{FS: m.FS, Fd: fd, Name: path}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return "", false, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	fl := strings.Fields(string(b))
+	if len(fl) >= 3 && fl[2] == "none" {
+		return "", false, nil
+	}
+	if len(fl) == 0 {
+		return "another meta-job", true, nil // being written
+	}
+	return fl[0], true, nil
+}
