@@ -71,6 +71,11 @@ var simMutants = []simMutant{
 	// to show that the simulator's rescue reaches them.
 	{"note-after-commit", "4b2f79e", "a claim noted after its commit, not before: a claimer that dies between the two leaves cases claimed that no record names, and no rescue finds them", nil, false},
 	{"claim-won-by-mark", "4b2f79e", "ClaimWon takes a generation's mark for the noted claim's win, without its nonce: a claim that lost is rescued too, and its cases run twice", nil, false},
+	// Defects the lease and the rescue's fence (package lease, issue 37)
+	// must not have, put in to show that the simulator's lease actors
+	// reach them.
+	{"no-look-after-start-record", "", "the lease's look after a case's start record skipped: a job frozen between its last look and the record, rescued meanwhile, runs a case its rescuer took", nil, false},
+	{"fence-without-wait", "", "the rescuer reads the dead job's status file right after its mark, not after the fence: a job that looked just before the mark starts cases the rescuer took", nil, false},
 }
 
 func knownMutant(name string) bool {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
+	"github.com/farm-hpc/farm/lease"
 	"github.com/farm-hpc/farm/sim"
 	"github.com/farm-hpc/farm/vfs"
 )
@@ -207,6 +208,8 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	}
 	defer func(old time.Duration) { voidAfter = old }(voidAfter)
 	voidAfter = sc.voidAfter
+	lease.Mutant = mutant // the lease's defects (package lease), for the lease's actors
+	defer func() { lease.Mutant = "" }()
 	w := sim.New(seed, simModels[m].make())
 	o := newSimOracle(w, sc)
 	o.setUp()
@@ -253,16 +256,35 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 		}
 	}
 	r := scheduleResult{scenario: sc.String(), violation: o.violation, stats: w.Stats()}
+	if r.violation == "" && sc.lease.on {
+		// The lease and the fence, in a world of their own: its trace is
+		// the one said.
+		lo := runLease(seed, m, sc, last)
+		r.violation, w = lo.violation, lo.w
+		r.stats = addSteps(r.stats, w.Stats())
+	}
 	if r.violation != "" || os.Getenv("DBG_TRACE") != "" {
-		var b strings.Builder
-		n := 60
-		if keepTrace {
-			n = 0
-		}
-		w.WriteTrace(&b, n)
-		r.trace = b.String()
+		r.trace = traceOf(w, keepTrace)
 	}
 	return r
+}
+
+// traceOf is w's trace: its last calls, or all of them for a replay.
+func traceOf(w *sim.World, keepTrace bool) string {
+	var b strings.Builder
+	n := 60
+	if keepTrace {
+		n = 0
+	}
+	w.WriteTrace(&b, n)
+	return b.String()
+}
+
+// addSteps is s with the steps and calls of another world's t.
+func addSteps(s, t sim.Stats) sim.Stats {
+	s.Steps += t.Steps
+	s.Calls += t.Calls
+	return s
 }
 
 // scenario is what a seed's schedule is made of, drawn from the seed.
@@ -296,6 +318,7 @@ type scenario struct {
 	aimGone    bool          // a look deciding whether a name is gone, or a repair's reading, may fail (simOracle.hook)
 	spare      int           // ... past the first spare of them (sim.Proc.AimAfter)
 	flaky      bool          // each run's first meta-job has its faults aimed at it
+	lease      leaseScenario // the lease's actors, in a world of their own (simlease_test.go)
 }
 
 // aimed is p, a command's process, with the scenario's faults aimed at it.
@@ -309,7 +332,7 @@ func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
 func (sc scenario) String() string {
 	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v aim-start=%v aim-table=%v aim-gone=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
 		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.aimStart, sc.aimTable, sc.aimGone, sc.spare, sc.flaky,
-		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until)
+		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until) + sc.lease.String()
 }
 
 // drawScenario draws seed's scenario: a swarm, each seed its own mix of
@@ -372,6 +395,7 @@ func drawScenario(seed uint64) scenario {
 		sc.repairs = max(sc.repairs, 1)
 	}
 	sc.aimLooks(r)
+	sc.drawLease(r)
 	return sc
 }
 
