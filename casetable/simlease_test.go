@@ -46,6 +46,7 @@ type leaseScenario struct {
 	stall     float64       // at each of a victim's moments, the chance that it stalls there
 	stallMax  time.Duration // its stalls, log-uniform from 1 ms to this
 	work      time.Duration // a case's run time, at most
+	aimLook   bool          // an outage may begin at a victim's look once it is marked (a brick down: its lookup's spurious ENOENT)
 }
 
 // drawLease draws the lease actors, in one schedule in four: last of the
@@ -65,14 +66,15 @@ func (sc *scenario) drawLease(r *rand.Rand) {
 		stallMax:  []time.Duration{20 * time.Second, 3 * time.Minute, 20 * time.Minute}[r.IntN(3)],
 		work:      time.Duration(1+r.IntN(5000)) * time.Millisecond,
 	}
+	sc.lease.aimLook = r.IntN(2) == 0
 }
 
 func (ls leaseScenario) String() string {
 	if !ls.on {
 		return ""
 	}
-	return fmt.Sprintf(" lease={victims=%d cases=%d rescuers=%d in-stall=%v mark-after=%s stall=%g stall-max=%s work=%s}",
-		ls.victims, ls.cases, ls.rescuers, ls.inStall, ls.markAfter, ls.stall, ls.stallMax, ls.work)
+	return fmt.Sprintf(" lease={victims=%d cases=%d rescuers=%d in-stall=%v mark-after=%s stall=%g stall-max=%s work=%s aim-look=%v}",
+		ls.victims, ls.cases, ls.rescuers, ls.inStall, ls.markAfter, ls.stall, ls.stallMax, ls.work, ls.aimLook)
 }
 
 // leaseOracle is what the lease actors of one schedule report to.
@@ -83,6 +85,7 @@ type leaseOracle struct {
 	victims    []*leaseVictim
 	taken      map[string]*leaseTake // what a rescuer took, by victim
 	duplicates int                   // cases run by both, their start record seen (the documented rescue duplicate)
+	marked     bool                  // a rescuer's mark was made (its create took effect)
 }
 
 // leaseVictim is a meta-job of the lease world.
@@ -206,6 +209,9 @@ func (v *leaseVictim) look(fsys vfs.FS, at lease.Moment) bool {
 	if lease.Due(now, v.looked, LookEvery, at) > 0 {
 		return true
 	}
+	if v.o.ls.aimLook && v.o.marked && fsys.Rand()%2 == 0 {
+		v.o.w.BeginOutage() // a brick down as it looks: a passing ENOENT must not hide its mark
+	}
 	marks := lease.Marks{FS: fsys, Dir: leaseMarks}
 	for try := 0; ; try++ {
 		_, marked, err := marks.MarkedBy(v.name)
@@ -279,6 +285,7 @@ func (o *leaseOracle) rescuer(p *sim.Proc) {
 		fsys.Sleep(ctx, time.Second+time.Duration(fsys.Rand()%uint64(14*time.Second))) // the next check
 	}
 	marks := lease.Marks{FS: fsys, Dir: leaseMarks}
+	o.marked = true // from the create on: its reply may be lost
 	if !marks.Mark(v.name, fmt.Sprintf("%s %016x ended %s 1\n", p.Name(), fsys.Rand(), fsys.Now().UTC().Format(time.RFC3339))) {
 		return
 	}

@@ -34,6 +34,7 @@ var (
 	undecidedModels = []string{"nfs-soft", "gluster", "gluster-dht"}
 	lostWrites      = []string{"gluster", "gluster-dht"} // NFS holds a write until its close
 	fullOnly        = []string{"full"}
+	brickDown       = []string{"gluster", "gluster-dht"} // lookups answering a spurious ENOENT
 )
 
 // simMutants is the catalogue.
@@ -76,6 +77,8 @@ var simMutants = []simMutant{
 	// reach them.
 	{"no-look-after-start-record", "", "the lease's look after a case's start record skipped: a job frozen between its last look and the record, rescued meanwhile, runs a case its rescuer took", nil, false},
 	{"fence-without-wait", "", "the rescuer reads the dead job's status file right after its mark, not after the fence: a job that looked just before the mark starts cases the rescuer took", nil, false},
+	// A defect the lease's actors found (issue 37), fixed with them.
+	{"mark-lookup-trusts-enoent", "", "a job's look for its rescue mark takes a lookup's ENOENT for no mark: while a GlusterFS brick is down, a job whose cases were rescued starts them", brickDown, false},
 }
 
 func knownMutant(name string) bool {

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/vfs"
+	"golang.org/x/sys/unix"
 )
 
 func TestGapCountsEitherClock(t *testing.T) {
@@ -66,5 +68,33 @@ func TestMarks(t *testing.T) {
 	m.Mark("status.2", "7 n1 none 2026 2\n")
 	if _, ok, _ := m.MarkedBy("status.2"); ok {
 		t.Fatal(`a "none" mark reads as a rescue`)
+	}
+}
+
+// enoentFS answers ENOENT to the lookups of one name, as a GlusterFS
+// client does while a brick is down; its listing holds the name.
+type enoentFS struct {
+	vfs.OS
+	name string
+}
+
+func (f enoentFS) Openat(d int, name string, flags int, mode uint32) (int, error) {
+	if name == f.name {
+		return -1, unix.ENOENT
+	}
+	return f.OS.Openat(d, name, flags, mode)
+}
+
+func TestMarkedByPassingENOENT(t *testing.T) {
+	dir := t.TempDir()
+	m := Marks{FS: vfs.OS{}, Dir: dir}
+	m.Mark("status.1", "7 n1 dead 2026 1\n")
+	passing := Marks{FS: enoentFS{name: "status.1"}, Dir: dir}
+	if _, ok, err := passing.MarkedBy("status.1"); ok || !fsretry.IsTransient(err) {
+		t.Errorf("a mark listed but looked up missing: marked %v, err %v; want a transient error", ok, err)
+	}
+	none := Marks{FS: enoentFS{name: "status.2"}, Dir: dir}
+	if _, ok, err := none.MarkedBy("status.2"); ok || err != nil {
+		t.Errorf("no mark: marked %v, err %v", ok, err)
 	}
 }

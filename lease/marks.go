@@ -4,8 +4,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +47,8 @@ func (m Marks) Unmark(name, nonce string) {
 
 // MarkedBy reads the mark name: the ID of the job that rescued the cases
 // of the job it names; ok false if there is no mark (or it marks nothing
-// rescued: "none"). err is a lookup that failed.
+// rescued: "none"). err is a lookup that failed, or a passing ENOENT
+// (transient: absent).
 func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
 	// The directory is opened first: on NFS, its opening revalidates it,
 	// so that a mark made by another client since is not hidden by a
@@ -58,7 +61,7 @@ func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
 	path := filepath.Join(m.Dir, name)
 	fd, err := m.FS.Openat(d, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err == unix.ENOENT {
-		return "", false, nil
+		return "", false, m.absent(d, name)
 	}
 	if err != nil {
 		return "", false, &os.PathError{Op: "open", Path: path, Err: err}
@@ -77,4 +80,26 @@ func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
 		return "another meta-job", true, nil // being written
 	}
 	return fl[0], true, nil
+}
+
+// absent decides what a lookup's ENOENT for the mark name in the
+// directory open as d means: nil (no mark) if the directory's listing does
+// not hold it either; a transient error (the look is made again) if it
+// does: a passing ENOENT, which a GlusterFS lookup answers while a brick is
+// down, and which would let a job whose cases were rescued start them
+// (simulator, seed 1343 on gluster-dht). The listing is read from a brick
+// that is up; the directory holds a few names (the marks of the run's
+// dead jobs, two checks', the warden's).
+func (m Marks) absent(d int, name string) error {
+	if mutated("mark-lookup-trusts-enoent") {
+		return nil
+	}
+	names, err := m.FS.Getdents(d)
+	if err != nil {
+		return &os.PathError{Op: "readdirent", Path: m.Dir, Err: err}
+	}
+	if slices.Contains(names, name) {
+		return fsretry.Transient(&os.PathError{Op: "open", Path: filepath.Join(m.Dir, name), Err: unix.ENOENT})
+	}
+	return nil
 }
