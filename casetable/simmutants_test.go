@@ -186,6 +186,9 @@ var simRegressions = []struct {
 	{"add-removes-table-then-looks", 16636, "gluster-dht"},
 	{"note-after-commit", 10, "gluster-dht"},
 	{"claim-won-by-mark", 10, "gluster-dht"},
+	{"no-look-after-start-record", 21, "gluster"},
+	{"fence-without-wait", 4, "gluster-dht"},
+	{"mark-lookup-trusts-enoent", 1343, "gluster-dht"},
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without
