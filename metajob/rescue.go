@@ -44,8 +44,11 @@ import (
 //     claim and after writing a case's start record and before running it,
 //     holds the lease on its run (look.go): when its last look is more than
 //     LookEvery old it looks at its run and for its own mark (one lookup
-//     each in LookEvery); if its cases were rescued, it runs none of them
-//     and exits. The rescuer waits LookEvery + lease.Margin after making the
+//     each in LookEvery; a lookup's ENOENT is believed only if the rescue
+//     directory's listing agrees, as a GlusterFS brick down answers it for
+//     a name that is there: lease.Marks); if its cases were rescued, it
+//     runs none of them and exits. The rescuer waits LookEvery + lease.Margin
+//     after making the
 //     mark, then reads the dead job's status file. So every case the old
 //     job starts after the mark has its start record written before the
 //     rescuer reads the file (it looked less than LookEvery before, and saw
