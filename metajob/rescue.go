@@ -47,9 +47,9 @@ import (
 //     each in LookEvery; a lookup's ENOENT is believed only if the rescue
 //     directory's listing agrees, as a GlusterFS brick down answers it for
 //     a name that is there: lease.Marks); if its cases were rescued, it
-//     runs none of them and exits. The rescuer waits LookEvery + lease.Margin
-//     after making the
-//     mark, then reads the dead job's status file. So every case the old
+//     runs none of them and exits. The rescuer waits LookEvery +
+//     lease.Margin after making the mark (lease.Fence), then reads the dead
+//     job's status file. So every case the old
 //     job starts after the mark has its start record written before the
 //     rescuer reads the file (it looked less than LookEvery before, and saw
 //     no mark), and the rescuer reruns it as the dead job's open case; no
