@@ -241,8 +241,7 @@ func makeChain(fsys vfs.FS, dir string, gen0 func(nonce string) []byte) (*chain,
 	if err := mkdirNew(fsys, dir); err != nil {
 		return nil, err // nothing of c open yet
 	}
-	nonce := newNonce(fsys)
-	won, err := c.commit(0, gen0(nonce), nonce)
+	won, err := c.commit(0, gen0(newNonce(fsys)))
 	if err == nil && !won {
 		// Nobody else knows the chain: the EEXIST is our own retried mknod's.
 		err = fmt.Errorf("%s: the filesystem answered that generation 0 of a new chain exists (a reply lost, its request retried)", dir)
@@ -500,8 +499,8 @@ func (c *chain) read(n int64) ([]byte, error) {
 // commitOrWait commits b as generation n, settling a commit of unknown outcome
 // while u.r retries it: won, or lost once n is marked (after a backoff, as
 // long as the attempt took: CLAIMS-APPENDIX.md).
-func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte, nonce string) (bool, error) {
-	won, err := c.commit(n, b, nonce)
+func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte) (bool, error) {
+	won, err := c.commit(n, b)
 	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
 		c.pending = -1 // given up: if its mark was made, its cases were never started
 		return false, errAgain
@@ -539,10 +538,10 @@ var voidAfter = func() time.Duration {
 	return 20 * time.Second
 }()
 
-// commit makes generation n with content b (which holds nonce), in three steps
+// commit makes generation n with content b (which holds its nonce), in three steps
 // (CLAIMS.md, "Commit"): false with no error if another took slot n, or voided it.
 // After an Undecided error the caller settles it, never commits anew on its base.
-func (c *chain) commit(n int64, b []byte, nonce string) (bool, error) {
+func (c *chain) commit(n int64, b []byte) (bool, error) {
 	c.pending = -1
 	d, err := c.segFD(n, n%SegmentSize == 0)
 	if err != nil {

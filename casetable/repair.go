@@ -195,7 +195,7 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	c := newChain(s.fs, rd.dir)
 	nonce := newNonce(s.fs)
 	for next := rd.next; ; next++ {
-		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce), nonce)
+		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce))
 		if err == nil && won {
 			s.adoptChain(c, st, next)
 			return nil
@@ -276,8 +276,7 @@ func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st 
 		return 0, err
 	}
 	st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
-	nonce := newNonce(s.fs)
-	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(*st, 1, nonce), nonce)
+	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(*st, 1, newNonce(s.fs)))
 	if err == nil && !won { // lost only to another repair's closing c
 		err = &RepairRaceError{}
 	}
@@ -298,13 +297,13 @@ func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
 
 // commitRetried is a repair's commit of b as generation next, retried by
 // r: one whose outcome is not known yet is settled, not made again.
-func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int64, b []byte, nonce string) (bool, error) {
-	won, err := c.commit(next, b, nonce)
+func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int64, b []byte) (bool, error) {
+	won, err := c.commit(next, b)
 	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
 		if errors.As(err, new(*UndecidedError)) {
 			won, err = c.settle()
 		} else {
-			won, err = c.commit(next, b, nonce)
+			won, err = c.commit(next, b)
 		}
 	}
 	return won, err
@@ -449,9 +448,8 @@ func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 				}
 			}
 		}
-		nonce := newNonce(c.fs)
 		next := c.nextSlot(n)
-		won, err := c.commit(next, closing(next, last, nonce), nonce)
+		won, err := c.commit(next, closing(next, last, newNonce(c.fs)))
 		switch {
 		case errors.As(err, new(*DamageError)) && !errors.As(err, new(*UndecidedError)):
 			// Its directory gone: settled as an ENOENT. (Undecided: tried again from a new reading.)

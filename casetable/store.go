@@ -274,7 +274,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	if err := s.note(next, ci, nil); err != nil {
 		return err
 	}
-	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf, ci.nonce)
+	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf)
 	s.note(next, ci, &outcome{won, err})
 	switch {
 	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
