@@ -51,12 +51,16 @@ func hookAt(stage, path string) {
 // "mark.reply" (a lost reply), "bury", "table.stat", "table.read".
 var fault func(op string) error
 
-// injected returns the error fault gives op, if any.
-func injected(op string) error {
-	if fault == nil {
-		return nil
+// injected returns the error fault gives op, if any, else call's (nil: none).
+func injected(op string, call func() error) error {
+	var err error
+	if fault != nil {
+		err = fault(op)
 	}
-	return fault(op)
+	if err == nil && call != nil {
+		err = call()
+	}
+	return err
 }
 
 // errBuried is returned when a generation has been buried.
@@ -134,7 +138,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	}
 	if err != nil {
 		if err != unix.ENOENT {
-			c.forget() // a stale handle (NFS failover): look the directory up again
+			c.close() // a stale handle (NFS failover): look the directory up again
 		}
 		return -1, c.segErr(op, n, "", err)
 	}
@@ -142,11 +146,14 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	return f.Fd, nil
 }
 
-// forget drops the open descriptors after an error: the next operation opens
-// the directories again by name (a directory made again, a stale handle).
-func (c *chain) forget() {
-	closeFile(&c.sfd)
-	closeFile(&c.dfd)
+// close releases the chain's descriptors (if c is not nil); after an error,
+// so that the next operation opens the directories again by name (a
+// directory made again, a stale handle).
+func (c *chain) close() {
+	if c != nil {
+		closeFile(&c.sfd)
+		closeFile(&c.dfd)
+	}
 }
 
 // closeFile closes *f, if open, and forgets it.
@@ -154,13 +161,6 @@ func closeFile(f **vfs.File) {
 	if *f != nil {
 		(*f).Close()
 		*f = nil
-	}
-}
-
-// close releases the chain's descriptors.
-func (c *chain) close() {
-	if c != nil {
-		c.forget()
 	}
 }
 
@@ -382,10 +382,7 @@ func (c *chain) marker(n int64) (mark, error) {
 		return unmarked, err
 	}
 	var st unix.Stat_t
-	err = injected("lookup")
-	if err == nil {
-		err = c.fs.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
-	}
+	err = injected("lookup", func() error { return c.fs.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW) })
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
 		return committed, nil
@@ -394,7 +391,7 @@ func (c *chain) marker(n int64) (mark, error) {
 	case err == unix.ENOENT:
 		return unmarked, nil
 	}
-	c.forget()
+	c.close()
 	return unmarked, c.segErr("lstat", n, markName(n), err)
 }
 
@@ -481,12 +478,12 @@ func (c *chain) read(n int64) ([]byte, error) {
 		return nil, err
 	}
 	b, err := vfs.ReadLineAt(c.fs, d, genName(n))
-	if ierr := injected("read"); ierr != nil {
+	if ierr := injected("read", nil); ierr != nil {
 		err = ierr
 	}
 	if err != nil {
 		if err != unix.ENOENT {
-			c.forget()
+			c.close()
 		}
 		return nil, &os.PathError{Op: "open", Path: c.genPath(n), Err: err}
 	}
@@ -551,10 +548,7 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 		return linkCommit(c, d, n, b)
 	}
 	hookAt("write", c.dir)
-	err = injected("write")
-	if err == nil {
-		err = c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) // step 1, the slot
-	}
+	err = injected("write", func() error { return c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) }) // step 1, the slot
 	if err == unix.EEXIST || err == unix.EIO && c.slotThere(d, n) {
 		return false, nil
 	}
@@ -595,12 +589,9 @@ func (c *chain) slotThere(d int, n int64) bool {
 // mark makes generation n's mark, a regular file, by mknod (an O_EXCL create
 // with no open to close).
 func (c *chain) mark(d int, n int64) error {
-	err := injected("mark")
+	err := injected("mark", func() error { return c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644) })
 	if err == nil {
-		err = c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644)
-		if err == nil {
-			err = injected("mark.reply")
-		}
+		err = injected("mark.reply", nil)
 	}
 	return err
 }
@@ -743,7 +734,7 @@ func undecided(err error) error { return fsretry.Transient(&UndecidedError{err})
 // means, and drops the descriptors (maybe stale). An ENOENT is damage only
 // if the chain directory is gone; else a passing one (GlusterFS), transient.
 func (c *chain) checkGone(err error) error {
-	c.forget()
+	c.close()
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -875,10 +866,7 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		if c.buried.tomb > 0 {
 			tomb += "." + strconv.Itoa(c.buried.tomb)
 		}
-		err := injected("bury")
-		if err == nil {
-			err = c.fs.Linkat(d, tomb, d, x)
-		}
+		err := injected("bury", func() error { return c.fs.Linkat(d, tomb, d, x) })
 		if err == unix.ENOENT {
 			werr := vfs.WriteNewAt(c.fs, d, tomb, []byte(tombText), 0o644)
 			if werr != nil && werr != unix.EEXIST {

@@ -97,12 +97,7 @@ func (s *chainStore) setChain(ch *chain) {
 }
 
 // log is where the store reports retries: Opts.Log, else os.Stderr.
-func (s *chainStore) log() io.Writer {
-	if s.o.Log != nil {
-		return s.o.Log
-	}
-	return os.Stderr
-}
+func (s *chainStore) log() io.Writer { return cmp.Or[io.Writer](s.o.Log, os.Stderr) }
 
 // open opens the store's chain if it has none: a lane's, or MISC/chain's.
 func (s *chainStore) open() error {
@@ -131,7 +126,7 @@ func (s *chainStore) refresh() error {
 		switch {
 		case err == errInconsistent || os.IsNotExist(err):
 			// Damage if the chain's directory is gone; else a cache's passing answer.
-			s.ch.forget()
+			s.ch.close()
 			if gone(s.fs, s.ch.dir) {
 				return &DamageError{Path: s.ch.dir, Why: "the chain directory is gone"}
 			}
@@ -364,7 +359,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 				s.tab.drop()
 			}
 			if s.ch != nil {
-				s.ch.forget()
+				s.ch.close()
 			}
 			u.stale = true
 		}

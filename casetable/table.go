@@ -56,7 +56,7 @@ type faultyTable struct{ f *vfs.File }
 
 // ReadAt reads the table at off, or fails as the fault plan says.
 func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
-	if err := injected("table.read"); err != nil {
+	if err := injected("table.read", nil); err != nil {
 		return 0, &os.PathError{Op: "read", Path: t.f.Name, Err: err}
 	}
 	return t.f.ReadAt(b, off)
@@ -156,10 +156,7 @@ func (s *tableCheck) stat(table string) (int64, uint64, error) {
 		s.dirFD = fd
 	}
 	var st unix.Stat_t
-	err := injected("table.stat")
-	if err == nil {
-		err = s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
-	}
+	err := injected("table.stat", func() error { return s.fs.Fstatat(s.dirFD.Fd, table, &st, 0) })
 	if err != nil {
 		return 0, 0, tableErr(s.fs, "stat", filepath.Join(s.farm, table), err)
 	}
