@@ -15,4 +15,5 @@ func mutated(name string) bool { return mutant != "" && mutant == name }
 var (
 	linkChain  func(fsys vfs.FS, misc, name string) (*chain, error)   // chain-file-by-link
 	linkCommit func(c *chain, d int, n int64, b []byte) (bool, error) // link-commit
+	carry      func(s *Store, spec RunSpec, cur State) []Set          // queue-carried-to-next-run
 )

@@ -3,15 +3,17 @@ package casetable
 // The mutants that replace a whole step of the claim core (mutant.go).
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
+	"github.com/farm-hpc/farm/fsretry"
 	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
 func init() {
-	linkChain, linkCommit = linkChainMutant, linkCommitMutant
+	linkChain, linkCommit, carry = linkChainMutant, linkCommitMutant, carriedMutant
 }
 
 // linkChainMutant is createChain before 0b47c1e (the mutant chain-file-by-link):
@@ -54,4 +56,22 @@ func linkCommitMutant(c *chain, d int, n int64, b []byte) (bool, error) {
 	}
 	c.pending = n
 	return c.decided(true), nil
+}
+
+// carriedMutant is what 'farm add' gave cur's run, made again into sets for
+// spec's, as StartRun did before 74be6a6 (the mutant queue-carried-to-next-run).
+func carriedMutant(s *Store, spec RunSpec, cur State) (sets []Set) {
+	ctx := context.Background()
+	for _, t := range cur.Sets {
+		if t.Table == cur.Table {
+			continue
+		}
+		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
+		if id, err := s.tableID(ctx, &r, t.Table, false); err == nil {
+			if t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0); err == nil {
+				sets = append(sets, t)
+			}
+		}
+	}
+	return sets
 }

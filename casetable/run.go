@@ -60,7 +60,7 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		return err
 	}
 	if mutated("queue-carried-to-next-run") {
-		sets = append(sets, s.carried(ctx, spec, cur)...)
+		sets = append(sets, carry(s, spec, cur)...)
 	}
 	if err := s.closeSets(ctx, cur); err != nil {
 		removeSets(s.fs, s.misc, sets)
@@ -78,23 +78,6 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 		removeSets(s.fs, s.misc, sets)
 	}
 	return err
-}
-
-// carried is what 'farm add' gave cur's run, made again into sets for
-// spec's, as before 74be6a6 (the mutant queue-carried-to-next-run).
-func (s *Store) carried(ctx context.Context, spec RunSpec, cur State) (sets []Set) {
-	for _, t := range cur.Sets {
-		if t.Table == cur.Table {
-			continue
-		}
-		r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-		if id, err := s.tableID(ctx, &r, t.Table, false); err == nil {
-			if t, err = makeSet(s.fs, s.Dir, s.misc, spec.Run, id, t.Cases, t.Lanes, 0); err == nil {
-				sets = append(sets, t)
-			}
-		}
-	}
-	return sets
 }
 
 // startRun makes st the record of spec's run, which claims in sets.
