@@ -266,11 +266,11 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
-	if err := s.note(next, ci, nil); err != nil {
+	if err := s.note(next, ci, false, false, nil); err != nil {
 		return err
 	}
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf)
-	s.note(next, ci, &outcome{won, err})
+	s.note(next, ci, true, won, err)
 	switch {
 	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
 		u.stale = true
@@ -308,22 +308,16 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	return errAgain
 }
 
-// outcome is a commit's, for note.
-type outcome struct {
-	won bool
-	err error
-}
-
 // note tells Opts.Note of a claim of ci's cases in generation next: before
-// its commit (c nil), and once it is decided lost (an undecided commit is
-// ClaimWon's to decide).
-func (s *chainStore) note(next int64, ci commitInfo, c *outcome) error {
+// its commit (not done), and once it is decided lost (done, won false, err
+// not an undecided commit's, which is ClaimWon's to decide).
+func (s *chainStore) note(next int64, ci commitInfo, done, won bool, err error) error {
 	late := mutated("note-after-commit") // noted once won, never before
 	switch {
 	case ci.ids == nil:
-	case c == nil && !late, c != nil && c.won && late:
+	case !done && !late, done && won && late:
 		return s.o.Note(s.token(next, ci.nonce), ci.ids, false)
-	case c != nil && !c.won && !late && !errors.As(c.err, new(*UndecidedError)):
+	case done && !won && !late && !errors.As(err, new(*UndecidedError)):
 		return s.o.Note(s.token(next, ci.nonce), ci.ids, true)
 	}
 	return nil
@@ -358,9 +352,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			if s.tab != nil {
 				s.tab.drop()
 			}
-			if s.ch != nil {
-				s.ch.close()
-			}
+			s.ch.close()
 			u.stale = true
 		}
 		return nil, u.again(ctx, err)
