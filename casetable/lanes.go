@@ -117,21 +117,6 @@ func (x *laneIndex) marshal() []byte {
 	return h
 }
 
-// readHead reads the first 4 KiB of the file path, at most: a lane index's header.
-func readHead(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer f.Close()
-	b := make([]byte, 4096)
-	n, err := f.Read(b)
-	if n == 0 && err != nil {
-		return nil, err
-	}
-	return b[:n], nil
-}
-
 // parseIndex reads a lane index, or its header.
 func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 	head, rest, ok := bytes.Cut(b, []byte("\n"))
@@ -306,7 +291,7 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 	index := filepath.Join(dir, "index")
 	read := vfs.ReadFile
 	if head {
-		read = readHead
+		read = vfs.ReadHead
 	}
 	b, err := read(s.fs, index)
 	if os.IsNotExist(err) {

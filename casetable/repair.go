@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +65,7 @@ func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 // inspect is one try of Inspect: MISC/chain, then the chain it names, into rd.
 func (s *Store) inspect(rd *Reading) error {
 	path := filepath.Join(s.misc, "chain")
-	b, ino, err := readFileIno(s.fs, path)
+	b, ino, err := vfs.ReadFileIno(s.fs, path)
 	switch {
 	case errors.Is(err, unix.EISDIR):
 		rd.isDir, rd.ino, rd.file = true, ino, []byte{}
@@ -143,27 +142,6 @@ func (rd *Reading) damaged(err error) error {
 		return nil
 	}
 	return err
-}
-
-// readFileIno reads a file and returns its inode number, from one open.
-func readFileIno(fsys vfs.FS, path string) ([]byte, uint64, error) {
-	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
-	if err != nil {
-		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer f.Close()
-	sb, err := f.Stat()
-	if err != nil {
-		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if sb.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return nil, sb.Ino, &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, 0, &os.PathError{Op: "read", Path: path, Err: err}
-	}
-	return b, sb.Ino, nil
 }
 
 // Repair makes st the claim state, deciding from what it reads now (farm adopt).

@@ -57,6 +57,44 @@ func ReadFileAt(fsys FS, d int, name string) ([]byte, error) {
 	}
 }
 
+// ReadHead reads the start of the file path: one read of 4 KiB at most (a
+// header); an error only if it read nothing.
+func ReadHead(fsys FS, path string) ([]byte, error) {
+	f, err := Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, err := f.Read(b)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// ReadFileIno reads the file path whole and returns its inode number, from
+// one open; a directory's is returned with EISDIR.
+func ReadFileIno(fsys FS, path string) ([]byte, uint64, error) {
+	f, err := Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer f.Close()
+	sb, err := f.Stat()
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if sb.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return nil, sb.Ino, &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, sb.Ino, nil
+}
+
 // ReadLineAt reads the file name, one line written whole, in the directory
 // open as d. A short read that ends the line has read it all, with no second
 // read to be told EOF (a round trip to a file server).

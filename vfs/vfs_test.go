@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -25,6 +26,15 @@ func TestPathFunctionsOnTheSystem(t *testing.T) {
 	}
 	if _, err := ReadFile(fsys, filepath.Join(dir, "none")); !os.IsNotExist(err) {
 		t.Fatalf("ReadFile of a missing file: %v", err)
+	}
+	if b, ino, err := ReadFileIno(fsys, p); err != nil || string(b) != "hello\n" || ino == 0 {
+		t.Fatalf("ReadFileIno = %q, %d, %v", b, ino, err)
+	}
+	if _, _, err := ReadFileIno(fsys, dir); !errors.Is(err, unix.EISDIR) {
+		t.Fatalf("ReadFileIno of a directory: %v, want EISDIR", err)
+	}
+	if b, err := ReadHead(fsys, p); err != nil || string(b) != "hello\n" {
+		t.Fatalf("ReadHead = %q, %v", b, err)
 	}
 	if err := WriteNewAt(fsys, unix.AT_FDCWD, p, []byte("x"), 0o644); err != unix.EEXIST {
 		t.Fatalf("WriteNewAt over a file: %v, want EEXIST", err)
