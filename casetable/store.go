@@ -272,20 +272,16 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	won, err := s.ch.commitOrWait(ctx, u, next, s.wbuf)
 	s.note(next, ci, true, won, err)
 	switch {
-	case err == errAgain: // the mutant undecided-recommitted: read afresh, commit anew
-		u.stale = true
-		return errAgain
 	case err != nil && !errors.As(err, new(*DamageError)):
-		// Read afresh: the failed slot may be decided by now (EIO: GlusterFS healing).
+		// Read afresh: the failed slot may be decided by now (EIO: GlusterFS
+		// healing). errAgain (the mutant undecided-recommitted) passes again as it is.
 		u.stale = true
 		return u.again(ctx, err)
-	case err != nil && !u.reopened:
-		// A repair may have started a new chain: look again once.
-		if u.reopened, u.stale = true, true; s.chainMoved() {
+	case err != nil:
+		reopen := !u.reopened // a repair may have started a new chain: look again once
+		if u.reopened, u.stale = true, true; reopen && s.chainMoved() {
 			return errAgain
 		}
-		return err
-	case err != nil:
 		return err
 	case won:
 		u.r.OK()
@@ -392,11 +388,8 @@ func (s *chainStore) chainMoved() bool {
 	old := s.ch.dir
 	s.setChain(nil)
 	ch, err := openChain(s.fs, s.misc)
-	if err != nil {
-		return false
-	}
 	ch.close()
-	return ch.dir != old
+	return err == nil && ch.dir != old
 }
 
 // moved reports, by one lookup, whether the main chain has a mark after the
