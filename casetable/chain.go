@@ -188,11 +188,14 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 		if name, ok := parseChainFile(b); ok {
 			return newChain(fsys, filepath.Join(misc, name)), nil
 		}
-		if try >= chainRereads || !unfinished(b) {
+		// Empty, or the start of a chain line with no newline yet: just made by
+		// O_EXCL create and not yet written, or cached so (createChain): read
+		// again, past the caches. Unfinished for good: damage.
+		s := string(b)
+		unfinished := !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
+		if try >= chainRereads || !unfinished {
 			return nil, &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
 		}
-		// Just made by O_EXCL create and not yet written, or cached so
-		// (createChain): read again, past the caches. Empty for good: damage.
 		fsys.Sleep(context.Background(), 100*time.Millisecond)
 	}
 }
@@ -200,14 +203,6 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 // chainRereads is how many times openChain reads an unfinished MISC/chain
 // again, 0.1 s apart, before it believes it.
 var chainRereads = 20
-
-// unfinished reports whether b, MISC/chain's content, may be one still
-// being written: empty, or the start of a chain line with no newline yet.
-func unfinished(b []byte) bool {
-	s := string(b)
-	return !strings.HasSuffix(s, "\n") &&
-		(strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
-}
 
 // newChain returns the chain in directory dir; it does no I/O.
 func newChain(fsys vfs.FS, dir string) *chain {
@@ -227,8 +222,7 @@ func parseChainFile(b []byte) (name string, ok bool) {
 // mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
 // our own mkdir, its reply lost and its request retried.
 func mkdirNew(fsys vfs.FS, dir string) error {
-	err := vfs.Mkdir(fsys, dir, 0o755)
-	if err != nil && (!errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal")) {
+	if err := vfs.Mkdir(fsys, dir, 0o755); !errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal") {
 		return err
 	}
 	return nil
@@ -345,9 +339,6 @@ func markName(n int64) string { return "c." + strconv.FormatInt(n, 10) }
 
 // slotName names generation n's slot.
 func slotName(n int64) string { return "s." + strconv.FormatInt(n, 10) }
-
-// genPath is generation n's content's path.
-func (c *chain) genPath(n int64) string { return c.segPath(n, genName(n)) }
 
 // segPath is the path of name in generation n's segment ("": the segment's).
 func (c *chain) segPath(n int64, name string) string {
@@ -485,7 +476,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 		if err != unix.ENOENT {
 			c.close()
 		}
-		return nil, &os.PathError{Op: "open", Path: c.genPath(n), Err: err}
+		return nil, c.segErr("open", n, genName(n), err)
 	}
 	if string(b) == tombText {
 		return nil, errBuried
@@ -567,7 +558,7 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 		// it, and say why (a full disk is retried).
 		c.void(d, n)
 		c.fs.Unlinkat(d, slotName(n), 0)
-		return false, c.checkGone(&os.PathError{Op: "write", Path: c.genPath(n), Err: err})
+		return false, c.checkGone(c.segErr("write", n, genName(n), err))
 	}
 	c.pending = n
 	hookAt("mark", c.dir)

@@ -427,9 +427,9 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			n, _ := ch.latest(-1)
 			switch damage {
 			case "garbage":
-				os.WriteFile(ch.genPath(n), []byte("\x00\x01garbage"), 0o644)
+				os.WriteFile(ch.segPath(n, genName(n)), []byte("\x00\x01garbage"), 0o644)
 			case "empty":
-				os.WriteFile(ch.genPath(n), nil, 0o644)
+				os.WriteFile(ch.segPath(n, genName(n)), nil, 0o644)
 			case "chain-deleted":
 				os.Remove(filepath.Join(misc, "chain"))
 			case "chain-garbage":

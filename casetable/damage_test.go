@@ -57,7 +57,7 @@ func TestDamagedLaneDoesNotStopTheRun(t *testing.T) {
 		t.Fatalf("lane 2's newest generation: %d, %v", n, err)
 	}
 	before := len(seen)
-	if err := os.WriteFile(ch.genPath(n), []byte("\x00\x01garbage"), 0o644); err != nil {
+	if err := os.WriteFile(ch.segPath(n, genName(n)), []byte("\x00\x01garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ch.close()

@@ -297,7 +297,7 @@ func damageChain(t *testing.T, misc, damage string) {
 	case "dir-deleted":
 		os.RemoveAll(ch.dir)
 	case "generation-garbage":
-		os.WriteFile(ch.genPath(last), []byte("x\n"), 0o644)
+		os.WriteFile(ch.segPath(last, genName(last)), []byte("x\n"), 0o644)
 	}
 }
 

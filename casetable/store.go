@@ -198,7 +198,7 @@ func (s *chainStore) load(n int64) error {
 	if err := st.unmarshal(b); err == errClosed {
 		return err
 	} else if err != nil {
-		return &DamageError{Path: s.ch.genPath(n), Why: err.Error()}
+		return &DamageError{Path: s.ch.segPath(n, genName(n)), Why: err.Error()}
 	}
 	st.Gen, st.Chain = n, filepath.Base(s.ch.dir)
 	// Marks after n up to the top that reading found are voids: commits pass them.
