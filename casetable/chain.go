@@ -640,12 +640,10 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 	}
 }
 
-// settle goes on with the pending commit (see commit): it finds out
-// whether its mark was made, and makes it if it certainly was not.
+// settle goes on with the pending commit (see commit; every UndecidedError
+// leaves it pending): it finds out whether its mark was made, and makes it
+// if it certainly was not.
 func (c *chain) settle() (bool, error) {
-	if c.pending < 0 {
-		return false, errors.New("no commit to settle")
-	}
 	d, err := c.segFD(c.pending, false)
 	if err != nil {
 		return false, undecided(c.checkGone(err))

@@ -188,8 +188,7 @@ func (s *Store) pick(L *laneSet) int {
 	if len(left) == 0 {
 		L.end = true
 		if L.damage == nil {
-			end := filepath.Join(L.dir, "end")
-			if f, err := vfs.Open(s.fs, unix.AT_FDCWD, end, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+			if f, err := vfs.Open(s.fs, unix.AT_FDCWD, filepath.Join(L.dir, "end"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
 				f.Close()
 			}
 		}

@@ -378,10 +378,7 @@ func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int
 		}
 		return nil
 	}, &ci)
-	if err != nil {
-		return nil, false, err
-	}
-	return cases, exhausted, nil
+	return cases, exhausted, err // on an error, not heeded
 }
 
 // readLane reads up to lim cases of the lane from st's cursor into cases
