@@ -93,21 +93,10 @@ type burial struct {
 	first error     // the first such failure
 }
 
-// openDir opens a directory for the *at calls only (O_PATH: no open at the
-// server, nothing to flush on close).
-func openDir(fsys vfs.FS, path string) (*vfs.File, error) {
-	return vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, 0)
-}
-
-// openDirAt opens the directory name in the directory open as d, as openDir.
-func openDirAt(fsys vfs.FS, d int, name string) (*vfs.File, error) {
-	return vfs.Open(fsys, d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-}
-
 // dirFD returns the chain directory's descriptor.
 func (c *chain) dirFD() (int, error) {
 	if c.dfd == nil {
-		f, err := openDir(c.fs, c.dir)
+		f, err := vfs.OpenDir(c.fs, c.dir)
 		if err != nil {
 			return -1, err
 		}
@@ -123,7 +112,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	if c.sfd != nil && c.sseg == seg {
 		return c.sfd.Fd, nil
 	}
-	closeFile(&c.sfd)
+	vfs.CloseFile(&c.sfd)
 	d, err := c.dirFD()
 	if err != nil {
 		return -1, err
@@ -134,7 +123,7 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	}
 	if err == nil || err == unix.EEXIST {
 		op = "open"
-		f, err = openDirAt(c.fs, d, segName(n))
+		f, err = vfs.OpenDirAt(c.fs, d, segName(n))
 	}
 	if err != nil {
 		if err != unix.ENOENT {
@@ -151,16 +140,8 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 // directory made again, a stale handle).
 func (c *chain) close() {
 	if c != nil {
-		closeFile(&c.sfd)
-		closeFile(&c.dfd)
-	}
-}
-
-// closeFile closes *f, if open, and forgets it.
-func closeFile(f **vfs.File) {
-	if *f != nil {
-		(*f).Close()
-		*f = nil
+		vfs.CloseFile(&c.sfd)
+		vfs.CloseFile(&c.dfd)
 	}
 }
 
@@ -822,7 +803,7 @@ func (c *chain) bury(k int64) error {
 		if err != nil {
 			return err
 		}
-		sf, err := openDirAt(c.fs, cd, segName(k))
+		sf, err := vfs.OpenDirAt(c.fs, cd, segName(k))
 		if err != nil {
 			return c.segErr("open", k, "", err)
 		}

@@ -30,9 +30,9 @@ type tableCheck struct {
 // drop closes the table and the directory the check keeps open (ESTALE, or for good).
 func (s *tableCheck) drop() {
 	s.checked = tableID{}
-	closeFile(&s.table)
+	vfs.CloseFile(&s.table)
 	s.rd.Reset(nil, "")
-	closeFile(&s.dirFD)
+	vfs.CloseFile(&s.dirFD)
 }
 
 // open makes s.table the open table of st (again, if fresh).
@@ -40,7 +40,7 @@ func (s *tableCheck) open(table string, fresh bool) error {
 	if s.table != nil && s.tname == table && !fresh {
 		return nil
 	}
-	closeFile(&s.table)
+	vfs.CloseFile(&s.table)
 	path := filepath.Join(s.farm, table)
 	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
 	if err != nil {
@@ -103,7 +103,7 @@ func (s *tableCheck) check(st *State) error {
 	if err == nil && !ok {
 		s.fs.Sleep(context.Background(), tableRecheck)
 		if err = s.open(st.Table, true); err == nil {
-			size, ino, err = fileID(s.table)
+			size, ino, err = s.table.ID()
 		}
 		ok, err = s.same(st, size, ino, err)
 	}
@@ -149,7 +149,7 @@ type tableID struct {
 // stat returns the size and inode of table, from the farm directory's descriptor.
 func (s *tableCheck) stat(table string) (int64, uint64, error) {
 	if s.dirFD == nil {
-		fd, err := openDir(s.fs, s.farm)
+		fd, err := vfs.OpenDir(s.fs, s.farm)
 		if err != nil {
 			return 0, 0, tableErr(s.fs, "open", s.farm, err)
 		}
@@ -197,15 +197,6 @@ func passing(fsys vfs.FS, path string, err error) error {
 	return err
 }
 
-// fileID returns the size and inode of the open file f.
-func fileID(f *vfs.File) (int64, uint64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, 0, &os.PathError{Op: "fstat", Path: f.Name, Err: err}
-	}
-	return st.Size, st.Ino, nil
-}
-
 // tableIDOn returns what a run records of its table at path: its size, inode and fingerprint.
 func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err error) {
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
@@ -213,7 +204,7 @@ func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err
 		return 0, 0, "", &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	if size, ino, err = fileID(f); err != nil {
+	if size, ino, err = f.ID(); err != nil {
 		return 0, 0, "", err
 	}
 	fp, err = tablefmt.Fingerprint(f, size)

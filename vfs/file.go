@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +23,26 @@ func Open(fsys FS, d int, name string, flags int, mode uint32) (*File, error) {
 		return nil, err
 	}
 	return &File{FS: fsys, Fd: fd, Name: name}, nil
+}
+
+// OpenDir opens the directory path for the *at calls only (O_PATH: no open
+// at the server, nothing to flush on close); its error is the FS's.
+func OpenDir(fsys FS, path string) (*File, error) {
+	return Open(fsys, unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, 0)
+}
+
+// OpenDirAt opens the directory name in the directory open as d, as
+// OpenDir, not if name is a symbolic link.
+func OpenDirAt(fsys FS, d int, name string) (*File, error) {
+	return Open(fsys, d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+}
+
+// CloseFile closes *f, if open, and makes it nil.
+func CloseFile(f **File) {
+	if *f != nil {
+		(*f).Close()
+		*f = nil
+	}
 }
 
 // Read reads into b; io.EOF at the end of the file, as os.File.Read.
@@ -64,6 +85,16 @@ func (f *File) Stat() (unix.Stat_t, error) {
 	var st unix.Stat_t
 	err := f.FS.Fstat(f.Fd, &st)
 	return st, err
+}
+
+// ID returns the file's size and inode number (fstat(2)); its error is an
+// *os.PathError.
+func (f *File) ID() (int64, uint64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, &os.PathError{Op: "fstat", Path: f.Name, Err: err}
+	}
+	return st.Size, st.Ino, nil
 }
 
 // Sync is fsync(2).

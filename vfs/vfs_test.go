@@ -36,6 +36,25 @@ func TestPathFunctionsOnTheSystem(t *testing.T) {
 	if b, err := ReadHead(fsys, p); err != nil || string(b) != "hello\n" {
 		t.Fatalf("ReadHead = %q, %v", b, err)
 	}
+	d, err := OpenDir(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(fsys, d.Fd, "f", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, ino, err := f.ID(); err != nil || size != 6 || ino == 0 {
+		t.Fatalf("ID = %d, %d, %v", size, ino, err)
+	}
+	if _, err := OpenDirAt(fsys, d.Fd, "f"); err != unix.ENOTDIR {
+		t.Fatalf("OpenDirAt of a file: %v, want ENOTDIR", err)
+	}
+	CloseFile(&f)
+	CloseFile(&d)
+	if f != nil || d != nil {
+		t.Fatal("CloseFile left its file")
+	}
 	if err := WriteNewAt(fsys, unix.AT_FDCWD, p, []byte("x"), 0o644); err != unix.EEXIST {
 		t.Fatalf("WriteNewAt over a file: %v, want EEXIST", err)
 	}
