@@ -19,9 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The claim state is a chain of immutable generations, in MISC/claims.NONCE
-// (named by MISC/chain): segments of slots s.N, contents g.N, marks c.N and
-// tombs (CLAIMS.md, "The chain of generations").
+// A chain of immutable generations and its files: CLAIMS.md, "The chain of generations".
 
 // SegmentSize is the number of generations per segment directory.
 const SegmentSize = 4096
@@ -312,13 +310,9 @@ func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 // segName names generation n's segment directory.
 func segName(n int64) string { return fmt.Sprintf("%06d", n/SegmentSize) }
 
-// genName names generation n's content.
-func genName(n int64) string { return "g." + strconv.FormatInt(n, 10) }
-
-// markName names generation n's mark.
+// genName, markName and slotName name generation n's content, mark and slot.
+func genName(n int64) string  { return "g." + strconv.FormatInt(n, 10) }
 func markName(n int64) string { return "c." + strconv.FormatInt(n, 10) }
-
-// slotName names generation n's slot.
 func slotName(n int64) string { return "s." + strconv.FormatInt(n, 10) }
 
 // segPath is the path of name in generation n's segment ("": the segment's).
@@ -568,9 +562,8 @@ func (c *chain) mark(d int, n int64) error {
 	return err
 }
 
-// void makes generation n's mark a FIFO, unless it has a mark: its slot's
-// owner can then never mark it committed (one mknod makes the name; a mkdir
-// would not exclude a create on GlusterFS: CLAIMS.md, issue 21).
+// void makes generation n's mark a FIFO, unless it has a mark, so that its
+// slot's owner can never mark it committed (CLAIMS.md, Voids; not a mkdir).
 func (c *chain) void(d int, n int64) error {
 	var err error
 	if mutated("void-as-directory") {

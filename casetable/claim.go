@@ -311,11 +311,9 @@ func (s *chainStore) token(n int64, nonce string) string {
 	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce
 }
 
-// ClaimWon decides, from the claim state, whether the claim a meta-job noted
-// as token (Opts.Note) committed: it waits for that generation's mark as a
-// claimer does (voiding it if left unmarked: CLAIMS.md, Commit), and compares
-// the content's nonce. An error if it cannot tell (its chain gone, the
-// generation buried).
+// ClaimWon decides whether the claim a meta-job noted as token (Opts.Note)
+// committed (CLAIMS.md, Noted claims); an error if it cannot tell (its chain
+// gone, the generation buried).
 func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
 	dir, rest, ok1 := strings.Cut(token, "@")
 	gen, nonce, ok2 := strings.Cut(rest, "#")

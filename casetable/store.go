@@ -134,11 +134,9 @@ func (s *chainStore) refresh() error {
 		case err != nil:
 			return err
 		case n < 0:
-			err = s.ch.noGeneration()
-			if err == nil && s.dir == "" {
+			if err = s.ch.noGeneration(); err == nil && s.dir == "" {
 				return ErrNoState // a chain with no generation yet
-			}
-			if err == nil {
+			} else if err == nil {
 				// A lane has generation 0 before anyone knows it: a passing answer.
 				err = fsretry.Transient(fmt.Errorf("%s: no generation of the lane found", s.ch.dir))
 			}
@@ -392,10 +390,10 @@ func (s *chainStore) chainMoved() bool {
 	return err == nil && ch.dir != old
 }
 
-// moved reports, by one lookup, whether the main chain has a mark after the
-// newest generation the store knows; true for a lane or a store that knows none.
+// moved reports, by one lookup, whether the main chain (the store's: never
+// a lane's) has a mark after the newest generation it knows; true if it knows none.
 func (s *chainStore) moved() bool {
-	if s.ch == nil || s.gen < 0 || s.dir != "" {
+	if s.ch == nil || s.gen < 0 {
 		return true
 	}
 	m, err := s.ch.marker(s.ch.nextSlot(s.gen))

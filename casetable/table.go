@@ -68,7 +68,6 @@ type TableChangedError struct {
 	Table         string
 	Run           int
 	Size, WasSize int64
-	Ino, WasIno   uint64
 	MidLine       int64 // if not 0: the claim's byte offset, found not to start a line
 }
 
@@ -110,8 +109,7 @@ func (s *tableCheck) check(st *State) error {
 	if ok {
 		s.checked = id
 	} else if err == nil {
-		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize,
-			Ino: ino, WasIno: st.TIno}
+		err = &TableChangedError{Table: st.Table, Run: st.Run, Size: size, WasSize: st.TSize}
 	}
 	return err
 }
