@@ -80,7 +80,7 @@ type chain struct {
 	top     int64 // the newest mark known (commit or void); -1: none
 	pending int64 // a commit whose mark was tried, outcome unknown (settle): its generation; -1: none
 
-	buried burial // the burying of old generations (afterCommit)
+	buried burial // the burying of old generations (decided)
 }
 
 // burial is a chain's burying of old generations.
@@ -409,13 +409,9 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 	if loMark == committed {
 		return lo, nil
 	}
-	return c.belowVoids(lo)
-}
-
-// belowVoids returns the newest committed generation at or below n, the
-// newest mark: n or the first below it not voided (voids are rare).
-func (c *chain) belowVoids(n int64) (int64, error) {
-	for ; n >= 0; n-- {
+	// The newest mark, lo, is a void: the newest committed generation is the
+	// first below it not voided (voids are rare).
+	for n := lo; n >= 0; n-- {
 		m, err := c.marker(n)
 		if err != nil {
 			return 0, err
@@ -663,7 +659,7 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 
 // decided ends the pending commit with its outcome, and returns it. The slot
 // is removed (one left behind costs an inode): generation n's content and
-// mark are what stops anyone from making it again.
+// mark are what stops anyone from making it again. Won, it buries an old one.
 func (c *chain) decided(won bool) bool {
 	n := c.pending
 	c.pending = -1
@@ -671,11 +667,22 @@ func (c *chain) decided(won bool) bool {
 	if sd, err := c.segFD(n, false); err == nil { // the caller's may be closed
 		c.fs.Unlinkat(sd, slotName(n), 0)
 	}
-	if won {
-		hookAt("marked", c.dir)
-		c.afterCommit(n)
+	if !won {
+		return false
 	}
-	return won
+	hookAt("marked", c.dir)
+	// The generation buryAfter back is buried. A failure costs an inode but is
+	// said: the first in the log, their count when the store is closed.
+	if k := n - buryAfter; k >= 0 {
+		if err := c.bury(k); err != nil {
+			if c.buried.fails++; c.buried.first == nil && c.buried.log != nil {
+				fmt.Fprintf(c.buried.log, "farm: could not bury generation %d of the claim "+
+					"state (%v): it keeps its inode; farm goes on\n", k, err)
+			}
+			c.buried.first = cmp.Or(c.buried.first, err)
+		}
+	}
+	return true
 }
 
 // UndecidedError says a commit's mark may or may not have been made: the
@@ -764,21 +771,6 @@ func gone(fsys vfs.FS, path string) bool {
 // goneLooks is how many lookups gone makes of a name: a passing ENOENT in
 // every one, at one in two, is a chance in 256 (then the listing decides).
 const goneLooks = 8
-
-// afterCommit buries the generation buryAfter back. A failure costs an inode
-// but is said: the first in the log, their count when the store is closed.
-func (c *chain) afterCommit(n int64) {
-	if n < buryAfter {
-		return
-	}
-	if err := c.bury(n - buryAfter); err != nil {
-		if c.buried.fails++; c.buried.first == nil && c.buried.log != nil {
-			fmt.Fprintf(c.buried.log, "farm: could not bury generation %d of the claim "+
-				"state (%v): it keeps its inode; farm goes on\n", n-buryAfter, err)
-		}
-		c.buried.first = cmp.Or(c.buried.first, err)
-	}
-}
 
 // maxTombs bounds the tombs of a segment: SegmentSize links need few tombs
 // even where a file may have only a few hundred links.
