@@ -19,8 +19,7 @@ type tableCheck struct {
 	fs      vfs.FS
 	farm    string // the farm directory
 	table   *vfs.File
-	tname   string
-	rd      tablefmt.Reader // table's lines
+	rd      tablefmt.Reader // table's lines (rd.Name: its name, as the state records it)
 	dirFD   *vfs.File       // the farm directory, for stat
 	fpIno   uint64          // an inode number of fpTable that its fingerprint vouched for
 	fpTable string
@@ -37,7 +36,7 @@ func (s *tableCheck) drop() {
 
 // open makes s.table the open table of st (again, if fresh).
 func (s *tableCheck) open(table string, fresh bool) error {
-	if s.table != nil && s.tname == table && !fresh {
+	if s.table != nil && s.rd.Name == table && !fresh {
 		return nil
 	}
 	vfs.CloseFile(&s.table)
@@ -46,7 +45,7 @@ func (s *tableCheck) open(table string, fresh bool) error {
 	if err != nil {
 		return tableErr(s.fs, "open", path, err)
 	}
-	s.table, s.tname = f, table
+	s.table = f
 	s.rd.Reset(faultyTable{f}, table)
 	return nil
 }
