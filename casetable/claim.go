@@ -195,10 +195,8 @@ func (s *Store) pick(L *laneSet) int {
 		L.close()
 		return -1
 	}
-	if ls := L.stores[L.home]; ls != nil {
-		ls.close() // its lane is exhausted: its descriptors go
-		L.stores[L.home] = nil
-	}
+	L.stores[L.home].close() // its lane is exhausted: its descriptors go
+	L.stores[L.home] = nil
 	L.home = left[s.fs.Rand()%uint64(len(left))]
 	return L.home
 }

@@ -277,11 +277,9 @@ type laneSet struct {
 
 // close releases the lanes' stores.
 func (L *laneSet) close() {
-	for l, ls := range L.stores {
-		if ls != nil {
-			ls.close()
-			L.stores[l] = nil
-		}
+	for l := range L.stores {
+		L.stores[l].close()
+		L.stores[l] = nil
 	}
 }
 

@@ -72,12 +72,12 @@ func (s *chainStore) contended(gen int64, lost int) {
 	c.own = gen
 }
 
-// close releases the chain store's files.
+// close releases the chain store's files (if s is not nil).
 func (s *chainStore) close() {
-	if s.tab != nil {
+	if s != nil {
 		s.tab.drop()
+		s.setChain(nil)
 	}
-	s.setChain(nil)
 }
 
 // setChain makes ch the store's chain, closing the one it replaces (and
@@ -343,9 +343,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			return nil, errAgain
 		case fsretry.IsTransient(err):
 			// A table unreadable for now: all read afresh, stale handles too.
-			if s.tab != nil {
-				s.tab.drop()
-			}
+			s.tab.drop()
 			s.ch.close()
 			u.stale = true
 		}

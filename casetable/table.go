@@ -26,12 +26,15 @@ type tableCheck struct {
 	checked tableID // the table check found unchanged in this claim; zero: none yet
 }
 
-// drop closes the table and the directory the check keeps open (ESTALE, or for good).
+// drop closes the table and the directory the check keeps open (ESTALE, or
+// for good), if s is not nil (the main chain's store has no table).
 func (s *tableCheck) drop() {
-	s.checked = tableID{}
-	vfs.CloseFile(&s.table)
-	s.rd.Reset(nil, "")
-	vfs.CloseFile(&s.dirFD)
+	if s != nil {
+		s.checked = tableID{}
+		vfs.CloseFile(&s.table)
+		s.rd.Reset(nil, "")
+		vfs.CloseFile(&s.dirFD)
+	}
 }
 
 // open makes s.table the open table of st (again, if fresh).
