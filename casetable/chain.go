@@ -274,8 +274,7 @@ const chainRemakes = 3
 // another process had). On an error, misc/name goes unless MISC/chain may name it.
 func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	path := filepath.Join(misc, "chain")
-	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL
-	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, flags, 0o644)
+	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	if err == unix.EEXIST {
 		return false, nil // another process's: read it
 	}

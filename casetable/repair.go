@@ -310,25 +310,19 @@ func (s *Store) placeholder(rd *Reading) error {
 	return nil
 }
 
-// rightName is the name whose O_EXCL create gives the right to replace
-// what rd read in MISC/chain.
-func rightName(rd Reading) string {
-	if rd.dir != "" {
-		return "repair." + filepath.Base(rd.dir)
-	}
-	h := sha256.Sum256(rd.file)
-	kind := "x"
-	if rd.isDir {
-		kind = "d"
-	}
-	return fmt.Sprintf("repair.%s%s-%d", kind, hex.EncodeToString(h[:8]), rd.ino)
-}
-
-// takeRight makes MISC/repair.KEY for what rd read, and returns its path;
-// a *RepairRaceError if another repair made it.
+// takeRight makes MISC/repair.KEY, whose O_EXCL create gives the right to
+// replace what rd read in MISC/chain (KEY: the chain it named, else what it
+// held, hashed), and returns its path; a *RepairRaceError if another repair made it.
 func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (string, error) {
-	path := filepath.Join(s.misc, rightName(rd))
-	rel := filepath.Join(layout.MiscDir, filepath.Base(path))
+	name := "repair." + filepath.Base(rd.dir)
+	if rd.dir == "" {
+		h, kind := sha256.Sum256(rd.file), "x"
+		if rd.isDir {
+			kind = "d"
+		}
+		name = fmt.Sprintf("repair.%s%s-%d", kind, hex.EncodeToString(h[:8]), rd.ino)
+	}
+	path, rel := filepath.Join(s.misc, name), filepath.Join(layout.MiscDir, name)
 	err := r.Do(ctx, func() error {
 		f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 		if err != nil {
