@@ -439,10 +439,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 		return nil, err
 	}
 	b, err := vfs.ReadLineAt(c.fs, d, genName(n))
-	if ierr := injected("read", nil); ierr != nil {
-		err = ierr
-	}
-	if err != nil {
+	if err = cmp.Or(injected("read", nil), err); err != nil { // a fault replaces the reading's outcome
 		if err != unix.ENOENT {
 			c.close()
 		}
