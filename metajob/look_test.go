@@ -18,18 +18,6 @@ import (
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
-func TestGapTakesTheLongerClock(t *testing.T) {
-	t0 := time.Now()
-	if g := gap(t0.Add(3*time.Second), t0); g != 3*time.Second {
-		t.Errorf("3 s later: gap %s", g)
-	}
-	// A frozen VM's monotonic clock paused while its wall clock went on:
-	// only the wall clock tells (a time with no monotonic reading).
-	if g := gap(t0.Round(0).Add(10*time.Minute), t0); g != 10*time.Minute {
-		t.Errorf("10 min later by the wall clock alone: gap %s", g)
-	}
-}
-
 // lookFarm is a farm of 100 cases whose run 1 a meta-job (of two loops'
 // worth of CPUs) claimed 4 of: next hands out case 1, 3 stay queued.
 func lookFarm(t *testing.T) (*Metajob, *loop, string) {
