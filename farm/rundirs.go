@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/vfs"
 )
 
 // NewestStatusFile is the name of the status file, in statusDir, of job
@@ -30,13 +31,7 @@ func NewestStatusFile(statusDir, id string) (string, time.Time) {
 // none), its job, and whether it is gone (left, or its job ended).
 func ReadWarden(dir string, names []string) (k int, job string, gone bool, err error) {
 	if names == nil {
-		d, err := os.Open(dir)
-		if err != nil {
-			return 0, "", false, err
-		}
-		names, err = d.Readdirnames(-1)
-		d.Close()
-		if err != nil {
+		if names, err = vfs.ReadDirNames(vfs.OS{}, dir); err != nil {
 			return 0, "", false, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +67,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		return
 	}
 	marks := map[string]bool{}
-	names, _ := readNames(r.dir)
+	names, _ := vfs.ReadDirNames(vfs.OS{}, r.dir)
 	for _, name := range names {
 		marks[name] = true
 	}
@@ -188,14 +189,4 @@ func (r *rescuer) hasTime() bool {
 		return true
 	}
 	return time.Until(end) > r.wait()+2*m.rt.cutoffSeen()+time.Minute
-}
-
-// readNames lists the names in dir.
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
