@@ -44,11 +44,16 @@ test: build
 # resubmitted, the -auto job and two resubmits racing, and a repair
 # --force racing a resubmit; farm kill on a full tmpfs and on one out of
 # inodes; and the fault trials' twins with rescue off (kill -9, and frozen
-# across a resubmit). .ci/run runs them after make test. Nothing is
-# started.
-LOCAL_EXTRA := ^(TestLocalKillOnFullDisk|TestLocalKillInodesExhausted|TestKill9LocalNoRescue|TestFrozenAcrossResubmitLanesNoRescue|TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
+# across a resubmit); and two Grid Engine tests that wait out its limits
+# (the -auto job's early exit and final.sh, and a case interrupted at the
+# job's time limit: about 2.5 minutes of test time, mostly waiting; their
+# Slurm twins stay in make test). .ci/run runs them after make test. Grid
+# Engine is brought up for them when it is not running (run-tests, as make
+# test does); nothing else is started.
+LOCAL_EXTRA := ^(TestSGEAutoEarlyExitAndFinal|TestSGETimeLimitInterruptsCase|TestLocalKillOnFullDisk|TestLocalKillInodesExhausted|TestKill9LocalNoRescue|TestFrozenAcrossResubmitLanesNoRescue|TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
 local-extra: build
-	$(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/ ./integration/faulttrials/
+	FARM_CLUSTER_UP=0 FARM_SLURM_UP=0 FARM_CHROMIUM_UP=0 \
+	./integration/run-tests $(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/ ./integration/faulttrials/
 
 # The rig's tests that make test leaves out for time: a node's power cut
 # with rescue off, and what 'farm resubmit' then does (TestRigWithoutRescue,
