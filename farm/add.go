@@ -25,6 +25,9 @@ type AddOptions struct {
 	Name  string    // where the cases come from, for messages ("-" is stdin)
 	Input io.Reader // the cases, one command per line
 	First bool      // ahead of the run's unclaimed cases
+	// Sweep, if set, is the parameter sweep Input's lines come from
+	// ('farm add --sweep'): a line refused is named by its values.
+	Sweep *tablefmt.Sweep
 }
 
 // addLock is the file that makes one 'farm add' at a time: its
@@ -79,6 +82,9 @@ func (f *Farm) Add(ctx context.Context, opt AddOptions) error {
 	added, err := tablefmt.NumberAdded(opt.Name, opt.Input, max(info.MaxID, state.MaxID)+1, info.Numbered)
 	if errors.Is(err, tablefmt.ErrEmptyTable) {
 		return Userf("%s has no case to add (one command per line; blank lines and lines starting with # are not cases)", filepath.Base(opt.Name))
+	}
+	if err != nil && opt.Sweep != nil {
+		return sweepLineErr(opt.Sweep, err, "nothing was added")
 	}
 	if err != nil {
 		return tableErr(err)

@@ -211,6 +211,13 @@ func Init(dir string, scripts fs.FS) error { return InitBackend(dir, scripts, ""
 // NAME would: the farm's backend from then on. The name is checked by the
 // caller.
 func InitBackend(dir string, scripts fs.FS, backendName string) error {
+	return InitWith(dir, scripts, InitOptions{Backend: backendName})
+}
+
+// InitWith is Init with what opt adds: the backend (InitBackend), and a
+// table.dat of a parameter sweep's cases ('farm init --sweep').
+func InitWith(dir string, scripts fs.FS, opt InitOptions) error {
+	backendName := opt.Backend
 	files, err := templates.All(scripts)
 	if err != nil {
 		return Userf("%v (nothing was made)", err)
@@ -238,6 +245,11 @@ func InitBackend(dir string, scripts fs.FS, backendName string) error {
 	for _, t := range files {
 		if err := os.WriteFile(filepath.Join(tmp, t.Name), t.Data, t.Mode); err != nil {
 			return fmt.Errorf("%s: %w (nothing was made)", dir, err)
+		}
+	}
+	if opt.Sweep != nil {
+		if err := writeSweepTable(tmp, opt); err != nil {
+			return err
 		}
 	}
 	if backendName != "" {
