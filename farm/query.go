@@ -47,6 +47,8 @@ type Query struct {
 	// any case.
 	Restarted    int64 `json:"restarted"`
 	MostAttempts int   `json:"most_attempts"`
+	// CoreHours is what the farm cost, farm-wide (corehours.go).
+	CoreHours CoreHours `json:"core_hours"`
 }
 
 // MarshalJSON is q's JSON object, with an unknown ETA as null (as every
@@ -144,6 +146,7 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
+	q.CoreHours = coreHours(sum, infos, q.FarmCases.Succeeded)
 	return q, infos, st, nil
 }
 
@@ -251,6 +254,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	}
 	if q.FarmCases.Crashed > 0 {
 		fmt.Fprintf(w, "Crashed: %d case(s), their meta-job died under them MAX_CRASHES=%d times; resubmit and -auto leave them out ('farm resubmit --crashed' runs them)\n", q.FarmCases.Crashed, q.MaxCrashes)
+	}
+	if q.CoreHours.Allocated > 0 {
+		fmt.Fprintln(w, q.CoreHours)
 	}
 	for _, b := range q.Busy {
 		fmt.Fprintln(w, b)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/farm-hpc/farm/atomicfile"
@@ -133,7 +134,7 @@ func summaryStats(q Query) []report.Stat {
 	s := func(name string, format string, a ...any) report.Stat {
 		return report.Stat{Name: name, Value: fmt.Sprintf(format, a...)}
 	}
-	return []report.Stat{
+	stats := []report.Stat{
 		s("cases in table.dat", "%d", c.Total),
 		s("succeeded", "%d", c.Succeeded),
 		s("failed", "%d", c.Failed),
@@ -147,6 +148,25 @@ func summaryStats(q Query) []report.Stat {
 		s("throughput", "%s", rateETA(q)),
 		s("started more than once", "%d cases (at most %d attempts)", q.Restarted, q.MostAttempts),
 		s("crashed", "%d cases (MAX_CRASHES=%d)", c.Crashed, q.MaxCrashes),
+	}
+	return append(stats, coreHourStats(q.CoreHours)...)
+}
+
+// coreHourStats are the farm's core-hours, for the report.
+func coreHourStats(c CoreHours) []report.Stat {
+	per := "none succeeded yet"
+	if c.PerSucceeded >= 0 {
+		per = fmtCoreHours(c.PerSucceeded)
+	}
+	var by []string
+	for _, o := range busyOutcomes {
+		by = append(by, fmtCoreHours(c.BusyBy[o.String()])+" "+o.String())
+	}
+	return []report.Stat{
+		{Name: "core-hours allocated", Value: fmt.Sprintf("%s (meta-jobs' CPUs × wall time, from their %s)", fmtCoreHours(c.Allocated), c.AllocatedFrom)},
+		{Name: "core-hours busy in cases", Value: fmt.Sprintf("%s (%s)", fmtCoreHours(c.Busy), strings.Join(by, ", "))},
+		{Name: "core-hours idle", Value: fmtCoreHours(c.Idle)},
+		{Name: "core-hours per succeeded case", Value: per},
 	}
 }
 

@@ -120,6 +120,9 @@ type Job struct {
 // placement or reason, interned farm-wide — of which a farm has few.
 type Summary struct {
 	Jobs []Job
+	// Usage is what each job of Jobs used (same index): its lifetime,
+	// CPUs and cases' core-seconds, for the farm's core-hours.
+	Usage []Usage
 
 	cases caseStore
 
@@ -269,6 +272,7 @@ func Load(dir string, opt Options) (*Summary, error) {
 		return nil, err
 	}
 	s.Jobs = make([]Job, len(names))
+	s.Usage = make([]Usage, len(names))
 	s.jobRun = make([]int, len(names))
 	s.fileNotes = make([][]uint32, len(names))
 	if len(names) == 0 {
@@ -386,6 +390,7 @@ func (s *Summary) mergeBatch(b *batch) {
 	s.Recent += b.recent
 	if b.job != nil {
 		s.Jobs[b.ji] = *b.job
+		s.Usage[b.ji] = b.use
 	}
 	b.attempts = b.attempts[:0]
 	batchPool.Put(b)
@@ -439,7 +444,8 @@ type batch struct {
 	first    float64
 	last     float64
 	recent   int64
-	job      *Job // set on a file's last batch
+	job      *Job  // set on a file's last batch
+	use      Usage // set with job
 	err      error
 	warnings []string
 }
@@ -454,6 +460,7 @@ var batchPool = sync.Pool{New: func() any { return &batch{attempts: make([]attem
 func newBatch(ji, run int) *batch {
 	b := batchPool.Get().(*batch)
 	b.ji, b.run, b.first, b.last, b.recent, b.job, b.err = ji, run, 0, 0, 0, nil, nil
+	b.use = Usage{}
 	b.warnings = b.warnings[:0]
 	b.notes = b.notes[:0]
 	return b
@@ -501,6 +508,8 @@ func parseFile(name string, ji int, since float64, opt ReadOptions, out chan<- *
 	p.b.first, p.b.run = f.First, f.Run
 	p.addNotes(f)
 	p.b.job = p.jobOf(f)
+	live := !opt.Superseded && !f.Quitted && !f.META && opt.Live != nil && opt.Live(f.Job)
+	p.b.use = p.endUsage(f, live, unixSeconds(opt.Now))
 	return send(p.b)
 }
 
@@ -515,6 +524,10 @@ type fileParser struct {
 	whole              int64 // running cases placed on neither CPUs nor GPUs: the whole job
 	cpus               []int
 	gpus               []string
+	// use is the file's Usage so far; noteCPUs, the CPUs of each of the
+	// file's notes (by number - 1) read so far (cpusOf).
+	use      Usage
+	noteCPUs []int
 }
 
 // add adds attempt a of file f to the batch, with the notes first seen in
@@ -523,6 +536,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 	b := p.b
 	b.run = f.Run
 	p.addNotes(f)
+	p.usage(f, a)
 	switch {
 	case a.State == Unfit:
 		p.unfit++

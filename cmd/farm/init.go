@@ -40,6 +40,9 @@ func initCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if len(args) > 1 && strings.HasPrefix(args[1], "-") {
+				return usagef("%s after the directory: give init's flags before it (farm init --backend local DIR), but --sweep, which may come last (farm init DIR --sweep TEMPLATE NAME=VALUES...)", args[1])
+			}
 			if len(args) != 1 {
 				return usagef("init takes one argument: the new farm directory (then --sweep TEMPLATE NAME=VALUES..., if a sweep)")
 			}
