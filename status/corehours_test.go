@@ -40,8 +40,8 @@ func TestUsageFromRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Usage{
-		"1": {Begin: 1000, End: 1100, CPUs: 4},
-		"2": {Begin: 2000, End: 2030, CPUs: 1},
+		"1":      {Begin: 1000, End: 1100, CPUs: 4},
+		"2":      {Begin: 2000, End: 2030, CPUs: 1},
 		"meta-3": {CPUs: 1},
 	}
 	u1 := want["1"]
