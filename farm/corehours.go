@@ -1,9 +1,12 @@
 package farm
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -17,7 +20,9 @@ import (
 // case that succeeded.
 type CoreHours struct {
 	// Allocated is each meta-job's CPUs × its wall time, summed
-	// (jobAllocation); AllocatedFrom says where the figures come from.
+	// (allocation); AllocatedFrom says where the figures come from:
+	// "slurm accounting", "status records", or "slurm accounting for 3
+	// of 4 jobs, status records for 1".
 	Allocated     float64 `json:"allocated"`
 	AllocatedFrom string  `json:"allocated_from"`
 	// Busy is each case attempt's wall time × the CPUs it was given,
@@ -59,21 +64,21 @@ var busyOutcomes = []status.State{
 const fromRecords = "status records"
 
 // coreHours sums the farm's core-hours from the status files' jobs and
-// usages (sum), with what the engines said of the jobs (infos), and the
-// farm's succeeded cases.
-func coreHours(sum *status.Summary, infos map[string]backend.JobInfo, succeeded int64) CoreHours {
-	c := CoreHours{AllocatedFrom: fromRecords, BusyBy: map[string]float64{}, PerSucceeded: -1}
+// usages (sum), with what the engines' accounting says of the jobs
+// (acct), and the farm's succeeded cases.
+func coreHours(sum *status.Summary, acct accounted, succeeded int64) CoreHours {
+	c := CoreHours{BusyBy: map[string]float64{}, PerSucceeded: -1}
 	for _, o := range busyOutcomes {
 		c.BusyBy[o.String()] = 0
 	}
 	for i := range sum.Usage {
 		u := &sum.Usage[i]
-		c.Allocated += jobAllocation(sum.Jobs[i], u, infos[sum.Jobs[i].ID])
 		c.Busy += u.BusyTotal()
 		for _, o := range busyOutcomes {
 			c.BusyBy[o.String()] += u.Busy[o]
 		}
 	}
+	c.Allocated, c.AllocatedFrom = allocation(sum, acct)
 	const hour = 3600
 	c.Allocated /= hour
 	c.Busy /= hour
@@ -87,17 +92,121 @@ func coreHours(sum *status.Summary, infos map[string]backend.JobInfo, succeeded 
 	return c
 }
 
-// jobAllocation is the core-seconds a meta-job was allocated: its CPUs ×
-// its wall time, as its status records say (status.Usage: its header's
-// CPUs, its earliest and latest record). This is the seam for the
-// engine's own accounting (Slurm's sacct: AllocCPUS × Elapsed, Grid
-// Engine's accounting file: slots × ru_wallclock), which knows the time
-// before a meta-job's first record and after a killed one's last, and the
-// CPUs of a job whose file does not say them: where an engine reports
-// them in info, they will replace the records' (and AllocatedFrom will
-// say so). No engine reports them yet.
-func jobAllocation(_ status.Job, u *status.Usage, _ backend.JobInfo) float64 {
-	return u.Allocated()
+// accounted is what the engines' accounting says of the farm's jobs
+// (Farm.accounting): the core-seconds of each job it has a record of, by
+// the job's ID as its status file names it, and which accounting said so
+// ("slurm accounting").
+type accounted struct {
+	secs map[string]float64
+	from map[string]string
+}
+
+// accounting asks each engine of the farm's jobs (recs) that keeps
+// accounting (backend.Accounting) what it allocated them: one call per
+// engine, made where the core-hours are shown (farm query, --json,
+// report), never in --watch's refreshes. An engine that keeps none
+// (backend.ErrNoAccounting) says nothing of its jobs; one whose
+// accounting fails is warned of. Either way its jobs count as their
+// status records say.
+func (f *Farm) accounting(ctx context.Context, recs []JobRecord) accounted {
+	a := accounted{secs: map[string]float64{}, from: map[string]string{}}
+	byBackend := map[string][]string{}
+	for _, r := range recs {
+		byBackend[r.Backend] = append(byBackend[r.Backend], r.ID)
+	}
+	for name, ids := range byBackend {
+		b, err := f.openBackend(ctx, name)
+		acc, ok := b.(backend.Accounting)
+		if err != nil || !ok {
+			continue // jobInfos said what is wrong with the engine
+		}
+		secs, err := acc.Allocated(ctx, ids)
+		if err != nil {
+			if !errors.Is(err, backend.ErrNoAccounting) && ctx.Err() == nil {
+				fmt.Fprintf(f.warnings(), "farm: warning: %v; the allocated core-hours of its jobs are from their status records\n", err)
+			}
+			continue
+		}
+		for id, s := range secs {
+			a.secs[id], a.from[id] = s, b.Name()+" accounting"
+		}
+	}
+	return a
+}
+
+// allocation is the farm's allocated core-seconds, and where they come
+// from (CoreHours.AllocatedFrom): each job's as the engine's accounting
+// says (acct), every other meta-job's as its status records say
+// (jobAllocation). Jobs are counted by ID: a job the accounting knows
+// that never wrote a status file (still pending, or dead before its
+// first record) counts too.
+func allocation(sum *status.Summary, acct accounted) (float64, string) {
+	latest := map[string]int{}
+	for _, j := range sum.Jobs {
+		latest[j.ID] = max(latest[j.ID], j.Restart)
+	}
+	total := 0.0
+	jobs := map[string]string{} // job ID -> where its allocation comes from
+	for id, secs := range acct.secs {
+		total += secs
+		jobs[id] = acct.from[id]
+	}
+	for i, j := range sum.Jobs {
+		secs, from := jobAllocation(j, &sum.Usage[i], acct, latest[j.ID])
+		total += secs
+		if jobs[j.ID] == "" {
+			jobs[j.ID] = from
+		}
+	}
+	return total, allocatedFrom(jobs)
+}
+
+// jobAllocation is the core-seconds of meta-job j (one incarnation of a
+// job ID) beyond what the engine's accounting (acct) counts of its ID,
+// and where its figure comes from. A job the accounting knows is counted
+// there (acct's figure is its ID's; Slurm's is its last run), but for its
+// earlier incarnations (a requeued job's runs before the last: restart
+// below latest), which, like every job the accounting does not know,
+// count their CPUs × wall time as their status records say
+// (status.Usage: the header's CPUs, the earliest and latest record).
+func jobAllocation(j status.Job, u *status.Usage, acct accounted, latest int) (float64, string) {
+	if _, ok := acct.secs[j.ID]; ok {
+		if j.Restart == latest {
+			return 0, acct.from[j.ID]
+		}
+		return u.Allocated(), acct.from[j.ID]
+	}
+	return u.Allocated(), fromRecords
+}
+
+// allocatedFrom says where the allocations of jobs (job ID -> source)
+// come from: the one source, or each with its count, the most first:
+// "slurm accounting for 3 of 4 jobs, status records for 1".
+func allocatedFrom(jobs map[string]string) string {
+	count := map[string]int{}
+	for _, from := range jobs {
+		count[from]++
+	}
+	if len(count) <= 1 {
+		for from := range count {
+			return from
+		}
+		return fromRecords
+	}
+	froms := make([]string, 0, len(count))
+	for from := range count {
+		froms = append(froms, from)
+	}
+	sort.Slice(froms, func(a, b int) bool {
+		x, y := froms[a], froms[b]
+		return count[x] > count[y] || (count[x] == count[y] && x < y)
+	})
+	parts := make([]string, len(froms))
+	for i, from := range froms {
+		parts[i] = fmt.Sprintf("%s for %d", from, count[from])
+	}
+	parts[0] += fmt.Sprintf(" of %d jobs", len(jobs))
+	return strings.Join(parts, ", ")
 }
 
 // String is farm query's lines of the core-hours: "Core-hours: 2.41
@@ -116,7 +225,7 @@ func (c CoreHours) String() string {
 	for _, o := range busyOutcomes {
 		by = append(by, fmtCoreHours(c.BusyBy[o.String()])+" "+o.String())
 	}
-	return fmt.Sprintf("Core-hours: %s allocated = %s busy in cases + %s idle%s; %s\n  busy in cases: %s (allocated: meta-jobs' CPUs × wall time, from their %s)",
+	return fmt.Sprintf("Core-hours: %s allocated = %s busy in cases + %s idle%s; %s\n  busy in cases: %s (allocated: meta-jobs' CPUs × wall time, from %s)",
 		fmtCoreHours(c.Allocated), fmtCoreHours(c.Busy), fmtCoreHours(c.Idle), idle, per, strings.Join(by, ", "), c.AllocatedFrom)
 }
 

@@ -117,7 +117,8 @@ func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed }
 func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 
 // query computes farm query's summary (one scheduler query per backend,
-// one read of the status files), with what the backends said of the
+// one accounting query per backend that keeps accounting, one read of
+// the status files), with what the backends said of the
 // farm's jobs and the claim state it read.
 func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]backend.JobInfo, casetable.State, error) {
 	var q Query
@@ -146,7 +147,7 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
-	q.CoreHours = coreHours(sum, infos, q.FarmCases.Succeeded)
+	q.CoreHours = coreHours(sum, f.accounting(ctx, recs), q.FarmCases.Succeeded)
 	return q, infos, st, nil
 }
 

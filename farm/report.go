@@ -163,7 +163,7 @@ func coreHourStats(c CoreHours) []report.Stat {
 		by = append(by, fmtCoreHours(c.BusyBy[o.String()])+" "+o.String())
 	}
 	return []report.Stat{
-		{Name: "core-hours allocated", Value: fmt.Sprintf("%s (meta-jobs' CPUs × wall time, from their %s)", fmtCoreHours(c.Allocated), c.AllocatedFrom)},
+		{Name: "core-hours allocated", Value: fmt.Sprintf("%s (meta-jobs' CPUs × wall time, from %s)", fmtCoreHours(c.Allocated), c.AllocatedFrom)},
 		{Name: "core-hours busy in cases", Value: fmt.Sprintf("%s (%s)", fmtCoreHours(c.Busy), strings.Join(by, ", "))},
 		{Name: "core-hours idle", Value: fmtCoreHours(c.Idle)},
 		{Name: "core-hours per succeeded case", Value: per},
