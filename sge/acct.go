@@ -2,6 +2,8 @@ package sge
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -21,6 +23,7 @@ type record struct {
 	End    time.Time
 	Failed int // 0: no failure; 37: killed at a hard limit (h_rt)
 	Exit   int
+	Slots  int // the slots it was granted (1 outside a parallel environment)
 }
 
 // The accounting file's fields that farm reads (0-based; sge_accounting(5)).
@@ -31,6 +34,7 @@ const (
 	fEnd        = 10
 	fFailed     = 11
 	fExit       = 12
+	fSlots      = 34
 	fTask       = 35
 	nFields     = 36
 )
@@ -69,6 +73,7 @@ func parseRecord(line string) (record, bool) {
 	r.Failed, err1 = strconv.Atoi(f[fFailed])
 	r.Exit, err2 = strconv.Atoi(f[fExit])
 	r.Task, _ = strconv.Atoi(f[fTask])
+	r.Slots, _ = strconv.Atoi(f[fSlots])
 	return r, err1 == nil && err2 == nil
 }
 
@@ -154,6 +159,56 @@ func readAccounting(path string, nums map[string]bool) (map[string][]record, err
 				seen[key] = true
 				out[r.Num] = append(out[r.Num], r)
 			}
+		}
+	}
+	return out, nil
+}
+
+var _ backend.Accounting = (*Backend)(nil)
+
+// Allocated implements backend.Accounting from the accounting file (one
+// backward read, as Jobs reads it for ended jobs): each ended job's, or
+// array task's, slots × its wall time (end - start) in its latest record,
+// under its own ID ("123", "123.4"; an array's ID stands for its tasks).
+// A job still queued or running has no record yet and is left out. No
+// accounting file (Grid Engine's reporting_params accounting=false) is
+// backend.ErrNoAccounting.
+func (b *Backend) Allocated(_ context.Context, ids []string) (map[string]float64, error) {
+	asked := map[string]bool{}
+	nums := map[string]bool{}
+	for _, id := range ids {
+		if validID(id) {
+			asked[id] = true
+			num, _, _ := strings.Cut(id, ".")
+			nums[num] = true
+		}
+	}
+	out := map[string]float64{}
+	if len(nums) == 0 {
+		return out, nil
+	}
+	path := b.accountingPath()
+	recs, err := readAccounting(path, nums)
+	if os.IsNotExist(err) {
+		return nil, fmt.Errorf("%w: no accounting file %s", backend.ErrNoAccounting, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Grid Engine's accounting file: %w", err)
+	}
+	for num, rs := range recs {
+		for _, r := range rs {
+			id := num
+			if r.Task > 0 {
+				id = num + "." + strconv.Itoa(r.Task)
+			}
+			if !asked[num] && !asked[id] {
+				continue
+			}
+			secs := 0.0
+			if !r.Start.IsZero() && r.End.After(r.Start) {
+				secs = r.End.Sub(r.Start).Seconds()
+			}
+			out[id] = float64(max(r.Slots, 1)) * secs
 		}
 	}
 	return out, nil

@@ -1,6 +1,8 @@
 package sge
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -240,5 +242,44 @@ func TestSubmitEnvDropsJobVariables(t *testing.T) {
 	env := submitEnv([]string{"PATH=/bin", "JOB_ID=4", "SGE_TASK_ID=2", "CUDA_VISIBLE_DEVICES=0", "SGE_HGR_gpu=0", "VAR=1"}, []string{"FARM_RUN=1"})
 	if want := []string{"PATH=/bin", "VAR=1", "FARM_RUN=1"}; !slices.Equal(env, want) {
 		t.Errorf("submitEnv = %v, want %v", env, want)
+	}
+}
+
+// TestAllocated: the core-seconds of the ended jobs asked for, from the
+// accounting file: slots × (end - start) of each job's latest record, an
+// array's tasks under their own IDs; a job without a record (running) is
+// left out; no accounting file is ErrNoAccounting.
+func TestAllocated(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "accounting")
+	four := strings.Replace(acctLine(50, 0, 100, 110, 140, 0, 0), ":NONE:1:0:", ":NONE:4:0:", 1)
+	lines := []string{
+		"# Version: 8.1.9",
+		four,                                 // 4 slots × 30 s
+		acctLine(51, 1, 100, 101, 111, 0, 0), // task 1: 10 s
+		acctLine(51, 2, 100, 101, 121, 0, 0), // task 2: 20 s
+		acctLine(52, 0, 100, 101, 105, 0, 0), // not asked for
+		acctLine(53, 3, 100, 101, 104, 0, 0), // a task of 53 not asked for
+		acctLine(53, 4, 100, 101, 106, 0, 0),
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{Dir: t.TempDir(), Accounting: p}
+	got, err := b.Allocated(context.Background(), []string{"50", "51", "53.4", "54", "x;y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"50": 120, "51.1": 10, "51.2": 20, "53.4": 5}
+	if len(got) != len(want) {
+		t.Errorf("Allocated = %v, want %v", got, want)
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %v core-seconds, want %v", id, got[id], w)
+		}
+	}
+	b.Accounting = filepath.Join(t.TempDir(), "none")
+	if _, err := b.Allocated(context.Background(), []string{"50"}); !errors.Is(err, backend.ErrNoAccounting) {
+		t.Errorf("no accounting file: %v, want ErrNoAccounting", err)
 	}
 }
