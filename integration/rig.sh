@@ -247,9 +247,9 @@ rig_cancel_jobs() {
   done
 }
 
-# rig_slurm_conf_common: the slurm.conf settings both rigs share (root runs
-# everything, munge, no accounting, no cgroups, scheduling within about a
-# second).
+# rig_slurm_conf_common [DBDHOST]: the slurm.conf settings both rigs share
+# (root runs everything, munge, no cgroups, scheduling within about a
+# second); accounting through the slurmdbd on DBDHOST, or none.
 rig_slurm_conf_common() {
   cat <<'EOF'
 AuthType=auth/munge
@@ -278,11 +278,14 @@ InactiveLimit=0
 WaitTime=0
 # job arrays: indexes 0..1000 (this is also Slurm's default)
 MaxArraySize=1001
-# no accounting
-AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 EOF
+  if [[ -n ${1:-} ]]; then
+    printf '# accounting: slurmdbd\nAccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=%s\n' "$1"
+  else
+    printf '# no accounting\nAccountingStorageType=accounting_storage/none\n'
+  fi
 }
 
 # rig_real_memory: RealMemory for a node of this machine: its memory less a
@@ -292,4 +295,117 @@ rig_real_memory() {
   local total
   total=$(free -m | awk '/^Mem:/ {print $2}')
   echo $((total > 2048 ? total - 512 : total * 9 / 10))
+}
+
+# Slurm's accounting (slurmdbd on Debian's MariaDB), for the tests that
+# compare farm's core-hours with what Slurm records (sacct).
+
+# rig_accounting_have: MariaDB's and slurmdbd's commands are installed.
+rig_accounting_have() {
+  local c
+  for c in slurmdbd mariadbd mariadb-install-db mariadb sacctmgr sacct; do
+    command -v "$c" >/dev/null 2>&1 || return 1
+  done
+}
+
+# rig_accounting_install PREFIX: install slurmdbd and MariaDB if missing,
+# without letting the packages start a MariaDB of the system's (a
+# policy-rc.d that refuses, for the install only, where there is none).
+# Returns 3 with a message if they cannot be installed.
+rig_accounting_install() {
+  local prefix=$1 rc=0 guard=
+  rig_accounting_have && return 0
+  if [[ $(id -u) -eq 0 && ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && guard=1
+  fi
+  rig_apt_install "$prefix" "Slurm's accounting" slurmdbd mariadb-server || rc=$?
+  [[ -z $guard ]] || rm -f /usr/sbin/policy-rc.d
+  ((rc == 0)) || return "$rc"
+  rig_accounting_have || { echo "$prefix: cannot install Slurm's accounting: packages installed but commands are still missing" >&2; return 3; }
+}
+
+# rig_db_answers SOCKET: the MariaDB on SOCKET answers root.
+rig_db_answers() { mariadb --no-defaults -S "$1" -u root -e 'SELECT 1' >/dev/null 2>&1 || return 1; }
+
+# rig_mariadb_up DIR RECORDS PORT: a MariaDB of its own (data in DIR/db,
+# socket DIR/db.sock, TCP on 127.0.0.1:PORT), started if not running and
+# recorded in RECORDS as "mariadbd", with Slurm's database and its user
+# (slurm@127.0.0.1). Idempotent; returns 1 with a message on failure.
+rig_mariadb_up() {
+  local dir=$1 records=$2 port=$3
+  if [[ -z $(rig_recorded "$records" mariadbd) ]]; then
+    if [[ ! -d $dir/db/mysql ]]; then
+      rm -rf "$dir/db"
+      mariadb-install-db --no-defaults --datadir="$dir/db" --user=root --auth-root-authentication-method=socket \
+        --skip-test-db >"$dir/db-install.log" 2>&1 ||
+        { echo "mariadb-install-db failed: $(tail -n 3 "$dir/db-install.log")" >&2; return 1; }
+    fi
+    rm -f "$dir/db.pid"
+    setsid mariadbd --no-defaults --user=root --datadir="$dir/db" --socket="$dir/db.sock" --pid-file="$dir/db.pid" \
+      --port="$port" --bind-address=127.0.0.1 --skip-name-resolve --innodb-buffer-pool-size=64M \
+      --innodb-lock-wait-timeout=900 --log-error="$dir/db.log" </dev/null >/dev/null 2>&1 9>&- &
+    rig_until 30 "MariaDB's pid file" test -s "$dir/db.pid" || return 1
+    rig_record "$records" mariadbd "$(tr -dc 0-9 <"$dir/db.pid")" ||
+      { echo "mariadbd exited at once: $(tail -n 3 "$dir/db.log")" >&2; return 1; }
+  fi
+  rig_until 30 "MariaDB to answer" rig_db_answers "$dir/db.sock" || return 1
+  mariadb --no-defaults -S "$dir/db.sock" -u root -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+    CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'farm';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
+    { echo "MariaDB: cannot make Slurm's database" >&2; return 1; }
+}
+
+# rig_dbd_answers: slurmdbd answers sacctmgr (through slurm.conf's
+# AccountingStorageHost).
+rig_dbd_answers() { timeout 10 sacctmgr -n -P show cluster format=cluster >/dev/null 2>&1 || return 1; }
+
+# rig_slurmdbd_up DIR RECORDS DBPORT CLUSTER: slurmdbd (slurmdbd.conf
+# beside $SLURM_CONF, its pid file and log in DIR) over the MariaDB on
+# 127.0.0.1:DBPORT, started if not running and recorded in RECORDS; then
+# CLUSTER, an account "farm" in it and root's user of that account.
+# slurm.conf must already name this host as AccountingStorageHost.
+# Idempotent; returns 1 with a message on failure.
+rig_slurmdbd_up() {
+  local dir=$1 records=$2 port=$3 cluster=$4 conf
+  conf=$(dirname "${SLURM_CONF:-/etc/slurm/slurm.conf}")/slurmdbd.conf
+  cat >"$conf.farm-new" <<EOC
+# generated by farm integration/rig.sh (rig_slurmdbd_up)
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+SlurmUser=root
+PidFile=$dir/slurmdbd.pid
+LogFile=$dir/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$port
+StorageUser=slurm
+StoragePass=farm
+StorageLoc=slurm_acct_db
+EOC
+  chmod 0600 "$conf.farm-new"
+  if [[ -e $conf ]] && ! grep -q '^# generated by farm' "$conf" && [[ ! -e $conf.pre-farm ]]; then
+    rig_say "keeping the existing $conf as $conf.pre-farm"
+    cp -a "$conf" "$conf.pre-farm"
+  fi
+  mv -f "$conf.farm-new" "$conf"
+  if [[ -z $(rig_recorded "$records" slurmdbd) ]]; then
+    rm -f "$dir/slurmdbd.pid"
+    slurmdbd >>"$dir/slurmdbd.start.log" 2>&1 9>&- || { echo "slurmdbd failed to start: $(tail -n 3 "$dir/slurmdbd.start.log")" >&2; return 1; }
+    rig_until 30 "slurmdbd's pid file" test -s "$dir/slurmdbd.pid" || return 1
+    rig_record "$records" slurmdbd "$(tr -dc 0-9 <"$dir/slurmdbd.pid")" ||
+      { echo "slurmdbd exited at once: $(tail -n 3 "$dir/slurmdbd.log")" >&2; return 1; }
+  fi
+  rig_until 30 "slurmdbd to answer" rig_dbd_answers || return 1
+  local have
+  have=$(sacctmgr -n -P show cluster format=cluster 2>/dev/null)
+  grep -qx "$cluster" <<<"$have" || sacctmgr -i add cluster "$cluster" >/dev/null ||
+    { echo "sacctmgr could not add cluster $cluster" >&2; return 1; }
+  have=$(sacctmgr -n -P show assoc where cluster="$cluster" user=root format=account 2>/dev/null)
+  if ! grep -qx farm <<<"$have"; then
+    sacctmgr -i add account farm cluster="$cluster" >/dev/null 2>&1 || true
+    sacctmgr -i add user root account=farm cluster="$cluster" >/dev/null ||
+      { echo "sacctmgr could not add root to account farm" >&2; return 1; }
+  fi
 }
