@@ -2,13 +2,17 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/internal/testreq"
 )
 
 // TestCoreHoursAddUp: farm query --json's core-hours (issue 38) on a
@@ -96,4 +100,146 @@ func jobCPUs(t *testing.T, dir string) map[string]int {
 		}
 	}
 	return m
+}
+
+// TestSlurmCoreHoursAgreeWithSacct: on the real Slurm with accounting
+// (integration/slurm-up starts slurmdbd on MariaDB), farm query --json's
+// allocated core-hours of a farm of 3 meta-jobs, each running cases of
+// several seconds, agree within 5% with what Slurm itself records for
+// those jobs (sacct: AllocCPUS × ElapsedRaw, summed), and say they come
+// from Slurm's accounting. With sacct saying accounting is disabled they
+// come from the status records, which miss only each job's seconds
+// before its first case and after its last: logged, and within 80-105%.
+func TestSlurmCoreHoursAgreeWithSacct(t *testing.T) {
+	needSlurm(t)
+	if out, err := exec.Command("sacct", "-n", "-X", "-j", "1", "-o", "JobID").CombinedOutput(); err != nil {
+		testreq.Skip(t, "FARM_REQUIRE_SLURM", fmt.Sprintf("SLURM ACCOUNTING TESTS SKIPPED: sacct does not work (%v: %s); integration/slurm-up starts Slurm with accounting (FARM_SLURM_ACCOUNTING=1, its default)", err, strings.TrimSpace(string(out))))
+	}
+	t.Parallel()
+	dir, slurmSecs := coreHoursAgree(t, slurmEngine, "sacct", sacctCoreSeconds)
+	// Without accounting: a sacct that says so, first in PATH.
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "sacct"), []byte("#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recSecs, from := queryAllocated(t, dir, "PATH="+shim+":"+os.Getenv("PATH"))
+	t.Logf("allocated without accounting: %.1f core-seconds (from %s), %.1f%% of sacct's", recSecs, from, 100*recSecs/slurmSecs)
+	if from != "status records" || recSecs > slurmSecs*1.05 || recSecs < slurmSecs*0.8 {
+		t.Errorf("without accounting: %.1f core-seconds from %q; want from \"status records\", 80-105%% of Slurm's %.1f", recSecs, from, slurmSecs)
+	}
+}
+
+// TestSGECoreHoursAgreeWithQacct: as on Slurm, farm's allocated
+// core-hours of an ended farm on Grid Engine agree within 5% with what
+// Grid Engine records of its jobs (qacct -j: slots × ru_wallclock), and
+// say they come from its accounting.
+func TestSGECoreHoursAgreeWithQacct(t *testing.T) {
+	needSGE(t)
+	t.Parallel()
+	coreHoursAgree(t, sgeEngine, "qacct", qacctCoreSeconds)
+}
+
+// coreHoursAgree runs a farm of 3 meta-jobs, 9 cases of 3 s, on engine e
+// to its end, and checks that farm query --json's allocated core-hours
+// agree within 5% with what the engine's accounting records of the jobs
+// (record, named tool), and come from "NAME accounting". It returns the
+// farm and the engine's core-seconds.
+func coreHoursAgree(t *testing.T, e engine, tool string, record func(*testing.T, []string) float64) (string, float64) {
+	t.Helper()
+	dir := e.farm(t, repeat("sleep 3", 9), "0-00:10")
+	mustFarm(t, dir, "submit", "3", "--backend", e.name)
+	mustFarm(t, dir, "wait", "--timeout", "5m")
+	ids := farmJobIDs(dir)
+	if len(ids) != 3 {
+		t.Fatalf("farm recorded jobs %v, want 3", ids)
+	}
+	engineSecs := record(t, ids)
+	farmSecs, from := queryAllocated(t, dir)
+	t.Logf("allocated: farm %.1f core-seconds (from %s), %s %.1f", farmSecs, from, tool, engineSecs)
+	if want := e.name + " accounting"; from != want {
+		t.Errorf("allocated_from %q, want %q", from, want)
+	}
+	if engineSecs <= 0 || math.Abs(farmSecs-engineSecs) > 0.05*engineSecs {
+		t.Errorf("farm's allocated %.1f core-seconds, %s's %.1f: want within 5%%", farmSecs, tool, engineSecs)
+	}
+	return dir, engineSecs
+}
+
+// queryAllocated is farm query --json's allocated core-seconds, and where
+// they come from, with extra environment env.
+func queryAllocated(t *testing.T, dir string, env ...string) (float64, string) {
+	t.Helper()
+	r := farmIn(t, dir, env, "query", "--json")
+	var q struct {
+		CoreHours struct {
+			Allocated     float64
+			AllocatedFrom string `json:"allocated_from"`
+		} `json:"core_hours"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Out), &q) != nil {
+		t.Fatalf("farm query --json: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+	return q.CoreHours.Allocated * 3600, q.CoreHours.AllocatedFrom
+}
+
+// sacctCoreSeconds is what Slurm's accounting records of the jobs ids,
+// once every one of them has ended there (slurmdbd hears of a job's end a
+// moment after squeue): AllocCPUS × ElapsedRaw, summed.
+func sacctCoreSeconds(t *testing.T, ids []string) float64 {
+	t.Helper()
+	var sum float64
+	waitFor(t, 30*time.Second, "sacct to record the jobs' ends", func() bool {
+		out, err := exec.Command("sacct", "-X", "-n", "-P", "-j", strings.Join(ids, ","), "-o", "JobID,AllocCPUS,ElapsedRaw,State").Output()
+		if err != nil {
+			return false
+		}
+		sum = 0
+		ended := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Split(line, "|")
+			if len(f) != 4 {
+				return false
+			}
+			cpus, _ := strconv.Atoi(f[1])
+			secs, _ := strconv.Atoi(f[2])
+			sum += float64(cpus * secs)
+			if !strings.HasPrefix(f[3], "RUNNING") && !strings.HasPrefix(f[3], "PENDING") {
+				ended++
+			}
+		}
+		return ended == len(ids)
+	})
+	return sum
+}
+
+// qacctCoreSeconds is what Grid Engine's accounting records of the jobs
+// ids (qacct -j ID for each): slots × ru_wallclock, summed over their
+// records.
+func qacctCoreSeconds(t *testing.T, ids []string) float64 {
+	t.Helper()
+	var sum float64
+	for _, id := range ids {
+		out, err := exec.Command("qacct", "-j", id).CombinedOutput()
+		if err != nil {
+			t.Fatalf("qacct -j %s: %v\n%s", id, err, out)
+		}
+		slots := 0.0
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				continue
+			}
+			switch f[0] {
+			case "slots":
+				slots, _ = strconv.ParseFloat(f[1], 64)
+			case "ru_wallclock":
+				secs, err := strconv.ParseFloat(strings.TrimSuffix(f[1], "s"), 64)
+				if err != nil {
+					t.Fatalf("qacct -j %s: ru_wallclock %q", id, f[1])
+				}
+				sum += slots * secs // slots comes before ru_wallclock in each record
+			}
+		}
+	}
+	return sum
 }
