@@ -136,8 +136,8 @@ func (f *Farm) accounting(ctx context.Context, recs []JobRecord) accounted {
 
 // allocation is the farm's allocated core-seconds, and where they come
 // from (CoreHours.AllocatedFrom): each job's as the engine's accounting
-// says (acct), every other meta-job's as its status records say
-// (jobAllocation). Jobs are counted by ID: a job the accounting knows
+// says (acct), or as its status records say where that is more, every
+// other meta-job's as its status records say (jobAllocation). Jobs are counted by ID: a job the accounting knows
 // that never wrote a status file (still pending, or dead before its
 // first record) counts too.
 func allocation(sum *status.Summary, acct accounted) (float64, string) {
@@ -163,20 +163,24 @@ func allocation(sum *status.Summary, acct accounted) (float64, string) {
 
 // jobAllocation is the core-seconds of meta-job j (one incarnation of a
 // job ID) beyond what the engine's accounting (acct) counts of its ID,
-// and where its figure comes from. A job the accounting knows is counted
-// there (acct's figure is its ID's; Slurm's is its last run), but for its
+// and where its figure comes from. A job the accounting does not know
+// counts its CPUs × wall time as its status records say (status.Usage:
+// the header's CPUs, the earliest and latest record). One it knows is
+// counted there (acct's figure is its ID's; Slurm's is its last run), but
+// for the part of its records the accounting falls short of: all of its
 // earlier incarnations (a requeued job's runs before the last: restart
-// below latest), which, like every job the accounting does not know,
-// count their CPUs × wall time as their status records say
-// (status.Usage: the header's CPUs, the earliest and latest record).
+// below latest), and what its records show beyond the accounting's
+// figure (Slurm counts whole seconds: a job of a few seconds may come
+// out below the span of its cases), so that idle is never negative.
 func jobAllocation(j status.Job, u *status.Usage, acct accounted, latest int) (float64, string) {
-	if _, ok := acct.secs[j.ID]; ok {
-		if j.Restart == latest {
-			return 0, acct.from[j.ID]
-		}
+	secs, ok := acct.secs[j.ID]
+	if !ok {
+		return u.Allocated(), fromRecords
+	}
+	if j.Restart < latest {
 		return u.Allocated(), acct.from[j.ID]
 	}
-	return u.Allocated(), fromRecords
+	return max(0, u.Allocated()-secs), acct.from[j.ID]
 }
 
 // allocatedFrom says where the allocations of jobs (job ID -> source)

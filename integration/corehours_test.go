@@ -139,14 +139,14 @@ func TestSGECoreHoursAgreeWithQacct(t *testing.T) {
 	coreHoursAgree(t, sgeEngine, "qacct", qacctCoreSeconds)
 }
 
-// coreHoursAgree runs a farm of 3 meta-jobs, 9 cases of 3 s, on engine e
+// coreHoursAgree runs a farm of 3 meta-jobs, 12 cases of 3 s, on engine e
 // to its end, and checks that farm query --json's allocated core-hours
 // agree within 5% with what the engine's accounting records of the jobs
 // (record, named tool), and come from "NAME accounting". It returns the
 // farm and the engine's core-seconds.
 func coreHoursAgree(t *testing.T, e engine, tool string, record func(*testing.T, []string) float64) (string, float64) {
 	t.Helper()
-	dir := e.farm(t, repeat("sleep 3", 9), "0-00:10")
+	dir := e.farm(t, repeat("sleep 3", 12), "0-00:10")
 	mustFarm(t, dir, "submit", "3", "--backend", e.name)
 	mustFarm(t, dir, "wait", "--timeout", "5m")
 	ids := farmJobIDs(dir)
