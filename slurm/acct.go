@@ -47,6 +47,13 @@ func (b *Backend) Allocated(ctx context.Context, ids []string) (map[string]float
 			if errors.As(err, &ce) && ce.Timeout == 0 && strings.Contains(ce.Stderr, noAccounting) {
 				return nil, fmt.Errorf("%w: %s", backend.ErrNoAccounting, ce.Stderr)
 			}
+			if ce != nil {
+				// sacct says why last, after lines of how it tried:
+				// "Problem talking to the database: Connection refused".
+				short := *ce
+				short.Stderr = lastLine(ce.Stderr)
+				err = &short
+			}
 			return nil, fmt.Errorf("asking Slurm's accounting for %d job(s): %w", len(valid), err)
 		}
 		if err := parseSacct(text, out); err != nil {
@@ -81,4 +88,10 @@ func parseSacct(text string, out map[string]float64) error {
 		}
 	}
 	return nil
+}
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }

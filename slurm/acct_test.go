@@ -53,10 +53,12 @@ func TestAllocatedWithoutAccounting(t *testing.T) {
 	if _, err := New("").Allocated(context.Background(), []string{"5"}); !errors.Is(err, backend.ErrNoAccounting) {
 		t.Errorf("accounting disabled: %v, want ErrNoAccounting", err)
 	}
-	fakeBin(t, map[string]string{"sacct": `echo "sacct: error: Problem talking to the database: Connection refused" >&2; exit 1`})
+	fakeBin(t, map[string]string{"sacct": `echo "sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to host:127.0.0.1:6819: Connection refused
+sacct: error: Sending PersistInit msg: Connection refused
+sacct: error: Problem talking to the database: Connection refused" >&2; exit 1`})
 	_, err := New("").Allocated(context.Background(), []string{"5"})
-	if err == nil || errors.Is(err, backend.ErrNoAccounting) || !strings.Contains(err.Error(), "Connection refused") {
-		t.Errorf("slurmdbd down: %v, want an error with sacct's message", err)
+	if err == nil || errors.Is(err, backend.ErrNoAccounting) || !strings.HasSuffix(err.Error(), ": sacct: error: Problem talking to the database: Connection refused") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("slurmdbd down: %v, want an error of one line with sacct's last", err)
 	}
 	fakeBin(t, map[string]string{"sacct": `echo "5|4|1:00|COMPLETED"`})
 	if _, err := New("").Allocated(context.Background(), []string{"5"}); err == nil {
