@@ -13,7 +13,8 @@
 //     scripts set the run-time, and the words of farm's messages about it;
 //   - with Capabilities.Arrays, TaskIDs: the array a task's ID is of;
 //     optionally OutputNamer (its output files' names), Preflighter,
-//     DirJobs;
+//     DirJobs, Accounting (what its batch system records each job was
+//     allocated);
 //   - an Engine value: its name (what --backend takes), whether it can be
 //     used here (Available), how to open it for a farm directory, its
 //     Script, and its job-script templates for farm init (Templates, Edit);
