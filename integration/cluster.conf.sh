@@ -38,13 +38,21 @@ cluster_settings() {
   LATENCY_US=${FARM_CLUSTER_LATENCY_US:-1000}    # the latency profile's delay
   TIMEOUT=${FARM_CLUSTER_TIMEOUT:-120}           # longest wait for any one step
   DHT_LAYOUT=${FARM_CLUSTER_DHT_LAYOUT:-replica2} # the dht volume's replica sets
+  # Slurm's accounting (slurmdbd on a MariaDB of the rig's own), so that
+  # sacct answers for the rig's jobs: 1 (the default, unless
+  # FARM_SLURM_ACCOUNTING=0 says none for slurm-up's Slurm too) or 0. Its
+  # ports are beside slurm-up's (MariaDB 3307, slurmdbd 6819, which
+  # slurmdbd listens on on every address).
+  ACCT=${FARM_CLUSTER_ACCOUNTING:-${FARM_SLURM_ACCOUNTING:-1}}
+  DB_PORT=${FARM_CLUSTER_DB_PORT:-3308}          # MariaDB, on 127.0.0.1
+  DBD_PORT=${FARM_CLUSTER_SLURMDBD_PORT:-6919}   # slurmdbd, reached at the head's address
   cluster_derived
 }
 
 # cluster_save_settings: write the settings to $DIR/settings.
 cluster_save_settings() {
   local v
-  for v in MNT NODES SPARE CPUS OVERSUBSCRIBE NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT; do
+  for v in MNT NODES SPARE CPUS OVERSUBSCRIBE NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT ACCT DB_PORT DBD_PORT; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$DIR/settings"
 }
@@ -54,6 +62,7 @@ cluster_derived() {
   HEAD_IP=$NET.1
   SLURM_DIR=$DIR/slurm
   SLURM_CONF=$SLURM_DIR/etc/slurm.conf
+  ACCT_DIR=$DIR/acct # MariaDB's data, socket and log; slurmdbd's pid file and log
 }
 
 # The settings of the rig that runs (or last ran) win over the environment,
@@ -62,6 +71,7 @@ cluster_derived() {
 cluster_settings
 if [[ -r $DIR/settings ]]; then
   DHT_LAYOUT=replica2 # a rig started before the setting existed
+  ACCT=                # a rig started before accounting existed: unhealthy
   # shellcheck disable=SC1091
   . "$DIR/settings"
   cluster_derived
@@ -272,6 +282,13 @@ cluster_healthy() {
   for n in $(seq "$ALL"); do
     [[ -n $(node_pid "$n") ]] && node_ok "$n" || return 1
   done
+  # Its accounting, if it was started with it (a rig from before the rig
+  # had any is started afresh).
+  [[ -n $ACCT ]] || return 1
+  if [[ $ACCT == 1 ]]; then
+    [[ -n $(rig_recorded "$DIR/pids" mariadbd) && -n $(rig_recorded "$DIR/pids" slurmdbd) ]] || return 1
+    SLURM_CONF=$SLURM_CONF rig_dbd_answers || return 1
+  fi
 }
 
 # The lock a test run holds, shared, while it uses the rig (run-tests):
