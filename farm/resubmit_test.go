@@ -152,7 +152,7 @@ func TestResubmitTableKeepsNeeds(t *testing.T) {
 	}
 	f.backends = fixed{&fakeBackend{}}
 	err = f.Submit(ctx, SubmitOptions{N: 1})
-	if want := `table.dat:2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes); fix the line`; err == nil || err.Error() != want {
+	if want := `table.dat:2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes, time); fix the line`; err == nil || err.Error() != want {
 		t.Fatalf("submit of a bad #FARM part: %v; want %s", err, want)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, layout.Table)); string(b) != bad {

@@ -180,7 +180,7 @@ func TestOneLineCheck(t *testing.T) {
 		{"nul", "echo a\necho b\x00c\n", `2: a NUL byte at column 7: a case line must be text; remove it`},
 		{"control", "echo a\necho b\x01c\n", `2: a control character (byte 0x01) at column 7: a case line must be text; remove it`},
 		{"escape", "echo \x1b[31mred\n", `1: a control character (byte 0x1b) at column 6: a case line must be text; remove it`},
-		{"farm-part", "echo a\necho b #FARM cpu=2\n", `2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes); fix the line`},
+		{"farm-part", "echo a\necho b #FARM cpu=2\n", `2: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes, time); fix the line`},
 		{"junk", string(junk), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

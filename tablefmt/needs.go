@@ -30,13 +30,17 @@ type Needs struct {
 	MemMB    int64         // mem=SIZE (K, M, G, T; M if no unit), in MiB, per node; 0: not declared
 	MinTime  time.Duration // min_time=TIME (Slurm's formats, or 90s, 30m, 2h); 0: not declared
 	Nodes    int           // nodes=N, N >= 1: N nodes of the job, each with CPUs, GPUs and MemMB; 0: not declared
+	// Time is time=TIME (as min_time), the case's time limit: farm ends
+	// it past that (metajob); 0: not declared. It is no resource: a part
+	// that gives only time= leaves Declared false.
+	Time time.Duration
 }
 
 // MaxMinTime is the longest min_time a case may declare.
 const MaxMinTime = 365 * 24 * time.Hour
 
 // needsKeys lists the keys a NeedsMark part may give, as errors list them.
-const needsKeys = "(known: cpus, gpus, mem, min_time, nodes)"
+const needsKeys = "(known: cpus, gpus, mem, min_time, nodes, time)"
 
 // ParseNeeds splits a case's command (the line without its ID) into the
 // command to run and what it declares it needs: the last NeedsMark that
@@ -59,6 +63,7 @@ const needsKeys = "(known: cpus, gpus, mem, min_time, nodes)"
 //	min_time=T  > 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS,
 //	            D-HH, D-HH:MM, D-HH:MM:SS, or 90s, 30m, 2h (Go's units)
 //	nodes=N     N >= 1 (cpus, gpus and mem are then per node)
+//	time=T      as min_time: the case's time limit
 func ParseNeeds(command string) (string, Needs, error) {
 	none := Needs{GPUs: -1}
 	at := lastMark(command)
@@ -73,8 +78,8 @@ func ParseNeeds(command string) (string, Needs, error) {
 	if len(fields) == 0 {
 		return command, none, fmt.Errorf("%s: no key=value after it %s", NeedsMark, needsKeys)
 	}
-	n := Needs{Declared: true, GPUs: -1}
-	keys := []string{"cpus", "gpus", "mem", "min_time", "nodes"}
+	n := Needs{GPUs: -1}
+	keys := []string{"cpus", "gpus", "mem", "min_time", "nodes", "time"}
 	seen := make([]bool, len(keys))
 	for _, f := range fields {
 		key, val, ok := strings.Cut(f, "=")
@@ -110,7 +115,11 @@ func ParseNeeds(command string) (string, Needs, error) {
 		case "nodes":
 			n.Nodes, good = count(val, 1)
 			want = "a whole number of nodes, 1 or more"
+		case "time":
+			n.Time, good = parseMinTime(val)
+			want = "a time limit above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h"
 		}
+		n.Declared = n.Declared || key != "time"
 		if !good {
 			return command, none, fmt.Errorf("%s: bad %s=%s: want %s", NeedsMark, key, quote(val), want)
 		}

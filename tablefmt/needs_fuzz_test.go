@@ -40,7 +40,7 @@ func FuzzParseNeeds(f *testing.F) {
 			}
 			return
 		}
-		if !n.Declared {
+		if !n.Declared && n.Time == 0 {
 			if cmd != in || n != (Needs{GPUs: -1}) {
 				t.Fatalf("%q: nothing declared, yet command %q, %+v", in, cmd, n)
 			}
@@ -51,8 +51,8 @@ func FuzzParseNeeds(f *testing.F) {
 			len(rest) == len(in[len(cmd):]) || !strings.HasPrefix(rest, NeedsMark) {
 			t.Fatalf("%q: command %q, then %q", in, cmd, in[len(cmd):])
 		}
-		if n.CPUs < 0 || n.GPUs < -1 || n.MemMB < 0 || n.MinTime < 0 || n.MinTime > MaxMinTime ||
-			n.CPUs == 0 && n.GPUs == -1 && n.MemMB == 0 && n.MinTime == 0 {
+		if n.CPUs < 0 || n.GPUs < -1 || n.MemMB < 0 || n.MinTime < 0 || n.MinTime > MaxMinTime || n.Time < 0 || n.Time > MaxMinTime ||
+			n.CPUs == 0 && n.GPUs == -1 && n.MemMB == 0 && n.MinTime == 0 && n.Time == 0 {
 			t.Fatalf("%q: %+v", in, n)
 		}
 		again := cmd + " " + formatNeeds(n)
@@ -77,6 +77,9 @@ func formatNeeds(n Needs) string {
 	}
 	if n.MinTime > 0 {
 		s += " min_time=" + n.MinTime.String()
+	}
+	if n.Time > 0 {
+		s += " time=" + n.Time.String()
 	}
 	return s
 }

@@ -51,7 +51,7 @@ func TestNeedsReadEverywhere(t *testing.T) {
 // FindCase (of that case only), Rebuild and CountKept; none changes the
 // table or writes the new one.
 func TestBadNeedsRefused(t *testing.T) {
-	const msg = `table.dat:3: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes); fix the line`
+	const msg = `table.dat:3: #FARM: unknown key "cpu" (known: cpus, gpus, mem, min_time, nodes, time); fix the line`
 	numbered := "1 ./run a #FARM cpus=2\n# c\n2 ./run b #FARM cpu=2\n3 ./run c\n"
 	unnumbered := "./run a #FARM cpus=2\n# c\n./run b #FARM cpu=2\n./run c\n"
 	for _, table := range []string{numbered, unnumbered} {
@@ -87,9 +87,9 @@ func TestBadNeedsRefused(t *testing.T) {
 	// Each error Validate gives.
 	for line, msg := range map[string]string{
 		"1 #FARM cpus=2":            "a case needs a command before #FARM; fix the line",
-		"1 ./a #FARM":               "#FARM: no key=value after it (known: cpus, gpus, mem, min_time, nodes); fix the line",
-		"1 ./a #FARM cpus=2 cpus=3": "#FARM: cpus is given twice; give each key once (known: cpus, gpus, mem, min_time, nodes); fix the line",
-		"1 ./a #FARM mem=":          "#FARM: mem= has no value (known: cpus, gpus, mem, min_time, nodes); fix the line",
+		"1 ./a #FARM":               "#FARM: no key=value after it (known: cpus, gpus, mem, min_time, nodes, time); fix the line",
+		"1 ./a #FARM cpus=2 cpus=3": "#FARM: cpus is given twice; give each key once (known: cpus, gpus, mem, min_time, nodes, time); fix the line",
+		"1 ./a #FARM mem=":          "#FARM: mem= has no value (known: cpus, gpus, mem, min_time, nodes, time); fix the line",
 		"1 ./a #FARM mem=1.5G":      `#FARM: bad mem="1.5G": want a size above 0: a number of MiB, or with a unit K, M, G or T (of 1024), e.g. 512M or 8G; fix the line`,
 		"./a #FARM min_time=0":      `#FARM: bad min_time="0": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line`,
 	} {

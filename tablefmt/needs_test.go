@@ -26,6 +26,9 @@ func TestParseNeeds(t *testing.T) {
 		{"srun ./mpi #FARM nodes=16", "srun ./mpi", Needs{Declared: true, GPUs: -1, Nodes: 16}},
 		{"./run #FARM min_time=1-02:03:04 mem=100", "./run", Needs{Declared: true, GPUs: -1, MemMB: 100, MinTime: 26*time.Hour + 3*time.Minute + 4*time.Second}},
 		{"./run #FARM gpus=0", "./run", Needs{Declared: true, GPUs: 0}},
+		// time= is a limit, no resource: the case stays unmanaged.
+		{"sleep 1000 #FARM time=2s", "sleep 1000", Needs{GPUs: -1, Time: 2 * time.Second}},
+		{"./run #FARM time=1:00:00 cpus=2", "./run", Needs{Declared: true, CPUs: 2, GPUs: -1, Time: time.Hour}},
 		// Only the last mark counts: the one before is the command's.
 		{"echo #FARM x #FARM cpus=2", "echo #FARM x", Needs{Declared: true, CPUs: 2, GPUs: -1}},
 		{`echo "#FARM" #FARM cpus=2`, `echo "#FARM"`, Needs{Declared: true, CPUs: 2, GPUs: -1}},
@@ -79,7 +82,7 @@ func TestParseNeedsTimes(t *testing.T) {
 // TestParseNeedsErrors: every error, word for word; the command comes back
 // whole with nothing declared.
 func TestParseNeedsErrors(t *testing.T) {
-	keys := " (known: cpus, gpus, mem, min_time, nodes)"
+	keys := " (known: cpus, gpus, mem, min_time, nodes, time)"
 	for in, want := range map[string]string{
 		"#FARM cpus=2":                                    "a case needs a command before #FARM",
 		" \t #FARM cpus=2":                                "a case needs a command before #FARM",
@@ -106,6 +109,7 @@ func TestParseNeedsErrors(t *testing.T) {
 		"echo a #FARM gpus=one":                           `#FARM: bad gpus="one": want a whole number of GPUs, 0 or more`,
 		"echo a #FARM mem=8GiB":                           `#FARM: bad mem="8GiB": want a size above 0: a number of MiB, or with a unit K, M, G or T (of 1024), e.g. 512M or 8G`,
 		"echo a #FARM min_time=1d":                        `#FARM: bad min_time="1d": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h`,
+		"echo a #FARM time=abc":                           `#FARM: bad time="abc": want a time limit above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h`,
 		"echo a #FARM cpus=2=3":                           `#FARM: bad cpus="2=3": want a whole number of CPUs, 1 or more`,
 		"echo a #FARM cpus=\x01\r":                        `#FARM: bad cpus="\x01\r": want a whole number of CPUs, 1 or more`,
 		"echo a #FARM " + strings.Repeat("k", 50) + "=1":  `#FARM: unknown key "` + strings.Repeat("k", 40) + `..."` + keys,
