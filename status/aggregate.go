@@ -30,9 +30,13 @@ const (
 	Interrupted              // started, but its meta-job died or was stopped before it ended
 	Failed                   // ended with a non-zero STATUS
 	Succeeded                // ended with STATUS 0 (in any run)
+	// TimedOut: it ran past its time limit and farm ended it (a T
+	// record). Last so that the values above keep their numbers; it is
+	// as final as Failed.
+	TimedOut
 )
 
-var stateNames = [...]string{"never ran", "unfit", "running", "interrupted", "failed", "succeeded"}
+var stateNames = [...]string{"never ran", "unfit", "running", "interrupted", "failed", "succeeded", "timed out"}
 
 func (s State) String() string { return stateNames[s] }
 
@@ -45,7 +49,7 @@ func (s State) String() string { return stateNames[s] }
 type Case struct {
 	ID      int64
 	State   State
-	Status  int     // STATUS for failed/succeeded; the signal for interrupted
+	Status  int     // STATUS for failed/succeeded; the signal for interrupted and timed out
 	Seconds float64 // duration of the attempt (so far, while running); 0 if NoSeconds
 	// NoSeconds says its duration is not known: it did not run (unfit),
 	// its meta-job died under it with no record of its end, or its record
@@ -196,7 +200,7 @@ type where struct {
 
 // Counts tallies cases by state.
 type Counts struct {
-	Running, Interrupted, Failed, Succeeded, Unfit int64
+	Running, Interrupted, Failed, Succeeded, Unfit, TimedOut int64
 }
 
 // remove takes back one case counted in state s.
@@ -212,6 +216,18 @@ func (c *Counts) remove(s State) {
 		c.Failed = max(0, c.Failed-1)
 	case Succeeded:
 		c.Succeeded = max(0, c.Succeeded-1)
+	case TimedOut:
+		c.TimedOut = max(0, c.TimedOut-1)
+	}
+}
+
+// retried takes back the attempt before a retry: timed out if
+// afterTimeout (why=timeout), else failed.
+func (c *Counts) retried(afterTimeout bool) {
+	if afterTimeout && c.TimedOut > 0 {
+		c.TimedOut--
+	} else if !afterTimeout && c.Failed > 0 {
+		c.Failed--
 	}
 }
 
@@ -228,6 +244,8 @@ func (c *Counts) Add(s State) {
 		c.Failed++
 	case Succeeded:
 		c.Succeeded++
+	case TimedOut:
+		c.TimedOut++
 	}
 }
 
@@ -570,7 +588,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 	withdrawn := a.State == Interrupted && !a.NoEnd && a.Status == 0 && a.Seconds == 0
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started && !withdrawn, crashed: a.State == Interrupted && a.NoEnd,
 		untimed: a.NoEnd || a.Untimed || a.State == Unfit,
-		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, afterTimeout: a.AfterTimeout, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -600,17 +618,19 @@ func (p *fileParser) jobOf(f *File) *Job {
 type attempt struct {
 	id      int64
 	state   State
-	started bool   // the file holds the attempt's start record
-	crashed bool   // interrupted with no record of its end (Case.Crashes)
-	untimed bool   // its duration is not known (Case.NoSeconds)
-	retry   bool   // a retry (attempt= from 2): the attempt before it, in its run and file, failed
-	rescue  bool   // a rescue (why=rescue): the attempt before it, in its run, died with its meta-job
-	again   bool   // a rescue being merged (mergeRescues): not a second start of the case in its run
-	n       int32  // its attempt= (0: not said)
-	note    uint32 // its note in the file (File.notes), 0 if none
-	status  int
-	start   float64
-	secs    float64
+	started bool // the file holds the attempt's start record
+	crashed bool // interrupted with no record of its end (Case.Crashes)
+	untimed bool // its duration is not known (Case.NoSeconds)
+	retry   bool // a retry (attempt= from 2): the attempt before it, in its run and file, failed
+	rescue  bool // a rescue (why=rescue): the attempt before it, in its run, died with its meta-job
+	again   bool // a rescue being merged (mergeRescues): not a second start of the case in its run
+	// afterTimeout: a retry (why=timeout) whose attempt before it timed out
+	afterTimeout bool
+	n            int32  // its attempt= (0: not said)
+	note         uint32 // its note in the file (File.notes), 0 if none
+	status       int
+	start        float64
+	secs         float64
 }
 
 // noSeconds is what a case's secs hold when its duration is not known
@@ -660,10 +680,11 @@ func (s *Summary) merge(a attempt, ji, run int) {
 		c = &Counts{}
 		s.RunCounts[run] = c
 	}
-	if a.retry && c.Failed > 0 {
-		// The run's counts hold each case once: its failed attempt
-		// before this one, in the same file, was merged before it.
-		c.Failed--
+	if a.retry {
+		// The run's counts hold each case once: its failed (or timed
+		// out) attempt before this one, in the same file, was merged
+		// before it.
+		c.retried(a.afterTimeout)
 	}
 	c.Add(a.state)
 	w := uint32(ji + 1)

@@ -460,3 +460,53 @@ func TestRetriesAreAttemptsNotDuplicates(t *testing.T) {
 		t.Errorf("MostAttempts() = %d, want 3", a)
 	}
 }
+
+// TestTimedOutIsItsOwnOutcome: a T record is a case that ran past its
+// time limit, neither failed nor interrupted, for Load and Tail alike; a
+// retry after it (why=timeout) replaces it in its run's counts, as a
+// retry replaces a failure.
+func TestTimedOutIsItsOwnOutcome(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Unix(1_700_000_000, 0)
+	write(t, dir, "10", 1, func(w *Writer) {
+		w.StartAt(1, t0, Placement{})
+		w.TimedOut(1, 15, t0, 2*time.Second)
+		w.StartAt(2, t0, Placement{})
+		w.TimedOut(2, 9, t0, 3*time.Second)
+		w.StartAt(2, t0, Placement{Retry: 1, Why: WhyTimeout})
+		w.End(2, 0, t0, time.Second)
+		w.StartAt(3, t0, Placement{})
+		w.End(3, 1, t0, time.Second)
+	})
+	b, err := os.ReadFile(filepath.Join(dir, "status.10"))
+	if err != nil || !strings.Contains(string(b), "\nT 1 15 1700000000.000 2.000 node10\n") || !strings.Contains(string(b), "attempt=2 why=timeout\n") {
+		t.Fatalf("status file (%v) has not the records documented:\n%s", err, b)
+	}
+	sum, err := Load(dir, Options{Live: func(string) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sum.Get(1); c.State != TimedOut || c.Status != 15 || c.Seconds != 2 || c.State.String() != "timed out" {
+		t.Errorf("case 1: %+v (%v), want timed out by signal 15 after 2 s", c, c.State)
+	}
+	if c := sum.Get(2); c.State != Succeeded || c.Attempts != 2 {
+		t.Errorf("case 2: %v after %d attempts, want succeeded after 2", c.State, c.Attempts)
+	}
+	want := Counts{Succeeded: 1, Failed: 1, TimedOut: 1}
+	if got := *sum.RunCounts[1]; got != want {
+		t.Errorf("run 1 counts %+v, want %+v", got, want)
+	}
+	tc, err := NewTail(dir).Refresh(func(string) bool { return true }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *tc.Runs[1]; got != want {
+		t.Errorf("Tail: run 1 counts %+v, want %+v", got, want)
+	}
+	if d, _ := Durations(dir); len(d) != 2 {
+		t.Errorf("Durations = %v, want the 2 E records only", d)
+	}
+	if _, ok, _ := EndedDurations(dir, true); len(ok) != 1 || Median(ok) != 1 {
+		t.Errorf("succeeded durations %v, want [1]", ok)
+	}
+}

@@ -21,12 +21,17 @@ type Cutoff struct {
 	Durations int64   // the case durations it was computed from
 	Run       int     // the run it was computed in
 	Claimed   int64   // the cases claimed in that run then (an estimate)
+	// Median is the median duration of the cases that succeeded, of
+	// Succeeded of them, then (CASE_TIME_LIMIT=Nx); 0, 0 if not said
+	// (a record of an older farm).
+	Median    float64
+	Succeeded int64
 }
 
 // cutoffRecord is the record's length, its newline included: longer than
-// any (a float of up to 24 characters, three counts of up to 19 digits
-// and the keys take 102).
-const cutoffRecord = 128
+// any (two floats of up to 24 characters, four counts of up to 19 digits
+// and the keys take 165). (An older farm's record, of 128, reads the same.)
+const cutoffRecord = 192
 
 // ReadCutoff reads the record at path; false if there is none or it does
 // not read (a passing error, one being written): the caller goes on with
@@ -52,9 +57,13 @@ func ReadCutoff(path string) (Cutoff, bool) {
 			c.Run = r.Atoi()
 		case "claimed":
 			c.Claimed = r.Int()
+		case "median":
+			c.Median = r.Float()
+		case "succeeded":
+			c.Succeeded = r.Int()
 		}
 	}
-	if r.Err() != nil || c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 {
+	if r.Err() != nil || c.Seconds < 0 || c.Durations < 0 || c.Claimed < 0 || c.Median < 0 || c.Succeeded < 0 {
 		return Cutoff{}, false
 	}
 	return c, true
@@ -67,7 +76,9 @@ func WriteCutoff(path string, c Cutoff) {
 	b := kv.AppendFloat(nil, "cutoff", c.Seconds)
 	b = kv.AppendInt(b, "durations", c.Durations)
 	b = kv.AppendInt(b, "run", int64(c.Run))
-	rec := string(kv.AppendInt(b, "claimed", c.Claimed))
+	b = kv.AppendInt(b, "claimed", c.Claimed)
+	b = kv.AppendFloat(b, "median", c.Median)
+	rec := string(kv.AppendInt(b, "succeeded", c.Succeeded))
 	if len(rec) >= cutoffRecord {
 		return
 	}

@@ -14,7 +14,7 @@ func TestCutoffRecord(t *testing.T) {
 	if c, ok := ReadCutoff(p); ok {
 		t.Fatalf("no record read as %+v", c)
 	}
-	want := Cutoff{Seconds: 123.456789, Durations: 1 << 40, Run: 12, Claimed: 1 << 39}
+	want := Cutoff{Seconds: 123.456789, Durations: 1 << 40, Run: 12, Claimed: 1 << 39, Median: 1.0 / 3, Succeeded: 1<<63 - 1}
 	WriteCutoff(p, want)
 	if c, ok := ReadCutoff(p); !ok || c != want {
 		t.Fatalf("read %+v %v, want %+v", c, ok, want)

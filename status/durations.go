@@ -8,32 +8,51 @@ import (
 )
 
 // Durations returns the duration in seconds of every ended case (E records,
-// failed ones too; not I records) in every status file of dir, replayed as
+// failed ones too; not I or T records) in every status file of dir, replayed as
 // ReadFile replays them: the farm-wide record of case run times. Only an
 // error opening a file is returned: an error reading one (a directory's in
 // its place, too) ends it as its end does.
 func Durations(dir string) ([]float64, error) {
+	out, _, err := EndedDurations(dir, false)
+	return out, err
+}
+
+// EndedDurations is Durations, and with succeeded, the durations of the
+// cases that succeeded, apart (for CASE_TIME_LIMIT=Nx).
+func EndedDurations(dir string, succeeded bool) (ended, ok []float64, err error) {
 	names, err := statusFiles(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []float64
-	ended := func(_ *File, a *Attempt) error {
-		if a.Ended() && a.State != Interrupted { // an E record
+	fn := func(_ *File, a *Attempt) error {
+		if a.Ended() && (a.State == Succeeded || a.State == Failed) { // an E record
 			out = append(out, a.Seconds)
+			if succeeded && a.State == Succeeded {
+				ok = append(ok, a.Seconds)
+			}
 		}
 		return nil
 	}
 	for _, name := range names {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		rp := replay{fn: ended}
+		rp := replay{fn: fn}
 		rp.read(f, nil) // see above: a read error is the file's end
 		f.Close()
 	}
-	return out, nil
+	return out, ok, nil
+}
+
+// Median returns the median of d (the lower of the two middle values of
+// an even count), reordering d; 0 for an empty d.
+func Median(d []float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	return nth(d, (len(d)-1)/2)
 }
 
 // UpperQuantile returns the value below which a fraction 1-upper of d lies

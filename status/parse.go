@@ -17,6 +17,7 @@ const (
 	KindStart       Kind = 'S' // S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY]
 	KindEnd         Kind = 'E' // E ID STATUS START SECONDS HOST
 	KindInterrupted Kind = 'I' // I ID SIGNAL START SECONDS HOST
+	KindTimedOut    Kind = 'T' // T ID SIGNAL START SECONDS HOST
 	KindUnfit       Kind = 'U' // U ID TIME REASON
 	KindQuit        Kind = 'Q' // Q TIME [why=KEY] MESSAGE
 	KindClaimed     Kind = 'C' // C TIME IDS [from=NAME] [next=ID:N,...] [claim=TOKEN | lost=TOKEN]
@@ -33,10 +34,10 @@ const (
 type Record struct {
 	Kind    Kind
 	ID      int64   // S, E, I, U: the case ID
-	Status  int     // E: the case's STATUS; I: the signal that stopped it
-	Start   float64 // S, E, I: when the case started (Unix seconds)
-	Seconds float64 // E, I: how long it ran
-	Host    []byte  // S, E, I, header: the meta-job's host (may be empty)
+	Status  int     // E: the case's STATUS; I, T: the signal that stopped it
+	Start   float64 // S, E, I, T: when the case started (Unix seconds)
+	Seconds float64 // E, I, T: how long it ran
+	Host    []byte  // S, E, I, T, header: the meta-job's host (may be empty)
 	Time    float64 // Q: when the meta-job exited; U: when it took the case (Unix seconds)
 	Message []byte  // Q: why it exited; U: why the case was not started (may be empty)
 	Job     []byte  // header: the job ID
@@ -141,7 +142,7 @@ func ParseRecord(line []byte) (Record, error) {
 		if r.Start, i, ok = floatAt(line, i, maxTime); !ok {
 			return r, bad(line, i, form, "START")
 		}
-	case KindEnd, KindInterrupted:
+	case KindEnd, KindInterrupted, KindTimedOut:
 		var err error
 		if i, err = r.parseEnded(line, i); err != nil {
 			return r, err
@@ -343,15 +344,18 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 	return nil
 }
 
-// parseEnded reads the fields of an E or I record from line[i:], up to
+// parseEnded reads the fields of an E, I or T record from line[i:], up to
 // HOST, and returns the index past them. As in ParseRecord, the fields are
 // read one by one, without a helper per field: this is Load's hot path, and
 // such a helper made it some 15% slower.
 func (r *Record) parseEnded(line []byte, i int) (int, error) {
 	var ok bool
 	form, status := "E ID STATUS START SECONDS HOST", "STATUS"
-	if r.Kind == KindInterrupted {
+	switch r.Kind {
+	case KindInterrupted:
 		form, status = "I ID SIGNAL START SECONDS HOST", "SIGNAL"
+	case KindTimedOut:
+		form, status = "T ID SIGNAL START SECONDS HOST", "SIGNAL"
 	}
 	if i = skip(line, i); i == len(line) {
 		return i, short(line, form)

@@ -186,7 +186,7 @@ func checkParse(t *testing.T, line []byte) {
 	case KindUnfit:
 		integer("ID", 1, r.ID)
 		float("TIME", 2, r.Time)
-	case KindEnd, KindInterrupted:
+	case KindEnd, KindInterrupted, KindTimedOut:
 		integer("ID", 1, r.ID)
 		integer("STATUS", 2, int64(r.Status))
 		float("START", 3, r.Start)
@@ -227,7 +227,7 @@ func checkRoundTrip(t *testing.T, id int64, status int, startMs int64, d time.Du
 	if r := parse(line, KindStart); r.ID != id || r.Start != wantStart || string(r.Host) != host {
 		t.Fatalf("%q read back as %+v; want start %v", line, r, wantStart)
 	}
-	for _, kind := range []Kind{KindEnd, KindInterrupted} {
+	for _, kind := range []Kind{KindEnd, KindInterrupted, KindTimedOut} {
 		line = appendEnd(nil, byte(kind), id, status, start, d, host)
 		r := parse(line, kind)
 		if r.ID != id || r.Status != status || r.Start != wantStart || r.Seconds != wantSecs || math.Abs(r.Seconds-d.Seconds()) > 0.0005001 || string(r.Host) != host {

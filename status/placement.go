@@ -18,7 +18,8 @@ type Placement struct {
 	Retry int
 	// Why is why a start with Retry > 0 was made, written why=WHY:
 	// "retry" if empty (RETRIES), "rescue" for the case a dead meta-job
-	// was running, run again by the one that rescued its cases.
+	// was running, run again by the one that rescued its cases, "timeout"
+	// for a case that ran past its time limit (RETRY_TIMEOUTS).
 	Why string
 	// From is, for a case rescued from a dead meta-job, that job's status
 	// file's name ("status.JOBID"), written from=NAME.
@@ -31,6 +32,10 @@ type Placement struct {
 // WhyRescue is the why= of a start that runs again the case a dead
 // meta-job was running when it died.
 const WhyRescue = "rescue"
+
+// WhyTimeout is the why= of a start that runs again, in the same run, a
+// case that ran past its time limit (RETRY_TIMEOUTS).
+const WhyTimeout = "timeout"
 
 // Capacity is what a meta-job packs its cases into, said in its status
 // file's header (cpus=N gpus=N): farm query shows how busy it is.

@@ -21,11 +21,12 @@ import (
 type Attempt struct {
 	ID int64
 	// State is Unfit (a U record), Running or Interrupted (started and not
-	// ended: see ReadOptions), Interrupted (an I record), Failed or
-	// Succeeded (an E record, or one of META's "ID STATUS" lines).
+	// ended: see ReadOptions), Interrupted (an I record), TimedOut (a T
+	// record), Failed or Succeeded (an E record, or one of META's "ID
+	// STATUS" lines).
 	State State
 	// Status is the STATUS of an attempt that ended, the signal of one
-	// interrupted by an I record; 0 otherwise.
+	// interrupted by an I record or ended by a T record; 0 otherwise.
 	Status int
 	// Start is when the case started (as its E or I record says, else its
 	// S record); for an unfit case, when it was taken; 0 for META's.
@@ -57,14 +58,17 @@ type Attempt struct {
 	// the same run, was cut short by the death of its meta-job, and
 	// another meta-job of the run ran it again (metajob/rescue.go).
 	Rescue bool
+	// AfterTimeout says its S record is why=timeout: a retry of a case
+	// whose attempt before it timed out (RETRY_TIMEOUTS).
+	AfterTimeout bool
 	// note is the number in the file (File.notes) of its S record's
 	// placement, or of its U record's reason; 0 if none.
 	note uint32
 }
 
-// Ended says the attempt is an E or I record: it ended, with times.
+// Ended says the attempt is an E, I or T record: it ended, with times.
 func (a *Attempt) Ended() bool {
-	return !a.Untimed && !a.NoEnd && (a.State == Succeeded || a.State == Failed || a.State == Interrupted)
+	return !a.Untimed && !a.NoEnd && (a.State == Succeeded || a.State == Failed || a.State == Interrupted || a.State == TimedOut)
 }
 
 // File is what a status file says of its meta-job.
@@ -210,6 +214,7 @@ type openCase struct {
 	note    uint32
 	attempt int
 	rescue  bool
+	timeout bool // why=timeout
 }
 
 // line reads one complete line; a damaged one is told to warn, if set.
@@ -258,7 +263,8 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		f.Quitted, f.Quit, f.QuitWhy, f.QuitAt = true, string(r.Message), string(r.Why), r.Time
 		f.later(r.Time)
 	case KindStart:
-		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue}
+		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue,
+			timeout: r.Attempt > 1 && string(r.Why) == WhyTimeout}
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
 			o.note = f.placeNote(r)
 		}
@@ -284,23 +290,26 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		f.later(r.Time)
 		rp.a = Attempt{ID: r.ID, State: Unfit, Start: r.Time, note: f.reasonNote(r.Message)}
 		return true, rp.fn(f, &rp.a)
-	case KindEnd, KindInterrupted:
+	case KindEnd, KindInterrupted, KindTimedOut:
 		return true, rp.ended(r)
 	}
 	return false, nil
 }
 
-// ended replays an E or I record: the end of the latest open start of its
-// case, if any.
+// ended replays an E, I or T record: the end of the latest open start of
+// its case, if any.
 func (rp *replay) ended(r *Record) error {
 	f := &rp.file
 	rp.a = Attempt{ID: r.ID, State: outcome(r.Status), Status: r.Status, Start: r.Start, Seconds: r.Seconds, Host: r.Host}
-	if r.Kind == KindInterrupted {
+	switch r.Kind {
+	case KindInterrupted:
 		rp.a.State = Interrupted
+	case KindTimedOut:
+		rp.a.State = TimedOut
 	}
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
-			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt, rp.a.Rescue = true, o.loop, o.note, o.attempt, o.rescue
+			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt, rp.a.Rescue, rp.a.AfterTimeout = true, o.loop, o.note, o.attempt, o.rescue, o.timeout
 			// Not slices.Delete, which clears the freed element, and
 			// no copy when it is the last, as it is but in a job of
 			// several loops: this is Load's hot path.
@@ -348,7 +357,7 @@ func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error 
 		now = unixSeconds(time.Now())
 	}
 	for _, o := range rp.open {
-		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue}
+		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue, AfterTimeout: o.timeout}
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}

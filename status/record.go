@@ -9,11 +9,12 @@
 //	                                 case ID started at START (Unix seconds)
 //	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
 //	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
+//	T ID SIGNAL START SECONDS HOST   case ID ran past its time limit: farm ended it with SIGNAL
 //	U ID TIME REASON                 case ID was taken at TIME and not started
 //	Q TIME MESSAGE                   the meta-job exited by itself
 //	C TIME IDS [from=NAME]           it claimed cases IDS ("3-17,20") at TIME
 //
-// A case with an S line and no E or I line in the same file was cut short
+// A case with an S line and no E, I or T line in the same file was cut short
 // when its meta-job died, unless that meta-job is still running it.
 //
 // A meta-job that packs several cases at once into what it was given
@@ -212,7 +213,7 @@ func appendStart(b []byte, id int64, t time.Time, host string) []byte {
 	return append(b, '\n')
 }
 
-// appendEnd appends an E or I record (kind).
+// appendEnd appends an E, I or T record (kind).
 func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d time.Duration, host string) []byte {
 	b = append(b, kind, ' ')
 	b = strconv.AppendInt(b, id, 10)
@@ -331,6 +332,14 @@ func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) err
 // Interrupted records that case id was cut short by signal sig.
 func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
 	w.buf = appendEnd(w.buf, 'I', id, sig, start, d, w.host)
+	return w.Flush()
+}
+
+// TimedOut records that case id ran past its time limit and was ended by
+// farm, sig the last signal farm sent its process group (SIGTERM, or
+// SIGKILL once the grace had passed). Written at once, as Interrupted.
+func (w *Writer) TimedOut(id int64, sig int, start time.Time, d time.Duration) error {
+	w.buf = appendEnd(w.buf, 'T', id, sig, start, d, w.host)
 	return w.Flush()
 }
 

@@ -36,8 +36,8 @@ type tailFile struct {
 func (t *Tail) newFile(job string, restart int) *tailFile {
 	tf := &tailFile{job: job, restart: restart}
 	tf.rp.fn = func(_ *File, a *Attempt) error {
-		if a.Attempt > 1 && tf.c.Failed > 0 {
-			tf.c.Failed-- // a retry: its failed attempt before it, in this file, was counted (as in Load)
+		if a.Attempt > 1 && !a.Rescue {
+			tf.c.retried(a.AfterTimeout) // a retry: its failed attempt before it, in this file, was counted (as in Load)
 		}
 		tf.c.Add(a.State)
 		if a.Ended() {
@@ -99,13 +99,14 @@ func (t *Tail) Refresh(live func(job string) bool, since float64) (TailCounts, e
 		c.Succeeded += tf.c.Succeeded
 		c.Failed += tf.c.Failed
 		c.Interrupted += tf.c.Interrupted
+		c.TimedOut += tf.c.TimedOut
 		c.Unfit += tf.c.Unfit
 		// The cases open so far: running or interrupted, as ReadFile
 		// decides.
 		opt := ReadOptions{Live: live, Superseded: tf.restart < latest[tf.job]}
 		tf.rp.settle(opt, func(_ *File, a *Attempt) error {
-			if a.Attempt > 1 && c.Failed > 0 {
-				c.Failed-- // a retry still open: its failed attempt was counted
+			if a.Attempt > 1 && !a.Rescue {
+				c.retried(a.AfterTimeout) // a retry still open: its failed attempt was counted
 			}
 			c.Add(a.State)
 			return nil
