@@ -44,7 +44,28 @@ type Config struct {
 	// (Farm.recordBackend); BackendLine is its line, for messages.
 	Backend     string
 	BackendLine int
+	// CaseTimeLimit is CASE_TIME_LIMIT as a duration: the time limit of
+	// every case whose line gives no time= (0: none); CaseTimeFactor
+	// is it as a multiple of the median duration of the cases that
+	// succeeded so far in the farm (CASE_TIME_LIMIT=5x; 0: not so),
+	// never below CaseTimeMin (CASE_TIME_LIMIT_MIN).
+	CaseTimeLimit  time.Duration
+	CaseTimeFactor float64
+	CaseTimeMin    time.Duration
+	// CaseKillGrace is CASE_KILL_GRACE: how long after the SIGTERM of a
+	// case past its limit farm sends SIGKILL to what is left of it.
+	CaseKillGrace time.Duration
+	// RetryTimeouts is RETRY_TIMEOUTS: RETRIES runs again a case that
+	// timed out too (unset: only one that failed).
+	RetryTimeouts bool
 }
+
+// The defaults of the time limits' settings: the grace between SIGTERM
+// and SIGKILL, the floor of a limit that is a multiple of the median.
+const (
+	defaultCaseKillGrace = 30 * time.Second
+	defaultCaseTimeMin   = 60 * time.Second
+)
 
 // defaultRescueCheck is RESCUE_CHECK when the config does not set it.
 const defaultRescueCheck = time.Minute
@@ -70,7 +91,8 @@ const defaultMaxCrashes = 5
 
 // defaultConfig is META's defaults, and farm's for what META does not have.
 func defaultConfig() Config {
-	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: defaultMaxCrashes, RescueCheck: defaultRescueCheck}
+	return Config{NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: defaultMaxCrashes, RescueCheck: defaultRescueCheck,
+		CaseKillGrace: defaultCaseKillGrace, CaseTimeMin: defaultCaseTimeMin}
 }
 
 // loadConfig reads a config file; a missing file gives the defaults.
@@ -150,6 +172,19 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.TableIDs = num == 1
 		case "BACKEND":
 			cfg.Backend, cfg.BackendLine = val, n
+		case "CASE_TIME_LIMIT":
+			if cfg.CaseTimeLimit, cfg.CaseTimeFactor, err = parseCaseTimeLimit(val); err != nil {
+				return cfg, Userf("%s:%d: %v", name, n, err)
+			}
+		case "CASE_TIME_LIMIT_MIN":
+			cfg.CaseTimeMin = time.Duration(num * float64(time.Second))
+		case "CASE_KILL_GRACE":
+			cfg.CaseKillGrace = time.Duration(num * float64(time.Second))
+		case "RETRY_TIMEOUTS":
+			if num > 1 {
+				return cfg, Userf("%s:%d: RETRY_TIMEOUTS must be 0 (RETRIES runs again only the cases that failed) or 1 (and those that timed out), got %v", name, n, num)
+			}
+			cfg.RetryTimeouts = num == 1
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -166,7 +201,40 @@ func parseConfig(name string, data []byte) (Config, error) {
 
 // configKeys are the settings of the config file, in the order the
 // messages list them.
-var configKeys = []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS", "BACKEND"}
+var configKeys = []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS", "BACKEND",
+	"CASE_TIME_LIMIT", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE", "RETRY_TIMEOUTS"}
+
+// secondsKeys are the settings in seconds, which take fractions.
+var secondsKeys = []string{"dt_failed", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE"}
+
+// maxCaseTimeLimit is the longest CASE_TIME_LIMIT, as a case's time=.
+const maxCaseTimeLimit = 365 * 24 * time.Hour
+
+// parseCaseTimeLimit reads CASE_TIME_LIMIT's value: a duration with a unit
+// (90s, 30m, 2h, 1h30m) or a number of seconds, above 0 and at most 365
+// days; or a multiple of the median duration of the succeeded cases, a
+// number above 0 followed by x (5x, 2.5x).
+func parseCaseTimeLimit(v string) (time.Duration, float64, error) {
+	bad := fmt.Errorf("CASE_TIME_LIMIT must be a time limit for every case, as 90s, 30m or 2h, or a multiple of the median duration of the cases that succeeded, as 5x; got %s", quoteConfig([]byte(v)))
+	if f, ok := strings.CutSuffix(v, "x"); ok {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil || math.IsNaN(n) || n <= 0 || n > maxConfigValue {
+			return 0, 0, bad
+		}
+		return 0, n, nil
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if math.IsNaN(n) || n <= 0 || n > maxCaseTimeLimit.Seconds() {
+			return 0, 0, bad
+		}
+		return time.Duration(n * float64(time.Second)), 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > maxCaseTimeLimit {
+		return 0, 0, bad
+	}
+	return d, 0, nil
+}
 
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
 // and checks the value: BACKEND's a name (val), every other one a number
@@ -185,6 +253,9 @@ func parseConfigLine(line []byte) (k, val string, num float64, err error) {
 		}
 		return k, "", 0, fmt.Errorf("unknown setting %s (known: %s)", quoteConfig([]byte(k)), strings.Join(configKeys, ", "))
 	}
+	if k == "CASE_TIME_LIMIT" {
+		return k, v, 0, nil // parseCaseTimeLimit
+	}
 	if k == "BACKEND" {
 		if v == "" || strings.Trim(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
 			return k, "", 0, fmt.Errorf("BACKEND must name a backend (BACKEND=local, for one), got %s", quoteConfig([]byte(v)))
@@ -198,7 +269,7 @@ func parseConfigLine(line []byte) (k, val string, num float64, err error) {
 	if num > maxConfigValue {
 		return k, "", 0, fmt.Errorf("%s must be at most %d, got %s", k, int64(maxConfigValue), quoteConfig([]byte(v)))
 	}
-	if k != "dt_failed" && k != "RETRY_DELAY" && k != "RESCUE_CHECK" && k != "WAIT_FOR_CASES" && num != math.Trunc(num) {
+	if !slices.Contains(secondsKeys, k) && num != math.Trunc(num) {
 		return k, "", 0, fmt.Errorf("%s must be a whole number, got %s: write %d or %d", k, quoteConfig([]byte(v)), int64(math.Floor(num)), int64(math.Ceil(num)))
 	}
 	return k, "", num, nil
