@@ -172,19 +172,10 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.TableIDs = num == 1
 		case "BACKEND":
 			cfg.Backend, cfg.BackendLine = val, n
-		case "CASE_TIME_LIMIT":
-			if cfg.CaseTimeLimit, cfg.CaseTimeFactor, err = parseCaseTimeLimit(val); err != nil {
+		case "CASE_TIME_LIMIT", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE", "RETRY_TIMEOUTS":
+			if err := cfg.setTimeLimit(k, val, num); err != nil {
 				return cfg, Userf("%s:%d: %v", name, n, err)
 			}
-		case "CASE_TIME_LIMIT_MIN":
-			cfg.CaseTimeMin = time.Duration(num * float64(time.Second))
-		case "CASE_KILL_GRACE":
-			cfg.CaseKillGrace = time.Duration(num * float64(time.Second))
-		case "RETRY_TIMEOUTS":
-			if num > 1 {
-				return cfg, Userf("%s:%d: RETRY_TIMEOUTS must be 0 (RETRIES runs again only the cases that failed) or 1 (and those that timed out), got %v", name, n, num)
-			}
-			cfg.RetryTimeouts = num == 1
 		}
 	}
 	if cfg.WholeNode && cfg.NWhole < 1 {
@@ -206,6 +197,26 @@ var configKeys = []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", 
 
 // secondsKeys are the settings in seconds, which take fractions.
 var secondsKeys = []string{"dt_failed", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE"}
+
+// setTimeLimit sets k, one of the settings of the cases' time limits, to
+// val (CASE_TIME_LIMIT) or num.
+func (cfg *Config) setTimeLimit(k, val string, num float64) error {
+	var err error
+	switch k {
+	case "CASE_TIME_LIMIT":
+		cfg.CaseTimeLimit, cfg.CaseTimeFactor, err = parseCaseTimeLimit(val)
+	case "CASE_TIME_LIMIT_MIN":
+		cfg.CaseTimeMin = time.Duration(num * float64(time.Second))
+	case "CASE_KILL_GRACE":
+		cfg.CaseKillGrace = time.Duration(num * float64(time.Second))
+	case "RETRY_TIMEOUTS":
+		if num > 1 {
+			return fmt.Errorf("RETRY_TIMEOUTS must be 0 (RETRIES runs again only the cases that failed) or 1 (and those that timed out), got %v", num)
+		}
+		cfg.RetryTimeouts = num == 1
+	}
+	return err
+}
 
 // maxCaseTimeLimit is the longest CASE_TIME_LIMIT, as a case's time=.
 const maxCaseTimeLimit = 365 * 24 * time.Hour

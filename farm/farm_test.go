@@ -46,7 +46,8 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{NFailedMax: 3, DtFailed: 500 * time.Millisecond, NJobsMax: 10, RunDirs: false, MaxCrashes: defaultMaxCrashes, RescueCheck: defaultRescueCheck}
+	want := Config{NFailedMax: 3, DtFailed: 500 * time.Millisecond, NJobsMax: 10, RunDirs: false, MaxCrashes: defaultMaxCrashes, RescueCheck: defaultRescueCheck,
+		CaseKillGrace: defaultCaseKillGrace, CaseTimeMin: defaultCaseTimeMin}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
