@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,9 @@ type caseRequest struct {
 	Line       int64  // from 1
 	TableLines int64
 	Set        caseSetting // OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES of a managed case
+	// Group: the case runs in a process group of its own, which the
+	// runner's group names while it runs (a case with a time limit).
+	Group bool
 }
 
 // caseRunner runs single_case.sh for one case and returns its STATUS
@@ -45,55 +49,11 @@ type caseRunner interface {
 	// scratch is the runner's private node-local directory ("" if it
 	// has none): the loop's hostfiles go there.
 	scratch() string
+	// group is the process group of the case running with Group, 0 if
+	// none; safe from any goroutine.
+	group() int
 	close()
 }
-
-// workerScript is a bash loop that runs each case in a forked subshell that
-// sources single_case.sh. Forking a running bash costs about a third of
-// starting a new one (no exec, no dynamic linking), which is most of the
-// per-case overhead of trivial cases. Requests come on fd 3 as eight lines
-// (ID, COMM, table, line number, the table's lines, OMP_NUM_THREADS,
-// CUDA_VISIBLE_DEVICES, and the case's nodes: FARM_NNODES, FARM_NODELIST,
-// FARM_CPUS_PER_NODE, FARM_HOSTFILE and FARM_MACHINEFILE separated by
-// tabs, or an empty line); the subshell's exit
-// status goes back on fd 4. $1 is the node-local copy of single_case.sh to
-// source; the table and the line number are its $1 and $2, as META calls
-// it. The requests are read in the C locale: in a UTF-8 one, bash's read
-// takes an incomplete multibyte sequence at a line's end and the newline
-// after it for one character, and the worker would wait for ever for a
-// line already sent. Each case gets the user's locale back.
-//
-// The case's STATUS is the script's exit status when it exits; when it
-// ends without exit, as META's single_case.sh does (it sets STATUS and
-// writes "ID STATUS" itself), it is $STATUS if the script set it, else the
-// status of its last command. A STATUS that is not a number counts as 1,
-// one over 255 as 255: never as a success.
-const workerScript = `FARM_CASE_SCRIPT=$1; shift
-if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
-LC_ALL=C
-while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
-  IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases && IFS= read -r -u 3 farm_omp &&
-  IFS= read -r -u 3 farm_cuda && IFS=$'\t' read -r -u 3 farm_nn farm_nl farm_cpn farm_hf farm_mf; do
-  ( exec 3<&- 4>&-
-    if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
-    if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
-    case $farm_cuda in +*) export CUDA_VISIBLE_DEVICES="${farm_cuda#+}" ;; esac
-    if [ "$farm_nn" ]; then export FARM_NNODES=$farm_nn FARM_NODELIST=$farm_nl FARM_CPUS_PER_NODE=$farm_cpn; fi
-    if [ "$farm_hf" ]; then export FARM_HOSTFILE=$farm_hf FARM_MACHINEFILE=$farm_mf; fi
-    unset farm_lc_all farm_lc_set farm_omp farm_cuda farm_nn farm_nl farm_cpn farm_hf farm_mf STATUS
-    export ID COMM N_cases
-    . "$FARM_CASE_SCRIPT" "$farm_table" "$farm_line"
-    farm_rc=$?
-    if [ "${STATUS+set}" ]; then
-      case $STATUS in
-      ''|*[!0-9]*) farm_rc=1 ;;
-      *[1-9]*) farm_rc=255; [ ${#STATUS} -le 3 ] && [ $((10#$STATUS)) -le 255 ] && farm_rc=$((10#$STATUS)) ;;
-      *) farm_rc=0 ;;
-      esac
-    fi
-    exit $farm_rc )
-  echo "$?" >&4
-done`
 
 // forkRunner keeps one bash worker per meta-job.
 //
@@ -125,6 +85,7 @@ type forkRunner struct {
 	repR  int
 	reply []byte
 	buf   []byte
+	pgid  atomic.Int64 // group
 }
 
 // The private node-local directories of forkRunners are
@@ -308,10 +269,19 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	if c.Set.setCUDA {
 		cuda = "+" + c.Set.cuda
 	}
+	if c.Group {
+		cuda = "g" + cuda // its own process group
+	}
 	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n%s\n%s\n%s\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines, c.Set.omp, cuda, c.Set.nodes.line()); err != nil {
 		return r.died()
 	}
 	line, ok := r.wait()
+	if ok && line != "" && line[0] == '+' {
+		pgid, _ := strconv.Atoi(line[1:])
+		r.pgid.Store(int64(pgid))
+		line, ok = r.wait()
+		r.pgid.Store(0)
+	}
 	if !ok {
 		return r.died()
 	}
@@ -443,6 +413,8 @@ func (r *forkRunner) close() {
 }
 
 func (r *forkRunner) scratch() string { return r.tmp }
+
+func (r *forkRunner) group() int { return int(r.pgid.Load()) }
 
 // bind binds the worker, whose forked subshells inherit its CPUs, to cpus;
 // nil, to the job's CPUs again, after a case that was bound.

@@ -206,7 +206,7 @@ func (o *owner) hand(r *request) step {
 	if c.Needs.Declared {
 		o.growLoops(r.ctx)
 	}
-	r.turn = turn{c: c, w: w, ticket: m.pool.ticket(), several: len(m.loops) > 1}
+	r.turn = turn{c: c, w: w, ticket: m.pool.ticket(), several: len(m.loops) > 1, limit: o.caseLimit(c)}
 	return stepCase
 }
 

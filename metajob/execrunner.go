@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/farm-hpc/farm/farm"
@@ -20,11 +21,17 @@ type execRunner struct {
 	out   *os.File
 	cpus  []int
 	bound bool
+	// stop, if set, is the meta-job's stop watch: a case in a group of
+	// its own (Group) gets the stop signal the job's group got.
+	stop *stopWatch
+	pgid atomic.Int64 // group
 }
 
 func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
 
 func (r *execRunner) scratch() string { return "" }
+
+func (r *execRunner) group() int { return int(r.pgid.Load()) }
 
 func (r *execRunner) run(c caseRequest) (int, int, error) {
 	cmd := &exec.Cmd{
@@ -38,13 +45,24 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		Stdout: r.out,
 		Stderr: r.out,
 	}
+	if c.Group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, notRunnable(r.argv[0], err)
 	}
 	if r.bound {
 		bindPID(cmd.Process.Pid, r.cpus, r.out)
 	}
+	var done chan struct{}
+	if c.Group {
+		done = r.forward(cmd.Process.Pid)
+	}
 	werr := cmd.Wait()
+	if done != nil {
+		r.pgid.Store(0)
+		close(done)
+	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), int(ws.Signal()), nil
@@ -53,6 +71,25 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		return 0, 0, werr
 	}
 	return cmd.ProcessState.ExitCode(), 0, nil
+}
+
+// forward names the case's process group pgid (group) and, until done is
+// closed, passes the job's stop signal on to it: it left the job's group,
+// which the signal reached.
+func (r *execRunner) forward(pgid int) chan struct{} {
+	r.pgid.Store(int64(pgid))
+	done := make(chan struct{})
+	if r.stop == nil {
+		return done
+	}
+	go func() {
+		select {
+		case <-r.stop.ch:
+			syscall.Kill(-pgid, syscall.Signal(r.stop.sig.Load()))
+		case <-done:
+		}
+	}()
+	return done
 }
 
 // notRunnable is err, the error of starting single_case.sh (path) as a

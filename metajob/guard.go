@@ -276,7 +276,8 @@ func (g *runtimeGuard) estimate(run int, claimed int64) (int, int64) {
 
 // recompute takes part in election k of run: the meta-job that makes
 // MISC/cutoff.R.K (O_EXCL) computes dt_cutoff from every recorded duration
-// and rewrites the record; the others go on with the one they read. With
+// (and the median of the succeeded cases', for CASE_TIME_LIMIT=Nx) and
+// rewrites the record; the others go on with the one they read. With
 // fewer than FirstCutoffAt durations recorded yet it writes nothing and
 // gives the election up, for a meta-job that finds more.
 func (g *runtimeGuard) recompute(k, run int, claimed int64, statusDir string, out io.Writer) {
@@ -287,12 +288,13 @@ func (g *runtimeGuard) recompute(k, run int, claimed int64, statusDir string, ou
 		return // another meta-job's, or a filesystem that refuses: the record stays
 	}
 	f.Close()
-	d, err := status.Durations(statusDir)
+	d, ok, err := status.EndedDurations(statusDir, true)
 	if err != nil || len(d) < FirstCutoffAt {
 		os.Remove(election)
 		return
 	}
-	c := status.Cutoff{Seconds: status.UpperQuantile(d, 0.125), Durations: int64(len(d)), Run: run, Claimed: claimed}
+	c := status.Cutoff{Seconds: status.UpperQuantile(d, 0.125), Durations: int64(len(d)), Run: run, Claimed: claimed,
+		Median: status.Median(ok), Succeeded: int64(len(ok))}
 	status.WriteCutoff(filepath.Join(g.misc, layout.Cutoff), c)
 	g.rec, g.readAt = c, time.Now()
 	g.setCutoff(c.Seconds)

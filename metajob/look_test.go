@@ -81,6 +81,7 @@ func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
 func (nopRunner) refresh() error                    { return nil }
 func (nopRunner) bind([]int)                        {}
 func (nopRunner) scratch() string                   { return "" }
+func (nopRunner) group() int                        { return 0 }
 func (nopRunner) close()                            {}
 
 // startRun starts run over the farm in dir's table.dat (of 100 cases), as

@@ -71,6 +71,9 @@ func (m *Metajob) newLoop(k int) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	if er, ok := r.(*execRunner); ok {
+		er.stop = &m.stop
+	}
 	return &loop{k: k, runner: r}, nil
 }
 

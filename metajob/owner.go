@@ -49,9 +49,10 @@ type owner struct {
 	bs        batchSizer
 	ff        fastFailure // the job's, outside WHOLE_NODE mode
 	ffTripped bool
-	halted    bool      // a loop ended with an error: the others take no more cases
-	ends      []loopEnd // how each loop ended
-	grown     bool      // the loops beyond the first were started
+	halted    bool        // a loop ended with an error: the others take no more cases
+	ends      []loopEnd   // how each loop ended
+	grown     bool        // the loops beyond the first were started
+	medians   medianLimit // the succeeded cases' median, for CASE_TIME_LIMIT=Nx (timelimit.go)
 
 	runLease // the look at the run (look.go)
 
@@ -102,7 +103,8 @@ type turn struct {
 	c       tablefmt.Case
 	w       want
 	ticket  uint64
-	several bool // the job runs several loops: the case's start record says which
+	several bool          // the job runs several loops: the case's start record says which
+	limit   time.Duration // its time limit (timelimit.go); 0: none
 	why     stop
 	err     error
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
@@ -41,6 +42,18 @@ func (o *owner) failed(c tablefmt.Case, retry, code int) {
 	o.retries = append(o.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay)})
 	fmt.Fprintf(o.m.log, "farm: case %d exited with status %d (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
 		c.ID, code, retry+1, cfg.RetryDelay.Round(time.Millisecond), retry+1, cfg.Retries)
+}
+
+// timedOut is told that case c, started as its retry-th retry, timed
+// out: it is queued to run again if RETRIES allows and RETRY_TIMEOUTS asks.
+func (o *owner) timedOut(c tablefmt.Case, retry int) {
+	cfg := o.m.Farm.Config
+	if !cfg.RetryTimeouts || retry >= cfg.Retries {
+		return
+	}
+	o.retries = append(o.retries, pendingRetry{c: c, retry: retry + 1, due: time.Now().Add(cfg.RetryDelay), why: status.WhyTimeout})
+	fmt.Fprintf(o.m.log, "farm: case %d timed out (attempt %d in this run); it runs again in %s (retry %d of %d)\n",
+		c.ID, retry+1, cfg.RetryDelay.Round(time.Millisecond), retry+1, cfg.Retries)
 }
 
 // simpleRetries reports, in SIMPLE mode (one case a job), whether the

@@ -234,14 +234,22 @@ func (m *Metajob) startsAfterRecord(ctx context.Context) (stop, error) {
 }
 
 // caseEnded tells the owner that loop s's case c ended with code after
-// d: a failure is run again if RETRIES allows (failed), the end is
-// counted (judge). It returns why the loop stops — fast-failure
-// protection, or in SIMPLE mode its one case done — or going.
+// d (timedOutCode: it timed out): a failure is run again if RETRIES allows
+// (failed), a timeout too with RETRY_TIMEOUTS, the end is counted (judge:
+// a timeout is no failure for fast-failure protection), a success's
+// duration noted for CASE_TIME_LIMIT=Nx. It returns why the loop stops —
+// fast-failure protection, or in SIMPLE mode its one case done — or going.
 func (m *Metajob) caseEnded(s *loop, c tablefmt.Case, code int, d time.Duration) stop {
 	why := going
 	m.do(func(o *owner) {
-		if code != 0 {
+		switch {
+		case code == timedOutCode:
+			o.timedOut(c, s.retry)
+			code = 0
+		case code != 0:
 			o.failed(c, s.retry, code)
+		default:
+			o.medians.succeeded(d)
 		}
 		switch {
 		case o.judge(s, code, d):

@@ -21,7 +21,10 @@ import (
 // runOne runs case c and records its start and end. It returns the case's
 // exit code and duration, or why the loop ends (a stop signal came, the
 // run superseded), or an error.
-func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting) (code int, d time.Duration, why stop, err error) {
+//
+// A case with a time limit (limit > 0) that runs past it is ended by its
+// timer (timelimit.go) and recorded timed out: code is then timedOutCode.
+func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status.Placement, set caseSetting, limit time.Duration) (code int, d time.Duration, why stop, err error) {
 	start := time.Now()
 	m.swMu.Lock()
 	err = m.sw.StartAt(c.ID, start, p)
@@ -38,8 +41,17 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 		m.swMu.Unlock()
 		return 0, 0, why, err
 	}
-	code, sig, err := m.runCase(s.runner, c, set)
+	var timer *caseTimer
+	if limit > 0 {
+		timer = m.startTimer(s.runner, c.ID, limit)
+	}
+	code, sig, err := m.runCase(s.runner, c, set, limit > 0)
 	d = time.Since(start)
+	if timer != nil {
+		if sent := timer.end(); sent != 0 && err == nil {
+			return m.timedOut(c, int(sent), start, d)
+		}
+	}
 	if err != nil {
 		return 0, 0, going, fmt.Errorf("case %d: %w", c.ID, err)
 	}
@@ -99,7 +111,7 @@ func (m *Metajob) runPacked(ctx context.Context, s *loop, t turn, g grant) (int,
 	}
 	hostfile, machinefile := s.hostfiles(names, per, m.log)
 	set.nodes = nodeEnv(names, per, hostfile, machinefile)
-	return m.runOne(ctx, s, c, p, set)
+	return m.runOne(ctx, s, c, p, set, t.limit)
 }
 
 // hostfiles returns the paths of loop s's hostfile and machine file for a
@@ -131,7 +143,8 @@ func (s *loop) hostfiles(names []string, cpus []int, w io.Writer) (string, strin
 }
 
 // runCase makes the case's directory and runs single_case.sh for c.
-func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code, sig int, err error) {
+// With group, it runs in a process group of its own.
+func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting, group bool) (code, sig int, err error) {
 	id := strconv.FormatInt(c.ID, 10)
 	table := c.Table // the table its Line is in: the run's own, or one 'farm add' queued
 	if table == "" {
@@ -146,7 +159,7 @@ func (m *Metajob) runCase(r caseRunner, c tablefmt.Case, set caseSetting) (code,
 			return 0, 0, err
 		}
 	}
-	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: m.linesOf(table), Set: set})
+	return r.run(caseRequest{ID: id, Comm: c.Command, Table: table, Line: c.Line, TableLines: m.linesOf(table), Set: set, Group: group})
 }
 
 // linesOf is the number of lines of table, for scripts written for META
