@@ -102,6 +102,7 @@ type CaseCounts struct {
 	Succeeded   int64 `json:"succeeded"`
 	Failed      int64 `json:"failed"`
 	Interrupted int64 `json:"interrupted"`
+	TimedOut    int64 `json:"timed_out,omitempty"` // ran past their time limit (CASE_TIME_LIMIT, time=)
 	Unfit       int64 `json:"unfit"`
 	Running     int64 `json:"running"`
 	Left        int64 `json:"left"`
@@ -111,7 +112,7 @@ type CaseCounts struct {
 }
 
 // processed is the number of cases that ended (succeeded or failed).
-func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed }
+func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed + c.TimedOut }
 
 // Active reports whether any job of the farm is queued or running.
 func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
@@ -133,13 +134,13 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	q.Run = st.Run
 	q.Jobs = countJobs(recs, infos)
 	if rc := sum.RunCounts[st.Run]; rc != nil {
-		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, Unfit: rc.Unfit, Running: rc.Running}
+		q.RunCases = CaseCounts{Succeeded: rc.Succeeded, Failed: rc.Failed, Interrupted: rc.Interrupted, TimedOut: rc.TimedOut, Unfit: rc.Unfit, Running: rc.Running}
 	}
 	q.RunCases.Total = st.Cases
 	q.RunCases.Left = max(0, st.Cases-st.Claimed)
 	tot := sum.Totals()
-	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, Unfit: tot.Unfit, Running: tot.Running}
-	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.Unfit-tot.Running)
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tot.Succeeded, Failed: tot.Failed, Interrupted: tot.Interrupted, TimedOut: tot.TimedOut, Unfit: tot.Unfit, Running: tot.Running}
+	q.FarmCases.Left = max(0, st.Total-tot.Succeeded-tot.Failed-tot.Interrupted-tot.TimedOut-tot.Unfit-tot.Running)
 	q.FarmCases.Crashed = f.crashed(sum).all
 	q.MaxCrashes = f.Config.MaxCrashes
 	q.Restarted = sum.Restarted()
@@ -249,6 +250,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	row(fmt.Sprintf("run %d", q.Run), q.RunCases)
 	row("farm", q.FarmCases)
 	t.Render()
+	if c := q.FarmCases.TimedOut; c > 0 {
+		fmt.Fprintf(w, "Timed out: %d case(s) ran past their time limit (farm-wide; %d in run %d): 'farm resubmit --timed-out' runs them again\n", c, q.RunCases.TimedOut, q.Run)
+	}
 	fmt.Fprintf(w, "Progress: %s of the farm's cases processed; %s\n", percent(q.FarmCases), rateETA(q))
 	if q.Restarted > 0 {
 		fmt.Fprintf(w, "Attempts: %d case(s) started more than once, at most %d times ('farm Status' shows each case's attempts)\n", q.Restarted, q.MostAttempts)
@@ -427,10 +431,10 @@ func (f *Farm) watchQuery(ctx context.Context, tail *status.Tail, now time.Time,
 	if c := tc.Runs[st.Run]; c != nil {
 		run = *c
 	}
-	q.RunCases = CaseCounts{Total: st.Cases, Succeeded: run.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted,
+	q.RunCases = CaseCounts{Total: st.Cases, Succeeded: run.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, TimedOut: run.TimedOut,
 		Unfit: run.Unfit, Running: run.Running, Left: max(0, st.Cases-st.Claimed)}
-	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tc.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, Unfit: run.Unfit, Running: run.Running}
-	q.FarmCases.Left = max(0, st.Total-tc.Succeeded-run.Failed-run.Interrupted-run.Unfit-run.Running)
+	q.FarmCases = CaseCounts{Total: st.Total, Succeeded: tc.Succeeded, Failed: run.Failed, Interrupted: run.Interrupted, TimedOut: run.TimedOut, Unfit: run.Unfit, Running: run.Running}
+	q.FarmCases.Left = max(0, st.Total-tc.Succeeded-run.Failed-run.Interrupted-run.TimedOut-run.Unfit-run.Running)
 	first := 0.0
 	if tc.First > 0 {
 		first = tc.First

@@ -243,9 +243,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 	if err != nil {
 		return err
 	}
-	if ends := jobEnds(sum, run); ends != "" {
-		f.Log("autojob (run %d): its meta-jobs ended: %s", run, ends)
-	}
+	f.logRunEnd(sum, run)
 	p, err := f.progress(sum)
 	if err != nil {
 		return err
@@ -263,7 +261,7 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		say("All %d cases succeeded; submitted %s as job %s.", p.Total, layout.FinalScript, strings.Join(ids, " "))
 		return nil
 	}
-	left := fmt.Sprintf("%d failed, %d interrupted, %d never ran, %d unfit", p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
+	left := fmt.Sprintf("%d failed, %d interrupted, %s%d never ran, %d unfit", p.Failed, p.Interrupted, timedOutPart(p.TimedOut), p.NeverRan, p.Unfit)
 	crashed := f.crashed(sum)
 	if crashed.all > 0 {
 		left += fmt.Sprintf("; %d of them crashed", crashed.all)
@@ -273,8 +271,9 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		return nil
 	}
 	if p.Interrupted+p.NeverRan+p.Unfit == crashed.rerun {
-		// What a resubmit would run again are failures only, or
-		// nothing: -auto ends here, whatever the crashes.
+		// What a resubmit would run again are failures (and cases that
+		// timed out, which would time out again) only, or nothing:
+		// -auto ends here, whatever the crashes.
 		if crashed.all > 0 {
 			failed := p.Failed - crashed.failed
 			how := "'farm resubmit --crashed' runs them again"
@@ -283,6 +282,10 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 			}
 			say("Only failed or crashed cases left (%d failed, %d crashed: their meta-job died under them MAX_CRASHES=%d times); cannot auto-resubmit; exiting. %s.",
 				failed, crashed.all, f.Config.MaxCrashes, how)
+			return nil
+		}
+		if p.TimedOut > 0 {
+			say("%s (%d failed, %d timed out: 'farm resubmit --timed-out' runs them again, with a longer time= or CASE_TIME_LIMIT).", msgOnlyFailed, p.Failed, p.TimedOut)
 			return nil
 		}
 		say("%s (%d failed).", msgOnlyFailed, p.Failed)
@@ -294,12 +297,23 @@ func (f *Farm) Autojob(ctx context.Context, env JobEnv, self string) error {
 		say("No case succeeded in run %d; cannot auto-resubmit; exiting (%s).", run, left)
 		return nil
 	}
-	say("%d case(s) left (%s); resubmitting with N=%d.", p.Failed+p.Interrupted+p.NeverRan+p.Unfit, left, opt.N)
+	say("%d case(s) left (%s); resubmitting with N=%d.", p.Failed+p.Interrupted+p.TimedOut+p.NeverRan+p.Unfit, left, opt.N)
 	if err := f.Resubmit(ctx, opt); err != nil {
 		say("Resubmission failed: %v", err)
 		return err
 	}
 	return nil
+}
+
+// logRunEnd says in farm.log how run's meta-jobs ended, and how many of
+// its cases timed out, if some did.
+func (f *Farm) logRunEnd(sum *status.Summary, run int) {
+	if ends := jobEnds(sum, run); ends != "" {
+		f.Log("autojob (run %d): its meta-jobs ended: %s", run, ends)
+	}
+	if c := sum.RunCounts[run]; c != nil && c.TimedOut > 0 {
+		f.Log("autojob (run %d): %d case(s) timed out: they ran past their time limit (time=, CASE_TIME_LIMIT)", run, c.TimedOut)
+	}
 }
 
 // crashCount counts the crashed cases of a farm (Selection.isCrashed).
@@ -312,7 +326,7 @@ type crashCount struct {
 // crashed counts the crashed cases of sum, by the farm's MAX_CRASHES.
 func (f *Farm) crashed(sum *status.Summary) crashCount {
 	c := sum.Crashed(f.Config.MaxCrashes)
-	return crashCount{all: c.Interrupted + c.Unfit + c.Failed, rerun: c.Interrupted + c.Unfit, failed: c.Failed}
+	return crashCount{all: c.Interrupted + c.Unfit + c.Failed + c.TimedOut, rerun: c.Interrupted + c.Unfit, failed: c.Failed}
 }
 
 // submitFinal submits final.sh once, on opt's backend.

@@ -10,7 +10,7 @@ import (
 )
 
 // Selection is what 'farm resubmit' runs again: its options --failed,
-// --interrupted, --never-run, --unfit, --crashed and --cases. The zero
+// --interrupted, --timed-out, --never-run, --unfit, --crashed and --cases. The zero
 // Selection is every case that did not succeed and is not crashed, as
 // META's resubmit (and -auto's) but for the crash limit.
 //
@@ -50,6 +50,7 @@ type SelectionFlag struct {
 var SelectionFlags = []SelectionFlag{
 	{Name: "failed", State: status.Failed, ByState: true, Usage: "run the failed cases"},
 	{Name: "interrupted", State: status.Interrupted, ByState: true, Usage: "run the interrupted cases"},
+	{Name: "timed-out", State: status.TimedOut, ByState: true, Usage: "run the cases that timed out (ran past their time limit)"},
 	{Name: "never-run", State: status.NeverRan, ByState: true, Usage: "run the cases that never ran"},
 	{Name: "unfit", State: status.Unfit, ByState: true, Usage: "run the unfit cases"},
 	{Name: "crashed", Usage: "run the crashed cases (MAX_CRASHES, config), left out otherwise"},

@@ -49,7 +49,7 @@ func printStatus(w io.Writer, sum *status.Summary, opt StatusOptions) error {
 }
 
 // statusNotOK reports whether c did not succeed and does not run (it
-// failed, was interrupted or is unfit): a case --failed prints, and -f
+// failed, was interrupted, timed out or is unfit): a case --failed prints, and -f
 // prints last.
 func statusNotOK(c status.Case) bool {
 	return c.State != status.Succeeded && c.State != status.Running
@@ -81,16 +81,23 @@ func eachStatusCase(sum *status.Summary, opt StatusOptions, fn func(status.Case)
 
 // writeStatusMETA writes the cases each gives as META's Status.run prints
 // them: "ID STATUS" lines, for the cases that ended with a STATUS
-// (succeeded or failed; META has no line for the others), and flushes bw.
+// (succeeded or failed; META has no line for the others), and those that
+// timed out, with 128+SIGNAL as bash reports a process a signal killed
+// (a script that looks for non-zero lines finds them), and flushes bw.
 func writeStatusMETA(bw *bufio.Writer, each func(func(status.Case) error) error) error {
 	var b []byte
 	err := each(func(c status.Case) error {
-		if c.State != status.Succeeded && c.State != status.Failed {
+		st := c.Status
+		switch c.State {
+		case status.Succeeded, status.Failed:
+		case status.TimedOut:
+			st += 128
+		default:
 			return nil
 		}
 		b = strconv.AppendInt(b[:0], c.ID, 10)
 		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(c.Status), 10)
+		b = strconv.AppendInt(b, int64(st), 10)
 		b = append(b, '\n')
 		_, err := bw.Write(b)
 		return err

@@ -17,7 +17,7 @@ type Progress struct {
 	Total int64
 	status.Counts
 	NeverRan int64
-	// Crashed are those of Failed, Interrupted and Unfit at the crash
+	// Crashed are those of Failed, Interrupted, TimedOut and Unfit at the crash
 	// limit (MAX_CRASHES), which farm Status shows as crashed.
 	Crashed int64
 }
@@ -26,15 +26,24 @@ type Progress struct {
 func (p Progress) Done() bool { return p.Total > 0 && p.Succeeded == p.Total }
 
 // String is the line farm wait ends with: "10 cases: 6 succeeded, 1
-// failed, 1 interrupted, 1 never ran, 1 unfit", and "; 1 of them crashed"
-// when some are.
+// failed, 1 interrupted, 1 never ran, 1 unfit", with "1 timed out" after
+// the interrupted when some are, and "; 1 of them crashed" when some are.
 func (p Progress) String() string {
-	s := fmt.Sprintf("%d cases: %d succeeded, %d failed, %d interrupted, %d never ran, %d unfit",
-		p.Total, p.Succeeded, p.Failed, p.Interrupted, p.NeverRan, p.Unfit)
+	s := fmt.Sprintf("%d cases: %d succeeded, %d failed, %d interrupted, %s%d never ran, %d unfit",
+		p.Total, p.Succeeded, p.Failed, p.Interrupted, timedOutPart(p.TimedOut), p.NeverRan, p.Unfit)
 	if p.Crashed > 0 {
 		s += fmt.Sprintf("; %d of them crashed (MAX_CRASHES)", p.Crashed)
 	}
 	return s
+}
+
+// timedOutPart is "N timed out, " for N > 0, else "": the part of a count
+// of cases by state that only farms with time limits have.
+func timedOutPart(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d timed out, ", n)
 }
 
 // progress counts the cases of table.dat (those 'farm resubmit' would
