@@ -215,10 +215,10 @@ func (sel Selection) chose(n int, by map[string]int, crashedOut int) string {
 		out = fmt.Sprintf("; %d crashed case(s) left out (their meta-job died under them MAX_CRASHES=%d times): 'farm resubmit --crashed' runs them", crashedOut, sel.MaxCrashes)
 	}
 	if sel.IsZero() {
-		return fmt.Sprintf("the %d case(s) that failed, were interrupted, were unfit or never ran%s", n, out)
+		return fmt.Sprintf("the %d case(s) that failed, were interrupted, timed out, were unfit or never ran%s", n, out)
 	}
 	var parts []string
-	for _, s := range []string{"failed", "interrupted", "crashed", "unfit", "never ran", "succeeded", "running"} {
+	for _, s := range []string{"failed", "interrupted", "timed out", "crashed", "unfit", "never ran", "succeeded", "running"} {
 		if by[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", by[s], s))
 		}

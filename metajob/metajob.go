@@ -62,6 +62,8 @@ type Metajob struct {
 
 	// Rescue within the run (rescue.go): nil when off.
 	rescue *rescuer
+
+	graces graces // the SIGKILLs due to timed-out cases (timelimit.go)
 }
 
 // runTable is the run's table, once the job claimed in it; "" before.

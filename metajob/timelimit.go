@@ -84,11 +84,12 @@ func (o *owner) caseLimit(c tablefmt.Case) time.Duration {
 // process group, then SIGKILL after the grace. The loop that runs the
 // case starts it and stops it when the case has ended (end).
 type caseTimer struct {
-	r     caseRunner
-	id    int64
-	limit time.Duration
-	grace time.Duration
-	log   io.Writer
+	r      caseRunner
+	id     int64
+	limit  time.Duration
+	grace  time.Duration
+	log    io.Writer
+	graces *graces // where its SIGKILL waits
 
 	mu   sync.Mutex
 	t    *time.Timer
@@ -98,7 +99,7 @@ type caseTimer struct {
 
 // startTimer starts the timer of case id, run by r, of limit.
 func (m *Metajob) startTimer(r caseRunner, id int64, limit time.Duration) *caseTimer {
-	ct := &caseTimer{r: r, id: id, limit: limit, grace: m.Farm.Config.CaseKillGrace, log: m.log}
+	ct := &caseTimer{r: r, id: id, limit: limit, grace: m.Farm.Config.CaseKillGrace, log: m.log, graces: &m.graces}
 	ct.mu.Lock()
 	ct.t = time.AfterFunc(limit, ct.term)
 	ct.mu.Unlock()
@@ -130,7 +131,7 @@ func (ct *caseTimer) term() {
 	ct.sent = syscall.SIGTERM
 	fmt.Fprintf(ct.log, "farm: case %d ran past its time limit of %s: SIGTERM to its processes, SIGKILL in %s\n",
 		ct.id, ct.limit, ct.grace)
-	time.AfterFunc(ct.grace, func() { ct.kill(g, born) })
+	ct.graces.add(ct.grace, func() { ct.kill(g, born) })
 }
 
 // kill sends SIGKILL to process group g, whose leader started at born
@@ -197,4 +198,62 @@ func (m *Metajob) timedOut(c tablefmt.Case, sig int, start time.Time, d time.Dur
 		return 0, 0, stopSignal, nil
 	}
 	return timedOutCode, d, going, nil
+}
+
+// graces are the SIGKILLs due after the grace of the cases that timed
+// out: the meta-job carries out those still due before it exits
+// (finish), else what a case left behind, in its own process group,
+// would outlive it.
+type graces struct {
+	mu  sync.Mutex
+	set map[*graceKill]struct{}
+}
+
+// graceKill is one SIGKILL due at due.
+type graceKill struct {
+	due  time.Time
+	kill func()
+	t    *time.Timer
+}
+
+// add sets kill to run after d.
+func (gs *graces) add(d time.Duration, kill func()) {
+	gk := &graceKill{due: time.Now().Add(d), kill: kill}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.set == nil {
+		gs.set = map[*graceKill]struct{}{}
+	}
+	gs.set[gk] = struct{}{}
+	gk.t = time.AfterFunc(d, func() { gs.fire(gk) })
+}
+
+// fire runs gk's kill, once.
+func (gs *graces) fire(gk *graceKill) {
+	gs.mu.Lock()
+	_, ok := gs.set[gk]
+	delete(gs.set, gk)
+	gs.mu.Unlock()
+	if ok {
+		gk.kill()
+	}
+}
+
+// finish carries out the SIGKILLs still due: when due, or at once if now
+// (the job was told to stop).
+func (gs *graces) finish(now bool, log io.Writer) {
+	gs.mu.Lock()
+	var left []*graceKill
+	for gk := range gs.set {
+		left = append(left, gk)
+	}
+	gs.mu.Unlock()
+	for _, gk := range left {
+		if d := time.Until(gk.due); d > 0 && !now {
+			fmt.Fprintf(log, "farm: waiting %s for the grace of a timed-out case's processes before SIGKILL\n", d.Round(time.Millisecond))
+			time.Sleep(d)
+		}
+		gk.t.Stop()
+		gs.fire(gk)
+	}
 }

@@ -1,0 +1,213 @@
+package integration
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// addConfig appends KEY=value lines to the farm's config.
+func addConfig(t *testing.T, dir string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\n" + strings.Join(lines, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endRecords reads the T and E records and the S records of every status
+// file of the farm in dir: for each case, its last start (S) and the start,
+// seconds and kind of its last end.
+type endRecord struct {
+	kind          byte
+	status        int
+	start, secs   float64
+	startedAt     float64 // its S record's time
+	startedAtSeen bool
+}
+
+func readEnds(t *testing.T, dir string) map[int64]*endRecord {
+	t.Helper()
+	out := map[int64]*endRecord{}
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, name := range files {
+		fh, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 3 || len(f[0]) != 1 {
+				continue
+			}
+			id, _ := strconv.ParseInt(f[1], 10, 64)
+			r := out[id]
+			if r == nil {
+				r = &endRecord{}
+				out[id] = r
+			}
+			switch f[0] {
+			case "S":
+				r.startedAt, _ = strconv.ParseFloat(f[2], 64)
+				r.startedAtSeen = true
+			case "E", "I", "T":
+				r.kind = f[0][0]
+				r.status, _ = strconv.Atoi(f[2])
+				r.start, _ = strconv.ParseFloat(f[3], 64)
+				r.secs, _ = strconv.ParseFloat(f[4], 64)
+			}
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// processGone reports whether process pid has ended (a zombie has).
+func processGone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// TestLocalCaseTimeLimit: a case with #FARM time=2s that runs sleep 1000
+// with a background grandchild is ended at its limit (SIGTERM to its
+// process group), the grandchild with it; one that ignores SIGTERM is
+// killed CASE_KILL_GRACE later (SIGKILL), its grandchild too; one whose
+// grandchild alone ignores SIGTERM ends at the limit, and the grandchild
+// is killed after the grace; all are
+// recorded timed out (T records, farm Status, --json, --meta, query,
+// wait's count), and the meta-job's next case starts at once. farm
+// resubmit --timed-out chooses them, and runs them again.
+func TestLocalCaseTimeLimit(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	pid := func(id int) string { return filepath.Join(tmp, "grandchild."+strconv.Itoa(id)) }
+	dir := newFarm(t, []string{
+		`sh -c 'sleep 1000 & echo $! > ` + pid(1) + `; sleep 1000' #FARM time=2s`,
+		`trap "" TERM; sleep 1000 & echo $! > ` + pid(2) + `; while :; do sleep 0.1; done #FARM time=2s`,
+		`sh -c 'trap "" TERM; sleep 1000 & echo $! > ` + pid(3) + `; sleep 1000' #FARM time=2s`,
+		`true`,
+	}, "0-00:10")
+	setConfig(t, dir, "RETRIES", "2")
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	start := time.Now()
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	r := mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	if !strings.Contains(r.Err+r.Out, "4 cases: 1 succeeded, 0 failed, 0 interrupted, 3 timed out, 0 never ran, 0 unfit") {
+		t.Errorf("farm wait says:\n%s%s", r.Out, r.Err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the farm took %s", d)
+	}
+	ends := readEnds(t, dir)
+	for id, want := range map[int64]struct {
+		sig      int
+		min, max float64 // seconds
+	}{1: {15, 2, 2.5}, 2: {9, 3, 3.5}, 3: {15, 2, 2.5}} {
+		e := ends[id]
+		if e == nil || e.kind != 'T' || e.status != want.sig || e.secs < want.min || e.secs > want.max {
+			t.Errorf("case %d: end record %+v; want T with signal %d after %.1f to %.1f s", id, e, want.sig, want.min, want.max)
+			continue
+		}
+		t.Logf("case %d: ended by signal %d %.3f s after its start (limit 2 s, grace 1 s)", id, e.status, e.secs)
+		b, err := os.ReadFile(pid(int(id)))
+		p, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || perr != nil {
+			t.Errorf("case %d: its grandchild's PID: %q %v", id, b, err)
+			continue
+		}
+		// (Case 3 ended at SIGTERM, which its grandchild ignores:
+		// SIGKILL reached it after the grace, before its meta-job,
+		// which had no case left, exited.)
+		if !processGone(p) {
+			syscall.Kill(p, syscall.SIGKILL)
+			t.Errorf("case %d: its background grandchild %d outlived it", id, p)
+		} else {
+			t.Logf("case %d: its background grandchild %d is gone", id, p)
+		}
+	}
+	// The meta-job goes on with its next case at once.
+	for id := int64(2); id <= 4; id++ {
+		e1, e2 := ends[id-1], ends[id]
+		if e1 == nil || e2 == nil || !e2.startedAtSeen || e2.startedAt-(e1.start+e1.secs) > 0.5 {
+			t.Errorf("case %d did not start at once after case %d timed out: %+v, %+v", id, id-1, e1, e2)
+		} else {
+			t.Logf("case %d started %.3f s after case %d's end", id, e2.startedAt-(e1.start+e1.secs), id-1)
+		}
+	}
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "timed out" || c.Status != 15 || c.Attempts != 1 {
+		t.Errorf("case 1: %+v; want timed out (15), once: RETRIES does not retry a timeout", c)
+	}
+	if c := st[2]; c.State != "timed out" || c.Status != 9 {
+		t.Errorf("case 2: %+v; want timed out (9)", c)
+	}
+	if c := st[4]; c.State != "succeeded" {
+		t.Errorf("case 4: %+v", c)
+	}
+	if out := mustFarm(t, dir, "Status", "--meta"); out != "1 143\n2 137\n3 143\n4 0\n" {
+		t.Errorf("Status --meta:\n%s", out)
+	}
+	if out := mustFarm(t, dir, "Status"); !strings.Contains(out, "timed out") {
+		t.Errorf("Status:\n%s", out)
+	}
+	if out := mustFarm(t, dir, "query"); !strings.Contains(out, "Timed out: 3 case(s) ran past their time limit") {
+		t.Errorf("query:\n%s", out)
+	}
+	if out := mustFarm(t, dir, "query", "--json"); !strings.Contains(out, `"timed_out":3`) {
+		t.Errorf("query --json:\n%s", out)
+	}
+	r = mustFarmCode(t, dir, 0, "resubmit", "1", "--timed-out", "--backend", "local")
+	if !strings.Contains(r.Out, "Resubmitting the 3 case(s) chosen by --timed-out (3 timed out)") {
+		t.Errorf("resubmit --timed-out says:\n%s%s", r.Out, r.Err)
+	}
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	st = statusJSON(t, dir)
+	for _, id := range []int64{1, 2, 3} {
+		if c := st[id]; c.State != "timed out" || c.Attempts != 2 || c.Run != 2 {
+			t.Errorf("case %d after the resubmit: %+v; want timed out in run 2 after 2 attempts", id, c)
+		}
+	}
+}
+
+// TestLocalCaseTimeLimitMedian: with CASE_TIME_LIMIT=5x, a case that would
+// run 25 times the median of the 40 cases that succeeded before it is
+// ended at 5 times the median (the floor, CASE_TIME_LIMIT_MIN, made 1 s).
+func TestLocalCaseTimeLimitMedian(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, append(repeat("sleep 0.2", 40), "sleep 5"), "0-00:10")
+	addConfig(t, dir, "CASE_TIME_LIMIT=5x")
+	setConfig(t, dir, "CASE_TIME_LIMIT_MIN", "1")
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "2m")
+	st := statusJSON(t, dir)
+	var durs []float64
+	for id := int64(1); id <= 40; id++ {
+		if c := st[id]; c.State != "succeeded" {
+			t.Errorf("case %d: %+v", id, c)
+		}
+		durs = append(durs, st[id].Seconds)
+	}
+	c := st[41]
+	if c.State != "timed out" || c.Status != 15 || c.Seconds > 2.5 || c.Seconds < 1 {
+		t.Errorf("case 41 (sleep 5): %+v; want timed out (15) after 5 times the median (about 1 s)", c)
+	}
+	t.Logf("case 41 timed out after %.3f s; the first case ran %.3f s", c.Seconds, durs[0])
+}
