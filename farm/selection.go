@@ -215,7 +215,10 @@ func (sel Selection) chose(n int, by map[string]int, crashedOut int) string {
 		out = fmt.Sprintf("; %d crashed case(s) left out (their meta-job died under them MAX_CRASHES=%d times): 'farm resubmit --crashed' runs them", crashedOut, sel.MaxCrashes)
 	}
 	if sel.IsZero() {
-		return fmt.Sprintf("the %d case(s) that failed, were interrupted, timed out, were unfit or never ran%s", n, out)
+		if by["timed out"] > 0 {
+			return fmt.Sprintf("the %d case(s) that failed, were interrupted, timed out, were unfit or never ran%s", n, out)
+		}
+		return fmt.Sprintf("the %d case(s) that failed, were interrupted, were unfit or never ran%s", n, out)
 	}
 	var parts []string
 	for _, s := range []string{"failed", "interrupted", "timed out", "crashed", "unfit", "never ran", "succeeded", "running"} {
