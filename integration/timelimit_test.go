@@ -151,6 +151,13 @@ func TestLocalCaseTimeLimit(t *testing.T) {
 			t.Logf("case %d started %.3f s after case %d's end", id, e2.startedAt-(e1.start+e1.secs), id-1)
 		}
 	}
+	checkTimedOutReported(t, dir)
+}
+
+// checkTimedOutReported checks what farm says of the farm of
+// TestLocalCaseTimeLimit: cases 1-3 timed out, 4 succeeded; and that farm
+// resubmit --timed-out runs them again.
+func checkTimedOutReported(t *testing.T, dir string) {
 	st := statusJSON(t, dir)
 	if c := st[1]; c.State != "timed out" || c.Status != 15 || c.Attempts != 1 {
 		t.Errorf("case 1: %+v; want timed out (15), once: RETRIES does not retry a timeout", c)
@@ -173,7 +180,7 @@ func TestLocalCaseTimeLimit(t *testing.T) {
 	if out := mustFarm(t, dir, "query", "--json"); !strings.Contains(out, `"timed_out":3`) {
 		t.Errorf("query --json:\n%s", out)
 	}
-	r = mustFarmCode(t, dir, 0, "resubmit", "1", "--timed-out", "--backend", "local")
+	r := mustFarmCode(t, dir, 0, "resubmit", "1", "--timed-out", "--backend", "local")
 	if !strings.Contains(r.Out, "Resubmitting the 3 case(s) chosen by --timed-out (3 timed out)") {
 		t.Errorf("resubmit --timed-out says:\n%s%s", r.Out, r.Err)
 	}
