@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +149,9 @@ func summaryStats(q Query) []report.Stat {
 		s("throughput", "%s", rateETA(q)),
 		s("started more than once", "%d cases (at most %d attempts)", q.Restarted, q.MostAttempts),
 		s("crashed", "%d cases (MAX_CRASHES=%d)", c.Crashed, q.MaxCrashes),
+	}
+	if c.TimedOut > 0 { // after interrupted
+		stats = slices.Insert(stats, 4, s("timed out", "%d", c.TimedOut))
 	}
 	return append(stats, coreHourStats(q.CoreHours)...)
 }

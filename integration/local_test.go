@@ -409,6 +409,13 @@ func BenchmarkThroughput(b *testing.B) {
 	benchmarkCases(b, 2000, 2, "")
 }
 
+// BenchmarkThroughputTimeLimit is BenchmarkThroughput with a time limit on
+// every case (CASE_TIME_LIMIT): each runs in a process group of its own,
+// under a timer.
+func BenchmarkThroughputTimeLimit(b *testing.B) {
+	benchmarkCases(b, 2000, 2, "\nCASE_TIME_LIMIT=1h\n")
+}
+
 // benchmarkCases runs jobs local meta-jobs over n trivial cases through
 // the default single_case.sh, config added to the farm's config, b.N
 // times, and reports cases per second from the first case's start to the

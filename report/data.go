@@ -87,16 +87,20 @@ const (
 	Failed      = "failed"
 	Interrupted = "interrupted"
 	Running     = "running"
+	// TimedOut: it ran past its time limit, and farm ended it (a T
+	// record); "timed-out", a CSS class.
+	TimedOut = "timed-out"
 )
 
 // states in the order of their index in att.state.
-var states = [...]string{Succeeded, Failed, Interrupted, Running}
+var states = [...]string{Succeeded, Failed, Interrupted, Running, TimedOut}
 
 const (
 	stSucceeded uint8 = iota
 	stFailed
 	stInterrupted
 	stRunning
+	stTimedOut
 )
 
 // Histogram is the distribution of the durations of the attempts that
@@ -108,6 +112,7 @@ type Histogram struct {
 	Succeeded   []int64   `json:"succeeded"`
 	Failed      []int64   `json:"failed"`
 	Interrupted []int64   `json:"interrupted"`
+	TimedOut    []int64   `json:"timed_out,omitempty"` // nil when no case timed out
 	// Quantile is the upper 12.5% quantile of the durations of the cases
 	// that ended (E records), as a meta-job computes dt_cutoff now (0 if
 	// none ended); Cutoff is dt_cutoff as the meta-jobs last stored it.
@@ -180,6 +185,7 @@ type Throughput struct {
 	Succeeded   []int64 `json:"succeeded"`
 	Failed      []int64 `json:"failed"`
 	Interrupted []int64 `json:"interrupted"`
+	TimedOut    []int64 `json:"timed_out,omitempty"` // nil when no case timed out
 	PerMinute   float64 `json:"per_minute"`
 	ETASeconds  float64 `json:"eta_seconds"`
 	Active      bool    `json:"active"`
@@ -191,12 +197,13 @@ type HostCount struct {
 	Ended       int64  `json:"ended"`
 	Failed      int64  `json:"failed"`
 	Interrupted int64  `json:"interrupted"`
+	TimedOut    int64  `json:"timed_out,omitempty"`
 }
 
 // StatusCase counts the attempts that failed with one exit status, or were
 // interrupted by one signal.
 type StatusCase struct {
-	Kind  string `json:"kind"` // "exit", "signal" or "no end record"
+	Kind  string `json:"kind"` // "exit", "signal", "no end record" or "timed out" (Code: the signal farm sent)
 	Code  int    `json:"code"`
 	Cases int64  `json:"cases"`
 }
@@ -236,6 +243,7 @@ type file struct {
 	statuses     []int32 // the STATUS or signal of each att, while kept
 	first, last  float64 // earliest start, latest time recorded
 	ended        []float64
+	timedOut     bool // an attempt timed out
 	hosts        map[string]*HostCount
 	codes        map[[2]int]int64
 	slow         []Attempt
@@ -359,7 +367,12 @@ func (f *file) attempt(h *status.File, a *status.Attempt, job JobInfo) {
 		f.add(a.ID, a.Start, f.cutOff(h, a.Start, job), a.Loop, stInterrupted, -1, nil, h.Host)
 	default:
 		st := stInterrupted
-		if a.State != status.Interrupted {
+		switch a.State {
+		case status.Interrupted:
+		case status.TimedOut:
+			st = stTimedOut
+			f.timedOut = true
+		default:
 			st = stSucceeded
 			if a.State == status.Failed {
 				st = stFailed
@@ -438,6 +451,9 @@ func (f *file) count(id int64, start, dur float64, st uint8, code int, host []by
 		} else {
 			f.codes[[2]int{1, code}]++
 		}
+	case stTimedOut:
+		hc.TimedOut++
+		f.codes[[2]int{3, code}]++
 	}
 	if len(f.slow) < SlowestCount || dur >= f.slow[len(f.slow)-1].Seconds {
 		f.slow = offer(f.slow, Attempt{ID: id, Seconds: dur, State: states[st], Status: code, Start: start, Host: hc.Host})
@@ -497,6 +513,20 @@ func idSep(r rune) bool { return r == '_' || r == '.' || r == '-' }
 
 func unix(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
 
+// anyTimedOut reports whether some attempt of files timed out: the
+// figures then have a series for them.
+func anyTimedOut(files []*file) bool {
+	for _, f := range files {
+		if f.timedOut {
+			return true
+		}
+	}
+	return false
+}
+
+// notOK is how many of the cases that ended on h did not succeed.
+func (h HostCount) notOK() int64 { return h.Failed + h.Interrupted + h.TimedOut }
+
 // histogram bins the durations of every attempt that ended (running ones
 // are not counted): logarithmic bins when they span two decades or more.
 func histogram(files []*file, cutoff float64) Histogram {
@@ -546,7 +576,10 @@ func histogram(files []*file, cutoff float64) Histogram {
 	}
 	bins := len(h.Edges) - 1
 	h.Succeeded, h.Failed, h.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)
-	counts := [][]int64{h.Succeeded, h.Failed, h.Interrupted}
+	if anyTimedOut(files) {
+		h.TimedOut = make([]int64, bins)
+	}
+	counts := [][]int64{h.Succeeded, h.Failed, h.Interrupted, nil, h.TimedOut}
 	for _, f := range files {
 		for _, a := range f.atts {
 			if a.state == stRunning {
@@ -703,7 +736,7 @@ func aggregateRow(group []lane, t0, t1 float64, in Input) Row {
 		r = groupRow(group, in)
 	}
 	width := (t1 - t0) / float64(in.Columns)
-	busy := make([][4]float64, in.Columns)
+	busy := make([][len(states)]float64, in.Columns)
 	for _, l := range group {
 		for _, a := range l.f.atts {
 			if laneOf(l.f, a) != l.loop {
@@ -834,7 +867,10 @@ func throughput(files []*file, in Input, t0, t1 float64) Throughput {
 	}
 	bins := max(int(math.Ceil(span/float64(tp.BinSeconds))), 1)
 	tp.Succeeded, tp.Failed, tp.Interrupted = make([]int64, bins), make([]int64, bins), make([]int64, bins)
-	counts := [][]int64{tp.Succeeded, tp.Failed, tp.Interrupted}
+	if anyTimedOut(files) {
+		tp.TimedOut = make([]int64, bins)
+	}
+	counts := [][]int64{tp.Succeeded, tp.Failed, tp.Interrupted, nil, tp.TimedOut}
 	w := float64(tp.BinSeconds)
 	for _, f := range files {
 		for _, a := range f.atts {
@@ -863,6 +899,7 @@ func failures(files []*file) ([]HostCount, []StatusCase) {
 			t.Ended += c.Ended
 			t.Failed += c.Failed
 			t.Interrupted += c.Interrupted
+			t.TimedOut += c.TimedOut
 		}
 		for k, n := range f.codes {
 			codes[k] += n
@@ -874,13 +911,13 @@ func failures(files []*file) ([]HostCount, []StatusCase) {
 	}
 	// Bad hosts first: by the share of their cases that did not succeed.
 	slices.SortFunc(hs, func(a, b HostCount) int {
-		ra := float64(a.Failed+a.Interrupted) / float64(max(a.Ended, 1))
-		rb := float64(b.Failed+b.Interrupted) / float64(max(b.Ended, 1))
-		return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(b.Failed+b.Interrupted, a.Failed+a.Interrupted), strings.Compare(a.Host, b.Host))
+		ra := float64(a.notOK()) / float64(max(a.Ended, 1))
+		rb := float64(b.notOK()) / float64(max(b.Ended, 1))
+		return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(b.notOK(), a.notOK()), strings.Compare(a.Host, b.Host))
 	})
 	cs := make([]StatusCase, 0, len(codes))
 	for k, n := range codes {
-		kind := [...]string{"exit", "signal", "no end record"}[k[0]]
+		kind := [...]string{"exit", "signal", "no end record", "timed out"}[k[0]]
 		cs = append(cs, StatusCase{Kind: kind, Code: k[1], Cases: n})
 	}
 	slices.SortFunc(cs, func(a, b StatusCase) int {

@@ -82,3 +82,53 @@ func golden(t *testing.T, path string, v any) {
 		t.Errorf("%s differs (-want +got):\n%s", path, diff)
 	}
 }
+
+// TestTimedOutCases: a case that ran past its time limit (a T record) is
+// its own series in the figures, by host and by the signal that ended it,
+// and is kept out of the quantile of durations, as dt_cutoff keeps it.
+func TestTimedOutCases(t *testing.T) {
+	dir := t.TempDir()
+	body := "# farm-status v1 job=7 run=1 host=n1\n" +
+		"S 1 1700000000.000 n1\nE 1 0 1700000000.000 1.000 n1\n" +
+		"S 2 1700000001.000 n1\nT 2 15 1700000001.000 60.000 n1\n"
+	if err := os.WriteFile(filepath.Join(dir, "status.7"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Build(Input{StatusDir: dir, Now: time.Unix(1700000100, 0), ETASeconds: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := d.Histogram; sum(h.TimedOut) != 1 || sum(h.Succeeded) != 1 || h.Quantile != 1 {
+		t.Errorf("histogram %+v: want 1 succeeded, 1 timed out, the quantile of the success alone", h)
+	}
+	if len(d.Hosts) != 1 || d.Hosts[0].TimedOut != 1 || d.Hosts[0].Ended != 2 {
+		t.Errorf("hosts %+v", d.Hosts)
+	}
+	if len(d.Statuses) != 1 || d.Statuses[0].Kind != "timed out" || d.Statuses[0].Code != 15 {
+		t.Errorf("statuses %+v", d.Statuses)
+	}
+	if len(d.Slowest) == 0 || d.Slowest[0].State != TimedOut {
+		t.Errorf("slowest %+v", d.Slowest)
+	}
+	for _, c := range Figures(d) {
+		if c.ID != "timeline" && c.ID != "statuses" && c.ID != "hosts" && c.ID != "histogram" {
+			continue
+		}
+		found := false
+		for _, e := range c.Shapes {
+			if r, ok := e.(Rect); ok && r.Fill == colTimedOut {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("figure %s draws no timed-out case", c.ID)
+		}
+	}
+}
+
+func sum(v []int64) (n int64) {
+	for _, x := range v {
+		n += x
+	}
+	return n
+}

@@ -17,6 +17,7 @@ var (
 	colFailed      = rgb(0xcc3311)
 	colInterrupted = rgb(0xee9933)
 	colRunning     = rgb(0x999999)
+	colTimedOut    = rgb(0xccbb44)
 	colAxis        = rgb(0x333333)
 	colGrid        = rgb(0xdddddd)
 	colText        = rgb(0x222222)
@@ -31,7 +32,51 @@ var (
 // rgb is the opaque colour 0xRRGGBB.
 func rgb(c uint32) Color { return Color{R: uint8(c >> 16), G: uint8(c >> 8), B: uint8(c), A: 0xff} }
 
-var stateColor = map[string]Color{Succeeded: colSucceeded, Failed: colFailed, Interrupted: colInterrupted, Running: colRunning}
+var stateColor = map[string]Color{Succeeded: colSucceeded, Failed: colFailed, Interrupted: colInterrupted, Running: colRunning, TimedOut: colTimedOut}
+
+// endedNames are the states of the cases that ended, as the figures'
+// legends name them, and endedColors their colours: timed out only when
+// some case did (timedOut).
+func endedNames(timedOut bool) []string {
+	if timedOut {
+		return []string{Succeeded, Failed, Interrupted, TimedOut}
+	}
+	return []string{Succeeded, Failed, Interrupted}
+}
+
+func endedColors(timedOut bool) []Color {
+	cols := []Color{colSucceeded, colFailed, colInterrupted, colTimedOut}
+	if timedOut {
+		return cols
+	}
+	return cols[:3]
+}
+
+// timedOut reports whether a bar or cell of t is of a case that timed out.
+func (t Timeline) timedOut() bool {
+	for _, r := range t.Rows {
+		for _, b := range r.Bars {
+			if b.State == TimedOut {
+				return true
+			}
+		}
+		for _, c := range r.Cells {
+			if c.State == TimedOut {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nth is v[i], 0 past v's end (a series of timed-out cases is nil when
+// none timed out).
+func nth(v []int64, i int) int64 {
+	if i < len(v) {
+		return v[i]
+	}
+	return 0
+}
 
 // Figures draws every figure of d: the histogram of durations, the
 // timeline, the throughput, and the failures by host and by status.
@@ -112,7 +157,7 @@ func HistogramFigure(h Histogram) *Canvas {
 	}
 	top := 0.0
 	for i := 0; i < n; i++ {
-		top = max(top, float64(h.Succeeded[i]+h.Failed[i]+h.Interrupted[i]))
+		top = max(top, float64(h.Succeeded[i]+h.Failed[i]+h.Interrupted[i]+nth(h.TimedOut, i)))
 	}
 	top = niceTop(top)
 	axisY(c, p, top, "cases", true)
@@ -122,7 +167,7 @@ func HistogramFigure(h Histogram) *Canvas {
 		for _, s := range []struct {
 			n     int64
 			state string
-		}{{h.Succeeded[i], Succeeded}, {h.Failed[i], Failed}, {h.Interrupted[i], Interrupted}} {
+		}{{h.Succeeded[i], Succeeded}, {h.Failed[i], Failed}, {h.Interrupted[i], Interrupted}, {nth(h.TimedOut, i), TimedOut}} {
 			if s.n == 0 {
 				continue
 			}
@@ -157,7 +202,7 @@ func HistogramFigure(h Histogram) *Canvas {
 	if h.Cutoff > 0 {
 		mark(h.Cutoff, colCutoff, "cutoff", "dt_cutoff "+fmtSeconds(h.Cutoff), 14)
 	}
-	legend(c, Width-20, 44, []string{Succeeded, Failed, Interrupted}, []Color{colSucceeded, colFailed, colInterrupted})
+	legend(c, Width-20, 44, endedNames(h.TimedOut != nil), endedColors(h.TimedOut != nil))
 	return c
 }
 
@@ -254,7 +299,11 @@ func TimelineFigure(t Timeline) *Canvas {
 	}
 	ticks, label, axis := timeTicks(t.T0, t.T1)
 	axisX(c, p, ticks, xs, label, axis)
-	legend(c, Width-20, 34, []string{Succeeded, Failed, Interrupted, Running}, []Color{colSucceeded, colFailed, colInterrupted, colRunning})
+	names, cols := []string{Succeeded, Failed, Interrupted, Running}, []Color{colSucceeded, colFailed, colInterrupted, colRunning}
+	if t.timedOut() {
+		names, cols = append(names, TimedOut), append(cols, colTimedOut)
+	}
+	legend(c, Width-20, 34, names, cols)
 	return c
 }
 
@@ -295,7 +344,7 @@ func ThroughputFigure(tp Throughput) *Canvas {
 	per := float64(tp.BinSeconds) / 60 // minutes a bin
 	top := tp.PerMinute
 	for i := 0; i < n; i++ {
-		top = max(top, float64(tp.Succeeded[i]+tp.Failed[i]+tp.Interrupted[i])/per)
+		top = max(top, float64(tp.Succeeded[i]+tp.Failed[i]+tp.Interrupted[i]+nth(tp.TimedOut, i))/per)
 	}
 	top = niceTop(top)
 	what := "cases ended per minute"
@@ -311,7 +360,7 @@ func ThroughputFigure(tp Throughput) *Canvas {
 		for _, s := range []struct {
 			n     int64
 			state string
-		}{{tp.Succeeded[i], Succeeded}, {tp.Failed[i], Failed}, {tp.Interrupted[i], Interrupted}} {
+		}{{tp.Succeeded[i], Succeeded}, {tp.Failed[i], Failed}, {tp.Interrupted[i], Interrupted}, {nth(tp.TimedOut, i), TimedOut}} {
 			if s.n == 0 {
 				continue
 			}
@@ -329,7 +378,7 @@ func ThroughputFigure(tp Throughput) *Canvas {
 			Text{X: p.x + p.w - 4, Y: y - 4, S: fmt.Sprintf("farm query's rate: %.1f cases/min", tp.PerMinute), Size: 11, Anchor: End, Fill: colRate})
 	}
 	c.Add(Text{X: p.x, Y: c.H - 12, S: ETAText(tp), Size: 12, Fill: colText, Class: "eta"})
-	legend(c, Width-20, 44, []string{Succeeded, Failed, Interrupted}, []Color{colSucceeded, colFailed, colInterrupted})
+	legend(c, Width-20, 44, endedNames(tp.TimedOut != nil), endedColors(tp.TimedOut != nil))
 	return c
 }
 
@@ -351,18 +400,24 @@ func ETAText(tp Throughput) string {
 // first (at most 30).
 func HostsFigure(hosts []HostCount) *Canvas {
 	var items []barItem
+	timedOut := false
 	for _, h := range hosts {
-		ok := h.Ended - h.Failed - h.Interrupted
-		note := fmt.Sprintf("%d of %d failed or interrupted (%.0f%%)", h.Failed+h.Interrupted, h.Ended, 100*float64(h.Failed+h.Interrupted)/float64(max(h.Ended, 1)))
-		items = append(items, barItem{label: h.Host, parts: []int64{ok, h.Failed, h.Interrupted}, note: note})
+		ok := h.Ended - h.notOK()
+		what := "failed or interrupted"
+		if h.TimedOut > 0 {
+			what, timedOut = "failed, interrupted or timed out", true
+		}
+		note := fmt.Sprintf("%d of %d %s (%.0f%%)", h.notOK(), h.Ended, what, 100*float64(h.notOK())/float64(max(h.Ended, 1)))
+		items = append(items, barItem{label: h.Host, parts: []int64{ok, h.Failed, h.Interrupted, h.TimedOut}, note: note})
 	}
-	return barList("hosts", "Cases by host (worst first)", items, []string{Succeeded, Failed, Interrupted})
+	return barList("hosts", "Cases by host (worst first)", items, endedNames(timedOut))
 }
 
 // StatusesFigure draws the failed and interrupted cases by exit status or
 // signal.
 func StatusesFigure(st []StatusCase) *Canvas {
 	var items []barItem
+	timedOut := false
 	for _, s := range st {
 		label := fmt.Sprintf("exit %d", s.Code)
 		parts := []int64{0, s.Cases, 0}
@@ -371,10 +426,12 @@ func StatusesFigure(st []StatusCase) *Canvas {
 			label, parts = fmt.Sprintf("signal %d", s.Code), []int64{0, 0, s.Cases}
 		case "no end record":
 			label, parts = "no end record", []int64{0, 0, s.Cases}
+		case "timed out":
+			label, parts, timedOut = fmt.Sprintf("timed out (signal %d)", s.Code), []int64{0, 0, 0, s.Cases}, true
 		}
 		items = append(items, barItem{label: label, parts: parts, note: fmt.Sprint(s.Cases)})
 	}
-	return barList("statuses", "Failures by exit status or signal", items, []string{Succeeded, Failed, Interrupted})
+	return barList("statuses", "Failures by exit status or signal", items, endedNames(timedOut))
 }
 
 type barItem struct {

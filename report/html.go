@@ -134,6 +134,8 @@ func writeSlowestSection(b *bufio.Writer, slowest []Attempt) {
 			if a.Status > 0 {
 				how = fmt.Sprintf("interrupted (signal %d)", a.Status)
 			}
+		case TimedOut:
+			how = fmt.Sprintf("timed out (signal %d)", a.Status)
 		}
 		fmt.Fprintf(b, "<tr><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"%s\">%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"cmd\">%s</td></tr>\n",
 			a.ID, esc(fmtSeconds(a.Seconds)), a.State, esc(how), esc(a.Job), esc(a.Host), esc(fmtTime(a.Start)), esc(a.Command))
