@@ -241,7 +241,7 @@ func TestAddRefusesBadLines(t *testing.T) {
 	table, _ := os.ReadFile(filepath.Join(dir, "table.dat"))
 	misc, _ := os.ReadDir(filepath.Join(dir, "MISC"))
 	for _, c := range []struct{ input, want string }{
-		{"echo a\necho b\necho c #FARM cpu=2\n", `^farm: more.txt:3: #FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`},
+		{"echo a\necho b\necho c #FARM cpu=2\n", `^farm: more.txt:3: #FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`},
 		{"echo a\necho b\x00\n", `^farm: more.txt:2: a NUL byte at column 7: a case line must be text; remove it$`},
 		{"# nothing\n\n", `^farm: more.txt has no case to add`},
 	} {

@@ -936,15 +936,16 @@ func tableNeedsEntries() []catEntry {
 			msg: `^farm: table\.dat is missing`},
 		// What a case needs, after #FARM (issue 13): a part that does not
 		// read is refused, naming the line, before anything is written.
-		refusedTable("needs-unknown-key", "echo a #FARM cpus=2\necho b #FARM cpu=2\n", atLine("table.dat", 2)+`#FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`),
+		refusedTable("needs-unknown-key", "echo a #FARM cpus=2\necho b #FARM cpu=2\n", atLine("table.dat", 2)+`#FARM: unknown key "cpu" \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`),
 		refusedTable("needs-numbered-bad-mem", "1 true\n# c\n2 true #FARM mem=8GiB\n", atLine("table.dat", 3)+`#FARM: bad mem="8GiB": want a size above 0: a number of MiB, or with a unit K, M, G or T \(of 1024\), e\.g\. 512M or 8G; fix the line$`),
 		refusedTable("needs-bad-cpus", "true #FARM cpus=0\n", atLine("table.dat", 1)+`#FARM: bad cpus="0": want a whole number of CPUs, 1 or more; fix the line$`),
 		refusedTable("needs-bad-gpus", "true #FARM gpus=-1\n", atLine("table.dat", 1)+`#FARM: bad gpus="-1": want a whole number of GPUs, 0 or more; fix the line$`),
+		refusedTable("needs-bad-time", "true\ntrue #FARM time=abc\n", atLine("table.dat", 2)+`#FARM: bad time="abc": want a time limit above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line$`),
 		refusedTable("needs-bad-min-time", "true\ntrue #FARM min_time=366-00:00:00\n", atLine("table.dat", 2)+`#FARM: bad min_time="366-00:00:00": want a time above 0 and at most 365 days: Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or 90s, 30m, 2h; fix the line$`),
-		refusedTable("needs-duplicate-key", "true #FARM cpus=2 mem=1G cpus=4\n", atLine("table.dat", 1)+`#FARM: cpus is given twice; give each key once \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`),
-		refusedTable("needs-empty-value", "true #FARM mem=\n", atLine("table.dat", 1)+`#FARM: mem= has no value \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`),
-		refusedTable("needs-nothing-after-mark", "true #FARM \t\r\n", atLine("table.dat", 1)+`#FARM: no key=value after it \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`),
-		refusedTable("needs-not-key-value", "true #FARM needs four cpus\n", atLine("table.dat", 1)+`#FARM: "needs" is not key=value \(known: cpus, gpus, mem, min_time, nodes\); fix the line$`),
+		refusedTable("needs-duplicate-key", "true #FARM cpus=2 mem=1G cpus=4\n", atLine("table.dat", 1)+`#FARM: cpus is given twice; give each key once \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`),
+		refusedTable("needs-empty-value", "true #FARM mem=\n", atLine("table.dat", 1)+`#FARM: mem= has no value \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`),
+		refusedTable("needs-nothing-after-mark", "true #FARM \t\r\n", atLine("table.dat", 1)+`#FARM: no key=value after it \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`),
+		refusedTable("needs-not-key-value", "true #FARM needs four cpus\n", atLine("table.dat", 1)+`#FARM: "needs" is not key=value \(known: cpus, gpus, mem, min_time, nodes, time\); fix the line$`),
 		refusedTable("needs-no-command", "1 true\n2 #FARM cpus=1\n", atLine("table.dat", 2)+`a case needs a command before #FARM; fix the line$`),
 		// A good part runs: the command without it (bash would take it for
 		// a comment anyway), its cases succeed.
@@ -953,7 +954,7 @@ func tableNeedsEntries() []catEntry {
 		{name: "table-resubmit-needs-added", base: baseRan, setup: appendTo("table.dat", "3 true #FARM cpus=two\n"), args: []string{"resubmit", "1", "--backend", "local"}, code: 1,
 			msg: atLine("table.dat", 3) + `#FARM: bad cpus="two": want a whole number of CPUs, 1 or more; fix the line$`, notOut: `Resubmitting`},
 		{name: "table-wait-needs-added-after-run", base: baseRan, setup: appendTo("table.dat", "3 true #FARM gpu=1\n"), args: []string{"wait"}, code: exitNotAllOK,
-			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time, nodes\): not counted; fix the line before 'farm resubmit'`,
+			msg: `^farm: warning: table\.dat:3: #FARM: unknown key "gpu" \(known: cpus, gpus, mem, min_time, nodes, time\): not counted; fix the line before 'farm resubmit'`,
 			out: `^2 cases: 1 succeeded, 1 failed`},
 		{name: "table-run-case-needs", setup: write("table.dat", "echo a\necho b #FARM mem=lots\n"), args: []string{"run-case", "2"}, code: 1,
 			msg: atLine("table.dat", 2) + `#FARM: bad mem="lots": want a size above 0`, change: []string{"RUN*/"}},
@@ -978,7 +979,9 @@ func configEntries() []catEntry {
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS, BACKEND\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS, BACKEND, CASE_TIME_LIMIT, CASE_TIME_LIMIT_MIN, CASE_KILL_GRACE, RETRY_TIMEOUTS\)$`),
+		bad("case-time-limit-unit", "CASE_TIME_LIMIT=5y", submitLocal, `CASE_TIME_LIMIT must be a time limit for every case, as 90s, 30m or 2h, or a multiple of the median duration of the cases that succeeded, as 5x; got "5y"$`),
+		bad("retry-timeouts-2", "RETRY_TIMEOUTS=2", status, `RETRY_TIMEOUTS must be 0 \(RETRIES runs again only the cases that failed\) or 1 \(and those that timed out\), got 2$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(did you mean NJOBS_MAX\?\)$`),
 		bad("key-typo-submit", "WAIT_FOR_CASE=60", submitLocal, `unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\)$`),
 		bad("key-typo-resubmit", "WAIT_FOR_CASE=60", []string{"resubmit", "1", "--backend", "local"}, `unknown setting "WAIT_FOR_CASE" \(did you mean WAIT_FOR_CASES\?\)$`),

@@ -218,3 +218,39 @@ func TestLocalCaseTimeLimitMedian(t *testing.T) {
 	}
 	t.Logf("case 41 timed out after %.3f s; the first case ran %.3f s", c.Seconds, durs[0])
 }
+
+// TestLocalStopReachesCaseWithLimit: a case with a time limit runs in a
+// process group of its own; the job's stop signal (farm kill, the job's
+// time limit) still reaches it and what it started in the background:
+// it is recorded interrupted, not timed out, and nothing of it is left.
+func TestLocalStopReachesCaseWithLimit(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	pidFile := filepath.Join(tmp, "grandchild")
+	dir := newFarm(t, []string{
+		`sh -c 'sleep 1000 & echo $! > ` + pidFile + `; sleep 1000' #FARM time=1h`,
+	}, "0-00:10")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	waitFor(t, 30*time.Second, "the case to start", func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFarm(t, dir, "kill")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	if c := statusJSON(t, dir)[1]; c.State != "interrupted" || c.Status != 15 {
+		t.Errorf("case 1: %+v; want interrupted by signal 15", c)
+	}
+	gone := false
+	for end := time.Now().Add(5 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		gone = processGone(pid)
+	}
+	if !gone {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the case's background process %d outlived farm kill", pid)
+	}
+}
