@@ -254,3 +254,27 @@ func TestLocalStopReachesCaseWithLimit(t *testing.T) {
 		t.Errorf("the case's background process %d outlived farm kill", pid)
 	}
 }
+
+// TestLocalCaseTimeLimitWholeNode: in WHOLE_NODE mode the limit is per
+// case: a case past its limit is ended while the case beside it, in the
+// meta-job's other loop, runs on to its end, and its loop takes the next
+// case at once.
+func TestLocalCaseTimeLimitWholeNode(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"sleep 1000 #FARM time=1s", "sleep 3", "true", "true"}, "0-00:10")
+	addConfig(t, dir, "WHOLE_NODE=1", "NWHOLE=2")
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "timed out" || c.Seconds < 1 || c.Seconds > 1.5 {
+		t.Errorf("case 1: %+v; want timed out after 1 s", c)
+	}
+	if c := st[2]; c.State != "succeeded" || c.Seconds < 3 {
+		t.Errorf("case 2: %+v; want succeeded after its 3 s", c)
+	}
+	ends := readEnds(t, dir)
+	if e1, e3 := ends[1], ends[3]; e1 == nil || e3 == nil || !e3.startedAtSeen || e3.startedAt-(e1.start+e1.secs) > 0.5 {
+		t.Errorf("case 3 did not start at once after case 1 timed out: %+v, %+v", e1, e3)
+	}
+}
