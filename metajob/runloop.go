@@ -36,7 +36,7 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 		}
 	})
 	m.wg.Wait()
-	m.graces.finish(m.stop.stopped(), m.log)
+	m.graces.finish(m.stop.ch, m.log)
 	o.looks.Wait() // the warden's look under way, if any: it may mark a rescue
 	if m.rescue != nil {
 		m.rescue.halt() // before the last records: it writes to the status file too

@@ -239,9 +239,9 @@ func (gs *graces) fire(gk *graceKill) {
 	}
 }
 
-// finish carries out the SIGKILLs still due: when due, or at once if now
-// (the job was told to stop).
-func (gs *graces) finish(now bool, log io.Writer) {
+// finish carries out the SIGKILLs still due: when due, or at once once
+// the job is told to stop (stop closed).
+func (gs *graces) finish(stop <-chan struct{}, log io.Writer) {
 	gs.mu.Lock()
 	var left []*graceKill
 	for gk := range gs.set {
@@ -249,9 +249,12 @@ func (gs *graces) finish(now bool, log io.Writer) {
 	}
 	gs.mu.Unlock()
 	for _, gk := range left {
-		if d := time.Until(gk.due); d > 0 && !now {
+		if d := time.Until(gk.due); d > 0 {
 			fmt.Fprintf(log, "farm: waiting %s for the grace of a timed-out case's processes before SIGKILL\n", d.Round(time.Millisecond))
-			time.Sleep(d)
+			select {
+			case <-time.After(d):
+			case <-stop:
+			}
 		}
 		gk.t.Stop()
 		gs.fire(gk)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -125,5 +126,26 @@ func TestMedianLimit(t *testing.T) {
 	}
 	if med, n := ml.get(status.Cutoff{Median: 7, Succeeded: 1000}); n != 1000 || med != 7 {
 		t.Fatalf("with the farm's record: median %v of %d, want 7 of 1000", med, n)
+	}
+}
+
+// TestGracesFinish: the SIGKILLs still due when the meta-job ends are
+// carried out when due, or at once once a stop signal came.
+func TestGracesFinish(t *testing.T) {
+	var gs graces
+	var fired atomic.Int32
+	gs.add(300*time.Millisecond, func() { fired.Add(1) })
+	start := time.Now()
+	gs.finish(nil, &slowWriter{})
+	if d := time.Since(start); fired.Load() != 1 || d < 250*time.Millisecond {
+		t.Errorf("finish: %d kills after %v; want 1 when due (300 ms)", fired.Load(), d)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	gs.add(time.Hour, func() { fired.Add(1) })
+	start = time.Now()
+	gs.finish(stop, &slowWriter{})
+	if d := time.Since(start); fired.Load() != 2 || d > time.Second {
+		t.Errorf("finish after a stop: %d kills after %v; want it at once", fired.Load(), d)
 	}
 }
