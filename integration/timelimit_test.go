@@ -278,3 +278,39 @@ func TestLocalCaseTimeLimitWholeNode(t *testing.T) {
 		t.Errorf("case 3 did not start at once after case 1 timed out: %+v, %+v", e1, e3)
 	}
 }
+
+// TestLocalStopKillsWhatIgnoresIt: a case with a time limit that ignores
+// the job's SIGTERM (farm kill) is killed by its meta-job before it exits
+// (its process group left the job's, which the local backend's SIGKILL
+// reaches), its background process too.
+func TestLocalStopKillsWhatIgnoresIt(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	dir := newFarm(t, []string{
+		`trap "" TERM; sleep 1000 & echo $! > ` + pidFile + `; while :; do sleep 0.1; done #FARM time=1h`,
+	}, "0-00:10")
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	waitFor(t, 30*time.Second, "the case to start", func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFarm(t, dir, "kill")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	if c := statusJSON(t, dir)[1]; c.State != "interrupted" {
+		t.Errorf("case 1: %+v; want interrupted", c)
+	}
+	gone := false
+	for end := time.Now().Add(5 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		gone = processGone(pid)
+	}
+	if !gone {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the case's background process %d, which ignores SIGTERM, outlived farm kill", pid)
+	}
+}

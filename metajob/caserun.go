@@ -50,8 +50,10 @@ type caseRunner interface {
 	// has none): the loop's hostfiles go there.
 	scratch() string
 	// group is the process group of the case running with Group, 0 if
-	// none; safe from any goroutine.
+	// none; safe from any goroutine. lastGroup is that of the last case
+	// run with Group, kept once it ended (for the loop that ran it).
 	group() int
+	lastGroup() int
 	close()
 }
 
@@ -86,6 +88,7 @@ type forkRunner struct {
 	reply []byte
 	buf   []byte
 	pgid  atomic.Int64 // group
+	last  int          // lastGroup
 }
 
 // The private node-local directories of forkRunners are
@@ -279,6 +282,7 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	if ok && line != "" && line[0] == '+' {
 		pgid, _ := strconv.Atoi(line[1:])
 		r.pgid.Store(int64(pgid))
+		r.last = pgid
 		line, ok = r.wait()
 		r.pgid.Store(0)
 	}
@@ -415,6 +419,8 @@ func (r *forkRunner) close() {
 func (r *forkRunner) scratch() string { return r.tmp }
 
 func (r *forkRunner) group() int { return int(r.pgid.Load()) }
+
+func (r *forkRunner) lastGroup() int { return r.last }
 
 // bind binds the worker, whose forked subshells inherit its CPUs, to cpus;
 // nil, to the job's CPUs again, after a case that was bound.

@@ -25,6 +25,7 @@ type execRunner struct {
 	// its own (Group) gets the stop signal the job's group got.
 	stop *stopWatch
 	pgid atomic.Int64 // group
+	last int          // lastGroup
 }
 
 func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
@@ -32,6 +33,8 @@ func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus 
 func (r *execRunner) scratch() string { return "" }
 
 func (r *execRunner) group() int { return int(r.pgid.Load()) }
+
+func (r *execRunner) lastGroup() int { return r.last }
 
 func (r *execRunner) run(c caseRequest) (int, int, error) {
 	cmd := &exec.Cmd{
@@ -78,6 +81,7 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 // which the signal reached.
 func (r *execRunner) forward(pgid int) chan struct{} {
 	r.pgid.Store(int64(pgid))
+	r.last = pgid
 	done := make(chan struct{})
 	if r.stop == nil {
 		return done

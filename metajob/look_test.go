@@ -81,6 +81,7 @@ func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
 func (nopRunner) refresh() error                    { return nil }
 func (nopRunner) bind([]int)                        {}
 func (nopRunner) scratch() string                   { return "" }
+func (nopRunner) lastGroup() int                    { return 0 }
 func (nopRunner) group() int                        { return 0 }
 func (nopRunner) close()                            {}
 

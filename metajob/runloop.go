@@ -36,7 +36,6 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 		}
 	})
 	m.wg.Wait()
-	m.graces.finish(m.stop.ch, m.log)
 	o.looks.Wait() // the warden's look under way, if any: it may mark a rescue
 	if m.rescue != nil {
 		m.rescue.halt() // before the last records: it writes to the status file too
@@ -45,7 +44,9 @@ func (m *Metajob) runLoops(ctx context.Context) error {
 	if n := len(o.retries) + o.retriesLeft; n > 0 {
 		fmt.Fprintf(m.log, "farm: %d failed case(s) due to run again are left, failed, for the next run ('farm resubmit')\n", n)
 	}
-	return m.quit(jobEnd(o.ends))
+	err := m.quit(jobEnd(o.ends))
+	m.graces.finish(m.log) // after its last record: a job killed meanwhile has it
+	return err
 }
 
 // startLoop starts loop s; when it ends, the owner hears how.

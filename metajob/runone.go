@@ -67,6 +67,9 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+	if stopped && limit > 0 {
+		m.killLeftAfterStop(s.runner) // its process group left the job's
+	}
 	if stopped && sig != 0 {
 		// Killed by the job's stop signal: the case did not fail, it was
 		// cut short.

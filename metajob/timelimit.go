@@ -131,23 +131,17 @@ func (ct *caseTimer) term() {
 	ct.sent = syscall.SIGTERM
 	fmt.Fprintf(ct.log, "farm: case %d ran past its time limit of %s: SIGTERM to its processes, SIGKILL in %s\n",
 		ct.id, ct.limit, ct.grace)
-	ct.graces.add(ct.grace, func() { ct.kill(g, born) })
+	ct.graces.add(g, born, ct.grace, ct.killing)
 }
 
-// kill sends SIGKILL to process group g, whose leader started at born
-// (procStart), unless its number now names another group: a group's number
-// is taken by no new process while one of its processes lives, so a leader
-// that is gone, or the same, leaves g the case's.
-func (ct *caseTimer) kill(g int, born uint64) {
-	if now, ok := procStart(g); ok && now != born {
-		return
-	}
+// killing is told that the grace is over: the case, if it still runs,
+// ends of SIGKILL.
+func (ct *caseTimer) killing() {
 	ct.mu.Lock()
 	if !ct.done {
 		ct.sent = syscall.SIGKILL // before the case can end of it
 	}
 	ct.mu.Unlock()
-	syscall.Kill(-g, syscall.SIGKILL)
 }
 
 // end stops the timer once the case ended, and returns the last signal
@@ -200,25 +194,47 @@ func (m *Metajob) timedOut(c tablefmt.Case, sig int, start time.Time, d time.Dur
 	return timedOutCode, d, going, nil
 }
 
+// killLeftAfterStop sets SIGKILL, after the grace (at most stopGrace),
+// for what is left of the process group of the case r ran last, with a
+// limit, when a stop signal came: the signal the job got was passed on to
+// the group, which left the job's, and which the batch system's SIGKILL
+// of the job, after its own grace, would not reach. The meta-job, which
+// stops, waits for it as it exits (graces.finish).
+func (m *Metajob) killLeftAfterStop(r caseRunner) {
+	if g := r.lastGroup(); g > 0 {
+		born, _ := procStart(g)
+		m.graces.add(g, born, min(m.Farm.Config.CaseKillGrace, stopGrace), nil)
+	}
+}
+
+// stopGrace bounds the grace of a case with a limit that a stop signal
+// ended: within the grace batch systems give a job they stop before they
+// kill it (Slurm's KillWait, 30 s by default; farm's local backend, 10 s),
+// so that the meta-job is still there to send its SIGKILL.
+const stopGrace = 5 * time.Second
+
 // graces are the SIGKILLs due after the grace of the cases that timed
-// out: the meta-job carries out those still due before it exits
-// (finish), else what a case left behind, in its own process group,
-// would outlive it.
+// out (or that a stop signal ended): the meta-job waits for those still
+// due before it exits (finish), else what a case left behind, in its own
+// process group, would outlive it.
 type graces struct {
 	mu  sync.Mutex
 	set map[*graceKill]struct{}
 }
 
-// graceKill is one SIGKILL due at due.
+// graceKill is the SIGKILL of process group g, whose leader started at
+// born (procStart), due at due; killing, if set, is told first.
 type graceKill struct {
-	due  time.Time
-	kill func()
-	t    *time.Timer
+	g       int
+	born    uint64
+	due     time.Time
+	killing func()
+	t       *time.Timer
 }
 
-// add sets kill to run after d.
-func (gs *graces) add(d time.Duration, kill func()) {
-	gk := &graceKill{due: time.Now().Add(d), kill: kill}
+// add sets the SIGKILL of group g after d.
+func (gs *graces) add(g int, born uint64, d time.Duration, killing func()) {
+	gk := &graceKill{g: g, born: born, due: time.Now().Add(d), killing: killing}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if gs.set == nil {
@@ -228,7 +244,21 @@ func (gs *graces) add(d time.Duration, kill func()) {
 	gk.t = time.AfterFunc(d, func() { gs.fire(gk) })
 }
 
-// fire runs gk's kill, once.
+// kill sends gk's SIGKILL, unless the group's number now names
+// another group: a group's number is taken by no new process while one
+// of its processes lives, so a leader that is gone, or the same, leaves
+// the group the case's.
+func (gk *graceKill) kill() {
+	if now, ok := procStart(gk.g); ok && now != gk.born {
+		return
+	}
+	if gk.killing != nil {
+		gk.killing()
+	}
+	syscall.Kill(-gk.g, syscall.SIGKILL)
+}
+
+// fire sends gk's SIGKILL if it is still due (once).
 func (gs *graces) fire(gk *graceKill) {
 	gs.mu.Lock()
 	_, ok := gs.set[gk]
@@ -239,9 +269,13 @@ func (gs *graces) fire(gk *graceKill) {
 	}
 }
 
-// finish carries out the SIGKILLs still due: when due, or at once once
-// the job is told to stop (stop closed).
-func (gs *graces) finish(stop <-chan struct{}, log io.Writer) {
+// finishPoll is how often finish looks whether a group it waits for has
+// ended.
+const finishPoll = 50 * time.Millisecond
+
+// finish waits for the SIGKILLs still due: each group's, until it is due
+// (then sent) or the group has ended by itself.
+func (gs *graces) finish(log io.Writer) {
 	gs.mu.Lock()
 	var left []*graceKill
 	for gk := range gs.set {
@@ -249,12 +283,11 @@ func (gs *graces) finish(stop <-chan struct{}, log io.Writer) {
 	}
 	gs.mu.Unlock()
 	for _, gk := range left {
-		if d := time.Until(gk.due); d > 0 {
-			fmt.Fprintf(log, "farm: waiting %s for the grace of a timed-out case's processes before SIGKILL\n", d.Round(time.Millisecond))
-			select {
-			case <-time.After(d):
-			case <-stop:
-			}
+		if d := time.Until(gk.due); d > 0 && syscall.Kill(-gk.g, 0) == nil {
+			fmt.Fprintf(log, "farm: waiting up to %s for the processes of a case ended by farm (process group %d) before SIGKILL\n", d.Round(time.Millisecond), gk.g)
+		}
+		for time.Now().Before(gk.due) && syscall.Kill(-gk.g, 0) == nil {
+			time.Sleep(min(finishPoll, time.Until(gk.due)))
 		}
 		gk.t.Stop()
 		gs.fire(gk)

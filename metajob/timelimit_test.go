@@ -130,22 +130,36 @@ func TestMedianLimit(t *testing.T) {
 }
 
 // TestGracesFinish: the SIGKILLs still due when the meta-job ends are
-// carried out when due, or at once once a stop signal came.
+// waited for: sent when due, or not at all once the group has ended by
+// itself.
 func TestGracesFinish(t *testing.T) {
 	var gs graces
-	var fired atomic.Int32
-	gs.add(300*time.Millisecond, func() { fired.Add(1) })
-	start := time.Now()
-	gs.finish(nil, &slowWriter{})
-	if d := time.Since(start); fired.Load() != 1 || d < 250*time.Millisecond {
-		t.Errorf("finish: %d kills after %v; want 1 when due (300 ms)", fired.Load(), d)
+	var killed atomic.Int32
+	lone := exec.Command("sleep", "1000")
+	lone.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := lone.Start(); err != nil {
+		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	close(stop)
-	gs.add(time.Hour, func() { fired.Add(1) })
+	done := make(chan error)
+	go func() { done <- lone.Wait() }()
+	born, _ := procStart(lone.Process.Pid)
+	gs.add(lone.Process.Pid, born, 300*time.Millisecond, func() { killed.Add(1) })
+	start := time.Now()
+	gs.finish(&slowWriter{})
+	if d := time.Since(start); killed.Load() != 1 || d < 250*time.Millisecond {
+		t.Errorf("finish: %d kills after %v; want 1 when due (300 ms)", killed.Load(), d)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		lone.Process.Kill()
+		t.Fatal("the group outlived its SIGKILL")
+	}
+	// A group that has ended: nothing to wait for.
+	gs.add(lone.Process.Pid, born, time.Hour, nil)
 	start = time.Now()
-	gs.finish(stop, &slowWriter{})
-	if d := time.Since(start); fired.Load() != 2 || d > time.Second {
-		t.Errorf("finish after a stop: %d kills after %v; want it at once", fired.Load(), d)
+	gs.finish(&slowWriter{})
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("finish waited %v for a group that had ended", d)
 	}
 }
