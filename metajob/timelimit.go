@@ -230,6 +230,7 @@ type graceKill struct {
 	due     time.Time
 	killing func()
 	t       *time.Timer
+	once    sync.Once // its kill: once, and done when Do returns, whoever calls it
 }
 
 // add sets the SIGKILL of group g after d.
@@ -258,15 +259,13 @@ func (gk *graceKill) kill() {
 	syscall.Kill(-gk.g, syscall.SIGKILL)
 }
 
-// fire sends gk's SIGKILL if it is still due (once).
+// fire sends gk's SIGKILL (once; a call that comes while another sends
+// it returns once it is sent).
 func (gs *graces) fire(gk *graceKill) {
 	gs.mu.Lock()
-	_, ok := gs.set[gk]
 	delete(gs.set, gk)
 	gs.mu.Unlock()
-	if ok {
-		gk.kill()
-	}
+	gk.once.Do(gk.kill)
 }
 
 // finishPoll is how often finish looks whether a group it waits for has
