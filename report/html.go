@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -98,14 +99,22 @@ func writeFailuresSection(b *bufio.Writer, d *Data) {
 	esc := xmlText
 	b.WriteString("<section id=\"failures-section\">\n<h2>Failures</h2>\n<p>By host, the hosts with the largest share of cases that failed or were interrupted first: a bad node stands out at the top.</p>\n")
 	writeInline(b, HostsFigure(d.Hosts))
-	b.WriteString("<table id=\"hosts\">\n<tr><th>host</th><th class=\"n\">ended</th><th class=\"n\">failed</th><th class=\"n\">interrupted</th><th class=\"n\">share</th></tr>\n")
+	timedOut := slices.ContainsFunc(d.Hosts, func(h HostCount) bool { return h.TimedOut > 0 })
+	b.WriteString("<table id=\"hosts\">\n<tr><th>host</th><th class=\"n\">ended</th><th class=\"n\">failed</th><th class=\"n\">interrupted</th>")
+	if timedOut {
+		b.WriteString("<th class=\"n\">timed out</th>")
+	}
+	b.WriteString("<th class=\"n\">share</th></tr>\n")
 	for i, hc := range d.Hosts {
 		if i == MaxHostRows {
-			fmt.Fprintf(b, "<tr><td colspan=\"5\">… and %d more hosts</td></tr>\n", len(d.Hosts)-MaxHostRows)
+			fmt.Fprintf(b, "<tr><td colspan=\"%d\">… and %d more hosts</td></tr>\n", 5+map[bool]int{true: 1}[timedOut], len(d.Hosts)-MaxHostRows)
 			break
 		}
-		fmt.Fprintf(b, "<tr><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%.1f%%</td></tr>\n",
-			esc(hc.Host), hc.Ended, hc.Failed, hc.Interrupted, 100*float64(hc.Failed+hc.Interrupted)/float64(max(hc.Ended, 1)))
+		fmt.Fprintf(b, "<tr><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td>", esc(hc.Host), hc.Ended, hc.Failed, hc.Interrupted)
+		if timedOut {
+			fmt.Fprintf(b, "<td class=\"n\">%d</td>", hc.TimedOut)
+		}
+		fmt.Fprintf(b, "<td class=\"n\">%.1f%%</td></tr>\n", 100*float64(hc.notOK())/float64(max(hc.Ended, 1)))
 	}
 	b.WriteString("</table>\n<p>By exit status (failed cases) and by signal (interrupted ones: 9 or 15 is usually the job's time limit or a kill).</p>\n")
 	writeInline(b, StatusesFigure(d.Statuses))
