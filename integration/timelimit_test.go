@@ -314,3 +314,25 @@ func TestLocalStopKillsWhatIgnoresIt(t *testing.T) {
 		t.Errorf("the case's background process %d, which ignores SIGTERM, outlived farm kill", pid)
 	}
 }
+
+// TestLocalRetryTimeouts: with RETRY_TIMEOUTS=1, RETRIES runs again a case
+// that timed out (attempt=2 why=timeout), and the run counts it once.
+func TestLocalRetryTimeouts(t *testing.T) {
+	t.Parallel()
+	dir := newFarm(t, []string{"sleep 100 #FARM time=1s", "true"}, "0-00:10")
+	setConfig(t, dir, "RETRIES", "1")
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	addConfig(t, dir, "RETRY_TIMEOUTS=1")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	if c := statusJSON(t, dir)[1]; c.State != "timed out" || c.Attempts != 2 {
+		t.Errorf("case 1: %+v; want timed out after 2 attempts", c)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "STATUSES", "status.1"))
+	if !strings.Contains(string(b), " attempt=2 why=timeout\n") {
+		t.Errorf("no retry's start record says why=timeout:\n%s", b)
+	}
+	if out := mustFarm(t, dir, "query", "--json"); !strings.Contains(out, `"run_cases":{"total":2,"succeeded":1,"failed":0,"interrupted":0,"timed_out":1,`) {
+		t.Errorf("query --json:\n%s", out)
+	}
+}
