@@ -336,3 +336,32 @@ func TestLocalRetryTimeouts(t *testing.T) {
 		t.Errorf("query --json:\n%s", out)
 	}
 }
+
+// TestLocalCaseTimeLimitProgram: a single_case.sh that is a program of its
+// own (executed, not sourced: here by env sh) has its cases' limits kept
+// the same way, its case's background grandchild ended with it.
+func TestLocalCaseTimeLimitProgram(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	dir := newFarm(t, []string{`sh -c 'sleep 1000 & echo $! > ` + pidFile + `; sleep 1000' #FARM time=1s`, "true"}, "0-00:10")
+	if err := os.WriteFile(filepath.Join(dir, "single_case.sh"), []byte("#!/usr/bin/env sh\ncd \"RUN$ID\" && eval \"$COMM\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setConfig(t, dir, "CASE_KILL_GRACE", "1")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
+	st := statusJSON(t, dir)
+	if c := st[1]; c.State != "timed out" || c.Status != 15 || c.Seconds > 1.5 {
+		t.Errorf("case 1: %+v; want timed out (15) after 1 s", c)
+	}
+	if c := st[2]; c.State != "succeeded" {
+		t.Errorf("case 2: %+v", c)
+	}
+	b, _ := os.ReadFile(pidFile)
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || !processGone(pid) {
+		if err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("case 1's grandchild (%q) outlived it", b)
+	}
+}
