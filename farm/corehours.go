@@ -56,6 +56,7 @@ var busyOutcomes = []status.State{
 	status.Succeeded,
 	status.Failed,
 	status.Interrupted,
+	status.TimedOut,
 	status.Running,
 }
 
