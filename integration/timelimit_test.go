@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/farm-hpc/farm/integration/harness"
 )
 
 // addConfig appends KEY=value lines to the farm's config.
@@ -364,4 +367,48 @@ func TestLocalCaseTimeLimitProgram(t *testing.T) {
 		}
 		t.Errorf("case 1's grandchild (%q) outlived it", b)
 	}
+}
+
+// TestLocalKilledJobTakesItsLimitedCase: a job killed with SIGKILL to its
+// process group (what the fault trials' kill -9 does) takes with it a
+// case with a time limit, which runs in a process group of its own: the
+// local backend kills the job's whole session once its script is gone.
+// Before, the case and its background grandchild ran on, and the job
+// looked ended while they ran, so that rescue could run the case again
+// beside them.
+func TestLocalKilledJobTakesItsLimitedCase(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	dir := newFarm(t, []string{
+		`sleep 1000 & echo "$BASHPID $!" > ` + pids + `; sleep 1000 #FARM time=1h`,
+	}, "0-00:10")
+	setConfig(t, dir, "RESCUE_CHECK", "0")
+	mustFarm(t, dir, "submit", "1", "--backend", "local")
+	waitFor(t, 30*time.Second, "the case to start", func() bool {
+		b, err := os.ReadFile(pids)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(pids)
+	var caseShell, grandchild int
+	if _, err := fmt.Sscan(string(b), &caseShell, &grandchild); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	pgid := jobPGID(t, dir, harness.JobIDs(dir)[0])
+	if g, _ := syscall.Getpgid(caseShell); g == pgid {
+		t.Fatalf("the case with a time limit runs in the job's process group %d: this test tests one that does not", pgid)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{caseShell, grandchild} {
+		gone := false
+		for end := time.Now().Add(10 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			gone = processGone(pid)
+		}
+		if !gone {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("process %d of the case outlived its job's SIGKILL by 10 s", pid)
+		}
+	}
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "1m")
 }

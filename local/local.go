@@ -133,7 +133,7 @@ type localState struct {
 	State    backend.JobState
 	PID      int    // the job's supervising process
 	PIDStart uint64 // its start ticks, against PID reuse
-	PGID     int    // the job script's process group, once running
+	PGID     int    // the job script's process group and session, once running
 	// Host is the supervisor's proc.HostID: its PIDs mean something only
 	// to processes of that identity. Empty in records written before it
 	// was kept, which are judged as local.
@@ -400,7 +400,7 @@ func (l *Backend) job(id string) (localSpec, localState, backend.JobInfo, error)
 			return spec, st, info, nil
 		}
 		// Its supervisor died: the job script may still run on.
-		if st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) == nil {
+		if st.State == backend.Running && sessionAlive(st.PGID) {
 			return spec, st, info, nil
 		}
 		info.State = backend.Failed
@@ -489,7 +489,7 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		} else if supervised {
 			syscall.Kill(st.PID, syscall.SIGTERM)
 		} else if st.PGID > 0 {
-			syscall.Kill(-st.PGID, syscall.SIGKILL)
+			killSession(st.PGID, syscall.SIGKILL)
 		}
 		cancelled = append(cancelled, id)
 	}
@@ -530,7 +530,7 @@ func (l *Backend) quiet(id string) bool {
 	if !info.State.Active() {
 		return true
 	}
-	return info.OtherHost == "" && st.State == backend.Running && st.PGID > 0 && syscall.Kill(-st.PGID, 0) != nil
+	return info.OtherHost == "" && st.State == backend.Running && st.PGID > 0 && !sessionAlive(st.PGID)
 }
 
 // probeWrite tries to make (and removes) a file among the job records: the

@@ -141,13 +141,14 @@ func (s *supervisor) ready() bool {
 	return true
 }
 
-// start starts the job script in a process group of its own and records
-// the job as running.
+// start starts the job script in a session of its own (and so a process
+// group of its own, of the same number: session.go) and records the job
+// as running.
 func (s *supervisor) start(environ []string) (*exec.Cmd, error) {
 	cmd := exec.Command("/bin/bash", s.spec.Script)
 	cmd.Dir = s.spec.Dir
 	cmd.Stdout, cmd.Stderr = s.out, s.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	s.st.Start = time.Now()
 	env := append(jobEnviron(environ), s.spec.Env...)
 	env = append(env, "FARM_JOB_ID="+s.id, "FARM_BACKEND="+Name)
@@ -161,7 +162,7 @@ func (s *supervisor) start(environ []string) (*exec.Cmd, error) {
 	}
 	s.st.State, s.st.PGID = backend.Running, cmd.Process.Pid
 	if err := s.save(); err != nil {
-		syscall.Kill(-s.st.PGID, syscall.SIGKILL)
+		killSession(s.st.PGID, syscall.SIGKILL)
 		return nil, err
 	}
 	return cmd, nil
@@ -199,7 +200,7 @@ func (s *supervisor) run(environ []string) error {
 	for {
 		select {
 		case err := <-exited:
-			syscall.Kill(-s.st.PGID, syscall.SIGKILL) // what the job left behind
+			killSession(s.st.PGID, syscall.SIGKILL) // what the job left behind
 			return s.ended(cmd, err, final, reason)
 		case <-limit:
 			stop(backend.Timeout, fmt.Sprintf("time limit %s reached; stopping the job", s.spec.TimeLimit))
@@ -213,7 +214,7 @@ func (s *supervisor) run(environ []string) error {
 				stop(backend.Cancelled, "cancelled")
 			}
 		case <-kill:
-			syscall.Kill(-s.st.PGID, syscall.SIGKILL)
+			killSession(s.st.PGID, syscall.SIGKILL)
 		}
 	}
 }
