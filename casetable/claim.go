@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,13 +47,16 @@ type Opts struct {
 	Note func(token string, ids []int64, lost bool) error
 }
 
+// log is where a store reports retries: Log, else os.Stderr.
+func (o *Opts) log() io.Writer { return cmp.Or[io.Writer](o.Log, os.Stderr) }
+
 // NewStore returns the claim store of the farm in dir, its state in misc (dir/MISC).
 func NewStore(dir, misc string) *Store { return NewStoreOn(defaultFS, dir, misc) }
 
 // NewStoreOn is NewStore on the filesystem fsys (the simulator's).
 func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
 	s := &Store{Opts: Opts{Dir: dir}}
-	s.chainStore = *newChainStore(&s.Opts, fsys, misc, "")
+	s.chainStore = chainStore{o: &s.Opts, fs: fsys, misc: misc, gen: -1, top: -1, con: contention{own: -1}}
 	return s
 }
 
@@ -152,6 +156,16 @@ func (s *Store) Look(ctx context.Context, afresh bool) (State, bool, error) {
 		return State{}, false, err
 	}
 	return s.cur, true, nil
+}
+
+// moved reports, by one lookup, whether the main chain (the store's: never
+// a lane's) has a mark after the newest generation it knows; true if it knows none.
+func (s *Store) moved() bool {
+	if s.ch == nil || s.gen < 0 {
+		return true
+	}
+	m, err := s.ch.marker(s.ch.nextSlot(s.gen))
+	return err != nil || m != unmarked
 }
 
 // stale reports whether the store read a run record since the one whose sets it opened.
@@ -271,10 +285,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		if L.stores[l] == nil {
-			L.stores[l] = newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
-		}
-		cases, exhausted, err := L.stores[l].claimInLane(ctx, L, run, most)
+		cases, exhausted, err := L.claimIn(ctx, s, l, run, most)
 		if errors.Is(err, errClosed) { // a new run, a close or a repair closed the set
 			L.end = true
 			return nil, nil
@@ -300,13 +311,6 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 			return cases, nil
 		}
 	}
-}
-
-// token names generation n, by nonce, of a lane's chain, for Opts.Note: "DIR@N#NONCE",
-// DIR the chain's directory in MISC.
-func (s *chainStore) token(n int64, nonce string) string {
-	rel, _ := filepath.Rel(s.misc, s.dir)
-	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce
 }
 
 // ClaimWon decides whether the claim a meta-job noted as token (Opts.Note)

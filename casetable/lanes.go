@@ -263,6 +263,12 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 	return err
 }
 
+// newLaneStore is the store of the lane whose chain is in dir.
+func newLaneStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
+	return &chainStore{o: o, fs: fsys, misc: misc, dir: dir, gen: -1, top: -1, con: contention{own: -1},
+		tab: &tableCheck{fs: fsys, farm: o.Dir}}
+}
+
 // laneSet is what a claiming store knows of a set of its run's lanes.
 type laneSet struct {
 	set       Set
@@ -334,11 +340,15 @@ func homeLane(fsys vfs.FS, job string, lanes int) int {
 	return int(h.Sum32() % uint32(lanes))
 }
 
-// claimInLane claims up to most cases in ls's lane, and whether it is then exhausted.
-func (ls *chainStore) claimInLane(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, bool, error) {
+// claimIn claims up to most cases in lane l of s's set L, and whether it is then exhausted.
+func (L *laneSet) claimIn(ctx context.Context, s *Store, l, run, most int) ([]tablefmt.Case, bool, error) {
+	if L.stores[l] == nil {
+		L.stores[l] = newLaneStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
+	}
+	ls := L.stores[l]
 	ls.tab.checked = tableID{} // the table is checked once a claim
 	if most < 1 {
-		most = L.x.firstShare(L.home)
+		most = L.x.firstShare(l)
 	}
 	var cases []tablefmt.Case
 	var exhausted bool
@@ -445,7 +455,7 @@ func (s *Store) readLanes(st State) (State, error) {
 			return st, err
 		}
 		for l := 0; l < L.x.lanes; l++ {
-			ls := newChainStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
+			ls := newLaneStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
 			err := ls.refresh()
 			ls.close()
 			switch {

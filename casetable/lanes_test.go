@@ -171,7 +171,7 @@ func TestLanesEightProcessesExactlyOnce(t *testing.T) {
 		t.Fatalf("Read: %d claimed (%v), want %d", main.Claimed, err, n)
 	}
 	for l := 0; l < 4; l++ {
-		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(dir, "MISC", main.Sets[0].Dir, strconv.Itoa(l)))
+		ls := newLaneStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(dir, "MISC", main.Sets[0].Dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestRepairClosesLanes(t *testing.T) {
 	}
 	// The lanes themselves are closed.
 	for l := 0; l < 3; l++ {
-		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, misc, filepath.Join(misc, cur.Sets[0].Dir, strconv.Itoa(l)))
+		ls := newLaneStore(&Opts{Dir: dir}, vfs.OS{}, misc, filepath.Join(misc, cur.Sets[0].Dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != errClosed {
 			t.Errorf("lane %d after the repair: %v, want it closed", l, err)
 		}

@@ -538,7 +538,7 @@ func claimedIDs(b *testing.B, dir string, st State) []int64 {
 		b.Fatal(err)
 	}
 	for l := 0; l < L.x.lanes; l++ {
-		ls := newChainStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(L.dir, strconv.Itoa(l)))
+		ls := newLaneStore(&Opts{Dir: dir}, vfs.OS{}, filepath.Join(dir, "MISC"), filepath.Join(L.dir, strconv.Itoa(l)))
 		if err := ls.refresh(); err != nil {
 			b.Fatal(err)
 		}

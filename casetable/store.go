@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/bits"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/farm-hpc/farm/fsretry"
@@ -35,15 +35,6 @@ type contention struct {
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
 	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
-}
-
-// newChainStore is the store of the chain in dir (a lane's; "": the main chain).
-func newChainStore(o *Opts, fsys vfs.FS, misc, dir string) *chainStore {
-	s := &chainStore{o: o, fs: fsys, misc: misc, dir: dir, gen: -1, top: -1, con: contention{own: -1}}
-	if dir != "" {
-		s.tab = &tableCheck{fs: fsys, farm: o.Dir}
-	}
-	return s
 }
 
 // pause waits before the look after try (0, 1, ...): 10 ms more each time.
@@ -85,19 +76,16 @@ func (s *chainStore) close() {
 func (s *chainStore) setChain(ch *chain) {
 	if c := s.ch; c != nil && c != ch {
 		if c.buried.fails > 1 {
-			fmt.Fprintf(s.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buried.fails, c.buried.first)
+			fmt.Fprintf(s.o.log(), "farm: %d generations of the claim state could not be buried (the first: %v)\n", c.buried.fails, c.buried.first)
 			c.buried.fails = 0
 		}
 		c.close()
 	}
 	if ch != nil {
-		ch.buried.log = s.log()
+		ch.buried.log = s.o.log()
 	}
 	s.ch = ch
 }
-
-// log is where the store reports retries: Opts.Log, else os.Stderr.
-func (s *chainStore) log() io.Writer { return cmp.Or[io.Writer](s.o.Log, os.Stderr) }
 
 // open opens the store's chain if it has none: a lane's, or MISC/chain's.
 func (s *chainStore) open() error {
@@ -214,7 +202,7 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info *co
 		}
 	}()
 	// Read afresh if others committed between its last two claims: likely since too.
-	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.log(), Clock: s.fs},
+	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.o.log(), Clock: s.fs},
 		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
 	for err = errAgain; err == errAgain; {
 		if err = ctx.Err(); err == nil {
@@ -317,6 +305,13 @@ func (s *chainStore) note(next int64, ci commitInfo, done, won bool, err error) 
 	return nil
 }
 
+// token names generation n, by nonce, of a lane's chain, for Opts.Note: "DIR@N#NONCE",
+// DIR the chain's directory in MISC.
+func (s *chainStore) token(n int64, nonce string) string {
+	rel, _ := filepath.Rel(s.misc, s.dir)
+	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce
+}
+
 // propose reads the base if it must, runs fn on it, and makes the farm's
 // chain if it has none: the state to commit, errAgain (also unless the chain
 // made is certainly still without a generation), or errNoCommit (nothing to
@@ -386,14 +381,4 @@ func (s *chainStore) chainMoved() bool {
 	ch, err := openChain(s.fs, s.misc)
 	ch.close()
 	return err == nil && ch.dir != old
-}
-
-// moved reports, by one lookup, whether the main chain (the store's: never
-// a lane's) has a mark after the newest generation it knows; true if it knows none.
-func (s *chainStore) moved() bool {
-	if s.ch == nil || s.gen < 0 {
-		return true
-	}
-	m, err := s.ch.marker(s.ch.nextSlot(s.gen))
-	return err != nil || m != unmarked
 }
