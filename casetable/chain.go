@@ -148,24 +148,28 @@ func newNonce(fsys vfs.FS) string {
 	return fmt.Sprintf("%016x", fsys.Rand())
 }
 
-// openChain opens the chain named by misc/chain: ErrNoState if misc/chain is
-// certainly gone, a transient error if it may only seem so.
-func openChain(fsys vfs.FS, misc string) (*chain, error) {
+// openChain opens the chain misc/chain names, and returns that file's content
+// and inode: ErrNoState if it is certainly gone, a transient error if it may
+// only seem so, a *DamageError (its content kept, nil for a directory) else.
+func openChain(fsys vfs.FS, misc string) (c *chain, b []byte, ino uint64, err error) {
 	path := filepath.Join(misc, "chain")
 	for try := 0; ; try++ {
-		b, err := vfs.ReadFile(fsys, path)
+		b, ino, err = vfs.ReadFileIno(fsys, path)
 		switch {
-		case os.IsNotExist(err) && (mutated("no-state-ends-claims") || gone(fsys, path)):
-			return nil, ErrNoState
+		case os.IsNotExist(err) && mutated("no-state-ends-claims"):
+			return nil, nil, 0, ErrNoState
 		case os.IsNotExist(err):
-			return nil, fsretry.Transient(err)
+			if isGone, err := goneOr(fsys, path, err); !isGone {
+				return nil, nil, 0, err // a passing ENOENT
+			}
+			return nil, nil, 0, ErrNoState
 		case errors.Is(err, unix.EISDIR):
-			return nil, &DamageError{Path: path, Why: "a directory, not a file"}
+			return nil, nil, ino, &DamageError{Path: path, Why: "a directory, not a file"}
 		case err != nil:
-			return nil, err
+			return nil, nil, 0, err
 		}
 		if name, ok := parseChainFile(b); ok {
-			return newChain(fsys, filepath.Join(misc, name)), nil
+			return newChain(fsys, filepath.Join(misc, name)), b, ino, nil
 		}
 		// Empty, or the start of a chain line with no newline yet: just made by
 		// O_EXCL create and not yet written, or cached so (createChain): read
@@ -173,7 +177,7 @@ func openChain(fsys vfs.FS, misc string) (*chain, error) {
 		s := string(b)
 		unfinished := !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
 		if try >= chainRereads || !unfinished {
-			return nil, &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
+			return nil, b, ino, &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
 		}
 		fsys.Sleep(context.Background(), 100*time.Millisecond)
 	}
@@ -245,7 +249,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := openChain(fsys, misc)
+		c, _, _, err := openChain(fsys, misc)
 		if errors.Is(err, ErrNoState) && !made && !mutated("chain-made-once") {
 			// Another process made MISC/chain, then removed it unwritten
 			// (its disk was full): make it again.

@@ -73,7 +73,7 @@ func chainOf(t *testing.T, gens int) *chain {
 			t.Fatal(err)
 		}
 	}
-	ch, err := openChain(vfs.OS{}, misc)
+	ch, _, _, err := openChain(vfs.OS{}, misc)
 	if err != nil {
 		t.Fatal(err)
 	}

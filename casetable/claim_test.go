@@ -423,7 +423,7 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 			if _, err := st.Claim(ctx, 1, 3); err != nil {
 				t.Fatal(err)
 			}
-			ch, _ := openChain(vfs.OS{}, misc)
+			ch, _, _, _ := openChain(vfs.OS{}, misc)
 			n, _ := ch.latest(-1)
 			switch damage {
 			case "garbage":

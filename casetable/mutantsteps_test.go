@@ -32,7 +32,8 @@ func linkChainMutant(fsys vfs.FS, misc, name string) (*chain, error) {
 	if err != nil {
 		return nil, passing(fsys, misc, err)
 	}
-	return openChain(fsys, misc)
+	c, _, _, err := openChain(fsys, misc)
+	return c, err
 }
 
 // linkCommitMutant is commit before bef773f (the mutant link-commit): generation

@@ -62,42 +62,23 @@ func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	}
 }
 
-// inspect is one try of Inspect: MISC/chain, then the chain it names, into rd.
+// inspect is one try of Inspect: MISC/chain, then the newest generation of
+// the chain it names and its lanes (a damaged lane is damage to the run), into rd.
 func (s *Store) inspect(rd *Reading) error {
-	path := filepath.Join(s.misc, "chain")
-	b, ino, err := vfs.ReadFileIno(s.fs, path)
+	c, b, ino, err := openChain(s.fs, s.misc)
+	rd.file, rd.ino = b, ino
 	switch {
-	case errors.Is(err, unix.EISDIR):
-		rd.isDir, rd.ino, rd.file = true, ino, []byte{}
-		return rd.damaged(&DamageError{Path: path, Why: "a directory, not a file"})
-	case os.IsNotExist(err) && fsretry.IsTransient(passing(s.fs, path, err)):
-		return fsretry.Transient(err) // a passing ENOENT: read again
-	case os.IsNotExist(err):
+	case errors.Is(err, ErrNoState):
 		rd.Err = ErrNoState
 		return nil
-	case err != nil:
-		return err
+	case b == nil && errors.As(err, new(*DamageError)): // a directory
+		rd.file, rd.isDir = []byte{}, true
 	}
-	rd.file, rd.ino = b, ino
-	name, ok := parseChainFile(b)
-	if !ok {
-		return rd.damaged(&DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)})
+	if err != nil {
+		return rd.damaged(err)
 	}
-	rd.dir = filepath.Join(s.misc, name)
-	if _, err := vfs.Stat(s.fs, rd.dir); err != nil {
-		if isGone, err := goneOr(s.fs, rd.dir, err); !isGone {
-			return err // a passing ENOENT: read again
-		}
-		return rd.damaged(&DamageError{Path: rd.dir, Why: "the chain directory is gone"})
-	}
-	c := newChain(s.fs, rd.dir)
 	defer c.close()
-	return s.inspectChain(rd, c)
-}
-
-// inspectChain reads the newest generation of rd's chain c, and its lanes
-// (a damaged lane is damage to the run), into rd.
-func (s *Store) inspectChain(rd *Reading, c *chain) error {
+	rd.dir = c.dir
 	hookAt("inspect", rd.dir)
 	n, err := c.latest(-1)
 	if err != nil {

@@ -114,7 +114,7 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			if err := NewStore(dir, misc).Repair(ctx, State{Run: 1, Table: "table.dat", Offset: 0, Cases: 10, Claimed: 10}); err != nil {
 				t.Fatalf("repair after the failed one: %v", err)
 			}
-			cur, _ := openChain(vfs.OS{}, misc)
+			cur, _, _, _ := openChain(vfs.OS{}, misc)
 			if live := liveChains(t, misc); len(live) != 1 || cur == nil || live[0] != cur.dir {
 				t.Errorf("after the second repair, live chains %v; want only MISC/chain's", live)
 			}
@@ -193,7 +193,7 @@ func TestRepairClosesARunStartedOnTheOldChain(t *testing.T) {
 	if !found {
 		t.Errorf("no closing generation in %v says run 2 and MaxID 12", closings)
 	}
-	c, err := openChain(vfs.OS{}, misc)
+	c, _, _, err := openChain(vfs.OS{}, misc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRepairTwoFromOneReadingOneWins(t *testing.T) {
 		t.Run(damage, func(t *testing.T) {
 			dir := newFarm(t, 10)
 			misc := filepath.Join(dir, "MISC")
-			ch, _ := openChain(vfs.OS{}, misc)
+			ch, _, _, _ := openChain(vfs.OS{}, misc)
 			switch damage {
 			case "chain-garbage":
 				os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)
@@ -244,7 +244,7 @@ func TestRepairTwoFromOneReadingOneWins(t *testing.T) {
 				t.Fatalf("second repair from the same reading: %v; want a RepairRaceError", err)
 			}
 			live := liveChains(t, misc)
-			cur, _ := openChain(vfs.OS{}, misc)
+			cur, _, _, _ := openChain(vfs.OS{}, misc)
 			if len(live) != 1 || live[0] != cur.dir {
 				t.Fatalf("live chains %v, MISC/chain names %s; want only that one", live, cur.dir)
 			}
@@ -283,7 +283,7 @@ func liveChains(t *testing.T, misc string) []string {
 // chain-garbage, chain-deleted, dir-deleted or generation-garbage.
 func damageChain(t *testing.T, misc, damage string) {
 	t.Helper()
-	ch, err := openChain(vfs.OS{}, misc)
+	ch, _, _, err := openChain(vfs.OS{}, misc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestRepairProcessesRaceOneLiveChain(t *testing.T) {
 			t.Errorf("trial %d (%s): %d repairs rebuilt the state (%v), want 1", trial, damage, rebuilt, what)
 		}
 		live := liveChains(t, misc)
-		cur, err := openChain(vfs.OS{}, misc)
+		cur, _, _, err := openChain(vfs.OS{}, misc)
 		if err != nil || len(live) != 1 || live[0] != cur.dir {
 			t.Fatalf("trial %d (%s): live chains %v, MISC/chain names %v (%v); want exactly that one live", trial, damage, live, cur, err)
 		}

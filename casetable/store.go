@@ -96,7 +96,7 @@ func (s *chainStore) open() error {
 	var err error
 	if s.dir != "" {
 		ch = newChain(s.fs, s.dir)
-	} else if ch, err = openChain(s.fs, s.misc); err != nil {
+	} else if ch, _, _, err = openChain(s.fs, s.misc); err != nil {
 		return err
 	}
 	s.setChain(ch)
@@ -378,7 +378,7 @@ func (s *chainStore) chainMoved() bool {
 	}
 	old := s.ch.dir
 	s.setChain(nil)
-	ch, err := openChain(s.fs, s.misc)
+	ch, _, _, err := openChain(s.fs, s.misc)
 	ch.close()
 	return err == nil && ch.dir != old
 }
