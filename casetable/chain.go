@@ -369,14 +369,11 @@ func (c *chain) marker(n int64) (mark, error) {
 var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up " +
 	"inconsistently (a network filesystem's cache); reading again"))
 
-// latest finds the newest committed generation, starting from from (a
+// latestNear finds the newest committed generation, starting from from (a
 // generation known to be marked, or -1); -1 if the chain has none. The
-// newest mark found, committed or voided, becomes c.top.
-func (c *chain) latest(from int64) (int64, error) { return c.latestNear(from, 0) }
-
-// latestNear is latest for a caller that expects the newest about near past
-// from: it looks up from+near first, and the one below if not marked, which
-// orders the lookups, not the answer (with near < 2, or from unknown, no such look).
+// newest mark found, committed or voided, becomes c.top. A caller that
+// expects the newest about near past from has from+near looked up first, and
+// the one below if not marked: it orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
 	// A gallop finds the newest in 2·log2(distance) lookups.
 	from = max(from, c.top)

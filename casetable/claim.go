@@ -183,14 +183,12 @@ func (s *Store) pick(L *laneSet) int {
 	if !L.exhausted[L.home] {
 		return L.home
 	}
-	if _, err := vfs.Stat(s.fs, filepath.Join(L.dir, "end")); err == nil {
-		L.end = true
-		return -1
-	}
 	if L.x.lanes > 1 { // a listing that fails costs only the readings it would spare
 		names, err := vfs.ReadDirNames(s.fs, L.dir)
 		for l := range L.exhausted {
-			L.exhausted[l] = L.exhausted[l] || err == nil && slices.Contains(names, "x."+strconv.Itoa(l))
+			L.exhausted[l] = L.exhausted[l] || err == nil && slices.ContainsFunc(names, func(n string) bool {
+				return n == "end" || n == "x."+strconv.Itoa(l)
+			})
 		}
 	}
 	var left []int

@@ -42,7 +42,7 @@ func TestBackoffLimit(t *testing.T) {
 func TestLatestNearAnswersAsLatest(t *testing.T) {
 	const gens = 40
 	ch := chainOf(t, gens)
-	want, err := ch.latest(-1)
+	want, err := ch.latestNear(-1, 0)
 	if err != nil || want != gens-1 {
 		t.Fatalf("latest(-1) = %d, %v; want %d", want, err, gens-1)
 	}

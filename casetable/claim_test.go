@@ -424,7 +424,7 @@ func TestDamagedStateIsReportedAndRepaired(t *testing.T) {
 				t.Fatal(err)
 			}
 			ch, _, _, _ := openChain(vfs.OS{}, misc)
-			n, _ := ch.latest(-1)
+			n, _ := ch.latestNear(-1, 0)
 			switch damage {
 			case "garbage":
 				os.WriteFile(ch.segPath(n, genName(n)), []byte("\x00\x01garbage"), 0o644)

@@ -52,7 +52,7 @@ func TestDamagedLaneDoesNotStopTheRun(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	// Lane 2's newest generation: garbage; the one before it is sound.
-	n, err := ch.latest(-1)
+	n, err := ch.latestNear(-1, 0)
 	if err != nil || n < 1 {
 		t.Fatalf("lane 2's newest generation: %d, %v", n, err)
 	}

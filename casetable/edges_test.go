@@ -495,7 +495,7 @@ func (s *Store) laneStore() *chainStore { return s.last.stores[s.last.home] }
 func laneGen(t testing.TB, dir string, l int) int64 {
 	t.Helper()
 	c := laneChain(t, dir, l)
-	n, err := c.latest(-1)
+	n, err := c.latestNear(-1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

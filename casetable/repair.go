@@ -80,7 +80,7 @@ func (s *Store) inspect(rd *Reading) error {
 	defer c.close()
 	rd.dir = c.dir
 	hookAt("inspect", rd.dir)
-	n, err := c.latest(-1)
+	n, err := c.latestNear(-1, 0)
 	if err != nil {
 		return err
 	}
@@ -381,7 +381,7 @@ func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 		}
 	}()
 	for {
-		n, err := c.latest(-1)
+		n, err := c.latestNear(-1, 0)
 		if err != nil {
 			return State{}, err
 		}

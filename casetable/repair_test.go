@@ -266,7 +266,7 @@ func liveChains(t *testing.T, misc string) []string {
 	var live []string
 	for _, d := range dirs {
 		c := newChain(vfs.OS{}, d)
-		n, err := c.latest(-1)
+		n, err := c.latestNear(-1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func damageChain(t *testing.T, misc, damage string) {
 		t.Fatal(err)
 	}
 	defer ch.close()
-	last, _ := ch.latest(-1)
+	last, _ := ch.latestNear(-1, 0)
 	switch damage {
 	case "chain-garbage":
 		os.WriteFile(filepath.Join(misc, "chain"), []byte("nonsense\n"), 0o644)

@@ -263,12 +263,18 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 		// healing). errAgain (the mutant undecided-recommitted) passes again as it is.
 		u.stale = true
 		return u.again(ctx, err)
+	case err != nil && (s.dir != "" || u.reopened):
+		return err // damage (a lane is where it is)
 	case err != nil:
-		reopen := !u.reopened // a repair may have started a new chain: look again once
-		if u.reopened, u.stale = true, true; reopen && s.chainMoved() {
-			return errAgain
+		// A repair may have named a new chain: MISC/chain read again, once.
+		old := s.ch.dir
+		s.setChain(nil)
+		ch, _, _, oerr := openChain(s.fs, s.misc)
+		if ch.close(); oerr != nil || ch.dir == old {
+			return err
 		}
-		return err
+		u.reopened, u.stale = true, true
+		return errAgain
 	case won:
 		u.r.OK()
 		st.Gen, st.Chain = next, filepath.Base(s.ch.dir)
@@ -279,7 +285,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	// Lost, and the slot is marked: the newest generation is the new base.
 	u.r.OK()
 	u.tried = s.fs.Now()
-	n, err := s.ch.latest(next)
+	n, err := s.ch.latestNear(next, 0)
 	if err == nil {
 		err = s.load(n)
 	}
@@ -350,7 +356,7 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			return nil, u.again(ctx, err)
 		}
 		s.setChain(ch)
-		if n, err := ch.latest(-1); err != nil || n >= 0 {
+		if n, err := ch.latestNear(-1, 0); err != nil || n >= 0 {
 			u.stale = true // another made the chain and its first generation first
 			return nil, errAgain
 		}
@@ -369,16 +375,4 @@ func (s *chainStore) readBase() error {
 		return nil
 	}
 	return err
-}
-
-// chainMoved drops the store's chain and reports whether MISC/chain names another now.
-func (s *chainStore) chainMoved() bool {
-	if s.dir != "" {
-		return false // a lane is where it is
-	}
-	old := s.ch.dir
-	s.setChain(nil)
-	ch, _, _, err := openChain(s.fs, s.misc)
-	ch.close()
-	return err == nil && ch.dir != old
 }
