@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,22 +82,6 @@ func (x *laneIndex) firstShare(l int) int {
 // blockSize is the cases per block: 16, more past 65,536 blocks.
 func blockSize(cases int64) int64 {
 	return max(16, (cases+65535)/65536)
-}
-
-// buildIndex indexes the first size bytes (0: all) of the table at path in
-// blocks of blockSize (tablefmt.IndexBlocks), for lanes lanes.
-func buildIndex(fsys vfs.FS, path string, lanes int, size int64) (*laneIndex, error) {
-	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer f.Close()
-	b, err := tablefmt.IndexBlocks(f, path, cmp.Or(size, math.MaxInt64), blockSize)
-	if err != nil {
-		return nil, err
-	}
-	return &laneIndex{lanes: lanes, block: b.Size, cases: b.Cases, starts: b.Starts,
-		lines: b.Lines, nblocks: int64(len(b.Starts))}, nil
 }
 
 // marshal is the index as its file holds it.
@@ -185,12 +168,20 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 	if cases > 0 {
 		x.starts, x.lines, x.nblocks = []int64{0}, []int64{0}, 1
 	}
-	if lanes > 1 && t.TSize > 0 {
-		var err error
-		if x, err = buildIndex(fsys, filepath.Join(dir, t.Table), lanes, t.TSize); err != nil {
-			return Set{}, passing(fsys, filepath.Join(dir, t.Table), err)
+	if path := filepath.Join(dir, t.Table); lanes > 1 && t.TSize > 0 { // blocks of blockSize
+		f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_RDONLY, 0)
+		var b tablefmt.Blocks
+		if err != nil {
+			err = &os.PathError{Op: "open", Path: path, Err: err}
+		} else {
+			b, err = tablefmt.IndexBlocks(f, path, t.TSize, blockSize)
+			f.Close()
 		}
-		x.lanes = int(max(min(int64(lanes), x.nblocks), 1))
+		if err != nil {
+			return Set{}, passing(fsys, path, err)
+		}
+		x = &laneIndex{lanes: max(min(lanes, len(b.Starts)), 1), block: b.Size, cases: b.Cases,
+			starts: b.Starts, lines: b.Lines, nblocks: int64(len(b.Starts))}
 	}
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))

@@ -295,9 +295,15 @@ func TestLaneIndexBlocks(t *testing.T) {
 		}
 		line++
 	}
-	p := filepath.Join(dir, "t")
-	os.WriteFile(p, []byte(b.String()), 0o644)
-	x, err := buildIndex(vfs.OS{}, p, 4, int64(b.Len()))
+	os.WriteFile(filepath.Join(dir, "t"), []byte(b.String()), 0o644)
+	misc := filepath.Join(dir, "MISC")
+	os.Mkdir(misc, 0o755)
+	set, err := makeSet(vfs.OS{}, dir, misc, 1, State{Table: "t", TSize: int64(b.Len())}, 100, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, _ := os.ReadFile(filepath.Join(misc, set.Dir, "index"))
+	x, err := parseIndex(index, false)
 	if err != nil {
 		t.Fatal(err)
 	}
