@@ -229,7 +229,7 @@ func (s *Store) closeSets(ctx context.Context, st State) error {
 		for l := 0; l < t.Lanes; l++ {
 			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
 			if err := r.Do(ctx, func() error {
-				_, err := closeChain(s.fs, dir)
+				_, err := closeChain(ctx, &r, s.fs, dir)
 				return err
 			}); err != nil {
 				return fmt.Errorf("closing lane %d of run %d's set %s: %w", l, st.Run, t.Dir, err)

@@ -153,26 +153,16 @@ func (s *Store) RepairFrom(ctx context.Context, rd Reading, st State) error {
 	}
 	c := newChain(s.fs, rd.dir)
 	nonce := newNonce(s.fs)
-	for next := rd.next; ; next++ {
-		won, err := c.commitRetried(ctx, &r, next, s.repairRecord(st, next, nonce))
-		if err == nil && won {
-			s.adoptChain(c, st, next)
-			return nil
-		}
-		// Lost to a commit on what we read, or to a process that died or
-		// stalls before its mark: voided after a while.
-		m := voided
-		if err == nil {
-			m, err = c.awaitPaced(ctx, next, 0)
-		}
-		if err == nil && m != voided {
-			err = &RepairRaceError{}
-		}
-		if err != nil {
-			c.close()
-			return err
-		}
+	n, won, err := c.commitFrom(ctx, &r, rd.next, func(n int64) []byte { return s.repairRecord(st, n, nonce) })
+	if err == nil && !won {
+		err = &RepairRaceError{} // lost to a commit on what it read
 	}
+	if err != nil {
+		c.close()
+		return err
+	}
+	s.adoptChain(c, st, n)
+	return nil
 }
 
 // replaceChain is RepairFrom where rd found no chain to commit on: with the right,
@@ -235,11 +225,12 @@ func (s *Store) closeRest(ctx context.Context, r *fsretry.Retrier, c *chain, st 
 		return 0, err
 	}
 	st.Run, st.MaxID = max(st.Run, last.Run), max(st.MaxID, last.MaxID)
-	won, err := c.commitRetried(ctx, r, 1, s.repairRecord(*st, 1, newNonce(s.fs)))
+	nonce := newNonce(s.fs)
+	n, won, err := c.commitFrom(ctx, r, 1, func(n int64) []byte { return s.repairRecord(*st, n, nonce) })
 	if err == nil && !won { // lost only to another repair's closing c
 		err = &RepairRaceError{}
 	}
-	return 1, err
+	return n, err
 }
 
 // adoptChain makes c the store's chain and st, its generation gen, its state.
@@ -254,18 +245,27 @@ func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
 	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
 }
 
-// commitRetried is a repair's commit of b as generation next, retried by
-// r: one whose outcome is not known yet is settled, not made again.
-func (c *chain) commitRetried(ctx context.Context, r *fsretry.Retrier, next int64, b []byte) (bool, error) {
-	won, err := c.commit(next, b)
-	for err != nil && fsretry.IsTransient(err) && r.Again(ctx, err) {
-		if errors.As(err, new(*UndecidedError)) {
-			won, err = c.settle()
-		} else {
-			won, err = c.commit(next, b)
+// commitFrom commits gen(n) as generation n, from next on past voids, retried by r: a
+// commit of unknown outcome is settled, not made again, unless its chain is gone; a
+// slot another took is awaited. It returns n, and false if another committed it.
+func (c *chain) commitFrom(ctx context.Context, r *fsretry.Retrier, next int64, gen func(n int64) []byte) (int64, bool, error) {
+	for n := next; ; n++ {
+		won, err := c.commit(n, gen(n))
+		for err != nil && fsretry.IsTransient(err) && !errors.As(err, new(*DamageError)) && r.Again(ctx, err) {
+			if errors.As(err, new(*UndecidedError)) {
+				won, err = c.settle()
+			} else {
+				won, err = c.commit(n, gen(n))
+			}
+		}
+		m := voided
+		if err == nil && !won {
+			m, err = c.awaitPaced(ctx, n, 0)
+		}
+		if err != nil || won || m != voided {
+			return n, won, err
 		}
 	}
-	return won, err
 }
 
 // by is who a repair's commits are by: the job, or "repair".
@@ -356,7 +356,7 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 				if removed, err := goneOr(s.fs, path, err); removed || err != nil || !vfs.IsDir(&st) {
 					return err
 				}
-				was, err = closeChain(s.fs, path)
+				was, err = closeChain(ctx, r, s.fs, path)
 				return err
 			}); err != nil {
 				return last, fmt.Errorf("closing the chain %s: %w", path, err)
@@ -370,7 +370,7 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 // closeChain commits a generation that closes the chain in dir, recording, and
 // returning, the run and MaxID of the generation before (zero if none reads); a
 // directory removed meanwhile is closed enough.
-func closeChain(fsys vfs.FS, dir string) (last State, err error) {
+func closeChain(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) (last State, err error) {
 	c := newChain(fsys, dir)
 	defer c.close()
 	defer func() {
@@ -401,8 +401,8 @@ func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 				}
 			}
 		}
-		next := c.nextSlot(n)
-		won, err := c.commit(next, closing(next, last, newNonce(c.fs)))
+		nonce := newNonce(c.fs)
+		_, won, err := c.commitFrom(ctx, r, c.nextSlot(n), func(n int64) []byte { return closing(n, last, nonce) })
 		switch {
 		case errors.As(err, new(*DamageError)) && !errors.As(err, new(*UndecidedError)):
 			// Its directory gone: settled as an ENOENT. (Undecided: tried again from a new reading.)
@@ -412,10 +412,7 @@ func closeChain(fsys vfs.FS, dir string) (last State, err error) {
 		case won:
 			return last, nil
 		}
-		// Taken (a stalled claimer that resumed): close after it.
-		if _, err := c.awaitPaced(context.Background(), next, 0); err != nil {
-			return State{}, err
-		}
+		// Lost to a commit (a stalled claimer that resumed): close after it.
 	}
 }
 
