@@ -25,13 +25,11 @@ type Store struct {
 	Opts
 	chainStore // the main chain
 
-	// The sets of run setsRun it claims in, as generation setsGen of chain
-	// setsChain names them; last: the one claimed in last.
-	setsRun   int
-	setsGen   int64
-	setsChain string
-	sets      []*laneSet
-	last      *laneSet
+	// The sets it claims in, of run opened.Run, as generation opened.Gen of
+	// chain opened.Chain names them; last: the one claimed in last.
+	opened State
+	sets   []*laneSet
+	last   *laneSet
 }
 
 // Opts are who a store is and how it retries; its lanes' stores share them.
@@ -80,7 +78,7 @@ var aheadOn = os.Getenv("FARM_CLAIM_AHEAD") == "1"
 // Close releases the store's files.
 func (s *Store) Close() error {
 	closeSetsBut(s.sets, nil)
-	s.sets, s.last, s.setsRun = nil, nil, 0
+	s.sets, s.last, s.opened = nil, nil, State{}
 	s.chainStore.close()
 	return nil
 }
@@ -170,7 +168,7 @@ func (s *Store) moved() bool {
 
 // stale reports whether the store read a run record since the one whose sets it opened.
 func (s *Store) stale() bool {
-	return s.setsRun != 0 && (s.cur.Gen != s.setsGen || s.cur.Chain != s.setsChain)
+	return s.opened.Run != 0 && (s.cur.Gen != s.opened.Gen || s.cur.Chain != s.opened.Chain)
 }
 
 // pick is the lane of L to claim in: the home lane while it has cases, else one drawn
@@ -217,25 +215,23 @@ func (s *Store) pick(L *laneSet) int {
 // run, or again if again or if a record read since (stale) may name one added
 // first; a record of another run leaves the store no set.
 func (s *Store) findSets(ctx context.Context, run int, again bool) error {
-	if s.setsRun == run && !again && !s.stale() {
+	if s.opened.Run == run && !again && !s.stale() {
 		return nil
 	}
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	for {
+	return r.Do(ctx, func() error {
 		err := s.readBase()
-		if err == nil && s.cur.Run == 0 {
-			if run < 1 || mutated("no-state-ends-claims") {
-				return ErrNoState
-			}
-			// Run run was started: a passing ENOENT for MISC/chain, retried.
-			err = fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
-		} else if err == nil {
-			err = s.openSets(run)
-		}
-		if err == nil || !r.Again(ctx, err) {
+		switch {
+		case err != nil:
 			return err
+		case s.cur.Run != 0:
+			return s.openSets(run)
+		case run < 1 || mutated("no-state-ends-claims"):
+			return ErrNoState
 		}
-	}
+		// Run run was started: a passing ENOENT for MISC/chain, retried.
+		return fsretry.Transient(fmt.Errorf("run %d was started, but %s/chain is not found: %w", run, s.misc, ErrNoState))
+	})
 }
 
 // openSets makes the sets of the record just read, if of run, the store's.
@@ -261,8 +257,7 @@ func (s *Store) openSets(run int) error {
 	}
 	s.sets = sets
 	if s.cur.Run >= run {
-		s.setsRun = run // else a stale reading: read again next claim
-		s.setsGen, s.setsChain = s.cur.Gen, s.cur.Chain
+		s.opened = State{Run: run, Gen: s.cur.Gen, Chain: s.cur.Chain} // else a stale reading: read again next claim
 	}
 	return nil
 }

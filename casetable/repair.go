@@ -242,7 +242,7 @@ func (s *Store) adoptChain(c *chain, st State, gen int64) {
 
 // repairRecord is st as generation n's record, committed by this repair.
 func (s *Store) repairRecord(st State, n int64, nonce string) []byte {
-	return st.marshal(nil, n, commitInfo{by: s.by(), nonce: nonce})
+	return st.marshal(nil, n, commitInfo{by: cmp.Or(s.Job, "repair"), nonce: nonce})
 }
 
 // commitFrom commits gen(n) as generation n, from next on past voids, retried by r: a
@@ -267,9 +267,6 @@ func (c *chain) commitFrom(ctx context.Context, r *fsretry.Retrier, next int64, 
 		}
 	}
 }
-
-// by is who a repair's commits are by: the job, or "repair".
-func (s *Store) by() string { return cmp.Or(s.Job, "repair") }
 
 // placeholder makes the missing MISC/chain an empty file by O_EXCL create (one
 // right; damage to others), and rd its reading; a *RepairRaceError if it exists.
@@ -311,7 +308,7 @@ func (s *Store) takeRight(ctx context.Context, r *fsretry.Retrier, rd Reading) (
 		}
 		// The name is the right; its content is for the record, unchecked.
 		// (NFS recognises a retransmitted exclusive create: no EEXIST.)
-		fmt.Fprintf(f, "farm repair of MISC/chain %.200q by %s\n", rd.file, s.by())
+		fmt.Fprintf(f, "farm repair of MISC/chain %.200q by %s\n", rd.file, cmp.Or(s.Job, "repair"))
 		f.Close()
 		return nil
 	})
