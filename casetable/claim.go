@@ -278,7 +278,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		if l < 0 {
 			return nil, nil
 		}
-		cases, exhausted, err := L.claimIn(ctx, s, l, run, most)
+		cases, exhausted, err := L.claimInLane(ctx, s, l, run, most)
 		if errors.Is(err, errClosed) { // a new run, a close or a repair closed the set
 			L.end = true
 			return nil, nil

@@ -331,8 +331,8 @@ func homeLane(fsys vfs.FS, job string, lanes int) int {
 	return int(h.Sum32() % uint32(lanes))
 }
 
-// claimIn claims up to most cases in lane l of s's set L, and whether it is then exhausted.
-func (L *laneSet) claimIn(ctx context.Context, s *Store, l, run, most int) ([]tablefmt.Case, bool, error) {
+// claimInLane claims up to most cases in lane l of s's set L, and whether it is then exhausted.
+func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) ([]tablefmt.Case, bool, error) {
 	if L.stores[l] == nil {
 		L.stores[l] = newLaneStore(&s.Opts, s.fs, s.misc, filepath.Join(L.dir, strconv.Itoa(l)))
 	}
