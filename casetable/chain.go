@@ -133,9 +133,8 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 	return f.Fd, nil
 }
 
-// close releases the chain's descriptors (if c is not nil); after an error,
-// so that the next operation opens the directories again by name (a
-// directory made again, a stale handle).
+// close releases the chain's descriptors (if c is not nil); after an error too, so
+// that the next call looks the directories up again (made again, a stale handle).
 func (c *chain) close() {
 	if c != nil {
 		vfs.CloseFile(&c.sfd)
@@ -183,8 +182,7 @@ func openChain(fsys vfs.FS, misc string) (c *chain, b []byte, ino uint64, err er
 	}
 }
 
-// chainRereads is how many times openChain reads an unfinished MISC/chain
-// again, 0.1 s apart, before it believes it.
+// chainRereads is how many times openChain reads an unfinished MISC/chain again, 0.1 s apart.
 var chainRereads = 20
 
 // newChain returns the chain in directory dir; it does no I/O.
@@ -269,8 +267,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		"filesystem and run the command again", misc, chainRemakes+1))
 }
 
-// chainRemakes is how many times createChain makes MISC/chain again after
-// another process made it and removed it unwritten.
+// chainRemakes is how many times createChain makes MISC/chain again after another removed it unwritten.
 const chainRemakes = 3
 
 // makeChainFile makes MISC/chain naming the chain directory name, by O_EXCL
@@ -364,8 +361,7 @@ func (c *chain) marker(n int64) (mark, error) {
 	return unmarked, c.segErr("lstat", n, markName(n), err)
 }
 
-// errInconsistent: a mark seen, then not seen: a stale cache answered one of
-// the lookups. The caller reads again later.
+// errInconsistent: a mark seen, then not seen (a stale cache): the caller reads again later.
 var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up " +
 	"inconsistently (a network filesystem's cache); reading again"))
 
@@ -428,12 +424,10 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 	return -1, nil
 }
 
-// nextSlot is the generation the next commit on generation gen (the newest
-// committed one the caller read) takes: past every mark known.
+// nextSlot is the slot of the next commit on gen, the newest the caller read: past every mark known.
 func (c *chain) nextSlot(gen int64) int64 { return max(gen, c.top) + 1 }
 
-// read returns generation n's content; errBuried if it was buried,
-// os.ErrNotExist if it does not exist.
+// read returns generation n's content; errBuried if it was buried, os.ErrNotExist if it does not exist.
 func (c *chain) read(n int64) ([]byte, error) {
 	d, err := c.segFD(n, false)
 	if err != nil {
@@ -545,8 +539,7 @@ func (c *chain) slotThere(d int, n int64) bool {
 	return err == nil || err == unix.EIO
 }
 
-// mark makes generation n's mark, a regular file, by mknod (an O_EXCL create
-// with no open to close).
+// mark makes generation n's mark, a regular file, by mknod (an O_EXCL create with no open to close).
 func (c *chain) mark(d int, n int64) error {
 	err := injected("mark", func() error { return c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644) })
 	if err == nil {
@@ -607,9 +600,8 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 	}
 }
 
-// settle goes on with the pending commit (see commit; every UndecidedError
-// leaves it pending): it finds out whether its mark was made, and makes it
-// if it certainly was not.
+// settle decides the pending commit (every UndecidedError leaves one): its mark
+// looked up, and made if it certainly was not (decide).
 func (c *chain) settle() (bool, error) {
 	d, err := c.segFD(c.pending, false)
 	if err != nil {
@@ -654,9 +646,9 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 	return c.decided(true), nil
 }
 
-// decided ends the pending commit with its outcome, and returns it. The slot
-// is removed (one left behind costs an inode): generation n's content and
-// mark are what stops anyone from making it again. Won, it buries an old one.
+// decided ends the pending commit with its outcome, and returns it. The slot is
+// removed (one left behind costs an inode; the content and mark stop anyone from
+// making generation n again). Won, it buries an old one.
 func (c *chain) decided(won bool) bool {
 	n := c.pending
 	c.pending = -1
@@ -682,8 +674,8 @@ func (c *chain) decided(won bool) bool {
 	return true
 }
 
-// UndecidedError says a commit's mark may or may not have been made: the
-// filesystem could not be asked. It is transient (fsretry).
+// UndecidedError says a commit's mark may or may not have been made: the filesystem
+// could not be asked. It is transient (fsretry).
 type UndecidedError struct{ Err error }
 
 // Error says the commit is undecided, and why.
@@ -765,17 +757,15 @@ func gone(fsys vfs.FS, path string) bool {
 	}
 }
 
-// goneLooks is how many lookups gone makes of a name: a passing ENOENT in
-// every one, at one in two, is a chance in 256 (then the listing decides).
+// goneLooks is how many lookups gone makes of a name: a passing ENOENT in every one,
+// at one in two, is a chance in 256 (then the listing decides).
 const goneLooks = 8
 
-// maxTombs bounds the tombs of a segment: SegmentSize links need few tombs
-// even where a file may have only a few hundred links.
+// maxTombs bounds a segment's tombs: few even where a file may have only a few hundred links.
 const maxTombs = 64
 
-// bury replaces generation k and its mark by links to its segment's tomb:
-// the names stay, so that nobody can ever make generation k again, and
-// their inodes go.
+// bury replaces generation k and its mark by links to its segment's tomb: the names
+// stay, so that nobody can ever make generation k again, and their inodes go.
 func (c *chain) bury(k int64) error {
 	d := -1
 	if c.sfd != nil && c.sseg == k/SegmentSize {
@@ -807,9 +797,8 @@ func (c *chain) bury(k int64) error {
 	return c.entomb(d, k, markName(k))
 }
 
-// entomb renames a new link to the tomb over name, in the directory open as
-// d, generation k's segment. A tomb with as many links as the filesystem
-// allows (EMLINK) is left for the next one.
+// entomb renames a new link to the tomb over name, in d, generation k's segment; a
+// tomb with as many links as the filesystem allows (EMLINK) is left for the next.
 func (c *chain) entomb(d int, k int64, name string) error {
 	c.seq++
 	x := fmt.Sprintf("x.%s.%d", c.self, c.seq)

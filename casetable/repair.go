@@ -268,24 +268,19 @@ func (c *chain) commitFrom(ctx context.Context, r *fsretry.Retrier, next int64, 
 	}
 }
 
-// placeholder makes the missing MISC/chain an empty file by O_EXCL create (one
+// placeholder makes the missing MISC/chain an empty file by mknod (one
 // right; damage to others), and rd its reading; a *RepairRaceError if it exists.
 func (s *Store) placeholder(rd *Reading) error {
 	path := filepath.Join(s.misc, "chain")
-	f, err := vfs.Open(s.fs, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+	err := s.fs.Mknodat(unix.AT_FDCWD, path, unix.S_IFREG|0o644)
 	if err == unix.EEXIST {
 		return &RepairRaceError{}
+	} else if err != nil {
+		return passing(s.fs, s.misc, &os.PathError{Op: "mknod", Path: path, Err: err})
 	}
-	if err != nil {
-		return passing(s.fs, s.misc, &os.PathError{Op: "open", Path: path, Err: err})
-	}
-	defer f.Close()
-	sb, err := f.Stat()
-	if err != nil {
-		return &os.PathError{Op: "stat", Path: path, Err: err}
-	}
+	sb, err := vfs.Stat(s.fs, path)
 	*rd = Reading{file: []byte{}, ino: sb.Ino}
-	return nil
+	return err
 }
 
 // takeRight makes MISC/repair.KEY, whose O_EXCL create gives the right to
