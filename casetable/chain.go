@@ -44,23 +44,6 @@ func hookAt(stage, path string) {
 	}
 }
 
-// fault, if set (by tests), gives the error some claim-path calls fail with
-// (nil: none), by op: "lookup" (a mark), "read", "write" (a slot), "mark",
-// "mark.reply" (a lost reply), "bury", "table.stat", "table.read".
-var fault func(op string) error
-
-// injected returns the error fault gives op, if any, else call's (nil: none).
-func injected(op string, call func() error) error {
-	var err error
-	if fault != nil {
-		err = fault(op)
-	}
-	if err == nil && call != nil {
-		err = call()
-	}
-	return err
-}
-
 // errBuried is returned when a generation has been buried.
 var errBuried = errors.New("generation buried")
 
@@ -348,7 +331,7 @@ func (c *chain) marker(n int64) (mark, error) {
 		return unmarked, err
 	}
 	var st unix.Stat_t
-	err = injected("lookup", func() error { return c.fs.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW) })
+	err = c.fs.Fstatat(d, markName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
 		return committed, nil
@@ -434,7 +417,7 @@ func (c *chain) read(n int64) ([]byte, error) {
 		return nil, err
 	}
 	b, err := vfs.ReadLineAt(c.fs, d, genName(n))
-	if err = cmp.Or(injected("read", nil), err); err != nil { // a fault replaces the reading's outcome
+	if err != nil {
 		if err != unix.ENOENT {
 			c.close()
 		}
@@ -501,7 +484,7 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 		return linkCommit(c, d, n, b)
 	}
 	hookAt("write", c.dir)
-	err = injected("write", func() error { return c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) }) // step 1, the slot
+	err = c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) // step 1, the slot
 	if err == unix.EEXIST || err == unix.EIO && c.slotThere(d, n) {
 		return false, nil
 	}
@@ -540,13 +523,7 @@ func (c *chain) slotThere(d int, n int64) bool {
 }
 
 // mark makes generation n's mark, a regular file, by mknod (an O_EXCL create with no open to close).
-func (c *chain) mark(d int, n int64) error {
-	err := injected("mark", func() error { return c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644) })
-	if err == nil {
-		err = injected("mark.reply", nil)
-	}
-	return err
-}
+func (c *chain) mark(d int, n int64) error { return c.fs.Mknodat(d, markName(n), unix.S_IFREG|0o644) }
 
 // void makes generation n's mark a FIFO, unless it has a mark, so that its
 // slot's owner can never mark it committed (CLAIMS.md, Voids; not a mkdir).
@@ -788,8 +765,8 @@ func (c *chain) bury(k int64) error {
 	// A void stays a FIFO (a tomb is a regular file): an owner that resumes
 	// after ever so long must find it one.
 	var st unix.Stat_t
-	if err := c.fs.Fstatat(d, markName(k), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return c.segErr("lstat", k, markName(k), err)
+	if err := c.fs.Fstatat(d, markName(k), &st, 0); err != nil { // (a mark is no link)
+		return c.segErr("stat", k, markName(k), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil
@@ -807,7 +784,7 @@ func (c *chain) entomb(d int, k int64, name string) error {
 		if c.buried.tomb > 0 {
 			tomb += "." + strconv.Itoa(c.buried.tomb)
 		}
-		err := injected("bury", func() error { return c.fs.Linkat(d, tomb, d, x) })
+		err := c.fs.Linkat(d, tomb, d, x)
 		if err == unix.ENOENT {
 			werr := vfs.WriteNewAt(c.fs, d, tomb, []byte(tombText), 0o644)
 			if werr != nil && werr != unix.EEXIST {

@@ -467,7 +467,7 @@ func (c scaleConfig) refill(ctx context.Context, st *Store) ([]tablefmt.Case, er
 func collect(b *testing.B, wg *sync.WaitGroup, recs []*claimerRec, logs *logLines) {
 	wg.Wait()
 	b.StopTimer()
-	defaultFS = vfs.OS{}
+	defaultFS = faultFS{}
 	for _, r := range recs {
 		if r.err != nil {
 			b.Fatal(r.err)
@@ -632,7 +632,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	ctx, cancel := context.WithDeadline(context.Background(), winEnd)
 	defer cancel()
 	defaultFS = countingFS{on: model.call}
-	defer func() { defaultFS = vfs.OS{} }()
+	defer func() { defaultFS = faultFS{} }()
 	// Every call is traced with its claimer until the window opens: the
 	// herd's calls (each claimer's until its first claim ended).
 	model.trace.Store(true)
@@ -850,7 +850,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	logs := &logLines{}
 	recs := make([]*claimerRec, n)
 	defaultFS = countingFS{on: model.call}
-	defer func() { defaultFS = vfs.OS{} }()
+	defer func() { defaultFS = faultFS{} }()
 	b.ResetTimer()
 	t0 := time.Now()
 	work := max(c.work, time.Millisecond)

@@ -49,19 +49,8 @@ func (s *tableCheck) open(table string, fresh bool) error {
 		return tableErr(s.fs, "open", path, err)
 	}
 	s.table = f
-	s.rd.Reset(faultyTable{f}, table)
+	s.rd.Reset(f, table)
 	return nil
-}
-
-// faultyTable is a run's table read through the tests' fault plan ("table.read").
-type faultyTable struct{ f *vfs.File }
-
-// ReadAt reads the table at off, or fails as the fault plan says.
-func (t faultyTable) ReadAt(b []byte, off int64) (int, error) {
-	if err := injected("table.read", nil); err != nil {
-		return 0, &os.PathError{Op: "read", Path: t.f.Name, Err: err}
-	}
-	return t.f.ReadAt(b, off)
 }
 
 // TableChangedError: the run's table is not the file the run started with
@@ -156,7 +145,7 @@ func (s *tableCheck) stat(table string) (int64, uint64, error) {
 		s.dirFD = fd
 	}
 	var st unix.Stat_t
-	err := injected("table.stat", func() error { return s.fs.Fstatat(s.dirFD.Fd, table, &st, 0) })
+	err := s.fs.Fstatat(s.dirFD.Fd, table, &st, 0)
 	if err != nil {
 		return 0, 0, tableErr(s.fs, "stat", filepath.Join(s.farm, table), err)
 	}
