@@ -150,13 +150,15 @@ func openChain(fsys vfs.FS, misc string) (c *chain, b []byte, ino uint64, err er
 		case err != nil:
 			return nil, nil, 0, err
 		}
-		if name, ok := parseChainFile(b); ok {
+		s := string(b)
+		name, ok := strings.CutPrefix(s, chainMagic)
+		name, ok2 := strings.CutSuffix(name, "\n")
+		if ok && ok2 && strings.HasPrefix(name, "claims.") && !strings.ContainsAny(name, "/ \n") {
 			return newChain(fsys, filepath.Join(misc, name)), b, ino, nil
 		}
 		// Empty, or the start of a chain line with no newline yet: just made by
 		// O_EXCL create and not yet written, or cached so (createChain): read
 		// again, past the caches. Unfinished for good: damage.
-		s := string(b)
 		unfinished := !strings.HasSuffix(s, "\n") && (strings.HasPrefix(s, chainMagic) || strings.HasPrefix(chainMagic, s))
 		if try >= chainRereads || !unfinished {
 			return nil, b, ino, &DamageError{Path: path, Why: fmt.Sprintf("unreadable content %.40q", b)}
@@ -171,16 +173,6 @@ var chainRereads = 20
 // newChain returns the chain in directory dir; it does no I/O.
 func newChain(fsys vfs.FS, dir string) *chain {
 	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1, pending: -1}
-}
-
-// parseChainFile reads MISC/chain's content: the chain directory it names.
-func parseChainFile(b []byte) (name string, ok bool) {
-	s, ok := strings.CutPrefix(string(b), chainMagic)
-	s, ok2 := strings.CutSuffix(s, "\n")
-	if !ok || !ok2 || !strings.HasPrefix(s, "claims.") || strings.ContainsAny(s, "/ \n") {
-		return "", false
-	}
-	return s, true
 }
 
 // mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
@@ -434,12 +426,12 @@ func (c *chain) read(n int64) ([]byte, error) {
 // long as the attempt took: CLAIMS-APPENDIX.md).
 func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte) (bool, error) {
 	won, err := c.commit(n, b)
-	if mutated("undecided-recommitted") && errors.As(err, new(*UndecidedError)) {
+	if mutated("undecided-recommitted") && errors.Is(err, errUndecided) {
 		c.pending = -1 // given up: if its mark was made, its cases were never started
 		return false, errAgain
 	}
 	// A commit of unknown outcome is settled, not made again: it may be ours.
-	for err != nil && errors.As(err, new(*UndecidedError)) && u.r.Again(ctx, err) {
+	for err != nil && errors.Is(err, errUndecided) && u.r.Again(ctx, err) {
 		won, err = c.settle()
 	}
 	if err != nil || won {
@@ -577,7 +569,7 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 	}
 }
 
-// settle decides the pending commit (every UndecidedError leaves one): its mark
+// settle decides the pending commit (every undecided error leaves one): its mark
 // looked up, and made if it certainly was not (decide).
 func (c *chain) settle() (bool, error) {
 	d, err := c.segFD(c.pending, false)
@@ -651,20 +643,11 @@ func (c *chain) decided(won bool) bool {
 	return true
 }
 
-// UndecidedError says a commit's mark may or may not have been made: the filesystem
-// could not be asked. It is transient (fsretry).
-type UndecidedError struct{ Err error }
+// errUndecided says a commit's mark may or may not have been made: the filesystem
+// could not be asked. undecided wraps err in it, transient (fsretry).
+var errUndecided = errors.New("cannot tell whether a claim was committed")
 
-// Error says the commit is undecided, and why.
-func (e *UndecidedError) Error() string {
-	return fmt.Sprintf("cannot tell whether a claim was committed: %v", e.Err)
-}
-
-// Unwrap returns the error that left the commit undecided.
-func (e *UndecidedError) Unwrap() error { return e.Err }
-
-// undecided wraps err in a transient *UndecidedError.
-func undecided(err error) error { return fsretry.Transient(&UndecidedError{err}) }
+func undecided(err error) error { return fsretry.Transient(fmt.Errorf("%w: %w", errUndecided, err)) }
 
 // checkGone says what err, an error of a call in the chain's directories,
 // means, and drops the descriptors (maybe stale). An ENOENT is damage only

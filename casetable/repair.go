@@ -193,7 +193,15 @@ func (s *Store) replaceChain(ctx context.Context, r *fsretry.Retrier, rd Reading
 		c.close()
 		return s.giveUpRight(token, err)
 	}
-	if err := r.Do(ctx, func() error { return s.install(rd, c.dir) }); err != nil {
+	path := filepath.Join(s.misc, "chain") // named in MISC/chain by a rename over what rd read
+	if err := r.Do(ctx, func() error {
+		if rd.isDir { // a directory put aside first
+			if err := vfs.Rename(s.fs, path, path+".damaged."+newNonce(s.fs)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		return passing(s.fs, s.misc, vfs.WriteAtomic(s.fs, path, 0o644, []byte(chainMagic+filepath.Base(c.dir)+"\n")))
+	}); err != nil {
 		c.close() // the rename may be made all the same (a lost reply): the right stays taken
 		return fmt.Errorf("%w (see 'farm query'; if it still reports damage, remove %s and run 'farm repair' again)", err, token)
 	}
@@ -252,7 +260,7 @@ func (c *chain) commitFrom(ctx context.Context, r *fsretry.Retrier, next int64, 
 	for n := next; ; n++ {
 		won, err := c.commit(n, gen(n))
 		for err != nil && fsretry.IsTransient(err) && !errors.As(err, new(*DamageError)) && r.Again(ctx, err) {
-			if errors.As(err, new(*UndecidedError)) {
+			if errors.Is(err, errUndecided) {
 				won, err = c.settle()
 			} else {
 				won, err = c.commit(n, gen(n))
@@ -396,7 +404,7 @@ func closeChain(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string
 		nonce := newNonce(c.fs)
 		_, won, err := c.commitFrom(ctx, r, c.nextSlot(n), func(n int64) []byte { return closing(n, last, nonce) })
 		switch {
-		case errors.As(err, new(*DamageError)) && !errors.As(err, new(*UndecidedError)):
+		case errors.As(err, new(*DamageError)) && !errors.Is(err, errUndecided):
 			// Its directory gone: settled as an ENOENT. (Undecided: tried again from a new reading.)
 			return State{}, &os.PathError{Op: "close", Path: c.dir, Err: syscall.ENOENT}
 		case err != nil:
@@ -417,17 +425,4 @@ func closing(n int64, last State, nonce string) []byte {
 	}
 	b = kv.Append(b, "nonce", nonce)
 	return append(b, " closed\n"...)
-}
-
-// install names the chain directory dir in MISC/chain, replacing what rd
-// read there (which only the holder of rd's right may replace).
-func (s *Store) install(rd Reading, dir string) error {
-	path := filepath.Join(s.misc, "chain")
-	if rd.isDir {
-		aside := path + ".damaged." + newNonce(s.fs)
-		if err := vfs.Rename(s.fs, path, aside); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	return passing(s.fs, s.misc, vfs.WriteAtomic(s.fs, path, 0o644, []byte(chainMagic+filepath.Base(dir)+"\n")))
 }

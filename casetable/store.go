@@ -305,7 +305,7 @@ func (s *chainStore) note(next int64, ci commitInfo, done, won bool, err error) 
 	case ci.ids == nil:
 	case !done && !late, done && won && late:
 		return s.o.Note(s.token(next, ci.nonce), ci.ids, false)
-	case done && !won && !late && !errors.As(err, new(*UndecidedError)):
+	case done && !won && !late && !errors.Is(err, errUndecided):
 		return s.o.Note(s.token(next, ci.nonce), ci.ids, true)
 	}
 	return nil
