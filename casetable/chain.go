@@ -477,7 +477,15 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 	}
 	hookAt("write", c.dir)
 	err = c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) // step 1, the slot
-	if err == unix.EEXIST || err == unix.EIO && c.slotThere(d, n) {
+	if err == unix.EIO && !mutated("split-slot-tried-again") {
+		// A slot there, or answering EIO too (GlusterFS split-brain), is taken: awaited
+		// and voided; tried again, it fails for good (the simulator, seed 16 on gluster).
+		var st unix.Stat_t
+		if serr := c.fs.Fstatat(d, slotName(n), &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil || serr == unix.EIO {
+			err = unix.EEXIST
+		}
+	}
+	if err == unix.EEXIST {
 		return false, nil
 	}
 	if err != nil {
@@ -500,18 +508,6 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 	c.pending = n
 	hookAt("mark", c.dir)
 	return c.decide(d, c.mark(d, n)) // step 3, the mark
-}
-
-// slotThere reports whether generation n's slot, whose mknod answered EIO, is
-// there or answers EIO too (GlusterFS split-brain): taken, awaited and voided;
-// tried again, it fails for good (the simulator, seed 16 on gluster).
-func (c *chain) slotThere(d int, n int64) bool {
-	if mutated("split-slot-tried-again") {
-		return false
-	}
-	var st unix.Stat_t
-	err := c.fs.Fstatat(d, slotName(n), &st, unix.AT_SYMLINK_NOFOLLOW)
-	return err == nil || err == unix.EIO
 }
 
 // mark makes generation n's mark, a regular file, by mknod (an O_EXCL create with no open to close).

@@ -175,28 +175,17 @@ var stateFields = map[string]func(*State, *kv.Reader){
 			s.TFP = v
 		}
 	},
-	"set": func(s *State, r *kv.Reader) {
-		t, err := parseSet(r.Value())
-		s.Sets = append(s.Sets, t)
-		if err != nil {
-			r.Fail(err)
+	"set": func(s *State, r *kv.Reader) { // DIR:LANES:CASES:TABLE
+		var t Set
+		var err1, err2 error
+		if f := strings.SplitN(r.Value(), ":", 4); len(f) == 4 {
+			t.Dir, t.Table = f[0], f[3]
+			t.Lanes, err1 = strconv.Atoi(f[1])
+			t.Cases, err2 = strconv.ParseInt(f[2], 10, 64)
 		}
+		if t.Dir == "" || strings.Contains(t.Dir, "/") || t.Table == "" || err1 != nil || err2 != nil || t.Lanes < 1 || t.Cases < 0 {
+			r.Fail(errors.New("not DIR:LANES:CASES:TABLE"))
+		}
+		s.Sets = append(s.Sets, t)
 	},
-}
-
-// parseSet reads a set= field: DIR:LANES:CASES:TABLE.
-func parseSet(v string) (Set, error) {
-	f := strings.SplitN(v, ":", 4)
-	bad := errors.New("not DIR:LANES:CASES:TABLE")
-	if len(f) != 4 || f[0] == "" || strings.Contains(f[0], "/") || f[3] == "" {
-		return Set{}, bad
-	}
-	t := Set{Dir: f[0], Table: f[3]}
-	var err1, err2 error
-	t.Lanes, err1 = strconv.Atoi(f[1])
-	t.Cases, err2 = strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || t.Lanes < 1 || t.Cases < 0 {
-		return Set{}, bad
-	}
-	return t, nil
 }
