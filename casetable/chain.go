@@ -340,11 +340,10 @@ func (c *chain) marker(n int64) (mark, error) {
 var errInconsistent = fsretry.Transient(errors.New("the claim state's marks looked up " +
 	"inconsistently (a network filesystem's cache); reading again"))
 
-// latestNear finds the newest committed generation, starting from from (a
-// generation known to be marked, or -1); -1 if the chain has none. The
-// newest mark found, committed or voided, becomes c.top. A caller that
-// expects the newest about near past from has from+near looked up first, and
-// the one below if not marked: it orders the lookups, not the answer.
+// latestNear finds the newest committed generation from from (one known marked, or -1);
+// -1 if none. The newest mark found, committed or voided, becomes c.top (CLAIMS.md,
+// "Finding the newest"). A caller expecting the newest about near past from has from+near,
+// then the one below, looked up first: it orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
 	// A gallop finds the newest in 2·log2(distance) lookups.
 	from = max(from, c.top)
@@ -463,9 +462,9 @@ var voidAfter = func() time.Duration {
 	return 20 * time.Second
 }()
 
-// commit makes generation n with content b (which holds its nonce), in three steps
-// (CLAIMS.md, "Commit"): false with no error if another took slot n, or voided it.
-// After an Undecided error the caller settles it, never commits anew on its base.
+// commit makes generation n with content b (which holds its nonce) in three steps (CLAIMS.md,
+// "Commit"): false with no error if another took slot n, or voided it; an undecided one the
+// caller settles, never commits anew on its base.
 func (c *chain) commit(n int64, b []byte) (bool, error) {
 	c.pending = -1
 	d, err := c.segFD(n, n%SegmentSize == 0)
@@ -645,9 +644,8 @@ var errUndecided = errors.New("cannot tell whether a claim was committed")
 
 func undecided(err error) error { return fsretry.Transient(fmt.Errorf("%w: %w", errUndecided, err)) }
 
-// checkGone says what err, an error of a call in the chain's directories,
-// means, and drops the descriptors (maybe stale). An ENOENT is damage only
-// if the chain directory is gone; else a passing one (GlusterFS), transient.
+// checkGone says what err, a call's in the chain's directories, means, dropping the (maybe
+// stale) descriptors: an ENOENT is damage only if the chain directory is gone, else passing.
 func (c *chain) checkGone(err error) error {
 	c.close()
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -659,10 +657,9 @@ func (c *chain) checkGone(err error) error {
 	return fsretry.Transient(err)
 }
 
-// noGeneration is what latest's finding no generation on c means: damage if
-// its directory is gone; errInconsistent if not certainly empty (its first
-// mark, or its first segment, gone), even if every mark found is a void (a
-// passing ENOENT: seed 610 on gluster-dht); else nil.
+// noGeneration is what finding no generation on c means: damage if its directory is gone;
+// errInconsistent if not certainly empty (its first mark, or first segment, gone), even if
+// every mark found is a void (a passing ENOENT: seed 610 on gluster-dht); else nil.
 func (c *chain) noGeneration() error {
 	seg := filepath.Join(c.dir, segName(0))
 	switch {

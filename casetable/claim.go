@@ -209,9 +209,8 @@ func (s *Store) pick(L *laneSet) int {
 	return L.home
 }
 
-// findSets reads the run record and opens the sets of run it names, once per
-// run, or again if again or if a record read since (stale) may name one added
-// first; a record of another run leaves the store no set.
+// findSets reads the run record and opens the sets of run it names: once per run, or
+// again if again or stale (one added first); a record of another run leaves none.
 func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 	if s.opened.Run == run && !again && !s.stale() {
 		return nil
@@ -304,9 +303,8 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 	}
 }
 
-// ClaimWon decides whether the claim a meta-job noted as token (Opts.Note)
-// committed (CLAIMS.md, Noted claims); an error if it cannot tell (its chain
-// gone, the generation buried).
+// ClaimWon decides whether the claim a meta-job noted as token (Opts.Note) committed
+// (CLAIMS.md, Noted claims); an error if it cannot tell (chain gone, generation buried).
 func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
 	dir, rest, ok1 := strings.Cut(token, "@")
 	gen, nonce, ok2 := strings.Cut(rest, "#")

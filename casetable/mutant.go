@@ -2,10 +2,9 @@ package casetable
 
 import "github.com/farm-hpc/farm/vfs"
 
-// mutant names a past defect of the claim core that the simulator's tests
-// reintroduce, to show that they catch it (SIMULATION.md, the catalogue;
-// make sim-mutants): "" in every run but theirs, where it is set before
-// any Store is made and reset after.
+// mutant names a past defect that the simulator's tests put back, to show that
+// they catch it (SIMULATION.md, the catalogue): "" but in their runs, where it
+// is set before any Store is made and reset after.
 var mutant string
 
 // mutated reports whether the past defect name is reintroduced.

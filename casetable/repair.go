@@ -54,12 +54,9 @@ var readDir = vfs.ReadDirNames
 // s.Retry; it returns errors other than those Reading.Err holds.
 func (s *Store) Inspect(ctx context.Context) (Reading, error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
-	for {
-		rd := Reading{}
-		if err := s.inspect(&rd); err == nil || !r.Again(ctx, err) {
-			return rd, err
-		}
-	}
+	var rd Reading
+	err := r.Do(ctx, func() error { rd = Reading{}; return s.inspect(&rd) })
+	return rd, err
 }
 
 // inspect is one try of Inspect: MISC/chain, then the newest generation of

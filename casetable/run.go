@@ -218,10 +218,9 @@ func notQueued(st State) string {
 // errNotQueued: the run cannot take farm add's set (any more).
 var errNotQueued = errors.New("not queued")
 
-// tableID is a State of table and its identity (tableIDOn), passing errors
-// retried by r; once, as farm add's before b6298cc (the mutant
-// add-removes-table-then-looks), one try, the table removed on an error before
-// it is looked up.
+// tableID is a State of table and its identity (tableIDOn), passing errors retried
+// by r; once (farm add before b6298cc, the mutant add-removes-table-then-looks):
+// one try, the table removed on an error before it is looked up.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string, once bool) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
 	hookAt("table", path)

@@ -318,10 +318,8 @@ func (s *chainStore) token(n int64, nonce string) string {
 	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce
 }
 
-// propose reads the base if it must, runs fn on it, and makes the farm's
-// chain if it has none: the state to commit, errAgain (also unless the chain
-// made is certainly still without a generation), or errNoCommit (nothing to
-// commit on the newest).
+// propose reads the base if it must, runs fn on it and, for the farm's first
+// commit, makes its chain: the state to commit, errAgain, or errNoCommit.
 func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()

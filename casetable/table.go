@@ -155,10 +155,10 @@ func (s *tableCheck) stat(table string) (int64, uint64, error) {
 // tableErr is the error of op on a run's table at path: an ENOENT is passing
 // unless it is certainly gone (it is never removed while the run claims).
 func tableErr(fsys vfs.FS, op, path string, err error) error {
-	if mutated("table-enoent-ends-claims") {
-		return &os.PathError{Op: op, Path: path, Err: err}
+	if err = (&os.PathError{Op: op, Path: path, Err: err}); mutated("table-enoent-ends-claims") {
+		return err
 	}
-	return passing(fsys, path, &os.PathError{Op: op, Path: path, Err: err})
+	return passing(fsys, path, err)
 }
 
 // goneOr is, for err, a call's on path: whether path is certainly gone (gone confirms
@@ -193,9 +193,8 @@ func tableIDOn(fsys vfs.FS, path string) (size int64, ino uint64, fp string, err
 		return 0, 0, "", &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer f.Close()
-	if size, ino, err = f.ID(); err != nil {
-		return 0, 0, "", err
+	if size, ino, err = f.ID(); err == nil {
+		fp, err = tablefmt.Fingerprint(f, size)
 	}
-	fp, err = tablefmt.Fingerprint(f, size)
 	return size, ino, fp, err
 }
