@@ -370,10 +370,8 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 		}
 		st.Claimed += int64(len(cases))
 		ci = commitInfo{first: cases[0].ID, n: len(cases)}
-		if ls.o.Note != nil {
-			for _, c := range cases {
-				ci.ids = append(ci.ids, c.ID)
-			}
+		for _, c := range cases {
+			ci.ids = append(ci.ids, c.ID)
 		}
 		return nil
 	}, &ci)

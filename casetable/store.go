@@ -302,7 +302,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 func (s *chainStore) note(next int64, ci commitInfo, done, won bool, err error) error {
 	late := mutated("note-after-commit") // noted once won, never before
 	switch {
-	case ci.ids == nil:
+	case ci.ids == nil || s.o.Note == nil:
 	case !done && !late, done && won && late:
 		return s.o.Note(s.token(next, ci.nonce), ci.ids, false)
 	case done && !won && !late && !errors.Is(err, errUndecided):
