@@ -32,17 +32,10 @@ const (
 	tombText   = "farm-gen v1 buried\n"
 )
 
-// testHook, if set (by tests), is called where the simulator aims faults: in a
+// testHook, which tests set, is called where the simulator aims faults: in a
 // commit on the chain in path, "write", "mark", "marked"; with the path looked
 // at, "table" (tableID), "gone" (goneOr), "inspect" (a repair's reading).
-var testHook func(stage, path string)
-
-// hookAt calls testHook, if set.
-func hookAt(stage, path string) {
-	if testHook != nil {
-		testHook(stage, path)
-	}
-}
+var testHook = func(stage, path string) {}
 
 // errBuried is returned when a generation has been buried.
 var errBuried = errors.New("generation buried")
@@ -86,8 +79,7 @@ func (c *chain) dirFD() (int, error) {
 	return c.dfd.Fd, nil
 }
 
-// segFD returns the descriptor of generation n's segment directory; with
-// mk, it makes the directory if it is not there.
+// segFD returns the descriptor of generation n's segment directory, made first if mk.
 func (c *chain) segFD(n int64, mk bool) (int, error) {
 	seg := n / SegmentSize
 	if c.sfd != nil && c.sseg == seg {
@@ -126,9 +118,7 @@ func (c *chain) close() {
 }
 
 // newNonce returns 16 random hex digits, a name no other process makes.
-func newNonce(fsys vfs.FS) string {
-	return fmt.Sprintf("%016x", fsys.Rand())
-}
+func newNonce(fsys vfs.FS) string { return fmt.Sprintf("%016x", fsys.Rand()) }
 
 // openChain opens the chain misc/chain names, and returns that file's content
 // and inode: ErrNoState if it is certainly gone, a transient error if it may
@@ -175,8 +165,7 @@ func newChain(fsys vfs.FS, dir string) *chain {
 	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1, pending: -1}
 }
 
-// mkdirNew makes the directory dir, whose name is new (a nonce): EEXIST is
-// our own mkdir, its reply lost and its request retried.
+// mkdirNew makes dir, a new name (a nonce): EEXIST is our own mkdir's, its request retried.
 func mkdirNew(fsys vfs.FS, dir string) error {
 	if err := vfs.Mkdir(fsys, dir, 0o755); !errors.Is(err, unix.EEXIST) || mutated("own-mkdir-eexist-fatal") {
 		return err
@@ -206,8 +195,7 @@ func makeChain(fsys vfs.FS, dir string, gen0 func(nonce string) []byte) (*chain,
 	return c, nil
 }
 
-// createChain makes a new chain and names it in misc/chain, unless misc/chain
-// exists: then it opens that one (another process made it first).
+// createChain makes a new chain and names it in misc/chain, or opens the one another named first.
 func createChain(fsys vfs.FS, misc string) (*chain, error) {
 	name := "claims." + newNonce(fsys)
 	dir := filepath.Join(misc, name)
@@ -224,8 +212,7 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 		}
 		c, _, _, err := openChain(fsys, misc)
 		if errors.Is(err, ErrNoState) && !made && !mutated("chain-made-once") {
-			// Another process made MISC/chain, then removed it unwritten
-			// (its disk was full): make it again.
+			// Another process made MISC/chain, then removed it unwritten (its disk full): again.
 			continue
 		}
 		if err != nil {
@@ -245,9 +232,8 @@ func createChain(fsys vfs.FS, misc string) (*chain, error) {
 // chainRemakes is how many times createChain makes MISC/chain again after another removed it unwritten.
 const chainRemakes = 3
 
-// makeChainFile makes MISC/chain naming the chain directory name, by O_EXCL
-// create, written at once. It reports whether this call made it (not if
-// another process had). On an error, misc/name goes unless MISC/chain may name it.
+// makeChainFile makes MISC/chain naming name by an O_EXCL create written at once: whether
+// it made it (not another); on an error, misc/name goes unless MISC/chain may name it.
 func makeChainFile(fsys vfs.FS, misc, name string) (bool, error) {
 	path := filepath.Join(misc, "chain")
 	f, err := vfs.Open(fsys, unix.AT_FDCWD, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
@@ -315,8 +301,7 @@ const (
 func (c *chain) marker(n int64) (mark, error) {
 	d, err := c.segFD(n, false)
 	if os.IsNotExist(err) {
-		// No segment yet, no chain directory, or a passing ENOENT: the
-		// callers decide (Store.refresh, chain.noGeneration).
+		// No segment yet, no chain directory, or a passing ENOENT: refresh, noGeneration decide.
 		return unmarked, nil
 	}
 	if err != nil {
@@ -379,8 +364,7 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 	if loMark == committed {
 		return lo, nil
 	}
-	// The newest mark, lo, is a void: the newest committed generation is the
-	// first below it not voided (voids are rare).
+	// The newest mark, lo, is a void: the newest commit is the first below not voided (rare).
 	for n := lo; n >= 0; n-- {
 		m, err := c.marker(n)
 		if err != nil {
@@ -390,8 +374,7 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 		case committed:
 			return n, nil
 		case unmarked:
-			// Marks are made in order: one below a mark seen is there,
-			// whatever a cache said.
+			// Marks are made in order: one below a mark seen is there, whatever a cache said.
 			return 0, errInconsistent
 		}
 	}
@@ -474,7 +457,7 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 	if mutated("link-commit") {
 		return linkCommit(c, d, n, b)
 	}
-	hookAt("write", c.dir)
+	testHook("write", c.dir)
 	err = c.fs.Mknodat(d, slotName(n), unix.S_IFREG|0o644) // step 1, the slot
 	if err == unix.EIO && !mutated("split-slot-tried-again") {
 		// A slot there, or answering EIO too (GlusterFS split-brain), is taken: awaited
@@ -498,14 +481,13 @@ func (c *chain) commit(n int64, b []byte) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		// Not written whole: void the slot at once, so that nobody waits for
-		// it, and say why (a full disk is retried).
+		// Not written whole: void the slot at once (nobody waits for it), say why (ENOSPC: retried).
 		c.void(d, n)
 		c.fs.Unlinkat(d, slotName(n), 0)
 		return false, c.checkGone(c.segErr("write", n, genName(n), err))
 	}
 	c.pending = n
-	hookAt("mark", c.dir)
+	testHook("mark", c.dir)
 	return c.decide(d, c.mark(d, n)) // step 3, the mark
 }
 
@@ -527,11 +509,10 @@ func (c *chain) void(d int, n int64) error {
 	return nil
 }
 
-// awaitPaced waits until generation n, whose slot another process took, is
-// marked, and returns its mark; it voids a slot left unmarked for voidAfter.
-// unit (0: none) is what the caller's lost attempt took, about what the slot's
-// owner has left to do: its looks start unit/4 apart, at least 1 ms, and
-// double up to 100 ms (on saturated cores: BENCHMARKS.md).
+// awaitPaced waits until generation n, whose slot another took, is marked, and returns its
+// mark, voiding a slot unmarked for voidAfter. unit (0: none), what the caller's lost attempt
+// took (about what the owner has left to do), paces its looks: unit/4 apart, at least 1 ms,
+// doubling to 100 ms (on saturated cores: BENCHMARKS.md).
 func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (mark, error) {
 	start := c.fs.Now()
 	wait := min(max(unit/4, time.Millisecond), 100*time.Millisecond)
@@ -564,8 +545,7 @@ func (c *chain) awaitPaced(ctx context.Context, n int64, unit time.Duration) (ma
 	}
 }
 
-// settle decides the pending commit (every undecided error leaves one): its mark
-// looked up, and made if it certainly was not (decide).
+// settle decides the pending commit (every undecided error leaves one), as decide does.
 func (c *chain) settle() (bool, error) {
 	d, err := c.segFD(c.pending, false)
 	if err != nil {
@@ -603,7 +583,7 @@ func (c *chain) decide(d int, merr error) (bool, error) {
 		c.pending = -1
 		return false, c.segErr("mknod", n, markName(n), merr)
 	}
-	hookAt("mark", c.dir)
+	testHook("mark", c.dir)
 	if err := c.mark(d, n); err != nil {
 		return false, undecided(c.segErr("mknod", n, markName(n), err))
 	}
@@ -623,7 +603,7 @@ func (c *chain) decided(won bool) bool {
 	if !won {
 		return false
 	}
-	hookAt("marked", c.dir)
+	testHook("marked", c.dir)
 	// The generation buryAfter back is buried. A failure costs an inode but is
 	// said: the first in the log, their count when the store is closed.
 	if k := n - buryAfter; k >= 0 {
@@ -738,8 +718,7 @@ func (c *chain) bury(k int64) error {
 	if err := c.entomb(d, k, genName(k)); err != nil {
 		return err
 	}
-	// A void stays a FIFO (a tomb is a regular file): an owner that resumes
-	// after ever so long must find it one.
+	// A void stays a FIFO (a tomb is a regular file): an owner resuming however late finds one.
 	var st unix.Stat_t
 	if err := c.fs.Fstatat(d, markName(k), &st, 0); err != nil { // (a mark is no link)
 		return c.segErr("stat", k, markName(k), err)

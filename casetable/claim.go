@@ -61,9 +61,8 @@ func NewStoreOn(fsys vfs.FS, dir, misc string) *Store {
 // defaultFS is the filesystem of NewStore's stores (a benchmark's counts calls).
 var defaultFS vfs.FS = vfs.OS{}
 
-// Ahead is how many batches' worth the store's next claim should take: more
-// as sharing its lane costs it more (CLAIMS.md, "Claims at scale"); on in a
-// set of several lanes (many meta-jobs), else only if aheadOn.
+// Ahead is how many batches' worth the store's next claim should take: more as sharing its lane
+// costs it more (CLAIMS.md, "Claims at scale"); on in sets of several lanes, else if aheadOn.
 func (s *Store) Ahead() int {
 	L := s.last
 	if L == nil || L.stores[L.home] == nil || L.x.lanes == 1 && !aheadOn {
@@ -305,7 +304,7 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 
 // ClaimWon decides whether the claim a meta-job noted as token (Opts.Note) committed
 // (CLAIMS.md, Noted claims); an error if it cannot tell (chain gone, generation buried).
-func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
+func (s *Store) ClaimWon(ctx context.Context, token string) (won bool, err error) {
 	dir, rest, ok1 := strings.Cut(token, "@")
 	gen, nonce, ok2 := strings.Cut(rest, "#")
 	n, err := strconv.ParseInt(gen, 10, 64)
@@ -314,7 +313,6 @@ func (s *Store) ClaimWon(ctx context.Context, token string) (bool, error) {
 	}
 	c := newChain(s.fs, filepath.Join(s.misc, dir))
 	defer c.close()
-	var won bool
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	err = r.Do(ctx, func() error {
 		m, err := c.awaitPaced(ctx, n, 0)

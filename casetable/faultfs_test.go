@@ -21,8 +21,12 @@ func init() { defaultFS = faultFS{} }
 // faultFS is the system's filesystem with the calls fault names failing.
 type faultFS struct{ vfs.OS }
 
-// tableFDs holds the descriptors of tables open (their reads are "table.read").
-var tableFDs sync.Map
+// listFault, if set, gives the error a listing of the directory path fails with (nil: none).
+var listFault func(path string) error
+
+// tableFDs holds the descriptors of tables open (their reads are "table.read"),
+// dirFDs those of directories open to be listed, with their paths.
+var tableFDs, dirFDs sync.Map
 
 // failed is the error fault gives op, if any.
 func failed(op string) error {
@@ -55,13 +59,25 @@ func (f faultFS) Openat(d int, name string, flags int, mode uint32) (int, error)
 	fd, err := f.OS.Openat(d, name, flags, mode)
 	if err == nil && strings.HasPrefix(filepath.Base(name), "table.") {
 		tableFDs.Store(fd, true)
+	} else if err == nil && flags&(unix.O_DIRECTORY|unix.O_PATH) == unix.O_DIRECTORY {
+		dirFDs.Store(fd, name)
 	}
 	return fd, err
 }
 
 func (f faultFS) Close(fd int) error {
 	tableFDs.Delete(fd)
+	dirFDs.Delete(fd)
 	return f.OS.Close(fd)
+}
+
+func (f faultFS) Getdents(fd int) ([]string, error) {
+	if path, ok := dirFDs.Load(fd); ok && listFault != nil {
+		if err := listFault(path.(string)); err != nil {
+			return nil, err
+		}
+	}
+	return f.OS.Getdents(fd)
 }
 
 func (f faultFS) Pread(fd int, b []byte, off int64) (int, error) {

@@ -19,8 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lanes: the chains a run's claims are made in, each a cursor through its
-// blocks of a table (CLAIMS.md, "Lanes").
+// Lanes: the chains a run's claims are made in, each a cursor through its blocks (CLAIMS.md, "Lanes").
 
 const (
 	MaxLanes      = 64               // caps the lanes of a run
@@ -239,8 +238,7 @@ func (s *Store) closeSets(ctx context.Context, st State) error {
 	return nil
 }
 
-// closeAllLanes closes every lane in MISC of run upTo or an earlier one
-// (every lane if upTo < 1), for a repair, which may not know the run's sets.
+// closeAllLanes closes MISC's lanes of run upTo or before (all if upTo < 1): a repair may not know the sets.
 func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int) error {
 	_, err := s.closeIn(ctx, r, s.misc, func(name string) bool {
 		run, ok := strings.CutPrefix(name, "lanes.")
@@ -289,14 +287,9 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 		read = vfs.ReadHead
 	}
 	b, err := read(s.fs, index)
-	if os.IsNotExist(err) {
-		// Believed only if the lanes' directory is gone too, else a passing ENOENT.
-		if gone(s.fs, dir) {
-			return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", run)}
-		}
-		return nil, fsretry.Transient(err)
-	}
-	if err != nil {
+	if isGone, err := goneOr(s.fs, dir, err); isGone { // an ENOENT believed if the lanes' directory is gone
+		return nil, &DamageError{Path: dir, Why: fmt.Sprintf("the lanes of run %d are gone", run)}
+	} else if err != nil {
 		return nil, err
 	}
 	x, err := parseIndex(b, head)
@@ -378,8 +371,7 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 	return cases, exhausted, err // on an error, not heeded
 }
 
-// readLane reads up to lim cases of the lane from st's cursor into cases
-// and moves the cursor past them, and past the blocks used up.
+// readLane reads up to lim cases from st's cursor into cases, moving it past them and used-up blocks.
 func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines

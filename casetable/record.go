@@ -39,8 +39,7 @@ type State struct {
 	Chain string // the chain Gen is of (not stored): a repair's new one counts from 0 again
 }
 
-// Set is a set of lanes over one table (lanes.go): the run's own, or one
-// 'farm add' gave it.
+// Set is a set of lanes over one table (lanes.go): the run's own, or one 'farm add' gave it.
 type Set struct {
 	Dir   string // its directory in MISC (lanes.RUN.NONCE)
 	Lanes int    // its lanes
@@ -61,8 +60,7 @@ func (st *State) OwnSet() Set {
 // ErrNoState is returned when the farm has never been submitted.
 var ErrNoState = errors.New("the farm has not been submitted yet")
 
-// commitInfo is who made a generation and what it claimed, for the record;
-// the protocol uses only nonce.
+// commitInfo is who made a generation and what it claimed, for the record (the protocol: nonce).
 type commitInfo struct {
 	by    string // job ID, or the command that made it
 	first int64  // first case ID claimed, 0 if none
@@ -71,8 +69,7 @@ type commitInfo struct {
 	ids   []int64 // the cases claimed, for Opts.Note (not stored)
 }
 
-// marshal writes s as generation gen's record: a run record, or a lane's
-// cursor (InLane).
+// marshal writes s as generation gen's record: a run record, or a lane's cursor (InLane).
 func (s *State) marshal(b []byte, gen int64, ci commitInfo) []byte {
 	b = append(b, genMagic...)
 	b = kv.AppendInt(b, "gen", gen)
@@ -152,8 +149,7 @@ func (s *State) unmarshal(b []byte) error {
 	return nil
 }
 
-// stateFields reads a record's fields into a State, by key; the commit
-// info's are not read.
+// stateFields reads a record's fields into a State, by key (not the commit info's).
 var stateFields = map[string]func(*State, *kv.Reader){
 	"gen":     func(s *State, r *kv.Reader) { s.Gen = r.Int() },
 	"run":     func(s *State, r *kv.Reader) { s.Run = r.Atoi() },

@@ -19,8 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Reading is one reading of the claim state, for a repair to decide from
-// (Store.Inspect; CLAIMS.md, Damage).
+// Reading is one reading of the claim state for a repair to decide from (CLAIMS.md, Damage).
 type Reading struct {
 	State State // the newest generation's state, when Err is nil
 	Err   error // nil, ErrNoState (no MISC/chain, or no generation) or a *DamageError
@@ -46,9 +45,6 @@ func (e *RepairRaceError) Error() string {
 	}
 	return "the claim state changed while 'farm repair' ran (another 'farm repair', a 'farm submit' or 'farm resubmit' started a run, farm add added cases, or a run was closed)"
 }
-
-// readDir lists a directory for a repair; tests replace it.
-var readDir = vfs.ReadDirNames
 
 // Inspect reads the claim state for a repair, retrying transient errors for
 // s.Retry; it returns errors other than those Reading.Err holds.
@@ -76,7 +72,7 @@ func (s *Store) inspect(rd *Reading) error {
 	}
 	defer c.close()
 	rd.dir = c.dir
-	hookAt("inspect", rd.dir)
+	testHook("inspect", rd.dir)
 	n, err := c.latestNear(-1, 0)
 	if err != nil {
 		return err
@@ -325,7 +321,7 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 	var last State
 	var names []string
 	if err := r.Do(ctx, func() (err error) {
-		names, err = readDir(s.fs, dir)
+		names, err = vfs.ReadDirNames(s.fs, dir)
 		switch {
 		case dir == s.misc: // MISC itself: unlisted, a chain could stay open beside a new one
 			return passing(s.fs, dir, err)
@@ -364,9 +360,8 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 	return last, nil
 }
 
-// closeChain commits a generation that closes the chain in dir, recording, and
-// returning, the run and MaxID of the generation before (zero if none reads); a
-// directory removed meanwhile is closed enough.
+// closeChain commits a generation closing the chain in dir, recording and returning the run and
+// MaxID of the one before (zero if none reads); a directory removed meanwhile is closed enough.
 func closeChain(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, dir string) (last State, err error) {
 	c := newChain(fsys, dir)
 	defer c.close()

@@ -87,11 +87,14 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			chainFile := filepath.Join(misc, "chain")
 			os.WriteFile(chainFile, []byte("nonsense\n"), 0o644)
 			calls := 0
-			readDir = func(_ vfs.FS, name string) ([]string, error) {
+			listFault = func(path string) error {
+				if path != misc {
+					return nil
+				}
 				calls++
-				return nil, &os.PathError{Op: "readdirent", Path: name, Err: errno}
+				return errno
 			}
-			defer func() { readDir = vfs.ReadDirNames }()
+			defer func() { listFault = nil }()
 			var log strings.Builder
 			rep := NewStore(dir, misc)
 			rep.Retry, rep.Log = 300*time.Millisecond, &log
@@ -110,7 +113,7 @@ func TestRepairFailsWhenMISCCannotBeListed(t *testing.T) {
 			}
 			// It gave its right up: once MISC can be listed, a repair
 			// works, and closes the chain the failed one made.
-			readDir = vfs.ReadDirNames
+			listFault = nil
 			if err := NewStore(dir, misc).Repair(ctx, State{Run: 1, Table: "table.dat", Offset: 0, Cases: 10, Claimed: 10}); err != nil {
 				t.Fatalf("repair after the failed one: %v", err)
 			}

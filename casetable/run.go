@@ -175,8 +175,7 @@ func (s *Store) Enqueue(ctx context.Context, run int, tag string, lines []byte, 
 	return Enqueued{Why: q.Why}, nil
 }
 
-// addSet reads the current run and, if it can take cases, makes a set for
-// it over table, farm add's, of n cases.
+// addSet reads the current run and, if it can take cases, makes a set over table, farm add's n cases.
 func (s *Store) addSet(ctx context.Context, table string, n int64) (cur State, set Set, err error) {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableID(ctx, &r, table, mutated("add-removes-table-then-looks"))
@@ -223,7 +222,7 @@ var errNotQueued = errors.New("not queued")
 // one try, the table removed on an error before it is looked up.
 func (s *Store) tableID(ctx context.Context, r *fsretry.Retrier, table string, once bool) (State, error) {
 	t, path := State{Table: table}, filepath.Join(s.Dir, table)
-	hookAt("table", path)
+	testHook("table", path)
 	try := func() (err error) {
 		if t.TSize, t.TIno, t.TFP, err = tableIDOn(s.fs, path); err != nil && once {
 			vfs.Remove(s.fs, path)

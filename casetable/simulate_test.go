@@ -214,7 +214,7 @@ func runSchedule(seed uint64, m int, keepTrace bool) scheduleResult {
 	o := newSimOracle(w, sc)
 	o.setUp()
 	w.OnCrash(o.crashed)
-	defer func() { testHook = nil }()
+	defer func(h func(string, string)) { testHook = h }(testHook)
 	testHook = o.hook
 	o.interruptible("submit")
 	sc.aimed(w.Go("submit", o.submit))

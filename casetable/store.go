@@ -311,8 +311,7 @@ func (s *chainStore) note(next int64, ci commitInfo, done, won bool, err error) 
 	return nil
 }
 
-// token names generation n, by nonce, of a lane's chain, for Opts.Note: "DIR@N#NONCE",
-// DIR the chain's directory in MISC.
+// token names a lane's generation n, by nonce, for Opts.Note: "DIR@N#NONCE", DIR its chain's in MISC.
 func (s *chainStore) token(n int64, nonce string) string {
 	rel, _ := filepath.Rel(s.misc, s.dir)
 	return rel + "@" + strconv.FormatInt(n, 10) + "#" + nonce

@@ -167,7 +167,7 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	if !errors.Is(err, unix.ENOENT) || fsretry.IsTransient(err) {
 		return false, err
 	}
-	hookAt("gone", path)
+	testHook("gone", path)
 	if gone(fsys, path) {
 		return true, nil
 	}
@@ -177,8 +177,7 @@ func goneOr(fsys vfs.FS, path string, err error) (bool, error) {
 	return false, fsretry.Transient(err)
 }
 
-// passing marks err, a call's on path, transient if it is an ENOENT and path
-// is not certainly gone (GlusterFS's answer while a brick is down).
+// passing marks err, a call's on path, transient if an ENOENT and path is not certainly gone.
 func passing(fsys vfs.FS, path string, err error) error {
 	if isGone, perr := goneOr(fsys, path, err); !isGone {
 		return perr
