@@ -55,9 +55,16 @@ type Case struct {
 	// its meta-job died under it with no record of its end, or its record
 	// is one of META's, which say no time.
 	NoSeconds bool
-	Job       string // meta-job ID
-	Host      string
-	Run       int
+	// RSS and CPU are what the attempt used, as its end record says:
+	// the peak resident memory of its largest process in KiB (0: not
+	// known) and its CPU time, user and system, in seconds, to the
+	// hundredth (HasCPU: known).
+	RSS    int64
+	CPU    float64
+	HasCPU bool
+	Job    string // meta-job ID
+	Host   string
+	Run    int
 	// Loop, CPUs and GPUs are where the attempt ran in its meta-job, when
 	// its start record says (StartAt): its loop (0: not said), the CPUs it
 	// was bound to, the GPUs it was given. The lists are shared by every
@@ -588,7 +595,7 @@ func (p *fileParser) add(f *File, a *Attempt) {
 	withdrawn := a.State == Interrupted && !a.NoEnd && a.Status == 0 && a.Seconds == 0
 	b.attempts = append(b.attempts, attempt{id: a.ID, state: a.State, started: a.Started && !withdrawn, crashed: a.State == Interrupted && a.NoEnd,
 		untimed: a.NoEnd || a.Untimed || a.State == Unfit,
-		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, afterTimeout: a.AfterTimeout, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds})
+		retry:   a.Attempt > 1 && !a.Rescue, rescue: a.Rescue, afterTimeout: a.AfterTimeout, n: int32(min(a.Attempt, maxAttempt)), note: a.note, status: a.Status, start: a.Start, secs: a.Seconds, use: a.Use})
 }
 
 // addNotes hands on, with the batch, the notes of f not handed on yet.
@@ -631,6 +638,7 @@ type attempt struct {
 	status       int
 	start        float64
 	secs         float64
+	use          Use
 }
 
 // noSeconds is what a case's secs hold when its duration is not known
@@ -712,6 +720,8 @@ func (s *Summary) merge(a attempt, ji, run int) {
 			col.status[i] = int32(a.status)
 			col.secs[i] = a.seconds()
 			col.job[i] = w
+			rss, cpu := useOf(a.use)
+			p.setUse(i, rss, cpu)
 		}
 		return
 	}
@@ -732,6 +742,8 @@ func (s *Summary) merge(a attempt, ji, run int) {
 	}
 	if wins(a, run, old.state, oldRun) {
 		fc.state, fc.status, fc.secs, fc.job = a.state, int32(a.status), a.seconds(), w
+		rss, cpu := useOf(a.use)
+		s.cases.setFarUse(a.id, rss, cpu)
 	}
 	if fc != old {
 		s.cases.putFar(a.id, fc)
@@ -892,6 +904,9 @@ func (s *Summary) at(p *casePage, i int) Case {
 	col := p.cols
 	c := Case{ID: p.n<<pageBits | int64(i), State: col.state[i], Status: int(col.status[i]), Seconds: seconds(col.secs[i]),
 		NoSeconds: isNaN(col.secs[i]), Attempts: int(col.tries[i]), Crashes: int(col.crashes[i])}
+	if u := p.use; u != nil {
+		caseUse(&c, u.rss[i], u.cpu[i])
+	}
 	s.withJob(&c, col.job[i])
 	return c
 }
@@ -900,6 +915,9 @@ func (s *Summary) at(p *casePage, i int) Case {
 func (s *Summary) farAt(id int64, fc farCase) Case {
 	c := Case{ID: id, State: fc.state, Status: int(fc.status), Seconds: seconds(fc.secs), NoSeconds: isNaN(fc.secs),
 		Attempts: int(fc.tries), Crashes: int(fc.crashes)}
+	if u, ok := s.cases.farUse[id]; ok {
+		caseUse(&c, u[0], u[1])
+	}
 	s.withJob(&c, fc.job)
 	return c
 }
@@ -1009,6 +1027,28 @@ func (s *Summary) Restarted() int64 {
 		}
 	}
 	return n
+}
+
+// MostUse reports whether some case's record says what it used (any), and
+// the most CPU seconds one used.
+func (s *Summary) MostUse() (any bool, cpu float64) {
+	var most uint32
+	for _, p := range s.cases.order {
+		if u := p.use; u != nil {
+			any = true
+			for _, c := range u.cpu {
+				most = max(most, c)
+			}
+		}
+	}
+	for _, u := range s.cases.farUse {
+		any = true
+		most = max(most, u[1])
+	}
+	if most > 0 {
+		cpu = float64(most-1) / 100
+	}
+	return any, cpu
 }
 
 // MostAttempts is the most attempts, and the most crashes, of any case.

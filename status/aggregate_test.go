@@ -470,9 +470,9 @@ func TestTimedOutIsItsOwnOutcome(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	write(t, dir, "10", 1, func(w *Writer) {
 		w.StartAt(1, t0, Placement{})
-		w.TimedOut(1, 15, t0, 2*time.Second)
+		w.TimedOut(1, 15, t0, 2*time.Second, Use{})
 		w.StartAt(2, t0, Placement{})
-		w.TimedOut(2, 9, t0, 3*time.Second)
+		w.TimedOut(2, 9, t0, 3*time.Second, Use{})
 		w.StartAt(2, t0, Placement{Retry: 1, Why: WhyTimeout})
 		w.End(2, 0, t0, time.Second)
 		w.StartAt(3, t0, Placement{})

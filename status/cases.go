@@ -41,9 +41,37 @@ type pageCols struct {
 type casePage struct {
 	n    int64
 	cols *pageCols // allocated alone: 120 KiB, exactly 15 of the runtime's 8 KiB pages
+	// use is what its cases used (their E records' rss= and cpu=), made
+	// at the first case that says: a farm whose records say none costs
+	// nothing more; one whose every case says costs 8 bytes a case more.
+	use *pageUse
 	// While loading: per run, one bit per case of the page started in that
 	// run, to find the cases started twice in one run.
 	started []runBits
+}
+
+// pageUse is what the cases of one page used, by offset in the page: 64
+// KiB, exactly 8 of the runtime's 8 KiB pages.
+type pageUse struct {
+	rss [pageSize]uint32 // Case.RSS in KiB, at most 4 TiB (0: not known)
+	cpu [pageSize]uint32 // Case.CPU in centiseconds, + 1 (0: not known)
+}
+
+// useOf encodes u as pageUse holds it.
+func useOf(u Use) (rss, cpu uint32) {
+	rss = uint32(min(max(u.RSS, 0), math.MaxUint32))
+	if u.HasCPU {
+		cpu = uint32(min(max(u.CPU.Milliseconds()/10, 0), math.MaxUint32-1)) + 1
+	}
+	return rss, cpu
+}
+
+// caseUse decodes what pageUse holds into c.
+func caseUse(c *Case, rss, cpu uint32) {
+	c.RSS = int64(rss)
+	if cpu > 0 {
+		c.CPU, c.HasCPU = float64(cpu-1)/100, true
+	}
 }
 
 type runBits struct {
@@ -71,6 +99,30 @@ func (p *casePage) start(run, i int) bool {
 	return had
 }
 
+// setUse sets what the case at offset i used (as pageUse holds it),
+// making the page's pageUse if need be.
+func (p *casePage) setUse(i int, rss, cpu uint32) {
+	if p.use == nil {
+		if rss == 0 && cpu == 0 {
+			return
+		}
+		p.use = new(pageUse)
+	}
+	p.use.rss[i], p.use.cpu[i] = rss, cpu
+}
+
+// setFarUse sets what far case id used (as pageUse holds it).
+func (cs *caseStore) setFarUse(id int64, rss, cpu uint32) {
+	if rss == 0 && cpu == 0 {
+		delete(cs.farUse, id)
+		return
+	}
+	if cs.farUse == nil {
+		cs.farUse = map[int64][2]uint32{}
+	}
+	cs.farUse[id] = [2]uint32{rss, cpu}
+}
+
 // farCase is the outcome of a case of a range without a page.
 type farCase struct {
 	state State
@@ -95,9 +147,10 @@ type caseStore struct {
 	eagerLo, eagerHi int64
 
 	far        map[int64]farCase
-	farPeak    int              // the most cases far held since it was last made anew
-	farStarted map[runCase]bool // starts of far cases but their first (farCase.startRun), while loading
-	nextScan   int              // len(far) at which to look for ranges to promote
+	farUse     map[int64][2]uint32 // what far cases used, rss and cpu as pageUse's, of those that say
+	farPeak    int                 // the most cases far held since it was last made anew
+	farStarted map[runCase]bool    // starts of far cases but their first (farCase.startRun), while loading
+	nextScan   int                 // len(far) at which to look for ranges to promote
 
 	// Once loaded: the pages in order, a directory of them by page number
 	// when they are dense enough for one (else pages serves), and the far
@@ -231,6 +284,10 @@ func (cs *caseStore) promote() {
 		i := id & pageMask
 		p.cols.state[i], p.cols.status[i], p.cols.secs[i], p.cols.job[i] = c.state, c.status, c.secs, c.job
 		p.cols.tries[i], p.cols.crashes[i] = c.tries, c.crashes
+		if u, ok := cs.farUse[id]; ok {
+			p.setUse(int(i), u[0], u[1])
+			delete(cs.farUse, id)
+		}
 		if c.startRun > 0 {
 			p.start(int(c.startRun)-1, int(i))
 		}

@@ -71,6 +71,12 @@ type Record struct {
 	// Next is, in a C record of a rescue, the attempt each case past its
 	// first is to be (next=ID:N,...), as written; ParseNext reads it.
 	Next []byte
+	// RSS and CPU are, in an E, I or T record, what the case used
+	// (rss=KIB cpu=SECONDS): its largest process's peak resident memory
+	// in KiB, 0 if not said, and its CPU time in seconds (HasCPU: said).
+	RSS    int64
+	CPU    float64
+	HasCPU bool
 	// Claim is, in a C record written before its claim's commit, the
 	// token of the commit (claim=; casetable.Opts.Note), which the claim
 	// state decides; Lost, in a C record written after such a commit was
@@ -166,7 +172,7 @@ func ParseRecord(line []byte) (Record, error) {
 		return r, nil
 	}
 	if r.Kind != KindStart {
-		return r, fmt.Errorf("%c record: unexpected %s after HOST", r.Kind, quote(f))
+		return r, r.parseUse(line, f, i)
 	}
 	return r, r.parsePlacement(line, f, i)
 }
@@ -339,6 +345,38 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 			r.From = v
 		case "nodes":
 			r.Nodes = v
+		}
+	}
+	return nil
+}
+
+// parseUse reads the KEY=VALUE fields of an E, I or T record after HOST:
+// f, the first, and those of line from i. Keys other than rss and cpu are
+// ignored.
+func (r *Record) parseUse(line, f []byte, i int) error {
+	for ; len(f) > 0; f, i = field(line, i) {
+		eq := bytes.IndexByte(f, '=')
+		if eq < 0 {
+			return fmt.Errorf("%c record: unexpected %s after HOST", r.Kind, quote(f))
+		}
+		k, v := f[:eq], f[eq+1:]
+		switch string(k) {
+		case "rss":
+			n, ok := parseInt(v)
+			if !ok || n < 0 {
+				return fmt.Errorf("%c record: bad rss %s", r.Kind, quote(v))
+			}
+			r.RSS = n
+		case "cpu":
+			var x float64
+			j, ok := 0, len(v) > 0
+			if ok {
+				x, j, ok = floatAt(v, 0, maxSeconds)
+			}
+			if !ok || j != len(v) || x < 0 {
+				return fmt.Errorf("%c record: bad cpu %s", r.Kind, quote(v))
+			}
+			r.CPU, r.HasCPU = x, true
 		}
 	}
 	return nil

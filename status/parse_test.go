@@ -228,7 +228,7 @@ func checkRoundTrip(t *testing.T, id int64, status int, startMs int64, d time.Du
 		t.Fatalf("%q read back as %+v; want start %v", line, r, wantStart)
 	}
 	for _, kind := range []Kind{KindEnd, KindInterrupted, KindTimedOut} {
-		line = appendEnd(nil, byte(kind), id, status, start, d, host)
+		line = appendEnd(nil, byte(kind), id, status, start, d, host, Use{})
 		r := parse(line, kind)
 		if r.ID != id || r.Status != status || r.Start != wantStart || r.Seconds != wantSecs || math.Abs(r.Seconds-d.Seconds()) > 0.0005001 || string(r.Host) != host {
 			t.Fatalf("%q read back as %+v; want start %v, seconds %v", line, r, wantStart, wantSecs)
@@ -304,5 +304,38 @@ func BenchmarkDurations(b *testing.B) {
 		if d, err := Durations(dir); err != nil || len(d) != 100_000 {
 			b.Fatal(len(d), err)
 		}
+	}
+}
+
+// An E, I or T record says what the case used, when known (rss= cpu=), and
+// reads back; one without reads as not known, and keys it does not know
+// are ignored.
+func TestEndRecordUse(t *testing.T) {
+	t0 := time.UnixMilli(1700000000250)
+	for _, tc := range []struct {
+		host string
+		u    Use
+		line string
+	}{
+		{"n1", Use{}, "E 3 0 1700000000.250 1.500 n1\n"},
+		{"n1", Use{RSS: 215040, CPU: 2012 * time.Millisecond, HasCPU: true}, "E 3 0 1700000000.250 1.500 n1 rss=215040 cpu=2.012\n"},
+		{"", Use{CPU: 0, HasCPU: true}, "E 3 0 1700000000.250 1.500 - cpu=0.000\n"},
+		{"n1", Use{RSS: 4096}, "E 3 0 1700000000.250 1.500 n1 rss=4096\n"},
+	} {
+		line := appendEnd(nil, 'E', 3, 0, t0, 1500*time.Millisecond, tc.host, tc.u)
+		if string(line) != tc.line {
+			t.Errorf("appendEnd(%+v) = %q, want %q", tc.u, line, tc.line)
+		}
+		r, err := ParseRecord(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.RSS != tc.u.RSS || r.HasCPU != tc.u.HasCPU || r.CPU != tc.u.CPU.Seconds() {
+			t.Errorf("%q read back rss=%d cpu=%v (%v)", line, r.RSS, r.CPU, r.HasCPU)
+		}
+	}
+	r, err := ParseRecord([]byte("E 3 0 1700000000.250 1.500 n1 rss=7 later=x cpu=1\n"))
+	if err != nil || r.RSS != 7 || r.CPU != 1 || !r.HasCPU {
+		t.Errorf("with an unknown key: %+v, %v", r, err)
 	}
 }

@@ -35,6 +35,9 @@ type Attempt struct {
 	// it may be negative in a damaged file); for a running case, up to
 	// ReadOptions.Now; 0 if not known.
 	Seconds float64
+	// Use is what it used, as its E, I or T record says (RSS 0, HasCPU
+	// false: not said).
+	Use Use
 	// Started says the file holds the attempt's start record: each S
 	// record is the start of exactly one attempt.
 	Started bool
@@ -300,7 +303,8 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 // its case, if any.
 func (rp *replay) ended(r *Record) error {
 	f := &rp.file
-	rp.a = Attempt{ID: r.ID, State: outcome(r.Status), Status: r.Status, Start: r.Start, Seconds: r.Seconds, Host: r.Host}
+	rp.a = Attempt{ID: r.ID, State: outcome(r.Status), Status: r.Status, Start: r.Start, Seconds: r.Seconds, Host: r.Host,
+		Use: Use{RSS: r.RSS, CPU: time.Duration(r.CPU * float64(time.Second)), HasCPU: r.HasCPU}}
 	switch r.Kind {
 	case KindInterrupted:
 		rp.a.State = Interrupted

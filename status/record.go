@@ -7,7 +7,8 @@
 //	# farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
 //	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY] [from=NAME]
 //	                                 case ID started at START (Unix seconds)
-//	E ID STATUS START SECONDS HOST   case ID ended with STATUS after SECONDS
+//	E ID STATUS START SECONDS HOST [rss=KIB] [cpu=SECONDS]
+//	                                 case ID ended with STATUS after SECONDS
 //	I ID SIGNAL START SECONDS HOST   case ID was interrupted (job killed or timed out)
 //	T ID SIGNAL START SECONDS HOST   case ID ran past its time limit: farm ended it with SIGNAL
 //	U ID TIME REASON                 case ID was taken at TIME and not started
@@ -35,6 +36,11 @@
 // once): with its S and U records, what it held and had not started when
 // it died. A C record of a rescue may say, with next=ID:N,..., the attempt
 // each case past its first is to be.
+// An E, I or T record may say what the case used (Use), from the rusage
+// of its reaped processes: rss=KIB, the peak resident memory of its
+// largest process (KiB, as getrusage's ru_maxrss), and cpu=SECONDS, the
+// CPU time (user + system) of it and every process it waited for; a field
+// not known is left out.
 // Readers ignore header keys and S fields they do not know (KEY=VALUE).
 // A case that cannot fit the job — it needs more CPUs, GPUs or memory
 // than the job has, or more time than it has left — is taken and not
@@ -213,8 +219,18 @@ func appendStart(b []byte, id int64, t time.Time, host string) []byte {
 	return append(b, '\n')
 }
 
-// appendEnd appends an E, I or T record (kind).
-func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d time.Duration, host string) []byte {
+// Use is what a case used, from the rusage of its reaped processes: RSS,
+// the peak resident memory of the largest (KiB; 0: not known), and CPU,
+// the CPU time, user and system, of them all (HasCPU: it is known).
+type Use struct {
+	RSS    int64
+	CPU    time.Duration
+	HasCPU bool
+}
+
+// appendEnd appends an E, I or T record (kind), with what the case used
+// (u's known fields: rss=KIB cpu=SECONDS; HOST is then "-" if empty).
+func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d time.Duration, host string, u Use) []byte {
 	b = append(b, kind, ' ')
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, ' ')
@@ -224,7 +240,18 @@ func appendEnd(b []byte, kind byte, id int64, status int, start time.Time, d tim
 	b = append(b, ' ')
 	b = strconv.AppendFloat(b, d.Seconds(), 'f', 3, 64)
 	b = append(b, ' ')
+	if host == "" && (u.RSS > 0 || u.HasCPU) {
+		host = "-" // an empty HOST would make the field after it read as HOST
+	}
 	b = append(b, host...)
+	if u.RSS > 0 {
+		b = append(b, " rss="...)
+		b = strconv.AppendInt(b, u.RSS, 10)
+	}
+	if u.HasCPU {
+		b = append(b, " cpu="...)
+		b = strconv.AppendFloat(b, max(u.CPU, 0).Seconds(), 'f', 3, 64)
+	}
 	return append(b, '\n')
 }
 
@@ -325,21 +352,31 @@ func (w *Writer) Start(id int64, t time.Time) error {
 // End records that case id, started at start, ended with status after d.
 // The record is written with the next one (or by Flush or Close).
 func (w *Writer) End(id int64, status int, start time.Time, d time.Duration) error {
-	w.buf = appendEnd(w.buf, 'E', id, status, start, d, w.host)
+	return w.EndUse(id, status, start, d, Use{})
+}
+
+// EndUse is End with what the case used.
+func (w *Writer) EndUse(id int64, status int, start time.Time, d time.Duration, u Use) error {
+	w.buf = appendEnd(w.buf, 'E', id, status, start, d, w.host, u)
 	return nil
 }
 
 // Interrupted records that case id was cut short by signal sig.
 func (w *Writer) Interrupted(id int64, sig int, start time.Time, d time.Duration) error {
-	w.buf = appendEnd(w.buf, 'I', id, sig, start, d, w.host)
+	return w.InterruptedUse(id, sig, start, d, Use{})
+}
+
+// InterruptedUse is Interrupted with what the case used.
+func (w *Writer) InterruptedUse(id int64, sig int, start time.Time, d time.Duration, u Use) error {
+	w.buf = appendEnd(w.buf, 'I', id, sig, start, d, w.host, u)
 	return w.Flush()
 }
 
 // TimedOut records that case id ran past its time limit and was ended by
 // farm, sig the last signal farm sent its process group (SIGTERM, or
 // SIGKILL once the grace had passed). Written at once, as Interrupted.
-func (w *Writer) TimedOut(id int64, sig int, start time.Time, d time.Duration) error {
-	w.buf = appendEnd(w.buf, 'T', id, sig, start, d, w.host)
+func (w *Writer) TimedOut(id int64, sig int, start time.Time, d time.Duration, u Use) error {
+	w.buf = appendEnd(w.buf, 'T', id, sig, start, d, w.host, u)
 	return w.Flush()
 }
 
