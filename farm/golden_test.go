@@ -223,8 +223,8 @@ func TestStatusJSONFlagsDuplicateStarts(t *testing.T) {
 	if err := printStatus(&b, sum, StatusOptions{JSON: true}); err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"id":1,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3,"attempts":1,"crashes":0},` +
-		`{"id":2,"state":"succeeded","status":0,"seconds":1,"job":"7","host":"node","run":3,"attempts":2,"crashes":0,"starts":2,"starts_run":3}]` + "\n"
+	want := `[{"id":1,"state":"succeeded","status":0,"seconds":1,"max_rss_bytes":null,"cpu_seconds":null,"job":"7","host":"node","run":3,"attempts":1,"crashes":0},` +
+		`{"id":2,"state":"succeeded","status":0,"seconds":1,"max_rss_bytes":null,"cpu_seconds":null,"job":"7","host":"node","run":3,"attempts":2,"crashes":0,"starts":2,"starts_run":3}]` + "\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("Status --json (-want +got):\n%s", diff)
 	}

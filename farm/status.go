@@ -159,6 +159,18 @@ func appendStatusJSON(b []byte, c status.Case, q func(string) []byte, crashed bo
 	} else {
 		b = append(b, "null"...)
 	}
+	b = append(b, `,"max_rss_bytes":`...)
+	if c.RSS > 0 {
+		b = strconv.AppendInt(b, c.RSS<<10, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"cpu_seconds":`...)
+	if c.HasCPU {
+		b = strconv.AppendFloat(b, c.CPU, 'f', -1, 64)
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, `,"job":`...)
 	b = append(b, q(c.Job)...)
 	b = append(b, `,"host":`...)
@@ -240,8 +252,9 @@ func hasSeconds(c status.Case) bool {
 
 // writeStatusTable writes the cases each gives as a table, and flushes bw;
 // sel says which cases are crashed. failedOnly is --failed: it says so
-// when there is no such case. When some case is unfit, a last column says
-// why.
+// when there is no such case. When some case's record says what it used,
+// MAXRSS and CPU say it (before REASON); when some case is unfit, a last
+// column says why.
 func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, each func(func(status.Case) error) error, sel Selection) error {
 	// Column widths from the summary's extremes: no pass over the cases.
 	maxID, minSt, maxSt, maxMs, jobW, hostW := sum.Widths()
@@ -253,7 +266,8 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 	digits := func(v int64) int { return len(strconv.AppendInt(nil, v, 10)) }
 	// Every column statusCells fills, and its width; the table has those
 	// that say something for this farm.
-	names := [...]string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST", "ATTEMPTS", "CRASHES", "REASON"}
+	names := [...]string{"ID", "STATE", "STATUS", "SECONDS", "JOB", "HOST", "ATTEMPTS", "CRASHES", "MAXRSS", "CPU", "REASON"}
+	used, maxCPU := sum.MostUse()
 	widths := [...]int{
 		max(2, digits(maxID), digits(-1)),
 		len("interrupted"),
@@ -263,6 +277,8 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 		max(4, hostW),
 		len("ATTEMPTS"),
 		len("CRASHES"),
+		len("MAXRSS"),
+		max(3, len(fmtCPU(nil, maxCPU))),
 		0, // REASON, last
 	}
 	cols := []int{0, 1, 2, 3, 4, 5}
@@ -273,8 +289,11 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 	if crashes > 0 {
 		cols = append(cols, 7)
 	}
+	if used {
+		cols = append(cols, 8, 9)
+	}
 	if totals.Unfit > 0 {
-		cols = append(cols, 8)
+		cols = append(cols, 10)
 	}
 	wd := make([]int, len(cols))
 	cells := make([][]byte, len(cols))
@@ -303,8 +322,8 @@ func writeStatusTable(bw *bufio.Writer, sum *status.Summary, failedOnly bool, ea
 
 // statusCells fills r with the cells of case c's row of the table
 // (crashed: at the crash limit), and returns them: ID, STATE, STATUS,
-// SECONDS, JOB, HOST, ATTEMPTS, CRASHES and REASON.
-func statusCells(r *[9][]byte, c status.Case, crashed bool) [][]byte {
+// SECONDS, JOB, HOST, ATTEMPTS, CRASHES, MAXRSS, CPU and REASON.
+func statusCells(r *[11][]byte, c status.Case, crashed bool) [][]byte {
 	r[0] = strconv.AppendInt(r[0][:0], c.ID, 10)
 	r[1] = append(r[1][:0], stateName(c, crashed)...)
 	if !hasStatus(c) {
@@ -321,8 +340,39 @@ func statusCells(r *[9][]byte, c status.Case, crashed bool) [][]byte {
 	r[5] = append(r[5][:0], c.Host...)
 	r[6] = strconv.AppendInt(r[6][:0], int64(c.Attempts), 10)
 	r[7] = strconv.AppendInt(r[7][:0], int64(c.Crashes), 10)
-	r[8] = append(r[8][:0], c.Reason...)
+	if c.RSS > 0 {
+		r[8] = fmtKiB(r[8][:0], c.RSS)
+	} else {
+		r[8] = append(r[8][:0], '-') // not known
+	}
+	if c.HasCPU {
+		r[9] = fmtCPU(r[9][:0], c.CPU)
+	} else {
+		r[9] = append(r[9][:0], '-')
+	}
+	r[10] = append(r[10][:0], c.Reason...)
 	return r[:]
+}
+
+// fmtKiB appends kib KiB in human units, powers of 1024 as ls -h and
+// Slurm write them: "512K", "212M", "1.2G" (one decimal below 10).
+func fmtKiB(b []byte, kib int64) []byte {
+	v, unit := float64(kib), 0
+	for v >= 1024 && unit < 4 {
+		v /= 1024
+		unit++
+	}
+	prec := 0
+	if v < 9.95 && unit > 0 {
+		prec = 1
+	}
+	b = strconv.AppendFloat(b, v, 'f', prec, 64)
+	return append(b, "KMGTP"[unit])
+}
+
+// fmtCPU appends CPU seconds with two decimals.
+func fmtCPU(b []byte, s float64) []byte {
+	return strconv.AppendFloat(b, s, 'f', 2, 64)
 }
 
 // fmtMillis appends ms as seconds with three decimals.

@@ -74,12 +74,12 @@ func TestStatusShowsUnfitCasesAndPlacements(t *testing.T) {
 			"5   unfit        -       -        5001  node-a  needs 0-02:00:00 of run time, 0-00:40:00 left\n"},
 		{StatusOptions{META: true, FailedLast: true}, "1 0\n4 0\n3 1\n"},
 		{StatusOptions{JSON: true}, `[` +
-			`{"id":1,"state":"succeeded","status":0,"seconds":2,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":1,"cpus":[0,1,2,3],"gpus":["0"]},` +
-			`{"id":2,"state":"unfit","status":null,"seconds":null,"job":"5001","host":"node-a","run":1,"attempts":0,"crashes":0,"reason":"needs 16 CPUs, the job has 8"},` +
-			`{"id":3,"state":"failed","status":1,"seconds":0.5,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":2,"cpus":[4,5],"gpus":["GPU-5c3e"]},` +
-			`{"id":4,"state":"succeeded","status":0,"seconds":1,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0},` +
-			`{"id":5,"state":"unfit","status":null,"seconds":null,"job":"5001","host":"node-a","run":1,"attempts":0,"crashes":0,"reason":"needs 0-02:00:00 of run time, 0-00:40:00 left"},` +
-			`{"id":6,"state":"running","status":null,"seconds":30,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":1,"cpus":[0,1,2,3]}` +
+			`{"id":1,"state":"succeeded","status":0,"seconds":2,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":1,"cpus":[0,1,2,3],"gpus":["0"]},` +
+			`{"id":2,"state":"unfit","status":null,"seconds":null,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":0,"crashes":0,"reason":"needs 16 CPUs, the job has 8"},` +
+			`{"id":3,"state":"failed","status":1,"seconds":0.5,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":2,"cpus":[4,5],"gpus":["GPU-5c3e"]},` +
+			`{"id":4,"state":"succeeded","status":0,"seconds":1,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0},` +
+			`{"id":5,"state":"unfit","status":null,"seconds":null,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":0,"crashes":0,"reason":"needs 0-02:00:00 of run time, 0-00:40:00 left"},` +
+			`{"id":6,"state":"running","status":null,"seconds":30,"max_rss_bytes":null,"cpu_seconds":null,"job":"5001","host":"node-a","run":1,"attempts":1,"crashes":0,"loop":1,"cpus":[0,1,2,3]}` +
 			"]\n"},
 	} {
 		var b bytes.Buffer
