@@ -18,6 +18,7 @@ import (
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/proc"
+	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,6 +55,8 @@ type caseRunner interface {
 	// run with Group, kept once it ended (for the loop that ran it).
 	group() int
 	lastGroup() int
+	// use is what the last case run used, as far as known (caseuse.go).
+	use() status.Use
 	close()
 }
 
@@ -89,6 +92,12 @@ type forkRunner struct {
 	buf   []byte
 	pgid  atomic.Int64 // group
 	last  int          // lastGroup
+
+	// endBin is the farm executable that ends each case's subshell to
+	// report its peak memory ("farm __case-end", caseuse.go); "": none.
+	endBin string
+	ticks  uint64     // the worker's reaped children's CPU ticks after the last case
+	used   status.Use // use
 }
 
 // The private node-local directories of forkRunners are
@@ -225,7 +234,7 @@ func (r *forkRunner) start() error {
 	}
 	cmd := &exec.Cmd{
 		Path:       r.bash,
-		Args:       []string{"bash", "-c", workerScript, "bash", r.copy},
+		Args:       []string{"bash", "-c", workerScript, "bash", r.copy, r.endBin, strconv.FormatInt(useMinRun.Microseconds(), 10)},
 		Dir:        r.dir,
 		Env:        r.env,
 		Stdout:     outW,
@@ -255,7 +264,7 @@ func (r *forkRunner) start() error {
 		unix.Close(repR)
 		return err
 	}
-	r.cmd, r.req, r.outR, r.repR, r.reply = cmd, reqW, outR, repR, r.reply[:0]
+	r.cmd, r.req, r.outR, r.repR, r.reply, r.ticks = cmd, reqW, outR, repR, r.reply[:0], 0
 	if r.buf == nil {
 		r.buf = make([]byte, 64<<10)
 	}
@@ -275,20 +284,16 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	if c.Group {
 		cuda = "g" + cuda // its own process group
 	}
+	r.used = status.Use{}
 	if _, err := fmt.Fprintf(r.req, "%s\n%s\n%s\n%d\n%d\n%s\n%s\n%s\n", c.ID, c.Comm, c.Table, c.Line, c.TableLines, c.Set.omp, cuda, c.Set.nodes.line()); err != nil {
 		return r.died()
 	}
-	line, ok := r.wait()
-	if ok && line != "" && line[0] == '+' {
-		pgid, _ := strconv.Atoi(line[1:])
-		r.pgid.Store(int64(pgid))
-		r.last = pgid
-		line, ok = r.wait()
-		r.pgid.Store(0)
-	}
+	line, ok := r.reply1()
+	r.pgid.Store(0)
 	if !ok {
 		return r.died()
 	}
+	r.addTicks()
 	code, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
 		return 0, 0, fmt.Errorf("case worker said %q", line)
@@ -299,6 +304,43 @@ func (r *forkRunner) run(c caseRequest) (int, int, error) {
 	}
 	return code, sig, nil
 }
+
+// reply1 waits for the worker's reply of the case's end, its status (ok),
+// taking the lines before it: its process group ("+PGID"), and what it
+// used ("u RSS CPU", which may come before the group's line when the case
+// ended at once).
+func (r *forkRunner) reply1() (string, bool) {
+	for {
+		line, ok := r.wait()
+		switch {
+		case !ok:
+			return "", false
+		case line != "" && line[0] == '+':
+			pgid, _ := strconv.Atoi(line[1:])
+			r.pgid.Store(int64(pgid))
+			r.last = pgid
+		case line != "" && line[0] == 'u':
+			r.used, _ = parseUseLine(line)
+		default:
+			return line, true
+		}
+	}
+}
+
+// addTicks takes the case's CPU time from the worker's reaped children's
+// (caseuse.go), unless the case said it itself (to the microsecond).
+func (r *forkRunner) addTicks() {
+	t, ok := childTicks(r.cmd.Process.Pid)
+	if !ok {
+		return
+	}
+	if !r.used.HasCPU && t >= r.ticks {
+		r.used.CPU, r.used.HasCPU = time.Duration(t-r.ticks)*clockTick, true
+	}
+	r.ticks = t
+}
+
+func (r *forkRunner) use() status.Use { return r.used }
 
 // wait copies the cases' output to the job's output file until the worker
 // replies with a line (ok) or goes away. Everything the case wrote before
@@ -437,7 +479,10 @@ func (r *forkRunner) bind(cpus []int) {
 // newCaseRunner picks how to run single_case.sh: sourced in a forked bash
 // subshell when it is a bash (or sh) script, its output copied to w, else
 // executed directly, its output going to out itself.
-func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
+//
+// endBin is the farm executable, for "farm __case-end" (caseuse.go); ""
+// (in tests): the peak memory of bash's cases is not known.
+func newCaseRunner(dir, bash, endBin string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
 	path := dir + "/" + layout.SingleCase
 	fh, err := os.Open(path)
 	if err != nil {
@@ -447,7 +492,11 @@ func newCaseRunner(dir, bash string, env []string, out *os.File, w io.Writer) (c
 	n, _ := fh.Read(head)
 	fh.Close()
 	if farm.SourcedByBash(head[:n]) {
-		return newForkRunner(dir, bash, env, w)
+		r, err := newForkRunner(dir, bash, env, w)
+		if r != nil {
+			r.endBin = endBin
+		}
+		return r, err
 	}
 	return &execRunner{dir: dir, argv: []string{path}, env: env, out: out}, nil
 }

@@ -251,7 +251,7 @@ echo "the last command succeeds"
 			t.Fatal(err)
 		}
 		defer f.Close()
-		r, err := newCaseRunner(dir, "/bin/bash", os.Environ(), f, f)
+		r, err := newCaseRunner(dir, "/bin/bash", "", os.Environ(), f, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestExecRunnerNotExecutableAdvice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := newCaseRunner(dir, "/bin/bash", os.Environ(), f, f)
+	r, err := newCaseRunner(dir, "/bin/bash", "", os.Environ(), f, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/farm-hpc/farm/farm"
+	"github.com/farm-hpc/farm/status"
 )
 
 // execRunner starts single_case.sh anew for every case; used when the
@@ -26,7 +27,10 @@ type execRunner struct {
 	stop *stopWatch
 	pgid atomic.Int64 // group
 	last int          // lastGroup
+	used status.Use   // use
 }
+
+func (r *execRunner) use() status.Use { return r.used }
 
 func (r *execRunner) bind(cpus []int) { r.cpus, r.bound = cpus, r.bound || cpus != nil }
 
@@ -37,6 +41,7 @@ func (r *execRunner) group() int { return int(r.pgid.Load()) }
 func (r *execRunner) lastGroup() int { return r.last }
 
 func (r *execRunner) run(c caseRequest) (int, int, error) {
+	r.used = status.Use{}
 	cmd := &exec.Cmd{
 		Path: r.argv[0],
 		Args: r.argv,
@@ -65,6 +70,9 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 	if done != nil {
 		r.pgid.Store(0)
 		close(done)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.used = rusageUse(ru)
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {

@@ -80,6 +80,7 @@ type nopRunner struct{}
 func (nopRunner) run(caseRequest) (int, int, error) { return 0, 0, nil }
 func (nopRunner) refresh() error                    { return nil }
 func (nopRunner) bind([]int)                        {}
+func (nopRunner) use() status.Use                   { return status.Use{} }
 func (nopRunner) scratch() string                   { return "" }
 func (nopRunner) lastGroup() int                    { return 0 }
 func (nopRunner) group() int                        { return 0 }

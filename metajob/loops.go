@@ -67,7 +67,7 @@ func (m *Metajob) openLoops() error {
 // loop from $FARM_LOOP (1, 2, ...).
 func (m *Metajob) newLoop(k int) (*loop, error) {
 	env := append(caseEnv(m.Env.Environ, m.self.ID), "FARM_LOOP="+strconv.Itoa(k))
-	r, err := newCaseRunner(m.Farm.Dir, m.bash, env, m.out, m.log)
+	r, err := newCaseRunner(m.Farm.Dir, m.bash, m.Bin, env, m.out, m.log)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ type Metajob struct {
 	Backend backend.Backend
 	Env     farm.JobEnv // the job's environment (ParseJobEnv)
 	Out     io.Writer   // the job's output (OUTPUT/slurm-$JOBID.out); must be an *os.File
+	// Bin is the farm executable, which ends each case of the bash worker
+	// to say its peak memory (farm __case-end, caseuse.go); "": not known.
+	Bin string
 
 	self backend.Self
 	log  io.Writer // Out, retrying transient errors (fsretry.Writer); safe for the loops

@@ -43,7 +43,7 @@ func RunCase(f *farm.Farm, id int64, out *os.File) (int, tablefmt.Case, error) {
 		}
 	}
 	env := append(caseEnv(os.Environ(), RunCaseBy), "FARM_DIR="+f.Dir, "FARM_LOOP=1")
-	r, err := newCaseRunner(f.Dir, bash, env, out, out)
+	r, err := newCaseRunner(f.Dir, bash, "", env, out, out)
 	if err != nil {
 		return 0, c, fmt.Errorf("%s: %w", layout.SingleCase, err)
 	}

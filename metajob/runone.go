@@ -47,9 +47,10 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 	}
 	code, sig, err := m.runCase(s.runner, c, set, limit > 0)
 	d = time.Since(start)
+	u := s.runner.use()
 	if timer != nil {
 		if sent := timer.end(); sent != 0 && err == nil {
-			return m.timedOut(c, int(sent), start, d)
+			return m.timedOut(c, int(sent), start, d, u)
 		}
 	}
 	if err != nil {
@@ -74,12 +75,12 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 		// Killed by the job's stop signal: the case did not fail, it was
 		// cut short.
 		m.swMu.Lock()
-		m.sw.Interrupted(c.ID, sig, start, d)
+		m.sw.InterruptedUse(c.ID, sig, start, d, u)
 		m.swMu.Unlock()
 		return 0, 0, stopSignal, nil
 	}
 	m.swMu.Lock()
-	err = m.sw.End(c.ID, code, start, d)
+	err = m.sw.EndUse(c.ID, code, start, d, u)
 	m.swMu.Unlock()
 	if err != nil {
 		return 0, 0, going, err

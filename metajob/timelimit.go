@@ -180,9 +180,9 @@ const timedOutCode = -1
 // timedOut records case c, started at start, ended by its timer after d
 // with sig the last signal it sent: runOne's return for it. A stop signal
 // that came meanwhile ends the loop, as after any case.
-func (m *Metajob) timedOut(c tablefmt.Case, sig int, start time.Time, d time.Duration) (int, time.Duration, stop, error) {
+func (m *Metajob) timedOut(c tablefmt.Case, sig int, start time.Time, d time.Duration, u status.Use) (int, time.Duration, stop, error) {
 	m.swMu.Lock()
-	err := m.sw.TimedOut(c.ID, sig, start, d)
+	err := m.sw.TimedOut(c.ID, sig, start, d, u)
 	m.swMu.Unlock()
 	if err != nil {
 		return 0, 0, going, err

@@ -31,10 +31,32 @@ package metajob
 // writes "ID STATUS" itself), it is $STATUS if the script set it, else the
 // status of its last command. A STATUS that is not a number counts as 1,
 // one over 255 as 255: never as a success.
-const workerScript = `FARM_CASE_SCRIPT=$1; shift
+//
+// What the case used (caseuse.go): $2 is the farm executable ("" for
+// none) and $3 useMinRun in microseconds. A case that ran that long ends
+// (its subshell's EXIT trap, which exit in single_case.sh reaches too, as
+// long as the script sets no EXIT trap of its own) replaced by
+// "farm __case-end STATUS", which writes "u RSS CPU" on the worker's fd 4
+// (opened again through /proc: the case has it closed) and exits with
+// STATUS. How long it ran is measured with EPOCHREALTIME (bash 5), or
+// SECONDS (a second at least) in an older bash.
+const workerScript = `FARM_CASE_SCRIPT=$1 farm_end_bin=$2 farm_end_us=$3; shift 3
 if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
 LC_ALL=C
+farm_end() {
+  if [ "$farm_end_bin" ]; then
+    if [ "$farm_t0" ] && [ "$EPOCHREALTIME" ]; then
+      farm_t=${EPOCHREALTIME//[!0-9]/}; farm_t0=${farm_t0//[!0-9]/}
+      [ $((10#$farm_t - 10#$farm_t0)) -ge "$farm_end_us" ]
+    else
+      [ $((SECONDS - farm_s0)) -ge 1 ]
+    fi && { shopt -s execfail; exec "$farm_end_bin" __case-end "$1" 4>"/proc/$$/fd/4"; }
+  fi
+  exit "$1"
+}
 farm_case() { exec 3<&- 4>&-
+  farm_t0=$EPOCHREALTIME farm_s0=$SECONDS
+  trap 'farm_end "$?"' EXIT
   if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
   if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
   case $farm_cuda in +*) export CUDA_VISIBLE_DEVICES="${farm_cuda#+}" ;; esac

@@ -45,6 +45,9 @@ func metajobCmd() *cli.Command {
 				return c.Context.Err()
 			}
 			m := &metajob.Metajob{Farm: f, Backend: b, Env: env, Out: os.Stdout}
+			if bin, err := os.Executable(); err == nil {
+				m.Bin = bin // for farm __case-end
+			}
 			// The loop handles SIGTERM itself: record the running case as
 			// interrupted rather than dying with it.
 			return m.Run(context.WithoutCancel(c.Context))
