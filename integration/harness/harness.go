@@ -170,10 +170,14 @@ type StatusRow struct {
 	State   string  `json:"state"`
 	Status  int     `json:"status"`  // null (no STATUS: running, unfit, its meta-job died) reads as 0
 	Seconds float64 `json:"seconds"` // null (not known) reads as 0
-	Job     string  `json:"job"`
-	Host    string  `json:"host"`
-	Run     int     `json:"run"`
-	Reason  string  `json:"reason"` // an unfit case's
+	// MaxRSS and CPU: what it used (max_rss_bytes, cpu_seconds), nil if
+	// not known.
+	MaxRSS *int64   `json:"max_rss_bytes"`
+	CPU    *float64 `json:"cpu_seconds"`
+	Job    string   `json:"job"`
+	Host   string   `json:"host"`
+	Run    int      `json:"run"`
+	Reason string   `json:"reason"` // an unfit case's
 	// Starts and StartsRun are set only for a case started more than once
 	// in one run, which must never be.
 	Starts    int `json:"starts"`
