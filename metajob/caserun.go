@@ -98,6 +98,7 @@ type forkRunner struct {
 	endBin string
 	ticks  uint64     // the worker's reaped children's CPU ticks after the last case
 	used   status.Use // use
+	script string     // the worker's script, if not workerScript (a benchmark's)
 }
 
 // The private node-local directories of forkRunners are
@@ -232,9 +233,13 @@ func (r *forkRunner) start() error {
 		repW.Close()
 		return err
 	}
+	script := workerScript
+	if r.script != "" {
+		script = r.script
+	}
 	cmd := &exec.Cmd{
 		Path:       r.bash,
-		Args:       []string{"bash", "-c", workerScript, "bash", r.copy, r.endBin, strconv.FormatInt(useMinRun.Microseconds(), 10)},
+		Args:       []string{"bash", "-c", script, "bash", r.copy, r.endBin, strconv.FormatInt(useMinRun.Microseconds(), 10)},
 		Dir:        r.dir,
 		Env:        r.env,
 		Stdout:     outW,

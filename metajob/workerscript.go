@@ -38,24 +38,29 @@ package metajob
 // long as the script sets no EXIT trap of its own) replaced by
 // "farm __case-end STATUS", which writes "u RSS CPU" on the worker's fd 4
 // (opened again through /proc: the case has it closed) and exits with
-// STATUS. How long it ran is measured with EPOCHREALTIME (bash 5), or
-// SECONDS (a second at least) in an older bash.
+// STATUS (if it is not there, as after an upgrade that moved it, the case
+// ends as before: -x is asked first, since a subshell whose exec fails
+// exits, whatever execfail says). How long it ran is measured
+// with EPOCHREALTIME (bash 5), or SECONDS (whole seconds) in an older
+// bash, from the worker's reading before the fork (a write in the
+// subshell costs a copy of a page of bash's).
 const workerScript = `FARM_CASE_SCRIPT=$1 farm_end_bin=$2 farm_end_us=$3; shift 3
 if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
 LC_ALL=C
+if [ "$EPOCHREALTIME" ]; then
 farm_end() {
-  if [ "$farm_end_bin" ]; then
-    if [ "$farm_t0" ] && [ "$EPOCHREALTIME" ]; then
-      farm_t=${EPOCHREALTIME//[!0-9]/}; farm_t0=${farm_t0//[!0-9]/}
-      [ $((10#$farm_t - 10#$farm_t0)) -ge "$farm_end_us" ]
-    else
-      [ $((SECONDS - farm_s0)) -ge 1 ]
-    fi && { shopt -s execfail; exec "$farm_end_bin" __case-end "$1" 4>"/proc/$$/fd/4"; }
-  fi
+  if (( ${EPOCHREALTIME/[.,]/} - farm_t0 >= farm_end_us )) && [ -x "$farm_end_bin" ]; then
+    exec "$farm_end_bin" __case-end "$1" 4>"/proc/$$/fd/4"; fi
   exit "$1"
 }
+else
+farm_end() {
+  if (( SECONDS - farm_t0 >= (farm_end_us + 999999) / 1000000 )) && [ -x "$farm_end_bin" ]; then
+    exec "$farm_end_bin" __case-end "$1" 4>"/proc/$$/fd/4"; fi
+  exit "$1"
+}
+fi
 farm_case() { exec 3<&- 4>&-
-  farm_t0=$EPOCHREALTIME farm_s0=$SECONDS
   trap 'farm_end "$?"' EXIT
   if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
   if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
@@ -83,6 +88,7 @@ farm_fwd() {
 while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
   IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases && IFS= read -r -u 3 farm_omp &&
   IFS= read -r -u 3 farm_cuda && IFS=$'\t' read -r -u 3 farm_nn farm_nl farm_cpn farm_hf farm_mf; do
+  farm_t0=${EPOCHREALTIME/./}; farm_t0=${farm_t0:-$SECONDS}
   case $farm_cuda in g*) farm_cuda=${farm_cuda#g} ;; *)
     ( farm_case )
     echo "$?" >&4
