@@ -332,21 +332,6 @@ func (r *forkRunner) reply1() (string, bool) {
 	}
 }
 
-// addTicks takes the case's CPU time from the worker's reaped children's
-// (caseuse.go), unless the case said it itself (to the microsecond).
-func (r *forkRunner) addTicks() {
-	t, ok := childTicks(r.cmd.Process.Pid)
-	if !ok {
-		return
-	}
-	if !r.used.HasCPU && t >= r.ticks {
-		r.used.CPU, r.used.HasCPU = time.Duration(t-r.ticks)*clockTick, true
-	}
-	r.ticks = t
-}
-
-func (r *forkRunner) use() status.Use { return r.used }
-
 // wait copies the cases' output to the job's output file until the worker
 // replies with a line (ok) or goes away. Everything the case wrote before
 // it ended is in the pipe before the reply, and is copied before wait
@@ -498,10 +483,11 @@ func newCaseRunner(dir, bash, endBin string, env []string, out *os.File, w io.Wr
 	fh.Close()
 	if farm.SourcedByBash(head[:n]) {
 		r, err := newForkRunner(dir, bash, env, w)
-		if r != nil {
-			r.endBin = endBin
+		if err != nil {
+			return nil, err
 		}
-		return r, err
+		r.endBin = endBin
+		return r, nil
 	}
 	return &execRunner{dir: dir, argv: []string{path}, env: env, out: out}, nil
 }

@@ -80,6 +80,21 @@ func parseUseLine(line string) (status.Use, bool) {
 	return status.Use{RSS: rss, CPU: time.Duration(cpu) * time.Microsecond, HasCPU: true}, true
 }
 
+// addTicks takes the case's CPU time from the worker's reaped children's
+// (above), unless the case said it itself (to the microsecond).
+func (r *forkRunner) addTicks() {
+	t, ok := childTicks(r.cmd.Process.Pid)
+	if !ok {
+		return
+	}
+	if !r.used.HasCPU && t >= r.ticks {
+		r.used.CPU, r.used.HasCPU = time.Duration(t-r.ticks)*clockTick, true
+	}
+	r.ticks = t
+}
+
+func (r *forkRunner) use() status.Use { return r.used }
+
 // childTicks is the CPU time, in clock ticks, of the children process pid
 // reaped (cutime + cstime); false if it cannot be read.
 func childTicks(pid int) (uint64, bool) {
