@@ -49,6 +49,32 @@ type Query struct {
 	MostAttempts int   `json:"most_attempts"`
 	// CoreHours is what the farm cost, farm-wide (corehours.go).
 	CoreHours CoreHours `json:"core_hours"`
+	// Use is what the cases whose records say it used; nil if none says.
+	Use *CaseUse `json:"use,omitempty"`
+}
+
+// CaseUse is what the cases used, as their records say (farm-wide, each
+// case's decisive attempt): how many say their CPU time, its sum and
+// that of their wall time, and the largest peak memory of a case.
+type CaseUse struct {
+	Cases       int64   `json:"cases"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	MaxRSSBytes int64   `json:"max_rss_bytes"`
+	MaxRSSCase  int64   `json:"max_rss_case"`
+}
+
+// String is its line in farm query: "Use: 120 case(s) say their CPU time,
+// 0.97 of their wall time; the largest peak memory 1.2G (case 17)".
+func (u CaseUse) String() string {
+	var parts []string
+	if u.Cases > 0 && u.WallSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("%d case(s) say their CPU time, %.2f of their wall time", u.Cases, u.CPUSeconds/u.WallSeconds))
+	}
+	if u.MaxRSSBytes > 0 {
+		parts = append(parts, fmt.Sprintf("the largest peak memory %s (case %d)", fmtKiB(nil, u.MaxRSSBytes>>10), u.MaxRSSCase))
+	}
+	return "Use: " + strings.Join(parts, "; ") + " ('farm Status' shows each case's)"
 }
 
 // MarshalJSON is q's JSON object, with an unknown ETA as null (as every
@@ -149,6 +175,9 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
 	q.CoreHours = coreHours(sum, f.accounting(ctx, recs), q.FarmCases.Succeeded)
+	if u := sum.Use(); u.Cases > 0 || u.MaxRSS > 0 {
+		q.Use = &CaseUse{Cases: u.Cases, CPUSeconds: u.CPU, WallSeconds: u.Wall, MaxRSSBytes: u.MaxRSS << 10, MaxRSSCase: u.MaxRSSCase}
+	}
 	return q, infos, st, nil
 }
 
@@ -262,6 +291,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	}
 	if q.CoreHours.Allocated > 0 {
 		fmt.Fprintln(w, q.CoreHours)
+	}
+	if q.Use != nil {
+		fmt.Fprintln(w, *q.Use)
 	}
 	for _, b := range q.Busy {
 		fmt.Fprintln(w, b)

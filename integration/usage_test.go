@@ -74,6 +74,11 @@ func checkCaseUse(t *testing.T, dir, config string) {
 		t.Errorf("%q: Status's row of case 4: %q", config, lines[4])
 	}
 	t.Logf("%q:\n%s", config, out)
+	if q := mustFarm(t, dir, "query"); !strings.Contains(q, "Use: 4 case(s) say their CPU time, ") || !strings.Contains(q, "M (case 1) ('farm Status'") {
+		t.Errorf("%q: farm query said\n%s", config, q)
+	} else {
+		t.Logf("%q: farm query:\n%s", config, q)
+	}
 }
 
 func show(p *int64) any {

@@ -1051,6 +1051,43 @@ func (s *Summary) MostUse() (any bool, cpu float64) {
 	return any, cpu
 }
 
+// UseTotals is what the cases whose records say it used, together (farm
+// query): Cases, how many say their CPU time, CPU their CPU seconds and
+// Wall their seconds; MaxRSS the largest peak memory of a case (KiB, 0:
+// none said) and MaxRSSCase that case.
+type UseTotals struct {
+	Cases      int64
+	CPU, Wall  float64
+	MaxRSS     int64
+	MaxRSSCase int64
+}
+
+// Use totals what the cases used, as their decisive attempts' records say.
+func (s *Summary) Use() UseTotals {
+	var u UseTotals
+	add := func(id int64, rss, cpu uint32, secs float32) {
+		if int64(rss) > u.MaxRSS {
+			u.MaxRSS, u.MaxRSSCase = int64(rss), id
+		}
+		if cpu > 0 && !isNaN(secs) {
+			u.Cases++
+			u.CPU += float64(cpu-1) / 100
+			u.Wall += float64(secs)
+		}
+	}
+	for _, p := range s.cases.order {
+		if p.use != nil {
+			for i := range p.use.cpu {
+				add(p.n<<pageBits|int64(i), p.use.rss[i], p.use.cpu[i], p.cols.secs[i])
+			}
+		}
+	}
+	for id, fu := range s.cases.farUse {
+		add(id, fu[0], fu[1], s.cases.far[id].secs)
+	}
+	return u
+}
+
 // MostAttempts is the most attempts, and the most crashes, of any case.
 func (s *Summary) MostAttempts() (attempts, crashes int) {
 	for _, p := range s.cases.order {

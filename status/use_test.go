@@ -55,5 +55,8 @@ func TestCaseUseOfPagedAndSparseCases(t *testing.T) {
 		if any, cpu := sum.MostUse(); !any || cpu != float64(n-1)+0.25 {
 			t.Errorf("MostUse: %v %v", any, cpu)
 		}
+		if u := sum.Use(); u.Cases != n*2/3+2 || u.Wall != float64(u.Cases) || u.MaxRSS != 215040 || u.MaxRSSCase != 7 {
+			t.Errorf("Use: %+v", u)
+		}
 	}
 }
