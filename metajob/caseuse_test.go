@@ -54,7 +54,7 @@ func TestForkRunnerUseOfALongCase(t *testing.T) {
 // A program run as single_case.sh has what it used from its rusage.
 func TestExecRunnerUse(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		t.Fatal("this test runs python3, which is not installed: apt-get install python3")
 	}
 	dir := t.TempDir()
 	prog := "#!/usr/bin/env python3\nb = b'x' * (50 << 20)\n"
@@ -81,7 +81,7 @@ func newUseRunner(tb testing.TB, endBin string) *forkRunner {
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		tb.Skip("no bash")
+		tb.Fatal("the case runner needs bash: ", err)
 	}
 	r, err := newForkRunner(dir, bash, os.Environ(), os.Stderr)
 	if err != nil {
