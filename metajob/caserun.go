@@ -98,7 +98,7 @@ type forkRunner struct {
 	endBin string
 	ticks  uint64     // the worker's reaped children's CPU ticks after the last case
 	used   status.Use // use
-	script string     // the worker's script, if not workerScript (a benchmark's)
+	script string     // the worker's script, if not workerScript (a test's: one without EPOCHREALTIME)
 }
 
 // The private node-local directories of forkRunners are

@@ -92,68 +92,15 @@ func newUseRunner(tb testing.TB, endBin string) *forkRunner {
 }
 
 // BenchmarkForkRunnerCase is the bash worker's cost of a trivial case
-// (true): "before" with the worker of before the cases' use was known
-// (its script as it was), "now" with the EXIT trap, the reading of the
-// time and the worker's /proc/PID/stat read.
+// (true), with the EXIT trap, the reading of the time and the worker's
+// /proc/PID/stat read. Compare checkouts interleaved (BENCHMARKS.md).
 func BenchmarkForkRunnerCase(b *testing.B) {
-	for _, bc := range []struct{ name, script string }{{"before", workerScriptBefore}, {"now", ""}} {
-		b.Run(bc.name, func(b *testing.B) {
-			r := newUseRunner(b, "/nonexistent/farm")
-			defer r.close()
-			r.script = bc.script
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if code, _, err := r.run(caseRequest{ID: "1", Comm: "true"}); code != 0 || err != nil {
-					b.Fatalf("case: %d, %v", code, err)
-				}
-			}
-		})
+	r := newUseRunner(b, "/nonexistent/farm")
+	defer r.close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if code, _, err := r.run(caseRequest{ID: "1", Comm: "true"}); code != 0 || err != nil {
+			b.Fatalf("case: %d, %v", code, err)
+		}
 	}
 }
-
-// workerScriptBefore is workerScript as it was before the cases' use was
-// known (deece4a), for BenchmarkForkRunnerCase.
-const workerScriptBefore = `FARM_CASE_SCRIPT=$1; shift
-if [ "${LC_ALL+set}" ]; then farm_lc_all=$LC_ALL; farm_lc_set=1; else farm_lc_set=; fi
-LC_ALL=C
-farm_case() { exec 3<&- 4>&-
-  if [ "$farm_lc_set" ]; then LC_ALL=$farm_lc_all; else unset LC_ALL; fi
-  if [ "$farm_omp" ]; then export OMP_NUM_THREADS=$farm_omp; fi
-  case $farm_cuda in +*) export CUDA_VISIBLE_DEVICES="${farm_cuda#+}" ;; esac
-  if [ "$farm_nn" ]; then export FARM_NNODES=$farm_nn FARM_NODELIST=$farm_nl FARM_CPUS_PER_NODE=$farm_cpn; fi
-  if [ "$farm_hf" ]; then export FARM_HOSTFILE=$farm_hf FARM_MACHINEFILE=$farm_mf; fi
-  unset farm_lc_all farm_lc_set farm_omp farm_cuda farm_nn farm_nl farm_cpn farm_hf farm_mf farm_pid farm_sig farm_st STATUS
-  unset -f farm_case farm_fwd
-  export ID COMM N_cases
-  . "$FARM_CASE_SCRIPT" "$farm_table" "$farm_line"
-  farm_rc=$?
-  if [ "${STATUS+set}" ]; then
-    case $STATUS in
-    ''|*[!0-9]*) farm_rc=1 ;;
-    *[1-9]*) farm_rc=255; [ ${#STATUS} -le 3 ] && [ $((10#$STATUS)) -le 255 ] && farm_rc=$((10#$STATUS)) ;;
-    *) farm_rc=0 ;;
-    esac
-  fi
-  exit $farm_rc
-}
-farm_fwd() {
-  if [ -z "$farm_pid" ]; then farm_sig=$1; return; fi
-  kill -s "$1" -- "-$farm_pid" 2>/dev/null; trap - "$1"; kill -s "$1" $$
-}
-while IFS= read -r -u 3 ID && IFS= read -r -u 3 COMM && IFS= read -r -u 3 farm_table &&
-  IFS= read -r -u 3 farm_line && IFS= read -r -u 3 N_cases && IFS= read -r -u 3 farm_omp &&
-  IFS= read -r -u 3 farm_cuda && IFS=$'\t' read -r -u 3 farm_nn farm_nl farm_cpn farm_hf farm_mf; do
-  case $farm_cuda in g*) farm_cuda=${farm_cuda#g} ;; *)
-    ( farm_case )
-    echo "$?" >&4
-    continue ;;
-  esac
-  farm_pid= farm_sig=
-  trap 'farm_fwd TERM' TERM; trap 'farm_fwd INT' INT; trap 'farm_fwd HUP' HUP; trap 'farm_fwd USR1' USR1
-  set -m; farm_case & farm_pid=$!; set +m
-  if [ "$farm_sig" ]; then farm_fwd "$farm_sig"; fi
-  echo "+$farm_pid" >&4
-  wait "$farm_pid"; farm_st=$?
-  trap - TERM INT HUP USR1
-  echo "$farm_st" >&4
-done`
