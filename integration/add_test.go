@@ -30,8 +30,11 @@ func addCases(t *testing.T, dir, cmd string, n int, flags ...string) string {
 
 // ranAt is a case that records its own run in a file of its meta-job's in
 // dir (one writer per file), with the time it started.
-func ranAt(dir string) string {
-	return `echo "$ID $(date +%s.%N)" >> ` + dir + `/ran.$METAJOB_ID; sleep 0.03`
+func ranAt(dir string) string { return ranAtFor(dir, "0.03") }
+
+// ranAtFor is ranAt with a case that lasts secs.
+func ranAtFor(dir, secs string) string {
+	return `echo "$ID $(date +%s.%N)" >> ` + dir + `/ran.$METAJOB_ID; sleep ` + secs
 }
 
 // checkFirstBeforeOwn: the --first batch (IDs ids) started before the
@@ -120,7 +123,13 @@ func TestAddWhileRunningLanes(t *testing.T) { addWhileRunning(t, true) }
 func addWhileRunning(t *testing.T, lanes bool) {
 	t.Parallel()
 	ranDir := t.TempDir()
-	dir := newFarm(t, repeat(ranAt(ranDir), 500), "0-00:10")
+	// The run's own 500 cases last about 11 s on 4 meta-jobs: longer than
+	// a look's cadence (casetable.LookEvery, 5 s) after the --first batch
+	// is added at 1.2 s, so that its meta-jobs find it while they still
+	// have cases of their own (with 0.03 s, about 5 s, they ran out first
+	// on a fast machine: the --first batch's last case started 1.04 s
+	// after the run's own last one, 1 run in 3).
+	dir := newFarm(t, repeat(ranAtFor(ranDir, "0.08"), 500), "0-00:10")
 	setWaitForCases(t, dir, "10")
 	var env []string
 	if lanes {
@@ -180,8 +189,9 @@ func addWhileRunning(t *testing.T, lanes bool) {
 	if ls, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.1.*")); len(ls) != 6 {
 		t.Errorf("the run has %d sets of lanes, want 6: %v", len(ls), ls)
 	}
-	// The --first batch was claimed within a second of being added, so
-	// it started before the run's own cases ran out.
+	// The --first batch was claimed at its meta-jobs' next look (within
+	// 5 s of being added), so it started before the run's own cases ran
+	// out.
 	checkFirstBeforeOwn(t, ranDir, firstIDs, 500)
 	harness.CheckFirstClaimedFirst(t, dir, firstIDs)
 }
