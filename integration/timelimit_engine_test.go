@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -46,12 +45,7 @@ func testCaseTimeLimit(t *testing.T, e engine) {
 	case st[1].Host != host && st[1].Host != strings.SplitN(host, ".", 2)[0]:
 		t.Logf("case 1 ran on %s, not here (%s): its grandchild is not looked for", st[1].Host, host)
 	default:
-		gone := false
-		for end := time.Now().Add(5 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			gone = processGone(pid)
-		}
-		if !gone {
-			syscall.Kill(pid, syscall.SIGKILL)
+		if !awaitGone(pid, 5*time.Second) {
 			t.Errorf("case 1's background grandchild %d outlived it", pid)
 		}
 	}

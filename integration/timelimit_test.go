@@ -88,6 +88,33 @@ func processGone(pid int) bool {
 	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
+// awaitGone reports whether process pid is gone within d; if it is not,
+// it kills it, so that a failed test leaves nothing running.
+func awaitGone(pid int, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if processGone(pid) {
+			return true
+		}
+	}
+	if processGone(pid) {
+		return true
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	return false
+}
+
+// awaitWritten waits (30 s at most) for a case to write a whole line to
+// path, and returns it.
+func awaitWritten(t *testing.T, path string) string {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the case to start", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
 // TestLocalCaseTimeLimit: a case with #FARM time=2s that runs sleep 1000
 // with a background grandchild is ended at its limit (SIGTERM to its
 // process group), the grandchild with it; one that ignores SIGTERM is
@@ -234,12 +261,7 @@ func TestLocalStopReachesCaseWithLimit(t *testing.T) {
 		`sh -c 'sleep 1000 & echo $! > ` + pidFile + `; sleep 1000' #FARM time=1h`,
 	}, "0-00:10")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	waitFor(t, 30*time.Second, "the case to start", func() bool {
-		b, err := os.ReadFile(pidFile)
-		return err == nil && strings.HasSuffix(string(b), "\n")
-	})
-	b, _ := os.ReadFile(pidFile)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := strconv.Atoi(strings.TrimSpace(awaitWritten(t, pidFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,12 +270,7 @@ func TestLocalStopReachesCaseWithLimit(t *testing.T) {
 	if c := statusJSON(t, dir)[1]; c.State != "interrupted" || c.Status != 15 {
 		t.Errorf("case 1: %+v; want interrupted by signal 15", c)
 	}
-	gone := false
-	for end := time.Now().Add(5 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		gone = processGone(pid)
-	}
-	if !gone {
-		syscall.Kill(pid, syscall.SIGKILL)
+	if !awaitGone(pid, 5*time.Second) {
 		t.Errorf("the case's background process %d outlived farm kill", pid)
 	}
 }
@@ -294,12 +311,7 @@ func TestLocalStopKillsWhatIgnoresIt(t *testing.T) {
 	}, "0-00:10")
 	setConfig(t, dir, "CASE_KILL_GRACE", "1")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	waitFor(t, 30*time.Second, "the case to start", func() bool {
-		b, err := os.ReadFile(pidFile)
-		return err == nil && strings.HasSuffix(string(b), "\n")
-	})
-	b, _ := os.ReadFile(pidFile)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := strconv.Atoi(strings.TrimSpace(awaitWritten(t, pidFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,12 +320,7 @@ func TestLocalStopKillsWhatIgnoresIt(t *testing.T) {
 	if c := statusJSON(t, dir)[1]; c.State != "interrupted" {
 		t.Errorf("case 1: %+v; want interrupted", c)
 	}
-	gone := false
-	for end := time.Now().Add(5 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		gone = processGone(pid)
-	}
-	if !gone {
-		syscall.Kill(pid, syscall.SIGKILL)
+	if !awaitGone(pid, 5*time.Second) {
 		t.Errorf("the case's background process %d, which ignores SIGTERM, outlived farm kill", pid)
 	}
 }
@@ -384,14 +391,10 @@ func TestLocalKilledJobTakesItsLimitedCase(t *testing.T) {
 	}, "0-00:10")
 	setConfig(t, dir, "RESCUE_CHECK", "0")
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
-	waitFor(t, 30*time.Second, "the case to start", func() bool {
-		b, err := os.ReadFile(pids)
-		return err == nil && strings.HasSuffix(string(b), "\n")
-	})
-	b, _ := os.ReadFile(pids)
+	line := awaitWritten(t, pids)
 	var caseShell, grandchild int
-	if _, err := fmt.Sscan(string(b), &caseShell, &grandchild); err != nil {
-		t.Fatalf("%q: %v", b, err)
+	if _, err := fmt.Sscan(line, &caseShell, &grandchild); err != nil {
+		t.Fatalf("%q: %v", line, err)
 	}
 	pgid := jobPGID(t, dir, harness.JobIDs(dir)[0])
 	if g, _ := syscall.Getpgid(caseShell); g == pgid {
@@ -401,12 +404,7 @@ func TestLocalKilledJobTakesItsLimitedCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{caseShell, grandchild} {
-		gone := false
-		for end := time.Now().Add(10 * time.Second); !gone && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			gone = processGone(pid)
-		}
-		if !gone {
-			syscall.Kill(pid, syscall.SIGKILL)
+		if !awaitGone(pid, 10*time.Second) {
 			t.Errorf("process %d of the case outlived its job's SIGKILL by 10 s", pid)
 		}
 	}
