@@ -58,6 +58,12 @@ type Config struct {
 	// RetryTimeouts is RETRY_TIMEOUTS: RETRIES runs again a case that
 	// timed out too (unset: only one that failed).
 	RetryTimeouts bool
+	// OutputJob is OUTPUT=job: each loop of a meta-job keeps its cases'
+	// standard output and error in files of its own (layout.CaseOutput),
+	// each attempt's bytes together, where its start record says
+	// (farm output reads them). Unset or OUTPUT=stream: the cases write
+	// into their job's output file, as the job's own lines do.
+	OutputJob bool
 }
 
 // The defaults of the time limits' settings: the grace between SIGTERM
@@ -172,6 +178,8 @@ func parseConfig(name string, data []byte) (Config, error) {
 			cfg.TableIDs = num == 1
 		case "BACKEND":
 			cfg.Backend, cfg.BackendLine = val, n
+		case "OUTPUT":
+			cfg.OutputJob = val == "job"
 		case "CASE_TIME_LIMIT", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE", "RETRY_TIMEOUTS":
 			if err := cfg.setTimeLimit(k, val, num); err != nil {
 				return cfg, Userf("%s:%d: %v", name, n, err)
@@ -193,7 +201,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 // configKeys are the settings of the config file, in the order the
 // messages list them.
 var configKeys = []string{"N_failed_max", "dt_failed", "NJOBS_MAX", "RUN_DIRS", "WHOLE_NODE", "NWHOLE", "MAX_CRASHES", "RETRIES", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "TABLE_IDS", "BACKEND",
-	"CASE_TIME_LIMIT", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE", "RETRY_TIMEOUTS"}
+	"CASE_TIME_LIMIT", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE", "RETRY_TIMEOUTS", "OUTPUT"}
 
 // secondsKeys are the settings in seconds, which take fractions.
 var secondsKeys = []string{"dt_failed", "RETRY_DELAY", "RESCUE_CHECK", "WAIT_FOR_CASES", "CASE_TIME_LIMIT_MIN", "CASE_KILL_GRACE"}
@@ -248,10 +256,10 @@ func parseCaseTimeLimit(v string) (time.Duration, float64, error) {
 }
 
 // parseConfigLine reads one KEY=value line (trimmed, without its comment)
-// and checks the value: BACKEND's a name (val), every other one a number
-// (num) from 0 to maxConfigValue, and a whole one but for dt_failed,
-// RETRY_DELAY, RESCUE_CHECK and WAIT_FOR_CASES, which are in seconds
-// (NJOBS_MAX=1.9 is not read as 1).
+// and checks the value: BACKEND's a name and OUTPUT's job or stream
+// (val), every other one a number (num) from 0 to maxConfigValue, and a
+// whole one but for dt_failed, RETRY_DELAY, RESCUE_CHECK and
+// WAIT_FOR_CASES, which are in seconds (NJOBS_MAX=1.9 is not read as 1).
 func parseConfigLine(line []byte) (k, val string, num float64, err error) {
 	k, v, ok := strings.Cut(string(line), "=")
 	if !ok {
@@ -266,6 +274,12 @@ func parseConfigLine(line []byte) (k, val string, num float64, err error) {
 	}
 	if k == "CASE_TIME_LIMIT" {
 		return k, v, 0, nil // parseCaseTimeLimit
+	}
+	if k == "OUTPUT" {
+		if v != "job" && v != "stream" {
+			return k, "", 0, fmt.Errorf("OUTPUT must be job (each case's output kept apart, for 'farm output ID') or stream (the cases write into their job's output file), got %s", quoteConfig([]byte(v)))
+		}
+		return k, v, 0, nil
 	}
 	if k == "BACKEND" {
 		if v == "" || strings.Trim(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {

@@ -27,6 +27,8 @@ func TestParseConfig(t *testing.T) {
 		"RESCUE_CHECK=2.5":                   {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: 2500 * time.Millisecond, CaseKillGrace: 30 * time.Second, CaseTimeMin: time.Minute},
 		"CASE_TIME_LIMIT=2h\nCASE_KILL_GRACE=0.5\nRETRY_TIMEOUTS=1": {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute, CaseTimeLimit: 2 * time.Hour, CaseKillGrace: 500 * time.Millisecond, CaseTimeMin: time.Minute, RetryTimeouts: true},
 		"CASE_TIME_LIMIT='5x'\nCASE_TIME_LIMIT_MIN=0.25":            {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute, CaseTimeFactor: 5, CaseKillGrace: 30 * time.Second, CaseTimeMin: 250 * time.Millisecond},
+		"OUTPUT=job":         {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute, CaseKillGrace: 30 * time.Second, CaseTimeMin: time.Minute, OutputJob: true},
+		"OUTPUT='stream'":    defaultConfig(),
 		"CASE_TIME_LIMIT=90": {NFailedMax: 5, DtFailed: 5 * time.Second, RunDirs: true, MaxCrashes: 5, RescueCheck: time.Minute, CaseTimeLimit: 90 * time.Second, CaseKillGrace: 30 * time.Second, CaseTimeMin: time.Minute},
 	} {
 		got, err := parseConfig("config", []byte(content))
@@ -66,6 +68,8 @@ func TestParseConfig(t *testing.T) {
 		"CASE_TIME_LIMIT=\n":               `config:1: CASE_TIME_LIMIT must be a time limit`,
 		"RETRY_TIMEOUTS=2\n":               `config:1: RETRY_TIMEOUTS must be 0`,
 		"CASE_KILL_GRACE=-1\n":             `config:1: CASE_KILL_GRACE must be a number >= 0, got "-1"`,
+		"OUTPUT=file\n":                    `config:1: OUTPUT must be job (each case's output kept apart, for 'farm output ID') or stream (the cases write into their job's output file), got "file"`,
+		"OUTPUT=\n":                        `config:1: OUTPUT must be job`,
 		// A key set twice: the last one won.
 		"NJOBS_MAX=2\n# c\nNJOBS_MAX=3\n": `config:3: NJOBS_MAX is set twice, on lines 1 and 3: keep one of them`,
 		"dt_failed=1\ndt_failed = '1'\n":  `config:2: dt_failed is set twice, on lines 1 and 2: keep one of them`,

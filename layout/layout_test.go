@@ -50,3 +50,23 @@ func TestImportsNothingOfFarms(t *testing.T) {
 		}
 	}
 }
+
+func TestCaseOutput(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		loop   int
+		stderr bool
+		want   string
+	}{
+		{"status.123", 1, false, "cases.123.loop1.out"},
+		{"status.123", 12, true, "cases.123.loop12.err"},
+		{StatusFile("77", 2), 3, false, "cases.77.r2.loop3.out"},
+		{"status.123", 0, false, ""},
+		{"table.dat", 1, false, ""},
+		{"status.", 1, false, ""},
+	} {
+		if got := CaseOutput(c.status, c.loop, c.stderr); got != c.want {
+			t.Errorf("CaseOutput(%q, %d, %v) = %q, want %q", c.status, c.loop, c.stderr, got, c.want)
+		}
+	}
+}

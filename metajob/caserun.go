@@ -1,7 +1,6 @@
 package metajob
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +73,9 @@ type forkRunner struct {
 	bash string
 	env  []string
 	out  io.Writer // the job's output (an fsretry.Writer, which rides out a full disk)
+	// frames, with OUTPUT=job, are the loop's files of its cases' output
+	// (caseout.go); nil: the cases write into out.
+	frames *caseFrames
 
 	tmp        string // private directory of the copy of single_case.sh
 	copy       string // the copy (or ./single_case.sh when direct)
@@ -86,8 +88,8 @@ type forkRunner struct {
 	bound bool  // it was bound once: unbinding is a call
 	cmd   *exec.Cmd
 	req   *os.File
-	outR  int // read ends, non-blocking: the cases' output, the replies
-	repR  int
+	pipes []outPipe // the cases' output: stdout and stderr, or both in one (caseout.go)
+	repR  int       // the replies' read end, non-blocking
 	reply []byte
 	buf   []byte
 	pgid  atomic.Int64 // group
@@ -128,7 +130,7 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 	// read-only, not ours): source the farm's own single_case.sh, as
 	// before there were copies.
 	fmt.Fprintf(out, "farm: %v; sourcing %s from the farm directory instead\n", err, layout.SingleCase)
-	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + layout.SingleCase, direct: true, outR: -1, repR: -1}, nil
+	return &forkRunner{dir: dir, bash: bash, env: env, out: out, copy: "./" + layout.SingleCase, direct: true, repR: -1}, nil
 }
 
 // newCopyRunner makes the runner's private node-local directory and the
@@ -148,7 +150,7 @@ func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
 	}
-	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, layout.SingleCase), outR: -1, repR: -1}
+	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, layout.SingleCase), repR: -1}
 	if err := r.refresh(); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -214,22 +216,29 @@ func (r *forkRunner) copyIfChanged() error {
 }
 
 func (r *forkRunner) start() error {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	ws := []io.Writer{r.out} // stdout and stderr together
+	if r.frames != nil {
+		ws = []io.Writer{&r.frames.out, &r.frames.err}
+	}
+	pipes, ends, err := newOutPipes(ws)
+	if err != nil {
 		return err
 	}
-	outR, outW := p[0], os.NewFile(uintptr(p[1]), "case output")
+	defer func() {
+		for _, f := range ends {
+			f.Close() // the worker has them
+		}
+	}()
+	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		unix.Close(outR)
-		outW.Close()
+		closeOutPipes(pipes)
 		return err
 	}
 	repR, repW := p[0], os.NewFile(uintptr(p[1]), "case status")
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
-		unix.Close(outR)
+		closeOutPipes(pipes)
 		unix.Close(repR)
-		outW.Close()
 		repW.Close()
 		return err
 	}
@@ -242,19 +251,15 @@ func (r *forkRunner) start() error {
 		Args:       []string{"bash", "-c", script, "bash", r.copy, r.endBin, strconv.FormatInt(useMinRun.Microseconds(), 10)},
 		Dir:        r.dir,
 		Env:        r.env,
-		Stdout:     outW,
-		Stderr:     outW,
+		Stdout:     ends[0],
+		Stderr:     ends[len(ends)-1],
 		ExtraFiles: []*os.File{reqR, repW},
 	}
 	err = cmd.Start()
 	reqR.Close()
 	repW.Close()
-	outW.Close()
 	if err == nil && r.bound {
 		bindPID(cmd.Process.Pid, r.cpus, r.out)
-	}
-	if err == nil {
-		err = unix.SetNonblock(outR, true)
 	}
 	if err == nil {
 		err = unix.SetNonblock(repR, true)
@@ -265,11 +270,11 @@ func (r *forkRunner) start() error {
 			cmd.Wait()
 		}
 		reqW.Close()
-		unix.Close(outR)
+		closeOutPipes(pipes)
 		unix.Close(repR)
 		return err
 	}
-	r.cmd, r.req, r.outR, r.repR, r.reply, r.ticks = cmd, reqW, outR, repR, r.reply[:0], 0
+	r.cmd, r.req, r.pipes, r.repR, r.reply, r.ticks = cmd, reqW, pipes, repR, r.reply[:0], 0
 	if r.buf == nil {
 		r.buf = make([]byte, 64<<10)
 	}
@@ -332,84 +337,6 @@ func (r *forkRunner) reply1() (string, bool) {
 	}
 }
 
-// wait copies the cases' output to the job's output file until the worker
-// replies with a line (ok) or goes away. Everything the case wrote before
-// it ended is in the pipe before the reply, and is copied before wait
-// returns: the meta-job's own lines that follow come after it in the file.
-func (r *forkRunner) wait() (string, bool) {
-	fds := []unix.PollFd{{Fd: int32(r.outR), Events: unix.POLLIN}, {Fd: int32(r.repR), Events: unix.POLLIN}}
-	for {
-		if i := bytes.IndexByte(r.reply, '\n'); i >= 0 {
-			line := string(r.reply[:i])
-			r.reply = append(r.reply[:0], r.reply[i+1:]...)
-			r.drain()
-			return line, true
-		}
-		if fds[1].Fd < 0 {
-			r.drain()
-			return "", false
-		}
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			return "", false
-		}
-		if fds[0].Revents != 0 {
-			// One read per wake-up, so that the reply is seen even while
-			// a background process of the case writes without end.
-			if !r.copyOnce() {
-				fds[0].Fd = -1 // every writer is gone
-			}
-		}
-		if fds[1].Revents != 0 {
-			n, err := unix.Read(r.repR, r.buf)
-			if n > 0 {
-				r.reply = append(r.reply, r.buf[:n]...)
-			} else if err != unix.EAGAIN && err != unix.EINTR {
-				fds[1].Fd = -1 // the worker is gone
-			}
-		}
-	}
-}
-
-// copyOnce copies one read's worth of the output pipe to the output file;
-// false at the pipe's end.
-func (r *forkRunner) copyOnce() bool {
-	for {
-		n, err := unix.Read(r.outR, r.buf)
-		if n > 0 {
-			r.out.Write(r.buf[:n])
-			return true
-		}
-		if err == unix.EINTR {
-			continue
-		}
-		return err == unix.EAGAIN
-	}
-}
-
-// drain copies what the output pipe holds now — no more: a background
-// process the case left behind may go on writing, and the meta-job does not
-// wait for it (what it writes later is copied while later cases run).
-func (r *forkRunner) drain() {
-	if r.outR < 0 {
-		return
-	}
-	left, err := unix.IoctlGetInt(r.outR, unix.TIOCINQ) // FIONREAD
-	if err != nil {
-		return
-	}
-	for left > 0 {
-		n, err := unix.Read(r.outR, r.buf[:min(left, len(r.buf))])
-		if n > 0 {
-			r.out.Write(r.buf[:n])
-			left -= n
-			continue
-		}
-		if err != unix.EINTR {
-			return
-		}
-	}
-}
-
 // died handles a worker that went away mid-case: the case's status is the
 // worker's, and a new worker is started for the next case.
 func (r *forkRunner) died() (int, int, error) {
@@ -433,9 +360,9 @@ func (r *forkRunner) stop() {
 	r.req.Close()
 	r.cmd.Wait()
 	r.drain()
-	unix.Close(r.outR)
+	closeOutPipes(r.pipes)
 	unix.Close(r.repR)
-	r.outR, r.repR = -1, -1
+	r.pipes, r.repR = nil, -1
 }
 
 func (r *forkRunner) close() {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
@@ -28,6 +29,10 @@ type execRunner struct {
 	pgid atomic.Int64 // group
 	last int          // lastGroup
 	used status.Use   // use
+	// frames, with OUTPUT=job, are the loop's files of its cases' output
+	// (caseout.go): os/exec copies each case's from pipes, for a second
+	// at most after it ended.
+	frames *caseFrames
 }
 
 func (r *execRunner) use() status.Use { return r.used }
@@ -52,6 +57,9 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 			"FARM_TABLE="+c.Table, "FARM_LINE="+strconv.FormatInt(c.Line, 10)), c.Set.env()...),
 		Stdout: r.out,
 		Stderr: r.out,
+	}
+	if r.frames != nil {
+		cmd.Stdout, cmd.Stderr, cmd.WaitDelay = &r.frames.out, &r.frames.err, time.Second
 	}
 	if c.Group {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/farm-hpc/farm/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,10 +72,20 @@ func (m *Metajob) newLoop(k int) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	if er, ok := r.(*execRunner); ok {
-		er.stop = &m.stop
+	s := &loop{k: k, runner: r}
+	if m.Farm.Config.OutputJob {
+		if s.frames, err = openCaseFrames(m.Farm.Dir, layout.StatusFile(m.self.ID, m.self.Restart), k); err != nil {
+			r.close()
+			return nil, fmt.Errorf("opening loop %d's files of its cases' output (OUTPUT=job in config): %w", k, err)
+		}
 	}
-	return &loop{k: k, runner: r}, nil
+	switch r := r.(type) {
+	case *execRunner:
+		r.stop, r.frames = &m.stop, s.frames
+	case *forkRunner:
+		r.frames = s.frames
+	}
+	return s, nil
 }
 
 // hasEnv reports whether env sets key.

@@ -83,6 +83,7 @@ func (m *Metajob) runTable() string {
 type loop struct {
 	k      int // from 1
 	runner caseRunner
+	frames *caseFrames // OUTPUT=job: the files of its cases' output (caseout.go); nil: none
 	ff     fastFailure
 	batch  int // the claim whose cases it takes now
 	retry  int // which retry its case is (0: its first attempt in the run)

@@ -73,6 +73,7 @@ func (m *Metajob) close() {
 	}
 	for _, s := range m.loops {
 		s.runner.close()
+		s.frames.close()
 	}
 	if m.sw != nil {
 		m.sw.Close()

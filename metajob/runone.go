@@ -107,6 +107,10 @@ func (m *Metajob) runPacked(ctx context.Context, s *loop, t turn, g grant) (int,
 	if t.several {
 		p.Loop = s.k
 	}
+	if s.frames != nil {
+		f := s.frames.begin(c.ID)
+		p.Framed, p.Out, p.Err = f.Framed, f.Out, f.Err
+	}
 	p.Retry, p.Why, p.From = s.retry, s.why, s.from
 	set := m.pool.setting(w, g, cpus, m.jobSetsOMP)
 	names, per := m.pool.nodesOf(g)

@@ -64,6 +64,11 @@ type Record struct {
 	// Nodes is, in an S record of a job of several nodes, the case's
 	// nodes as written (nodes=LIST); empty if not said.
 	Nodes []byte
+	// Out and Err are, in an S record of a case whose output is kept
+	// apart (out=N err=N: Framed), where its bytes start in its loop's
+	// files (Placement).
+	Out, Err int64
+	Framed   bool
 	// IDs is, in a C record, the cases the meta-job claimed, as written:
 	// IDs and ranges of IDs separated by commas ("3-17,20"); ParseIDs
 	// expands it.
@@ -345,6 +350,17 @@ func (r *Record) parsePlacement(line, f []byte, i int) error {
 			r.From = v
 		case "nodes":
 			r.Nodes = v
+		case "out", "err":
+			n, ok := parseInt(v)
+			if !ok || n < 0 {
+				return fmt.Errorf("S record: bad %s %s", k, quote(v))
+			}
+			if k[0] == 'o' {
+				r.Out = n
+			} else {
+				r.Err = n
+			}
+			r.Framed = true
 		}
 	}
 	return nil

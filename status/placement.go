@@ -27,6 +27,14 @@ type Placement struct {
 	// Nodes is, in a job of several nodes, the nodes the case was given,
 	// in Slurm's compressed form ("node[1-2]"), written nodes=LIST.
 	Nodes string
+	// Framed says the case's output is kept apart (OUTPUT=job): Out and
+	// Err are where its bytes start in its loop's files of standard
+	// output and error (layout.CaseOutput), written out=N err=N; they
+	// run to where the next start of the loop's says, or to the file's
+	// end. Each starts with a line "==> case ID <==" if the case wrote
+	// to it.
+	Framed   bool
+	Out, Err int64
 }
 
 // WhyRescue is the why= of a start that runs again the case a dead
@@ -64,7 +72,7 @@ func (w *Writer) Unfit(id int64, t time.Time, reason string) error {
 
 // appendStartAt appends an S record with the fields of p that are not
 // zero or empty: "S ID START HOST loop=N cpus=LIST gpus=LIST attempt=N
-// why=WHY from=NAME nodes=LIST". HOST is
+// why=WHY from=NAME nodes=LIST out=N err=N". HOST is
 // written "-" if it is empty and fields follow it (an empty HOST would
 // make the first of them read as HOST).
 func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []byte {
@@ -104,6 +112,10 @@ func appendStartAt(b []byte, id int64, t time.Time, host string, p Placement) []
 	if p.Nodes != "" {
 		b = append(b, " nodes="...)
 		b = append(b, oneField(p.Nodes)...)
+	}
+	if p.Framed && p.Out >= 0 && p.Err >= 0 {
+		b = strconv.AppendInt(append(b, " out="...), p.Out, 10)
+		b = strconv.AppendInt(append(b, " err="...), p.Err, 10)
 	}
 	if len(b) > n && host == "" {
 		b = slices.Insert(b, n, '-')
@@ -284,5 +296,13 @@ func (r *Record) Placement() Placement {
 	p.CPUs, _ = ParseCPUs(r.CPUs)
 	p.GPUs, _ = ParseGPUs(r.GPUs)
 	p.Nodes = string(r.Nodes)
+	p.Framed, p.Out, p.Err = r.Framed, r.Out, r.Err
 	return p
+}
+
+// AppendCaseHeader appends the line that comes before case id's first
+// byte in a file of OUTPUT=job (Placement's Framed): "==> case ID <==".
+func AppendCaseHeader(b []byte, id int64) []byte {
+	b = strconv.AppendInt(append(b, "==> case "...), id, 10)
+	return append(b, " <==\n"...)
 }

@@ -30,6 +30,7 @@ func TestParsePlacementRecords(t *testing.T) {
 		{"S 4 100 h cpus=7 cpus=0-1,3-65535\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), CPUs: b("0-1,3-65535")}},
 		{"S 4 100 h cpus= gpus= loop=0\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), CPUs: b(""), GPUs: b("")}},
 		{"S 4 100 h attempt=3 why=retry\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), Attempt: 3, Why: b("retry")}},
+		{"S 4 100 h loop=2 out=17 err=0\n", Record{Kind: KindStart, ID: 4, Start: 100, Host: b("h"), Loop: 2, Out: 17, Framed: true}},
 		{"U 7 1700000000.500 needs 16 CPUs, the job has 8\n", Record{Kind: KindUnfit, ID: 7, Time: 1700000000.5, Message: b("needs 16 CPUs, the job has 8")}},
 		{"U\t7\t0\r\n", Record{Kind: KindUnfit, ID: 7}},
 		{"U 7 0  two blanks\n", Record{Kind: KindUnfit, ID: 7, Message: b(" two blanks")}},
@@ -46,6 +47,8 @@ func TestParsePlacementRecords(t *testing.T) {
 	for _, tc := range []struct{ line, err string }{
 		{"S 1 2 h cpus=x\n", `S record: bad cpus "x"`},
 		{"S 1 2 h attempt=0\n", `S record: bad attempt "0"`},
+		{"S 1 2 h out=-1 err=0\n", `S record: bad out "-1"`},
+		{"S 1 2 h out=0 err=x\n", `S record: bad err "x"`},
 		{"S 1 2 h attempt=x why=retry\n", `S record: bad attempt "x"`},
 		{"S 1 2 h cpus=3-1\n", `S record: bad cpus "3-1"`},
 		{"S 1 2 h cpus=1,1\n", `S record: bad cpus "1,1"`},
@@ -110,6 +113,7 @@ func TestWriterPlacementRecords(t *testing.T) {
 	w.StartAt(11, t0, Placement{CPUs: []int{8, 3, 2, 1, 0, 3, -1, 70000, 5}})
 	w.StartAt(12, t0, Placement{GPUs: []string{"", "GPU a,b", "MIG\n1"}})
 	w.StartAt(13, t0, Placement{CPUs: []int{-5, MaxCPU + 1}, GPUs: []string{""}}) // nothing to say
+	w.StartAt(16, t0, Placement{Framed: true, Out: 0, Err: 1 << 40})
 	w.Unfit(14, t0, "needs 16 CPUs,\nthe job has 8")
 	w.Unfit(15, t0, "")
 	w.Close()
@@ -124,6 +128,7 @@ func TestWriterPlacementRecords(t *testing.T) {
 		"S 11 1700000000.123 node_1 cpus=0-3,5,8\n" +
 		"S 12 1700000000.123 node_1 gpus=GPU_a_b,MIG_1\n" +
 		"S 13 1700000000.123 node_1\n" +
+		"S 16 1700000000.123 node_1 out=0 err=1099511627776\n" +
 		"U 14 1700000000.123 needs 16 CPUs, the job has 8\n" +
 		"U 15 1700000000.123 \n"
 	if diff := cmp.Diff(want, string(data)); diff != "" {
@@ -157,6 +162,7 @@ func TestWriterPlacementRecords(t *testing.T) {
 		{CPUs: []int{0, 1, 2, 3, 5, 8}},
 		{GPUs: []string{"GPU_a_b", "MIG_1"}},
 		{},
+		{Framed: true, Out: 0, Err: 1 << 40},
 	}
 	if diff := cmp.Diff(wantPlaces, places); diff != "" {
 		t.Errorf("placements read back (-want +got):\n%s", diff)

@@ -52,6 +52,10 @@ type Attempt struct {
 	Host []byte
 	// Loop is its S record's loop (0: not said).
 	Loop int
+	// Framed says its output is kept apart (OUTPUT=job), from Out and
+	// Err in its loop's files on, as its S record says (Placement).
+	Framed   bool
+	Out, Err int64
 	// Attempt is its S record's attempt= (0: not said, a first attempt):
 	// from 2, a retry of the case after its attempt before it, in the same
 	// run and by the same meta-job, failed (RETRIES); or, with Rescue, a
@@ -218,6 +222,9 @@ type openCase struct {
 	attempt int
 	rescue  bool
 	timeout bool // why=timeout
+	framed  bool
+	out     int64
+	err     int64
 }
 
 // line reads one complete line; a damaged one is told to warn, if set.
@@ -267,7 +274,7 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 		f.later(r.Time)
 	case KindStart:
 		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue,
-			timeout: r.Attempt > 1 && string(r.Why) == WhyTimeout}
+			timeout: r.Attempt > 1 && string(r.Why) == WhyTimeout, framed: r.Framed, out: r.Out, err: r.Err}
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
 			o.note = f.placeNote(r)
 		}
@@ -314,6 +321,7 @@ func (rp *replay) ended(r *Record) error {
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
 			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt, rp.a.Rescue, rp.a.AfterTimeout = true, o.loop, o.note, o.attempt, o.rescue, o.timeout
+			rp.a.Framed, rp.a.Out, rp.a.Err = o.framed, o.out, o.err
 			// Not slices.Delete, which clears the freed element, and
 			// no copy when it is the last, as it is but in a job of
 			// several loops: this is Load's hot path.
@@ -361,7 +369,8 @@ func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error 
 		now = unixSeconds(time.Now())
 	}
 	for _, o := range rp.open {
-		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue, AfterTimeout: o.timeout}
+		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue, AfterTimeout: o.timeout,
+			Framed: o.framed, Out: o.out, Err: o.err}
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}

@@ -5,7 +5,7 @@
 // one file. A file is a header line followed by one line per event:
 //
 //	# farm-status v1 job=JOBID run=RUN host=HOST [restart=N] [cpus=N] [gpus=N]
-//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY] [from=NAME]
+//	S ID START HOST [loop=N] [cpus=LIST] [gpus=LIST] [attempt=N why=WHY] [from=NAME] [nodes=LIST] [out=N err=N]
 //	                                 case ID started at START (Unix seconds)
 //	E ID STATUS START SECONDS HOST [rss=KIB] [cpu=SECONDS]
 //	                                 case ID ended with STATUS after SECONDS
@@ -36,6 +36,9 @@
 // once): with its S and U records, what it held and had not started when
 // it died. A C record of a rescue may say, with next=ID:N,..., the attempt
 // each case past its first is to be.
+// With OUTPUT=job, an S record says where the case's output starts in its
+// loop's files of standard output and error (out=N err=N, byte offsets:
+// Placement's Framed).
 // An E, I or T record may say what the case used (Use), from the rusage
 // of its reaped processes: rss=KIB, the peak resident memory of its
 // largest process (KiB, as getrusage's ru_maxrss), and cpu=SECONDS, the

@@ -118,7 +118,7 @@ func TestCompleteRunsNothing(t *testing.T) {
 		words []string
 		want  string
 	}{
-		{[]string{""}, "init\nsubmit\nresubmit\nadd\nimport-metaq\nwait\nStatus\nstatus\nlist\nquery\nreport\nclean\ncompletion\nversion\nkill\nprune\nrepair\nadopt\nrun-case\nhelp\n"},
+		{[]string{""}, "init\nsubmit\nresubmit\nadd\nimport-metaq\nwait\nStatus\nstatus\nlist\nquery\noutput\nreport\nclean\ncompletion\nversion\nkill\nprune\nrepair\nadopt\nrun-case\nhelp\n"},
 		{[]string{"init", "newfarm", "--"}, "--engine\n--backend\n--sweep\n--help\n"},
 		{[]string{"init", "--engine", ""}, "slurm\nsge\n"},
 		{[]string{"submit", "1", "--backend", "local", "-"}, "--auto\n-auto\n--yes\n-y\n--backend\n--help\n"},

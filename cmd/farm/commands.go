@@ -21,6 +21,7 @@ func commands() []*cli.Command {
 		statusCmd(),
 		listCmd(),
 		queryCmd(),
+		outputCmd(),
 		reportCmd(),
 		cleanCmd(),
 		completionCmd(),
