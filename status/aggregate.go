@@ -549,10 +549,8 @@ type fileParser struct {
 	whole              int64 // running cases placed on neither CPUs nor GPUs: the whole job
 	cpus               []int
 	gpus               []string
-	// use is the file's Usage so far; noteCPUs, the CPUs of each of the
-	// file's notes (by number - 1) read so far (cpusOf).
-	use      Usage
-	noteCPUs []int
+	// use is the file's Usage so far.
+	use Usage
 }
 
 // add adds attempt a of file f to the batch, with the notes first seen in

@@ -47,27 +47,7 @@ func (p *fileParser) usage(f *File, a *Attempt) {
 	}
 	secs := max(a.Seconds, 0)
 	u.End = max(u.End, a.Start+secs)
-	u.Busy[a.State] += secs * float64(p.cpusOf(f, a))
-}
-
-// cpusOf is how many CPUs attempt a of file f was given: its placement's
-// CPUs, else the whole job's.
-func (p *fileParser) cpusOf(f *File, a *Attempt) int {
-	whole := max(f.Capacity.CPUs, 1)
-	if a.note == 0 {
-		return whole
-	}
-	for int(a.note) > len(p.noteCPUs) {
-		n := 0
-		if nt := parseNote(f.notes[len(p.noteCPUs)]); nt.reason == "" {
-			n = len(nt.place.CPUs)
-		}
-		p.noteCPUs = append(p.noteCPUs, n)
-	}
-	if n := p.noteCPUs[a.note-1]; n > 0 {
-		return n
-	}
-	return whole
+	u.Busy[a.State] += secs * float64(f.CPUsGiven(a))
 }
 
 // endUsage completes the Usage of file f once read: its CPUs, and its

@@ -107,6 +107,9 @@ type File struct {
 	notes   []string
 	noteNum map[string]uint32
 	key     []byte // scratch for a note's key
+	// noteCPUs are the CPUs of each note read so far (by number - 1): a
+	// placement's count, 0 for a reason (CPUsGiven).
+	noteCPUs []int
 }
 
 // ReadOptions tell ReadFile how to settle the cases a file leaves open.
