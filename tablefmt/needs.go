@@ -1,9 +1,11 @@
 package tablefmt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,4 +222,84 @@ func parseMinTime(v string) (time.Duration, bool) {
 		d, err = time.ParseDuration(v)
 	}
 	return d, err == nil && d > 0 && d <= MaxMinTime
+}
+
+// maxNeedsParts bounds the distinct NeedsMark parts EachNeeds parses
+// once each.
+const maxNeedsParts = 1024
+
+// EachNeeds calls fn with the ID and the needs of each case line of the
+// numbered table at path that has a NeedsMark part, in file order: what
+// sizing a farm's cases reads (farm query, farm report). A line without
+// the mark costs no parse; equal parts are parsed once (the first
+// maxNeedsParts distinct ones); a line whose ID or part does not read is
+// skipped (farm submit and farm add refuse it). An error of fn ends the
+// reading and is returned, as is one reading the file.
+func EachNeeds(path string, fn func(id int64, n Needs) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	parts := map[string]Needs{}
+	return eachLine(f, func(_ int, line []byte) error {
+		line = bytes.TrimSpace(line)
+		at := lastMarkBytes(line)
+		if at < 0 || line[0] == '#' {
+			return nil // no mark, or a comment line
+		}
+		if n, ok := parts[string(line[at:])]; ok {
+			if id, ok := leadingID(line[:at]); ok {
+				return fn(id, n)
+			}
+			return nil
+		}
+		id, cmd, _, err := splitID(line)
+		if err != nil {
+			return nil
+		}
+		_, n, err := ParseNeeds(cmd)
+		if err != nil {
+			return nil
+		}
+		if len(parts) < maxNeedsParts {
+			parts[string(line[at:])] = n
+		}
+		return fn(id, n)
+	})
+}
+
+// lastMarkBytes is lastMark of a line as bytes.
+func lastMarkBytes(line []byte) int {
+	blank := func(c byte) bool { return c == ' ' || c == '\t' }
+	mark := []byte(NeedsMark)
+	for end := len(line); ; {
+		i := bytes.LastIndex(line[:end], mark)
+		if i < 0 {
+			return -1
+		}
+		after := i + len(mark)
+		if (i == 0 || blank(line[i-1])) && (after == len(line) || blank(line[after])) {
+			return i
+		}
+		end = i
+	}
+}
+
+// leadingID reads the ID of a case line's start, up to its NeedsMark
+// part (its ID, blanks, a command, blanks): ok false unless it is digits
+// of a positive ID followed by a command.
+func leadingID(start []byte) (int64, bool) {
+	end := bytes.IndexAny(start, " \t")
+	if end <= 0 || len(bytes.TrimSpace(start[end:])) == 0 {
+		return 0, false
+	}
+	var id int64
+	for _, c := range start[:end] {
+		if c < '0' || c > '9' || id > (math.MaxInt64-9)/10 {
+			return 0, false
+		}
+		id = 10*id + int64(c-'0')
+	}
+	return id, id > 0
 }

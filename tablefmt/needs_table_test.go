@@ -132,3 +132,37 @@ func TestRebuildKeepsNeeds(t *testing.T) {
 		t.Errorf("lost a #FARM part: %q", b)
 	}
 }
+
+// TestEachNeeds: EachNeeds gives the ID and needs of each line with a
+// #FARM part, as ReadCases does, equal parts and all; a line without
+// one, or whose part or ID does not read, is left out.
+func TestEachNeeds(t *testing.T) {
+	p := writeTable(t, needsTable+
+		"5 ./run d #FARM mem=8G\n"+
+		"6 ./run e #FARM mem=8G\n"+
+		"7 ./run f #FARM mem=0\n"+ // refused by submit: skipped
+		"8 #FARM mem=8G\n"+ // no command (the part was read before)
+		"  #FARM mem=8G\n"+
+		"x ./run g #FARM mem=1G\n"+
+		"#FARM mem=1G\n")
+	type got struct {
+		ID    int64
+		Needs Needs
+	}
+	var all []got
+	if err := EachNeeds(p, func(id int64, n Needs) error {
+		all = append(all, got{id, n})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mem8 := Needs{Declared: true, GPUs: -1, MemMB: 8192}
+	want := []got{{1, needsCases[0].Needs}, {3, needsCases[2].Needs}, {4, needsCases[3].Needs}, {5, mem8}, {6, mem8}}
+	if diff := cmp.Diff(want, all); diff != "" {
+		t.Errorf("EachNeeds (-want +got):\n%s", diff)
+	}
+	stop := errors.New("stop")
+	if err := EachNeeds(p, func(int64, Needs) error { return stop }); err != stop {
+		t.Errorf("fn's error: %v", err)
+	}
+}
