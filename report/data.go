@@ -41,6 +41,9 @@ type Input struct {
 	PerMinute  float64
 	ETASeconds float64
 	Active     bool
+	// Mem is the mem= case id declares, in MiB (0: none); nil: no case
+	// declares one. Build may call it from several goroutines at once.
+	Mem func(id int64) int64
 	// Limits; the defaults if zero.
 	MaxBars, MaxRows, Columns int
 }
@@ -79,6 +82,7 @@ type Data struct {
 	Hosts      []HostCount  `json:"hosts"`
 	Statuses   []StatusCase `json:"statuses"`
 	Slowest    []Attempt    `json:"slowest"`
+	Use        Use          `json:"use"`
 }
 
 // The states of an attempt, as the figures tell them apart.
@@ -254,6 +258,8 @@ type file struct {
 	loops        map[int]bool // the loops its cases ran in (0: none said)
 	header       bool         // it has farm's header (not a META file)
 	superseded   bool         // an earlier incarnation of a restarted job
+	use          *useAcc      // what its attempts used: its reader's, shared with other files
+	mem          func(int64) int64
 
 	// While reading: the attempts whose case IDs are kept, farm-wide,
 	// at most maxBars; keep says this file's still are.
@@ -287,7 +293,9 @@ func Build(in Input) (*Data, error) {
 	var kept atomic.Int64 // attempts whose case IDs are kept
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(names)); w++ {
+	uses := make([]*useAcc, min(runtime.GOMAXPROCS(0), len(names)))
+	for w := range uses {
+		uses[w] = newUseAcc()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -296,7 +304,7 @@ func Build(in Input) (*Data, error) {
 				if i >= len(names) {
 					return
 				}
-				files[i], errs[i] = readFile(names[i], in, superseded(names[i]), &kept)
+				files[i], errs[i] = readFile(names[i], in, superseded(names[i]), &kept, uses[w])
 			}
 		}()
 	}
@@ -318,16 +326,21 @@ func Build(in Input) (*Data, error) {
 	d.Throughput = throughput(files, in, d.Timeline.T0, d.Timeline.T1)
 	d.Hosts, d.Statuses = failures(files)
 	d.Slowest = slowest(files)
+	use := newUseAcc()
+	for _, u := range uses {
+		use.merge(u)
+	}
+	d.Use = use.result()
 	return d, nil
 }
 
 // readFile reads one status file, whose attempts status.ReadFile
 // settles; superseded says it is an earlier incarnation of a restarted
 // job (not running, whatever the job's state). kept counts the attempts
-// whose case IDs are kept, farm-wide.
-func readFile(name string, in Input, superseded bool, kept *atomic.Int64) (*file, error) {
+// whose case IDs are kept, farm-wide; use, what they used (the reader's).
+func readFile(name string, in Input, superseded bool, kept *atomic.Int64, use *useAcc) (*file, error) {
 	f := &file{hosts: map[string]*HostCount{}, codes: map[[2]int]int64{}, base: math.NaN(), first: math.Inf(1),
-		loops: map[int]bool{}, superseded: superseded, kept: kept, maxBars: int64(in.MaxBars), keep: true}
+		loops: map[int]bool{}, superseded: superseded, kept: kept, maxBars: int64(in.MaxBars), keep: true, use: use, mem: in.Mem}
 	opt := status.ReadOptions{Live: func(job string) bool { return in.Jobs[job].Live }, LiveAsOf: in.LiveAsOf, Now: in.Now, Superseded: superseded}
 	h, err := status.ReadFile(name, opt, func(h *status.File, a *status.Attempt) error {
 		f.attempt(h, a, in.Jobs[h.Job])
@@ -380,7 +393,20 @@ func (f *file) attempt(h *status.File, a *status.Attempt, job JobInfo) {
 			f.ended = append(f.ended, a.Seconds)
 		}
 		f.add(a.ID, a.Start, max(a.Seconds, 0), a.Loop, st, a.Status, a.Host, h.Host)
+		f.used(h, a, st)
 	}
+}
+
+// used counts what attempt a of file h, which ended in state st, used.
+func (f *file) used(h *status.File, a *status.Attempt, st uint8) {
+	if f.use == nil || (a.Use.RSS <= 0 && !a.Use.HasCPU) {
+		return
+	}
+	var mem int64
+	if f.mem != nil {
+		mem = f.mem(a.ID)
+	}
+	f.use.add(h, a, st, mem)
 }
 
 // cutOff is how long a case started at start, interrupted with no record

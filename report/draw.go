@@ -79,9 +79,15 @@ func nth(v []int64, i int) int64 {
 }
 
 // Figures draws every figure of d: the histogram of durations, the
-// timeline, the throughput, and the failures by host and by status.
+// timeline, the throughput, the failures by host and by status, and,
+// when some record says what a case used, its peak memory and CPU
+// efficiency.
 func Figures(d *Data) []*Canvas {
-	return []*Canvas{HistogramFigure(d.Histogram), TimelineFigure(d.Timeline), ThroughputFigure(d.Throughput), HostsFigure(d.Hosts), StatusesFigure(d.Statuses)}
+	figs := []*Canvas{HistogramFigure(d.Histogram), TimelineFigure(d.Timeline), ThroughputFigure(d.Throughput), HostsFigure(d.Hosts), StatusesFigure(d.Statuses)}
+	if d.Use.Any() {
+		figs = append(figs, MemoryFigure(d.Use), CPUFigure(d.Use))
+	}
+	return figs
 }
 
 // plot is the area of a canvas where the data goes.

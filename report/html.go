@@ -68,6 +68,7 @@ func WriteHTML(w io.Writer, d *Data, name string) error {
 	b.WriteString("</section>\n")
 
 	writeFailuresSection(b, d)
+	writeUseSection(b, d.Use)
 	writeSlowestSection(b, d.Slowest)
 	b.WriteString("</body>\n</html>\n")
 	return b.Flush()
@@ -135,21 +136,26 @@ func writeSlowestSection(b *bufio.Writer, slowest []Attempt) {
 	b.WriteString("<section id=\"slowest-section\">\n")
 	fmt.Fprintf(b, "<h2>The slowest %d cases</h2>\n<table id=\"slowest\">\n<tr><th class=\"n\">case</th><th class=\"n\">duration</th><th>ended</th><th>job</th><th>host</th><th>started</th><th>command</th></tr>\n", SlowestCount)
 	for _, a := range slowest {
-		how := a.State
-		switch a.State {
-		case Failed:
-			how = fmt.Sprintf("failed (status %d)", a.Status)
-		case Interrupted:
-			if a.Status > 0 {
-				how = fmt.Sprintf("interrupted (signal %d)", a.Status)
-			}
-		case TimedOut:
-			how = fmt.Sprintf("timed out (signal %d)", a.Status)
-		}
+		how := endedHow(a)
 		fmt.Fprintf(b, "<tr><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"%s\">%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"cmd\">%s</td></tr>\n",
 			a.ID, esc(fmtSeconds(a.Seconds)), a.State, esc(how), esc(a.Job), esc(a.Host), esc(fmtTime(a.Start)), esc(a.Command))
 	}
 	b.WriteString("</table>\n</section>\n")
+}
+
+// endedHow says how attempt a ended: "failed (status 3)".
+func endedHow(a Attempt) string {
+	switch a.State {
+	case Failed:
+		return fmt.Sprintf("failed (status %d)", a.Status)
+	case Interrupted:
+		if a.Status > 0 {
+			return fmt.Sprintf("interrupted (signal %d)", a.Status)
+		}
+	case TimedOut:
+		return fmt.Sprintf("timed out (signal %d)", a.Status)
+	}
+	return a.State
 }
 
 func quantText(v float64) string {
