@@ -51,6 +51,12 @@ type Query struct {
 	CoreHours CoreHours `json:"core_hours"`
 	// Use is what the cases whose records say it used; nil if none says.
 	Use *CaseUse `json:"use,omitempty"`
+	// CPUUse and MemUse are how much of what they were given the cases
+	// used (use.go: null when no record says), and Advice farm query's
+	// lines on what to give them instead, if any.
+	CPUUse *CPUUse  `json:"cpu_use"`
+	MemUse *MemUse  `json:"mem_use"`
+	Advice []string `json:"advice,omitempty"`
 }
 
 // CaseUse is what the cases used, as their records say (farm-wide, each
@@ -143,19 +149,28 @@ func (c CaseCounts) processed() int64 { return c.Succeeded + c.Failed + c.TimedO
 // Active reports whether any job of the farm is queued or running.
 func (q Query) Active() bool { return q.Jobs.Queued+q.Jobs.Running > 0 }
 
+// queried is what farm query read besides its Query: what the backends
+// said of the farm's jobs, the claim state, and the mem= table.dat's cases
+// declare (nil: none, or no record says a case's peak).
+type queried struct {
+	infos map[string]backend.JobInfo
+	st    casetable.State
+	mem   *memTable
+}
+
 // query computes farm query's summary (one scheduler query per backend,
 // one accounting query per backend that keeps accounting, one read of
-// the status files), with what the backends said of the
-// farm's jobs and the claim state it read.
-func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]backend.JobInfo, casetable.State, error) {
+// the status files, and, once some record says a case's peak memory, one
+// of table.dat's #FARM parts for the mem= they declare).
+func (f *Farm) query(ctx context.Context, now time.Time) (Query, queried, error) {
 	var q Query
 	st, err := f.readState(ctx)
 	if err != nil {
-		return q, nil, st, err
+		return q, queried{st: st}, err
 	}
 	sum, recs, infos, err := f.load(ctx, now.Add(-rateWindow))
 	if err != nil {
-		return q, nil, st, err
+		return q, queried{st: st}, err
 	}
 	q.Run = st.Run
 	q.Jobs = countJobs(recs, infos)
@@ -175,10 +190,15 @@ func (f *Farm) query(ctx context.Context, now time.Time) (Query, map[string]back
 	q.PerMinute, q.ETASeconds = rate(q, sum.Recent, sum.First, now)
 	q.Busy = busyJobs(sum.Jobs, infos)
 	q.CoreHours = coreHours(sum, f.accounting(ctx, recs), q.FarmCases.Succeeded)
+	var mem *memTable
 	if u := sum.Use(); u.Cases > 0 || u.MaxRSS > 0 {
 		q.Use = &CaseUse{Cases: u.Cases, CPUSeconds: u.CPU, WallSeconds: u.Wall, MaxRSSBytes: u.MaxRSS << 10, MaxRSSCase: u.MaxRSSCase}
+		if u.MaxRSS > 0 {
+			mem, _ = readMemTable(f.Path(layout.Table)) // none read: no mem= to compare with
+		}
+		q.CPUUse, q.MemUse, q.Advice = useAdvice(sum, mem, useMode{simple: st.Simple, wholeNode: f.Config.WholeNode, nwhole: f.Config.NWhole})
 	}
-	return q, infos, st, nil
+	return q, queried{infos: infos, st: st, mem: mem}, nil
 }
 
 // busyJobs returns, for each running meta-job whose status file says its
@@ -253,7 +273,7 @@ func rate(q Query, recent int64, first float64, now time.Time) (perMin, eta floa
 
 // PrintQuery prints the farm's summary as of now (farm query).
 func (f *Farm) PrintQuery(ctx context.Context, w io.Writer, format Format) error {
-	q, _, _, err := f.query(ctx, time.Now())
+	q, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -294,6 +314,9 @@ func writeQuery(w io.Writer, q Query, format Format) error {
 	}
 	if q.Use != nil {
 		fmt.Fprintln(w, *q.Use)
+	}
+	for _, a := range q.Advice {
+		fmt.Fprintln(w, a)
 	}
 	for _, b := range q.Busy {
 		fmt.Fprintln(w, b)

@@ -100,12 +100,12 @@ func fmtBytes(n int64) string {
 // farm query's figures and one for the report's, and, for the commands of
 // the slowest cases, one read of table.dat.
 func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, error) {
-	q, infos, st, err := f.query(ctx, now)
+	q, qd, err := f.query(ctx, now)
 	if err != nil {
 		return nil, err
 	}
 	jobs := map[string]report.JobInfo{}
-	for id, in := range infos {
+	for id, in := range qd.infos {
 		jobs[id] = report.JobInfo{Start: in.Start, End: in.End, Live: runsCases(in.State)}
 		if in.State == backend.Pending {
 			jobs[id] = report.JobInfo{}
@@ -121,11 +121,21 @@ func (f *Farm) reportData(ctx context.Context, now time.Time) (*report.Data, err
 		PerMinute:  q.PerMinute,
 		ETASeconds: q.ETASeconds,
 		Active:     q.Active(),
+		Mem:        qd.mem.memOf(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.slowestCommands(d.Slowest, st.Table)
+	var named []*report.Attempt
+	for i := range d.Slowest {
+		named = append(named, &d.Slowest[i])
+	}
+	for _, l := range [][]report.UseCase{d.Use.Over, d.Use.Under, d.Use.LeastCPU} {
+		for i := range l {
+			named = append(named, &l[i].Attempt)
+		}
+	}
+	f.fillCommands(named, qd.st.Table)
 	return d, nil
 }
 
@@ -153,7 +163,11 @@ func summaryStats(q Query) []report.Stat {
 	if c.TimedOut > 0 { // after interrupted
 		stats = slices.Insert(stats, 4, s("timed out", "%d", c.TimedOut))
 	}
-	return append(stats, coreHourStats(q.CoreHours)...)
+	stats = append(stats, coreHourStats(q.CoreHours)...)
+	for _, a := range q.Advice {
+		stats = append(stats, s("advice", "%s", strings.TrimPrefix(a, "Advice: ")))
+	}
+	return stats
 }
 
 // coreHourStats are the farm's core-hours, for the report.
@@ -177,11 +191,12 @@ func coreHourStats(c CoreHours) []report.Stat {
 // errFound stops the reading of table.dat once every case wanted is found.
 var errFound = errors.New("found")
 
-// slowestCommands fills in the commands of the attempts: from runTable,
+// fillCommands fills in the commands of the attempts the report names
+// (the slowest, those furthest off in what they used): from runTable,
 // the current run's own table (what its cases ran, whatever table.dat is
 // now), then, for the cases it does not hold (they ran in earlier runs),
 // from table.dat. A table that does not read leaves them empty.
-func (f *Farm) slowestCommands(as []report.Attempt, runTable string) {
+func (f *Farm) fillCommands(as []*report.Attempt, runTable string) {
 	want := map[int64][]int{}
 	for i, a := range as {
 		want[a.ID] = append(want[a.ID], i)

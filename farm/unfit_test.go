@@ -161,7 +161,7 @@ func TestWaitAndResubmitCountUnfitCases(t *testing.T) {
 	if got, want := p.String(), "7 cases: 1 succeeded, 1 failed, 1 interrupted, 2 never ran, 2 unfit"; got != want || p.Done() {
 		t.Errorf("wait: %q (done %t), want %q, not done", got, p.Done(), want)
 	}
-	q, _, _, err := f.query(ctx, t0.Add(time.Hour))
+	q, _, err := f.query(ctx, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestQueryShowsBusyCPUsAndGPUs(t *testing.T) {
 	w.Close()
 	w = create("104", 0, status.Capacity{CPUs: 192})
 	w.Close()
-	q, _, _, err := f.query(ctx, time.Now())
+	q, _, err := f.query(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
