@@ -24,7 +24,7 @@ func TestCaseFramesKeepEachCasesBytes(t *testing.T) {
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		testreq.Skip(t, "FARM_REQUIRE_LINUX", "no /bin/bash")
 	}
-	cases := []struct{ comm, out, err string }{
+	cases := []frameCase{
 		{`printf 'one\ntwo\n'; printf 'e1\n' >&2`, "one\ntwo\n", "e1\n"},
 		{`:`, "", ""},
 		{`printf 'no newline'; echo truncates? >/dev/stderr`, "no newline", "truncates?\n"},
@@ -78,36 +78,45 @@ func TestCaseFramesKeepEachCasesBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for s, name := range []string{"out", "err"} {
-				data, err := os.ReadFile(filepath.Join(dir, layout.OutputDir, layout.CaseOutput(layout.StatusFile("7", 0), 2, s == 1)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, c := range cases {
-					from, to := places[i].Out, int64(len(data))
-					want := c.out
-					if s == 1 {
-						from, want = places[i].Err, c.err
-					}
-					if i+1 < len(places) {
-						to = places[i+1].Out
-						if s == 1 {
-							to = places[i+1].Err
-						}
-					}
-					got := string(data[from:to])
-					if want != "" {
-						want = fmt.Sprintf("==> case %d <==\n", i+1) + want
-					}
-					if got != want {
-						t.Errorf("case %d's std%s: %.60q, want %.60q", i+1, name, got, want)
-					}
-				}
-			}
+			checkFrames(t, dir, places, cases)
 			fi, _ := jf.Stat()
 			if job.Len() != 0 || fi.Size() != 0 {
 				t.Errorf("the job's output got %d and %d bytes: %.80q", job.Len(), fi.Size(), job.String())
 			}
 		})
+	}
+}
+
+type frameCase struct{ comm, out, err string }
+
+// checkFrames checks that each case's bytes are found where places say,
+// in loop 2's files of job 7, with their headers.
+func checkFrames(t *testing.T, dir string, places []status.Placement, cases []frameCase) {
+	t.Helper()
+	for s, name := range []string{"out", "err"} {
+		data, err := os.ReadFile(filepath.Join(dir, layout.OutputDir, layout.CaseOutput(layout.StatusFile("7", 0), 2, s == 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cases {
+			from, to := places[i].Out, int64(len(data))
+			want := c.out
+			if s == 1 {
+				from, want = places[i].Err, c.err
+			}
+			if i+1 < len(places) {
+				to = places[i+1].Out
+				if s == 1 {
+					to = places[i+1].Err
+				}
+			}
+			got := string(data[from:to])
+			if want != "" {
+				want = fmt.Sprintf("==> case %d <==\n", i+1) + want
+			}
+			if got != want {
+				t.Errorf("case %d's std%s: %.60q, want %.60q", i+1, name, got, want)
+			}
+		}
 	}
 }
