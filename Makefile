@@ -50,7 +50,7 @@ test: build
 # Slurm twins stay in make test). .ci/run runs them after make test. Grid
 # Engine is brought up for them when it is not running (run-tests, as make
 # test does); nothing else is started.
-LOCAL_EXTRA := ^(TestSGEAutoEarlyExitAndFinal|TestSGETimeLimitInterruptsCase|TestLocalKillOnFullDisk|TestLocalKillInodesExhausted|TestKill9LocalNoRescue|TestFrozenAcrossResubmitLanesNoRescue|TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit)$$
+LOCAL_EXTRA := ^(TestSGEAutoEarlyExitAndFinal|TestSGETimeLimitInterruptsCase|TestLocalKillOnFullDisk|TestLocalKillInodesExhausted|TestKill9LocalNoRescue|TestFrozenAcrossResubmitLanesNoRescue|TestLocalTenThousandCasesRunExactlyOnce|TestLocalReadersDoNotWaitForStoppedMetajob|TestLocalRuntimeAwareExitAvoidsInterruptedCases|TestAddWaitForCases|TestAddWhileRunningLanes|TestAddWhileRunning|TestTableRenamedOverSameSize|TestTableEditedInPlaceSameSize|TestLocalLanesRunExactlyOnceAndResubmit|TestLocalAutoAndTwoResubmitsStartOneRun|TestLocalRepairForceRacingResubmit|TestOutputFilesGrowWithJobsNotCases)$$
 local-extra: build
 	FARM_CLUSTER_UP=0 FARM_SLURM_UP=0 FARM_CHROMIUM_UP=0 \
 	./integration/run-tests $(GO) test -count=1 -timeout 25m -run '$(LOCAL_EXTRA)' ./integration/ ./integration/faulttrials/

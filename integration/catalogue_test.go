@@ -979,7 +979,7 @@ func configEntries() []catEntry {
 	}
 	status, query, list := []string{"Status"}, []string{"query"}, []string{"list"}
 	return []catEntry{
-		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS, BACKEND, CASE_TIME_LIMIT, CASE_TIME_LIMIT_MIN, CASE_KILL_GRACE, RETRY_TIMEOUTS\)$`),
+		bad("unknown-key", "NJOBS=3", submitLocal, `unknown setting "NJOBS" \(known: N_failed_max, dt_failed, NJOBS_MAX, RUN_DIRS, WHOLE_NODE, NWHOLE, MAX_CRASHES, RETRIES, RETRY_DELAY, RESCUE_CHECK, WAIT_FOR_CASES, TABLE_IDS, BACKEND, CASE_TIME_LIMIT, CASE_TIME_LIMIT_MIN, CASE_KILL_GRACE, RETRY_TIMEOUTS, OUTPUT\)$`),
 		bad("case-time-limit-unit", "CASE_TIME_LIMIT=5y", submitLocal, `CASE_TIME_LIMIT must be a time limit for every case, as 90s, 30m or 2h, or a multiple of the median duration of the cases that succeeded, as 5x; got "5y"$`),
 		bad("retry-timeouts-2", "RETRY_TIMEOUTS=2", status, `RETRY_TIMEOUTS must be 0 \(RETRIES runs again only the cases that failed\) or 1 \(and those that timed out\), got 2$`),
 		bad("key-wrong-case", "njobs_max=3", status, `unknown setting "njobs_max" \(did you mean NJOBS_MAX\?\)$`),

@@ -255,6 +255,10 @@ func startOutageFarm(t *testing.T, opts string) *outage {
 		t.Fatal(err)
 	}
 	o.dir = harness.NewFarmAt(t, filepath.Join(o.mnt, "farm"), repeat(`. "$CASE_SH"`, outageCases), "0-00:10")
+	// The cases' lines are looked for in the jobs' output, where they
+	// meet the outage with the meta-jobs' own (OUTPUT=job's files are
+	// written through the same fsretry.Writer).
+	setConfig(t, o.dir, "OUTPUT", "stream")
 	// Job slots of our own, so that the other tests' jobs cannot take
 	// ours; the slot files and the node-local copy of single_case.sh
 	// (TMPDIR) are off the tmpfs. The test holds one slot (a flock on its

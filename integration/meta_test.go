@@ -392,7 +392,7 @@ func TestTableChangedDuringARun(t *testing.T) {
 	if r := farmIn(t, dir, nil, "wait", "--timeout", "2m"); r.Code != 0 || !strings.Contains(r.Out, "6 cases: 6 succeeded") || !strings.Contains(r.Err, "table.dat:7: duplicate case ID 2 (first used on line 2): not counted") {
 		t.Errorf("farm wait: exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
-	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*"))
+	outs, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "*.out"))
 	for _, o := range outs {
 		b, _ := os.ReadFile(o)
 		if strings.Contains(string(b), "changed during run") || !strings.Contains(string(b), "No cases left; exiting.") {

@@ -60,6 +60,7 @@ func TestPackMixedCPUs(t *testing.T) {
 		cpus[int64(i)] = n
 	}
 	dir := newFarm(t, table, "0-00:10")
+	setConfig(t, dir, "OUTPUT", "stream") // the cases' lines are read from the job's output
 	appendFile(t, dir, "config", "WHOLE_NODE=1\nNWHOLE=4\n")
 	cmd := exec.Command("taskset", "-c", "0,1", bin(t), "submit", "1", "--backend", "local")
 	cmd.Dir = dir
@@ -178,6 +179,7 @@ func TestPackLocalIsOneNode(t *testing.T) {
 		`true #FARM nodes=2`,
 		`echo "whole nodes=$FARM_NNODES" #FARM nodes=1`,
 	}, "0-00:10")
+	setConfig(t, dir, "OUTPUT", "stream") // the cases' lines are read from the job's output
 	mustFarm(t, dir, "submit", "1", "--backend", "local")
 	r := farmIn(t, dir, nil, "wait", "--timeout", "1m")
 	if r.Code != exitNotAllOK || !strings.Contains(r.Out, "3 cases: 2 succeeded") || !strings.Contains(r.Out, "1 unfit") {
@@ -253,6 +255,7 @@ func TestPackPartialNeeds(t *testing.T) {
 		table = append(table, `echo "[$CUDA_VISIBLE_DEVICES]"; sleep 1 #FARM cpus=1`)
 	}
 	dir := newFarm(t, table, "0-00:10")
+	setConfig(t, dir, "OUTPUT", "stream") // the cases' lines are read from the job's output
 	if r := farmIn(t, dir, []string{"FARM_GPUS=0,1"}, "submit", "1", "--backend", "local"); r.Code != 0 {
 		t.Fatalf("submit: %s", r.Err)
 	}

@@ -339,7 +339,7 @@ func TestLocalRetryTimeouts(t *testing.T) {
 		t.Errorf("case 1: %+v; want timed out after 2 attempts", c)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "STATUSES", "status.1"))
-	if !strings.Contains(string(b), " attempt=2 why=timeout\n") {
+	if !strings.Contains(string(b), " attempt=2 why=timeout") {
 		t.Errorf("no retry's start record says why=timeout:\n%s", b)
 	}
 	if out := mustFarm(t, dir, "query", "--json"); !strings.Contains(out, `"run_cases":{"total":2,"succeeded":1,"failed":0,"interrupted":0,"timed_out":1,`) {

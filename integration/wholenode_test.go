@@ -118,6 +118,7 @@ func wholeNodeFarm(t *testing.T, n, nwhole int, secs string) string {
 		table = append(table, "sleep "+secs+"; echo loop=$FARM_LOOP omp=$OMP_NUM_THREADS")
 	}
 	dir := newFarm(t, table, "0-00:10")
+	setConfig(t, dir, "OUTPUT", "stream") // the cases' lines are read from the jobs' output
 	appendFile(t, dir, "config", fmt.Sprintf("WHOLE_NODE=1\nNWHOLE=%d\n", nwhole))
 	return dir
 }

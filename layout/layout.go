@@ -102,7 +102,7 @@ func ParseStatusFile(name string) (jobID string, restart int, ok bool) {
 // CaseOutput is the name, in OutputDir, of the file that holds the
 // standard output (stderr: the standard error) of the cases that loop
 // (from 1) of the meta-job whose status file is named statusFile ran, with
-// OUTPUT=job in config: "cases.JOBID.loopK.out" ("….err"), with the
+// OUTPUT=job in config: "cases.JOBID.loopK.stdout" ("….stderr"), with the
 // incarnation's ".rN" after JOBID as in its status file's name. It is ""
 // for a name that is not a status file's.
 func CaseOutput(statusFile string, loop int, stderr bool) string {
@@ -110,9 +110,9 @@ func CaseOutput(statusFile string, loop int, stderr bool) string {
 	if !ok || rest == "" || loop < 1 {
 		return ""
 	}
-	ext := ".out"
+	ext := ".stdout"
 	if stderr {
-		ext = ".err"
+		ext = ".stderr"
 	}
 	return "cases." + rest + ".loop" + strconv.Itoa(loop) + ext
 }

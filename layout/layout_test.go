@@ -58,9 +58,9 @@ func TestCaseOutput(t *testing.T) {
 		stderr bool
 		want   string
 	}{
-		{"status.123", 1, false, "cases.123.loop1.out"},
-		{"status.123", 12, true, "cases.123.loop12.err"},
-		{StatusFile("77", 2), 3, false, "cases.77.r2.loop3.out"},
+		{"status.123", 1, false, "cases.123.loop1.stdout"},
+		{"status.123", 12, true, "cases.123.loop12.stderr"},
+		{StatusFile("77", 2), 3, false, "cases.77.r2.loop3.stdout"},
 		{"status.123", 0, false, ""},
 		{"table.dat", 1, false, ""},
 		{"status.", 1, false, ""},

@@ -15,7 +15,7 @@ func outputCmd() *cli.Command {
 		ArgsUsage: "ID",
 		Description: "With OUTPUT=job in config (the default of farms made by farm init), each loop of a\n" +
 			"meta-job keeps its cases' standard output and standard error in two files of its own,\n" +
-			"OUTPUT/cases.JOBID.loopK.out and .err, one case after the other, and each case's start\n" +
+			"OUTPUT/cases.JOBID.loopK.stdout and .stderr, one case after the other, and each case's start\n" +
 			"record says where its bytes start. farm output prints a case's bytes exactly as it\n" +
 			"wrote them, from whichever job and node ran it: its latest attempt, or --attempt N\n" +
 			"(from 1, in the order its attempts started). --failed prints the last lines of every\n" +

@@ -50,9 +50,9 @@ fi
 # ++++++++++++++++++++++  This part can be customized:  ++++++++++++++++++++++++
 # Each case runs in its own subdirectory RUN$ID, which the meta-job makes
 # before it starts this script (config: RUN_DIRS=1). For very large farms,
-# prefer one output file per meta-job (e.g. -o output.$METAJOB_ID), set
-# RUN_DIRS=0 and delete the next line: millions of small directories are slow
-# on shared filesystems.
+# set RUN_DIRS=0 and delete the next line: millions of small directories are
+# slow on shared filesystems. What a case writes to its standard output and
+# error is kept apart all the same (config: OUTPUT=job; 'farm output ID').
 cd "RUN$ID" 2>/dev/null || { mkdir -p "RUN$ID" && cd "RUN$ID"; } || exit 1
 
 # Execute the command (the case's line of table.dat). A line may hold several
