@@ -30,6 +30,7 @@ func TestRig(t *testing.T) {
 		}
 	})
 	t.Run("MultiNodeCases", func(t *testing.T) { multiNodeCases(t, r) })
+	t.Run("MultiNodeTimeLimit", func(t *testing.T) { multiNodeTimeLimit(t, r) })
 	t.Run("NodeLoss", func(t *testing.T) {
 		t.Run("RunDirsOnSharedFilesystem", func(t *testing.T) { runDirsOnSharedFilesystem(t, r) })
 		t.Run("RescueAfterPowerCut", func(t *testing.T) { rescueAfterPowerCut(t, r) })
