@@ -104,3 +104,44 @@ func BenchmarkForkRunnerCase(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForkRunnerCaseFramed is BenchmarkForkRunnerCase with OUTPUT=job:
+// its case writes a line, which the runner copies to the loop's file after
+// the case's header, and each case begins with the files' offsets read.
+// Its baseline is BenchmarkForkRunnerCaseWrites.
+func BenchmarkForkRunnerCaseFramed(b *testing.B) {
+	benchmarkWrites(b, true)
+}
+
+// BenchmarkForkRunnerCaseWrites: a case that writes a line, into the job's
+// output (OUTPUT=stream; here a file in the test's directory).
+func BenchmarkForkRunnerCaseWrites(b *testing.B) {
+	benchmarkWrites(b, false)
+}
+
+func benchmarkWrites(b *testing.B, framed bool) {
+	r := newUseRunner(b, "/nonexistent/farm")
+	defer r.close()
+	out, err := os.Create(filepath.Join(b.TempDir(), "job.out"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	r.out = out
+	if framed {
+		os.Mkdir(filepath.Join(r.dir, layout.OutputDir), 0o755)
+		if r.frames, err = openCaseFrames(r.dir, layout.StatusFile("1", 0), 1); err != nil {
+			b.Fatal(err)
+		}
+		defer r.frames.close()
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if framed {
+			r.frames.begin(int64(i))
+		}
+		if code, _, err := r.run(caseRequest{ID: "1", Comm: "echo a line of output"}); code != 0 || err != nil {
+			b.Fatalf("case: %d, %v", code, err)
+		}
+	}
+}
