@@ -523,7 +523,8 @@ func testTimeLimitInterruptsCase(t *testing.T, e engine) {
 }
 
 // TestSlurmEnvironmentReachesCases: a variable set on the farm submit
-// process (VAR=1 farm submit 2) reaches every case through sbatch.
+// process (VAR=1 farm submit 2) reaches every case through sbatch; and what
+// each case writes to its stdout and stderr is farm output's (OUTPUT=job).
 func TestSlurmEnvironmentReachesCases(t *testing.T) { testEnvironmentReachesCases(t, slurmEngine) }
 func TestSGEEnvironmentReachesCases(t *testing.T)   { testEnvironmentReachesCases(t, sgeEngine) }
 
@@ -573,7 +574,7 @@ func TestSGEParallelEnvironment(t *testing.T) {
 func testEnvironmentReachesCases(t *testing.T, e engine) {
 	e.need(t)
 	t.Parallel()
-	dir := e.farm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt`, 6), "0-00:10")
+	dir := e.farm(t, repeat(`echo "$VAR $ID $METAJOB_ID" > out.txt; echo "out $ID"; echo "err $ID" >&2`, 6), "0-00:10")
 	if r := farmIn(t, dir, []string{"VAR=1"}, "submit", "2", "--backend", e.name); r.Code != 0 {
 		t.Fatalf("submit: exit %d: %s", r.Code, r.Err)
 	}
@@ -587,6 +588,13 @@ func testEnvironmentReachesCases(t *testing.T, e engine) {
 		f := strings.Fields(string(b))
 		if len(f) != 3 || f[0] != "1" || f[1] != strconv.Itoa(id) || !slices.Contains(ids, f[2]) {
 			t.Errorf("case %d saw %q, want VAR=1, its ID and its meta-job's ID (one of %v)", id, b, ids)
+		}
+		// What it wrote, kept apart (OUTPUT=job, farm init's default).
+		if out := mustFarm(t, dir, "output", strconv.Itoa(id)); out != fmt.Sprintf("out %d\n", id) {
+			t.Errorf("farm output %d: %q", id, out)
+		}
+		if out := mustFarm(t, dir, "output", "--stderr", strconv.Itoa(id)); out != fmt.Sprintf("err %d\n", id) {
+			t.Errorf("farm output --stderr %d: %q", id, out)
 		}
 	}
 }

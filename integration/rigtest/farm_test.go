@@ -302,11 +302,13 @@ func farmOf4000(t *testing.T, r *rig, profile, pre string, during func(t *testin
 }
 
 // runDirsOnSharedFilesystem: a new user's farm, as 'farm init' makes it (a
-// RUN<ID> directory per case, the default single_case.sh), runs on the nodes
-// and its cases' outputs are where the user looks for them.
+// RUN<ID> directory per case, the default single_case.sh, OUTPUT=job), runs
+// on the nodes and its cases' outputs are where the user looks for them:
+// their files in their RUN directories, and what they wrote to their
+// standard output and error in farm output.
 func runDirsOnSharedFilesystem(t *testing.T, r *rig) {
 	const n = 40
-	table := harness.Repeat(`echo "case $ID on $HOSTNAME" > out.txt`, n)
+	table := harness.Repeat(`echo "case $ID on $HOSTNAME" > out.txt; echo "stdout of $ID"; echo "stderr of $ID" >&2`, n)
 	dir := r.farm(t, "coherent", table, "0-00:10")
 	harness.Must(t, dir, "submit", "2", spare)
 	harness.Must(t, dir, "wait", "--timeout", "5m")
@@ -314,6 +316,12 @@ func runDirsOnSharedFilesystem(t *testing.T, r *rig) {
 		b, err := os.ReadFile(fmt.Sprintf("%s/RUN%d/out.txt", dir, id))
 		if want := fmt.Sprintf("case %d on %s\n", id, s.Host); err != nil || string(b) != want || s.State != "succeeded" {
 			t.Errorf("case %d: %+v, RUN%d/out.txt %q (%v); want %q", id, s, id, b, err, want)
+		}
+		if out := harness.Must(t, dir, "output", fmt.Sprint(id)); out != fmt.Sprintf("stdout of %d\n", id) {
+			t.Errorf("farm output %d: %q", id, out)
+		}
+		if out := harness.Must(t, dir, "output", "--stderr", fmt.Sprint(id)); out != fmt.Sprintf("stderr of %d\n", id) {
+			t.Errorf("farm output --stderr %d: %q", id, out)
 		}
 	}
 	if n := len(harness.StatusJSON(t, dir)); n != 40 {
