@@ -38,40 +38,35 @@ func (f *Farm) Output(ctx context.Context, w io.Writer, opt OutputOptions) error
 		return err
 	}
 	if len(frames) == 0 {
-		return f.noFrames(ctx, opt.ID)
+		return Userf("case %d has not started (or is no case of this farm: 'farm Status' lists them): it has no output", opt.ID)
 	}
-	fr := frames[len(frames)-1]
+	n := len(frames)
+	if opt.Attempt > n {
+		return Userf("case %d started %d time(s); --attempt must be from 1 to %d", opt.ID, n, n)
+	}
 	if opt.Attempt > 0 {
-		if opt.Attempt > len(frames) {
-			return Userf("case %d has %d attempt(s) with output kept apart; --attempt must be from 1 to %d", opt.ID, len(frames), len(frames))
-		}
-		fr = frames[opt.Attempt-1]
+		n = opt.Attempt
+	}
+	fr := frames[n-1]
+	if !fr.Framed {
+		return f.notFramed(fr, n, len(frames))
 	}
 	return f.printFrame(w, fr, opt.Stderr, opt.Tail)
 }
 
-// noFrames is the error of farm output for a case with no output kept
-// apart: why, and where its output went if it ran.
-func (f *Farm) noFrames(ctx context.Context, id int64) error {
-	sum, err := f.Summary(ctx)
-	if err != nil {
-		return err
+// notFramed is the error of farm output for attempt n (of all) of a case
+// whose output was not kept apart: where it went.
+func (f *Farm) notFramed(fr status.Frame, n, all int) error {
+	what := fmt.Sprintf("attempt %d of case %d (job %s)", n, fr.ID, fr.Job)
+	if n == all {
+		what = fmt.Sprintf("the latest attempt of case %d (job %s)", fr.ID, fr.Job)
 	}
-	c := sum.Get(id)
-	switch {
-	case c.State == status.NeverRan:
-		return Userf("case %d has not run (or is no case of this farm: 'farm Status' lists them): it has no output", id)
-	case c.State == status.Unfit:
-		return Userf("case %d was never started (%s): it has no output", id, c.Reason)
-	case c.Job == "":
-		return Userf("case %d has no output that farm kept apart", id)
-	}
+	why := "it ran before OUTPUT=job was set in " + layout.Config
 	if !f.Config.OutputJob {
-		return Userf("case %d's output was not kept apart: %s has no OUTPUT=job, so it went into its job's output file in %s/ (job %s), with the other cases' of that job; add OUTPUT=job to %s for the next runs",
-			id, layout.Config, layout.OutputDir, c.Job, layout.Config)
+		why = layout.Config + " has no OUTPUT=job"
 	}
-	return Userf("case %d's output was not kept apart: it ran (in job %s) before OUTPUT=job was set in %s, so it went into its job's output file in %s/, with the other cases' of that job",
-		id, c.Job, layout.Config, layout.OutputDir)
+	return Userf("%s was not kept apart (%s): its output went into its job's output file in %s/, with the other cases' of that job; add OUTPUT=job to %s for the next runs",
+		what, why, layout.OutputDir, layout.Config)
 }
 
 // outputFailed prints the last lines of every case that failed or timed
@@ -106,6 +101,7 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 	}
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
+	unread := 0
 	for _, id := range sortedIDs(failed) {
 		c := failed[id]
 		what := fmt.Sprintf("failed with status %d", c.Status)
@@ -113,7 +109,7 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 			what = "timed out"
 		}
 		fr, ok := latest[id]
-		if !ok {
+		if !ok || !fr.Framed {
 			fmt.Fprintf(bw, "==> case %d: %s; its output was not kept apart (OUTPUT=job) <==\n", id, what)
 			continue
 		}
@@ -127,9 +123,14 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 			}
 			fmt.Fprintf(bw, "==> case %d: %s (job %s): %s <==\n", id, what, fr.Job, name)
 			if err := f.printFrame(bw, fr, stderr, tail); err != nil {
-				return err
+				fmt.Fprintf(bw, "farm: %v\n", err) // and on with the next
+				unread++
 			}
 		}
+	}
+	if unread > 0 {
+		bw.Flush()
+		return Userf("%d of the failed cases' outputs could not be printed: each is said under its case's header above", unread)
 	}
 	return nil
 }
@@ -156,17 +157,20 @@ func (f *Farm) printFrame(w io.Writer, fr status.Frame, stderr bool, tail int) e
 	if os.IsNotExist(err) && span[1] <= span[0] && span[1] >= 0 {
 		return nil // wrote nothing; its file is gone (farm clean)
 	}
-	if err != nil {
-		return fmt.Errorf("reading case %d's output: %w", fr.ID, err)
+	var fi os.FileInfo
+	if err == nil {
+		defer fh.Close()
+		fi, err = fh.Stat()
 	}
-	defer fh.Close()
-	fi, err := fh.Stat()
 	if err != nil {
-		return err
+		return Userf("reading case %d's output: %v: it was written to %s, from byte %d; if the file was moved or deleted (farm clean), it is gone", fr.ID, err, name, span[0])
 	}
 	from, to := span[0], span[1]
 	if to < 0 || to > fi.Size() {
 		to = fi.Size()
+	}
+	if from > fi.Size() {
+		return Userf("%s holds %d bytes, and case %d's output starts at byte %d, as its status record says: the file was cut since", name, fi.Size(), fr.ID, from)
 	}
 	if from >= to {
 		return nil // it wrote nothing there
@@ -174,7 +178,7 @@ func (f *Farm) printFrame(w io.Writer, fr status.Frame, stderr bool, tail int) e
 	head := status.AppendCaseHeader(nil, fr.ID)
 	got := make([]byte, len(head))
 	if n, _ := fh.ReadAt(got, from); n < len(head) || !bytes.Equal(got, head) {
-		return Userf("%s: byte %d does not start case %d's output, as its status record says it does: the file was changed or cut since", name, from, fr.ID)
+		return Userf("%s: byte %d does not start case %d's output, as its status record says it does: the file was changed since; 'tail -c +%d %s' shows what is there", name, from, fr.ID, from+1, name)
 	}
 	from += int64(len(head))
 	if tail > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 )
@@ -21,6 +22,11 @@ import (
 type Writer struct {
 	F     *os.File
 	Retry time.Duration // Default if 0
+	// Notes, if set, is where the lines about an outage go, instead of
+	// F: for a file that must hold only what was written to it (a file
+	// of a loop's cases' output, whose notes go to the job's output).
+	Notes io.Writer
+	Name  string // what the notes call the file: "this job's output" if empty
 
 	giveUp  bool   // a write gave up; no retrying until one works
 	lost    int64  // bytes dropped since then
@@ -62,17 +68,28 @@ func (o *Writer) Write(b []byte) (int, error) {
 		if errors.As(first, &pe) {
 			first = pe.Err
 		}
-		o.note = fmt.Appendf(o.note, "farm: this job's output could not be written for %s (%v); retried: nothing was lost\n",
+		o.note = fmt.Appendf(o.note, "farm: %s could not be written for %s (%v); retried: nothing was lost\n", o.name(),
 			time.Since(since).Round(time.Millisecond), first)
 	}
 	if o.lost > 0 {
-		o.note = fmt.Appendf(o.note, "farm: %d bytes of this job's output were lost: %v\n", o.lost, o.lostErr)
+		o.note = fmt.Appendf(o.note, "farm: %d bytes of %s were lost: %v\n", o.lost, o.name(), o.lostErr)
 	}
 	o.giveUp, o.lost, o.lostErr = false, 0, nil
 	// Not in the middle of a case's line.
-	if len(o.note) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+	if len(o.note) > 0 && o.Notes != nil {
+		o.Notes.Write(o.note)
+		o.note = o.note[:0]
+	} else if len(o.note) > 0 && bytes.HasSuffix(b, []byte("\n")) {
 		o.F.Write(o.note)
 		o.note = o.note[:0]
 	}
 	return len(b), nil
+}
+
+// name is what the notes call the file.
+func (o *Writer) name() string {
+	if o.Name == "" {
+		return "this job's output"
+	}
+	return o.Name
 }

@@ -63,7 +63,7 @@ func TestOutputKeepsEachCasesBytes(t *testing.T) {
 	if got := mustFarm(t, dir, "output", "22", "--attempt", "1"); got != "attempt 1\n" {
 		t.Errorf("farm output 22 --attempt 1: %q", got)
 	}
-	if r := mustFarmCode(t, dir, 1, "output", "22", "--attempt=3"); !strings.Contains(r.Err, "case 22 has 2 attempt(s)") {
+	if r := mustFarmCode(t, dir, 1, "output", "22", "--attempt=3"); !strings.Contains(r.Err, "case 22 started 2 time(s)") {
 		t.Errorf("farm output 22 --attempt=3: %q", r.Err)
 	}
 	if got := mustFarm(t, dir, "output", "--tail", "2", "1"); got != "c1-out3\ntail1" {
@@ -78,6 +78,7 @@ func TestOutputKeepsEachCasesBytes(t *testing.T) {
 	if strings.Contains(failed, "case 1:") {
 		t.Errorf("farm output --failed shows a case that succeeded:\n%s", failed)
 	}
+	checkNotKeptApart(t, dir)
 	files, _ := filepath.Glob(filepath.Join(dir, "OUTPUT", "cases.*"))
 	if len(files) != 8 {
 		t.Errorf("OUTPUT holds %d files of cases, want 2 for each of the 4 loops: %v", len(files), files)
@@ -88,6 +89,23 @@ func TestOutputKeepsEachCasesBytes(t *testing.T) {
 			t.Errorf("the job's output %s holds the cases' output:\n%.400s", f, b)
 		}
 	}
+}
+
+// checkNotKeptApart: once OUTPUT=stream runs case 22 again, farm output
+// says its latest attempt was not kept apart (not an older one's bytes),
+// and --attempt still finds the older ones.
+func checkNotKeptApart(t *testing.T, dir string) {
+	t.Helper()
+	setConfig(t, dir, "OUTPUT", "stream")
+	mustFarmShort(t, dir, "resubmit", "1", "--cases", "22", "--backend", "local")
+	mustFarmCode(t, dir, exitNotAllOK, "wait", "--timeout", "2m")
+	if r := mustFarmCode(t, dir, 1, "output", "22"); !strings.Contains(r.Err, "the latest attempt of case 22 (job ") || !strings.Contains(r.Err, "was not kept apart") {
+		t.Errorf("farm output 22 after a run with OUTPUT=stream: %q", r.Err)
+	}
+	if got := mustFarm(t, dir, "output", "22", "--attempt", "2"); got != "attempt 2\n" {
+		t.Errorf("farm output 22 --attempt 2: %q", got)
+	}
+	setConfig(t, dir, "OUTPUT", "job")
 }
 
 // appendConfig adds lines to the farm's config.

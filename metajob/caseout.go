@@ -2,6 +2,7 @@ package metajob
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,9 +25,10 @@ import (
 // output reads them, farm/output.go). Before the first byte a case writes
 // to a file comes a line "==> case ID <==", for a reader of the file; a
 // case that writes nothing to it costs nothing there. The meta-job copies
-// every byte from a pipe (bash's cases: forkRunner's; a program's:
-// os/exec's), so it is the one writer of the files and knows where each
-// case starts without asking the filesystem; and a case that opens
+// every byte from a pipe of the loop's (bash's cases: forkRunner's; a
+// program's: execRunner's, copyUntilHup), so it is the one writer of the
+// files and knows where each case starts without asking the filesystem
+// (its offset, an lseek); and a case that opens
 // /dev/stdout afresh to write (echo >/dev/stderr, which truncates a file)
 // opens the pipe, not the file. What a process a case left behind writes
 // after the case ended goes with the case running then.
@@ -45,25 +47,29 @@ type caseStream struct {
 
 // openCaseFrames opens (appending, made if need be) the files of loop k
 // of the meta-job whose status file is statusFile, in the farm directory
-// dir's OUTPUT.
-func openCaseFrames(dir, statusFile string, k int) (*caseFrames, error) {
+// dir's OUTPUT. An open that fails for a transient reason (an inode quota,
+// a full disk) is retried, as the status file's is, and said on log, where
+// the files' notes of an outage go too (fsretry.Writer's Notes): the
+// files hold only what the cases wrote.
+func openCaseFrames(dir, statusFile string, k int, log io.Writer) (*caseFrames, error) {
 	cf := &caseFrames{}
 	for i, s := range []*caseStream{&cf.out, &cf.err} {
-		path := filepath.Join(dir, layout.OutputDir, layout.CaseOutput(statusFile, k, i == 1))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o644)
+		name := filepath.Join(layout.OutputDir, layout.CaseOutput(statusFile, k, i == 1))
+		r := fsretry.Retrier{Log: log, What: name}
+		err := r.Do(context.Background(), func() (err error) {
+			s.w.F, err = os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o644)
+			return err
+		})
 		if err == nil {
 			// Appending leaves the offset where it is until the
 			// first write: begin reads it.
-			_, err = f.Seek(0, io.SeekEnd)
+			_, err = s.w.F.Seek(0, io.SeekEnd)
 		}
 		if err != nil {
-			if f != nil {
-				f.Close()
-			}
 			cf.close()
 			return nil, err
 		}
-		s.w.F = f
+		s.w.Notes, s.w.Name = log, name
 	}
 	return cf, nil
 }
@@ -90,14 +96,27 @@ func (s *caseStream) begin(id int64) (int64, bool) {
 
 // Write appends b, after the header of the case running if it is b's
 // first byte.
+//
+// It never fails: a write that gave up is counted in the note fsretry
+// writes to the job's output once the file works again; a case is not
+// stopped for it. The
+// header goes in one write with the first bytes, both or neither: it
+// stays armed while nothing of it could be written, so that the bytes at
+// the case's offset start with it once the file works again.
 func (s *caseStream) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.head) > 0 && len(b) > 0 {
-		s.w.Write(s.head)
-		s.head = s.head[:0]
+	if len(s.head) == 0 || len(b) == 0 {
+		s.w.Write(b)
+		return len(b), nil
 	}
-	return s.w.Write(b)
+	buf := append(s.head, b...)
+	if n, _ := s.w.Write(buf); n > 0 {
+		s.head = buf[:0]
+	} else {
+		s.head = buf[:len(s.head)]
+	}
+	return len(b), nil
 }
 
 func (cf *caseFrames) close() {
@@ -183,7 +202,7 @@ func (r *forkRunner) wait() (string, bool) {
 			// One read per wake-up, so that the reply is seen even
 			// while a background process of the case writes without
 			// end.
-			if fds[i].Revents != 0 && !r.copyOnce(p) {
+			if fds[i].Revents != 0 && !copyOnce(p, r.buf) {
 				fds[i].Fd = -1 // every writer is gone
 			}
 		}
@@ -198,12 +217,13 @@ func (r *forkRunner) wait() (string, bool) {
 	}
 }
 
-// copyOnce copies one read's worth of pipe p; false at the pipe's end.
-func (r *forkRunner) copyOnce(p outPipe) bool {
+// copyOnce copies one read's worth of pipe p, through buf; false at the
+// pipe's end.
+func copyOnce(p outPipe, buf []byte) bool {
 	for {
-		n, err := unix.Read(p.fd, r.buf)
+		n, err := unix.Read(p.fd, buf)
 		if n > 0 {
-			p.w.Write(r.buf[:n])
+			p.w.Write(buf[:n])
 			return true
 		}
 		if err == unix.EINTR {
@@ -216,8 +236,11 @@ func (r *forkRunner) copyOnce(p outPipe) bool {
 // drain copies what the output pipes hold now — no more: a background
 // process the case left behind may go on writing, and the meta-job does not
 // wait for it (what it writes later is copied while later cases run).
-func (r *forkRunner) drain() {
-	for _, p := range r.pipes {
+func (r *forkRunner) drain() { drainPipes(r.pipes, r.buf) }
+
+// drainPipes copies what pipes hold now, through buf.
+func drainPipes(pipes []outPipe, buf []byte) {
+	for _, p := range pipes {
 		if p.fd < 0 {
 			continue
 		}
@@ -226,9 +249,9 @@ func (r *forkRunner) drain() {
 			continue
 		}
 		for left > 0 {
-			n, err := unix.Read(p.fd, r.buf[:min(left, len(r.buf))])
+			n, err := unix.Read(p.fd, buf[:min(left, len(buf))])
 			if n > 0 {
-				p.w.Write(r.buf[:n])
+				p.w.Write(buf[:n])
 				left -= n
 				continue
 			}
@@ -237,4 +260,30 @@ func (r *forkRunner) drain() {
 			}
 		}
 	}
+}
+
+// copyUntilHup copies pipes until fd hangs up (the case's process ended),
+// one read a pipe a wake-up, then what they hold: everything the process
+// wrote, and no more (what a process it left behind writes later is
+// copied while later cases run, as forkRunner does).
+func copyUntilHup(pipes []outPipe, fd int, buf []byte) {
+	fds := make([]unix.PollFd, 0, len(pipes)+1)
+	for _, p := range pipes {
+		fds = append(fds, unix.PollFd{Fd: int32(p.fd), Events: unix.POLLIN})
+	}
+	fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			break
+		}
+		for i, p := range pipes {
+			if fds[i].Revents != 0 && !copyOnce(p, buf) {
+				fds[i].Fd = -1
+			}
+		}
+		if fds[len(fds)-1].Revents != 0 {
+			break
+		}
+	}
+	drainPipes(pipes, buf)
 }

@@ -3,11 +3,13 @@ package metajob
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/farm-hpc/farm/internal/testreq"
 	"github.com/farm-hpc/farm/layout"
@@ -40,7 +42,7 @@ func TestCaseFramesKeepEachCasesBytes(t *testing.T) {
 			}
 			shebang := "#!/bin/bash"
 			if kind == "executed" {
-				shebang = "#!/bin/sh\n# not sourced" // run as a program
+				shebang = "#!/usr/bin/env sh" // run as a program (a #!/bin/sh script is sourced: farm.SourcedByBash)
 			}
 			if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte(shebang+"\neval \"$COMM\"\n"), 0o755); err != nil {
 				t.Fatal(err)
@@ -56,7 +58,7 @@ func TestCaseFramesKeepEachCasesBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.close()
-			cf, err := openCaseFrames(dir, layout.StatusFile("7", 0), 2)
+			cf, err := openCaseFrames(dir, layout.StatusFile("7", 0), 2, &job)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,5 +120,128 @@ func checkFrames(t *testing.T, dir string, places []status.Placement, cases []fr
 				t.Errorf("case %d's std%s: %.60q, want %.60q", i+1, name, got, want)
 			}
 		}
+	}
+}
+
+// outputRunner is a runner of loop 1 of job 7 with OUTPUT=job, its
+// single_case.sh sourced or executed (kind).
+func outputRunner(t *testing.T, kind string) (caseRunner, *caseFrames, string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := os.Mkdir(filepath.Join(dir, layout.OutputDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shebang := "#!/bin/bash"
+	if kind == "executed" {
+		shebang = "#!/usr/bin/env sh"
+	}
+	if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte(shebang+"\neval \"$COMM\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jf, err := os.CreateTemp(t.TempDir(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jf.Close() })
+	r, err := newCaseRunner(dir, "/bin/bash", "", os.Environ(), jf, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := openCaseFrames(dir, layout.StatusFile("7", 0), 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch r := r.(type) {
+	case *forkRunner:
+		r.frames = cf
+	case *execRunner:
+		r.frames = cf
+	}
+	t.Cleanup(func() { r.close(); cf.close() })
+	return r, cf, dir
+}
+
+// TestCaseOutputOfABackgroundProcess (OUTPUT=job): a process a case left
+// in the background is neither waited for nor cut off: the case ends at
+// once, and what the process writes later is kept (with the case running
+// then), on both runners.
+func TestCaseOutputOfABackgroundProcess(t *testing.T) {
+	for _, kind := range []string{"sourced", "executed"} {
+		t.Run(kind, func(t *testing.T) {
+			r, cf, dir := outputRunner(t, kind)
+			cf.begin(1)
+			t0 := time.Now()
+			if code, _, err := r.run(caseRequest{ID: "1", Comm: `echo first; (sleep 1.5; echo late; touch ` + dir + `/alive) &`}); code != 0 || err != nil {
+				t.Fatalf("case 1: %d, %v", code, err)
+			}
+			if d := time.Since(t0); d > time.Second {
+				t.Errorf("case 1 took %v: its background process was waited for", d)
+			}
+			cf.begin(2)
+			r.run(caseRequest{ID: "2", Comm: `sleep 2.5; echo second`})
+			if _, err := os.Stat(filepath.Join(dir, "alive")); err != nil {
+				t.Errorf("the background process did not live to its end: %v", err)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, layout.OutputDir, layout.CaseOutput(layout.StatusFile("7", 0), 1, false)))
+			if want := "==> case 1 <==\nfirst\n==> case 2 <==\nlate\nsecond\n"; string(b) != want {
+				t.Errorf("stdout file %q, want %q", b, want)
+			}
+		})
+	}
+}
+
+// TestCaseOutputWriteErrorDoesNotKillTheCase: a file of OUTPUT=job that
+// cannot be written (an outage longer than the retries) loses bytes, not
+// the case.
+func TestCaseOutputWriteErrorDoesNotKillTheCase(t *testing.T) {
+	for _, kind := range []string{"sourced", "executed"} {
+		t.Run(kind, func(t *testing.T) {
+			r, cf, dir := outputRunner(t, kind)
+			ro, err := os.Open(filepath.Join(dir, layout.SingleCase))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			cf.out.w.F = ro // writes fail (EBADF: not transient, not retried)
+			cf.begin(1)
+			if code, sig, err := r.run(caseRequest{ID: "1", Comm: `echo a; sleep 0.3; echo b; sleep 0.3; echo c; exit 0`}); code != 0 || sig != 0 || err != nil {
+				t.Errorf("case: status %d, signal %d, %v; want 0", code, sig, err)
+			}
+		})
+	}
+}
+
+// TestCaseHeaderKeptThroughAnOutage: a case's header that could not be
+// written comes with its first bytes once the file works again, so that
+// farm output finds them where its start record says.
+func TestCaseHeaderKeptThroughAnOutage(t *testing.T) {
+	dir := t.TempDir()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		testreq.Skip(t, "FARM_REQUIRE_LINUX", "no /dev/full")
+	}
+	defer full.Close()
+	good, err := os.OpenFile(filepath.Join(dir, "f"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	s := &caseStream{}
+	var notes strings.Builder
+	s.w.F, s.w.Retry, s.w.Notes, s.w.Name = good, 50*time.Millisecond, &notes, "f"
+	if off, ok := s.begin(5); !ok || off != 0 {
+		t.Fatalf("begin: %d, %v", off, ok)
+	}
+	s.w.F = full // the disk is full: this write, header and all (20 bytes), gives up
+	s.Write([]byte("lost\n"))
+	s.w.F = good // it works again
+	s.Write([]byte("kept\n"))
+	b, _ := os.ReadFile(filepath.Join(dir, "f"))
+	if string(b) != "==> case 5 <==\nkept\n" {
+		t.Errorf("file %q: want the case's header before its bytes, and nothing else", b)
+	}
+	if !strings.Contains(notes.String(), "farm: 20 bytes of f were lost") {
+		t.Errorf("the job's output was told %q", notes.String())
 	}
 }

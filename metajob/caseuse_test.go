@@ -1,6 +1,7 @@
 package metajob
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,7 +131,7 @@ func benchmarkWrites(b *testing.B, framed bool) {
 	r.out = out
 	if framed {
 		os.Mkdir(filepath.Join(r.dir, layout.OutputDir), 0o755)
-		if r.frames, err = openCaseFrames(r.dir, layout.StatusFile("1", 0), 1); err != nil {
+		if r.frames, err = openCaseFrames(r.dir, layout.StatusFile("1", 0), 1, io.Discard); err != nil {
 			b.Fatal(err)
 		}
 		defer r.frames.close()

@@ -2,16 +2,17 @@ package metajob
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/status"
+	"golang.org/x/sys/unix"
 )
 
 // execRunner starts single_case.sh anew for every case; used when the
@@ -30,9 +31,13 @@ type execRunner struct {
 	last int          // lastGroup
 	used status.Use   // use
 	// frames, with OUTPUT=job, are the loop's files of its cases' output
-	// (caseout.go): os/exec copies each case's from pipes, for a second
-	// at most after it ended.
+	// (caseout.go), copied from pipes of the loop's (pipes, their write
+	// ends ends), as forkRunner's: a process a case left behind keeps
+	// them, and is neither waited for nor cut off.
 	frames *caseFrames
+	pipes  []outPipe
+	ends   []*os.File
+	buf    []byte
 }
 
 func (r *execRunner) use() status.Use { return r.used }
@@ -59,7 +64,14 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 		Stderr: r.out,
 	}
 	if r.frames != nil {
-		cmd.Stdout, cmd.Stderr, cmd.WaitDelay = &r.frames.out, &r.frames.err, time.Second
+		if r.pipes == nil {
+			var err error
+			if r.pipes, r.ends, err = newOutPipes([]io.Writer{&r.frames.out, &r.frames.err}); err != nil {
+				return 0, 0, err
+			}
+			r.buf = make([]byte, 64<<10)
+		}
+		cmd.Stdout, cmd.Stderr = r.ends[0], r.ends[1]
 	}
 	if c.Group {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -74,7 +86,25 @@ func (r *execRunner) run(c caseRequest) (int, int, error) {
 	if c.Group {
 		done = r.forward(cmd.Process.Pid)
 	}
-	werr := cmd.Wait()
+	var werr error
+	if r.frames != nil {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			werr = cmd.Wait() // (its output is copied with the next case's)
+		} else {
+			ended := make(chan error, 1)
+			go func() {
+				err := cmd.Wait()
+				unix.Close(p[1])
+				ended <- err
+			}()
+			copyUntilHup(r.pipes, p[0], r.buf)
+			unix.Close(p[0])
+			werr = <-ended
+		}
+	} else {
+		werr = cmd.Wait()
+	}
 	if done != nil {
 		r.pgid.Store(0)
 		close(done)
@@ -133,4 +163,13 @@ func notRunnable(path string, err error) error {
 
 func (r *execRunner) refresh() error { return nil }
 
-func (r *execRunner) close() {}
+func (r *execRunner) close() {
+	if r.pipes != nil {
+		drainPipes(r.pipes, r.buf)
+		closeOutPipes(r.pipes)
+		for _, f := range r.ends {
+			f.Close()
+		}
+		r.pipes, r.ends = nil, nil
+	}
+}

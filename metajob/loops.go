@@ -74,7 +74,7 @@ func (m *Metajob) newLoop(k int) (*loop, error) {
 	}
 	s := &loop{k: k, runner: r}
 	if m.Farm.Config.OutputJob {
-		if s.frames, err = openCaseFrames(m.Farm.Dir, layout.StatusFile(m.self.ID, m.self.Restart), k); err != nil {
+		if s.frames, err = openCaseFrames(m.Farm.Dir, layout.StatusFile(m.self.ID, m.self.Restart), k, m.log); err != nil {
 			r.close()
 			return nil, fmt.Errorf("opening loop %d's files of its cases' output (OUTPUT=job in config): %w", k, err)
 		}

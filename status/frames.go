@@ -11,6 +11,9 @@ import (
 // File and Loop), from Out[0] and Err[0], to Out[1] and Err[1], each -1
 // for the file's end (the loop's last attempt, or one running).
 type Frame struct {
+	// Framed: the attempt's output was kept apart; an attempt that
+	// started without (OUTPUT=stream) has a Frame too, without it.
+	Framed bool
 	ID     int64
 	File   string // the status file's name ("status.JOBID"), without its directory
 	Job    string
@@ -24,8 +27,8 @@ type Frame struct {
 }
 
 // Frames reads every status file in dir (ReadFile's replay) and returns
-// the frames of the cases want chooses, in the order they started. A file
-// that cannot be read is an error.
+// the frames of the attempts that started of the cases want chooses, in
+// the order they started. A file that cannot be read is an error.
 func Frames(dir string, want func(id int64) bool) ([]Frame, error) {
 	names, err := statusFiles(dir)
 	if err != nil {
@@ -36,9 +39,14 @@ func Frames(dir string, want func(id int64) bool) ([]Frame, error) {
 		var all []Frame // every frame of the file: its ends are the next starts
 		base := filepath.Base(name)
 		f, err := ReadFile(name, ReadOptions{}, func(f *File, a *Attempt) error {
-			if a.Framed {
-				all = append(all, Frame{ID: a.ID, File: base, Loop: max(a.Loop, 1), Start: a.Start, State: a.State, Status: a.Status,
-					Attempt: a.Attempt, Out: [2]int64{a.Out, -1}, Err: [2]int64{a.Err, -1}})
+			fr := Frame{Framed: a.Framed, ID: a.ID, File: base, Loop: max(a.Loop, 1), Start: a.Start, State: a.State, Status: a.Status,
+				Attempt: a.Attempt, Out: [2]int64{a.Out, -1}, Err: [2]int64{a.Err, -1}}
+			switch {
+			case a.Framed:
+				all = append(all, fr)
+			case a.Started && want(a.ID):
+				fr.Job = f.Job
+				frames = append(frames, fr)
 			}
 			return nil
 		})
