@@ -24,6 +24,7 @@ type Frame struct {
 	// Attempt is its S record's attempt= (0: its first in the run).
 	Attempt  int
 	Out, Err [2]int64
+	seq      uint32 // its start record's place in its file
 }
 
 // Frames reads every status file in dir (ReadFile's replay) and returns
@@ -40,7 +41,7 @@ func Frames(dir string, want func(id int64) bool) ([]Frame, error) {
 		base := filepath.Base(name)
 		f, err := ReadFile(name, ReadOptions{}, func(f *File, a *Attempt) error {
 			fr := Frame{Framed: a.Framed, ID: a.ID, File: base, Loop: max(a.Loop, 1), Start: a.Start, State: a.State, Status: a.Status,
-				Attempt: a.Attempt, Out: [2]int64{a.Out, -1}, Err: [2]int64{a.Err, -1}}
+				Attempt: a.Attempt, Out: [2]int64{a.Out, -1}, Err: [2]int64{a.Err, -1}, seq: a.seq}
 			switch {
 			case a.Framed:
 				all = append(all, fr)
@@ -54,10 +55,9 @@ func Frames(dir string, want func(id int64) bool) ([]Frame, error) {
 			return nil, err
 		}
 		// A loop runs one case at a time, and its frames follow each
-		// other in its files: by loop, then offset (a case that wrote
-		// nothing starts where the next one does), then start.
+		// other in its files as its start records do in the status file.
 		slices.SortStableFunc(all, func(a, b Frame) int {
-			return cmp.Or(cmp.Compare(a.Loop, b.Loop), cmp.Compare(a.Out[0], b.Out[0]), cmp.Compare(a.Err[0], b.Err[0]), cmp.Compare(a.Start, b.Start))
+			return cmp.Or(cmp.Compare(a.Loop, b.Loop), cmp.Compare(a.seq, b.seq))
 		})
 		for i := range all {
 			if i+1 < len(all) && all[i+1].Loop == all[i].Loop {

@@ -68,6 +68,9 @@ type Attempt struct {
 	// AfterTimeout says its S record is why=timeout: a retry of a case
 	// whose attempt before it timed out (RETRY_TIMEOUTS).
 	AfterTimeout bool
+	// seq is its S record's place among the file's S records, from 1
+	// (Frames orders a loop's by it).
+	seq uint32
 	// note is the number in the file (File.notes) of its S record's
 	// placement, or of its U record's reason; 0 if none.
 	note uint32
@@ -211,6 +214,7 @@ type replay struct {
 	fn   func(*File, *Attempt) error
 	open []openCase // started, not yet ended (in the order started): one per loop, normally
 	a    Attempt    // the attempt handed to fn
+	s    uint32     // the S records so far
 	// claims, if set, keeps what the meta-job claimed and did not start,
 	// for Leftovers: none of Load's readers sets it.
 	claims *claims
@@ -228,6 +232,7 @@ type openCase struct {
 	framed  bool
 	out     int64
 	err     int64
+	seq     uint32
 }
 
 // line reads one complete line; a damaged one is told to warn, if set.
@@ -278,6 +283,8 @@ func (rp *replay) record(r *Record) (done bool, err error) {
 	case KindStart:
 		o := openCase{id: r.ID, start: r.Start, loop: r.Loop, attempt: r.Attempt, rescue: r.Attempt > 1 && string(r.Why) == WhyRescue,
 			timeout: r.Attempt > 1 && string(r.Why) == WhyTimeout, framed: r.Framed, out: r.Out, err: r.Err}
+		rp.s++
+		o.seq = rp.s
 		if len(r.CPUs)|len(r.GPUs)|r.Loop != 0 {
 			o.note = f.placeNote(r)
 		}
@@ -324,7 +331,7 @@ func (rp *replay) ended(r *Record) error {
 	for i := len(rp.open) - 1; i >= 0; i-- {
 		if o := rp.open[i]; o.id == r.ID {
 			rp.a.Started, rp.a.Loop, rp.a.note, rp.a.Attempt, rp.a.Rescue, rp.a.AfterTimeout = true, o.loop, o.note, o.attempt, o.rescue, o.timeout
-			rp.a.Framed, rp.a.Out, rp.a.Err = o.framed, o.out, o.err
+			rp.a.Framed, rp.a.Out, rp.a.Err, rp.a.seq = o.framed, o.out, o.err, o.seq
 			// Not slices.Delete, which clears the freed element, and
 			// no copy when it is the last, as it is but in a job of
 			// several loops: this is Load's hot path.
@@ -373,7 +380,7 @@ func (rp *replay) settle(opt ReadOptions, fn func(*File, *Attempt) error) error 
 	}
 	for _, o := range rp.open {
 		rp.a = Attempt{ID: o.id, State: Interrupted, Start: o.start, Started: true, NoEnd: true, Loop: o.loop, note: o.note, Attempt: o.attempt, Rescue: o.rescue, AfterTimeout: o.timeout,
-			Framed: o.framed, Out: o.out, Err: o.err}
+			Framed: o.framed, Out: o.out, Err: o.err, seq: o.seq}
 		if live || (mayRun && asOf > 0 && o.start >= asOf) {
 			rp.a.State, rp.a.NoEnd, rp.a.Seconds = Running, false, max(0, now-o.start)
 		}
