@@ -40,9 +40,10 @@ func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
 	}
 	// The records: attempts 2 and 3 of cases 1 and 2 say so, each at
 	// least a second after the end of the attempt before it.
-	start := regexp.MustCompile(`(?m)^S ([12]) (\S+) \S+(?: attempt=(\d) why=retry)?$`)
+	start := regexp.MustCompile(`(?m)^S ([12]) (\S+) \S+(?: attempt=(\d) why=retry)?(?: out=\d+ err=\d+)?$`)
 	end := regexp.MustCompile(`(?m)^E ([12]) (\d+) (\S+) (\S+) `)
 	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	seen := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -79,6 +80,10 @@ func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
 				t.Errorf("%s: case %s started %d times, want 3 (all in the meta-job that ran it first)", filepath.Base(f), id, n)
 			}
 		}
+		seen += len(idx)
+	}
+	if seen != 2 {
+		t.Errorf("the start records of cases 1 and 2 were found for %d of them: the records changed under this test", seen)
 	}
 	q := farmIn(t, dir, nil, "query")
 	if want := "run 1  8      7          1"; !strings.Contains(q.Out, want) {

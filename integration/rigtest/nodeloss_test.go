@@ -399,7 +399,7 @@ func rescueAfterPowerCut(t *testing.T, r *rig) {
 		for _, f := range files {
 			b, _ := os.ReadFile(f)
 			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, want) && strings.HasSuffix(l, "attempt=2 why=rescue from=status."+job) {
+				if strings.HasPrefix(l, want) && strings.Contains(l+" ", " attempt=2 why=rescue from=status."+job+" ") {
 					found = true
 				}
 			}
