@@ -38,53 +38,7 @@ func TestLocalRetriesRerunFailedCasesInTheRun(t *testing.T) {
 			t.Errorf("case %d: %+v; want succeeded at its first attempt", id, c)
 		}
 	}
-	// The records: attempts 2 and 3 of cases 1 and 2 say so, each at
-	// least a second after the end of the attempt before it.
-	start := regexp.MustCompile(`(?m)^S ([12]) (\S+) \S+(?: attempt=(\d) why=retry)?(?: out=\d+ err=\d+)?$`)
-	end := regexp.MustCompile(`(?m)^E ([12]) (\d+) (\S+) (\S+) `)
-	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
-	seen := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(b)
-		ends := map[string]float64{} // case -> end of its last attempt so far
-		idx := map[string]int{}
-		for _, m := range start.FindAllStringSubmatchIndex(s, -1) {
-			id, at := s[m[2]:m[3]], s[m[4]:m[5]]
-			attempt := "1"
-			if m[6] >= 0 {
-				attempt = s[m[6]:m[7]]
-			}
-			idx[id]++
-			if want := strconv.Itoa(idx[id]); attempt != want {
-				t.Errorf("%s: start %s of case %s says attempt %s", filepath.Base(f), want, id, attempt)
-			}
-			t0, _ := strconv.ParseFloat(at, 64)
-			if prev, ok := ends[id]; ok && t0 < prev+1-0.005 { // times are in ms
-				t.Errorf("%s: case %s's attempt %s started %.3f s after the one before ended; RETRY_DELAY=1", filepath.Base(f), id, attempt, t0-prev)
-			}
-			for _, e := range end.FindAllStringSubmatch(s[m[1]:], -1) {
-				if e[1] == id {
-					s0, _ := strconv.ParseFloat(e[3], 64)
-					d, _ := strconv.ParseFloat(e[4], 64)
-					ends[id] = s0 + d
-					break
-				}
-			}
-		}
-		for id, n := range idx {
-			if n != 3 {
-				t.Errorf("%s: case %s started %d times, want 3 (all in the meta-job that ran it first)", filepath.Base(f), id, n)
-			}
-		}
-		seen += len(idx)
-	}
-	if seen != 2 {
-		t.Errorf("the start records of cases 1 and 2 were found for %d of them: the records changed under this test", seen)
-	}
+	checkRetryRecords(t, dir)
 	q := farmIn(t, dir, nil, "query")
 	if want := "run 1  8      7          1"; !strings.Contains(q.Out, want) {
 		t.Errorf("farm query does not count each case once (%q):\n%s", want, q.Out)
@@ -175,5 +129,56 @@ func TestLocalRetriesOfOneCaseDoNotTripFastFailure(t *testing.T) {
 		if c := st[id]; c.State != "succeeded" {
 			t.Errorf("case %d: %+v; want succeeded (fast-failure protection tripped?)", id, c)
 		}
+	}
+}
+
+// checkRetryRecords: attempts 2 and 3 of cases 1 and 2 say so, each at
+// least a second (RETRY_DELAY) after the end of the attempt before it.
+func checkRetryRecords(t *testing.T, dir string) {
+	t.Helper()
+	start := regexp.MustCompile(`(?m)^S ([12]) (\S+) \S+(?: attempt=(\d) why=retry)?(?: out=\d+ err=\d+)?$`)
+	end := regexp.MustCompile(`(?m)^E ([12]) (\d+) (\S+) (\S+) `)
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		ends := map[string]float64{} // case -> end of its last attempt so far
+		idx := map[string]int{}
+		for _, m := range start.FindAllStringSubmatchIndex(s, -1) {
+			id, at := s[m[2]:m[3]], s[m[4]:m[5]]
+			attempt := "1"
+			if m[6] >= 0 {
+				attempt = s[m[6]:m[7]]
+			}
+			idx[id]++
+			if want := strconv.Itoa(idx[id]); attempt != want {
+				t.Errorf("%s: start %s of case %s says attempt %s", filepath.Base(f), want, id, attempt)
+			}
+			t0, _ := strconv.ParseFloat(at, 64)
+			if prev, ok := ends[id]; ok && t0 < prev+1-0.005 { // times are in ms
+				t.Errorf("%s: case %s's attempt %s started %.3f s after the one before ended; RETRY_DELAY=1", filepath.Base(f), id, attempt, t0-prev)
+			}
+			for _, e := range end.FindAllStringSubmatch(s[m[1]:], -1) {
+				if e[1] == id {
+					s0, _ := strconv.ParseFloat(e[3], 64)
+					d, _ := strconv.ParseFloat(e[4], 64)
+					ends[id] = s0 + d
+					break
+				}
+			}
+		}
+		for id, n := range idx {
+			if n != 3 {
+				t.Errorf("%s: case %s started %d times, want 3 (all in the meta-job that ran it first)", filepath.Base(f), id, n)
+			}
+		}
+		seen += len(idx)
+	}
+	if seen != 2 {
+		t.Errorf("the start records of cases 1 and 2 were found for %d of them: the records changed under this test", seen)
 	}
 }
