@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,7 +103,7 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	unread := 0
-	for _, id := range sortedIDs(failed) {
+	for _, id := range slices.Sorted(maps.Keys(failed)) {
 		c := failed[id]
 		what := fmt.Sprintf("failed with status %d", c.Status)
 		if c.State == status.TimedOut {
@@ -110,7 +111,7 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 		}
 		fr, ok := latest[id]
 		if !ok || !fr.Framed {
-			fmt.Fprintf(bw, "==> case %d: %s; its output was not kept apart (OUTPUT=job) <==\n", id, what)
+			fmt.Fprintf(bw, "==> case %d: %s; its latest attempt ran without OUTPUT=job: its output is in its job's output file in %s/ <==\n", id, what, layout.OutputDir)
 			continue
 		}
 		for _, stderr := range []bool{false, true} {
@@ -133,16 +134,6 @@ func (f *Farm) outputFailed(ctx context.Context, w io.Writer, opt OutputOptions)
 		return Userf("%d of the failed cases' outputs could not be printed: each is said under its case's header above", unread)
 	}
 	return nil
-}
-
-// sortedIDs are the keys of m in ascending order.
-func sortedIDs(m map[int64]status.Case) []int64 {
-	ids := make([]int64, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // printFrame copies frame fr's bytes of standard output (standard error)
