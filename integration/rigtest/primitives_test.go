@@ -2,6 +2,7 @@ package rigtest
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -62,13 +63,19 @@ import (
 
 // raceSpec is one race.
 type raceSpec struct {
-	op        string // create, link, rename, mkdir, mixed, mknod, regfifo, claimcore
+	op        string // create, link, rename, mkdir, mixed, mknod, regfifo, claimcore, symlink
 	names     int    // names in all
 	batch     int    // names per subdirectory
-	killBrick bool   // SIGKILL a brick of the volume midway, then start it again
+	killBrick bool   // SIGKILL a brick of the volume midway, then start it again (on CephFS: the MDS, restarted twice)
 	brick     int    // which (2 by default, the second of the first replica set; FARM_RIG_RACE_BRICK)
-	profile   string // the volume
+	profile   string // the volume ("ceph": the CephFS of integration/ceph-up)
 }
+
+// onCeph: the race is on the rig's CephFS (integration/ceph-up), not on a
+// Gluster volume. There the clients mark every name they make with their
+// own number in its permission bits, and look every name up after their
+// call: whose it is, and its type, is read from the filesystem.
+func (s raceSpec) onCeph() bool { return s.profile == "ceph" }
 
 // raceResult is what a race came to.
 type raceResult struct {
@@ -82,6 +89,9 @@ type raceResult struct {
 	undecided   int           // names a client gave up on (an error for 30 s: EIO for a name whose replicas disagree)
 	splitGaveUp int           // of those, names in split-brain (split, below): the EIO is the split-brain's
 	wins        [4]int        // names each client took by the call's return
+	views       int           // CephFS: (client, name) pairs whose look-up after the call differs from the read-back (maker, type, inode)
+	decidedByFS int           // CephFS: calls whose reply was an error, decided from the name's maker as read afterwards
+	toldWrong   int           // CephFS: a call told EEXIST whose own client the name's permission bits name as its maker
 	errs        map[string]int
 	examples    []string
 	killedAt    string // when the brick was killed and started again
@@ -98,12 +108,19 @@ type raceResult struct {
 
 func (r raceResult) String() string {
 	s := fmt.Sprintf("%s on %s (%s bricks, quorum-type %s), %d names in batches of %d, 4 clients on 4 nodes", r.spec.op, r.spec.profile, r.layout, r.quorum, r.spec.names, r.spec.batch)
-	if r.spec.killBrick {
+	if r.spec.onCeph() {
+		s = fmt.Sprintf("%s on ceph (%s), %d names in batches of %d, 4 clients on 4 nodes", r.spec.op, r.layout, r.spec.names, r.spec.batch)
+	}
+	if r.spec.killBrick && r.spec.onCeph() {
+		s += fmt.Sprintf(", the MDS restarted (%s)", r.killedAt)
+	} else if r.spec.killBrick {
 		s += fmt.Sprintf(", brick %d killed and restarted (%s)", r.spec.brick, r.killedAt)
 	}
 	s += fmt.Sprintf(": %d names with two or more winners, %d names nobody took, %d taken by a lost reply, %d holding another client's mark, %d a client gave up on; wins per client %v; %.1f s race, %.1f s read-back",
 		r.doubles, r.unclaimed, r.lostReply, r.mismatch, r.undecided, r.wins, r.elapsed.Seconds(), r.verify.Seconds())
-	if isMknod(r.spec.op) {
+	if isMknod(r.spec.op) && r.spec.onCeph() {
+		s += fmt.Sprintf("; on the CephFS: %v, %d looks by a client that disagree with the read-back, %d errors decided from the filesystem, %d EEXIST to the name's maker", r.kinds, r.views, r.decidedByFS, r.toldWrong)
+	} else if isMknod(r.spec.op) {
 		s += fmt.Sprintf("; on the bricks: %v, %d names missing from a brick of their set, %d in split-brain (two files; %d of them of two types)", r.kinds, r.oneCopy, r.split, r.splitTypes)
 	}
 	if len(r.errs) > 0 {
@@ -199,7 +216,9 @@ func TestDHTExclusiveMknod(t *testing.T) {
 // reports the figures; it asserts only that the races ran. Long (several
 // minutes): not in make test; FARM_RIG_PRIMITIVES=1 runs it,
 // FARM_RIG_PRIMITIVES_NAMES sets the names per race (20,000), FARM_RIG_PRIMITIVES_OPS
-// the primitives (create,link,rename,mkdir,mixed,mknod,fifo,regfifo).
+// the primitives (create,link,rename,mkdir,mixed,mknod,fifo,regfifo,symlink),
+// FARM_RIG_PRIMITIVES_PROFILE the volume (dht; ceph: the CephFS of
+// integration/ceph-up, where "killed" is the MDS restarted twice).
 //
 //	FARM_RIG_PRIMITIVES=1 go test -count=1 -v -timeout 60m -run TestDHTPrimitivesMeasure ./integration/rigtest/
 func TestDHTPrimitivesMeasure(t *testing.T) {
@@ -207,6 +226,10 @@ func TestDHTPrimitivesMeasure(t *testing.T) {
 		t.Skip("a measurement: FARM_RIG_PRIMITIVES=1 runs it")
 	}
 	r := needRig(t)
+	profile := cmp.Or(os.Getenv("FARM_RIG_PRIMITIVES_PROFILE"), "dht")
+	if profile == "ceph" {
+		needCeph(t)
+	}
 	names := 20000
 	if v, err := strconv.Atoi(os.Getenv("FARM_RIG_PRIMITIVES_NAMES")); err == nil && v > 0 {
 		names = v
@@ -222,7 +245,7 @@ func TestDHTPrimitivesMeasure(t *testing.T) {
 				name += "/brick-killed"
 			}
 			t.Run(name, func(t *testing.T) {
-				res := r.race(t, raceSpec{op: op, names: names, batch: 1000, killBrick: kill, profile: "dht"})
+				res := r.race(t, raceSpec{op: op, names: names, batch: 1000, killBrick: kill, profile: profile})
 				report(t, "%s", res)
 				for _, e := range res.examples {
 					t.Log(e)
@@ -250,10 +273,17 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 	}
 	// The names stay: removing them through Gluster's clients takes about
-	// as long as the race; cluster-down deletes the volume's data.
+	// as long as the race; cluster-down (ceph-down) deletes the volume's data.
 	t.Cleanup(func() { t.Logf("the race's names are left in %s (cluster-down deletes them)", dir) })
 	local := t.TempDir() // the barrier and the clients' records, on this machine's disk
-	if spec.killBrick {
+	if spec.killBrick && spec.onCeph() {
+		// An MDS left dead by a failed test would stop every later one.
+		t.Cleanup(func() {
+			if out, err := exec.Command(r.script, "start-mds").CombinedOutput(); err != nil && !strings.Contains(string(out), "already running") {
+				t.Errorf("integration/cluster start-mds: %v\n%s", err, out)
+			}
+		})
+	} else if spec.killBrick {
 		// A brick left dead by a failed test would weaken every later one.
 		t.Cleanup(func() { r.run(t, "start-bricks", spec.profile) })
 	}
@@ -267,7 +297,7 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		cmd.Env = append(os.Environ(), "RIGTEST_ROLE=racer",
 			"RACE_DIR="+dir, "RACE_OP="+spec.op, "RACE_CLIENT="+strconv.Itoa(c), "RACE_CLIENTS="+strconv.Itoa(clients),
 			"RACE_NAMES="+strconv.Itoa(spec.names), "RACE_BATCH="+strconv.Itoa(spec.batch),
-			"RACE_SYNC="+local, "RACE_OUT="+outs[c])
+			"RACE_SYNC="+local, "RACE_OUT="+outs[c], "RACE_MARK="+strconv.FormatBool(spec.onCeph()))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -303,12 +333,17 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 	go func() { wg.Wait(); close(done) }()
 
 	res := raceResult{spec: spec, errs: map[string]int{}, quorum: "?", layout: "?"}
-	res.layout, res.setSize = volumeLayout(t, "farm-"+spec.profile)
-	if out, err := exec.Command("gluster", "--mode=script", "volume", "get", "farm-"+spec.profile, "cluster.quorum-type").Output(); err == nil {
-		if f := strings.Fields(string(out)); len(f) >= 2 {
-			res.quorum = f[len(f)-2] // "cluster.quorum-type none (DEFAULT)" or "... auto"
-			if !strings.HasPrefix(f[len(f)-1], "(") {
-				res.quorum = f[len(f)-1]
+	if spec.onCeph() {
+		// One MDS decides every name: one copy, read through a client.
+		res.layout, res.setSize, res.quorum = "CephFS, 1 MDS, ceph-fuse clients", 1, "-"
+	} else {
+		res.layout, res.setSize = volumeLayout(t, "farm-"+spec.profile)
+		if out, err := exec.Command("gluster", "--mode=script", "volume", "get", "farm-"+spec.profile, "cluster.quorum-type").Output(); err == nil {
+			if f := strings.Fields(string(out)); len(f) >= 2 {
+				res.quorum = f[len(f)-2] // "cluster.quorum-type none (DEFAULT)" or "... auto"
+				if !strings.HasPrefix(f[len(f)-1], "(") {
+					res.quorum = f[len(f)-1]
+				}
 			}
 		}
 	}
@@ -333,7 +368,9 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 				}
 			}
 		}
-		if waitBatch(0.30) {
+		if spec.onCeph() {
+			res.killedAt = r.restartMDSTwice(t, start, waitBatch, func() int { return barrierBatch(local, clients) }, batches)
+		} else if waitBatch(0.30) {
 			killed := time.Since(start)
 			r.run(t, "kill-brick", spec.profile, strconv.Itoa(spec.brick))
 			b0 := barrierBatch(local, clients)
@@ -361,18 +398,33 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 	// What each client took by the call's return, and where a call's reply
 	// was lost.
 	won := make([][]int8, clients) // won[c][i]: 1 took, 2 ambiguous (an error, then the name existed), 3 gave up
+	views := make([][]fsView, clients)
 	for c := 0; c < clients; c++ {
 		won[c] = make([]int8, spec.names)
-		readRaceOut(t, outs[c], won[c], res.errs)
+		if spec.onCeph() {
+			views[c] = make([]fsView, spec.names)
+		}
+		readRaceOut(t, outs[c], won[c], res.errs, views[c])
 	}
 	// What the names hold.
 	vstart := time.Now()
 	var holds [][]int
 	var copies [][]brickCopy
-	if isMknod(spec.op) {
+	var onCeph []cephName
+	switch {
+	case isMknod(spec.op) && spec.onCeph():
+		onCeph = readBackCeph(t, dir, spec, batches)
+		copies = make([][]brickCopy, spec.names)
+		for i, n := range onCeph {
+			if n.ok {
+				copies[i] = []brickCopy{{brick: 1, typ: n.typ, gfid: fmt.Sprintf("ino %d", n.ino)}}
+			}
+		}
+		res.kinds = map[string]int{}
+	case isMknod(spec.op):
 		copies = r.readBackCopies(t, dir, spec, batches)
 		res.kinds = map[string]int{}
-	} else {
+	default:
 		holds = r.readBack(t, dir, spec, batches)
 	}
 	res.verify = time.Since(vstart)
@@ -392,6 +444,14 @@ func (r *rig) race(t *testing.T, spec raceSpec) raceResult {
 		}
 		if gaveUp {
 			res.undecided++
+		}
+		if onCeph != nil {
+			vs := make([]fsView, clients)
+			replies := make([]int8, clients)
+			for c := range vs {
+				vs[c], replies[c] = views[c][i], won[c][i]
+			}
+			res.judgeCeph(i, replies, vs, onCeph[i])
 		}
 		if copies != nil {
 			res.judgeCopies(i, by, amb, gaveUp, copies[i])
@@ -525,6 +585,81 @@ func (res *raceResult) judgeCopies(i int, by []int, amb, gaveUp bool, cs []brick
 		example("nobody took it")
 	case len(by) == 0:
 		res.lostReply++
+	}
+}
+
+// cephName is a name of a race on CephFS as read back through the head's
+// client after the race: its type, inode and maker (the permission bits'
+// client number; -1 none).
+type cephName struct {
+	ok    bool
+	typ   uint32
+	ino   uint64
+	maker int
+}
+
+// readBackCeph reads every name of a mknod race on CephFS through the
+// head's own ceph-fuse client: one MDS holds every name, so one look-up
+// each is what the filesystem holds.
+func readBackCeph(t *testing.T, dir string, spec raceSpec, batches int) []cephName {
+	t.Helper()
+	names := make([]cephName, spec.names)
+	for b := 0; b < batches; b++ {
+		bd := batchDir(dir, b)
+		ents, err := os.ReadDir(bd)
+		if err != nil {
+			t.Fatalf("reading back %s: %v", bd, err)
+		}
+		for _, ent := range ents {
+			i, err := strconv.Atoi(ent.Name())
+			if err != nil || i < 0 || i >= spec.names {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(bd, ent.Name()), &st); err != nil {
+				t.Fatalf("reading back: %v", err)
+			}
+			maker := int(st.Mode & 0o7)
+			if st.Mode&0o770 != 0o640 {
+				maker = -1
+			}
+			names[i] = cephName{ok: true, typ: st.Mode & unix.S_IFMT, ino: st.Ino, maker: maker}
+		}
+	}
+	return names
+}
+
+// judgeCeph checks name i of a race on CephFS against what the
+// filesystem holds (n, read back through the head's client): every
+// client's own look-up after its call saw the same file (maker, type,
+// inode); a client told it made the name, or that decided so from the
+// filesystem after an error, is its maker; and it counts the EEXIST
+// replies to the name's own maker (a reply lost with nobody told: the
+// claim core decides a mark from its type, not from EEXIST).
+func (res *raceResult) judgeCeph(i int, replies []int8, views []fsView, n cephName) {
+	example := func(what string) {
+		if len(res.examples) < 10 {
+			res.examples = append(res.examples, fmt.Sprintf("name %d: %s (replies %v, looks %+v, read back %+v)", i, what, replies, views, n))
+		}
+	}
+	for c, v := range views {
+		if v.decided != 0 {
+			res.decidedByFS++
+		}
+		if !v.ok {
+			continue
+		}
+		if !n.ok || v.maker != n.maker || v.typ != n.typ || v.ino != n.ino {
+			res.views++
+			example(fmt.Sprintf("client %d looked up another file than the one read back", c))
+		}
+		if (replies[c] == 1 || v.decided == 1) && n.ok && n.maker != c {
+			res.mismatch++
+			example(fmt.Sprintf("client %d made it by its reply or its decision, the filesystem says client %d", c, n.maker))
+		}
+		if replies[c] == 0 && n.ok && n.maker == c {
+			res.toldWrong++
+		}
 	}
 }
 
@@ -688,10 +823,22 @@ func barrierBatch(local string, clients int) int {
 	return low
 }
 
+// fsView is what a client of a race on CephFS (RACE_MARK) read of a name
+// after its call: "F i maker type inode", and for a call whose reply was an
+// error, "D i mine" (decided from that).
+type fsView struct {
+	ok      bool
+	maker   int // by the permission bits; -1 none
+	typ     uint32
+	ino     uint64
+	decided int8 // 1 made by the client, 2 not, 0 not decided (the reply said)
+}
+
 // readRaceOut reads a client's record: "W i" (took name i), "A i" (an
 // error, then the name existed: a reply that may have been lost), "E errno
-// count" (errors retried).
-func readRaceOut(t *testing.T, path string, won []int8, errs map[string]int) {
+// count" (errors retried), and into views (if not nil) its "F" and "D"
+// records.
+func readRaceOut(t *testing.T, path string, won []int8, errs map[string]int, views []fsView) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -720,6 +867,27 @@ func readRaceOut(t *testing.T, path string, won []int8, errs map[string]int) {
 			name, n, _ := strings.Cut(rest, " ")
 			k, _ := strconv.Atoi(n)
 			errs[name] += k
+		case "F", "D":
+			f := strings.Fields(rest)
+			var v [4]uint64
+			bad := len(f) != map[string]int{"F": 4, "D": 2}[kind]
+			for k := 0; k < len(f) && !bad; k++ {
+				n, err := strconv.ParseInt(f[k], 10, 64)
+				bad = err != nil || (k == 0 && (n < 0 || int(n) >= len(won)))
+				v[k] = uint64(n)
+			}
+			if bad {
+				t.Fatalf("%s: %q", path, sc.Text())
+			}
+			if views == nil {
+				continue
+			}
+			i := int(v[0])
+			if kind == "F" {
+				views[i].ok, views[i].maker, views[i].typ, views[i].ino = true, int(int64(v[1])), uint32(v[2]), v[3]
+			} else {
+				views[i].decided = 2 - int8(v[1])
+			}
 		case "END":
 			end = true
 		}
@@ -742,6 +910,10 @@ func (r *rig) readBack(t *testing.T, dir string, spec raceSpec, batches int) [][
 		t.Fatal(err)
 	}
 	bricks, _ := filepath.Glob(filepath.Join(r.dir, "bricks", spec.profile+".*"))
+	if spec.onCeph() {
+		// One MDS holds every name: read through the head's client.
+		bricks = []string{filepath.Join(r.mnt, spec.profile)}
+	}
 	if len(bricks) == 0 {
 		t.Fatalf("no bricks of %s in %s/bricks", spec.profile, r.dir)
 	}
@@ -774,6 +946,10 @@ func (r *rig) readBack(t *testing.T, dir string, spec raceSpec, batches int) [][
 	mark := func(p string) (int, error) {
 		if l, err := linkto(p); l || err != nil {
 			return -1, err
+		}
+		if spec.op == "symlink" {
+			target, err := os.Readlink(p)
+			return clientMark([]byte(target)), err
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -876,6 +1052,7 @@ func clientMark(b []byte) int {
 type raceEnv struct {
 	dir, op, sync, out       string
 	client, clients, n, size int
+	mark                     bool // RACE_MARK: the client's number in the permission bits of what it makes, and every name looked up after the call (CephFS)
 }
 
 func readRaceEnv() raceEnv {
@@ -888,7 +1065,8 @@ func readRaceEnv() raceEnv {
 		return v
 	}
 	return raceEnv{dir: os.Getenv("RACE_DIR"), op: os.Getenv("RACE_OP"), sync: os.Getenv("RACE_SYNC"), out: os.Getenv("RACE_OUT"),
-		client: atoi("RACE_CLIENT"), clients: atoi("RACE_CLIENTS"), n: atoi("RACE_NAMES"), size: atoi("RACE_BATCH")}
+		client: atoi("RACE_CLIENT"), clients: atoi("RACE_CLIENTS"), n: atoi("RACE_NAMES"), size: atoi("RACE_BATCH"),
+		mark: os.Getenv("RACE_MARK") == "true"}
 }
 
 // nonceLen: every client's nonce has this length, so that two winners'
@@ -918,6 +1096,14 @@ func racer() int {
 	w := bufio.NewWriterSize(out, 1<<16)
 	nonce := nonceOf(e.client)
 	errs := map[string]int{}
+	// perm is the permission bits of the names the client makes: with
+	// RACE_MARK, 0640 plus its number, which names the maker of every name
+	// (umask 0, so that none of it is masked).
+	perm := uint32(0o644)
+	if e.mark {
+		unix.Umask(0)
+		perm = 0o640 | uint32(e.client)
+	}
 	fail := func(format string, args ...any) int {
 		w.Flush()
 		fmt.Fprintf(os.Stderr, "client %d: "+format+"\n", append([]any{e.client}, args...)...)
@@ -1004,7 +1190,7 @@ func racer() int {
 				fd := -1
 				err = retry("create "+name, func() (bool, error) {
 					var err error
-					fd, err = unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+					fd, err = unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, perm)
 					switch {
 					case err == nil:
 						took = true
@@ -1019,7 +1205,7 @@ func racer() int {
 					err = writeMark(name, fd)
 				}
 			case "reg", "fifo":
-				mode := mknodType(op) | 0o644
+				mode := mknodType(op) | perm
 				err = retry("mknod "+name, func() (bool, error) {
 					err := unix.Mknod(name, mode, 0)
 					switch {
@@ -1096,6 +1282,19 @@ func racer() int {
 						return err == nil || err == unix.ENOENT, err
 					})
 				}
+			case "symlink":
+				err = retry("symlink "+name, func() (bool, error) {
+					err := unix.Symlink(string(nonce[:nonceLen-1]), name)
+					switch {
+					case err == nil:
+						took = true
+						return true, nil
+					case err == unix.EEXIST:
+						return true, nil
+					}
+					amb = true
+					return false, err
+				})
 			case "rename":
 				src := fmt.Sprintf("%s/s.%d", dir, i)
 				dst := fmt.Sprintf("%s/r.%d.%d", dir, i, e.client)
@@ -1137,6 +1336,33 @@ func racer() int {
 				fmt.Fprintf(w, "W %d\n", i)
 			} else if amb {
 				fmt.Fprintf(w, "A %d\n", i)
+			}
+			if e.mark && e.op != "rename" {
+				// What the filesystem says of the name, through this
+				// client, after its call: its maker (permission bits),
+				// type and inode. A call whose reply was an error is
+				// decided from it, as the claim core decides a mark from
+				// its type (CLAIMS.md, "Outcomes decided from the
+				// filesystem"): "D i 1" made by this client, "D i 0" not.
+				var st unix.Stat_t
+				if err := retry("lstat "+name, func() (bool, error) {
+					err := unix.Lstat(name, &st)
+					return err == nil, err
+				}); err != nil {
+					return fail("%v", err)
+				}
+				maker := int(st.Mode & 0o7)
+				if st.Mode&0o770 != 0o640 {
+					maker = -1
+				}
+				fmt.Fprintf(w, "F %d %d %d %d\n", i, maker, st.Mode&unix.S_IFMT, st.Ino)
+				if amb && !took {
+					mine := 0
+					if maker == e.client {
+						mine = 1
+					}
+					fmt.Fprintf(w, "D %d %d\n", i, mine)
+				}
 			}
 		}
 	}
