@@ -98,3 +98,16 @@ func TestMarkedByPassingENOENT(t *testing.T) {
 		t.Errorf("no mark: marked %v, err %v", ok, err)
 	}
 }
+
+// TestProbeRenewsNothing: a full look renews the lease; an idle job's
+// probe, which does not look for the job's mark, does not.
+func TestProbeRenewsNothing(t *testing.T) {
+	looked := time.Unix(1000, 0)
+	now := looked.Add(3 * time.Second)
+	if got := Renewed(looked, now, Full); !got.Equal(now) {
+		t.Errorf("a full look: renewed at %s, want %s", got, now)
+	}
+	if got := Renewed(looked, now, Probe); !got.Equal(looked) {
+		t.Errorf("a probe: renewed at %s, want %s (as it was)", got, looked)
+	}
+}
