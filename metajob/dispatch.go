@@ -146,7 +146,7 @@ func (o *owner) claimFor(r *request) step {
 		return o.awaitCases(r) // then noCases
 	}
 	if len(cases) > 0 {
-		o.idleSince = time.Time{}
+		o.idleSince, o.probeAt = time.Time{}, time.Time{}
 	}
 	if why != going || err != nil {
 		return r.ends(why, err)
@@ -386,16 +386,16 @@ func (o *owner) rescueWait(r *request) step {
 // of lanes of its own table (casetable.Store.Enqueue), and the meta-jobs
 // claim them as they claim the others. A meta-job whose claim found
 // nothing left waits up to WAIT_FOR_CASES (config) for such cases before
-// it exits: at each of its looks at the run (look.go, every LookEvery) it
-// claims again if the run record moved on.
+// it exits: at each of its probes (idle.go: every LookEvery, or rarer in
+// a run of many jobs) it claims again if the main chain moved on.
 
 // awaitCases is where serve goes when a claim found no case left: request
-// r waits until a look finds the run record moved on, a case is rescued
-// or a retry falls due (serve looks again: claims again), or until
-// WAIT_FOR_CASES has passed since the job found nothing left, the job
-// ends or the run-time runs short (noCases); or its loop ends with the
-// look's stop (the run superseded) or error. The requests waiting so
-// share the job's looks.
+// r waits until a probe (idle.go) finds the main chain moved on, a case is
+// rescued or a retry falls due (serve looks again: claims again, after
+// the full look, which finds a run superseded), or until WAIT_FOR_CASES
+// has passed since the job found nothing left, the job ends or the
+// run-time runs short (noCases). The requests waiting so share the job's
+// probes.
 func (o *owner) awaitCases(r *request) step {
 	m := o.m
 	wait := m.Farm.Config.WaitForCases
@@ -411,7 +411,7 @@ func (o *owner) awaitCases(r *request) step {
 }
 
 // casesWait is r's wait for added cases, looked at again; while it goes
-// on, r.at is when it is next: the next look due, the end of the wait, or
+// on, r.at is when it is next: the next probe, the end of the wait, or
 // the first retry due, whichever comes first.
 func (o *owner) casesWait(r *request) step {
 	m := o.m
@@ -422,12 +422,10 @@ func (o *owner) casesWait(r *request) step {
 	if len(o.rescued) > 0 || len(o.retries) > 0 && !time.Now().Before(o.retries[0].due) {
 		return r.again()
 	}
-	if moved, why, err := o.look(r.ctx, 0); why != going || err != nil {
-		return r.ends(why, err)
-	} else if moved {
-		return r.again() // cases may have been added
+	if o.probe(r.ctx) {
+		return r.again() // cases may have been added: the claim looks first
 	}
-	d := min(max(o.lookDue(), 0), max(wait-m.now().Sub(o.idleSince), 0)) + time.Millisecond
+	d := min(max(o.probeDue(), 0), max(wait-m.now().Sub(o.idleSince), 0)) + time.Millisecond
 	if len(o.retries) > 0 {
 		d = min(d, max(time.Until(o.retries[0].due), 0)+time.Millisecond)
 	}

@@ -24,7 +24,9 @@ import (
 //   - 'farm add --first': the next claim takes from the set the record
 //     now names first;
 //   - WAIT_FOR_CASES: a job with nothing left claims again once the record
-//     moved on (dispatch.go);
+//     moved on (dispatch.go) — found by its probe (idle.go), a lookup of
+//     the same mark, which renews nothing, and then this look, before the
+//     claim;
 //   - a run superseded. A meta-job may be frozen for any length of time
 //     (SIGSTOP, a frozen VM, a node the batch system marked DOWN while its
 //     processes live on) with cases claimed and not started. Meanwhile its

@@ -65,6 +65,9 @@ type Metajob struct {
 
 	// Rescue within the run (rescue.go): nil when off.
 	rescue *rescuer
+	// jobsInRun is the run's meta-jobs as the job records last said
+	// (runSize, idle.go); 0: not read yet.
+	jobsInRun atomic.Int64
 
 	graces graces // the SIGKILLs due to timed-out cases (timelimit.go)
 }
@@ -134,7 +137,9 @@ func (m *Metajob) quit(why stop, err error) error {
 			key = "failed"
 		}
 		fmt.Fprintln(m.log, line)
-		m.sw.Quit(key, line)
+		if m.sw.Quit(key, line) == nil && m.rescue != nil {
+			m.rescue.quitMark() // for the warden's watch (warden.go)
+		}
 	}
 	return err
 }

@@ -26,8 +26,8 @@ import (
 // what it waits for (request.wait). Every event the owner handles (a
 // request, a function run, its timer, the stop signal) tries the parked
 // requests again; its one timer is set for the earliest moment one of
-// them must be looked at again: a retry due, the next look at the run
-// (LookEvery), the end of WAIT_FOR_CASES, the warden's next look
+// them must be looked at again: a retry due, the next probe of the run
+// (idle.go), the end of WAIT_FOR_CASES, the warden's next look
 // (rescuer.pollEvery). When the job ends, every parked request gets its
 // stop.
 type owner struct {
@@ -43,6 +43,7 @@ type owner struct {
 	// idleSince is when a claim found no case left, for WAIT_FOR_CASES
 	// (dispatch.go); zero after a claim that found some.
 	idleSince  time.Time
+	probeAt    time.Time        // the next probe while it waits so (idle.go); zero: none yet
 	tableLines map[string]int64 // the lines of each table its cases came from
 
 	// The cases' ends (guard.go) and the loops'.

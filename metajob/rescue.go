@@ -14,7 +14,6 @@ import (
 
 	"github.com/farm-hpc/farm/layout"
 	"github.com/farm-hpc/farm/lease"
-	"github.com/farm-hpc/farm/status"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,12 +23,15 @@ import (
 // wait for 'farm resubmit'. With it, the live meta-jobs of the same run
 // take them over, within minutes, without a server:
 //
-//   - Who looks. Time is cut into periods of RESCUE_CHECK. In each, every
+//   - Who looks. Time is cut into periods of RESCUE_CHECK. In each, a
 //     meta-job tries once to create MISC/rescue.RUN/check.K (K the
-//     period's number) with O_EXCL; the one that makes it asks the batch
-//     system, in one query for all the run's meta-jobs (Backend.Jobs), which
-//     have ended. So the farm makes one scheduler query a period, however
-//     many meta-jobs it has: O(1) per period, 60 an hour by default.
+//     period's number) with O_EXCL — every job in a run of up to 8, else
+//     each with the chance 8/N (idle.go: some 8 tries a period, whatever
+//     N); the one that makes it asks the batch system, in one query for
+//     all the run's meta-jobs (Backend.Jobs), which have ended, and lists
+//     the status files once. So the farm makes one scheduler query a
+//     period, however many meta-jobs it has: O(1) per period, 60 an hour
+//     by default.
 //   - What is rescued. For each meta-job of the run that has ended, its
 //     status file (the newest incarnation's) tells what it held: the case it
 //     started and never ended (it died under it), and the cases it claimed (C
@@ -99,9 +101,6 @@ type rescuer struct {
 	wg      sync.WaitGroup // the tick goroutine
 	made    atomic.Int64   // marks made, for each mark's own content
 
-	pollMu sync.Mutex                  // one quitPoll at a time: it holds follow
-	follow map[string]*status.Follower // the watched files, followed, by name
-
 	mu       sync.Mutex // the fields below
 	lastK    int64      // the last period whose check this job tried
 	pending  []pendingRescue
@@ -109,7 +108,7 @@ type rescuer struct {
 	isWarden bool
 	wardenK  int      // the warden mark's K, while it is the warden (warden.go)
 	over     bool     // the warden's last look found no other job running and no rescue pending
-	watch    []string // the status files of the others the last check found running
+	watch    []string // the status files of the others the last check found running, less those quit since (quitPoll)
 	watchGen int      // checks that set watch
 	calls    atomic.Int64
 }
@@ -202,8 +201,9 @@ func (r *rescuer) halt() {
 // dead job's file (lease.Fence).
 func (r *rescuer) wait() time.Duration { return lease.Fence(r.fence) }
 
-// tick is one look: the period's check if this job is the first to try
-// it (or the warden), then the rescues whose fence has passed.
+// tick is one look: the period's check if this job is elected and the
+// first to try it (or the warden), then the rescues whose fence has
+// passed.
 func (r *rescuer) tick(ctx context.Context, now time.Time) {
 	k := now.UnixNano() / int64(r.period)
 	r.mu.Lock()
@@ -214,7 +214,7 @@ func (r *rescuer) tick(ctx context.Context, now time.Time) {
 	if warden {
 		r.renewWarden()
 	}
-	if !tried && r.checkFile(k) || warden {
+	if !tried && r.elected() && r.checkFile(k) || warden {
 		r.check(ctx, now)
 	}
 	r.collectDue(ctx, now)
