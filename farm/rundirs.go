@@ -26,6 +26,24 @@ func NewestStatusFile(statusDir, id string) (string, time.Time) {
 	return name, last
 }
 
+// NewestStatusFiles is, for each job with a status file among names (a
+// listing of the status directory), the name of its newest incarnation's:
+// what NewestStatusFile finds for each, from one listing rather than two
+// lookups a job.
+func NewestStatusFiles(names []string) map[string]string {
+	newest, rs := map[string]string{}, map[string]int{}
+	for _, n := range names {
+		id, r, ok := layout.ParseStatusFile(n)
+		if !ok {
+			continue
+		}
+		if cur, seen := rs[id]; !seen || r > cur {
+			newest[id], rs[id] = n, r
+		}
+	}
+	return newest
+}
+
 // ReadWarden reads a run's warden (metajob's warden.go) from its rescue
 // directory dir, whose names are names (nil: listed now): its mark's K (0:
 // none), its job, and whether it is gone (left, or its job ended).

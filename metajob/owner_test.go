@@ -169,8 +169,8 @@ func TestOwnerWaitsForARescue(t *testing.T) {
 // TestOwnerWatchesAsTheWarden: the first job with nothing left becomes
 // the run's warden: its first look at once (the other job runs), then a
 // look every pollEvery at the job still running; once it has looked it
-// says it stays, and once the other job's Q record is there, its waiting
-// request's loop ends, no case left.
+// says it stays, and once the other job has quit (its Q record, then its
+// quit mark), its waiting request's loop ends, no case left.
 func TestOwnerWatchesAsTheWarden(t *testing.T) {
 	b := &stateBackend{}
 	_, jobs := rescueFarm(t, 2, time.Minute, b)
@@ -190,13 +190,13 @@ func TestOwnerWatchesAsTheWarden(t *testing.T) {
 	if !m.rescue.wardenNow() || b.queries.Load() != 1 {
 		t.Fatalf("warden %v after %d queries; want the warden, its first look made", m.rescue.wardenNow(), b.queries.Load())
 	}
-	if err := jobs[1].sw.Quit("no-cases", MsgNoCases); err != nil {
+	if err := jobs[1].quit(stopNoCases, nil); err != nil { // its Q record, then its quit mark
 		t.Fatal(err)
 	}
 	if a := answer(t, ch, 5*time.Second); a.why != stopNoCases || a.err != nil {
 		t.Fatalf("answer: %q, %v; want %q", a.why, a.err, stopNoCases)
 	}
 	if b.queries.Load() != 1 {
-		t.Errorf("%d scheduler queries; want the first look's alone (then status files)", b.queries.Load())
+		t.Errorf("%d scheduler queries; want the first look's alone (then quit marks)", b.queries.Load())
 	}
 }

@@ -4,29 +4,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 )
 
-// TestQuitPollFollows: the warden's look at the jobs still running reads
-// only what each appended since its last look: a job is let go once its Q
-// record is complete, and the run is over when none is left; a job whose
-// file is not there yet stays watched.
-func TestQuitPollFollows(t *testing.T) {
+// TestQuitPollListsQuitMarks: the warden's look at the jobs still running
+// is a listing of the quit marks: a job is let go once its mark is there,
+// and the run is over when none is left; before any job quit (no
+// directory) every job stays watched.
+func TestQuitPollListsQuitMarks(t *testing.T) {
 	dir := t.TempDir()
-	r := &rescuer{statusDir: dir}
-	appendTo := func(name, s string) {
-		t.Helper()
-		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fh.WriteString(s)
-		fh.Close()
-	}
-	header := "# farm-status v1 job=1 run=1 host=h\n"
-	appendTo("status.1", header+"S 1 1700000000.000 h\n")
-	appendTo("status.2", "# farm-status v1 job=2 run=1 host=h\nQ 1700000000.000 No cases left\n")
+	r := &rescuer{dir: dir, statusDir: t.TempDir()}
 	r.watch, r.watchGen = []string{"status.1", "status.2", "status.3"}, 1
 	poll := func(want ...string) {
 		t.Helper()
@@ -35,17 +23,41 @@ func TestQuitPollFollows(t *testing.T) {
 			t.Fatalf("watching %v, over %v; want %v", r.watch, r.over, want)
 		}
 	}
-	poll("status.1", "status.3")
-	// What was read is not read again: a Q in the place of the S record
-	// (as long) is not seen.
-	os.WriteFile(filepath.Join(dir, "status.1"), []byte(header+"Q 1700000000.000 xyz\n"), 0o644)
-	appendTo("status.1", "E 1 0 1700000000.000 1.000 h\nQ 1700000001.000 No cases")
-	poll("status.1", "status.3")
-	appendTo("status.1", " left\n")
-	poll("status.3")
-	if len(r.follow) != 2 || r.follow["status.2"] != nil {
-		t.Errorf("following %d files: want those of status.1 and status.3", len(r.follow))
+	poll("status.1", "status.2", "status.3")
+	quit := func(name string) {
+		t.Helper()
+		q := &rescuer{dir: dir, self: name}
+		q.quitMark()
+		if _, err := os.Stat(filepath.Join(dir, "quit", name)); err != nil {
+			t.Fatalf("no quit mark for %s: %v", name, err)
+		}
 	}
-	appendTo("status.3", strings.Replace(header, "job=1", "job=3", 1)+"Q 1700000000.000 No cases left\n")
+	quit("status.2")
+	quit("status.9") // a job not watched (another run's, or one the check found ended)
+	poll("status.1", "status.3")
+	quit("status.3")
+	quit("status.3") // made twice (a reply lost, retried): no harm
+	poll("status.1")
+	// A check sets the watch anew: the jobs it found running.
+	r.watch, r.watchGen = []string{"status.1", "status.4"}, 2
+	poll("status.1", "status.4")
+	quit("status.1")
+	quit("status.4")
 	poll()
+}
+
+// TestPollEveryKeepsTheWardensBudget: the warden's look costs at most
+// wardenBudget operations a second, at any number of jobs, and is made at
+// least every 200 ms.
+func TestPollEveryKeepsTheWardensBudget(t *testing.T) {
+	for _, n := range []int{1, 8, 100, 1000, 10000, 100000} {
+		m := &Metajob{}
+		m.jobsInRun.Store(int64(n))
+		r := &rescuer{m: m}
+		every := r.pollEvery()
+		calls := 3 + n/200 // a listing: open, a getdents a 200 names, the empty one, close
+		if rate := float64(calls) / every.Seconds(); rate > wardenBudget+1e-9 || every < 200*time.Millisecond {
+			t.Errorf("%d jobs: a look every %s, %.1f operations a second (budget %d)", n, every, rate, wardenBudget)
+		}
+	}
 }

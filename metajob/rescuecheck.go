@@ -51,7 +51,8 @@ func (r *rescuer) checkFile(k int64) bool {
 
 // check asks the batch system which of the run's meta-jobs have ended, and
 // marks those whose status files hold cases to rescue (at most what this
-// job has time for).
+// job has time for). It finds their status files in one listing of the
+// status directory (a listing that fails: the next check looks again).
 func (r *rescuer) check(ctx context.Context, now time.Time) {
 	r.checkMu.Lock()
 	defer r.checkMu.Unlock()
@@ -60,6 +61,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		r.setOver(err == nil)
 		return
 	}
+	r.m.jobsInRun.Store(int64(len(ids) + 1))
 	r.calls.Add(1)
 	infos, err := r.m.Backend.Jobs(ctx, ids)
 	if err != nil && len(infos) == 0 {
@@ -72,13 +74,18 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		marks[name] = true
 	}
 	wk, wjob, wgone, _ := r.wardenState(names)
+	files, err := vfs.ReadDirNames(vfs.OS{}, r.statusDir)
+	if err != nil {
+		return // looked at again at the next check
+	}
+	newest := farm.NewestStatusFiles(files)
 	var running []string
 	watching := r.wardenNow() // only the warden watches the running ones
 	for _, id := range ids {
 		info, ok := infos[id]
 		if !ok || info.State.Active() {
 			if ok && info.State == backend.Running && watching {
-				if name := r.newestFile(id); name != "" {
+				if name := r.newest(newest, id); name != "" {
 					running = append(running, name)
 				}
 			}
@@ -87,7 +94,7 @@ func (r *rescuer) check(ctx context.Context, now time.Time) {
 		if id == wjob && !wgone {
 			r.wardenEnded(wk) // its successor is the next job to find no case left
 		}
-		switch name := r.newestFile(id); {
+		switch name := r.newest(newest, id); {
 		case name == "":
 		case !marks[name]:
 			r.consider(id, name, info.State)
@@ -171,6 +178,17 @@ func (r *rescuer) takeOver(name string, marks map[string]bool, infos map[string]
 		fmt.Fprintf(r.m.log, "farm: rescue: meta-job %s took the cases of %s and ended (%s) before running them; this job rescues them after %s\n",
 			f[0], name, in.State, r.wait())
 	}
+}
+
+// newest is the name of the status file of job id's newest incarnation,
+// from newest (a listing's: farm.NewestStatusFiles), else looked up: a
+// file made just before the listing may be missing from it (a directory's
+// listing cached on a network filesystem).
+func (r *rescuer) newest(newest map[string]string, id string) string {
+	if name := newest[id]; name != "" {
+		return name
+	}
+	return r.newestFile(id)
 }
 
 // newestFile is the name of the status file of job id's newest

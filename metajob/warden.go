@@ -2,14 +2,16 @@ package metajob
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/farm-hpc/farm/farm"
 	"github.com/farm-hpc/farm/layout"
-	"github.com/farm-hpc/farm/status"
+	"github.com/farm-hpc/farm/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,30 +122,28 @@ func (r *rescuer) wardenLeaves() {
 }
 
 // quitPoll is the warden's look, between checks, at the jobs the last
-// check found running: a job whose status file has its Q record has ended
-// its cases. When none is left and no rescue is pending, the run is over
-// for the warden. (Each look reads only what a job appended since the
-// last: a status.Follower per file watched.)
+// check found running: a job that has quit — its Q record written: it
+// holds no case — has made its quit mark (quitMark), and is let go. When
+// none is left and no rescue is pending, the run is over for the warden.
+// The look is one listing of the quit marks, however many jobs run: a job
+// whose mark is not listed yet (or that quit without one: a farm before
+// quit marks) stays watched until it is, or until a check finds it ended.
 func (r *rescuer) quitPoll() {
-	r.pollMu.Lock()
-	defer r.pollMu.Unlock()
 	r.mu.Lock()
 	watch, gen := r.watch, r.watchGen
 	r.mu.Unlock()
-	follow := make(map[string]*status.Follower, len(watch))
+	// An error (no job has quit yet: no directory) leaves every job watched.
+	names, _ := vfs.ReadDirNames(vfs.OS{}, r.quitDir())
+	quit := make(map[string]bool, len(names))
+	for _, n := range names {
+		quit[n] = true
+	}
 	var still []string
 	for _, name := range watch {
-		fl := r.follow[name]
-		if fl == nil {
-			fl = status.NewFollower(filepath.Join(r.statusDir, name))
-		}
-		follow[name] = fl
-		// An error (a file gone, unreadable) leaves the job watched.
-		if f, _ := fl.Read(); !f.Quitted {
+		if !quit[name] {
 			still = append(still, name)
 		}
 	}
-	r.follow = follow // the files no longer watched are let go
 	r.mu.Lock()
 	if r.watchGen == gen { // no check meanwhile
 		r.watch = still
@@ -152,15 +152,34 @@ func (r *rescuer) quitPoll() {
 	r.mu.Unlock()
 }
 
+// quitDir is the directory of the run's quit marks, MISC/rescue.RUN/quit.
+func (r *rescuer) quitDir() string { return filepath.Join(r.dir, "quit") }
+
+// quitMark says that this job has quit, its Q record written (it holds no
+// case): MISC/rescue.RUN/quit/NAME, NAME its status file's name, for the
+// warden's watch (quitPoll). Best effort: without it the warden waits
+// for a check to find the job ended.
+func (r *rescuer) quitMark() {
+	mark := filepath.Join(r.quitDir(), r.self)
+	err := unix.Mknod(mark, unix.S_IFREG|0o644, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if err := os.Mkdir(r.quitDir(), 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			unix.Mknod(mark, unix.S_IFREG|0o644, 0)
+		}
+	}
+}
+
+// wardenBudget is the operations a second the warden's watch costs at
+// most (pollEvery), whatever the run's number of jobs.
+const wardenBudget = 10
+
 // pollEvery is how long the warden waits between its looks at the jobs
-// still running: 5 ms a job, from 200 ms (a few jobs: the run's end is
-// not held up) to 5 s (a thousand: some 200 reads a second, falling as
-// they end).
+// still running (quitPoll): 200 ms, or as long as keeps its listing of the
+// quit marks — some 3 operations, and one more for each 200 names — under
+// wardenBudget operations a second (800 ms at 1,000 jobs).
 func (r *rescuer) pollEvery() time.Duration {
-	r.mu.Lock()
-	n := len(r.watch)
-	r.mu.Unlock()
-	return min(max(time.Duration(n)*5*time.Millisecond, 200*time.Millisecond), 5*time.Second)
+	calls := 3 + r.m.runSize()/200
+	return max(200*time.Millisecond, time.Duration(calls)*time.Second/wardenBudget)
 }
 
 // setOver records the warden's finding when the run has no other job.
