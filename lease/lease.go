@@ -71,29 +71,6 @@ func Fenced(now, marked time.Time, every time.Duration) bool {
 	return Gap(now, marked) > Fence(every)
 }
 
-// Look is what a meta-job looked at.
-type Look int
-
-const (
-	// Full: the run and the job's own rescue mark (metajob's look): it
-	// renews the lease.
-	Full Look = iota
-	// Probe: an idle job's look for news of its run (cases 'farm add'
-	// added, a run superseded): one lookup of the main chain's next mark,
-	// not of the job's rescue mark. It renews nothing: the job holds no
-	// case, and its next claim or start is preceded by a full look.
-	Probe
-)
-
-// Renewed is when the lease was last renewed, after a look of kind k at
-// now by a job whose lease was last renewed at looked.
-func Renewed(looked, now time.Time, k Look) time.Time {
-	if k == Probe && !mutated("idle-probe-renews") {
-		return looked
-	}
-	return now
-}
-
 // IdleBudget is the metadata operations a second that a run's idle
 // meta-jobs' probes cost in all, whatever their number.
 const IdleBudget = 40

@@ -99,15 +99,3 @@ func TestMarkedByPassingENOENT(t *testing.T) {
 	}
 }
 
-// TestProbeRenewsNothing: a full look renews the lease; an idle job's
-// probe, which does not look for the job's mark, does not.
-func TestProbeRenewsNothing(t *testing.T) {
-	looked := time.Unix(1000, 0)
-	now := looked.Add(3 * time.Second)
-	if got := Renewed(looked, now, Full); !got.Equal(now) {
-		t.Errorf("a full look: renewed at %s, want %s", got, now)
-	}
-	if got := Renewed(looked, now, Probe); !got.Equal(looked) {
-		t.Errorf("a probe: renewed at %s, want %s (as it was)", got, looked)
-	}
-}

@@ -21,9 +21,12 @@ import (
 //     operations a second in all (lease.IdleEvery: 25 s on average at
 //     1,000 jobs, with jitter; the first of them to see added cases sees
 //     them within 25 ms on average). The probe is not the lease's look: it
-//     does not look for the job's rescue mark, and renews nothing
-//     (lease.Renewed), so the job's next claim is preceded by a full look
-//     (look.go) and the rescue's fence is as it was.
+//     does not look for the job's rescue mark, and renews nothing, so the
+//     job's next claim is preceded by a full look (look.go) and the
+//     rescue's fence is as it was. (Nor could a rescue meet an idle job: a
+//     job is idle only after a full look, before the claim that found no
+//     case, and it holds nothing a rescuer would mark — no case claimed
+//     and not started, none started and not ended.)
 //   - The rescue check's election (rescue.go): each period, each job tries
 //     for the check with the chance electors/N, not always.
 //   - The warden's watch (warden.go): a listing of the quit marks, not a
@@ -72,8 +75,7 @@ func (o *owner) probe(ctx context.Context) bool {
 	if !due {
 		return false
 	}
-	_, moved, err := m.store.Look(ctx, false)
-	o.looked = lease.Renewed(o.looked, now, lease.Probe)
+	_, moved, err := m.store.Look(ctx, false) // o.looked is not renewed
 	return moved || err != nil
 }
 
