@@ -98,4 +98,3 @@ func TestMarkedByPassingENOENT(t *testing.T) {
 		t.Errorf("no mark: marked %v, err %v", ok, err)
 	}
 }
-
