@@ -82,3 +82,25 @@ func TestIdleEveryKeepsTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestElectionKeepsEightTriesAPeriod: in a run of up to 8 jobs each tries
+// for every period's rescue check; in a larger run each tries with the
+// chance 8/N, some 8 tries a period whatever N.
+func TestElectionKeepsEightTriesAPeriod(t *testing.T) {
+	for _, n := range []int{1, 8, 64, 1000} {
+		m := &Metajob{}
+		m.jobsInRun.Store(int64(n))
+		r := &rescuer{m: m}
+		const periods = 2000
+		tries := 0
+		for range periods * n {
+			if r.elected() {
+				tries++
+			}
+		}
+		perPeriod := float64(tries) / periods
+		if want := float64(min(n, electors)); perPeriod < want*0.9 || perPeriod > want*1.1 {
+			t.Errorf("%d jobs: %.2f tries for the check a period, want about %v", n, perPeriod, want)
+		}
+	}
+}

@@ -125,6 +125,9 @@ func TestRescueChecksAreOnePerPeriod(t *testing.T) {
 	b := &stateBackend{}
 	period := time.Minute
 	_, jobs := rescueFarm(t, 64, period, b)
+	for _, m := range jobs {
+		m.jobsInRun.Store(64) // as the job records say: each tries a check with the chance 8/64
+	}
 	t0 := time.Unix(1_800_000_000, 0) // a period boundary
 	next := make([]time.Time, len(jobs))
 	for i := range next {
@@ -141,7 +144,9 @@ func TestRescueChecksAreOnePerPeriod(t *testing.T) {
 			next[i] = now.Add(step + time.Duration(mrand.Int64N(int64(step)/2+1)))
 		}
 	}
-	if got := b.queries.Load(); got != 60 {
+	// A period in which none of them tried (a chance of 2e-4 a period)
+	// has no check: one or two such in the hour are allowed.
+	if got := b.queries.Load(); got > 60 || got < 58 {
 		t.Errorf("64 meta-jobs made %d scheduler queries for rescue in an hour, want 60 (one a period)", got)
 	}
 	t.Logf("64 meta-jobs, 1 hour, RESCUE_CHECK=%s: %d scheduler queries for rescue", period, b.queries.Load())
