@@ -15,6 +15,11 @@ const (
 	envSimple  = "FARM_SIMPLE"
 	envBackend = "FARM_BACKEND"
 	envBin     = "FARM_BIN"
+	// envRunJobs is the number of the run's meta-jobs when the job was
+	// submitted (its own submission's with those before it): what a
+	// meta-job scales its idle looks by (metajob/idle.go), without reading
+	// the job records.
+	envRunJobs = "FARM_RUN_JOBS"
 	// The -auto/final.sh job's only.
 	envAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
 	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
@@ -38,6 +43,7 @@ type JobEnv struct {
 	Simple  bool   // FARM_SIMPLE=1: SIMPLE mode, one case per job
 	Backend string // FARM_BACKEND: the backend that runs the job
 	Bin     string // FARM_BIN: the farm executable, which the job scripts run
+	RunJobs int    // FARM_RUN_JOBS: the run's meta-jobs when it was submitted; 0 if not said
 
 	Auto     bool     // FARM_AUTO=1: the extra job resubmits what is left
 	AutoN    int      // FARM_AUTO_N: N for that resubmission
@@ -81,6 +87,11 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 			return e, fmt.Errorf("%s=%q: not a run number", EnvRun, v)
 		}
 	}
+	if v := m[envRunJobs]; v != "" {
+		if e.RunJobs, err = strconv.Atoi(v); err != nil || e.RunJobs < 0 {
+			return e, fmt.Errorf("%s=%q: not a number of meta-jobs", envRunJobs, v)
+		}
+	}
 	if v := m[envAutoN]; v != "" {
 		if e.AutoN, err = strconv.Atoi(v); err != nil {
 			return e, fmt.Errorf("%s=%q: not a number", envAutoN, v)
@@ -103,13 +114,17 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 // submit adds to the environment of the jobs it submits (ParseJobEnv reads
 // it back).
 func (e JobEnv) farmVars() []string {
-	return []string{
+	vars := []string{
 		envDir + "=" + e.Dir,
 		EnvRun + "=" + strconv.Itoa(e.Run),
 		envSimple + "=" + boolEnv(e.Simple),
 		envBackend + "=" + e.Backend,
 		envBin + "=" + e.Bin,
 	}
+	if e.RunJobs > 0 {
+		vars = append(vars, envRunJobs+"="+strconv.Itoa(e.RunJobs))
+	}
+	return vars
 }
 
 // autoVars is the FARM_AUTO* part of e, which the -auto/final.sh job gets.

@@ -402,7 +402,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if su.logLine != "" {
 		f.Log("%s", su.logLine)
 	}
-	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple}, opt.Environ)
+	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple, RunJobs: count + f.metaJobsOf(nr.run)}, opt.Environ)
 	if err != nil {
 		return err
 	}
@@ -871,4 +871,17 @@ func (f *Farm) writeErr(err error) error {
 		return err
 	}
 	return Userf("%v: farm writes in the farm directory %s; make it writable (chmod u+w), or copy the farm to a directory of yours", err, f.Dir)
+}
+
+// metaJobsOf is the number of meta-jobs the job records give run (0 if
+// they cannot be read): those a submission adds to an active run join them.
+func (f *Farm) metaJobsOf(run int) int {
+	recs, _ := f.Jobs()
+	n := 0
+	for _, r := range recs {
+		if r.Run == run && r.Kind == kindMeta {
+			n++
+		}
+	}
+	return n
 }

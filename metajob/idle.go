@@ -32,8 +32,8 @@ import (
 //   - The warden's watch (warden.go): a listing of the quit marks, not a
 //     reading of every running job's status file.
 //
-// N, the run's meta-jobs, is what the job records said when last read
-// (runSize).
+// N, the run's meta-jobs, is what the job's submission said, or the job
+// records when a check last read them (runSize).
 
 // electors is how many of a run's meta-jobs try, on average, for each
 // period's rescue check (rescuer.elected). No job tries in a period with a
@@ -41,10 +41,15 @@ import (
 const electors = 8
 
 // runSize is the number of the run's meta-jobs, as the farm's job records
-// said when last read — by the rescue's check, or here, once; at least 1.
+// said when the rescue's check last read them; before that as the job's
+// submission said (FARM_RUN_JOBS); else as the records say, read here
+// once. At least 1.
 func (m *Metajob) runSize() int {
 	if n := m.jobsInRun.Load(); n > 0 {
 		return int(n)
+	}
+	if n := m.Env.RunJobs; n > 0 {
+		return n
 	}
 	n := 1
 	if recs, err := m.Farm.Jobs(); err == nil {
