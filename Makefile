@@ -143,9 +143,11 @@ bench: build
 	$(GO) test -run '^$$' -bench 'Throughput|Status10M|WholeNode' -benchtime 1x ./integration/
 
 # Operations on the farm directory per claimed case (strace-counted) and
-# claims per second, for 1, 2 and 8 meta-jobs (BENCHMARKS.md). Needs strace.
+# claims per second, for 1, 2 and 8 meta-jobs; and per second while the
+# meta-jobs wait for added cases or watch as the run's warden, for 8 and 64
+# (FARM_IDLE_JOBS) (BENCHMARKS.md). Needs strace.
 bench-ops: build
-	$(GO) test -run '^$$' -bench ClaimOps -benchtime 1x -timeout 30m ./integration/
+	$(GO) test -run '^$$' -bench 'ClaimOps|IdleOps' -benchtime 1x -timeout 60m ./integration/
 
 # The claim core at scale (issue 22): 1 to 1,024 claimers, each with a
 # Store of its own, over a modelled metadata server (1 ms a call, 20,000

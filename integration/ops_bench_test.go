@@ -232,6 +232,8 @@ var fileKinds = []struct {
 	{regexp.MustCompile(`/MISC/chain`), "MISC/chain"},
 	{regexp.MustCompile(`/MISC/local`), "local engine"},
 	{regexp.MustCompile(`/OUTPUT`), "job output"},
+	{regexp.MustCompile(`/MISC/rescue\.`), "rescue marks"},
+	{regexp.MustCompile(`/MISC/jobs`), "job records"},
 }
 
 func (c opCount) top(n float64, k int) string {
