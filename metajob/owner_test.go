@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/tablefmt"
 )
@@ -102,26 +101,11 @@ func TestOwnerEndsParkedRequests(t *testing.T) {
 }
 
 // TestOwnerWaitsForAddedCases: a request whose claim found no case left
-// waits (WAIT_FOR_CASES) and looks at the run every LookEvery; once
+// waits (WAIT_FOR_CASES) and probes the run every LookEvery; once
 // 'farm add' gave the run cases, it claims them.
 func TestOwnerWaitsForAddedCases(t *testing.T) {
-	m, s, dir := lookFarm(t)
-	other := casetable.NewStore(dir, filepath.Join(dir, "MISC"))
-	defer other.Close()
-	for n := 0; n < 96; {
-		cases, err := other.Claim(context.Background(), 1, 96-n)
-		if err != nil || len(cases) == 0 {
-			t.Fatalf("other claim after %d: %d cases, %v", n, len(cases), err)
-		}
-		n += len(cases)
-	}
-	m.do(func(o *owner) {
-		o.queue = nil
-		m.Farm.Config.WaitForCases = time.Minute
-		m.Env.LookEvery = 200 * time.Millisecond
-	})
-	ch := asked(m, s)
-	unanswered(t, ch, 500*time.Millisecond)
+	m, ch, other := idleFarm(t)
+	unanswered(t, ch, 400*time.Millisecond)
 	if !strings.Contains(owned(m, func(*owner) string { return m.log.(*bytes.Buffer).String() }), "waiting up to 1m0s for cases 'farm add' adds to run 1") {
 		t.Errorf("the job did not say it waits: %s", m.log)
 	}
