@@ -75,6 +75,12 @@ type Options struct {
 	// default settings and one warning line on stderr; the commands that
 	// start jobs or change what the farm runs refuse until it is fixed.
 	Reading bool
+	// InJob is set by the commands that run inside a job 'farm submit'
+	// started (farm metajob, farm autojob): the templates are not looked
+	// up here (the job script runs; the meta-job opens single_case.sh, and
+	// says so if it is missing), which spares every meta-job of a farm
+	// two lookups at its start.
+	InJob bool
 }
 
 // farmMarks are the entries of a farm directory, any one of which makes
@@ -95,7 +101,11 @@ func Open(dir string, opt Options) (*Farm, error) {
 	}
 	var problems []string
 	fix := "it is fixed"
-	for _, name := range []string{layout.JobScript, layout.SingleCase} {
+	templates := []string{layout.JobScript, layout.SingleCase}
+	if opt.InJob {
+		templates = nil
+	}
+	for _, name := range templates {
 		if _, err := os.Stat(filepath.Join(abs, name)); err != nil {
 			if !isFarm(abs) {
 				return nil, Userf("Non-farm directory %s (none of %s, %s, %s/ or %s/): cd into a farm directory, or make one with 'farm init DIR'",
@@ -134,6 +144,9 @@ func Open(dir string, opt Options) (*Farm, error) {
 }
 
 // isFarm reports whether dir holds any of farmMarks.
+// IsFarm reports whether dir is a farm directory (one of farmMarks is in it).
+func IsFarm(dir string) bool { return isFarm(dir) }
+
 func isFarm(dir string) bool {
 	for _, name := range farmMarks {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {

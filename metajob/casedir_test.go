@@ -21,7 +21,7 @@ import (
 // $FARM_DIR, prints its directory, and closes it when its stdin ends.
 func TestMain(m *testing.M) {
 	if os.Getenv("FARM_TEST_ROLE") == "caserunner" {
-		r, err := newForkRunner(os.Getenv("FARM_DIR"), "/bin/bash", os.Environ(), os.Stderr)
+		r, err := newForkRunner(os.Getenv("FARM_DIR"), "/bin/bash", os.Environ(), os.Stderr, nil)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

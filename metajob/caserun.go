@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,8 +119,8 @@ const (
 	caseDirGrace = time.Minute
 )
 
-func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
-	r, err := newCopyRunner(dir, bash, env, out)
+func newForkRunner(dir, bash string, env []string, out io.Writer, src *os.File) (*forkRunner, error) {
+	r, err := newCopyRunner(dir, bash, env, out, src)
 	if err == nil {
 		return r, nil
 	}
@@ -134,8 +135,9 @@ func newForkRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 }
 
 // newCopyRunner makes the runner's private node-local directory and the
-// first copy of single_case.sh in it.
-func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, error) {
+// first copy of single_case.sh in it, from src if not nil (the farm's,
+// open).
+func newCopyRunner(dir, bash string, env []string, out io.Writer, src *os.File) (*forkRunner, error) {
 	base, err := filepath.Abs(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
@@ -151,7 +153,7 @@ func newCopyRunner(dir, bash string, env []string, out io.Writer) (*forkRunner, 
 		return nil, fmt.Errorf("making a node-local directory for single_case.sh: %w", err)
 	}
 	r := &forkRunner{dir: dir, bash: bash, env: env, out: out, tmp: tmp, copy: filepath.Join(tmp, layout.SingleCase), repR: -1}
-	if err := r.refresh(); err != nil {
+	if err := r.copyIfChanged(src); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
@@ -168,7 +170,7 @@ func (r *forkRunner) refresh() error {
 	if r.direct {
 		return nil
 	}
-	err := r.copyIfChanged()
+	err := r.copyIfChanged(nil)
 	if err == nil {
 		if r.refreshErr != nil {
 			fmt.Fprintf(r.out, "farm: %s is copied again\n", layout.SingleCase)
@@ -186,17 +188,21 @@ func (r *forkRunner) refresh() error {
 	return nil
 }
 
-// copyIfChanged copies single_case.sh if it changed since the last copy.
-// It opens the file to look at it: on NFS, an open checks with the server
-// (close-to-open consistency), where a stat may answer from a cache that
-// is up to a minute old.
-func (r *forkRunner) copyIfChanged() error {
+// copyIfChanged copies single_case.sh if it changed since the last copy,
+// reading it from fh if not nil (open, at any offset), else opening it: on
+// NFS, an open checks with the server (close-to-open consistency), where a
+// stat may answer from a cache that is up to a minute old.
+func (r *forkRunner) copyIfChanged(fh *os.File) error {
 	src := filepath.Join(r.dir, layout.SingleCase)
-	fh, err := os.Open(src)
-	if err != nil {
+	if fh == nil {
+		var err error
+		if fh, err = os.Open(src); err != nil {
+			return err
+		}
+		defer fh.Close()
+	} else if _, err := fh.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
 		return err
@@ -402,14 +408,17 @@ func (r *forkRunner) bind(cpus []int) {
 func newCaseRunner(dir, bash, endBin string, env []string, out *os.File, w io.Writer) (caseRunner, error) {
 	path := dir + "/" + layout.SingleCase
 	fh, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s is missing from the farm %s: restore it (the template is in any new farm: 'farm init DIR'), then 'farm resubmit'", layout.SingleCase, dir)
+	}
 	if err != nil {
 		return nil, err
 	}
+	defer fh.Close()
 	head := make([]byte, 256)
-	n, _ := fh.Read(head)
-	fh.Close()
+	n, _ := io.ReadFull(fh, head)
 	if farm.SourcedByBash(head[:n]) {
-		r, err := newForkRunner(dir, bash, env, w)
+		r, err := newForkRunner(dir, bash, env, w, fh)
 		if err != nil {
 			return nil, err
 		}

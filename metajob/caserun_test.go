@@ -57,7 +57,7 @@ func TestCaseRunnerReturnsWhileABackgroundProcessWrites(t *testing.T) {
 		testreq.Skip(t, "FARM_REQUIRE_LINUX", "no bash")
 	}
 	out := &slowWriter{}
-	r, err := newForkRunner(dir, bash, os.Environ(), out)
+	r, err := newForkRunner(dir, bash, os.Environ(), out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCaseRunnerIncompleteUTF8AtLineEnd(t *testing.T) {
 	}
 	env := append(os.Environ(), "LC_ALL=C.UTF-8")
 	var out strings.Builder
-	r, err := newForkRunner(dir, "/bin/bash", env, &out)
+	r, err := newForkRunner(dir, "/bin/bash", env, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func startRunner(t *testing.T, dir, bash, script string) (*forkRunner, *slowWrit
 		t.Fatal(err)
 	}
 	out := &slowWriter{}
-	r, err := newForkRunner(dir, bash, os.Environ(), out)
+	r, err := newForkRunner(dir, bash, os.Environ(), out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,5 +294,35 @@ func TestExecRunnerNotExecutableAdvice(t *testing.T) {
 	want := `single_case.sh:1: "#!/usr/bin/env python3" is not bash's #! line, so farm runs single_case.sh as a program, and it is not executable: make it executable (chmod +x single_case.sh), or make it a bash script (#!/bin/bash), which farm sources; then 'farm resubmit N' runs the cases left`
 	if err == nil || err.Error() != want || !farm.IsUserError(err) {
 		t.Errorf("run = %v; want the UserError %q", err, want)
+	}
+}
+
+// refreshCounter is a case runner that counts its refreshes.
+type refreshCounter struct {
+	nopRunner
+	n *int
+}
+
+func (r refreshCounter) refresh() error { *r.n++; return nil }
+
+// TestFirstBatchDoesNotLookAtSingleCaseAgain: a loop's runner copied
+// single_case.sh when it was made, so the loop's first batch does not look
+// at the file again; every batch after it does, once.
+func TestFirstBatchDoesNotLookAtSingleCaseAgain(t *testing.T) {
+	m, _, _ := lookFarm(t)
+	refreshes := 0
+	s := &loop{k: 2, runner: refreshCounter{n: &refreshes}, copied: true}
+	m.do(func(o *owner) { o.queue, o.bs.max = nil, 2 })
+	batches := func() int { return owned(m, func(o *owner) int { return o.batch }) }
+	for i := 0; i < 4; i++ {
+		if _, why, err := nextCase(m, s); why != going || err != nil {
+			t.Fatalf("case %d: %q, %v", i+1, why, err)
+		}
+		if want := max(batches()-1, 0); refreshes != want {
+			t.Fatalf("after %d cases of %d batches: %d refreshes, want %d", i+1, batches(), refreshes, want)
+		}
+	}
+	if batches() < 2 {
+		t.Fatalf("%d batches: want the cases to span 2 or more", batches())
 	}
 }

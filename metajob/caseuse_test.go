@@ -84,7 +84,7 @@ func newUseRunner(tb testing.TB, endBin string) *forkRunner {
 	if err != nil {
 		tb.Fatal("the case runner needs bash: ", err)
 	}
-	r, err := newForkRunner(dir, bash, os.Environ(), os.Stderr)
+	r, err := newForkRunner(dir, bash, os.Environ(), os.Stderr, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

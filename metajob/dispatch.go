@@ -180,9 +180,12 @@ func (o *owner) hand(r *request) step {
 		return r.ends(why, err)
 	}
 	if s.batch != o.batch {
-		// Pick up an edited single_case.sh, once per batch of cases.
+		// Pick up an edited single_case.sh, once per batch of cases (but
+		// the loop's first: its runner has just copied it).
 		s.batch = o.batch
-		if err := s.runner.refresh(); err != nil {
+		if s.copied {
+			s.copied = false
+		} else if err := s.runner.refresh(); err != nil {
 			return r.ends(going, fmt.Errorf("before running more cases: %w", err))
 		}
 	}

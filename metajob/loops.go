@@ -72,7 +72,7 @@ func (m *Metajob) newLoop(k int) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &loop{k: k, runner: r}
+	s := &loop{k: k, runner: r, copied: true}
 	if m.Farm.Config.OutputJob {
 		if s.frames, err = openCaseFrames(m.Farm.Dir, layout.StatusFile(m.self.ID, m.self.Restart), k, m.log); err != nil {
 			r.close()

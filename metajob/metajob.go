@@ -89,6 +89,9 @@ type loop struct {
 	frames *caseFrames // OUTPUT=job: the files of its cases' output (caseout.go); nil: none
 	ff     fastFailure
 	batch  int // the claim whose cases it takes now
+	// copied: its runner's copy of single_case.sh was made since it took
+	// a case (newLoop): its first batch does not look at the file again.
+	copied bool
 	retry  int // which retry its case is (0: its first attempt in the run)
 	// why and from: its case is rescued from a dead job (rescue.go).
 	why, from string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,9 +41,6 @@ func (m *Metajob) open(ctx context.Context) error {
 	if m.bash, err = exec.LookPath("bash"); err != nil {
 		return err
 	}
-	if err := f.EnsureDirs(); err != nil {
-		return err
-	}
 	m.store = f.Store()
 	m.store.Job, m.store.Log = m.self.ID, m.log
 	// A restarted job (same ID) writes a file of its own: its earlier
@@ -50,7 +48,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	m.out = out
 	m.pool = m.newPool()
 	capacity := status.Capacity{CPUs: m.pool.cpus(), GPUs: len(m.pool.gpus) * len(m.pool.nodes)}
-	if m.sw, err = status.CreateCap(f.Path(layout.StatusDir, layout.StatusFile(m.self.ID, m.self.Restart)), m.self.ID, m.self.Restart, m.Env.Run, f.Host, capacity, m.log); err != nil {
+	if m.sw, err = m.createStatus(capacity); err != nil {
 		return err
 	}
 	if err := m.openLoops(); err != nil {
@@ -64,6 +62,25 @@ func (m *Metajob) open(ctx context.Context) error {
 	// lookup at the server instead of one per component of the path.
 	m.dir, err = openFarmDir(f.Dir)
 	return err
+}
+
+// createStatus creates the job's status file. The farm's directories are
+// made only if it is missing (STATUSES, OUTPUT or MISC removed since the
+// submit): one call at the start of each meta-job, not four.
+func (m *Metajob) createStatus(c status.Capacity) (*status.Writer, error) {
+	f := m.Farm
+	path := f.Path(layout.StatusDir, layout.StatusFile(m.self.ID, m.self.Restart))
+	sw, err := status.CreateCap(path, m.self.ID, m.self.Restart, m.Env.Run, f.Host, c, m.log)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return sw, err
+	}
+	if !farm.IsFarm(f.Dir) {
+		return nil, fmt.Errorf("%s is not a farm directory (FARM_DIR, which 'farm submit' sets): %w", f.Dir, err)
+	}
+	if err := f.EnsureDirs(); err != nil {
+		return nil, err
+	}
+	return status.CreateCap(path, m.self.ID, m.self.Restart, m.Env.Run, f.Host, c, m.log)
 }
 
 // close closes what open opened.

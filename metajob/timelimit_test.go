@@ -31,7 +31,7 @@ func limitRunners(t *testing.T) map[string]caseRunner {
 	if err := os.WriteFile(filepath.Join(dir, layout.SingleCase), []byte("#!/bin/bash\neval \"$COMM\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fr, err := newForkRunner(dir, bash, os.Environ(), &slowWriter{})
+	fr, err := newForkRunner(dir, bash, os.Environ(), &slowWriter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

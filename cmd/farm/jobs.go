@@ -68,7 +68,7 @@ func jobFarm(c *cli.Context) (*farm.Farm, backend.Backend, farm.JobEnv, error) {
 		dir = c.String("farm")
 	}
 	reg := registry(env.Getenv, c.App.ErrWriter)
-	f, err := farm.Open(dir, farm.Options{Out: c.App.Writer, Backends: reg})
+	f, err := farm.Open(dir, farm.Options{Out: c.App.Writer, Backends: reg, InJob: true})
 	if err != nil {
 		return nil, nil, env, err
 	}
