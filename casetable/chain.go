@@ -54,6 +54,7 @@ type chain struct {
 	sseg int64
 
 	top     int64 // the newest mark known (commit or void); -1: none
+	known   int64 // a generation known committed without a lookup (a lane's 0); -1: none
 	pending int64 // a commit whose mark was tried, outcome unknown (settle): its generation; -1: none
 
 	buried burial // the burying of old generations (decided)
@@ -86,17 +87,23 @@ func (c *chain) segFD(n int64, mk bool) (int, error) {
 		return c.sfd.Fd, nil
 	}
 	vfs.CloseFile(&c.sfd)
-	d, err := c.dirFD()
-	if err != nil {
-		return -1, err
-	}
-	op, f := "mkdir", (*vfs.File)(nil)
-	if mk {
-		err = c.fs.Mkdirat(d, segName(n), 0o755)
-	}
-	if err == nil || err == unix.EEXIST {
-		op = "open"
-		f, err = vfs.OpenDirAt(c.fs, d, segName(n))
+	op, f, err := "open", (*vfs.File)(nil), error(nil)
+	if c.dfd == nil && !mk && c.known >= 0 {
+		// A lane's, by its path: one call, where the chain's directory and
+		// then the segment would be two (the directory is opened when needed).
+		f, err = vfs.OpenDir(c.fs, c.segPath(n, ""))
+	} else {
+		var d int
+		if d, err = c.dirFD(); err != nil {
+			return -1, err
+		}
+		if op = "mkdir"; mk {
+			err = c.fs.Mkdirat(d, segName(n), 0o755)
+		}
+		if err == nil || err == unix.EEXIST {
+			op = "open"
+			f, err = vfs.OpenDirAt(c.fs, d, segName(n))
+		}
 	}
 	if err != nil {
 		if err != unix.ENOENT {
@@ -162,7 +169,7 @@ var chainRereads = 20
 
 // newChain returns the chain in directory dir; it does no I/O.
 func newChain(fsys vfs.FS, dir string) *chain {
-	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1, pending: -1}
+	return &chain{fs: fsys, dir: dir, self: newNonce(fsys), top: -1, known: -1, pending: -1}
 }
 
 // mkdirNew makes dir, a new name (a nonce): EEXIST is our own mkdir's, its request retried.
@@ -331,8 +338,11 @@ var errInconsistent = fsretry.Transient(errors.New("the claim state's marks look
 // then the one below, looked up first: it orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
 	// A gallop finds the newest in 2·log2(distance) lookups.
-	from = max(from, c.top)
+	from = max(from, c.top, c.known)
 	lo, loMark, hi := from, unmarked, int64(-1) // lo marked (or -1), hi not (or -1)
+	if lo >= 0 && lo == c.known {
+		loMark = committed
+	}
 	for g := from + near; from >= 0 && near >= 2 && g >= from+near-1; g-- {
 		m, err := c.marker(g)
 		if err != nil {

@@ -95,7 +95,9 @@ func (s *chainStore) open() error {
 	var ch *chain
 	var err error
 	if s.dir != "" {
+		// A lane of a set a record names: made whole, generation 0 committed, before.
 		ch = newChain(s.fs, s.dir)
+		ch.known = 0
 	} else if ch, _, _, err = openChain(s.fs, s.misc); err != nil {
 		return err
 	}

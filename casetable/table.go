@@ -81,6 +81,7 @@ var tableRecheck = 1500 * time.Millisecond
 // check opens st's table if needed and checks, once a claim, that it is the file the
 // run started with (same); a difference is looked at again, past attribute caches.
 func (s *tableCheck) check(st *State) error {
+	was := s.table
 	if err := s.open(st.Table, false); err != nil {
 		return err
 	}
@@ -88,7 +89,14 @@ func (s *tableCheck) check(st *State) error {
 	if st.TSize <= 0 || s.checked == id {
 		return nil // not recorded (a state 'farm repair' rebuilt), or checked
 	}
-	size, ino, err := s.stat(st.Table)
+	var size int64
+	var ino uint64
+	var err error
+	if s.table != was {
+		size, ino, err = s.table.ID() // opened just now: the file its path names
+	} else {
+		size, ino, err = s.stat(st.Table)
+	}
 	ok, err := s.same(st, size, ino, err)
 	if err == nil && !ok {
 		s.fs.Sleep(context.Background(), tableRecheck)
