@@ -30,6 +30,9 @@ type Store struct {
 	opened State
 	sets   []*laneSet
 	last   *laneSet
+
+	hint     *hinted // a start hint for the first claim (hint.go); nil: none, or used
+	hintMade string  // the hint of the run StartRun started last (Hint)
 }
 
 // Opts are who a store is and how it retries; its lanes' stores share them.
@@ -212,6 +215,9 @@ func (s *Store) pick(L *laneSet) int {
 // again if again or stale (one added first); a record of another run leaves none.
 func (s *Store) findSets(ctx context.Context, run int, again bool) error {
 	if s.opened.Run == run && !again && !s.stale() {
+		return nil
+	}
+	if !again && s.openHinted(run) {
 		return nil
 	}
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}

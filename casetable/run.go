@@ -36,6 +36,7 @@ func (spec RunSpec) moved(st State) bool {
 // StartRun makes spec's run the current one if the state is still at
 // generation spec.Base (CLAIMS.md, Start a run).
 func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
+	s.hintMade = ""
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	t, err := s.tableID(ctx, &r, spec.Table, false)
 	if err != nil {
@@ -76,6 +77,9 @@ func (s *Store) StartRun(ctx context.Context, spec RunSpec) error {
 	if errors.Is(err, ErrMoved) || err != nil && mutated("lanes-removed-after-undecided-start") {
 		// Not committed: nobody knows the sets (after another error they may be known).
 		removeSets(s.fs, s.misc, sets)
+	}
+	if err == nil {
+		s.hintMade = s.vouch() // won: its meta-jobs' start hint
 	}
 	return err
 }
