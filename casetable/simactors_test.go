@@ -52,6 +52,9 @@ func (c *simClaimer) main(p *sim.Proc) {
 	}
 	s := newSimStore(fsys, c.name, o.sc.retry)
 	defer s.Close()
+	if o.sc.hints {
+		s.UseHint(c.hint(fsys)) // good, forged, corrupted or none (simhint_test.go)
+	}
 	s.Note = func(token string, ids []int64, lost bool) error { // as metajob's rescue has them recorded
 		o.noted(c, token, ids, lost)
 		return nil
@@ -188,6 +191,7 @@ func (o *simOracle) resubmit(p *sim.Proc) {
 		}
 		return
 	}
+	o.hints[spec.Run] = s.Hint()
 	o.started(spec, ids, s.chainDir())
 }
 

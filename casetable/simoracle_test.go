@@ -48,6 +48,8 @@ type simOracle struct {
 	undecided int        // cases of noted claims ClaimWon could not decide (rescueNotes)
 	rescued   bool       // rescueNotes ran: atEnd counts missing cases against undecided
 
+	hints map[int]string // each run's start hint (Store.Hint), from the start that won
+
 	firstChainLost bool        // MISC/chain stayed empty (see commandFailed)
 	commands       []*sim.Proc // the commands that race the meta-jobs
 }
@@ -66,7 +68,8 @@ type simRun struct {
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
 		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{},
-		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}, inStart: map[*sim.Proc]bool{}}
+		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}, inStart: map[*sim.Proc]bool{},
+		hints: map[int]string{}}
 }
 
 // violate records the first violation; the world is not stopped (its
@@ -118,6 +121,7 @@ func (o *simOracle) submit(p *sim.Proc) {
 		}
 		return
 	}
+	o.hints[spec.Run] = s.Hint()
 	o.started(spec, o.master, s.chainDir())
 	for i := range o.sc.adds {
 		o.command("add"+strconv.Itoa(i+1), o.add)

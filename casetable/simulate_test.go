@@ -319,6 +319,7 @@ type scenario struct {
 	spare      int           // ... past the first spare of them (sim.Proc.AimAfter)
 	flaky      bool          // each run's first meta-job has its faults aimed at it
 	lease      leaseScenario // the lease's actors, in a world of their own (simlease_test.go)
+	hints      bool          // the meta-jobs start with start hints: good, forged, corrupted, none (simhint_test.go)
 }
 
 // aimed is p, a command's process, with the scenario's faults aimed at it.
@@ -332,7 +333,7 @@ func (sc scenario) aimed(p *sim.Proc) *sim.Proc {
 func (sc scenario) String() string {
 	return fmt.Sprintf("submits=%d cases=%d claimers=%d most=%d jobs=%d adds=%d first=%v resubmits=%d repairs=%d chase=%v together=%v slow=%g damage=%v interrupts=%v restarts=%d retry=%s reclaims=%d void-after=%s aim=%g focus=%v aim-start=%v aim-table=%v aim-gone=%v spare=%d flaky=%v faults={crash=%g freeze=%g lost=%g transient=%g outage=%g at-fault=%g until=%s}",
 		sc.submits, sc.cases, sc.claimers, sc.most, sc.jobs, sc.adds, sc.first, sc.resubmits, sc.repairs, sc.chase, sc.together, sc.slow, sc.damage, sc.interrupts, sc.restarts, sc.retry, sc.reclaims, sc.voidAfter, sc.aim, sc.focus, sc.aimStart, sc.aimTable, sc.aimGone, sc.spare, sc.flaky,
-		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until) + sc.lease.String()
+		sc.faults.Crash, sc.faults.Freeze, sc.faults.LostReply, sc.faults.Transient, sc.faults.Outage, sc.faults.OutageAtFault, sc.faults.Until) + sc.lease.String() + fmt.Sprintf(" hints=%v", sc.hints)
 }
 
 // drawScenario draws seed's scenario: a swarm, each seed its own mix of
@@ -396,6 +397,7 @@ func drawScenario(seed uint64) scenario {
 	}
 	sc.aimLooks(r)
 	sc.drawLease(r)
+	sc.hints = r.IntN(2) == 0 // drawn last: the draws before are as they were
 	return sc
 }
 
