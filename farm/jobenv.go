@@ -20,6 +20,10 @@ const (
 	// meta-job scales its idle looks by (metajob/idle.go), without reading
 	// the job records.
 	envRunJobs = "FARM_RUN_JOBS"
+	// envClaimHint is the run's start hint (casetable.Store.Hint), which
+	// spares a job's first claim the reading of the run record; set by
+	// the submit or resubmit that started the run, when it has one.
+	envClaimHint = "FARM_CLAIM_HINT"
 	// The -auto/final.sh job's only.
 	envAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
 	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
@@ -44,6 +48,10 @@ type JobEnv struct {
 	Backend string // FARM_BACKEND: the backend that runs the job
 	Bin     string // FARM_BIN: the farm executable, which the job scripts run
 	RunJobs int    // FARM_RUN_JOBS: the run's meta-jobs when it was submitted; 0 if not said
+
+	// ClaimHint is FARM_CLAIM_HINT: the run's start hint for the first
+	// claim (casetable.Store.UseHint), "" if none.
+	ClaimHint string
 
 	Auto     bool     // FARM_AUTO=1: the extra job resubmits what is left
 	AutoN    int      // FARM_AUTO_N: N for that resubmission
@@ -77,7 +85,7 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 		}
 	}
 	e := JobEnv{
-		Dir: m[envDir], Simple: m[envSimple] == "1", Backend: m[envBackend], Bin: m[envBin],
+		Dir: m[envDir], Simple: m[envSimple] == "1", Backend: m[envBackend], Bin: m[envBin], ClaimHint: m[envClaimHint],
 		Auto: m[envAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
 		Environ: environ, vars: m,
 	}
@@ -123,6 +131,9 @@ func (e JobEnv) farmVars() []string {
 	}
 	if e.RunJobs > 0 {
 		vars = append(vars, envRunJobs+"="+strconv.Itoa(e.RunJobs))
+	}
+	if e.ClaimHint != "" {
+		vars = append(vars, envClaimHint+"="+e.ClaimHint)
 	}
 	return vars
 }

@@ -69,3 +69,26 @@ func TestSubmitSaysTheRunsJobs(t *testing.T) {
 		t.Errorf("FARM_RUN_JOBS=many: %v, want an error naming it", err)
 	}
 }
+
+// TestSubmitGivesItsJobsTheStartHint: the jobs farm submit starts get the
+// run's start hint (FARM_CLAIM_HINT), which ParseJobEnv reads back and
+// with which a meta-job's store claims its first case.
+func TestSubmitGivesItsJobsTheStartHint(t *testing.T) {
+	ctx := context.Background()
+	b := &directiveBackend{}
+	f, _ := newTestFarm(t, "true\ntrue\ntrue\n", b)
+	if err := f.Submit(ctx, SubmitOptions{N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := ParseJobEnv(b.reqs[0].Env)
+	if err != nil || e.ClaimHint == "" || e.Run != 1 {
+		t.Fatalf("the job's environment %q: %+v, %v", b.reqs[0].Env, e, err)
+	}
+	s := f.Store()
+	defer s.Close()
+	s.UseHint(e.ClaimHint)
+	cases, err := s.Claim(ctx, 1, 1)
+	if err != nil || len(cases) != 1 || s.Last().Run != 1 || s.Last().Gen < 0 {
+		t.Fatalf("a claim with the hint: %v, %v; Last %+v", cases, err, s.Last())
+	}
+}

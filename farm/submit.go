@@ -387,9 +387,11 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if err := f.EnsureDirs(); err != nil {
 		return f.writeErr(err)
 	}
+	hint := ""
 	if nr.cases > 0 {
 		nr.jobs = count
-		if err := f.startRun(ctx, nr, simple); err != nil {
+		var err error
+		if hint, err = f.startRun(ctx, nr, simple); err != nil {
 			return err
 		}
 	}
@@ -402,7 +404,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if su.logLine != "" {
 		f.Log("%s", su.logLine)
 	}
-	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple, RunJobs: count + f.metaJobsOf(nr.run)}, opt.Environ)
+	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple, RunJobs: count + f.metaJobsOf(nr.run), ClaimHint: hint}, opt.Environ)
 	if err != nil {
 		return err
 	}
@@ -633,20 +635,21 @@ func (f *Farm) checkJobsMax(ctx context.Context, self string, count, extra int) 
 }
 
 // startRun makes the run nr the current run, if the claim state is still
-// at generation nr.base (casetable.Store.StartRun).
-func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) error {
+// at generation nr.base (casetable.Store.StartRun), and returns the start
+// hint for its jobs ("" if none).
+func (f *Farm) startRun(ctx context.Context, nr runSpec, simple bool) (string, error) {
 	store := f.Store()
 	defer store.Close()
 	store.Log = f.Out
 	err := store.StartRun(ctx, casetable.RunSpec{Base: nr.base, Chain: nr.chain, Run: nr.run, Table: nr.table, Simple: simple,
 		Cases: int64(nr.cases), MaxID: nr.maxID, Jobs: nr.jobs})
 	if errors.Is(err, casetable.ErrMoved) {
-		return errMovedUser
+		return "", errMovedUser
 	}
 	if err != nil {
-		return f.writeErr(stateErr(err))
+		return "", f.writeErr(stateErr(err))
 	}
-	return nil
+	return store.Hint(), nil
 }
 
 // errMovedUser is startRun's answer when the state moved on since its

@@ -43,6 +43,7 @@ func (m *Metajob) open(ctx context.Context) error {
 	}
 	m.store = f.Store()
 	m.store.Job, m.store.Log = m.self.ID, m.log
+	m.store.UseHint(m.Env.ClaimHint) // its first claim skips the run record's reading if vouched for
 	// A restarted job (same ID) writes a file of its own: its earlier
 	// incarnation may still be running on a node the batch system lost.
 	m.out = out
