@@ -67,6 +67,10 @@ import (
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
 //	FARM_SCALE_END_CASES cases of its run (2 batches a claimer)
+//	FARM_SCALE_HINT      0: the claimers start with no start hint (Store.UseHint); else
+//	                     with the run's, as farm submit gives its meta-jobs
+//	FARM_SCALE_SPREAD    claimers start at random moments over this (a work period);
+//	                     0: all at once (a Go duration)
 //
 // Claimers start at random moments over the first work period. Calls are
 // counted, and claims that end are counted, from the end of a warm-up (2
@@ -96,6 +100,8 @@ type scaleConfig struct {
 	chains    int           // independent farms the claimers are spread over (BenchmarkClaimScale)
 	lanes     int           // lanes of a farm's run; 0: as farm gives them (LanesFor its claimers)
 	look      time.Duration // a claimer's look at its run (Store.Look), as a meta-job's: every LookEvery
+	hint      bool          // the claimers start with the run's start hint (FARM_SCALE_HINT)
+	spread    time.Duration // the claimers start over this; -1: a work period (FARM_SCALE_SPREAD)
 }
 
 // lanesFor is the lanes of a farm that n claimers claim from.
@@ -119,6 +125,8 @@ func scaleSettings(b *testing.B) scaleConfig {
 		chains:    1,
 		look:      LookEvery,
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
+		hint:      os.Getenv("FARM_SCALE_HINT") != "0",
+		spread:    -1,
 	}
 	// Store.Ahead is off on the main chain by default in farm (on in
 	// lanes): the benchmark measures farm's default, and Ahead on the main
@@ -133,6 +141,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	dur("FARM_SCALE_WARMUP", &c.warm)
 	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
 	dur("FARM_SCALE_LOOK", &c.look)
+	dur("FARM_SCALE_SPREAD", &c.spread)
 	num("FARM_SCALE_BATCH", &c.batch)
 	num("FARM_SCALE_END_N", &c.endN)
 	num("FARM_SCALE_CHAINS", &c.chains)
@@ -213,8 +222,12 @@ func (c scaleConfig) String() string {
 	if c.ahead {
 		ahead = fmt.Sprintf("claims served from a queue refilled by batch × Ahead, Ahead on the main chain %t (FARM_CLAIM_AHEAD), always in lanes", aheadOn)
 	}
-	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, %s, %s, farms in %s, GOMAXPROCS %d%s",
-		c.latency, capa, c.batch, c.work, c.voidAfter, ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains)
+	spread := "over a work period"
+	if c.spread >= 0 {
+		spread = "over " + c.spread.String()
+	}
+	return fmt.Sprintf("latency %v a call, server capacity %s (FIFO), %d cases asked per claim, %v of work per batch, void after %v, %s, %s, farms in %s, GOMAXPROCS %d%s, start hints %t (FARM_SCALE_HINT), claimers started %s",
+		c.latency, capa, c.batch, c.work, c.voidAfter, ahead, lanes, c.dir, runtime.GOMAXPROCS(0), chains, c.hint, spread)
 }
 
 // The kinds of call (countingFS), in the order they are printed when tied.
@@ -393,7 +406,29 @@ func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	}); err != nil {
 		b.Fatal(err)
 	}
+	scaleHints.Store(dir, st.vouch()) // as StartRun does
 	return dir, func() { os.RemoveAll(dir) }
+}
+
+// scaleHints holds each farm's start hint, by its directory (scaleFarm).
+var scaleHints sync.Map
+
+// useHint gives st the start hint of the farm dir, if the claimers start with one.
+func (c scaleConfig) useHint(st *Store, dir string) {
+	if h, ok := scaleHints.Load(dir); ok && c.hint {
+		st.UseHint(h.(string))
+	}
+}
+
+// startDelay is when a claimer starts: at a random moment over the spread.
+func (c scaleConfig) startDelay(work time.Duration) time.Duration {
+	if c.spread >= 0 {
+		work = c.spread
+	}
+	if work <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(work)))
 }
 
 // checkFDs makes sure n claimers can have their descriptors open (a Store
@@ -641,7 +676,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	for i := range n {
 		r := &claimerRec{}
 		recs[i] = r
-		delay := time.Duration(rand.Int64N(int64(work)))
+		delay := c.startDelay(work)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -674,6 +709,7 @@ func (c scaleConfig) claimer(ctx context.Context, i int, dir string, r *claimerR
 	st := NewStore(dir, filepath.Join(dir, "MISC"))
 	st.Job = "bench." + strconv.Itoa(i)
 	st.Log = logs
+	c.useHint(st, dir)
 	defer st.Close()
 	time.Sleep(delay)
 	queued := 0          // cases claimed and not yet worked on
@@ -858,7 +894,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	for i := range n {
 		r := &claimerRec{}
 		recs[i] = r
-		delay := time.Duration(rand.Int64N(int64(work)))
+		delay := c.startDelay(work)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -911,6 +947,7 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 	st := NewStore(dir, filepath.Join(dir, "MISC"))
 	st.Job = "bench." + strconv.Itoa(i)
 	st.Log = logs
+	c.useHint(st, dir)
 	defer st.Close()
 	time.Sleep(delay)
 	ctx := context.Background()
@@ -1071,6 +1108,14 @@ func herdFigures(m *fsModel, recs []*claimerRec, t0 time.Time, capacity float64)
 	if span := last.Sub(t0).Seconds(); capacity > 0 && span > 0 {
 		busy = fmt.Sprintf("%.0f%%", 100*float64(total)/span/capacity)
 	}
-	return fmt.Sprintf("%d first claims ended %.1f s after the start; calls each until its first claim ended: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
-		len(per), last.Sub(t0).Seconds(), float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
+	var lat []time.Duration // each first claim's, from its start
+	for _, r := range recs {
+		if len(r.claims) > 0 {
+			lat = append(lat, r.claims[0].end.Sub(r.claims[0].start))
+		}
+	}
+	slices.Sort(lat)
+	return fmt.Sprintf("%d first claims ended %.1f s after the start, each p50 / p99 / max %s / %s / %s ms; calls each until its first claim ended: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
+		len(per), last.Sub(t0).Seconds(), ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
+		float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
 }
