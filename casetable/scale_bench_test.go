@@ -1115,7 +1115,17 @@ func herdFigures(m *fsModel, recs []*claimerRec, t0 time.Time, capacity float64)
 		}
 	}
 	slices.Sort(lat)
-	return fmt.Sprintf("%d first claims ended %.1f s after the start, each p50 / p99 / max %s / %s / %s ms; calls each until its first claim ended: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
+	cut := "" // calls are traced until the window opens
+	if last.After(m.from) {
+		n := 0
+		for _, r := range recs {
+			if len(r.claims) > 0 && r.claims[0].end.After(m.from) {
+				n++
+			}
+		}
+		cut = fmt.Sprintf(" (calls after the warm-up not traced: %d first claims ended past it; FARM_SCALE_WARMUP=30s counts them whole)", n)
+	}
+	return fmt.Sprintf("%d first claims ended %.1f s after the start, each p50 / p99 / max %s / %s / %s ms; calls each until its first claim ended%s: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
 		len(per), last.Sub(t0).Seconds(), ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-		float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
+		cut, float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
 }
