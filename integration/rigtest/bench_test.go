@@ -309,40 +309,22 @@ func runMany(tb testing.TB, dir string, jobs, cases int, timeout string) manyRun
 	firstOf := map[string]float64{} // job ID: its first case's start (Unix)
 	headers := 0
 	var lastEnds []float64 // each working meta-job's last case's end
-	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
-	for _, f := range files {
-		bs, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
+	for _, sf := range readStatusFiles(tb, dir) {
+		for _, host := range sf.hosts {
+			m.perHost[host]++
+			headers++
 		}
-		first, lastEnd, job := 0.0, 0.0, ""
-		for _, l := range strings.Split(string(bs), "\n") {
-			if host, ok := headerHost(l); ok {
-				m.perHost[host]++
-				headers++
-				job = headerField(l, "job")
-			}
-			f := strings.Fields(l)
-			if len(f) >= 5 && f[0] == "E" {
-				at, _ := strconv.ParseFloat(f[3], 64)
-				secs, _ := strconv.ParseFloat(f[4], 64)
-				m.caseSecs += secs
-				spans = append(spans, span{at - rec.First, secs})
-				lastEnd = max(lastEnd, at+secs)
-			}
-			if len(f) >= 3 && f[0] == "S" {
-				if at, _ := strconv.ParseFloat(f[2], 64); first == 0 || at < first {
-					first = at
-				}
-			}
+		m.caseSecs += sf.caseSecs
+		for _, sp := range sf.spans {
+			spans = append(spans, span{sp.start - rec.First, sp.secs})
 		}
-		if first != 0 {
+		if sf.first != 0 {
 			m.working++
-			m.firsts = append(m.firsts, first-rec.First)
-			lastEnds = append(lastEnds, lastEnd-rec.First)
-			m.lives += lastEnd - first
-			if job != "" {
-				firstOf[job] = first
+			m.firsts = append(m.firsts, sf.first-rec.First)
+			lastEnds = append(lastEnds, sf.lastEnd-rec.First)
+			m.lives += sf.lastEnd - sf.first
+			if sf.job != "" {
+				firstOf[sf.job] = sf.first
 			}
 		}
 	}
@@ -387,6 +369,52 @@ func checkManyExact(tb testing.TB, rec harness.Records, cases int) {
 	if len(rec.Starts) != cases || len(rec.Ends) != cases {
 		tb.Errorf("%d cases have a start record and %d an end record; want %d", len(rec.Starts), len(rec.Ends), cases)
 	}
+}
+
+// statusFile is what one status file of a farm (STATUSES/status.*) says
+// of its meta-job.
+type statusFile struct {
+	job      string   // its header's job= (the last header's)
+	hosts    []string // its headers' host=, one per header
+	first    float64  // its earliest case start (S records), Unix; 0: none
+	lastEnd  float64  // its latest case end (E records), Unix
+	caseSecs float64  // its E records' durations, summed
+	spans    []span   // its E records: start (Unix) and duration
+}
+
+// readStatusFiles reads every status file of the farm in dir.
+func readStatusFiles(tb testing.TB, dir string) []statusFile {
+	tb.Helper()
+	var out []statusFile
+	files, _ := filepath.Glob(filepath.Join(dir, "STATUSES", "status.*"))
+	for _, f := range files {
+		bs, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var sf statusFile
+		for _, l := range strings.Split(string(bs), "\n") {
+			if host, ok := headerHost(l); ok {
+				sf.hosts = append(sf.hosts, host)
+				sf.job = headerField(l, "job")
+			}
+			f := strings.Fields(l)
+			if len(f) >= 5 && f[0] == "E" {
+				at, _ := strconv.ParseFloat(f[3], 64)
+				secs, _ := strconv.ParseFloat(f[4], 64)
+				sf.caseSecs += secs
+				sf.spans = append(sf.spans, span{at, secs})
+				sf.lastEnd = max(sf.lastEnd, at+secs)
+			}
+			if len(f) >= 3 && f[0] == "S" {
+				if at, _ := strconv.ParseFloat(f[2], 64); sf.first == 0 || at < sf.first {
+					sf.first = at
+				}
+			}
+		}
+		out = append(out, sf)
+	}
+	return out
 }
 
 // span is a case's start (seconds from the farm's first case) and duration.
@@ -486,23 +514,33 @@ var fopLine = regexp.MustCompile(`^\s*[0-9.]+\s+[0-9.]+ [nu]s\s+[0-9.]+ [nu]s\s+
 // the number of calls of each file operation the first brick served.
 func brickFops(b *testing.B, vol string) map[string]int64 {
 	out := gluster(b, "volume", "profile", vol, "info", "cumulative")
+	fops := profileFops(out, func(i int, _ string) bool { return i == 0 })
+	if len(fops) == 0 {
+		b.Fatalf("no file operations in gluster volume profile %s info:\n%s", vol, out)
+	}
+	return fops
+}
+
+// profileFops sums, by file operation, the calls that the output of
+// 'gluster volume profile VOL info …' lists for the bricks keep accepts
+// (i counts the bricks from 0 in the order listed; brick is the brick's
+// "host:/path").
+func profileFops(out string, keep func(i int, brick string) bool) map[string]int64 {
 	fops := map[string]int64{}
-	bricks := 0
+	i, on := -1, false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "Brick:") {
-			bricks++
+		if brick, ok := strings.CutPrefix(strings.TrimSpace(line), "Brick:"); ok {
+			i++
+			on = keep(i, strings.TrimSpace(brick))
 			continue
 		}
 		// "      0.64 1394919.65 ns   70135.00 ns 12460394.00 ns   1255   LINK"
-		if m := fopLine.FindStringSubmatch(line); m != nil && bricks == 1 {
+		if m := fopLine.FindStringSubmatch(line); m != nil && on {
 			n, _ := strconv.ParseInt(m[1], 10, 64)
 			fops[m[2]] += n
 		}
-	}
-	if len(fops) == 0 {
-		b.Fatalf("no file operations in gluster volume profile %s info:\n%s", vol, out)
 	}
 	return fops
 }
