@@ -165,8 +165,15 @@ bench-scale:
 # minutes on a shared 2-core machine. The meta-jobs get
 # the environment: FARM_CLAIM_AHEAD=1 make bench-cluster. FARM_RIG_BENCH_*
 # choose the configurations (integration/rigtest/bench_test.go).
+# Then issue 39's thousand meta-jobs (BenchmarkRigThousand, thousand_test.go):
+# the memory a meta-job costs, and as many as fit with 20% of memory to
+# spare (at most 1,024) on the dht volume: a run of sleep cases, a minute
+# idle in WAIT_FOR_CASES, a minute of the warden's watch and a rescue;
+# FARM_RIG_THOUSAND_* choose. RIG_BENCH picks the benchmarks:
+# make bench-cluster RIG_BENCH=RigThousand runs that one alone.
+RIG_BENCH ?= Rig
 bench-cluster: build
-	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 ./integration/run-tests $(GO) test -run '^$$' -bench Rig -benchtime 1x -timeout 90m ./integration/rigtest/
+	FARM_SLURM_UP=0 FARM_SGE_UP=0 FARM_CHROMIUM_UP=0 ./integration/run-tests $(GO) test -run '^$$' -bench '$(RIG_BENCH)' -benchtime 1x -timeout 150m ./integration/rigtest/
 
 # The parsers of status records, table.dat lines and the config, fuzzed
 # for FUZZTIME each, in turn. 'go test' (make test, make unit) runs only
