@@ -269,6 +269,7 @@ func newThousandFarm(b *testing.B, c thousandCfg, name string, table func(local 
 // meanwhile, and then releases them together: it returns when it did.
 func (f thousandFarm) submit(b *testing.B, c thousandCfg, m *monitor, n int) (start, release time.Time) {
 	b.Helper()
+	resumeKillFailed(b)
 	makePartition(b, c, n, "DOWN")
 	m.snap()
 	start = time.Now()
@@ -308,12 +309,28 @@ func makePartition(b *testing.B, c thousandCfg, n int, state string) {
 // 2 minutes) until none is left.
 func cancelPartition(b *testing.B) {
 	exec.Command("scancel", "-p", thousandPart).Run()
+	defer resumeKillFailed(b)
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		if active, _, err := partitionJobs(); err == nil && active == 0 {
 			return
 		}
 	}
 	tlog(b, "jobs of partition %s still there 2 minutes after scancel", thousandPart)
+}
+
+// resumeKillFailed returns to service the rig's nodes that Slurm drained
+// because processes of a job outlived its kill by UnkillableStepTimeout
+// (60 s: "Kill task failed"), as a thousand jobs cancelled at once on
+// this machine's 2 cores can (their processes in FUSE calls), and says so.
+func resumeKillFailed(b *testing.B) {
+	out, _ := exec.Command("sinfo", "-h", "-R", "-p", thousandPart, "-o", "%N|%E").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		nodes, reason, ok := strings.Cut(l, "|")
+		if ok && strings.Contains(reason, "Kill task failed") {
+			tlog(b, "Slurm drained %s (%s): resumed", nodes, reason)
+			scontrol(b, "update", "NodeName="+nodes, "State=RESUME")
+		}
+	}
 }
 
 var terminal = map[string]bool{"COMPLETED": true, "CANCELLED": true, "FAILED": true, "TIMEOUT": true, "NODE_FAIL": true,
