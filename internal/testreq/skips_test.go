@@ -21,6 +21,7 @@ var allowedSkips = map[string]string{
 	"integration/ops_bench_test.go:BenchmarkClaimOps":                              "a benchmark (strace), which CI does not run",
 	"integration/idleops_bench_test.go:BenchmarkIdleOps":                           "a benchmark (strace), which CI does not run",
 	"integration/rigtest/bench_test.go:BenchmarkRigClaims":                         "a benchmark (the rig), which CI does not run",
+	"integration/rigtest/thousand_test.go:BenchmarkRigThousand":                    "a benchmark (the rig), which CI does not run",
 	"integration/rigtest/primitives_test.go:TestDHTPrimitivesMeasure":              "an opt-in measurement (FARM_RIG_PRIMITIVES=1)",
 	"casetable/simmutants_test.go:TestSimMutants":                                  "an opt-in run (make sim-mutants, SIM_MUTANTS=1: every past defect with the make-test budget, minutes); make test replays their catching seeds (TestSimRegressions)",
 }
