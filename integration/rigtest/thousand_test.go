@@ -35,7 +35,8 @@ import (
 //     The dearer of the two is the cost; FARM_RIG_THOUSAND_MEM_KB gives it
 //     instead (no probe). N is the most that fit with
 //     FARM_RIG_THOUSAND_SPARE_PCT (20) percent of MemTotal to spare in
-//     what is available then, at most FARM_RIG_THOUSAND_N (1024).
+//     what is available then, with their threads in 80% of pid_max, at
+//     most FARM_RIG_THOUSAND_N (1024).
 //   - run: N meta-jobs, FARM_RIG_THOUSAND_CASES_PER_JOB (3) cases each,
 //     sleeps of FARM_RIG_THOUSAND_SECS (20-60) seconds spread evenly,
 //     longest first. The jobs are submitted to the partition held DOWN
@@ -45,7 +46,8 @@ import (
 //     machine's disk) to its first case, p50/p99/max; the last case's end
 //     to the moment squeue has none of the jobs left (polled every second);
 //     every case exactly once, by the status records and by the cases' own
-//     record; the memory of the jobs again, once all run; and the bricks'
+//     record; the memory of the jobs again, once every farm process
+//     runs; and the bricks'
 //     operations (gluster volume profile info incremental, every
 //     FARM_RIG_THOUSAND_PROFILE_EVERY seconds (5), of the first brick of
 //     each replica set, summed) by kind, per second and per case, at
@@ -56,17 +58,20 @@ import (
 //   - idle: N meta-jobs with WAIT_FOR_CASES, a table of one case: once
 //     every job's output says it waits, the bricks' operations over
 //     FARM_RIG_THOUSAND_IDLE_SECS (60); then scancel.
-//   - warden: N meta-jobs, N cases of FARM_RIG_THOUSAND_WARDEN_CASE_SECS
-//     (900): once the run's warden is marked and the jobs that found no
-//     case have gone, the bricks' operations over
-//     FARM_RIG_THOUSAND_WATCH_SECS (60) while it watches; then one
-//     meta-job running a case is killed (SIGKILL to every process of its
-//     job but slurmstepd), and the operations from the kill until the
-//     rescued case has started (its S record why=rescue), and how long
-//     that took; then scancel.
+//   - warden: N meta-jobs, a case of 1 s and N-1 of
+//     FARM_RIG_THOUSAND_WARDEN_CASE_SECS (900): once the run's warden is
+//     marked and the jobs that found no case have gone, the bricks'
+//     operations over FARM_RIG_THOUSAND_WATCH_SECS (60) while it watches;
+//     then one meta-job running a case is killed (SIGKILL to every process
+//     of its job but slurmstepd), and the operations from the kill to 15 s
+//     after the rescue's mark, and how long the rescued case took to
+//     start (its S record from=status.JOBID); then scancel.
 //
 // FARM_RIG_THOUSAND_PHASES (run idle warden) chooses the parts after the
-// probe. A memory use over 80% of MemTotal cancels the jobs and fails.
+// probe. A memory use over 80% of MemTotal cancels the jobs and fails; a
+// run not over after FARM_RIG_THOUSAND_TIMEOUT_MIN (30) is cancelled and
+// reported as far as it went. Every figure goes to stderr and to the
+// rig's log/thousand.txt (go test keeps 10 lines of a benchmark's log).
 //
 //	make bench-cluster RIG_BENCH=RigThousand
 func BenchmarkRigThousand(b *testing.B) {
