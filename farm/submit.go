@@ -404,7 +404,7 @@ func (f *Farm) launch(ctx context.Context, su launchSetup, opt SubmitOptions, nr
 	if su.logLine != "" {
 		f.Log("%s", su.logLine)
 	}
-	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple, RunJobs: count + f.metaJobsOf(nr.run), ClaimHint: hint}, opt.Environ)
+	req, err := f.jobRequest(su.be, JobEnv{Run: nr.run, Simple: simple, RunJobs: count + f.MetaJobsOf(nr.run), ClaimHint: hint}, opt.Environ)
 	if err != nil {
 		return err
 	}
@@ -876,9 +876,10 @@ func (f *Farm) writeErr(err error) error {
 	return Userf("%v: farm writes in the farm directory %s; make it writable (chmod u+w), or copy the farm to a directory of yours", err, f.Dir)
 }
 
-// metaJobsOf is the number of meta-jobs the job records give run (0 if
-// they cannot be read): those a submission adds to an active run join them.
-func (f *Farm) metaJobsOf(run int) int {
+// MetaJobsOf is the number of meta-jobs the job records give run (0 if
+// they cannot be read): those a submission adds to an active run join them;
+// a meta-job that was not told (FARM_RUN_JOBS) counts its run's with it.
+func (f *Farm) MetaJobsOf(run int) int {
 	recs, _ := f.Jobs()
 	n := 0
 	for _, r := range recs {

@@ -51,14 +51,7 @@ func (m *Metajob) runSize() int {
 	if n := m.Env.RunJobs; n > 0 {
 		return n
 	}
-	n := 1
-	if recs, err := m.Farm.Jobs(); err == nil {
-		for _, rec := range recs {
-			if rec.Run == m.Env.Run && rec.Kind == "meta" && rec.ID != m.self.ID {
-				n++
-			}
-		}
-	}
+	n := max(m.Farm.MetaJobsOf(m.Env.Run), 1)
 	m.jobsInRun.Store(int64(n))
 	return n
 }

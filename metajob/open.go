@@ -76,7 +76,7 @@ func (m *Metajob) createStatus(c status.Capacity) (*status.Writer, error) {
 		return sw, err
 	}
 	if !farm.IsFarm(f.Dir) {
-		return nil, fmt.Errorf("%s is not a farm directory (FARM_DIR, which 'farm submit' sets): %w", f.Dir, err)
+		return nil, fmt.Errorf("%s, where FARM_DIR says the farm is, is not a farm directory (%w): submit the farm's jobs with 'farm submit' from its directory, which sets FARM_DIR", f.Dir, err)
 	}
 	if err := f.EnsureDirs(); err != nil {
 		return nil, err
