@@ -364,6 +364,18 @@ func (c *client) Getdents(fd int) ([]string, error) {
 	return names, errOf(err)
 }
 
+// GetdentsTyped is Getdents with each name's type, as Linux's d_type.
+func (c *client) GetdentsTyped(fd int) ([]vfs.Dirent, error) {
+	f := c.begin(opGetdents)
+	var ents []vfs.Dirent
+	err := f.err
+	if !f.early() {
+		ents, err = c.getdentsTyped(fd)
+	}
+	c.end(event{op: opGetdents, a: int64(fd), r: int64(len(ents)), err: err}, f)
+	return ents, errOf(err)
+}
+
 // Now is the virtual time.
 func (c *client) Now() time.Time { return Epoch.Add(c.w.now) }
 

@@ -3,6 +3,9 @@ package sim
 import (
 	"path"
 	"slices"
+	"strings"
+
+	"github.com/farm-hpc/farm/vfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -561,6 +564,16 @@ func (c *client) lose(fd int) {
 }
 
 func (c *client) getdents(fd int) ([]string, unix.Errno) {
+	ents, err := c.getdentsTyped(fd)
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+	}
+	return names, err
+}
+
+// getdentsTyped lists a directory with each name's type (d_type).
+func (c *client) getdentsTyped(fd int) ([]vfs.Dirent, unix.Errno) {
 	f, err := c.file(fd)
 	switch {
 	case err != 0:
@@ -571,10 +584,10 @@ func (c *client) getdents(fd int) ([]string, unix.Errno) {
 		return nil, unix.ENOTDIR
 	}
 	c.sync(f.ino)
-	names := make([]string, 0, len(f.ino.ents))
-	for name := range f.ino.ents {
-		names = append(names, name)
+	ents := make([]vfs.Dirent, 0, len(f.ino.ents))
+	for name, e := range f.ino.ents {
+		ents = append(ents, vfs.Dirent{Name: name, Type: uint8((e.ino.mode & unix.S_IFMT) >> 12)})
 	}
-	slices.Sort(names)
-	return names, 0
+	slices.SortFunc(ents, func(a, b vfs.Dirent) int { return strings.Compare(a.Name, b.Name) })
+	return ents, 0
 }

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -91,6 +92,39 @@ func (OS) Getdents(fd int) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// GetdentsTyped lists the directory open as fd with each name's type, as
+// the filesystem says it (DT_UNKNOWN where it does not).
+func (OS) GetdentsTyped(fd int) ([]Dirent, error) {
+	var ents []Dirent
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return ents, nil
+		}
+		for b := buf[:n]; len(b) >= 19; { // struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if s := string(name); s != "." && s != ".." {
+				ents = append(ents, Dirent{Name: s, Type: b[18]})
+			}
+			b = b[reclen:]
+		}
 	}
 }
 

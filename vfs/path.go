@@ -130,6 +130,40 @@ func ReadDirNames(fsys FS, path string) ([]string, error) {
 	return names, pathErr("readdirent", path, err)
 }
 
+// A Dirent is a name a directory's listing gave, with its type (unix.DT_*;
+// DT_UNKNOWN if the listing did not say it).
+type Dirent struct {
+	Name string
+	Type uint8
+}
+
+// TypedLister is an FS whose listings say each name's type (getdents(2)'s d_type).
+type TypedLister interface {
+	GetdentsTyped(fd int) ([]Dirent, error)
+}
+
+// ReadDirTyped lists the names in the directory path with their types: DT_UNKNOWN
+// for all if fsys does not say them. A name's type is its, if it is said: a
+// listing may lack names made since (a client's cache), never a wrong type.
+func ReadDirTyped(fsys FS, path string) ([]Dirent, error) {
+	tl, ok := fsys.(TypedLister)
+	if !ok {
+		names, err := ReadDirNames(fsys, path)
+		ents := make([]Dirent, len(names))
+		for i, n := range names {
+			ents[i] = Dirent{Name: n, Type: unix.DT_UNKNOWN}
+		}
+		return ents, err
+	}
+	fd, err := fsys.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, pathErr("open", path, err)
+	}
+	defer fsys.Close(fd)
+	ents, err := tl.GetdentsTyped(fd)
+	return ents, pathErr("readdirent", path, err)
+}
+
 // Stat is lstat(2) of path (a symbolic link is not followed).
 func Stat(fsys FS, path string) (unix.Stat_t, error) {
 	var st unix.Stat_t
