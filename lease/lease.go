@@ -73,7 +73,7 @@ func Fenced(now, marked time.Time, every time.Duration) bool {
 
 // IdleBudget is the metadata operations a second that a run's idle
 // meta-jobs' probes cost in all, whatever their number.
-const IdleBudget = 40
+const IdleBudget = 20
 
 // IdleEvery is how long an idle meta-job of a run of jobs meta-jobs waits
 // between its probes, each costing calls operations: every, or longer
