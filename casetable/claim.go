@@ -96,7 +96,7 @@ func (s *Store) ClaimedInRun() int64 {
 		if L.end {
 			n += L.set.Cases
 		} else if ls := L.stores[L.home]; ls != nil {
-			n += ls.cur.Claimed * int64(L.x.lanes)
+			n += ls.cur.Claimed*int64(L.x.stride()) + L.x.tickets
 		}
 	}
 	return n
@@ -193,9 +193,12 @@ func (s *Store) pick(L *laneSet) int {
 	}
 	var left []int
 	for l, ex := range L.exhausted {
-		if !ex {
+		if !ex && !L.x.sweep(l) {
 			left = append(left, l)
 		}
+	}
+	if sw := L.x.lanes - 1; len(left) == 0 && L.x.sweep(sw) && !L.exhausted[sw] {
+		left = []int{sw} // the tickets' sweep, once the other lanes are exhausted
 	}
 	if len(left) == 0 {
 		L.end = true
@@ -275,6 +278,12 @@ func closeSetsBut(sets, keep []*laneSet) {
 
 // claimLanes is a claim in the set L of run, in the lane pick says.
 func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]tablefmt.Case, error) {
+	if L.x.tickets > 0 && !L.ticketTried && !L.end {
+		if cases, err := s.claimTicket(ctx, L); err != nil || len(cases) > 0 {
+			s.last = L
+			return cases, err
+		}
+	}
 	for {
 		l := s.pick(L)
 		if l < 0 {
@@ -297,9 +306,12 @@ func (s *Store) claimLanes(ctx context.Context, L *laneSet, run, most int) ([]ta
 		}
 		if exhausted {
 			L.exhausted[l] = true
-			if len(cases) > 0 && L.x.lanes > 1 { // its x.ℓ mark, for the others (best effort)
+			if (len(cases) > 0 || L.x.sweep(l)) && L.x.lanes > 1 { // its x.ℓ mark, for the others (best effort)
 				s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(L.dir, "x."+strconv.Itoa(l)), unix.S_IFREG|0o644)
 			}
+		}
+		if len(cases) == 0 && !exhausted && L.x.sweep(l) {
+			continue // the sweep passed tickets their owners claimed: on
 		}
 		if len(cases) > 0 || !exhausted {
 			s.last = L
@@ -314,8 +326,12 @@ func (s *Store) ClaimWon(ctx context.Context, token string) (won bool, err error
 	dir, rest, ok1 := strings.Cut(token, "@")
 	gen, nonce, ok2 := strings.Cut(rest, "#")
 	n, err := strconv.ParseInt(gen, 10, 64)
-	if !ok1 || !ok2 || err != nil || n < 1 || !filepath.IsLocal(dir) || !strings.HasPrefix(dir, "lanes.") {
+	_, ticket := ticketDirOf(filepath.Base(dir))
+	if !ok1 || !ok2 || err != nil || n < 1 && !ticket || n < 0 || !filepath.IsLocal(dir) || !strings.HasPrefix(dir, "lanes.") {
 		return false, fmt.Errorf("not a claim's token: %.80q", token)
+	}
+	if ticket && nonce == "ticket" {
+		return s.ticketWon(ctx, dir, n)
 	}
 	c := newChain(s.fs, filepath.Join(s.misc, dir))
 	defer c.close()

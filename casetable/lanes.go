@@ -44,19 +44,52 @@ func LanesFor(jobs int) int {
 
 // laneIndex is a run's block index.
 type laneIndex struct {
-	lanes   int
+	lanes   int     // the set's lanes, its sweep lane among them (ticket.go)
 	block   int64   // cases per block
 	cases   int64   // cases of the run's table
 	starts  []int64 // per block, the byte offset of its first case
 	jobs    int     // the meta-jobs the run was started for; 0: not known
 	lines   []int64 // per block, the lines of the table before it
 	nblocks int64   // the header's count: known to a header-only reading
+
+	// Start tickets (ticket.go): the first tickets cases, one a ticket, in
+	// the first tickets/block blocks; 0: none. The table as the set was
+	// made over it, for a ticket's claim to check.
+	tickets int64
+	tsize   int64
+	tino    uint64
+	tfp     string
+}
+
+// tblocks is how many blocks the tickets take, first in the table.
+func (x *laneIndex) tblocks() int64 { return x.tickets / x.block }
+
+// stride is how many lanes share the blocks after the tickets': all but the sweep lane.
+func (x *laneIndex) stride() int {
+	if x.tickets > 0 {
+		return x.lanes - 1
+	}
+	return x.lanes
+}
+
+// sweep reports whether lane l is the set's sweep lane: its last, if it has tickets.
+func (x *laneIndex) sweep(l int) bool { return x.tickets > 0 && l == x.lanes-1 }
+
+// span is lane l's blocks: from first, every step, before limit. The sweep
+// lane's are the tickets' blocks, in order; lane ℓ of the others owns
+// the blocks after them ℓ, ℓ+S, ℓ+2S, ….
+func (x *laneIndex) span(l int) (first, step, limit int64) {
+	if x.sweep(l) {
+		return 0, 1, x.tblocks()
+	}
+	return x.tblocks() + int64(l), int64(x.stride()), x.nblocks
 }
 
 // laneCases is how many cases lane l's blocks hold.
 func (x *laneIndex) laneCases(l int) int64 {
 	var n int64
-	for b := int64(l); b < x.nblocks; b += int64(x.lanes) {
+	first, step, limit := x.span(l)
+	for b := first; b < limit; b += step {
 		n += min(x.block, x.cases-b*x.block)
 	}
 	return n
@@ -74,7 +107,7 @@ func (x *laneIndex) firstShare(l int) int {
 	}
 	per := int64(jobsPerLane)
 	if x.jobs > 0 {
-		per = int64((x.jobs + x.lanes - 1) / x.lanes) // at least 1
+		per = int64((x.jobs + x.stride() - 1) / x.stride()) // at least 1
 	}
 	return int(min(max(x.laneCases(l)/(2*per), 1), maxFirstShare))
 }
@@ -92,6 +125,12 @@ func (x *laneIndex) marshal() []byte {
 	h = kv.AppendInt(h, "cases", x.cases)
 	if x.jobs > 0 {
 		h = kv.AppendInt(h, "jobs", int64(x.jobs))
+	}
+	if x.tickets > 0 {
+		h = kv.AppendInt(h, "tickets", x.tickets)
+		h = kv.AppendInt(h, "tsize", x.tsize)
+		h = kv.AppendUint(h, "tino", x.tino)
+		h = kv.Append(h, "tfp", recordValue(x.tfp, " \n"))
 	}
 	h = append(h, '\n')
 	for i := range x.starts {
@@ -121,13 +160,24 @@ func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 			x.cases = r.Int()
 		case "jobs":
 			x.jobs = max(r.Atoi(), 0)
+		case "tickets":
+			x.tickets = r.Int()
+		case "tsize":
+			x.tsize = r.Int()
+		case "tino":
+			x.tino = r.Uint()
+		case "tfp":
+			if v := r.Value(); v != "-" {
+				x.tfp = v
+			}
 		}
 	}
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	if x.lanes < 1 || x.block < 1 || x.nblocks < 0 || x.cases < 0 ||
-		x.nblocks != (x.cases+x.block-1)/x.block || int64(x.lanes) > max(x.nblocks, 1) {
+		x.nblocks != (x.cases+x.block-1)/x.block || int64(x.stride()) > max(x.nblocks-x.tblocks(), 1) ||
+		x.tickets < 0 || x.tickets%x.block != 0 || x.tickets > 0 && (x.lanes < 2 || x.tblocks() >= x.nblocks) {
 		return nil, fmt.Errorf("bad header %q", head)
 	}
 	if headOnly {
@@ -180,8 +230,14 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 		if err != nil {
 			return Set{}, passing(fsys, path, err)
 		}
-		x = &laneIndex{lanes: max(min(lanes, len(b.Starts)), 1), block: b.Size, cases: b.Cases,
-			starts: b.Starts, lines: b.Lines, nblocks: int64(len(b.Starts))}
+		nb := int64(len(b.Starts))
+		tb := ticketBlocks(jobs, b.Size, nb)
+		x = &laneIndex{lanes: int(max(min(int64(lanes), nb-tb), 1)), block: b.Size, cases: b.Cases,
+			starts: b.Starts, lines: b.Lines, nblocks: nb}
+		if tb > 0 {
+			x.lanes++ // the sweep lane
+			x.tickets, x.tsize, x.tino, x.tfp = tb*b.Size, t.TSize, t.TIno, t.TFP
+		}
 	}
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))
@@ -197,16 +253,22 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 		return fail(err)
 	}
 	for l := 0; l < x.lanes; l++ {
+		first, _, _ := x.span(l)
 		ls := State{Run: run, Table: t.Table, TSize: t.TSize, TIno: t.TIno, TFP: t.TFP,
-			Cases: x.laneCases(l), InLane: true, Lane: l, Block: int64(l)}
-		if int64(l) < x.nblocks {
-			ls.Offset, ls.Lines = x.starts[l], x.lines[l]
+			Cases: x.laneCases(l), InLane: true, Lane: l, Block: first}
+		if first < x.nblocks {
+			ls.Offset, ls.Lines = x.starts[first], x.lines[first]
 		}
 		c, err := makeChain(fsys, filepath.Join(ldir, strconv.Itoa(l)), func(nonce string) []byte {
 			return ls.marshal(nil, 0, commitInfo{by: "launch", nonce: nonce})
 		})
 		c.close()
 		if err != nil {
+			return fail(err)
+		}
+	}
+	if x.tickets > 0 {
+		if err := mkdirNew(fsys, filepath.Join(ldir, ticketDir(x.tickets))); err != nil {
 			return fail(err)
 		}
 	}
@@ -226,6 +288,9 @@ func removeSets(fsys vfs.FS, misc string, sets []Set) {
 func (s *Store) closeSets(ctx context.Context, st State) error {
 	r := fsretry.Retrier{Limit: s.Retry, Log: s.log(), Clock: s.fs}
 	for _, t := range st.Sets {
+		if err := s.closeTickets(ctx, &r, st.Run, t); err != nil {
+			return fmt.Errorf("closing the start tickets of run %d's set %s: %w", st.Run, t.Dir, err)
+		}
 		for l := 0; l < t.Lanes; l++ {
 			dir := filepath.Join(s.misc, t.Dir, strconv.Itoa(l))
 			if err := r.Do(ctx, func() error {
@@ -248,7 +313,8 @@ func (s *Store) closeAllLanes(ctx context.Context, r *fsretry.Retrier, upTo int)
 		return ok && (upTo < 1 || err != nil || n <= upTo) // not a later run's, started since the reading
 	}, func(name string) bool {
 		_, err := strconv.Atoi(name)
-		return err == nil
+		_, tickets := ticketDirOf(name)
+		return err == nil || tickets
 	})
 	return err
 }
@@ -269,6 +335,9 @@ type laneSet struct {
 	home      int           // the lane claimed in last
 	end       bool          // every lane is exhausted
 	damage    *DamageError  // a lane found damaged, passed (Store.claimLanes)
+
+	ticketTried bool        // its start ticket was tried (ticket.go)
+	tab         *tableCheck // the ticket's table check
 }
 
 // close releases the lanes' stores.
@@ -301,7 +370,7 @@ func (s *Store) openSet(run int, t Set, head bool) (*laneSet, error) {
 		return nil, &DamageError{Path: index, Why: err.Error()}
 	}
 	return &laneSet{set: t, dir: dir, x: x, stores: make([]*chainStore, x.lanes),
-		exhausted: make([]bool, x.lanes), home: homeLane(s.fs, s.Job, x.lanes)}, nil
+		exhausted: make([]bool, x.lanes), home: homeLane(s.fs, s.Job, x.stride())}, nil
 }
 
 // readIndex reads a lane index whole. Written once, by rename, it never
@@ -372,7 +441,8 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 		if !st.InLane || st.Lane < 0 || st.Lane >= L.x.lanes {
 			return &DamageError{Path: ls.dir, Why: "not a lane's generation"}
 		}
-		if st.Run != run || st.Block >= L.x.nblocks {
+		_, _, limit := L.x.span(l)
+		if st.Run != run || st.Block >= limit {
 			exhausted = true
 			return errNoCommit
 		}
@@ -386,14 +456,16 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 				WasSize: st.TSize, MidLine: st.Offset}
 		}
 		var err error
+		was := st.Block
 		cases, err = ls.readLane(L, st, ls.share(most, st.Cases-st.Claimed), cases)
-		exhausted = st.Block >= L.x.nblocks
-		if err != nil || len(cases) == 0 {
-			return cmp.Or(err, errNoCommit)
+		exhausted = st.Block >= limit
+		if err != nil || len(cases) == 0 && (!L.x.sweep(l) || st.Block == was) {
+			return cmp.Or(err, errNoCommit) // the sweep commits its cursor's move, cases or none
 		}
 		st.Claimed += int64(len(cases))
-		ci = commitInfo{first: cases[0].ID, n: len(cases)}
+		ci = commitInfo{n: len(cases)}
 		for _, c := range cases {
+			ci.first = cmp.Or(ci.first, c.ID)
 			ci.ids = append(ci.ids, c.ID)
 		}
 		return nil
@@ -405,13 +477,32 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.Case) ([]tablefmt.Case, error) {
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines
+	_, step, limit := x.span(st.Lane)
+	sweep := x.sweep(st.Lane)
+	k, calls := 0, 0 // the sweep's: the next case's place in block b, its calls on tickets
+	var marks map[int64]uint8
+	if sweep { // a listing spares the calls on the marks it gives with their type
+		var err error
+		if marks, err = L.listTickets(ls.fs); err != nil {
+			return cases, err
+		}
+	}
 	next := func() { // to the lane's next block
-		b += int64(x.lanes)
-		if b < x.nblocks {
+		b, k = b+step, 0
+		if b < limit {
 			off, lines = x.starts[b], x.lines[b]
 		}
 	}
-	for b < x.nblocks {
+	if sweep && b < limit && off > x.starts[b] { // the cursor's place in its block
+		for o := x.starts[b]; o < off; k++ {
+			_, after, _, ok, err := ls.tab.rd.Case(o, st.TSize)
+			if err != nil || !ok {
+				return cases, cmp.Or(err, error(&DamageError{Path: filepath.Join(L.dir, "index"), Why: "a sweep's cursor past its block"}))
+			}
+			o = after
+		}
+	}
+	for b < limit {
 		end := st.TSize // past block b: the next block's start, or the table's end
 		if b+1 < x.nblocks {
 			end = x.starts[b+1]
@@ -420,7 +511,7 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			next()
 			continue
 		}
-		if len(cases) >= lim {
+		if len(cases) >= lim || sweep && k == 0 && calls >= sweepVoids {
 			break // the cursor at the next case
 		}
 		c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
@@ -436,6 +527,17 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			continue
 		}
 		off, lines = after, lines+n
+		if sweep { // ticket b×block+k's case, if its owner has not claimed it
+			void, called, err := L.voidTicket(ls.fs, marks, b*x.block+int64(k))
+			if k++; called {
+				calls++
+			}
+			if err != nil {
+				return cases, err
+			} else if !void {
+				continue
+			}
+		}
 		c.Line, c.Table = lines, st.Table
 		cases = append(cases, c)
 	}
@@ -476,6 +578,13 @@ func (s *Store) readLanes(st State) (State, error) {
 				return st, err
 			default:
 				st.Claimed += ls.cur.Claimed
+			}
+			if L.x.sweep(l) && err == nil { // the tickets their owners claimed
+				n, err := L.ticketsClaimed(s.fs)
+				if err != nil {
+					return st, err
+				}
+				st.Claimed += n
 			}
 		}
 	}

@@ -536,6 +536,8 @@ func TestHomeLanesAreEven(t *testing.T) {
 // chain; the claims after it take what they ask.
 func TestFirstBatchIsAFairShareOfTheLane(t *testing.T) {
 	ctx := context.Background()
+	defer func(on bool) { ticketsOn = on }(ticketsOn)
+	ticketsOn = false // a first claim is a ticket's otherwise (TestStartTickets)
 	for _, c := range []struct {
 		cases, lanes, jobs, want int
 	}{

@@ -344,6 +344,12 @@ func (s *Store) closeIn(ctx context.Context, r *fsretry.Retrier, dir string, pic
 				return last, err
 			}
 		default:
+			if tickets, ok := ticketDirOf(name); ok {
+				if err = voidTickets(ctx, r, s.fs, path, tickets); err != nil {
+					return last, fmt.Errorf("closing the start tickets %s: %w", path, err)
+				}
+				continue
+			}
 			if err = r.Do(ctx, func() (err error) {
 				st, err := vfs.Stat(s.fs, path) // gone since the listing: closed enough
 				if removed, err := goneOr(s.fs, path, err); removed || err != nil || !vfs.IsDir(&st) {

@@ -67,6 +67,8 @@ import (
 //	FARM_SCALE_DIR       where the farms are made (/dev/shm if writable, else the test's temp dir)
 //	FARM_SCALE_END_N     claimers of BenchmarkClaimScaleEnd (256)
 //	FARM_SCALE_END_CASES cases of its run (2 batches a claimer)
+//	FARM_CLAIM_TICKETS   0: the run's set has no start tickets (farm's own switch,
+//	                     ticket.go); else a set made for N claimers has them
 //	FARM_SCALE_HINT      0: the claimers start with no start hint (Store.UseHint); else
 //	                     with the run's, as farm submit gives its meta-jobs
 //	FARM_SCALE_SPREAD    claimers start at random moments over this (a work period);
@@ -364,7 +366,7 @@ func goid() uint64 {
 // on a private copy of a table of n cases (as farm submit starts it:
 // tableIDOn recorded, the cursor at 0). It returns the farm
 // directory and a function that removes it.
-func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
+func scaleFarm(b *testing.B, base string, n, lanes, jobs int) (string, func()) {
 	b.Helper()
 	dir, err := os.MkdirTemp(base, "farm-scale-")
 	if err != nil {
@@ -394,7 +396,7 @@ func scaleFarm(b *testing.B, base string, n, lanes int) (string, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	set, err := makeSet(vfs.OS{}, dir, misc, 1, State{Table: table, TSize: size, TIno: ino, TFP: fp}, int64(n), lanes, 0)
+	set, err := makeSet(vfs.OS{}, dir, misc, 1, State{Table: table, TSize: size, TIno: ino, TFP: fp}, int64(n), lanes, jobs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -650,7 +652,7 @@ func claimScale(b *testing.B, c scaleConfig, n int) {
 	// spread over that many chains, sharing one server, could give.
 	dirs := make([]string, c.chains)
 	for l := range dirs {
-		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000, c.lanesFor((n+c.chains-1)/c.chains))
+		d, cleanup := scaleFarm(b, c.dir, int(cases)/c.chains+1000, c.lanesFor((n+c.chains-1)/c.chains), (n+c.chains-1)/c.chains)
 		defer cleanup()
 		dirs[l] = d
 	}
@@ -877,7 +879,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 		cases = c.endCases
 	}
 	fmt.Printf("\nBenchmarkClaimScaleEnd: %v; %d claimers, %d cases\n", c, n, cases)
-	dir, cleanup := scaleFarm(b, c.dir, cases, c.lanesFor(n))
+	dir, cleanup := scaleFarm(b, c.dir, cases, c.lanesFor(n), n)
 	defer cleanup()
 
 	model := newFSModel(c)

@@ -73,6 +73,7 @@ func (c *simClaimer) main(p *sim.Proc) {
 		if most >= 1 {
 			c.inClaim = most
 		}
+		begun := o.w.Now()
 		cases, err := s.Claim(ctx, c.run, most)
 		if err != nil && transientOrGaveUp(err) && reclaims > 0 {
 			// The same store claims again, after a while: what it
@@ -93,7 +94,7 @@ func (c *simClaimer) main(p *sim.Proc) {
 			}
 			return
 		}
-		o.claimedBy(c.run, c.name, cases)
+		o.claimedBy(c.run, c.name, cases, begun)
 		if n := o.lastNote(c.name); n != nil && n.state == noteOpen && slices.Equal(n.ids, caseIDs(cases)) {
 			n.state = noteWon // handed its cases: its commit won
 		}
@@ -462,7 +463,7 @@ func (o *simOracle) rescueNotes(p *sim.Proc) {
 		case n.state != noteOpen && won != (n.state == noteWon):
 			o.violate("ClaimWon(%s) = %v, but %s's claim of %v was %s", n.token, won, n.who, n.ids, noteStates[n.state])
 		case won && n.state == noteOpen:
-			o.claimedBy(n.run, n.who+" (rescued)", idCases(n.ids))
+			o.claimedBy(n.run, n.who+" (rescued)", idCases(n.ids), time.Time{})
 		}
 	}
 }

@@ -32,6 +32,7 @@ type simOracle struct {
 	maybe    map[int64]bool             // IDs an add may have queued (its commit undecided)
 	done     map[int64]bool             // cases run to their end (what a resubmit leaves out)
 	starts   map[string]int             // runs started, by the chain and generation they were decided on
+	overtook map[int]time.Time          // per run, when a later one's start was seen committed
 	closed   map[int]bool               // runs whose lanes a command may have closed (closeRun)
 	ctxs     map[string]context.Context // the commands' contexts, by process name (interruptible)
 	onRetry  map[string]func()          // what a command's retries do, by process name (interruptible)
@@ -67,7 +68,7 @@ type simRun struct {
 
 func newSimOracle(w *sim.World, sc scenario) *simOracle {
 	return &simOracle{w: w, sc: sc, runs: map[int]*simRun{}, maybe: map[int64]bool{},
-		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{},
+		done: map[int64]bool{}, starts: map[string]int{}, claimers: map[*sim.Proc]*simClaimer{}, closed: map[int]bool{}, replaces: map[*sim.Proc]bool{}, overtook: map[int]time.Time{},
 		restarts: sc.restarts, ctxs: map[string]context.Context{}, onRetry: map[string]func(){}, retrying: map[string]bool{}, inStart: map[*sim.Proc]bool{},
 		hints: map[int]string{}}
 }
@@ -281,6 +282,11 @@ func (o *simOracle) started(spec RunSpec, ids []int64, chain string) {
 	}
 	o.runs[spec.Run] = r
 	o.lastRun = max(o.lastRun, spec.Run)
+	for n := 1; n < spec.Run; n++ {
+		if _, ok := o.overtook[n]; !ok {
+			o.overtook[n] = o.w.Now()
+		}
+	}
 	for i := range o.sc.claimers {
 		o.startClaimer(spec.Run, fmt.Sprintf("job%d.%d", spec.Run, i+1), false)
 	}
@@ -321,9 +327,13 @@ func (o *simOracle) crashed(p *sim.Proc) {
 	}
 }
 
-// claimedBy records the cases a claimer of run was handed, and checks
-// that each is one of the run's and was not handed out in it before.
-func (o *simOracle) claimedBy(run int, who string, cases []tablefmt.Case) {
+// claimedBy records the cases a claimer of run was handed by a claim begun
+// at begun, and checks that each is one of the run's and was not handed out
+// in it before, and that the claim did not begin after a later run started.
+func (o *simOracle) claimedBy(run int, who string, cases []tablefmt.Case, begun time.Time) {
+	if t, ok := o.overtook[run]; ok && begun.After(t) && len(cases) > 0 {
+		o.violate("%s was handed %d cases of run %d by a claim begun after run %d started (one run at a time)", who, len(cases), run, run+1)
+	}
 	r := o.runs[run]
 	for _, c := range cases {
 		if !r.ids[c.ID] && !o.maybe[c.ID] {

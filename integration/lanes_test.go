@@ -105,7 +105,8 @@ func queryJSON(t *testing.T, dir string) (q struct {
 }
 
 // A run started for 16 meta-jobs gets 2 lanes with no setting
-// (casetable.LanesFor), and its cases run exactly once.
+// (casetable.LanesFor), 16 start tickets and the lane that sweeps them
+// (casetable/ticket.go), and its cases run exactly once.
 func TestLocalSixteenMetaJobsGetLanes(t *testing.T) {
 	t.Parallel()
 	const n = 800
@@ -129,7 +130,11 @@ func TestLocalSixteenMetaJobsGetLanes(t *testing.T) {
 		t.Fatalf("run 1 made lane indexes %v, want one", lanes)
 	}
 	b, err := os.ReadFile(lanes[0])
-	if err != nil || !strings.Contains(strings.SplitN(string(b), "\n", 2)[0], " lanes=2 ") {
-		t.Fatalf("lane index %s: %q, %v; want 2 lanes", lanes[0], strings.SplitN(string(b), "\n", 2)[0], err)
+	if head := strings.SplitN(string(b), "\n", 2)[0]; err != nil || !strings.Contains(head, " lanes=3 ") || !strings.Contains(head, " tickets=16 ") {
+		t.Fatalf("lane index %s: %q, %v; want 3 lanes (2 and the sweep) and 16 tickets", lanes[0], head, err)
+	}
+	marks, _ := filepath.Glob(filepath.Join(filepath.Dir(lanes[0]), "t.16", "c.*"))
+	if len(marks) != 16 {
+		t.Fatalf("%d of the 16 tickets marked, want all (claimed by their jobs, or swept)", len(marks))
 	}
 }
