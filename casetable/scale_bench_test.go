@@ -581,7 +581,20 @@ func claimedIDs(b *testing.B, dir string, st State) []int64 {
 		}
 		left := ls.cur.Claimed
 		ls.close()
-		for blk := int64(l); blk < L.x.nblocks && left > 0; blk += int64(L.x.lanes) {
+		if L.x.sweep(l) { // the tickets: those their owners claimed, and the void ones the sweep passed
+			marks, err := L.listTickets(vfs.OS{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j, dt := range marks {
+				if kind, _ := kindOf(dt); kind == ticketClaimed || kind == ticketVoid && j < ls.cur.Lines {
+					ids = append(ids, j+1)
+				}
+			}
+			continue
+		}
+		first, step, limit := L.x.span(l)
+		for blk := first; blk < limit && left > 0; blk += step {
 			for id := blk*L.x.block + 1; id <= min((blk+1)*L.x.block, L.x.cases) && left > 0; id++ {
 				ids = append(ids, id)
 				left--
