@@ -147,32 +147,7 @@ func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 		return nil, errors.New("not a lane index")
 	}
 	x := &laneIndex{}
-	r := kv.NewReader(h)
-	for r.Next() {
-		switch r.Key() {
-		case "lanes":
-			x.lanes = r.Atoi()
-		case "block":
-			x.block = r.Int()
-		case "blocks":
-			x.nblocks = r.Int()
-		case "cases":
-			x.cases = r.Int()
-		case "jobs":
-			x.jobs = max(r.Atoi(), 0)
-		case "tickets":
-			x.tickets = r.Int()
-		case "tsize":
-			x.tsize = r.Int()
-		case "tino":
-			x.tino = r.Uint()
-		case "tfp":
-			if v := r.Value(); v != "-" {
-				x.tfp = v
-			}
-		}
-	}
-	if err := r.Err(); err != nil {
+	if err := x.parseHead(h); err != nil {
 		return nil, err
 	}
 	if x.lanes < 1 || x.block < 1 || x.nblocks < 0 || x.cases < 0 ||
@@ -211,9 +186,39 @@ func parseIndex(b []byte, headOnly bool) (*laneIndex, error) {
 	return x, nil
 }
 
-// makeSet makes in misc a set of at most lanes lanes for run over t's table (cases
-// cases), for the caller to commit; jobs (0: unknown) sizes first claims.
-func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
+// parseHead reads a lane index's header fields (after its magic) into x.
+func (x *laneIndex) parseHead(h string) error {
+	r := kv.NewReader(h)
+	for r.Next() {
+		switch r.Key() {
+		case "lanes":
+			x.lanes = r.Atoi()
+		case "block":
+			x.block = r.Int()
+		case "blocks":
+			x.nblocks = r.Int()
+		case "cases":
+			x.cases = r.Int()
+		case "jobs":
+			x.jobs = max(r.Atoi(), 0)
+		case "tickets":
+			x.tickets = r.Int()
+		case "tsize":
+			x.tsize = r.Int()
+		case "tino":
+			x.tino = r.Uint()
+		case "tfp":
+			if v := r.Value(); v != "-" {
+				x.tfp = v
+			}
+		}
+	}
+	return r.Err()
+}
+
+// indexFor is the index of a set of at most lanes lanes over t's table (cases
+// cases): one block if one lane, else blocks of blockSize, tickets for jobs.
+func indexFor(fsys vfs.FS, dir string, t State, cases int64, lanes, jobs int) (*laneIndex, error) {
 	x := &laneIndex{lanes: 1, block: max(cases, 1), cases: cases}
 	if cases > 0 {
 		x.starts, x.lines, x.nblocks = []int64{0}, []int64{0}, 1
@@ -228,7 +233,7 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 			f.Close()
 		}
 		if err != nil {
-			return Set{}, passing(fsys, path, err)
+			return nil, passing(fsys, path, err)
 		}
 		nb := int64(len(b.Starts))
 		tb := ticketBlocks(jobs, b.Size, nb)
@@ -238,6 +243,16 @@ func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes
 			x.lanes++ // the sweep lane
 			x.tickets, x.tsize, x.tino, x.tfp = tb*b.Size, t.TSize, t.TIno, t.TFP
 		}
+	}
+	return x, nil
+}
+
+// makeSet makes in misc a set of at most lanes lanes for run over t's table (cases
+// cases), for the caller to commit; jobs (0: unknown) sizes first claims.
+func makeSet(fsys vfs.FS, dir, misc string, run int, t State, cases int64, lanes, jobs int) (Set, error) {
+	x, err := indexFor(fsys, dir, t, cases, lanes, jobs)
+	if err != nil {
+		return Set{}, err
 	}
 	x.jobs = max(jobs, 0)
 	name := fmt.Sprintf("lanes.%d.%s", run, newNonce(fsys))
@@ -478,28 +493,20 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 	x := L.x
 	b, off, lines := st.Block, st.Offset, st.Lines
 	_, step, limit := x.span(st.Lane)
-	sweep := x.sweep(st.Lane)
-	k, calls := 0, 0 // the sweep's: the next case's place in block b, its calls on tickets
-	var marks map[int64]uint8
-	if sweep { // a listing spares the calls on the marks it gives with their type
+	var w *sweeping // the sweep lane's walk through the tickets (ticket.go)
+	if x.sweep(st.Lane) {
 		var err error
-		if marks, err = L.listTickets(ls.fs); err != nil {
+		if w, err = ls.startSweep(L, st); err != nil {
 			return cases, err
 		}
 	}
 	next := func() { // to the lane's next block
-		b, k = b+step, 0
+		b += step
 		if b < limit {
 			off, lines = x.starts[b], x.lines[b]
 		}
-	}
-	if sweep && b < limit && off > x.starts[b] { // the cursor's place in its block
-		for o := x.starts[b]; o < off; k++ {
-			_, after, _, ok, err := ls.tab.rd.Case(o, st.TSize)
-			if err != nil || !ok {
-				return cases, cmp.Or(err, error(&DamageError{Path: filepath.Join(L.dir, "index"), Why: "a sweep's cursor past its block"}))
-			}
-			o = after
+		if w != nil {
+			w.k = 0
 		}
 	}
 	for b < limit {
@@ -511,7 +518,7 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			next()
 			continue
 		}
-		if len(cases) >= lim || sweep && k == 0 && calls >= sweepVoids {
+		if len(cases) >= lim || w != nil && w.full() {
 			break // the cursor at the next case
 		}
 		c, after, n, ok, err := ls.tab.rd.Case(off, st.TSize)
@@ -527,12 +534,8 @@ func (ls *chainStore) readLane(L *laneSet, st *State, lim int, cases []tablefmt.
 			continue
 		}
 		off, lines = after, lines+n
-		if sweep { // ticket b×block+k's case, if its owner has not claimed it
-			void, called, err := L.voidTicket(ls.fs, marks, b*x.block+int64(k))
-			if k++; called {
-				calls++
-			}
-			if err != nil {
+		if w != nil { // the ticket's case, if its owner has not claimed it
+			if void, err := w.take(b); err != nil {
 				return cases, err
 			} else if !void {
 				continue

@@ -1,6 +1,7 @@
 package casetable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -309,4 +310,48 @@ func (L *laneSet) ticketsClaimed(fsys vfs.FS) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// sweeping is the sweep lane's walk through the tickets in one claim.
+type sweeping struct {
+	L     *laneSet
+	fs    vfs.FS
+	marks map[int64]uint8 // the marks listed, with their types
+	k     int             // the next case's place in its block
+	calls int             // calls made on tickets' marks
+}
+
+// startSweep starts a sweep's walk from st's cursor: the tickets' marks
+// listed (a listing spares the calls on those it gives with their type),
+// and the cursor's place in its block.
+func (ls *chainStore) startSweep(L *laneSet, st *State) (*sweeping, error) {
+	marks, err := L.listTickets(ls.fs)
+	if err != nil {
+		return nil, err
+	}
+	w := &sweeping{L: L, fs: ls.fs, marks: marks}
+	if x := L.x; st.Block < x.tblocks() {
+		for o := x.starts[st.Block]; o < st.Offset; w.k++ {
+			_, after, _, ok, err := ls.tab.rd.Case(o, st.TSize)
+			if err != nil || !ok {
+				return nil, cmp.Or(err, error(&DamageError{Path: filepath.Join(L.dir, "index"), Why: "a sweep's cursor past its block"}))
+			}
+			o = after
+		}
+	}
+	return w, nil
+}
+
+// full reports whether the walk made its calls' worth, at a block's start.
+func (w *sweeping) full() bool { return w.k == 0 && w.calls >= sweepVoids }
+
+// take voids the ticket of the next case, in block b, unless its owner
+// claimed it: whether the case is the sweep's.
+func (w *sweeping) take(b int64) (bool, error) {
+	void, called, err := w.L.voidTicket(w.fs, w.marks, b*w.L.x.block+int64(w.k))
+	w.k++
+	if called {
+		w.calls++
+	}
+	return void, err
 }

@@ -32,28 +32,11 @@ func TestStartTickets(t *testing.T) {
 	for _, id := range ids {
 		seen[id]++
 	}
+	var jobs []string
 	for j := range 20 { // 20 meta-jobs, each claiming till none is left
-		s := NewStore(dir, filepath.Join(dir, "MISC"))
-		s.Job = "job." + strconv.Itoa(10+j)
-		for {
-			cases, err := s.Claim(ctx, 1, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cases) == 0 {
-				break
-			}
-			for _, id := range caseIDs(cases) {
-				seen[id]++
-			}
-		}
-		s.Close()
+		jobs = append(jobs, "job."+strconv.Itoa(10+j))
 	}
-	for id := int64(1); id <= 200; id++ {
-		if seen[id] != 1 {
-			t.Errorf("case %d claimed %d times", id, seen[id])
-		}
-	}
+	claimAllOnce(t, dir, jobs, 7, 200, seen)
 	s := NewStore(dir, filepath.Join(dir, "MISC"))
 	defer s.Close()
 	if st, err := s.Read(ctx); err != nil || st.Claimed != 200 {
@@ -137,12 +120,20 @@ func TestStartTicketNotedAndWon(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(tdir, "c.12")); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int64]int{8: 1}
-	for _, job := range []string{"a.100", "a.101"} { // 100, 101 mod 64: tickets 36, 37
+	// Jobs 100 and 101 (tickets 36, 37) claim the rest, the sweep too.
+	claimAllOnce(t, dir, []string{"a.100", "a.101"}, 16, 200, map[int64]int{8: 1})
+}
+
+// claimAllOnce has stores of jobs, one after the other, claim most cases at
+// a time in run 1 of dir until none is left, and fails t unless, with the
+// claims seen before, each of cases 1..n was claimed once.
+func claimAllOnce(t *testing.T, dir string, jobs []string, most int, n int64, seen map[int64]int) {
+	t.Helper()
+	for _, job := range jobs {
 		c := NewStore(dir, filepath.Join(dir, "MISC"))
 		c.Job = job
 		for {
-			cases, err := c.Claim(ctx, 1, 16)
+			cases, err := c.Claim(context.Background(), 1, most)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +146,7 @@ func TestStartTicketNotedAndWon(t *testing.T) {
 		}
 		c.Close()
 	}
-	for id := int64(1); id <= 200; id++ {
+	for id := int64(1); id <= n; id++ {
 		if seen[id] != 1 {
 			t.Errorf("case %d claimed %d times", id, seen[id])
 		}
