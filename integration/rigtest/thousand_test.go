@@ -70,7 +70,9 @@ import (
 // FARM_RIG_THOUSAND_PHASES (run idle warden) chooses the parts after the
 // probe. A memory use over 80% of MemTotal cancels the jobs and fails; a
 // run not over after FARM_RIG_THOUSAND_TIMEOUT_MIN (30) is cancelled and
-// reported as far as it went. Every figure goes to stderr and to the
+// reported as far as it went. FARM_RIG_THOUSAND_KEEP=1 keeps each farm
+// (its jobs cancelled) for a look, on the volume while the rig is up
+// (FARM_KEEP_CLUSTER=1 keeps it up). Every figure goes to stderr and to the
 // rig's log/thousand.txt (go test keeps 10 lines of a benchmark's log).
 //
 //	make bench-cluster RIG_BENCH=RigThousand
@@ -242,7 +244,7 @@ func newThousandFarm(b *testing.B, c thousandCfg, name string, table func(local 
 	f := thousandFarm{dir: filepath.Join(base, "farm"), local: b.TempDir()}
 	b.Cleanup(func() {
 		cancelPartition(b)
-		if b.Failed() && os.Getenv("FARM_RIG_THOUSAND_KEEP") == "1" {
+		if os.Getenv("FARM_RIG_THOUSAND_KEEP") == "1" {
 			tlog(b, "%s: kept in %s (FARM_RIG_THOUSAND_KEEP=1)", name, base)
 			return
 		}
