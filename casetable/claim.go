@@ -197,8 +197,8 @@ func (s *Store) pick(L *laneSet) int {
 			left = append(left, l)
 		}
 	}
-	if sw := L.x.lanes - 1; len(left) == 0 && L.x.sweep(sw) && !L.exhausted[sw] {
-		left = []int{sw} // the tickets' sweep, once the other lanes are exhausted
+	if sw := L.x.lanes - 1; L.x.sweep(sw) && !L.exhausted[sw] && (len(left) == 0 || L.sweepEarly(s.fs)) {
+		left = []int{sw} // the tickets' sweep: once the other lanes are exhausted, or early
 	}
 	if len(left) == 0 {
 		L.end = true

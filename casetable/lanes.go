@@ -352,6 +352,7 @@ type laneSet struct {
 	damage    *DamageError  // a lane found damaged, passed (Store.claimLanes)
 
 	ticketTried bool        // its start ticket was tried (ticket.go)
+	sweepTried  bool        // it tried to be the set's early sweeper (sweepEarly)
 	tab         *tableCheck // the ticket's table check
 }
 

@@ -120,8 +120,12 @@ func TestStartTicketNotedAndWon(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(tdir, "c.12")); err != nil {
 		t.Fatal(err)
 	}
-	// Jobs 100 and 101 (tickets 36, 37) claim the rest, the sweep too.
+	// Jobs 100 and 101 (tickets 36, 37) claim the rest, the sweep too:
+	// the first whose home lane ran out swept early (its "sweeper" mark).
 	claimAllOnce(t, dir, []string{"a.100", "a.101"}, 16, 200, map[int64]int{8: 1})
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(tdir), "sweeper")); err != nil {
+		t.Errorf("no early sweeper: %v", err)
+	}
 }
 
 // claimAllOnce has stores of jobs, one after the other, claim most cases at
