@@ -77,22 +77,16 @@ func (OS) Pwrite(fd int, b []byte, off int64) (int, error) {
 func (OS) Fsync(fd int) error { return unix.Fsync(fd) }
 func (OS) Close(fd int) error { return unix.Close(fd) }
 
-func (OS) Getdents(fd int) ([]string, error) {
-	var names []string
-	buf := make([]byte, 8192)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+func (o OS) Getdents(fd int) ([]string, error) {
+	ents, err := o.GetdentsTyped(fd)
+	if err != nil {
+		return nil, err
 	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+	}
+	return names, nil
 }
 
 // GetdentsTyped lists the directory open as fd with each name's type, as
@@ -120,7 +114,7 @@ func (OS) GetdentsTyped(fd int) ([]Dirent, error) {
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			if s := string(name); s != "." && s != ".." {
+			if s := string(name); s != "." && s != ".." && binary.NativeEndian.Uint64(b[:8]) != 0 { // 0: a name removed
 				ents = append(ents, Dirent{Name: s, Type: b[18]})
 			}
 			b = b[reclen:]
