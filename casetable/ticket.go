@@ -99,6 +99,9 @@ func makeMark(fsys vfs.FS, mark string, typ uint32) (int, error) {
 	if mutated("ticket-eexist-won") && err == unix.EEXIST {
 		return ticketClaimed, nil // the reply trusted
 	}
+	if err == unix.ENOENT { // the tickets' directory: passing, unless it is gone (damage)
+		return ticketOpen, passing(fsys, filepath.Dir(mark), &os.PathError{Op: "mknod", Path: mark, Err: err})
+	}
 	kind, lerr := ticketMark(fsys, mark)
 	if lerr == nil && kind == ticketOpen {
 		lerr = fsretry.Transient(&os.PathError{Op: "mknod", Path: mark, Err: err})
@@ -120,9 +123,19 @@ func kindOf(dt uint8) (int, bool) {
 // listTickets lists L's tickets' marks with their kinds (as far as the listing says them).
 func (L *laneSet) listTickets(fsys vfs.FS) (map[int64]uint8, error) {
 	tdir := filepath.Join(L.dir, ticketDir(L.x.tickets))
-	ents, err := vfs.ReadDirTyped(fsys, tdir)
+	marks, err := readMarks(fsys, tdir)
 	if err != nil {
 		return nil, passing(fsys, tdir, err)
+	}
+	return marks, nil
+}
+
+// readMarks lists the marks in the tickets' directory tdir, by ticket, with
+// their types as the listing gives them; the listing's own error.
+func readMarks(fsys vfs.FS, tdir string) (map[int64]uint8, error) {
+	ents, err := vfs.ReadDirTyped(fsys, tdir)
+	if err != nil {
+		return nil, err
 	}
 	marks := make(map[int64]uint8, len(ents))
 	for _, e := range ents {
@@ -237,9 +250,6 @@ func (s *Store) ticketWon(ctx context.Context, dir string, j int64) (bool, error
 	var kind int
 	err := r.Do(ctx, func() (err error) {
 		kind, err = makeMark(s.fs, mark, unix.S_IFIFO)
-		if errors.Is(err, unix.ENOENT) && !fsretry.IsTransient(err) {
-			return passing(s.fs, filepath.Join(s.misc, dir), err)
-		}
 		return err
 	})
 	return kind == ticketClaimed, err
@@ -248,23 +258,17 @@ func (s *Store) ticketWon(ctx context.Context, dir string, j int64) (bool, error
 // voidTickets voids, in the tickets' directory tdir, every one of its tickets
 // not marked (claimed or void): closing their set.
 func voidTickets(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, tdir string, tickets int64) error {
-	var names []string
+	var marked map[int64]uint8
 	gone := false
 	if err := r.Do(ctx, func() (err error) {
-		names, err = vfs.ReadDirNames(fsys, tdir)
+		marked, err = readMarks(fsys, tdir)
 		gone, err = goneOr(fsys, tdir, err) // removed (a start that lost): nothing to void
 		return err
 	}); err != nil || gone {
 		return err
 	}
-	marked := make(map[int64]bool, len(names))
-	for _, n := range names {
-		if j, err := strconv.ParseInt(strings.TrimPrefix(n, "c."), 10, 64); err == nil && strings.HasPrefix(n, "c.") {
-			marked[j] = true
-		}
-	}
 	for j := int64(0); j < tickets; j++ {
-		if marked[j] || mutated("close-leaves-tickets") {
+		if _, ok := marked[j]; ok || mutated("close-leaves-tickets") {
 			continue
 		}
 		mark := filepath.Join(tdir, "c."+strconv.FormatInt(j, 10))
