@@ -272,11 +272,15 @@ func voidTickets(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, tdir stri
 			continue
 		}
 		mark := filepath.Join(tdir, "c."+strconv.FormatInt(j, 10))
-		if err := r.Do(ctx, func() error {
-			_, err := makeMark(fsys, mark, unix.S_IFIFO)
-			return passing(fsys, tdir, err)
-		}); err != nil {
-			return fmt.Errorf("voiding start ticket %s: %w", mark, err)
+		if err := r.Do(ctx, func() (err error) {
+			_, err = makeMark(fsys, mark, unix.S_IFIFO)
+			gone, err = goneOr(fsys, tdir, err) // removed since the listing: closed as well
+			return err
+		}); err != nil || gone {
+			if err != nil {
+				return fmt.Errorf("voiding start ticket %s: %w", mark, err)
+			}
+			return nil
 		}
 	}
 	return nil
