@@ -87,6 +87,8 @@ var simMutants = []simMutant{
 	{"fence-without-wait", "", "the rescuer reads the dead job's status file right after its mark, not after the fence: a job that looked just before the mark starts cases the rescuer took", nil, false},
 	// A defect the lease's actors found (issue 37), fixed with them.
 	{"mark-lookup-trusts-enoent", "", "a job's look for its rescue mark takes a lookup's ENOENT for no mark: while a GlusterFS brick is down, a job whose cases were rescued starts them", brickDown, false},
+	// A defect of the start tickets CI's simulator run found (issue 39), fixed with it.
+	{"tickets-gone-fails-close", "f8d0455", "a close of start tickets whose directory a run start that lost removed after the close listed it fails on the first mark's ENOENT: the repair fails", nil, true},
 }
 
 func knownMutant(name string) bool {
@@ -201,6 +203,7 @@ var simRegressions = []struct {
 	{"ticket-eexist-won", 11, "full"},
 	{"close-leaves-tickets", 108, "local"},
 	{"mark-lookup-trusts-enoent", 1343, "gluster-dht"},
+	{"tickets-gone-fails-close", 11387, "full"},
 }
 
 // TestSimRegressions replays the seeds of simRegressions, with and without

@@ -274,6 +274,9 @@ func voidTickets(ctx context.Context, r *fsretry.Retrier, fsys vfs.FS, tdir stri
 		mark := filepath.Join(tdir, "c."+strconv.FormatInt(j, 10))
 		if err := r.Do(ctx, func() (err error) {
 			_, err = makeMark(fsys, mark, unix.S_IFIFO)
+			if mutated("tickets-gone-fails-close") {
+				return passing(fsys, tdir, err)
+			}
 			gone, err = goneOr(fsys, tdir, err) // removed since the listing: closed as well
 			return err
 		}); err != nil || gone {
