@@ -31,8 +31,9 @@ type Store struct {
 	sets   []*laneSet
 	last   *laneSet
 
-	hint     *hinted // a start hint for the first claim (hint.go); nil: none, or used
-	hintMade string  // the hint of the run StartRun started last (Hint)
+	hint     *hinted    // a start hint for the first claim (hint.go); nil: none, or used
+	hintMade string     // the hint of the run StartRun started last (Hint)
+	given    givenIndex // an index openHinted read, while it opens the sets
 }
 
 // Opts are who a store is and how it retries; its lanes' stores share them.

@@ -19,9 +19,10 @@ import (
 // chain. It is vouched for, not trusted: once its commit is won, StartRun
 // makes the name hintMark in the run's own set's directory, from a hash of
 // the hint; a store claims from a hint only once it found that name, else it
-// reads the record as without one.
+// reads the record as without one. The name is a hard link to the set's
+// index: the lookup that vouches for the hint reads the index too.
 
-const hintVersion = "1."
+const hintVersion = "2." // "1.": its name an empty file (before the link)
 
 // hinted is a start hint a store was given, not yet used.
 type hinted struct {
@@ -87,29 +88,34 @@ func hintMark(h string, st State) string {
 }
 
 // vouch makes the name that vouches for the hint of the record the store just
-// committed, and returns the hint; "" if it could not be made (no harm: the
-// meta-jobs read the record). Only this process knows the name: EEXIST is its
-// own request, retried.
+// committed, a hard link to its set's index, and returns the hint; "" if it
+// could not be made (no harm: the meta-jobs read the record). Only this
+// process knows the name: EEXIST is its own request, retried.
 func (s *Store) vouch() string {
 	if s.ch == nil || len(s.cur.Sets) == 0 {
 		return ""
 	}
 	h := makeHint(filepath.Base(s.ch.dir), s.gen, s.wbuf)
-	err := s.fs.Mknodat(unix.AT_FDCWD, filepath.Join(s.misc, hintMark(h, s.cur)), unix.S_IFREG|0o644)
+	index := filepath.Join(s.misc, s.cur.Sets[0].Dir, "index")
+	err := s.fs.Linkat(unix.AT_FDCWD, index, unix.AT_FDCWD, filepath.Join(s.misc, hintMark(h, s.cur)))
 	if err != nil && err != unix.EEXIST {
 		return ""
 	}
 	return h
 }
 
-// vouched reports whether the hint's name is there, a regular file (one lookup).
-func (s *Store) vouched(h *hinted) bool {
+// vouched reads the hint's name, its set's index (one lookup): nil if it
+// is not there (or does not read: then the record is read too).
+func (s *Store) vouched(h *hinted) []byte {
+	name := h.mark
 	if mutated("hint-unverified") {
-		return true // trusted as it is
+		name = filepath.Join(h.st.Sets[0].Dir, "index") // trusted as it is
 	}
-	var st unix.Stat_t
-	err := s.fs.Fstatat(unix.AT_FDCWD, filepath.Join(s.misc, h.mark), &st, unix.AT_SYMLINK_NOFOLLOW)
-	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+	b, err := readIndex(s.fs, filepath.Join(s.misc, name))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // openHinted opens, for a first claim in run, the sets of the store's hint if
@@ -117,14 +123,27 @@ func (s *Store) vouched(h *hinted) bool {
 func (s *Store) openHinted(run int) bool {
 	h := s.hint
 	s.hint = nil
-	if h == nil || h.st.Run != run || s.opened.Run != 0 || !s.vouched(h) {
+	if h == nil || h.st.Run != run || s.opened.Run != 0 {
+		return false
+	}
+	b := s.vouched(h)
+	if b == nil {
 		return false
 	}
 	old := s.cur
 	s.cur = h.st // Last's until the first look reads the record (the main chain stays unread)
-	if err := s.openSets(run); err != nil || s.opened.Run != run {
+	s.given = givenIndex{dir: h.st.Sets[0].Dir, b: b}
+	err := s.openSets(run)
+	s.given = givenIndex{}
+	if err != nil || s.opened.Run != run {
 		s.cur = old
 		return false
 	}
 	return true
+}
+
+// givenIndex is a set's index read already (by openHinted), for openSet.
+type givenIndex struct {
+	dir string // the set's, relative to MISC
+	b   []byte
 }
