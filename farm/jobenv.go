@@ -24,6 +24,10 @@ const (
 	// spares a job's first claim the reading of the run record; set by
 	// the submit or resubmit that started the run, when it has one.
 	envClaimHint = "FARM_CLAIM_HINT"
+	// envCutoff is MISC/cutoff's record (dt_cutoff) as submit read it,
+	// "none" if there was none: the meta-job's first reading of it, which
+	// spares a call on the way to its first case (metajob/guard.go).
+	envCutoff = "FARM_CUTOFF"
 	// The -auto/final.sh job's only.
 	envAuto     = "FARM_AUTO"      // 1: resubmit what is left; 0: only final.sh
 	envAutoN    = "FARM_AUTO_N"    // N of the submit that added the job
@@ -52,6 +56,10 @@ type JobEnv struct {
 	// ClaimHint is FARM_CLAIM_HINT: the run's start hint for the first
 	// claim (casetable.Store.UseHint), "" if none.
 	ClaimHint string
+
+	// Cutoff is FARM_CUTOFF: MISC/cutoff's record as submit read it (its
+	// line, status.ParseCutoff's), "none" if it had none; "" if not said.
+	Cutoff string
 
 	Auto     bool     // FARM_AUTO=1: the extra job resubmits what is left
 	AutoN    int      // FARM_AUTO_N: N for that resubmission
@@ -86,7 +94,8 @@ func ParseJobEnv(environ []string) (JobEnv, error) {
 	}
 	e := JobEnv{
 		Dir: m[envDir], Simple: m[envSimple] == "1", Backend: m[envBackend], Bin: m[envBin], ClaimHint: m[envClaimHint],
-		Auto: m[envAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
+		Cutoff: m[envCutoff],
+		Auto:   m[envAuto] == "1", JobFeatures: m["JOBFEATURES"], MachineFeatures: m["MACHINEFEATURES"],
 		Environ: environ, vars: m,
 	}
 	var err error
@@ -134,6 +143,9 @@ func (e JobEnv) farmVars() []string {
 	}
 	if e.ClaimHint != "" {
 		vars = append(vars, envClaimHint+"="+e.ClaimHint)
+	}
+	if e.Cutoff != "" {
+		vars = append(vars, envCutoff+"="+e.Cutoff)
 	}
 	return vars
 }

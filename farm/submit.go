@@ -17,6 +17,7 @@ import (
 	"github.com/farm-hpc/farm/backend"
 	"github.com/farm-hpc/farm/casetable"
 	"github.com/farm-hpc/farm/layout"
+	"github.com/farm-hpc/farm/status"
 	"github.com/farm-hpc/farm/tablefmt"
 )
 
@@ -665,13 +666,26 @@ func (f *Farm) jobRequest(be backend.Backend, env JobEnv, environ []string) (bac
 	if err != nil {
 		return backend.SubmitRequest{}, err
 	}
-	env.Dir, env.Backend, env.Bin = f.Dir, be.Name(), bin
+	env.Dir, env.Backend, env.Bin, env.Cutoff = f.Dir, be.Name(), bin, f.cutoffForJobs()
 	return backend.SubmitRequest{
 		Dir:     f.Dir,
 		Environ: environ,
 		Env:     env.farmVars(),
 		Output:  func(id string) string { return f.Path(layout.OutputDir, backend.OutputName(be, id)) },
 	}, nil
+}
+
+// cutoffForJobs is MISC/cutoff's record for FARM_CUTOFF: its line, "none"
+// if there is none, "" if it does not read (the jobs read it themselves).
+func (f *Farm) cutoffForJobs() string {
+	path := f.Path(layout.MiscDir, layout.Cutoff)
+	if c, ok := status.ReadCutoff(path); ok {
+		return status.FormatCutoff(c)
+	}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return "none"
+	}
+	return ""
 }
 
 // submitJobs submits req on be and records the jobs it got as jobs of kind

@@ -205,6 +205,22 @@ func (g *runtimeGuard) read(now time.Time, serves time.Duration) {
 	}
 }
 
+// given takes rec, the record as farm submit read it (FARM_CUTOFF: its
+// line, or "none"), as the job's first reading, made at now: no reading of
+// the record on the way to the first case. A job freshly started has its
+// whole time ahead, so a record older by its wait in the queue can only
+// let it start a case that the record read afresh would have kept it from
+// if dt_cutoff exceeds its whole time limit. "" or a line that does not
+// read: the first claim reads the record.
+func (g *runtimeGuard) given(rec string, now time.Time) {
+	if rec == "none" {
+		g.readAt = now
+	} else if c, ok := status.ParseCutoff(rec); ok {
+		g.rec, g.readAt = c, now
+		g.setCutoff(c.Seconds)
+	}
+}
+
 // setCutoff sets dt_cutoff, for the owner and for the rescuer.
 func (g *runtimeGuard) setCutoff(s float64) {
 	g.cutoff = s

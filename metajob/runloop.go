@@ -18,6 +18,7 @@ import (
 func (m *Metajob) runLoops(ctx context.Context) error {
 	m.rt = &runtimeGuard{end: endSources{backend: m.self.End, jobFeatures: m.Env.JobFeatures, machineFeatures: m.Env.MachineFeatures},
 		misc: m.Farm.Path(layout.MiscDir)}
+	m.rt.given(m.Env.Cutoff, time.Now())
 	if end := m.rt.end.at(); !end.IsZero() {
 		fmt.Fprintf(m.log, "farm: this job ends at %s\n", end.Format(time.RFC3339))
 	}

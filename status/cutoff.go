@@ -45,6 +45,11 @@ func ReadCutoff(path string) (Cutoff, bool) {
 	if !whole {
 		return Cutoff{}, false
 	}
+	return ParseCutoff(line)
+}
+
+// ParseCutoff reads a record's line (FormatCutoff's); false if it does not read.
+func ParseCutoff(line string) (Cutoff, bool) {
 	var c Cutoff
 	r := kv.NewReader(line)
 	for r.Next() {
@@ -69,16 +74,21 @@ func ReadCutoff(path string) (Cutoff, bool) {
 	return c, true
 }
 
-// WriteCutoff writes c as the record at path, in place (vfs.WriteInPlace:
-// every meta-job of the farm may write it, at the same moment); best
-// effort.
-func WriteCutoff(path string, c Cutoff) {
+// FormatCutoff is c as a record's line, with no padding or newline.
+func FormatCutoff(c Cutoff) string {
 	b := kv.AppendFloat(nil, "cutoff", c.Seconds)
 	b = kv.AppendInt(b, "durations", c.Durations)
 	b = kv.AppendInt(b, "run", int64(c.Run))
 	b = kv.AppendInt(b, "claimed", c.Claimed)
 	b = kv.AppendFloat(b, "median", c.Median)
-	rec := string(kv.AppendInt(b, "succeeded", c.Succeeded))
+	return string(kv.AppendInt(b, "succeeded", c.Succeeded))
+}
+
+// WriteCutoff writes c as the record at path, in place (vfs.WriteInPlace:
+// every meta-job of the farm may write it, at the same moment); best
+// effort.
+func WriteCutoff(path string, c Cutoff) {
+	rec := FormatCutoff(c)
 	if len(rec) >= cutoffRecord {
 		return
 	}
