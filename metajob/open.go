@@ -55,14 +55,16 @@ func (m *Metajob) open(ctx context.Context) error {
 	if err := m.openLoops(); err != nil {
 		return err
 	}
-	if m.rescue = newRescuer(m); m.rescue != nil {
-		m.sw.SyncStarts = !localFilesystem(f.Dir)
-		m.store.Note = m.noteClaim
-	}
 	// RUN directories are made relative to the open farm directory: one
 	// lookup at the server instead of one per component of the path.
-	m.dir, err = openFarmDir(f.Dir)
-	return err
+	if m.dir, err = openFarmDir(f.Dir); err != nil {
+		return err
+	}
+	if m.rescue = newRescuer(m); m.rescue != nil {
+		m.sw.SyncStarts = !localFilesystem(m.dir.fd)
+		m.store.Note = m.noteClaim
+	}
+	return nil
 }
 
 // createStatus creates the job's status file. The farm's directories are

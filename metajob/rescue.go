@@ -8,6 +8,9 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,23 +145,14 @@ func newRescuer(m *Metajob) *rescuer {
 // start runs the rescuer until halt: a look every quarter period or so,
 // at most 15 s apart (with jitter, so that the meta-jobs do not all come
 // at once), and, for a restarted job, the rescue of its earlier
-// incarnation.
+// incarnation. Its directory is made (or found) before its first look:
+// not a call on the way to the job's first case, nor in the start's herd.
 func (r *rescuer) start(ctx context.Context) {
 	r.quit = make(chan struct{})
-	if err := os.Mkdir(r.dir, 0o755); err != nil && !os.IsExist(err) {
-		fmt.Fprintf(r.m.log, "farm: rescue is off for this meta-job: %v\n", err)
-		return
-	}
-	if rs := r.m.self.Restart; rs > 0 {
-		prev := layout.StatusFile(r.m.self.ID, rs-1)
-		if r.mark(prev, "restarted") {
-			fmt.Fprintf(r.m.log, "farm: this job was restarted by the batch system; the cases its incarnation %d held are rescued here after %s\n", rs-1, r.wait())
-		}
-	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		for {
+		for first := true; ; first = false {
 			step := r.period / 4
 			step += time.Duration(mrand.Int64N(int64(step)/2 + 1))
 			t := time.NewTimer(min(step, time.Second*15, r.nextDue()))
@@ -168,9 +162,28 @@ func (r *rescuer) start(ctx context.Context) {
 				return
 			case <-t.C:
 			}
+			if first && !r.begin() {
+				return
+			}
 			r.tick(ctx, time.Now())
 		}
 	}()
+}
+
+// begin makes the run's rescue directory if it is not there, and marks the
+// job's earlier incarnation, if any, for rescue; false: rescue is off.
+func (r *rescuer) begin() bool {
+	if err := os.Mkdir(r.dir, 0o755); err != nil && !os.IsExist(err) {
+		fmt.Fprintf(r.m.log, "farm: rescue is off for this meta-job: %v\n", err)
+		return false
+	}
+	if rs := r.m.self.Restart; rs > 0 {
+		prev := layout.StatusFile(r.m.self.ID, rs-1)
+		if r.mark(prev, "restarted") {
+			fmt.Fprintf(r.m.log, "farm: this job was restarted by the batch system; the cases its incarnation %d held are rescued here after %s\n", rs-1, r.wait())
+		}
+	}
+	return true
 }
 
 // halt stops the rescuer before the meta-job's last records: it waits for
@@ -220,13 +233,22 @@ func (r *rescuer) tick(ctx context.Context, now time.Time) {
 	r.collectDue(ctx, now)
 }
 
-// localFilesystem reports whether dir is on a filesystem of this host
-// alone (ext4, XFS, Btrfs, tmpfs, ZFS, F2FS), where another process sees an
-// append at once; on any other (NFS, Lustre, GPFS, a FUSE client such as
-// GlusterFS's) the S and C records are synced, for the rescue's fence.
-func localFilesystem(dir string) bool {
+// localFilesystem reports whether the open directory d is on a filesystem
+// of this host alone (ext2/3/4, XFS, Btrfs, tmpfs, ZFS, F2FS), where another
+// process sees an append at once; on any other (NFS, Lustre, GPFS, a FUSE
+// client such as GlusterFS's or CephFS's) the S and C records are synced,
+// for the rescue's fence. It asks the kernel (d's mount in /proc, no call to
+// a file server), else fstatfs (a call); false if neither answers.
+func localFilesystem(d *os.File) bool {
+	if typ, ok := mountType(d); ok {
+		switch typ {
+		case "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs":
+			return true
+		}
+		return false
+	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	if err := unix.Fstatfs(int(d.Fd()), &st); err != nil {
 		return false
 	}
 	switch uint32(st.Type) {
@@ -234,4 +256,33 @@ func localFilesystem(dir string) bool {
 		return true
 	}
 	return false
+}
+
+// mountType is the filesystem type of the mount d is on, from
+// /proc/self/fdinfo (its mnt_id) and /proc/self/mountinfo.
+func mountType(d *os.File) (string, bool) {
+	info, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(int(d.Fd())))
+	if err != nil {
+		return "", false
+	}
+	var id string
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			id = strings.TrimSpace(v)
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if id == "" || err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == id {
+			if i := slices.Index(f, "-"); i > 0 && i+1 < len(f) {
+				return f[i+1], true
+			}
+		}
+	}
+	return "", false
 }
