@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -255,8 +256,8 @@ func (r *forkRunner) start() error {
 	cmd := &exec.Cmd{
 		Path:       r.bash,
 		Args:       []string{"bash", "-c", script, "bash", r.copy, r.endBin, strconv.FormatInt(useMinRun.Microseconds(), 10)},
-		Dir:        r.dir,
-		Env:        r.env,
+		Dir:        workerDir(r.dir),
+		Env:        withoutPWD(r.env),
 		Stdout:     ends[0],
 		Stderr:     ends[len(ends)-1],
 		ExtraFiles: []*os.File{reqR, repW},
@@ -285,6 +286,26 @@ func (r *forkRunner) start() error {
 		r.buf = make([]byte, 64<<10)
 	}
 	return nil
+}
+
+// workerDir is the bash worker's working directory, the farm directory
+// dir: "" (the meta-job's own, no call) if that is it already, as the job
+// script starts it, else dir, which the start looks up (os.StartProcess's
+// stat) before the child's chdir. getcwd asks no file server: the kernel
+// knows the path.
+func workerDir(dir string) string {
+	if wd, err := unix.Getwd(); err == nil && wd == filepath.Clean(dir) {
+		return ""
+	}
+	return dir
+}
+
+// withoutPWD is env less PWD: a bash given a PWD checks it against "."
+// (a stat of each, by path, at the file server: some 25 brick operations
+// on the rig's volume, BENCHMARKS.md); without one, bash sets it from
+// getcwd, which asks no server.
+func withoutPWD(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "PWD=") })
 }
 
 func (r *forkRunner) run(c caseRequest) (int, int, error) {
