@@ -53,6 +53,8 @@ import (
 //	                     (Ahead as in farm: on in lanes, on the main chain
 //	                     only with FARM_CLAIM_AHEAD=1)
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
+//	FARM_SCALE_WORK_MAX  BenchmarkClaimScaleEnd: each batch's sleep drawn evenly
+//	                     from FARM_SCALE_WORK to this (cases of unequal length)
 //	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
 //	FARM_SCALE_CHAINS    an experiment: that many farms, claimer i claiming from
 //	                     farm i mod FARM_SCALE_CHAINS, all through one server:
@@ -93,6 +95,7 @@ type scaleConfig struct {
 	ns        []int
 	batch     int
 	work      time.Duration
+	workMax   time.Duration // BenchmarkClaimScaleEnd: work drawn from work to this, if longer
 	voidAfter time.Duration
 	dir       string
 	endN      int
@@ -140,6 +143,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 	dur("FARM_SCALE_LATENCY", &c.latency)
 	dur("FARM_SCALE_SECONDS", &c.seconds)
 	dur("FARM_SCALE_WORK", &c.work)
+	dur("FARM_SCALE_WORK_MAX", &c.workMax)
 	dur("FARM_SCALE_WARMUP", &c.warm)
 	dur("FARM_SCALE_VOID_AFTER", &c.voidAfter)
 	dur("FARM_SCALE_LOOK", &c.look)
@@ -487,6 +491,17 @@ type claimerRec struct {
 	err    error
 	cut    time.Time // the start of the claim cancelled at the window's end, if any
 	worked time.Time // the end of its last work period (BenchmarkClaimScaleEnd)
+	began  time.Time // its start, and its first work period's (BenchmarkClaimScaleEnd)
+	first  time.Time
+	work   time.Duration // its work periods' sum
+}
+
+// workPeriod is a batch's work: c.work, or drawn from c.work to c.workMax.
+func (c scaleConfig) workPeriod() time.Duration {
+	if c.workMax > c.work {
+		return c.work + time.Duration(rand.Int64N(int64(c.workMax-c.work)))
+	}
+	return c.work
 }
 
 // refill is a claimer's commit when its queue is empty: a batch, or Ahead
@@ -940,6 +955,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	}
 	big := largestClaim(recs)
 	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
+	fmt.Println(endFigures(recs, t0, lastWork, lastStop, dir))
 	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
@@ -965,6 +981,7 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 	c.useHint(st, dir)
 	defer st.Close()
 	time.Sleep(delay)
+	r.began = time.Now()
 	ctx := context.Background()
 	queued := 0
 	for {
@@ -986,7 +1003,12 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 			queued = len(got)
 		}
 		queued -= min(queued, c.batch)
-		time.Sleep(c.work)
+		if r.first.IsZero() {
+			r.first = time.Now()
+		}
+		w := c.workPeriod()
+		time.Sleep(w)
+		r.work += w
 		r.worked = time.Now()
 	}
 }
@@ -1143,4 +1165,31 @@ func herdFigures(m *fsModel, recs []*claimerRec, t0 time.Time, capacity float64)
 	return fmt.Sprintf("%d first claims ended %.1f s after the start, each p50 / p99 / max %s / %s / %s ms; calls each until its first claim ended%s: mean %.1f, p50 %d, max %d (%s); server busy until then %s (%d calls)",
 		len(per), last.Sub(t0).Seconds(), ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
 		cut, float64(sum)/nf, per[len(per)/2], per[len(per)-1], strings.Join(kinds, ", "), busy, total)
+}
+
+// endFigures are a BenchmarkClaimScaleEnd run's efficiency (work ÷
+// (claimers × the time to the last claimer's stop)), its claimers' start
+// to first work period, and when each lane's x.ℓ mark and its set's end
+// mark were made, from the last work period's end.
+func endFigures(recs []*claimerRec, t0, lastWork, lastStop time.Time, dir string) string {
+	var work time.Duration
+	var firsts []time.Duration
+	for _, r := range recs {
+		work += r.work
+		if !r.first.IsZero() {
+			firsts = append(firsts, r.first.Sub(r.began))
+		}
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	eff := work.Seconds() / (float64(len(recs)) * lastStop.Sub(t0).Seconds())
+	marks, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.*", "[xe]*"))
+	var at []string
+	for _, m := range marks {
+		if fi, err := os.Stat(m); err == nil {
+			at = append(at, fmt.Sprintf("%s %+.1f", filepath.Base(m), fi.ModTime().Sub(lastWork).Seconds()))
+		}
+	}
+	return fmt.Sprintf("efficiency %.3f (%.0f s of work, %d claimers, %.1f s); start to first work, s: p50 %.2f p99 %.2f max %.2f; marks, s from the last work's end: %s",
+		eff, work.Seconds(), len(recs), lastStop.Sub(t0).Seconds(),
+		percentile(firsts, 0.5).Seconds(), percentile(firsts, 0.99).Seconds(), percentile(firsts, 1).Seconds(), strings.Join(at, ", "))
 }
