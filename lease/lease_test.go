@@ -98,3 +98,24 @@ func TestMarkedByPassingENOENT(t *testing.T) {
 		t.Errorf("no mark: marked %v, err %v", ok, err)
 	}
 }
+
+// TestMarkedByNoDirectory: before any rescuer of the run has made the
+// marks' directory, a look finds no mark (not an error that ends the
+// job); a directory listed in its parent but looked up missing is a
+// passing ENOENT, looked at again.
+func TestMarkedByNoDirectory(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "rescue.1")
+	if by, ok, err := (Marks{FS: vfs.OS{}, Dir: dir}).MarkedBy("status.1"); ok || err != nil {
+		t.Fatalf("no marks' directory: marked %v by %q, err %v; want no mark", ok, by, err)
+	}
+	m := Marks{FS: vfs.OS{}, Dir: dir}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.Mark("status.1", "7 n1 dead 2026 1\n")
+	passing := Marks{FS: enoentFS{name: dir}, Dir: dir}
+	if _, ok, err := passing.MarkedBy("status.1"); ok || !fsretry.IsTransient(err) {
+		t.Errorf("a directory listed but looked up missing: marked %v, err %v; want a transient error", ok, err)
+	}
+}

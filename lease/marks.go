@@ -54,6 +54,9 @@ func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
 	// so that a mark made by another client since is not hidden by a
 	// cached "no such file".
 	d, err := m.FS.Openat(unix.AT_FDCWD, m.Dir, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return "", false, m.dirAbsent()
+	}
 	if err != nil {
 		return "", false, &os.PathError{Op: "open", Path: m.Dir, Err: err}
 	}
@@ -80,6 +83,28 @@ func (m Marks) MarkedBy(name string) (by string, ok bool, err error) {
 		return "another meta-job", true, nil // being written
 	}
 	return fl[0], true, nil
+}
+
+// dirAbsent decides what a lookup's ENOENT for the marks' directory
+// means: nil (no mark: every mark is made in it, and a meta-job's rescuer
+// makes it at its first look, not at the job's start) if its parent's
+// listing does not hold it either; a transient error if it does (a
+// passing ENOENT, as in absent).
+func (m Marks) dirAbsent() error {
+	parent, base := filepath.Dir(m.Dir), filepath.Base(m.Dir)
+	d, err := m.FS.Openat(unix.AT_FDCWD, parent, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: parent, Err: err}
+	}
+	defer m.FS.Close(d)
+	names, err := m.FS.Getdents(d)
+	if err != nil {
+		return &os.PathError{Op: "readdirent", Path: parent, Err: err}
+	}
+	if slices.Contains(names, base) {
+		return fsretry.Transient(&os.PathError{Op: "open", Path: m.Dir, Err: unix.ENOENT})
+	}
+	return nil
 }
 
 // absent decides what a lookup's ENOENT for the mark name in the
