@@ -60,16 +60,19 @@ func TestCaseTimerEndsTheWholeGroup(t *testing.T) {
 		m := &Metajob{log: &slowWriter{}, Farm: &farm.Farm{Config: farm.Config{CaseKillGrace: 200 * time.Millisecond}}}
 		for _, c := range []struct {
 			comm     string
+			limit    time.Duration
 			want     syscall.Signal
 			min, max time.Duration
 		}{
-			{"sleep 1000 & echo $! > " + pidFile + "; sleep 1000", syscall.SIGTERM, 300 * time.Millisecond, 2 * time.Second},
-			{"trap '' TERM; sleep 1000 & echo $! > " + pidFile + "; while :; do sleep 0.05; done", syscall.SIGKILL, 500 * time.Millisecond, 3 * time.Second},
-			{"sleep 0.1 & echo $! > " + pidFile + "; wait", 0, 0, 2 * time.Second},
+			{"sleep 1000 & echo $! > " + pidFile + "; sleep 1000", 300 * time.Millisecond, syscall.SIGTERM, 300 * time.Millisecond, 2 * time.Second},
+			{"trap '' TERM; sleep 1000 & echo $! > " + pidFile + "; while :; do sleep 0.05; done", 300 * time.Millisecond, syscall.SIGKILL, 500 * time.Millisecond, 3 * time.Second},
+			// A case that ends before its limit: the limit far above its
+			// 0.1 s, which a loaded machine (CI's) stretched past 300 ms.
+			{"sleep 0.1 & echo $! > " + pidFile + "; wait", 3 * time.Second, 0, 0, 2 * time.Second},
 		} {
 			os.Remove(pidFile)
 			start := time.Now()
-			timer := m.startTimer(r, 1, 300*time.Millisecond)
+			timer := m.startTimer(r, 1, c.limit)
 			code, _, err := r.run(caseRequest{ID: "1", Comm: c.comm, Group: true})
 			d := time.Since(start)
 			sent := timer.end()
