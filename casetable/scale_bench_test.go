@@ -55,6 +55,10 @@ import (
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
 //	FARM_SCALE_WORK_MAX  BenchmarkClaimScaleEnd: each batch's sleep drawn evenly
 //	                     from FARM_SCALE_WORK to this (cases of unequal length)
+//	FARM_SCALE_LONGEST_FIRST  BenchmarkClaimScaleEnd, with FARM_SCALE_WORK_MAX:
+//	                     a case's sleep by its line, FARM_SCALE_WORK_MAX on
+//	                     the first down to FARM_SCALE_WORK on the last (as
+//	                     the rig's tables: the longest cases first)
 //	FARM_SCALE_WARMUP    time before the measurement starts (2 work periods, at least 2 s)
 //	FARM_SCALE_CHAINS    an experiment: that many farms, claimer i claiming from
 //	                     farm i mod FARM_SCALE_CHAINS, all through one server:
@@ -96,6 +100,8 @@ type scaleConfig struct {
 	batch     int
 	work      time.Duration
 	workMax   time.Duration // BenchmarkClaimScaleEnd: work drawn from work to this, if longer
+	longest   bool          // BenchmarkClaimScaleEnd: work by the case's line, workMax down to work
+	total     int           // BenchmarkClaimScaleEnd: the table's cases
 	voidAfter time.Duration
 	dir       string
 	endN      int
@@ -132,6 +138,7 @@ func scaleSettings(b *testing.B) scaleConfig {
 		ahead:     os.Getenv("FARM_SCALE_AHEAD") != "0",
 		hint:      os.Getenv("FARM_SCALE_HINT") != "0",
 		spread:    -1,
+		longest:   os.Getenv("FARM_SCALE_LONGEST_FIRST") == "1",
 	}
 	// Store.Ahead is off on the main chain by default in farm (on in
 	// lanes): the benchmark measures farm's default, and Ahead on the main
@@ -497,7 +504,10 @@ type claimerRec struct {
 }
 
 // workPeriod is a batch's work: c.work, or drawn from c.work to c.workMax.
-func (c scaleConfig) workPeriod() time.Duration {
+func (c scaleConfig) workPeriod(id int64) time.Duration {
+	if c.workMax > c.work && c.longest && c.total > 1 {
+		return c.workMax - time.Duration(int64(c.workMax-c.work)*(id-1)/int64(c.total-1))
+	}
 	if c.workMax > c.work {
 		return c.work + time.Duration(rand.Int64N(int64(c.workMax-c.work)))
 	}
@@ -906,6 +916,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	if c.endCases > 0 {
 		cases = c.endCases
 	}
+	c.total = cases
 	fmt.Printf("\nBenchmarkClaimScaleEnd: %v; %d claimers, %d cases\n", c, n, cases)
 	dir, cleanup := scaleFarm(b, c.dir, cases, c.lanesFor(n), n)
 	defer cleanup()
@@ -1002,11 +1013,12 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 			}
 			queued = len(got)
 		}
+		id := r.ids[len(r.ids)-queued]
 		queued -= min(queued, c.batch)
 		if r.first.IsZero() {
 			r.first = time.Now()
 		}
-		w := c.workPeriod()
+		w := c.workPeriod(id)
 		time.Sleep(w)
 		r.work += w
 		r.worked = time.Now()
