@@ -495,8 +495,21 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	}
 	deadline := time.Now().Add(wait)
 	for _, id := range cancelled {
+		var goneAt time.Time
 		for time.Now().Before(deadline) {
-			if l.quiet(id) {
+			recorded, gone := l.quiet(id)
+			if recorded {
+				break
+			}
+			// Its processes gone, its supervisor records the end at
+			// once; a moment's wait for that record, so that what
+			// Cancel returns is what 'farm list' then shows (CI once
+			// read RUNNING right after). A supervisor that cannot
+			// write (a full disk) does not keep Cancel waiting long.
+			if gone && goneAt.IsZero() {
+				goneAt = time.Now()
+			}
+			if gone && time.Since(goneAt) > recordWait {
 				break
 			}
 			select {
@@ -522,15 +535,19 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 	return cancelled, nil
 }
 
-// quiet reports whether job id has ended: by its record, or, a job of
-// this host, by its processes, all gone (its supervisor may be retrying
-// the record of its end: a full disk).
-func (l *Backend) quiet(id string) bool {
+// recordWait is how long Cancel waits for the record of a job's end once
+// its processes are gone.
+const recordWait = 2 * time.Second
+
+// quiet reports whether job id has ended by its record, and, a job of this
+// host, whether its processes are all gone (its supervisor about to record
+// the end, or retrying it: a full disk).
+func (l *Backend) quiet(id string) (recorded, gone bool) {
 	_, st, info, _ := l.job(id)
 	if !info.State.Active() {
-		return true
+		return true, true
 	}
-	return info.OtherHost == "" && st.State == backend.Running && st.PGID > 0 && !sessionAlive(st.PGID)
+	return false, info.OtherHost == "" && st.State == backend.Running && st.PGID > 0 && !sessionAlive(st.PGID)
 }
 
 // probeWrite tries to make (and removes) a file among the job records: the
