@@ -1185,14 +1185,29 @@ func herdFigures(m *fsModel, recs []*claimerRec, t0 time.Time, capacity float64)
 // mark were made, from the last work period's end.
 func endFigures(recs []*claimerRec, t0, lastWork, lastStop time.Time, dir string) string {
 	var work time.Duration
-	var firsts []time.Duration
+	var firsts, works []time.Duration
+	var firstClaims []int
 	for _, r := range recs {
 		work += r.work
+		works = append(works, r.work)
 		if !r.first.IsZero() {
 			firsts = append(firsts, r.first.Sub(r.began))
 		}
+		if len(r.claims) > 0 {
+			firstClaims = append(firstClaims, r.claims[0].cases)
+		}
 	}
 	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	sort.Slice(works, func(i, j int) bool { return works[i] < works[j] })
+	sort.Ints(firstClaims)
+	spread := ""
+	if len(works) > 0 && len(firstClaims) > 0 {
+		// What decides the end: how evenly the work fell on the claimers,
+		// and how much of it the first claims took.
+		spread = fmt.Sprintf("; work a claimer, s: min %.0f p50 %.0f max %.0f; first claim, cases: p50 %d max %d",
+			works[0].Seconds(), works[len(works)/2].Seconds(), works[len(works)-1].Seconds(),
+			firstClaims[len(firstClaims)/2], firstClaims[len(firstClaims)-1])
+	}
 	eff := work.Seconds() / (float64(len(recs)) * lastStop.Sub(t0).Seconds())
 	marks, _ := filepath.Glob(filepath.Join(dir, "MISC", "lanes.*", "[xe]*"))
 	var at []string
@@ -1201,7 +1216,7 @@ func endFigures(recs []*claimerRec, t0, lastWork, lastStop time.Time, dir string
 			at = append(at, fmt.Sprintf("%s %+.1f", filepath.Base(m), fi.ModTime().Sub(lastWork).Seconds()))
 		}
 	}
-	return fmt.Sprintf("efficiency %.3f (%.0f s of work, %d claimers, %.1f s); start to first work, s: p50 %.2f p99 %.2f max %.2f; marks, s from the last work's end: %s",
+	return fmt.Sprintf("efficiency %.3f (%.0f s of work, %d claimers, %.1f s); start to first work, s: p50 %.2f p99 %.2f max %.2f%s; marks, s from the last work's end: %s",
 		eff, work.Seconds(), len(recs), lastStop.Sub(t0).Seconds(),
-		percentile(firsts, 0.5).Seconds(), percentile(firsts, 0.99).Seconds(), percentile(firsts, 1).Seconds(), strings.Join(at, ", "))
+		percentile(firsts, 0.5).Seconds(), percentile(firsts, 0.99).Seconds(), percentile(firsts, 1).Seconds(), spread, strings.Join(at, ", "))
 }

@@ -493,6 +493,28 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 		}
 		cancelled = append(cancelled, id)
 	}
+	if err := l.waitQuiet(ctx, cancelled, wait); err != nil {
+		return cancelled, err
+	}
+	var unrecorded []string
+	for _, id := range cancelled {
+		if _, _, info, _ := l.job(id); info.State.Active() {
+			unrecorded = append(unrecorded, id)
+		}
+	}
+	if len(unrecorded) > 0 {
+		why := ""
+		if err := l.probeWrite(); err != nil {
+			why = fmt.Sprintf(" (the farm's filesystem refuses writes: %v)", err)
+		}
+		l.notice("farm: the end of local job(s) %s is not recorded yet%s: their supervisors, told to stop them, record it once they can write; 'farm list' shows it then", strings.Join(unrecorded, " "), why)
+	}
+	return cancelled, nil
+}
+
+// waitQuiet waits, up to wait in all or until ctx is done, for the
+// cancelled jobs to end (quiet).
+func (l *Backend) waitQuiet(ctx context.Context, cancelled []string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for _, id := range cancelled {
 		var goneAt time.Time
@@ -514,25 +536,12 @@ func (l *Backend) Cancel(ctx context.Context, ids []string, scope backend.Cancel
 			}
 			select {
 			case <-ctx.Done():
-				return cancelled, ctx.Err()
+				return ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
-	var unrecorded []string
-	for _, id := range cancelled {
-		if _, _, info, _ := l.job(id); info.State.Active() {
-			unrecorded = append(unrecorded, id)
-		}
-	}
-	if len(unrecorded) > 0 {
-		why := ""
-		if err := l.probeWrite(); err != nil {
-			why = fmt.Sprintf(" (the farm's filesystem refuses writes: %v)", err)
-		}
-		l.notice("farm: the end of local job(s) %s is not recorded yet%s: their supervisors, told to stop them, record it once they can write; 'farm list' shows it then", strings.Join(unrecorded, " "), why)
-	}
-	return cancelled, nil
+	return nil
 }
 
 // recordWait is how long Cancel waits for the record of a job's end once
