@@ -299,6 +299,7 @@ type tracedCall struct {
 	g    uint64
 	at   time.Time
 	kind int
+	wait time.Duration // its wait for the server
 }
 
 func newFSModel(c scaleConfig) *fsModel {
@@ -347,7 +348,7 @@ func (m *fsModel) call(kind string) func(error) {
 	if m.trace.Load() {
 		g := goid()
 		m.tmu.Lock()
-		m.traced = append(m.traced, tracedCall{g: g, at: now, kind: k})
+		m.traced = append(m.traced, tracedCall{g: g, at: now, kind: k, wait: start.Sub(now)})
 		m.tmu.Unlock()
 	}
 	if d := time.Until(due); d > 0 {
@@ -904,7 +905,8 @@ func reportScale(b *testing.B, c scaleConfig, n int, cc *callCounts, w scaleWind
 // (then they stop, as a meta-job does). It reports the time from the
 // moment the last case was handed out (the return of the Claim that handed
 // it) until every claimer's Claim had returned no case, and the calls each
-// claimer made in that time.
+// claimer made in that time. Its claimers size their claims as a meta-job
+// does (endBatch): FARM_SCALE_BATCH × Ahead is only their most.
 func BenchmarkClaimScaleEnd(b *testing.B) {
 	c := scaleSettings(b)
 	old := voidAfter
@@ -967,6 +969,7 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	big := largestClaim(recs)
 	fmt.Printf("the largest claim: %d cases, at %.2f s\n", big.cases, big.end.Sub(t0).Seconds())
 	fmt.Println(endFigures(recs, t0, lastWork, lastStop, dir))
+	fmt.Print(endTimeline(model.traced, recs, t0, lastStop))
 	fmt.Printf("| N | cases | claims in all | last case handed out at | claims returning after it | claimers stopped after it, ms: p50 / max | every claimer stopped, after the last case's end | calls per claimer after it: mean / p50 / max | calls after it by kind, per claimer | exclusive creates after it |\n")
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Printf("| %d | %d | %d | %.2f s | %d | %s / %s | %s ms | %.1f / %d / %d | %s | %d |\n",
@@ -978,6 +981,56 @@ func BenchmarkClaimScaleEnd(b *testing.B) {
 	b.ReportMetric(float64(max(lastStop.Sub(lastWork), 0))/1e6, "gone-after-last-end-ms")
 	b.ReportMetric(float64(sum)/float64(n), "calls/claimer-after")
 	b.ReportMetric(0, "ns/op")
+}
+
+// endTimeline is the run's calls and hand-outs by 20 s: calls a second
+// (the most frequent kinds), their mean wait for the server, the cases
+// handed out, and the claimers in a claim at the window's end.
+func endTimeline(traced []tracedCall, recs []*claimerRec, t0, end time.Time) string {
+	const step = 20 * time.Second
+	w := int(end.Sub(t0)/step) + 1
+	calls := make([][16]int, w) // by kind, as callCounts
+	wait := make([]time.Duration, w)
+	cases := make([]int, w)
+	for _, tc := range traced {
+		if i := int(tc.at.Sub(t0) / step); i >= 0 && i < w {
+			calls[i][tc.kind]++
+			wait[i] += tc.wait
+		}
+	}
+	for _, r := range recs {
+		for _, cl := range r.claims {
+			if i := int(cl.end.Sub(t0) / step); i >= 0 && i < w {
+				cases[i] += cl.cases
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| from, s | calls/s | most: kind/s | mean wait for the server, ms | cases handed out | in a claim at its end |\n|---|---|---|---|---|---|\n")
+	for i := range w {
+		at := t0.Add(time.Duration(i+1) * step)
+		inClaim := 0
+		for _, r := range recs {
+			for _, cl := range r.claims {
+				if cl.start.Before(at) && cl.end.After(at) {
+					inClaim++
+				}
+			}
+		}
+		n, top := 0, []string{}
+		kinds := make([]int, len(scaleKinds))
+		for k := range kinds {
+			n += calls[i][k]
+			kinds[k] = k
+		}
+		sort.Slice(kinds, func(a, c int) bool { return calls[i][kinds[a]] > calls[i][kinds[c]] })
+		for _, k := range kinds[:3] {
+			top = append(top, fmt.Sprintf("%s %.0f", scaleKinds[k], float64(calls[i][k])/step.Seconds()))
+		}
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %.1f | %d | %d |\n", i*int(step.Seconds()), float64(n)/step.Seconds(),
+			strings.Join(top, ", "), float64(wait[i])/float64(max(n, 1))/1e6, cases[i], inClaim)
+	}
+	return b.String()
 }
 
 // endClaimer is claimer i of a BenchmarkClaimScaleEnd run on the farm
@@ -998,7 +1051,7 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 	for {
 		if queued == 0 {
 			t := time.Now()
-			got, err := c.refill(ctx, st)
+			got, err := st.Claim(ctx, 1, c.endBatch(st, r))
 			e := time.Now()
 			if err != nil {
 				r.err = err
@@ -1023,6 +1076,28 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 		r.work += w
 		r.worked = time.Now()
 	}
+}
+
+// endBatch is the size of a BenchmarkClaimScaleEnd claimer's next claim,
+// as metajob's batchSizer picks it: the store's (FirstBatch) first, one
+// while no case has ended, then Ahead × a second of work (BatchSeconds)
+// by the mean of its cases so far, doubling at most — never more than
+// FARM_SCALE_BATCH × Ahead. (Cases of seconds are claimed one at a time,
+// as a meta-job claims them.)
+func (c scaleConfig) endBatch(st *Store, r *claimerRec) int {
+	if len(r.claims) == 0 {
+		return FirstBatch
+	}
+	if r.worked.IsZero() {
+		return 1
+	}
+	ahead := 1
+	if c.ahead {
+		ahead = st.Ahead()
+	}
+	last := r.claims[len(r.claims)-1].cases
+	mean := r.work.Seconds() / float64(len(r.ids))
+	return max(1, min(int(float64(ahead)/mean), 2*last, c.batch*ahead))
 }
 
 // stopsAfter returns when each claimer of recs stopped (the end of its
@@ -1187,7 +1262,18 @@ func endFigures(recs []*claimerRec, t0, lastWork, lastStop time.Time, dir string
 	var work time.Duration
 	var firsts, works []time.Duration
 	var firstClaims []int
+	var lat, inClaims []time.Duration // each claim's time; each claimer's time in claims
+	var longAt []string               // the claims over 5 s: which of the claimer's, when, s
 	for _, r := range recs {
+		var in time.Duration
+		for k, cl := range r.claims {
+			lat = append(lat, cl.end.Sub(cl.start))
+			in += cl.end.Sub(cl.start)
+			if d := cl.end.Sub(cl.start); d > 5*time.Second && len(longAt) < 8 {
+				longAt = append(longAt, fmt.Sprintf("#%d at %.1f for %.1f", k+1, cl.start.Sub(t0).Seconds(), d.Seconds()))
+			}
+		}
+		inClaims = append(inClaims, in)
 		work += r.work
 		works = append(works, r.work)
 		if !r.first.IsZero() {
@@ -1200,11 +1286,18 @@ func endFigures(recs []*claimerRec, t0, lastWork, lastStop time.Time, dir string
 	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 	sort.Slice(works, func(i, j int) bool { return works[i] < works[j] })
 	sort.Ints(firstClaims)
-	spread := ""
+	slices.Sort(lat)
+	slices.Sort(inClaims)
+	spread := fmt.Sprintf("; a claim, s: p50 %.2f p99 %.2f max %.2f; in claims a claimer, s: p50 %.1f max %.1f",
+		percentile(lat, 0.5).Seconds(), percentile(lat, 0.99).Seconds(), percentile(lat, 1).Seconds(),
+		percentile(inClaims, 0.5).Seconds(), percentile(inClaims, 1).Seconds())
+	if len(longAt) > 0 {
+		spread += " (claims over 5 s, the first few: " + strings.Join(longAt, ", ") + ")"
+	}
 	if len(works) > 0 && len(firstClaims) > 0 {
 		// What decides the end: how evenly the work fell on the claimers,
 		// and how much of it the first claims took.
-		spread = fmt.Sprintf("; work a claimer, s: min %.0f p50 %.0f max %.0f; first claim, cases: p50 %d max %d",
+		spread += fmt.Sprintf("; work a claimer, s: min %.0f p50 %.0f max %.0f; first claim, cases: p50 %d max %d",
 			works[0].Seconds(), works[len(works)/2].Seconds(), works[len(works)-1].Seconds(),
 			firstClaims[len(firstClaims)/2], firstClaims[len(firstClaims)-1])
 	}
