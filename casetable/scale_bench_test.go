@@ -53,8 +53,9 @@ import (
 //	                     (Ahead as in farm: on in lanes, on the main chain
 //	                     only with FARM_CLAIM_AHEAD=1)
 //	FARM_SCALE_WORK      sleep per claimed batch, a Go duration (1s)
-//	FARM_SCALE_WORK_MAX  BenchmarkClaimScaleEnd: each batch's sleep drawn evenly
-//	                     from FARM_SCALE_WORK to this (cases of unequal length)
+//	FARM_SCALE_WORK_MAX  BenchmarkClaimScaleEnd: each case's sleep drawn evenly
+//	                     from FARM_SCALE_WORK to this (cases of unequal length,
+//	                     a work period each, not a batch's)
 //	FARM_SCALE_LONGEST_FIRST  BenchmarkClaimScaleEnd, with FARM_SCALE_WORK_MAX:
 //	                     a case's sleep by its line, FARM_SCALE_WORK_MAX on
 //	                     the first down to FARM_SCALE_WORK on the last (as
@@ -1067,7 +1068,11 @@ func (c scaleConfig) endClaimer(i int, dir string, r *claimerRec, logs *logLines
 			queued = len(got)
 		}
 		id := r.ids[len(r.ids)-queued]
-		queued -= min(queued, c.batch)
+		if c.workMax > c.work {
+			queued-- // cases of unequal length: a work period each
+		} else {
+			queued -= min(queued, c.batch)
+		}
 		if r.first.IsZero() {
 			r.first = time.Now()
 		}
