@@ -334,25 +334,21 @@ var errInconsistent = fsretry.Transient(errors.New("the claim state's marks look
 
 // latestNear finds the newest committed generation from from (one known marked, or -1);
 // -1 if none. The newest mark found, committed or voided, becomes c.top (CLAIMS.md,
-// "Finding the newest"). A caller expecting the newest about near past from has from+near,
-// then the one below, looked up first: it orders the lookups, not the answer.
+// "Finding the newest"). A caller expecting the newest about near past from has
+// from+near looked up first, then below it, by doubling steps, until a mark: the
+// guess orders the lookups, not the answer.
 func (c *chain) latestNear(from, near int64) (int64, error) {
-	// A gallop finds the newest in 2·log2(distance) lookups.
+	guess := from + near
 	from = max(from, c.top, c.known)
 	lo, loMark, hi := from, unmarked, int64(-1) // lo marked (or -1), hi not (or -1)
 	if lo >= 0 && lo == c.known {
 		loMark = committed
 	}
-	for g := from + near; from >= 0 && near >= 2 && g >= from+near-1; g-- {
-		m, err := c.marker(g)
-		if err != nil {
+	if from >= 0 && near >= 2 && guess > from+1 {
+		var err error
+		if lo, loMark, hi, err = c.below(guess, lo, loMark); err != nil {
 			return 0, err
 		}
-		if m != unmarked {
-			lo, loMark = g, m
-			break
-		}
-		hi = g
 	}
 	// Gallop (lo+1, lo+2, lo+4, ...) until a generation is not marked, then bisect.
 	for step := int64(1); hi < 0 || hi-lo > 1; step *= 2 {
@@ -389,6 +385,24 @@ func (c *chain) latestNear(from, near int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// below looks up marks from g down, by doubling steps, until one is marked (then
+// lo) or lo is reached; hi is the lowest found unmarked (-1: none), as latestNear keeps them.
+func (c *chain) below(g, lo int64, loMark mark) (int64, mark, int64, error) {
+	hi := int64(-1)
+	for step := int64(1); g > lo; step *= 2 {
+		m, err := c.marker(g)
+		if err != nil {
+			return 0, unmarked, 0, err
+		}
+		if m != unmarked {
+			return g, m, hi, nil
+		}
+		hi = g
+		g -= step
+	}
+	return lo, loMark, hi, nil
 }
 
 // nextSlot is the slot of the next commit on gen, the newest the caller read: past every mark known.
@@ -432,15 +446,16 @@ func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte
 	// Back off: a random pause below backoffLimit, unit what the lost attempt took.
 	u.lost++
 	unit := c.fs.Now().Sub(u.tried)
-	c.fs.Sleep(ctx, time.Duration(c.fs.Rand()%uint64(backoffLimit(u.lost, unit))))
+	c.fs.Sleep(ctx, time.Duration(c.fs.Rand()%uint64(backoffLimit(u.lost+u.carry, unit))))
 	_, err = c.awaitPaced(ctx, n, unit)
 	return false, cmp.Or(ctx.Err(), err) // cancelled: said so, not the wait's last error
 }
 
 // backoffLimit is the bound of a lost commit's random pause (CLAIMS-APPENDIX.md):
-// unit·2^(lost-1), unit at least 1 ms, at most 2 s (no overflow).
+// unit·2^(lost-1), unit at least 1 ms, at most 10 s (no overflow); lost counts
+// the doublings carried from the store's last claims (contention.carry).
 func backoffLimit(lost int, unit time.Duration) time.Duration {
-	const most = 2 * time.Second
+	const most = 10 * time.Second
 	unit = min(max(unit, time.Millisecond), most)
 	return min(unit<<min(max(lost-1, 0), 20), most)
 }

@@ -2,6 +2,7 @@ package casetable
 
 import (
 	"context"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ import (
 )
 
 // The bound of backoff's pause doubles with the attempts lost from the
-// unit (at least 1 ms) and never exceeds 2 s, nor overflows, whatever the
+// unit (at least 1 ms) and never exceeds 10 s, nor overflows, whatever the
 // unit (an attempt stopped for hours) and the attempts lost.
 func TestBackoffLimit(t *testing.T) {
 	for _, c := range []struct {
@@ -25,11 +26,12 @@ func TestBackoffLimit(t *testing.T) {
 		{1, 10 * time.Millisecond, 10 * time.Millisecond},
 		{2, 10 * time.Millisecond, 20 * time.Millisecond},
 		{5, 10 * time.Millisecond, 160 * time.Millisecond},
-		{9, 10 * time.Millisecond, 2 * time.Second},
+		{9, 10 * time.Millisecond, 2560 * time.Millisecond},
+		{11, 10 * time.Millisecond, 10 * time.Second},
 		{0, 3 * time.Millisecond, 3 * time.Millisecond},
-		{25, 3 * time.Hour, 2 * time.Second},
-		{1 << 30, 1<<63 - 1, 2 * time.Second},
-		{64, time.Millisecond, 2 * time.Second},
+		{25, 3 * time.Hour, 10 * time.Second},
+		{1 << 30, 1<<63 - 1, 10 * time.Second},
+		{64, time.Millisecond, 10 * time.Second},
 	} {
 		if got := backoffLimit(c.lost, c.unit); got != c.want {
 			t.Errorf("backoffLimit(%d, %v) = %v, want %v", c.lost, c.unit, got, c.want)
@@ -53,6 +55,34 @@ func TestLatestNearAnswersAsLatest(t *testing.T) {
 			if err != nil || got != want || ch.top != want {
 				t.Fatalf("latestNear(%d, %d) = %d (top %d), %v; want %d", from, near, got, ch.top, err, want)
 			}
+		}
+	}
+}
+
+// latestNear's lookups grow with how far its guess is off, not with how far
+// the newest is from what the caller knew: 2·log2 of the error and a few
+// more, too high or too low (a store's claim after many others' commits).
+func TestLatestNearLookupsFollowTheGuess(t *testing.T) {
+	const gens, from = 300, 20
+	ch := chainOf(t, gens)
+	var stats int
+	cc := newChain(countingFS{on: func(kind string) func(error) {
+		if kind == "stat" {
+			stats++
+		}
+		return nil
+	}}, ch.dir)
+	t.Cleanup(cc.close)
+	want := int64(gens - 1)
+	for _, off := range []int64{0, 1, -1, 3, -3, 10, -10, 40, -40} {
+		cc.top, stats = -1, 0
+		got, err := cc.latestNear(from, want-from+off)
+		if err != nil || got != want {
+			t.Fatalf("latestNear(%d, guess off by %d) = %d, %v; want %d", from, off, got, err, want)
+		}
+		e := max(off, -off)
+		if most := 2*bits.Len64(uint64(e)) + 3; stats > most {
+			t.Errorf("guess off by %d: %d lookups, want at most %d", off, stats, most)
 		}
 	}
 }
@@ -119,5 +149,25 @@ func TestGenerationRecord(t *testing.T) {
 	}
 	if err := back.unmarshal(closing(4, State{Run: 2, MaxID: 9}, "n1")); err != errClosed || back.Run != 2 || back.MaxID != 9 {
 		t.Errorf("a closing: %v, run %d, maxid %d; want errClosed, 2, 9", err, back.Run, back.MaxID)
+	}
+}
+
+// A store that lost slots in a claim pauses longer from its next claim's
+// first loss on (the doublings carried), and comes back down by one
+// doubling a claim it makes without losing.
+func TestBackoffCarriedAcrossClaims(t *testing.T) {
+	s := &chainStore{con: contention{own: -1}}
+	for i, c := range []struct{ lost, carry int }{
+		{0, 0}, {5, 4}, {0, 3}, {2, 4}, {0, 3}, {0, 2}, {0, 1}, {0, 0}, {0, 0}, {1, 0},
+	} {
+		s.contended(int64(i), c.lost)
+		if s.con.carry != c.carry {
+			t.Fatalf("claim %d, %d lost: %d doublings carried, want %d", i, c.lost, s.con.carry, c.carry)
+		}
+	}
+	s.con.carry = 3
+	u := &updating{lost: 1, carry: s.con.carry}
+	if got, want := backoffLimit(u.lost+u.carry, 10*time.Millisecond), 80*time.Millisecond; got != want {
+		t.Errorf("the first loss with 3 doublings carried: a pause below %v, want %v", got, want)
 	}
 }

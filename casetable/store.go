@@ -35,6 +35,7 @@ type contention struct {
 	own   int64 // the generation this store committed last; -1: none
 	ahead int   // batches' worth the next claim should take; 0: 1
 	peers int64 // others claiming: generations they committed between its last two commits, or slots it lost
+	carry int   // doublings of a lost commit's pause carried into its next claim (backoffLimit)
 }
 
 // pause waits before the look after try (0, 1, ...): 10 ms more each time.
@@ -58,6 +59,9 @@ func (s *chainStore) contended(gen int64, lost int) {
 		extra += 3 + 2*bits.Len64(uint64(gen-c.own-1)) // a gallop of lookups, a read
 	}
 	extra += 8 * lost // a slot, a wait and a reading each
+	// A store that keeps losing keeps pausing longer: the doublings its
+	// losses added, less one a claim (BENCHMARKS.md, "The end ... in the model").
+	c.carry = max(0, c.carry+lost-1)
 	want := 1 + (extra+aheadTarget-1)/aheadTarget
 	c.ahead = min(MaxAhead, max(want, max(c.ahead, 1)/2))
 	c.own = gen
@@ -205,7 +209,7 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info *co
 	}()
 	// Read afresh if others committed between its last two claims: likely since too.
 	u := &updating{r: fsretry.Retrier{Limit: s.o.Retry, Log: s.o.log(), Clock: s.fs},
-		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0}
+		stale: s.ch == nil || s.gen < 0 || s.con.ahead > 1 || s.con.peers > 0, carry: s.con.carry}
 	for err = errAgain; err == errAgain; {
 		if err = ctx.Err(); err == nil {
 			err = s.attempt(ctx, u, fn, info)
@@ -223,6 +227,7 @@ type updating struct {
 	stale    bool      // the base must be read (again)
 	reopened bool      // the chain was looked up again after damage
 	lost     int       // attempts lost to other processes
+	carry    int       // doublings of its pause carried from the store's last claims
 	tried    time.Time // this attempt's start: its reading of the base, then its commit
 }
 
