@@ -165,9 +165,72 @@ func TestBackoffCarriedAcrossClaims(t *testing.T) {
 			t.Fatalf("claim %d, %d lost: %d doublings carried, want %d", i, c.lost, s.con.carry, c.carry)
 		}
 	}
+	for range 20 {
+		s.contended(0, 9)
+	}
+	if s.con.carry != maxCarry {
+		t.Errorf("after 20 claims of 9 slots lost: %d doublings carried, want at most %d", s.con.carry, maxCarry)
+	}
 	s.con.carry = 3
 	u := &updating{lost: 1, carry: s.con.carry}
 	if got, want := backoffLimit(u.lost+u.carry, 10*time.Millisecond), 80*time.Millisecond; got != want {
 		t.Errorf("the first loss with 3 doublings carried: a pause below %v, want %v", got, want)
+	}
+}
+
+// latestNear finds what latest finds over voids too (FIFO marks, a void the
+// newest mark), from any mark known, with the chain's top set past from
+// (a store that saw voids), whatever the guess.
+func TestLatestNearOverVoids(t *testing.T) {
+	dir := t.TempDir()
+	misc := filepath.Join(dir, "MISC")
+	if err := os.Mkdir(misc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(dir, misc)
+	defer st.Close()
+	commit := func(k int) {
+		for range k {
+			if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	void := func(ns ...int64) {
+		for _, n := range ns {
+			d, err := st.ch.segFD(n, false)
+			if err == nil {
+				err = st.ch.void(d, n)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	commit(20)   // 0..19
+	void(20, 21) // voids between commits
+	st.gen = -1  // read afresh: the next commits pass the voids
+	commit(10)   // 22..31
+	void(32, 33) // the newest marks voids
+	const want, top = 31, 33
+	ch, _, _, err := openChain(vfs.OS{}, misc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.close()
+	for from := int64(0); from <= top; from++ {
+		for near := int64(0); near < 50; near++ {
+			for _, known := range []int64{-1, from / 2} {
+				ch.top, ch.known = -1, known
+				if from%3 == 0 {
+					ch.top = min(from+2, top) // a store that saw marks past from
+				}
+				got, err := ch.latestNear(from, near)
+				if err != nil || got != want || ch.top != top {
+					t.Fatalf("latestNear(%d, %d), top %d known %d = %d (top %d), %v; want %d (top %d)",
+						from, near, min(from+2, top), known, got, ch.top, err, want, top)
+				}
+			}
+		}
 	}
 }

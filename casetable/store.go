@@ -46,6 +46,7 @@ func (s *chainStore) pause(try int) {
 const (
 	MaxAhead    = 64 // caps Ahead
 	aheadTarget = 3  // calls that sharing the chain may add to a claim, per batch's worth
+	maxCarry    = 10 // doublings carried (a pause's bound up to 1,024 units): 10 claims back down
 )
 
 // contended updates Ahead after a claim that committed gen and lost lost
@@ -60,8 +61,8 @@ func (s *chainStore) contended(gen int64, lost int) {
 	}
 	extra += 8 * lost // a slot, a wait and a reading each
 	// A store that keeps losing keeps pausing longer: the doublings its
-	// losses added, less one a claim (BENCHMARKS.md, "The end ... in the model").
-	c.carry = max(0, c.carry+lost-1)
+	// losses added, less one a claim, at most maxCarry (CLAIMS-APPENDIX.md).
+	c.carry = min(max(0, c.carry+lost-1), maxCarry)
 	want := 1 + (extra+aheadTarget-1)/aheadTarget
 	c.ahead = min(MaxAhead, max(want, max(c.ahead, 1)/2))
 	c.own = gen
