@@ -35,6 +35,7 @@ cluster_settings() {
   VETH=${FARM_CLUSTER_VETH:-farmveth}            # head side of each node's link
   CTLD_PORT=${FARM_CLUSTER_SLURMCTLD_PORT:-6917} # beside slurm-up's 6817
   SLURMD_TIMEOUT=${FARM_CLUSTER_SLURMD_TIMEOUT:-20}
+  MESSAGE_TIMEOUT=${FARM_CLUSTER_MESSAGE_TIMEOUT:-10}
   LATENCY_US=${FARM_CLUSTER_LATENCY_US:-1000}    # the latency profile's delay
   TIMEOUT=${FARM_CLUSTER_TIMEOUT:-120}           # longest wait for any one step
   DHT_LAYOUT=${FARM_CLUSTER_DHT_LAYOUT:-replica2} # the dht volume's replica sets
@@ -52,7 +53,7 @@ cluster_settings() {
 # cluster_save_settings: write the settings to $DIR/settings.
 cluster_save_settings() {
   local v
-  for v in MNT NODES SPARE CPUS OVERSUBSCRIBE NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT ACCT DB_PORT DBD_PORT; do
+  for v in MNT NODES SPARE CPUS OVERSUBSCRIBE NET BRIDGE NETNS VETH CTLD_PORT SLURMD_TIMEOUT MESSAGE_TIMEOUT LATENCY_US TIMEOUT DHT_LAYOUT ACCT DB_PORT DBD_PORT; do
     printf '%s=%q\n' "$v" "${!v}"
   done >"$DIR/settings"
 }
