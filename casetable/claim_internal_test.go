@@ -87,9 +87,8 @@ func TestLatestNearLookupsFollowTheGuess(t *testing.T) {
 	}
 }
 
-// chainOf commits gens generations in a new farm's chain and returns the
-// chain, opened afresh (closed when the test ends).
-func chainOf(t *testing.T, gens int) *chain {
+// storeOf is a store of a new farm's claim state (closed when the test ends), and its MISC.
+func storeOf(t *testing.T) (*Store, string) {
 	t.Helper()
 	dir := t.TempDir()
 	misc := filepath.Join(dir, "MISC")
@@ -97,7 +96,15 @@ func chainOf(t *testing.T, gens int) *chain {
 		t.Fatal(err)
 	}
 	st := NewStore(dir, misc)
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
+	return st, misc
+}
+
+// chainOf commits gens generations in a new farm's chain and returns the
+// chain, opened afresh (closed when the test ends).
+func chainOf(t *testing.T, gens int) *chain {
+	t.Helper()
+	st, misc := storeOf(t)
 	for i := 0; i < gens; i++ {
 		if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
 			t.Fatal(err)
@@ -182,13 +189,7 @@ func TestBackoffCarriedAcrossClaims(t *testing.T) {
 // newest mark), from any mark known, with the chain's top set past from
 // (a store that saw voids), whatever the guess.
 func TestLatestNearOverVoids(t *testing.T) {
-	dir := t.TempDir()
-	misc := filepath.Join(dir, "MISC")
-	if err := os.Mkdir(misc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	st := NewStore(dir, misc)
-	defer st.Close()
+	st, misc := storeOf(t)
 	commit := func(k int) {
 		for range k {
 			if err := st.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
