@@ -43,7 +43,7 @@ func (m *Metajob) runOne(ctx context.Context, s *loop, c tablefmt.Case, p status
 	}
 	var timer *caseTimer
 	if limit > 0 {
-		timer = m.startTimer(s.runner, c.ID, limit)
+		timer = m.startTimer(s.runner, c.ID, start, limit)
 	}
 	code, sig, err := m.runCase(s.runner, c, set, limit > 0)
 	d = time.Since(start)

@@ -97,11 +97,14 @@ type caseTimer struct {
 	done bool           // the case ended
 }
 
-// startTimer starts the timer of case id, run by r, of limit.
-func (m *Metajob) startTimer(r caseRunner, id int64, limit time.Duration) *caseTimer {
+// startTimer starts the timer of case id, run by r, of limit, counted
+// from start: the time its start record holds, which its run-time in its
+// end record counts from too, so that the status write before the case
+// runs (an fsync on the farm's filesystem) does not lengthen its limit.
+func (m *Metajob) startTimer(r caseRunner, id int64, start time.Time, limit time.Duration) *caseTimer {
 	ct := &caseTimer{r: r, id: id, limit: limit, grace: m.Farm.Config.CaseKillGrace, log: m.log, graces: &m.graces}
 	ct.mu.Lock()
-	ct.t = time.AfterFunc(limit, ct.term)
+	ct.t = time.AfterFunc(time.Until(start.Add(limit)), ct.term)
 	ct.mu.Unlock()
 	return ct
 }

@@ -72,7 +72,7 @@ func TestCaseTimerEndsTheWholeGroup(t *testing.T) {
 		} {
 			os.Remove(pidFile)
 			start := time.Now()
-			timer := m.startTimer(r, 1, c.limit)
+			timer := m.startTimer(r, 1, start, c.limit)
 			code, _, err := r.run(caseRequest{ID: "1", Comm: c.comm, Group: true})
 			d := time.Since(start)
 			sent := timer.end()
