@@ -178,10 +178,52 @@ func TestBackoffCarriedAcrossClaims(t *testing.T) {
 	if s.con.carry != maxCarry {
 		t.Errorf("after 20 claims of 9 slots lost: %d doublings carried, want at most %d", s.con.carry, maxCarry)
 	}
-	s.con.carry = 3
-	u := &updating{lost: 1, carry: s.con.carry}
-	if got, want := backoffLimit(u.lost+u.carry, 10*time.Millisecond), 80*time.Millisecond; got != want {
-		t.Errorf("the first loss with 3 doublings carried: a pause below %v, want %v", got, want)
+}
+
+// pauseFS is the system's filesystem on a clock that only its Sleep moves:
+// it records the pauses and waits none; Rand is always r.
+type pauseFS struct {
+	vfs.OS
+	now    time.Time
+	pauses []time.Duration
+	r      uint64
+}
+
+func (f *pauseFS) Now() time.Time { return f.now }
+func (f *pauseFS) Rand() uint64   { return f.r }
+func (f *pauseFS) Sleep(ctx context.Context, d time.Duration) error {
+	f.pauses = append(f.pauses, d)
+	f.now = f.now.Add(d)
+	return ctx.Err()
+}
+
+// A claim's first lost commit pauses below the bound of the doublings its
+// store carries: with 5 carried and an attempt of no time (a unit of 1
+// ms), below 32 ms, not 1 ms. (Rand is fixed just below 32 ms: the pause
+// is 32 ms less 1 ns with the carry, 1 ms less 1 ns without.)
+func TestBackoffCarriedIntoTheNextClaim(t *testing.T) {
+	for _, c := range []struct {
+		carry int
+		want  time.Duration
+	}{{5, 32*time.Millisecond - 1}, {0, time.Millisecond - 1}} {
+		a, misc := storeOf(t)
+		f := &pauseFS{now: time.Unix(1e9, 0), r: uint64(32*time.Millisecond - 1)}
+		b := NewStoreOn(f, filepath.Dir(misc), misc)
+		t.Cleanup(func() { b.Close() })
+		claim := func(s *Store) {
+			if err := s.Update(context.Background(), func(s *State) error { s.Claimed++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		claim(a)
+		claim(b) // b knows the newest generation: its next claim tries the next
+		claim(a) // which a takes first
+		b.con.carry = c.carry
+		f.pauses = nil
+		claim(b)
+		if len(f.pauses) == 0 || f.pauses[0] != c.want {
+			t.Errorf("%d doublings carried: the lost commit's pauses %v; want the first %v", c.carry, f.pauses, c.want)
+		}
 	}
 }
 
