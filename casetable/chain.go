@@ -428,8 +428,9 @@ func (c *chain) read(n int64) ([]byte, error) {
 }
 
 // commitOrWait commits b as generation n, settling a commit of unknown outcome
-// while u.r retries it: won, or lost once n is marked (after a backoff, as
-// long as the attempt took: CLAIMS-APPENDIX.md).
+// while u.r retries it: won, or lost once n is marked, after a backoff (as long
+// as the attempt took: CLAIMS-APPENDIX.md) — or, if b emptied its lane
+// (u.empties), with the backoff left for the next commit, if one follows.
 func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte) (bool, error) {
 	won, err := c.commit(n, b)
 	if mutated("undecided-recommitted") && errors.Is(err, errUndecided) {
@@ -443,10 +444,15 @@ func (c *chain) commitOrWait(ctx context.Context, u *updating, n int64, b []byte
 	if err != nil || won {
 		return won, err
 	}
-	// Back off: a random pause below backoffLimit, unit what the lost attempt took.
+	// Back off: a random pause below backoffLimit, unit what the lost attempt took;
+	// taken later if the winner may have left nothing to claim (then none is).
 	u.lost++
 	unit := c.fs.Now().Sub(u.tried)
-	c.fs.Sleep(ctx, time.Duration(c.fs.Rand()%uint64(backoffLimit(u.lost+u.carry, unit))))
+	u.pause = time.Duration(c.fs.Rand() % uint64(backoffLimit(u.lost+u.carry, unit)))
+	if !u.empties {
+		c.fs.Sleep(ctx, u.pause)
+		u.pause = 0
+	}
 	_, err = c.awaitPaced(ctx, n, unit)
 	return false, cmp.Or(ctx.Err(), err) // cancelled: said so, not the wait's last error
 }

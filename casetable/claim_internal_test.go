@@ -277,3 +277,47 @@ func TestLatestNearOverVoids(t *testing.T) {
 		}
 	}
 }
+
+// A claimer whose commit would have taken its lane's last case, and lost,
+// reads the generation that beat it before it pauses: if that took the last
+// case, its claim ends with no pause (the end of a run: BENCHMARKS.md); if
+// cases are left, it pauses once and claims one. b claims on the generation
+// it made last, one behind a's (each claim takes one case).
+func TestLostLastCaseEndsWithoutPause(t *testing.T) {
+	for _, c := range []struct {
+		cases  int
+		pauses int
+		got    int
+	}{{3, 0, 0}, {4, 1, 1}} {
+		dir := newLaneFarm(t, c.cases, 1)
+		misc := filepath.Join(dir, "MISC")
+		a := NewStore(dir, misc)
+		t.Cleanup(func() { a.Close() })
+		f := &pauseFS{now: time.Unix(1e9, 0), r: uint64(time.Millisecond - 1)}
+		b := NewStoreOn(f, dir, misc)
+		t.Cleanup(func() { b.Close() })
+		lost := 0
+		b.Note = func(_ string, _ []int64, l bool) error {
+			if l {
+				lost++
+			}
+			return nil
+		}
+		claim := func(s *Store) int {
+			cases, err := s.Claim(context.Background(), 2, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(cases)
+		}
+		if claim(a)+claim(b)+claim(a) != 3 {
+			t.Fatalf("%d cases: the first three claims took other than 3", c.cases)
+		}
+		f.pauses = nil
+		got := claim(b)
+		if lost != 1 || len(f.pauses) != c.pauses || got != c.got {
+			t.Errorf("%d cases, b's claim on a generation one behind: %d commits lost, pauses %v, %d cases claimed; want 1 lost, %d pauses, %d cases",
+				c.cases, lost, f.pauses, got, c.pauses, c.got)
+		}
+	}
+}

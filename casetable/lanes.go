@@ -482,7 +482,7 @@ func (L *laneSet) claimInLane(ctx context.Context, s *Store, l, run, most int) (
 			return cmp.Or(err, errNoCommit) // the sweep commits its cursor's move, cases or none
 		}
 		st.Claimed += int64(len(cases))
-		ci = commitInfo{n: len(cases)}
+		ci = commitInfo{n: len(cases), empties: exhausted}
 		for _, c := range cases {
 			ci.first = cmp.Or(ci.first, c.ID)
 			ci.ids = append(ci.ids, c.ID)

@@ -67,6 +67,9 @@ type commitInfo struct {
 	n     int    // cases claimed
 	nonce string
 	ids   []int64 // the cases claimed, for Opts.Note (not stored)
+	// empties: the claim takes the last of its lane's cases (not stored): if
+	// it loses, the winner's generation is read before the loser pauses.
+	empties bool
 }
 
 // marshal writes s as generation gen's record: a run record, or a lane's cursor (InLane).

@@ -169,7 +169,7 @@ var simRegressions = []struct {
 }{
 	{"queue-carried-to-next-run", 35, "full"},
 	{"repair-closes-new-run-lanes", 630, "local"},
-	{"add-removes-undecided-table", 13906, "gluster"},
+	{"add-removes-undecided-table", 17759, "gluster-dht"},
 	{"failed-read-old-base", 2539, "nfs"},
 	{"reply-decides", 25, "nfs"},
 	{"undecided-recommitted", 44, "nfs-soft"},
@@ -201,7 +201,7 @@ var simRegressions = []struct {
 	{"fence-without-wait", 4, "gluster-dht"},
 	{"ticket-void-as-claim", 6, "local"},
 	{"ticket-eexist-won", 11, "full"},
-	{"close-leaves-tickets", 108, "local"},
+	{"close-leaves-tickets", 156, "local"},
 	{"mark-lookup-trusts-enoent", 1343, "gluster-dht"},
 	{"tickets-gone-fails-close", 11387, "full"},
 }

@@ -225,11 +225,14 @@ func (s *chainStore) update(ctx context.Context, fn func(*State) error, info *co
 // updating is an update's attempts so far.
 type updating struct {
 	r        fsretry.Retrier
-	stale    bool      // the base must be read (again)
-	reopened bool      // the chain was looked up again after damage
-	lost     int       // attempts lost to other processes
-	carry    int       // doublings of its pause carried from the store's last claims
-	tried    time.Time // this attempt's start: its reading of the base, then its commit
+	stale    bool          // the base must be read (again)
+	reopened bool          // the chain was looked up again after damage
+	lost     int           // attempts lost to other processes
+	carry    int           // doublings of its pause carried from the store's last claims
+	empties  bool          // the attempt's commit claims the last of its lane's cases
+	pause    time.Duration // a lost commit's pause, yet to be taken before the next
+	fresh    bool          // the base is the generation that beat it, read just now
+	tried    time.Time     // this attempt's start: its reading of the base, then its commit
 }
 
 var (
@@ -257,6 +260,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 		next = s.ch.nextSlot(s.gen)
 	}
 	ci := *info
+	u.empties = ci.empties
 	ci.nonce = newNonce(s.fs)
 	ci.by = cmp.Or(ci.by, s.o.Job)
 	s.wbuf = st.marshal(s.wbuf[:0], next, ci)
@@ -300,7 +304,7 @@ func (s *chainStore) attempt(ctx context.Context, u *updating, fn func(*State) e
 	if errors.Is(err, errClosed) {
 		s.setChain(nil) // a repair made a new chain
 	}
-	u.stale = err != nil
+	u.stale, u.fresh = err != nil, err == nil
 	return errAgain
 }
 
@@ -326,12 +330,14 @@ func (s *chainStore) token(n int64, nonce string) string {
 }
 
 // propose reads the base if it must, runs fn on it and, for the farm's first
-// commit, makes its chain: the state to commit, errAgain, or errNoCommit.
+// commit, makes its chain: the state to commit (after the pause a lost commit
+// left it: paused), errAgain, or errNoCommit.
 func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) error) (*State, error) {
 	if u.tried.IsZero() || u.stale {
 		u.tried = s.fs.Now()
 	}
-	read := u.stale // the base is read in this call
+	read := u.stale || u.fresh // the base is read in this call, or was by the lost commit
+	u.fresh = false
 	if u.stale {
 		if err := s.readBase(); err != nil {
 			return nil, u.again(ctx, err)
@@ -366,7 +372,26 @@ func (s *chainStore) propose(ctx context.Context, u *updating, fn func(*State) e
 			return nil, errAgain
 		}
 	}
-	return &st, nil
+	return &st, s.paused(ctx, u)
+}
+
+// paused takes the pause a lost commit left for the next (u.pause: the lost one
+// took its lane's last case, and the winner's generation left cases); errAgain
+// if the chain moved on meanwhile, for the base to be read again.
+func (s *chainStore) paused(ctx context.Context, u *updating) error {
+	if u.pause == 0 {
+		return nil
+	}
+	err := s.fs.Sleep(ctx, u.pause)
+	u.pause = 0
+	if err != nil {
+		return err
+	}
+	if m, err := s.ch.marker(s.ch.nextSlot(s.gen)); err != nil || m != unmarked {
+		u.stale = true
+		return errAgain
+	}
+	return nil
 }
 
 // readBase reads the newest generation into s.cur; none yet: a zero State, Gen -1.
